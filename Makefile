@@ -1,0 +1,179 @@
+# rdmamemd — one plain GNU Makefile.
+#
+#   make deps      install the Debian packages the build needs (no-op when present)
+#   make           build daemon, client library and CLI into build/release
+#   make run       deps + build + start the daemon in the foreground
+#   make check     deps + build + run every test
+#   make asan      the whole test suite under ASan + UBSan (build/asan)
+#   make bench     benchmarks, each beside its anchor
+#   make install   PREFIX=/usr/local DESTDIR=
+#
+# VARIANT selects the build flavour (release, debug, asan); B the object
+# directory, so `make B=/tmp/out` builds out of tree.
+# Comments stay on their own lines: a trailing "# ..." leaks spaces into values.
+
+VARIANT    ?= release
+B          ?= build/$(VARIANT)
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+PKG_CONFIG ?= pkg-config
+CUDA_HOME  ?= /usr/local/cuda
+CC         ?= cc
+INSTALL    ?= install
+Q          := $(if $(filter 1,$(V)),,@)
+
+VERSION    := 0.1.0
+SOMAJOR    := 0
+
+# Debian packages behind the build and the tests; `make deps` installs
+# whichever are missing.
+DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
+              libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
+              libinih-dev systemd
+PC_MODULES := libuv libcjson libsystemd check
+
+SUDO       := $(if $(filter 0,$(shell id -u)),,sudo)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef \
+           -Werror=implicit-function-declaration
+CFLAGS  ?= -O2 -g
+SAN_asan  := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+SAN_debug := -O0 -g
+SAN     := $(SAN_$(VARIANT))
+
+# pkg-config runs once, when first needed, after `deps` had its chance.
+PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd check))$(PC_CFLAGS)
+LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd))$(LIBS_DAEMON)
+LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
+LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)
+
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
+             -I. -Iclient/include -Iclient $(PC_CFLAGS) -DIDL_DIR='"$(CURDIR)/proto"' \
+             -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"'
+ALL_LDFLAGS = $(SAN) $(LDFLAGS)
+
+PROTO_SRCS  := $(wildcard proto/*.c)
+DAEMON_SRCS := $(wildcard daemon/*.c)
+CLIENT_SRCS := $(filter-out client/rdmamemctl.c,$(wildcard client/*.c))
+CTL_SRCS    := client/rdmamemctl.c
+TEST_SRCS   := $(wildcard tests/*.c)
+BENCH_SRCS  := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(B)/%.o,$(1))
+PROTO_OBJS  := $(call obj,$(PROTO_SRCS))
+DAEMON_OBJS := $(call obj,$(DAEMON_SRCS))
+CLIENT_OBJS := $(call obj,$(CLIENT_SRCS))
+CTL_OBJS    := $(call obj,$(CTL_SRCS))
+TEST_OBJS   := $(call obj,$(TEST_SRCS))
+BENCH_OBJS  := $(call obj,$(BENCH_SRCS))
+ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OBJS) $(BENCH_OBJS)
+
+LIB_SO      := $(B)/librdmamem.so.$(VERSION)
+LIB_A       := $(B)/librdmamem.a
+BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc
+
+.PHONY: all deps run check asan bench install uninstall clean
+.DEFAULT_GOAL := all
+
+all: $(BINS)
+
+deps:
+	$(Q)if $(PKG_CONFIG) --exists $(PC_MODULES) 2>/dev/null && \
+	     [ -e /usr/include/infiniband/verbs.h ]; then exit 0; fi; \
+	missing=""; \
+	for p in $(DEB_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	[ -z "$$missing" ] && exit 0; \
+	echo "make deps: installing$$missing"; \
+	$(SUDO) apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing
+
+$(B)/%.o: %.c | deps
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# The IDL files are embedded with .incbin, which -MMD cannot see.
+$(B)/daemon/idl.o: proto/io.rdmamemd.varlink proto/org.varlink.service.varlink
+
+$(B)/rdmamemd: $(DAEMON_OBJS) $(PROTO_OBJS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)
+
+$(LIB_SO): $(CLIENT_OBJS) $(PROTO_OBJS) client/librdmamem.map
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -shared -Wl,-soname,librdmamem.so.$(SOMAJOR) \
+		-Wl,--version-script=client/librdmamem.map -Wl,-z,defs \
+		-o $@ $(CLIENT_OBJS) $(PROTO_OBJS) $(LIBS_CLIENT)
+	$(Q)ln -sf librdmamem.so.$(VERSION) $(B)/librdmamem.so.$(SOMAJOR)
+	$(Q)ln -sf librdmamem.so.$(SOMAJOR) $(B)/librdmamem.so
+
+$(LIB_A): $(CLIENT_OBJS) $(PROTO_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(B)/rdmamem.pc: client/rdmamem.pc.in Makefile
+	$(Q)mkdir -p $(@D)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
+
+# The test runner links the daemon's modules (not its main) and the client.
+$(B)/test-rdmamemd: $(TEST_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+
+$(B)/bench-ping: $(B)/bench/bench-ping.o $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) -lpthread
+
+run: deps all
+	$(B)/rdmamemd $(RUN_ARGS)
+
+# CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons.
+check: deps all $(B)/test-rdmamemd
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} $(B)/test-rdmamemd
+
+asan:
+	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1} \
+	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+	$(MAKE) VARIANT=asan check
+
+bench: all $(B)/bench-ping
+	$(B)/bench-ping --daemon $(B)/rdmamemd
+
+install: all
+	$(INSTALL) -Dm755 $(B)/rdmamemd $(DESTDIR)$(SBINDIR)/rdmamemd
+	$(INSTALL) -Dm755 $(B)/rdmamemctl $(DESTDIR)$(BINDIR)/rdmamemctl
+	$(INSTALL) -Dm755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/librdmamem.so.$(VERSION)
+	ln -sf librdmamem.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librdmamem.so.$(SOMAJOR)
+	ln -sf librdmamem.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/librdmamem.so
+	$(INSTALL) -Dm644 $(LIB_A) $(DESTDIR)$(LIBDIR)/librdmamem.a
+	$(INSTALL) -Dm644 client/include/rdmamem.h $(DESTDIR)$(INCLUDEDIR)/rdmamem.h
+	$(INSTALL) -Dm644 $(B)/rdmamem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/rdmamem.pc
+	$(INSTALL) -Dm644 systemd/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.service
+	$(INSTALL) -Dm644 systemd/rdmamemd.socket $(DESTDIR)$(UNITDIR)/rdmamemd.socket
+	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
+		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/rdmamemd $(DESTDIR)$(BINDIR)/rdmamemctl \
+		$(DESTDIR)$(LIBDIR)/librdmamem.so* $(DESTDIR)$(LIBDIR)/librdmamem.a \
+		$(DESTDIR)$(INCLUDEDIR)/rdmamem.h $(DESTDIR)$(LIBDIR)/pkgconfig/rdmamem.pc \
+		$(DESTDIR)$(UNITDIR)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.socket
+
+clean:
+	rm -rf build
+
+-include $(ALL_OBJS:.o=.d)

@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client-internal.h"
+#include "proto/errors.h"
+#include "proto/frame.h"
+#include "proto/json.h"
+#include "proto/sockio.h"
+#include "proto/sockpath.h"
+#include "proto/varlink.h"
+
+struct rdmamem_client {
+	int fd;
+	int timeout_ms;
+	bool broken;		/* out of sync with the daemon: only closing helps */
+	struct frame_reader in;
+	int in_fds[SOCKIO_FDS_MAX];
+	size_t n_in_fds;
+	char *path;
+	char *error_name;
+	char *error_message;
+};
+
+void rdmamem__set_error(struct rdmamem_client *c, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg = NULL;
+
+	free(c->error_name);
+	free(c->error_message);
+	c->error_name = name ? strdup(name) : NULL;
+	if (fmt) {
+		va_start(ap, fmt);
+		if (vasprintf(&msg, fmt, ap) < 0)
+			msg = NULL;
+		va_end(ap);
+	}
+	c->error_message = msg;
+}
+
+static void clear_error(struct rdmamem_client *c)
+{
+	rdmamem__set_error(c, NULL, NULL);
+}
+
+_public_ int rdmamem_client_connect(const char *path, struct rdmamem_client **ret)
+{
+	char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct rdmamem_client *c;
+	struct sockaddr_un sa;
+	unsigned salen;
+	int r;
+
+	if (!ret)
+		return -EINVAL;
+	if (!path) {
+		r = sockpath_client_default(buf, sizeof(buf));
+		if (r < 0)
+			return r;
+		path = buf;
+	}
+	r = sockpath_to_addr(path, &sa, &salen);
+	if (r < 0)
+		return r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->timeout_ms = RDMAMEM_DEFAULT_TIMEOUT_MS;
+	frame_reader_init(&c->in, VARLINK_BODY_MAX);
+	c->path = strdup(path);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (!c->path || c->fd < 0) {
+		r = c->fd < 0 ? negative_errno() : -ENOMEM;
+		goto fail;
+	}
+	if (connect(c->fd, (struct sockaddr *)&sa, salen) < 0) {
+		r = negative_errno();
+		goto fail;
+	}
+	/* Connected: from here on waits are bounded by poll() timeouts. */
+	r = fcntl(c->fd, F_GETFL);
+	if (r < 0 || fcntl(c->fd, F_SETFL, r | O_NONBLOCK) < 0) {
+		r = negative_errno();
+		goto fail;
+	}
+
+	*ret = c;
+	return 0;
+
+fail:
+	rdmamem_client_close(c);
+	return r;
+}
+
+_public_ struct rdmamem_client *rdmamem_client_close(struct rdmamem_client *c)
+{
+	if (!c)
+		return NULL;
+	safe_close(c->fd);
+	close_many(c->in_fds, c->n_in_fds);
+	frame_reader_done(&c->in);
+	free(c->path);
+	free(c->error_name);
+	free(c->error_message);
+	free(c);
+	return NULL;
+}
+
+_public_ int rdmamem_client_set_timeout(struct rdmamem_client *c, int timeout_ms)
+{
+	if (!c)
+		return -EINVAL;
+	c->timeout_ms = timeout_ms;
+	return 0;
+}
+
+_public_ const char *rdmamem_client_socket_path(const struct rdmamem_client *c)
+{
+	return c ? c->path : NULL;
+}
+
+_public_ const char *rdmamem_client_error_name(const struct rdmamem_client *c)
+{
+	return c ? c->error_name : NULL;
+}
+
+_public_ const char *rdmamem_client_error_message(const struct rdmamem_client *c)
+{
+	return c ? c->error_message : NULL;
+}
+
+static int64_t now_msec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for events on the socket until deadline (-1: forever). */
+static int wait_fd(struct rdmamem_client *c, short events, int64_t deadline)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = events };
+	int timeout = -1, r;
+
+	if (deadline >= 0) {
+		int64_t left = deadline - now_msec();
+
+		timeout = left > 0 ? (int)MIN(left, (int64_t)INT32_MAX) : 0;
+	}
+	r = poll(&pfd, 1, timeout);
+	if (r < 0)
+		return errno == EINTR ? 0 : negative_errno();
+	if (r == 0)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+static int broken(struct rdmamem_client *c, int r)
+{
+	c->broken = true;
+	if (r == -ETIMEDOUT)
+		rdmamem__set_error(c, NULL, "no answer from the daemon at '%s' in time; reconnect",
+				   c->path);
+	else if (r == -ECONNRESET || r == -EPIPE)
+		rdmamem__set_error(c, NULL,
+				   "the daemon at '%s' closed the connection (it may have exited); "
+				   "reconnect, and register again what this connection held",
+				   c->path);
+	else if (r == -EPROTO || r == -EMSGSIZE)
+		rdmamem__set_error(c, NULL, "the daemon sent an invalid message");
+	else
+		rdmamem__set_error(c, NULL, "connection to the daemon failed: %s", strerror(-r));
+	return r == -EPIPE ? -ECONNRESET : r;
+}
+
+static int send_all(struct rdmamem_client *c, const char *buf, size_t len, const int *fds,
+		    size_t n_fds, int64_t deadline)
+{
+	size_t off = 0;
+
+	while (off < len) {
+		ssize_t n = sockio_send(c->fd, buf + off, len - off, off == 0 ? fds : NULL,
+					off == 0 ? n_fds : 0, MSG_DONTWAIT);
+		int r;
+
+		if (n >= 0) {
+			off += n;
+			continue;
+		}
+		if (n != -EAGAIN && n != -EINTR)
+			return (int)n;
+		r = wait_fd(c, POLLOUT, deadline);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Reads until one complete message; *ret_root gets its parsed tree. */
+static int recv_message(struct rdmamem_client *c, cJSON **ret_root, int64_t deadline)
+{
+	for (;;) {
+		int fds[SOCKIO_FDS_MAX];
+		struct frame f;
+		const char *reason;
+		size_t n_fds, space;
+		ssize_t n;
+		void *p;
+		int r;
+
+		r = frame_reader_next(&c->in, &f);
+		if (r < 0)
+			return -EMSGSIZE;
+		if (r > 0) {
+			r = json_parse(f.data, f.len, ret_root, &reason);
+			return r < 0 ? -EPROTO : 0;
+		}
+
+		r = frame_reader_reserve(&c->in, &p, &space);
+		if (r < 0)
+			return r == -ENOBUFS ? -EMSGSIZE : r;
+		n = sockio_recv(c->fd, p, space, fds, &n_fds, MSG_DONTWAIT);
+		if (n == -EAGAIN || n == -EINTR) {
+			r = wait_fd(c, POLLIN, deadline);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ECONNRESET;
+		frame_reader_commit(&c->in, n);
+		if (n_fds > 0) {
+			/* Replies come one at a time, so fds belong to the
+			 * reply being read. */
+			if (c->n_in_fds + n_fds > SOCKIO_FDS_MAX) {
+				close_many(fds, n_fds);
+				return -EPROTO;
+			}
+			memcpy(c->in_fds + c->n_in_fds, fds, n_fds * sizeof(int));
+			c->n_in_fds += n_fds;
+		}
+	}
+}
+
+static void hand_out_fds(struct rdmamem_client *c, int *ret_fds, size_t *ret_n_fds)
+{
+	size_t n = 0;
+
+	if (ret_n_fds) {
+		n = ret_fds ? MIN(*ret_n_fds, c->n_in_fds) : 0;
+		if (n > 0)
+			memcpy(ret_fds, c->in_fds, n * sizeof(int));
+		*ret_n_fds = n;
+	}
+	close_many(c->in_fds + n, c->n_in_fds - n);
+	c->n_in_fds = 0;
+}
+
+_public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const char *params_json,
+			  const int *fds, size_t n_fds, char **ret_reply_json, int *ret_fds,
+			  size_t *ret_n_fds)
+{
+	_cleanup_json_ cJSON *params = NULL;
+	_cleanup_json_ cJSON *root = NULL;
+	_cleanup_free_ char *text = NULL;
+	struct varlink_reply reply;
+	const char *reason;
+	int64_t deadline;
+	size_t len;
+	int r;
+
+	if (!c || !method || (n_fds > 0 && !fds))
+		return -EINVAL;
+	if (c->broken) {
+		rdmamem__set_error(c, NULL, "the connection is broken by an earlier failure; reconnect");
+		return -ENOTCONN;
+	}
+	clear_error(c);
+	if (n_fds > VARLINK_FDS_MAX) {
+		rdmamem__set_error(c, NULL, "at most %u file descriptors per call", VARLINK_FDS_MAX);
+		return -E2BIG;
+	}
+	if (params_json) {
+		r = json_parse(params_json, strlen(params_json), &params, &reason);
+		if (r < 0 || !cJSON_IsObject(params)) {
+			rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
+					   r < 0 ? reason : "not an object");
+			return -EINVAL;
+		}
+	}
+	r = varlink_call_format(method, params, false, &text, &len);
+	if (r < 0)
+		return r;
+
+	deadline = c->timeout_ms < 0 ? -1 : now_msec() + c->timeout_ms;
+	/* The terminator goes out with the text, in the same sendmsg. */
+	r = send_all(c, text, len + 1, fds, n_fds, deadline);
+	if (r < 0)
+		return broken(c, r);
+
+	r = recv_message(c, &root, deadline);
+	if (r < 0) {
+		close_many(c->in_fds, c->n_in_fds);
+		c->n_in_fds = 0;
+		return broken(c, r);
+	}
+	r = varlink_reply_parse(root, &reply, &reason);
+	if (r < 0 || reply.continues) {
+		close_many(c->in_fds, c->n_in_fds);
+		c->n_in_fds = 0;
+		return broken(c, -EPROTO);
+	}
+	hand_out_fds(c, ret_fds, ret_n_fds);
+
+	if (reply.error) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(reply.parameters, "message");
+
+		rdmamem__set_error(c, reply.error, "%s",
+				   cJSON_IsString(m) ? m->valuestring : reply.error);
+		r = rdmamem_error_to_errno(reply.error);
+	}
+
+	if (ret_reply_json) {
+		char *out = reply.parameters ? cJSON_PrintUnformatted(reply.parameters) :
+					       strdup("{}");
+
+		if (!out)
+			return -ENOMEM;
+		*ret_reply_json = out;
+	}
+	return r;
+}
+
+_public_ int rdmamem_ping(struct rdmamem_client *c)
+{
+	return rdmamem_call(c, "io.rdmamemd.Ping", NULL, NULL, 0, NULL, NULL, NULL);
+}

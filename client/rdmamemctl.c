@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* rdmamemctl: look at what rdmamemd is doing. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "proto/json.h"
+#include "rdmamem.h"
+
+static const char *arg_socket;
+static bool arg_json;
+
+static void help(void)
+{
+	printf("Usage: rdmamemctl [OPTIONS] COMMAND\n"
+	       "\n"
+	       "Query rdmamemd, the memory-registration daemon.\n"
+	       "\n"
+	       "Commands:\n"
+	       "  status            daemon version, uptime, clients, regions, devices\n"
+	       "  ping              check that the daemon answers\n"
+	       "\n"
+	       "Options:\n"
+	       "  -s, --socket=PATH daemon socket (default: $RDMAMEM_SOCKET, the per-user\n"
+	       "                    socket, then /run/rdmamemd/rdmamemd.sock)\n"
+	       "  -j, --json        print JSON instead of a table\n"
+	       "  -h, --help        show this help\n");
+}
+
+/* Prints a byte count the way people read them: 1.5 GiB. */
+static void format_bytes(uint64_t v, char *buf, size_t size)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double d = (double)v;
+	size_t u = 0;
+
+	while (d >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, size, "%" PRIu64 " B", v);
+	else
+		snprintf(buf, size, "%.1f %s", d, units[u]);
+}
+
+static void format_duration(uint64_t msec, char *buf, size_t size)
+{
+	uint64_t s = msec / 1000;
+
+	if (s >= 86400)
+		snprintf(buf, size, "%" PRIu64 "d %" PRIu64 "h", s / 86400, s % 86400 / 3600);
+	else if (s >= 3600)
+		snprintf(buf, size, "%" PRIu64 "h %" PRIu64 "min", s / 3600, s % 3600 / 60);
+	else if (s >= 60)
+		snprintf(buf, size, "%" PRIu64 "min %" PRIu64 "s", s / 60, s % 60);
+	else
+		snprintf(buf, size, "%" PRIu64 ".%03" PRIu64 "s", s, msec % 1000);
+}
+
+static const char *get_string(const cJSON *o, const char *name)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsString(i) ? i->valuestring : "?";
+}
+
+static double get_number(const cJSON *o, const char *name)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsNumber(i) ? i->valuedouble : -1;
+}
+
+static uint64_t get_u64(const cJSON *o, const char *name)
+{
+	uint64_t v = 0;
+
+	json_to_u64(cJSON_GetObjectItemCaseSensitive(o, name), &v);
+	return v;
+}
+
+/* Calls method and hands back the parsed reply; prints the error itself. */
+static int call(struct rdmamem_client *c, const char *method, const char *params, cJSON **ret)
+{
+	char *reply = NULL;
+	int r;
+
+	r = rdmamem_call(c, method, params, NULL, 0, &reply, NULL, NULL);
+	if (r < 0) {
+		const char *name = rdmamem_client_error_name(c);
+		const char *msg = rdmamem_client_error_message(c);
+
+		fprintf(stderr, "rdmamemctl: %s%s%s\n", name ? name : "", name ? ": " : "",
+			msg ? msg : strerror(-r));
+		free(reply);
+		return r;
+	}
+	*ret = cJSON_Parse(reply);
+	free(reply);
+	if (!*ret) {
+		fprintf(stderr, "rdmamemctl: the daemon's reply is not valid JSON\n");
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int print_json(const cJSON *reply)
+{
+	char *text = cJSON_Print(reply);
+
+	if (!text)
+		return -ENOMEM;
+	printf("%s\n", text);
+	free(text);
+	return 0;
+}
+
+static int verb_status(struct rdmamem_client *c)
+{
+	cJSON *reply = NULL;
+	char up[64], pinned[64];
+	int r;
+
+	r = call(c, "io.rdmamemd.GetStatus", NULL, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+
+	format_duration(get_u64(reply, "uptime_msec"), up, sizeof(up));
+	format_bytes(get_u64(reply, "pinned_bytes"), pinned, sizeof(pinned));
+	printf("rdmamemd %s (pid %.0f), up %s\n", get_string(reply, "version"),
+	       get_number(reply, "pid"), up);
+	printf("  %-14s %s\n", "socket:", get_string(reply, "socket"));
+	printf("  %-14s %.0f\n", "clients:", get_number(reply, "clients"));
+	printf("  %-14s %.0f\n", "regions:", get_number(reply, "regions"));
+	printf("  %-14s %s\n", "pinned:", pinned);
+	printf("  %-14s %.0f\n", "devices:", get_number(reply, "devices"));
+	cJSON_Delete(reply);
+	return 0;
+}
+
+static int verb_ping(struct rdmamem_client *c)
+{
+	cJSON *reply = NULL;
+	int r;
+
+	r = call(c, "io.rdmamemd.Ping", NULL, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json)
+		print_json(reply);
+	else
+		printf("rdmamemd at %s answers\n", rdmamem_client_socket_path(c));
+	cJSON_Delete(reply);
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*run)(struct rdmamem_client *c);
+} verbs[] = {
+	{ "status", verb_status },
+	{ "ping", verb_ping },
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct rdmamem_client *c = NULL;
+	const char *verb;
+	int opt, r;
+
+	while ((opt = getopt_long(argc, argv, "s:jh", options, NULL)) >= 0) {
+		switch (opt) {
+		case 's':
+			arg_socket = optarg;
+			break;
+		case 'j':
+			arg_json = true;
+			break;
+		case 'h':
+			help();
+			return EXIT_SUCCESS;
+		default:
+			return 2;
+		}
+	}
+	verb = optind < argc ? argv[optind] : "status";
+	if (optind + 1 < argc) {
+		fprintf(stderr, "rdmamemctl: unexpected argument '%s'\n", argv[optind + 1]);
+		return 2;
+	}
+
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		if (strcmp(verbs[i].name, verb) != 0)
+			continue;
+		r = rdmamem_client_connect(arg_socket, &c);
+		if (r < 0) {
+			fprintf(stderr, "rdmamemctl: cannot connect to rdmamemd at '%s': %s%s\n",
+				arg_socket ? arg_socket : "the default socket", strerror(-r),
+				r == -ENOENT || r == -ECONNREFUSED ? " (is the daemon running?)" : "");
+			return EXIT_FAILURE;
+		}
+		r = verbs[i].run(c);
+		rdmamem_client_close(c);
+		return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+	}
+	fprintf(stderr, "rdmamemctl: unknown command '%s' (try --help)\n", verb);
+	return 2;
+}

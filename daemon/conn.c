@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "account.h"
+#include "conn.h"
+#include "daemon.h"
+#include "log.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "rpc.h"
+#include "server.h"
+
+/* A client rejected for being over a limit gets this long to send its
+ * first call and read the answer. */
+#define CONN_REJECT_GRACE_MSEC 5000U
+
+static void conn_update_poll(struct conn *c);
+static void conn_process(struct conn *c);
+static void on_poll(uv_poll_t *h, int status, int events);
+
+static struct conn *conn_free(struct conn *c)
+{
+	frame_reader_done(&c->in);
+	close_many(c->in_fds, c->n_in_fds);
+	outq_done(&c->out);
+	safe_close(c->fd);
+	account_unref(c->account);
+	free(c);
+	return NULL;
+}
+
+struct conn *conn_ref(struct conn *c)
+{
+	if (c)
+		c->n_ref++;
+	return c;
+}
+
+struct conn *conn_unref(struct conn *c)
+{
+	if (!c || --c->n_ref > 0)
+		return NULL;
+	return conn_free(c);
+}
+
+static void on_poll_closed(uv_handle_t *h)
+{
+	conn_unref(h->data);
+}
+
+void conn_close(struct conn *c)
+{
+	struct server *s = c->server;
+
+	if (c->closed)
+		return;
+	c->closed = true;
+
+	log_debug("Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls", c->id,
+		  (int)c->cred.pid, (unsigned)c->cred.uid, c->n_calls);
+
+	list_del(&c->link);
+	if (c->reject) {
+		s->n_rejected--;
+	} else {
+		s->n_conns--;
+		c->account->n_connections--;
+	}
+
+	/* The call in progress keeps the connection alive through its own
+	 * reference; tell it nobody waits for the answer any more. */
+	if (c->call && c->call->cancel)
+		c->call->cancel(c->call);
+
+	uv_close((uv_handle_t *)&c->poll, on_poll_closed);
+	server_conn_removed(s);
+}
+
+static bool conn_output_full(const struct conn *c)
+{
+	return outq_pending(&c->out) >= c->server->daemon->cfg.output_max;
+}
+
+static bool conn_wants_input(const struct conn *c)
+{
+	return !c->call && !c->draining && !c->close_after_flush && !c->input_eof &&
+	       !conn_output_full(c);
+}
+
+static void conn_flush(struct conn *c)
+{
+	int r;
+
+	if (c->closed || outq_pending(&c->out) == 0)
+		return;
+
+	r = outq_flush(&c->out, c->fd);
+	if (r < 0) {
+		log_debug_errno(r, "Connection %" PRIu64 ": write failed: %m", c->id);
+		conn_close(c);
+		return;
+	}
+	if (r > 0)
+		c->out_stalled_since = 0;
+	else if (!c->out_stalled_since)
+		c->out_stalled_since = uv_now(c->server->daemon->loop);
+}
+
+static void conn_update_poll(struct conn *c)
+{
+	int events = 0, r;
+
+	if (c->closed)
+		return;
+	if (conn_wants_input(c))
+		events |= UV_READABLE;
+	if (!c->close_after_flush && !c->input_eof)
+		events |= UV_DISCONNECT;
+	if (outq_pending(&c->out) > 0)
+		events |= UV_WRITABLE;
+	if (events == c->poll_events)
+		return;
+
+	r = events ? uv_poll_start(&c->poll, events, on_poll) : uv_poll_stop(&c->poll);
+	if (r < 0) {
+		log_warning("Connection %" PRIu64 ": cannot poll: %s", c->id, uv_strerror(r));
+		conn_close(c);
+		return;
+	}
+	c->poll_events = events;
+}
+
+int conn_send(struct conn *c, const char *text, size_t len, int *fds, size_t n_fds)
+{
+	if (c->closed)
+		return 0;
+	return outq_push(&c->out, text, len, fds, n_fds);
+}
+
+int conn_send_json(struct conn *c, const cJSON *msg)
+{
+	_cleanup_free_ char *text = NULL;
+
+	if (c->closed)
+		return 0;
+	text = cJSON_PrintUnformatted(msg);
+	if (!text)
+		return -ENOMEM;
+	return conn_send(c, text, strlen(text), NULL, 0);
+}
+
+/* Answers a message that never became a call. */
+static void conn_protocol_error(struct conn *c, const char *name, const char *message)
+{
+	_cleanup_json_ cJSON *msg = cJSON_CreateObject();
+	cJSON *params;
+
+	log_debug("Connection %" PRIu64 " (pid %d): %s: %s", c->id, (int)c->cred.pid, name, message);
+	if (!msg || json_add_string(msg, "error", name) < 0)
+		goto fail;
+	params = cJSON_AddObjectToObject(msg, "parameters");
+	if (!params || json_add_string(params, "message", message) < 0)
+		goto fail;
+	if (conn_send_json(c, msg) >= 0)
+		return;
+fail:
+	c->close_after_flush = true;
+}
+
+/* Moves the fds that arrived with message ordinal into fds; closes stale ones. */
+static size_t conn_take_in_fds(struct conn *c, uint64_t ordinal, int *fds)
+{
+	size_t n = 0;
+
+	if (c->n_in_fds == 0)
+		return 0;
+	if (c->in_fds_ordinal == ordinal) {
+		n = c->n_in_fds;
+		memcpy(fds, c->in_fds, n * sizeof(int));
+	} else if (c->in_fds_ordinal > ordinal) {
+		return 0;
+	} else {
+		close_many(c->in_fds, c->n_in_fds);
+	}
+	c->n_in_fds = 0;
+	return n;
+}
+
+static void conn_handle_message(struct conn *c, const struct frame *f)
+{
+	_cleanup_json_ cJSON *root = NULL;
+	int fds[SOCKIO_FDS_MAX];
+	struct varlink_call vc;
+	struct rpc_call *call;
+	const char *reason;
+	size_t n_fds;
+	int r;
+
+	n_fds = conn_take_in_fds(c, f->ordinal, fds);
+	if (n_fds > VARLINK_FDS_MAX) {
+		close_many(fds, n_fds);
+		conn_protocol_error(c, RDMAMEM_ERROR_TOO_MANY_FDS,
+				    "a message may carry at most 16 file descriptors");
+		return;
+	}
+
+	r = json_parse(f->data, f->len, &root, &reason);
+	if (r == 0)
+		r = varlink_call_parse(root, &vc, &reason);
+	if (r < 0) {
+		close_many(fds, n_fds);
+		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, reason);
+		return;
+	}
+
+	if (c->reject || c->draining) {
+		close_many(fds, n_fds);
+		conn_protocol_error(c, c->reject ?: RDMAMEM_ERROR_SHUTTING_DOWN,
+				    c->reject ? "the daemon is at its connection limit, try again later"
+					      : "the daemon is shutting down");
+		c->close_after_flush = c->close_after_flush || c->reject;
+		return;
+	}
+
+	r = rpc_call_new(c, TAKE_PTR(root), &vc, fds, n_fds, &call);
+	if (r < 0) {
+		conn_protocol_error(c, RDMAMEM_ERROR_INTERNAL, "out of memory");
+		return;
+	}
+	c->call = call;
+	c->n_calls++;
+	if (rpc_dispatch(call) == RPC_PENDING)
+		return;
+	c->call = rpc_call_free(c->call);
+}
+
+void conn_call_finished(struct conn *c)
+{
+	c->call = rpc_call_free(c->call);
+	if (c->closed)
+		return;
+	conn_process(c);
+}
+
+/*
+ * Serves buffered calls until one goes asynchronous, the output queue fills
+ * or the input runs dry, and hangs up once nothing is left to do.
+ */
+static void conn_process(struct conn *c)
+{
+	/* Hold a reference: a handler may close the connection. */
+	struct conn *ref = conn_ref(c);
+	bool frames_left = true;
+
+	for (;;) {
+		while (!c->closed && !c->call && !c->close_after_flush && !conn_output_full(c)) {
+			struct frame f;
+			int r = frame_reader_next(&c->in, &f);
+
+			if (r == 0) {
+				frames_left = false;
+				break;
+			}
+			if (r < 0) {
+				conn_protocol_error(c, RDMAMEM_ERROR_MESSAGE_TOO_LARGE,
+						    "a message may be at most 16 MiB");
+				c->close_after_flush = true;
+				break;
+			}
+			conn_handle_message(c, &f);
+		}
+		conn_flush(c);
+		/* Loop again only if the flush made room for more calls. */
+		if (c->closed || c->call || c->close_after_flush || !frames_left ||
+		    conn_output_full(c))
+			break;
+	}
+
+	if (!c->closed && !c->call && outq_pending(&c->out) == 0 &&
+	    (c->close_after_flush || ((c->input_eof || c->draining) && !frames_left)))
+		conn_close(c);
+
+	conn_update_poll(c);
+	conn_unref(ref);
+}
+
+static void conn_read(struct conn *c)
+{
+	int fds[SOCKIO_FDS_MAX];
+	size_t n_fds, space;
+	void *p;
+	ssize_t n;
+	int r;
+
+	r = frame_reader_reserve(&c->in, &p, &space);
+	if (r == -ENOBUFS) {
+		/* A message at the size limit and still no terminator. */
+		conn_process(c);
+		return;
+	}
+	if (r < 0) {
+		log_error_errno(r, "Connection %" PRIu64 ": cannot grow input buffer: %m", c->id);
+		conn_close(c);
+		return;
+	}
+
+	n = sockio_recv(c->fd, p, space, fds, &n_fds, MSG_DONTWAIT);
+	if (n == -EAGAIN || n == -EINTR)
+		return;
+	if (n < 0) {
+		log_debug_errno((int)n, "Connection %" PRIu64 ": read failed: %m", c->id);
+		conn_close(c);
+		return;
+	}
+	if (n == 0) {
+		/* End of input: answer what was asked, then hang up. */
+		close_many(fds, n_fds);
+		c->input_eof = true;
+		conn_process(c);
+		return;
+	}
+
+	frame_reader_commit(&c->in, n);
+	if (n_fds > 0) {
+		if (c->n_in_fds > 0) {
+			/* Two batches of fds for one message: the sender does
+			 * not keep one message per sendmsg. */
+			close_many(fds, n_fds);
+			conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE,
+					    "file descriptors must be sent once per message, with its first byte");
+			c->close_after_flush = true;
+			conn_process(c);
+			return;
+		}
+		memcpy(c->in_fds, fds, n_fds * sizeof(int));
+		c->n_in_fds = n_fds;
+		c->in_fds_ordinal = frame_reader_tail_ordinal(&c->in);
+	}
+	conn_process(c);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct conn *c = h->data;
+
+	if (status < 0) {
+		log_debug("Connection %" PRIu64 ": poll error: %s", c->id, uv_strerror(status));
+		conn_close(c);
+		return;
+	}
+	if (events & UV_READABLE) {
+		conn_read(c);
+		return;
+	}
+	if (events & UV_DISCONNECT) {
+		struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
+
+		/* Not reading right now (a call is in progress). A full hang-up
+		 * means nobody waits for the answer; a mere shutdown(SHUT_WR)
+		 * still wants its replies. */
+		if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR))) {
+			conn_close(c);
+			return;
+		}
+		c->input_eof = true;
+	}
+	/* Writable, or the peer stopped sending: flush and serve what the
+	 * output limit held back. */
+	conn_process(c);
+}
+
+int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **ret)
+{
+	struct daemon *d = s->daemon;
+	struct conn *c;
+	int r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		safe_close(fd);
+		return -ENOMEM;
+	}
+	c->n_ref = 1;
+	c->fd = fd;
+	c->server = s;
+	c->cred = *cred;
+	c->id = ++s->next_conn_id;
+	frame_reader_init(&c->in, VARLINK_BODY_MAX);
+	outq_init(&c->out);
+	list_init(&c->link);
+
+	c->account = account_get(d, cred->uid);
+	if (!c->account) {
+		conn_free(c);
+		return -ENOMEM;
+	}
+
+	r = uv_poll_init(d->loop, &c->poll, fd);
+	if (r < 0) {
+		conn_free(c);
+		return -ENOMEM;
+	}
+	c->poll.data = c;
+	r = uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_poll);
+	if (r < 0) {
+		/* The handle is initialised: it must be closed, and the
+		 * connection freed in its close callback. */
+		c->closed = true;
+		uv_close((uv_handle_t *)&c->poll, on_poll_closed);
+		return -EIO;
+	}
+	c->poll_events = UV_READABLE | UV_DISCONNECT;
+
+	list_add_tail(&c->link, &s->conns);
+	s->n_conns++;
+	c->account->n_connections++;
+
+	log_debug("Connection %" PRIu64 " from pid %d uid %u gid %u", c->id, (int)cred->pid,
+		  (unsigned)cred->uid, (unsigned)cred->gid);
+	*ret = c;
+	return 0;
+}
+
+void conn_reject(struct conn *c, const char *error_name)
+{
+	if (c->reject)
+		return;
+	c->reject = error_name;
+	c->server->n_conns--;
+	c->account->n_connections--;
+	c->server->n_rejected++;
+	c->out_stalled_since = uv_now(c->server->daemon->loop);
+}
+
+void conn_drain(struct conn *c)
+{
+	if (c->closed || c->draining)
+		return;
+	c->draining = true;
+	if (!c->call)
+		conn_process(c);
+}
+
+void conn_tick(struct conn *c, uint64_t now)
+{
+	const struct daemon_config *cfg = &c->server->daemon->cfg;
+
+	if (c->closed)
+		return;
+	if (c->reject && now - c->out_stalled_since >= CONN_REJECT_GRACE_MSEC) {
+		conn_close(c);
+		return;
+	}
+	if (c->out_stalled_since && now - c->out_stalled_since >= cfg->output_stall_sec * 1000ULL) {
+		log_notice("Connection %" PRIu64 " (pid %d uid %u) has not read its replies for %us, "
+			   "disconnecting",
+			   c->id, (int)c->cred.pid, (unsigned)c->cred.uid, cfg->output_stall_sec);
+		conn_close(c);
+	}
+}

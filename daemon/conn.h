@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * One client connection: a uv_poll_t over a non-blocking Unix stream socket,
+ * our own recvmsg/sendmsg (libuv cannot carry memfds), the framing reader,
+ * the output queue and the call in progress. Calls are served one at a time
+ * per connection, in order, as Varlink requires.
+ */
+#ifndef RDMAMEMD_CONN_H
+#define RDMAMEMD_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <cjson/cJSON.h>
+#include <uv.h>
+
+#include "outq.h"
+#include "proto/frame.h"
+#include "proto/list.h"
+#include "proto/sockio.h"
+
+struct account;
+struct rpc_call;
+struct server;
+
+struct conn {
+	struct list_head link;	/* in server->conns */
+	struct server *server;
+	unsigned n_ref;
+	uint64_t id;
+	int fd;
+	uv_poll_t poll;
+	int poll_events;
+	struct ucred cred;
+	struct account *account;
+
+	struct frame_reader in;
+	int in_fds[SOCKIO_FDS_MAX];
+	size_t n_in_fds;
+	uint64_t in_fds_ordinal;	/* the message in_fds arrived with */
+
+	struct outq out;
+	uint64_t out_stalled_since;	/* uv_now() when output first could not leave; 0 if flowing */
+
+	struct rpc_call *call;		/* in progress; NULL when idle */
+	const char *reject;		/* over a limit: answer every call with this error */
+	uint64_t n_calls;
+
+	bool draining;			/* shutdown: finish the call in progress, then close */
+	bool close_after_flush;		/* protocol error: say why, then hang up */
+	bool input_eof;			/* the peer sends no more: answer, then hang up */
+	bool closed;			/* uv_close() was called */
+};
+
+/* Takes ownership of fd (also on failure). */
+int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **ret);
+struct conn *conn_ref(struct conn *c);
+struct conn *conn_unref(struct conn *c);
+
+/* Tears the connection down now; in-flight work is cancelled. */
+void conn_close(struct conn *c);
+/* Stops reading new calls, lets the one in progress finish, flushes, closes. */
+void conn_drain(struct conn *c);
+/* Marks the connection to answer each call with error_name, then hang up. */
+void conn_reject(struct conn *c, const char *error_name);
+
+/* Queues one message; takes fds on success. Drops it if the connection closed. */
+int conn_send(struct conn *c, const char *text, size_t len, int *fds, size_t n_fds);
+/* Queues a cJSON tree as a message (not consumed). */
+int conn_send_json(struct conn *c, const cJSON *msg);
+
+/* The call in progress finished: free it and go on with the next. */
+void conn_call_finished(struct conn *c);
+
+/* Housekeeping from the daemon's tick: drops clients that stopped reading. */
+void conn_tick(struct conn *c, uint64_t now);
+
+#endif

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The daemon as a whole: its loop, configuration and top-level objects.
+ * Everything here runs on the loop thread.
+ */
+#ifndef RDMAMEMD_DAEMON_H
+#define RDMAMEMD_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "proto/list.h"
+
+#define RDMAMEMD_VERSION "0.1.0"
+
+struct server;
+
+struct daemon_config {
+	char *socket_path;		/* NULL: the default for this environment */
+	mode_t socket_mode;
+	unsigned max_connections;	/* all uids together */
+	unsigned max_connections_per_uid;
+	size_t output_max;		/* queued reply bytes before a connection stops being read */
+	unsigned output_stall_sec;	/* a client that reads nothing for this long is dropped */
+	unsigned drain_timeout_ms;	/* at shutdown, how long in-flight calls may take */
+	int log_level;
+};
+
+struct daemon {
+	uv_loop_t *loop;
+	struct daemon_config cfg;
+	struct server *server;
+	struct list_head accounts;	/* struct account, one per uid seen */
+
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t tick;		/* housekeeping once a second */
+	uv_timer_t drain_timer;
+	uint64_t start_msec;		/* uv_now() at start */
+
+	bool under_systemd;		/* NOTIFY_SOCKET was set */
+	bool shutting_down;
+	char status_sent[256];		/* last STATUS= line, to skip repeats */
+};
+
+/* Sets the built-in defaults: the daemon runs with no configuration file. */
+void daemon_config_init(struct daemon_config *cfg);
+void daemon_config_done(struct daemon_config *cfg);
+
+int daemon_new(const struct daemon_config *cfg, struct daemon **ret);
+int daemon_run(struct daemon *d);
+struct daemon *daemon_free(struct daemon *d);
+
+/* Begins an orderly shutdown: stop accepting, drain, close, exit the loop. */
+void daemon_shutdown(struct daemon *d, const char *why);
+
+/* During shutdown: once every connection is gone, let the loop end. */
+void daemon_check_drained(struct daemon *d);
+
+/* Milliseconds since the daemon started. */
+uint64_t daemon_uptime_msec(const struct daemon *d);
+
+#endif

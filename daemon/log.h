@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Daemon logging, systemd-shaped: log_<level>() and log_<level>_errno(r, …),
+ * where the _errno forms make %m print strerror(-r) and return r, so that
+ * "return log_error_errno(r, "Failed to …: %m");" reads as one step.
+ */
+#ifndef RDMAMEM_LOG_H
+#define RDMAMEM_LOG_H
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <syslog.h>
+
+#include "proto/macro.h"
+
+void log_setup(void);
+void log_set_max_level(int level);
+int log_get_max_level(void);
+int log_level_from_string(const char *s);
+const char *log_level_to_string(int level);
+
+int log_internal(int level, int error, const char *file, int line, const char *func,
+		 const char *fmt, ...) _printf_(6, 7);
+
+#define log_full_errno(level, error, ...)                                             \
+	({                                                                            \
+		int _level = (level), _e = (error);                                   \
+		_e = _e < 0 ? _e : -_e;                                               \
+		log_get_max_level() >= _level ?                                       \
+			log_internal(_level, _e, __FILE__, __LINE__, __func__,        \
+				     __VA_ARGS__) :                                   \
+			_e;                                                           \
+	})
+
+#define log_debug(...) log_full_errno(LOG_DEBUG, 0, __VA_ARGS__)
+#define log_info(...) log_full_errno(LOG_INFO, 0, __VA_ARGS__)
+#define log_notice(...) log_full_errno(LOG_NOTICE, 0, __VA_ARGS__)
+#define log_warning(...) log_full_errno(LOG_WARNING, 0, __VA_ARGS__)
+#define log_error(...) log_full_errno(LOG_ERR, 0, __VA_ARGS__)
+
+#define log_debug_errno(e, ...) log_full_errno(LOG_DEBUG, e, __VA_ARGS__)
+#define log_info_errno(e, ...) log_full_errno(LOG_INFO, e, __VA_ARGS__)
+#define log_notice_errno(e, ...) log_full_errno(LOG_NOTICE, e, __VA_ARGS__)
+#define log_warning_errno(e, ...) log_full_errno(LOG_WARNING, e, __VA_ARGS__)
+#define log_error_errno(e, ...) log_full_errno(LOG_ERR, e, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "outq.h"
+#include "proto/macro.h"
+#include "proto/sockio.h"
+
+void outq_init(struct outq *q)
+{
+	*q = (struct outq){};
+}
+
+void outq_done(struct outq *q)
+{
+	for (size_t i = q->marks_start; i < q->n_marks; i++)
+		close_many(q->marks[i].fds, q->marks[i].n_fds);
+	free(q->marks);
+	free(q->buf);
+	*q = (struct outq){};
+}
+
+int outq_reserve(struct outq *q, size_t len, char **ret)
+{
+	size_t need = len + 1;
+
+	if (q->start == q->len && q->marks_start == q->n_marks) {
+		q->start = q->len = 0;
+		q->marks_start = q->n_marks = 0;
+	}
+	if (q->cap - q->len < need && q->start > 0) {
+		/* Sent bytes are dead: slide the rest down, marks with it. */
+		memmove(q->buf, q->buf + q->start, q->len - q->start);
+		for (size_t i = q->marks_start; i < q->n_marks; i++)
+			q->marks[i].offset -= q->start;
+		q->len -= q->start;
+		q->start = 0;
+	}
+	if (q->cap - q->len < need) {
+		size_t ncap = MAX(q->cap * 2, (size_t)4096);
+		char *nbuf;
+
+		while (ncap - q->len < need)
+			ncap *= 2;
+		nbuf = realloc(q->buf, ncap);
+		if (!nbuf)
+			return -ENOMEM;
+		q->buf = nbuf;
+		q->cap = ncap;
+	}
+	*ret = q->buf + q->len;
+	return 0;
+}
+
+void outq_commit(struct outq *q, size_t len)
+{
+	q->buf[q->len + len] = '\0';
+	q->len += len + 1;
+}
+
+int outq_push(struct outq *q, const char *text, size_t len, int *fds, size_t n_fds)
+{
+	char *p;
+	int r;
+
+	if (n_fds > VARLINK_FDS_MAX)
+		return -E2BIG;
+	r = outq_reserve(q, len, &p);
+	if (r < 0)
+		return r;
+
+	if (n_fds > 0) {
+		struct outq_mark *m;
+
+		if (q->n_marks == q->marks_cap) {
+			size_t ncap = MAX(q->marks_cap * 2, (size_t)4);
+			struct outq_mark *nm = reallocarray(q->marks, ncap, sizeof(*nm));
+
+			if (!nm)
+				return -ENOMEM;
+			q->marks = nm;
+			q->marks_cap = ncap;
+		}
+		m = &q->marks[q->n_marks++];
+		m->offset = q->len;
+		m->n_fds = n_fds;
+		memcpy(m->fds, fds, n_fds * sizeof(int));
+	}
+
+	memcpy(p, text, len);
+	outq_commit(q, len);
+	return 0;
+}
+
+int outq_flush(struct outq *q, int fd)
+{
+	while (q->start < q->len) {
+		struct outq_mark *m = q->marks_start < q->n_marks ? &q->marks[q->marks_start] : NULL;
+		size_t end = q->len;
+		bool with_fds = m && m->offset == q->start;
+		ssize_t n;
+
+		/* Stop short of the next message with fds: they must arrive
+		 * with that message's first byte, not earlier. */
+		if (with_fds && q->marks_start + 1 < q->n_marks)
+			end = q->marks[q->marks_start + 1].offset;
+		else if (!with_fds && m)
+			end = m->offset;
+
+		n = sockio_send(fd, q->buf + q->start, end - q->start, with_fds ? m->fds : NULL,
+				with_fds ? m->n_fds : 0, MSG_DONTWAIT);
+		if (n == -EAGAIN || n == -EINTR)
+			return 0;
+		if (n < 0)
+			return (int)n;
+		if (with_fds) {
+			close_many(m->fds, m->n_fds);
+			m->n_fds = 0;
+			q->marks_start++;
+		}
+		q->start += n;
+	}
+	q->start = q->len = 0;
+	q->marks_start = q->n_marks = 0;
+	return 1;
+}

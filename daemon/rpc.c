@@ -1,0 +1,240 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conn.h"
+#include "daemon.h"
+#include "log.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "rpc.h"
+#include "server.h"
+
+static const struct rpc_method *const method_tables[] = {
+	rpc_service_methods,
+	rpc_core_methods,
+};
+
+static const char *const interfaces[] = {
+	VARLINK_SERVICE_INTERFACE,
+	"io.rdmamemd",
+};
+
+int rpc_call_new(struct conn *conn, cJSON *root, const struct varlink_call *vc, int *fds,
+		 size_t n_fds, struct rpc_call **ret)
+{
+	struct rpc_call *call;
+
+	call = calloc(1, sizeof(*call));
+	if (!call) {
+		cJSON_Delete(root);
+		close_many(fds, n_fds);
+		return -ENOMEM;
+	}
+	call->conn = conn_ref(conn);
+	call->daemon = conn->server->daemon;
+	call->root = root;
+	call->vc = *vc;
+	call->n_fds = n_fds;
+	memcpy(call->fds, fds, n_fds * sizeof(int));
+	*ret = call;
+	return 0;
+}
+
+struct rpc_call *rpc_call_free(struct rpc_call *call)
+{
+	if (!call)
+		return NULL;
+	close_many(call->fds, call->n_fds);
+	cJSON_Delete(call->root);
+	conn_unref(call->conn);
+	free(call);
+	return NULL;
+}
+
+static const struct rpc_method *rpc_find_method(const char *name)
+{
+	for (size_t t = 0; t < ELEMENTSOF(method_tables); t++)
+		for (const struct rpc_method *m = method_tables[t]; m->name; m++)
+			if (strcmp(m->name, name) == 0)
+				return m;
+	return NULL;
+}
+
+static bool rpc_interface_known(const char *method, size_t len)
+{
+	for (size_t i = 0; i < ELEMENTSOF(interfaces); i++)
+		if (strlen(interfaces[i]) == len && memcmp(interfaces[i], method, len) == 0)
+			return true;
+	return false;
+}
+
+/* After the reply of a call that went asynchronous, the connection may
+ * serve its next call. */
+static void rpc_finish(struct rpc_call *call)
+{
+	if (call->pending)
+		conn_call_finished(call->conn);
+}
+
+static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
+{
+	_cleanup_json_ cJSON *p = params;
+	_cleanup_json_ cJSON *msg = NULL;
+	int r = 0;
+
+	/* One answer per call; a oneway call asked for none. */
+	if (call->replied)
+		return -EALREADY;
+	call->replied = true;
+	if (call->vc.oneway)
+		goto finish;
+
+	msg = cJSON_CreateObject();
+	if (!msg) {
+		r = -ENOMEM;
+		goto finish;
+	}
+	if (error && json_add_string(msg, "error", error) < 0) {
+		r = -ENOMEM;
+		goto finish;
+	}
+	if (!p)
+		p = cJSON_CreateObject();
+	if (!p) {
+		r = -ENOMEM;
+		goto finish;
+	}
+	cJSON_AddItemToObject(msg, "parameters", TAKE_PTR(p));
+	r = conn_send_json(call->conn, msg);
+	if (r < 0)
+		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
+				  call->conn->id);
+finish:
+	rpc_finish(call);
+	return r;
+}
+
+int rpc_reply(struct rpc_call *call, cJSON *params)
+{
+	return rpc_send(call, NULL, params);
+}
+
+int rpc_error(struct rpc_call *call, const char *name, cJSON *params)
+{
+	log_debug("Connection %" PRIu64 " (pid %d uid %u): %s → %s", call->conn->id,
+		  (int)call->conn->cred.pid, (unsigned)call->conn->cred.uid, call->vc.method, name);
+	rpc_send(call, name, params);
+	return rdmamem_error_to_errno(name);
+}
+
+static cJSON *message_params(const char *fmt, va_list ap)
+{
+	char text[1024];
+	cJSON *params;
+
+	vsnprintf(text, sizeof(text), fmt, ap);
+	params = cJSON_CreateObject();
+	if (params && json_add_string(params, "message", text) < 0)
+		params = (cJSON_Delete(params), NULL);
+	return params;
+}
+
+int rpc_errorf(struct rpc_call *call, const char *name, const char *fmt, ...)
+{
+	cJSON *params;
+	va_list ap;
+
+	va_start(ap, fmt);
+	params = message_params(fmt, ap);
+	va_end(ap);
+	return rpc_error(call, name, params);
+}
+
+int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt, ...)
+{
+	cJSON *params;
+	va_list ap;
+
+	va_start(ap, fmt);
+	params = message_params(fmt, ap);
+	va_end(ap);
+	if (params && json_add_string(params, "parameter", param) < 0)
+		params = (cJSON_Delete(params), NULL);
+	rpc_error(call, VARLINK_ERROR_INVALID_PARAMETER, params);
+	return -EINVAL;
+}
+
+int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out)
+{
+	struct json_dispatch_error err;
+
+	if (json_dispatch(call->vc.parameters, fields, out, &err) == 0)
+		return 0;
+	if (!err.field)
+		return rpc_invalid_param(call, "parameters", "'parameters' %s", err.reason);
+	return rpc_invalid_param(call, err.field, "parameter '%s' %s", err.field, err.reason);
+}
+
+int rpc_take_fd(struct rpc_call *call, const char *param, uint32_t index, int *ret_fd)
+{
+	if (index >= call->n_fds || call->fds[index] < 0)
+		return rpc_invalid_param(call, param,
+					 "parameter '%s' names file descriptor %u, but the message "
+					 "carries %zu and each may be used once",
+					 param, index, call->n_fds);
+	*ret_fd = TAKE_FD(call->fds[index]);
+	return 0;
+}
+
+int rpc_dispatch(struct rpc_call *call)
+{
+	const struct varlink_call *vc = &call->vc;
+	const struct rpc_method *m;
+	int r;
+
+	m = rpc_find_method(vc->method);
+	if (!m) {
+		_cleanup_json_ cJSON *params = cJSON_CreateObject();
+		bool known = rpc_interface_known(vc->method, vc->interface_len);
+
+		if (!known && params) {
+			char iface[VARLINK_METHOD_MAX + 1];
+
+			snprintf(iface, sizeof(iface), "%.*s", (int)vc->interface_len, vc->method);
+			json_add_string(params, "interface", iface);
+		} else if (params) {
+			json_add_string(params, "method", vc->method);
+		}
+		rpc_error(call, known ? VARLINK_ERROR_METHOD_NOT_FOUND :
+					VARLINK_ERROR_INTERFACE_NOT_FOUND,
+			  TAKE_PTR(params));
+		return 0;
+	}
+	call->method = m;
+
+	if (vc->upgrade) {
+		rpc_invalid_param(call, "upgrade", "no method of this service supports 'upgrade'");
+		return 0;
+	}
+	if (call->n_fds > 0 && !(m->flags & RPC_ACCEPTS_FDS)) {
+		rpc_errorf(call, RDMAMEM_ERROR_TOO_MANY_FDS,
+			   "%s takes no file descriptors, but the message carries %zu",
+			   vc->method, call->n_fds);
+		return 0;
+	}
+
+	r = m->handler(call);
+	if (r == RPC_PENDING && !call->replied) {
+		call->pending = true;
+		return RPC_PENDING;
+	}
+	if (r < 0 && !call->replied)
+		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s failed: %s", vc->method, strerror(-r));
+	else if (!call->replied)
+		rpc_reply(call, NULL);
+	return 0;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Method dispatch and replies. A call is dispatched once; its handler either
+ * replies before returning, or returns RPC_PENDING and replies later from a
+ * completion callback on the loop thread. Handlers return a negative errno
+ * they did not answer themselves and the dispatcher answers InternalError.
+ */
+#ifndef RDMAMEMD_RPC_H
+#define RDMAMEMD_RPC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "proto/dispatch.h"
+#include "proto/macro.h"
+#include "proto/varlink.h"
+
+struct conn;
+struct daemon;
+struct rpc_call;
+
+#define RPC_PENDING 1
+
+/* The method takes file descriptors; calls to other methods may not carry any. */
+#define RPC_ACCEPTS_FDS (1U << 0)
+
+struct rpc_method {
+	const char *name;
+	int (*handler)(struct rpc_call *call);
+	unsigned flags;
+};
+
+struct rpc_call {
+	struct conn *conn;	/* holds a reference */
+	struct daemon *daemon;
+	cJSON *root;
+	struct varlink_call vc;
+	const struct rpc_method *method;
+	int fds[VARLINK_FDS_MAX];
+	size_t n_fds;
+	bool replied;
+	bool pending;		/* the handler returned RPC_PENDING */
+
+	/* Set by handlers that return RPC_PENDING: called on the loop thread
+	 * when the connection goes away before the reply. */
+	void (*cancel)(struct rpc_call *call);
+	void *userdata;
+};
+
+/* Takes ownership of root and fds (also on failure). */
+int rpc_call_new(struct conn *conn, cJSON *root, const struct varlink_call *vc, int *fds,
+		 size_t n_fds, struct rpc_call **ret);
+struct rpc_call *rpc_call_free(struct rpc_call *call);
+
+/* Runs the handler. Returns 0 when the call is finished, RPC_PENDING otherwise. */
+int rpc_dispatch(struct rpc_call *call);
+
+/*
+ * Replies. params is consumed (may be NULL for an empty object). The error
+ * forms return the errno that the error name stands for, negative, so that
+ * a handler can "return rpc_errorf(call, …);".
+ */
+int rpc_reply(struct rpc_call *call, cJSON *params);
+int rpc_error(struct rpc_call *call, const char *name, cJSON *params);
+int rpc_errorf(struct rpc_call *call, const char *name, const char *fmt, ...) _printf_(3, 4);
+int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt, ...)
+	_printf_(3, 4);
+
+/* Decodes call parameters; on failure answers InvalidParameter and returns -EINVAL. */
+int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out);
+
+/*
+ * Takes fd number index of the call (a parameter's value) out of the call;
+ * answers InvalidParameter naming param when there is no such fd.
+ */
+int rpc_take_fd(struct rpc_call *call, const char *param, uint32_t index, int *ret_fd);
+
+/* Method tables of each module. */
+extern const struct rpc_method rpc_service_methods[];
+extern const struct rpc_method rpc_core_methods[];
+
+/* The interface descriptions served by GetInterfaceDescription. */
+extern const char rpc_idl_io_rdmamemd[];
+extern const char rpc_idl_org_varlink_service[];
+
+#endif

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "account.h"
+#include "conn.h"
+#include "daemon.h"
+#include "log.h"
+#include "proto/errors.h"
+#include "proto/sockpath.h"
+#include "server.h"
+
+/* Connections accepted per wake-up before other work gets a turn. */
+#define SERVER_ACCEPT_BATCH 64
+/* Rejected clients waiting to hear why; beyond this they are just closed. */
+#define SERVER_REJECTED_MAX 64U
+
+static int mkdir_parents(const char *path, mode_t mode)
+{
+	char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return 0;
+}
+
+/*
+ * Removes a socket left by a daemon that died, but never a live one (another
+ * rdmamemd answers on it) and never a file that is not a socket.
+ */
+static int remove_stale_socket(const char *path, const struct sockaddr_un *sa, socklen_t salen)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return log_error_errno(-EEXIST, "'%s' exists and is not a socket, not touching it",
+				       path);
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)sa, salen) == 0)
+		return log_error_errno(-EADDRINUSE, "Another daemon is listening on '%s'", path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return log_error_errno(-errno, "Cannot remove stale socket '%s': %m", path);
+	log_info("Removed stale socket '%s'", path);
+	return 0;
+}
+
+static int server_bind(struct server *s, const char *path, mode_t mode)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct sockaddr_un sa;
+	unsigned salen;
+	mode_t old_umask;
+	int r;
+
+	r = sockpath_to_addr(path, &sa, &salen);
+	if (r < 0)
+		return log_error_errno(r, "Socket path '%s' is not usable: %m", path);
+
+	r = mkdir_parents(path, 0755);
+	if (r < 0)
+		return log_error_errno(r, "Cannot create the directory of '%s': %m", path);
+
+	r = remove_stale_socket(path, &sa, salen);
+	if (r < 0)
+		return r;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return log_error_errno(-errno, "Cannot create socket: %m");
+
+	/* No window in which the socket exists with looser permissions. */
+	old_umask = umask(~mode & 0777);
+	r = bind(fd, (struct sockaddr *)&sa, salen);
+	umask(old_umask);
+	if (r < 0)
+		return log_error_errno(-errno, "Cannot bind to '%s': %m", path);
+	if (chmod(path, mode) < 0)
+		log_warning_errno(-errno, "Cannot set mode %04o on '%s', ignoring: %m", mode, path);
+
+	if (listen(fd, SOMAXCONN) < 0) {
+		r = -errno;
+		unlink(path);
+		return log_error_errno(r, "Cannot listen on '%s': %m", path);
+	}
+
+	s->path = strdup(path);
+	if (!s->path) {
+		unlink(path);
+		return -ENOMEM;
+	}
+	s->fd = TAKE_FD(fd);
+	return 0;
+}
+
+/* Returns 1 when systemd passed a socket, 0 when it did not. */
+static int server_adopt_activated(struct server *s)
+{
+	struct sockaddr_un sa = {};
+	socklen_t salen = sizeof(sa);
+	int n, fd, flags;
+
+	n = sd_listen_fds(1);
+	if (n < 0)
+		return log_error_errno(n, "Cannot read sockets passed by systemd: %m");
+	if (n == 0)
+		return 0;
+	if (n > 1)
+		return log_error_errno(-EINVAL, "systemd passed %d sockets, expected one", n);
+
+	fd = SD_LISTEN_FDS_START;
+	if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0)
+		return log_error_errno(-EINVAL, "The socket passed by systemd is not a listening "
+					       "Unix stream socket");
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return log_error_errno(-errno, "Cannot make the passed socket non-blocking: %m");
+
+	if (getsockname(fd, (struct sockaddr *)&sa, &salen) == 0 && sa.sun_path[0])
+		s->path = strndup(sa.sun_path, sizeof(sa.sun_path));
+	else
+		s->path = strdup("(socket activated)");
+	if (!s->path)
+		return -ENOMEM;
+	s->fd = fd;
+	s->activated = true;
+	return 1;
+}
+
+static void server_accept_one(struct server *s, int fd)
+{
+	const struct daemon_config *cfg = &s->daemon->cfg;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct conn *c;
+	int r;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		log_warning_errno(-errno, "Cannot read peer credentials, dropping client: %m");
+		safe_close(fd);
+		return;
+	}
+	if (s->n_rejected >= SERVER_REJECTED_MAX && s->n_conns >= cfg->max_connections) {
+		safe_close(fd);
+		return;
+	}
+
+	r = conn_new(s, fd, &cred, &c);
+	if (r < 0) {
+		log_warning_errno(r, "Cannot set up connection from pid %d: %m", (int)cred.pid);
+		return;
+	}
+
+	if (s->n_conns > cfg->max_connections) {
+		log_notice("Connection limit (%u) reached, refusing pid %d uid %u",
+			   cfg->max_connections, (int)cred.pid, (unsigned)cred.uid);
+		conn_reject(c, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS);
+	} else if (c->account->n_connections > cfg->max_connections_per_uid) {
+		log_notice("Per-uid connection limit (%u) reached for uid %u, refusing pid %d",
+			   cfg->max_connections_per_uid, (unsigned)cred.uid, (int)cred.pid);
+		conn_reject(c, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS);
+	}
+}
+
+static void on_listen(uv_poll_t *h, int status, int events)
+{
+	struct server *s = h->data;
+
+	(void)events;
+	if (status < 0) {
+		log_error("Listening socket failed: %s", uv_strerror(status));
+		return;
+	}
+
+	for (int i = 0; i < SERVER_ACCEPT_BATCH; i++) {
+		int fd = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd >= 0) {
+			server_accept_one(s, fd);
+			continue;
+		}
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return;
+		if (errno == EINTR || errno == ECONNABORTED)
+			continue;
+		if ((errno == EMFILE || errno == ENFILE) && s->spare_fd >= 0) {
+			/* Out of fds: the pending client would make us spin.
+			 * Free the spare, accept and drop it, take the spare
+			 * back (libuv's uv__emfile_trick). */
+			log_warning("Out of file descriptors, dropping a client");
+			s->spare_fd = safe_close(s->spare_fd);
+			safe_close(accept4(s->fd, NULL, NULL, SOCK_CLOEXEC));
+			s->spare_fd = open("/", O_PATH | O_CLOEXEC);
+			return;
+		}
+		log_warning_errno(-errno, "accept() failed: %m");
+		return;
+	}
+}
+
+int server_new(struct daemon *d, struct server **ret)
+{
+	_cleanup_(server_freep) struct server *s = NULL;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->daemon = d;
+	s->fd = -EBADF;
+	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
+	list_init(&s->conns);
+
+	r = server_adopt_activated(s);
+	if (r < 0)
+		return r;
+	if (r == 0) {
+		if (d->cfg.socket_path) {
+			if (strlen(d->cfg.socket_path) >= sizeof(path))
+				return log_error_errno(-ENAMETOOLONG, "Socket path is too long (max %zu)",
+						       sizeof(path) - 1);
+			strcpy(path, d->cfg.socket_path);
+		} else {
+			r = sockpath_server_default(path, sizeof(path));
+			if (r < 0)
+				return log_error_errno(r, "No socket path: set --socket, "
+							  "RDMAMEM_SOCKET or XDG_RUNTIME_DIR");
+		}
+		r = server_bind(s, path, d->cfg.socket_mode);
+		if (r < 0)
+			return r;
+	}
+
+	r = uv_poll_init(d->loop, &s->poll, s->fd);
+	if (r < 0)
+		return log_error_errno(-ENOMEM, "Cannot poll the socket: %s", uv_strerror(r));
+	s->poll.data = s;
+	s->listening = true;
+	r = uv_poll_start(&s->poll, UV_READABLE, on_listen);
+	if (r < 0) {
+		server_stop_listening(s);
+		return log_error_errno(-EIO, "Cannot poll the socket: %s", uv_strerror(r));
+	}
+
+	log_info("Listening on '%s'%s", s->path, s->activated ? " (socket activated)" : "");
+	*ret = TAKE_PTR(s);
+	return 0;
+}
+
+static void on_listen_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+void server_stop_listening(struct server *s)
+{
+	if (!s->listening)
+		return;
+	s->listening = false;
+	/* Unlink before close: after close another daemon may bind the
+	 * same path, and we must not remove its socket. */
+	if (!s->activated && s->path)
+		unlink(s->path);
+	uv_close((uv_handle_t *)&s->poll, on_listen_closed);
+	s->fd = safe_close(s->fd);
+}
+
+void server_conn_removed(struct server *s)
+{
+	struct daemon *d = s->daemon;
+
+	if (d->shutting_down && list_empty(&s->conns))
+		daemon_check_drained(d);
+}
+
+struct server *server_free(struct server *s)
+{
+	if (!s)
+		return NULL;
+	if (s->listening) {
+		/* Only reached on a failed start, before the loop ran. */
+		s->listening = false;
+		if (!s->activated && s->path)
+			unlink(s->path);
+	}
+	safe_close(s->fd);
+	safe_close(s->spare_fd);
+	free(s->path);
+	free(s);
+	return NULL;
+}

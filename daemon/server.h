@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The listening socket: our own, or the one systemd passed us. */
+#ifndef RDMAMEMD_SERVER_H
+#define RDMAMEMD_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "proto/list.h"
+#include "proto/macro.h"
+
+struct daemon;
+
+struct server {
+	struct daemon *daemon;
+	int fd;
+	int spare_fd;		/* closed to accept-and-drop when out of fds */
+	uv_poll_t poll;
+	bool listening;
+	bool activated;		/* from sd_listen_fds(): systemd owns the path */
+	char *path;		/* shown to users; unlinked at exit unless activated */
+
+	struct list_head conns;
+	unsigned n_conns;	/* accepted and admitted */
+	unsigned n_rejected;	/* accepted to be told they are over a limit */
+	uint64_t next_conn_id;
+};
+
+int server_new(struct daemon *d, struct server **ret);
+struct server *server_free(struct server *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct server *, server_free)
+
+/* Closes the listening socket (and unlinks its path if it is ours). */
+void server_stop_listening(struct server *s);
+
+/* A connection left the list; may end the shutdown. */
+void server_conn_removed(struct server *s);
+
+#endif

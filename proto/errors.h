@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The Varlink error names the daemon sends and the negative errno the client
+ * library turns each into. One table, so both sides agree.
+ */
+#ifndef RDMAMEM_ERRORS_H
+#define RDMAMEM_ERRORS_H
+
+#define VARLINK_ERROR_INTERFACE_NOT_FOUND "org.varlink.service.InterfaceNotFound"
+#define VARLINK_ERROR_METHOD_NOT_FOUND "org.varlink.service.MethodNotFound"
+#define VARLINK_ERROR_METHOD_NOT_IMPLEMENTED "org.varlink.service.MethodNotImplemented"
+#define VARLINK_ERROR_INVALID_PARAMETER "org.varlink.service.InvalidParameter"
+#define VARLINK_ERROR_PERMISSION_DENIED "org.varlink.service.PermissionDenied"
+#define VARLINK_ERROR_EXPECTED_MORE "org.varlink.service.ExpectedMore"
+
+#define RDMAMEM_ERROR_INVALID_MESSAGE "io.rdmamemd.InvalidMessage"
+#define RDMAMEM_ERROR_MESSAGE_TOO_LARGE "io.rdmamemd.MessageTooLarge"
+#define RDMAMEM_ERROR_TOO_MANY_FDS "io.rdmamemd.TooManyFileDescriptors"
+#define RDMAMEM_ERROR_TOO_MANY_CONNECTIONS "io.rdmamemd.TooManyConnections"
+#define RDMAMEM_ERROR_SHUTTING_DOWN "io.rdmamemd.ShuttingDown"
+#define RDMAMEM_ERROR_INTERNAL "io.rdmamemd.InternalError"
+
+/* Negative errno for a Varlink error name; -EREMOTEIO for names not known
+ * to this build. */
+int rdmamem_error_to_errno(const char *name);
+
+#endif

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frame.h"
+#include "macro.h"
+
+/* Reads are offered at least this much space so that small messages do
+ * not cost one recvmsg each. */
+#define FRAME_READ_MIN (64U * 1024U)
+
+void frame_reader_init(struct frame_reader *fr, size_t max_body)
+{
+	*fr = (struct frame_reader){ .max_body = max_body };
+}
+
+void frame_reader_done(struct frame_reader *fr)
+{
+	free(fr->buf);
+	*fr = (struct frame_reader){ .max_body = fr->max_body };
+}
+
+int frame_reader_reserve(struct frame_reader *fr, void **ret_ptr, size_t *ret_space)
+{
+	size_t pending = fr->len - fr->start;
+	/* A full-size message, its terminator, and room for one more read:
+	 * the most a sane peer can need at once. */
+	size_t limit = fr->max_body + 1 + FRAME_READ_MIN;
+
+	if (pending > fr->max_body)
+		return -ENOBUFS;
+
+	/* Compact before growing: handed-out frames are dead by contract. */
+	if (fr->start > 0 && fr->cap - fr->len < FRAME_READ_MIN) {
+		memmove(fr->buf, fr->buf + fr->start, pending);
+		fr->scanned -= fr->start;
+		fr->len = pending;
+		fr->start = 0;
+	}
+
+	if (fr->cap - fr->len < FRAME_READ_MIN && fr->cap < limit) {
+		size_t ncap = MAX(fr->cap * 2, (size_t)FRAME_READ_MIN * 2);
+		char *nbuf;
+
+		ncap = MIN(ncap, limit);
+		nbuf = realloc(fr->buf, ncap);
+		if (!nbuf)
+			return -ENOMEM;
+		fr->buf = nbuf;
+		fr->cap = ncap;
+	}
+
+	if (fr->cap == fr->len)
+		return -ENOBUFS;
+
+	*ret_ptr = fr->buf + fr->len;
+	*ret_space = fr->cap - fr->len;
+	return 0;
+}
+
+void frame_reader_commit(struct frame_reader *fr, size_t n)
+{
+	const char *p = fr->buf + fr->len, *end = p + n;
+
+	while (p < end) {
+		const char *nul = memchr(p, 0, end - p);
+
+		if (!nul)
+			break;
+		fr->n_terminated++;
+		p = nul + 1;
+	}
+	fr->len += n;
+}
+
+int frame_reader_next(struct frame_reader *fr, struct frame *ret)
+{
+	char *nul;
+
+	if (fr->scanned < fr->start)
+		fr->scanned = fr->start;
+
+	nul = memchr(fr->buf + fr->scanned, 0, fr->len - fr->scanned);
+	if (!nul) {
+		fr->scanned = fr->len;
+		if (fr->len - fr->start > fr->max_body)
+			return -EMSGSIZE;
+		return 0;
+	}
+
+	if ((size_t)(nul - (fr->buf + fr->start)) > fr->max_body)
+		return -EMSGSIZE;
+
+	*ret = (struct frame){
+		.data = fr->buf + fr->start,
+		.len = nul - (fr->buf + fr->start),
+		.ordinal = fr->n_taken++,
+	};
+	fr->start = nul + 1 - fr->buf;
+	fr->scanned = fr->start;
+	if (fr->start == fr->len) {
+		/* Empty buffer: restart at offset 0 without a memmove. */
+		fr->start = fr->len = fr->scanned = 0;
+	}
+	return 1;
+}
+
+uint64_t frame_reader_tail_ordinal(const struct frame_reader *fr)
+{
+	if (fr->len > 0 && fr->buf[fr->len - 1] == '\0')
+		return fr->n_terminated - 1;
+	return fr->n_terminated;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Incremental reader for NUL-terminated Varlink messages. No I/O: the caller
+ * asks for space, fills it (recvmsg, a fuzzer, a test) and commits what it
+ * wrote; complete messages are then taken out one by one.
+ */
+#ifndef RDMAMEM_FRAME_H
+#define RDMAMEM_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct frame_reader {
+	char *buf;
+	size_t cap;
+	size_t start;	/* first byte not yet handed out */
+	size_t scanned;	/* bytes before this offset hold no NUL after start */
+	size_t len;	/* bytes committed */
+	size_t max_body;
+	uint64_t n_terminated;	/* NUL bytes committed so far */
+	uint64_t n_taken;	/* messages handed out so far */
+};
+
+struct frame {
+	const char *data;	/* NUL-terminated JSON text */
+	size_t len;		/* without the NUL */
+	uint64_t ordinal;	/* 0 for the first message on the stream */
+};
+
+/* max_body: largest message accepted, terminator not counted. */
+void frame_reader_init(struct frame_reader *fr, size_t max_body);
+void frame_reader_done(struct frame_reader *fr);
+
+/*
+ * Returns in *ret_ptr and *ret_space the writable space after the committed bytes.
+ * Frames handed out by frame_reader_next() are invalid after this call.
+ * Returns -ENOBUFS when the buffer holds a full-size partial message (the
+ * caller then gets -EMSGSIZE from frame_reader_next()), -ENOMEM on OOM.
+ */
+int frame_reader_reserve(struct frame_reader *fr, void **ret_ptr, size_t *ret_space);
+void frame_reader_commit(struct frame_reader *fr, size_t n);
+
+/*
+ * Takes the next complete message. Returns 1 and fills *ret, 0 when more
+ * bytes are needed, -EMSGSIZE when the pending message exceeds max_body
+ * (the stream cannot be resynchronised: close it).
+ */
+int frame_reader_next(struct frame_reader *fr, struct frame *ret);
+
+/* Ordinal of the message that contains the last committed byte: with one
+ * message per sendmsg, the message that fds received with that read belong
+ * to. Only meaningful after at least one byte was committed. */
+uint64_t frame_reader_tail_ordinal(const struct frame_reader *fr);
+
+/* Bytes committed but not yet handed out (complete or partial messages). */
+static inline size_t frame_reader_pending(const struct frame_reader *fr)
+{
+	return fr->len - fr->start;
+}
+
+#endif

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+
+/* Length of the UTF-8 sequence at s (at most n bytes), 0 if invalid:
+ * overlong forms, surrogates and code points past U+10FFFF are refused. */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+	uint32_t cp;
+	size_t len, i;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+static int hex4(const char *p, uint32_t *ret)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		char c = p[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v |= c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			v |= c - 'A' + 10;
+		else
+			return -EBADMSG;
+	}
+	*ret = v;
+	return 0;
+}
+
+int json_check_text(const char *text, size_t len, const char **ret_reason)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	bool in_string = false;
+	unsigned depth = 0;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned char c = s[i];
+
+		if (c >= 0x80) {
+			size_t n = utf8_sequence(s + i, len - i);
+
+			if (n == 0) {
+				*ret_reason = "message is not valid UTF-8";
+				return -EILSEQ;
+			}
+			i += n;
+			continue;
+		}
+		if (in_string) {
+			if (c == '"') {
+				in_string = false;
+			} else if (c == '\\' && i + 1 < len) {
+				uint32_t cp;
+
+				if (s[i + 1] == 'u' && i + 6 <= len && hex4(text + i + 2, &cp) == 0 &&
+				    cp == 0) {
+					*ret_reason = "strings may not contain NUL (\\u0000)";
+					return -EBADMSG;
+				}
+				i++;
+			}
+		} else if (c == '"') {
+			in_string = true;
+		} else if (c == '{' || c == '[') {
+			if (++depth > JSON_DEPTH_MAX) {
+				*ret_reason = "message nests objects and arrays too deeply";
+				return -ELOOP;
+			}
+		} else if ((c == '}' || c == ']') && depth > 0) {
+			depth--;
+		}
+		i++;
+	}
+	return 0;
+}
+
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* True when an object repeats a key anywhere in the tree. Parsers disagree
+ * about which duplicate wins, so a message with one is ambiguous. */
+static int find_duplicate_key(const cJSON *item)
+{
+	const cJSON *c;
+	size_t n = 0;
+
+	for (c = item->child; c; c = c->next) {
+		int r = find_duplicate_key(c);
+
+		if (r != 0)
+			return r;
+		n++;
+	}
+	if (!cJSON_IsObject(item) || n < 2)
+		return 0;
+
+	if (n <= 8) {
+		for (c = item->child; c; c = c->next)
+			for (const cJSON *d = c->next; d; d = d->next)
+				if (strcmp(c->string, d->string) == 0)
+					return 1;
+		return 0;
+	}
+
+	size_t size = 16;
+	while (size < 2 * n)
+		size *= 2;
+	_cleanup_free_ const char **slots = calloc(size, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	for (c = item->child; c; c = c->next) {
+		size_t k = name_hash(c->string) & (size - 1);
+
+		while (slots[k]) {
+			if (strcmp(slots[k], c->string) == 0)
+				return 1;
+			k = (k + 1) & (size - 1);
+		}
+		slots[k] = c->string;
+	}
+	return 0;
+}
+
+int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reason)
+{
+	_cleanup_json_ cJSON *root = NULL;
+	int r;
+
+	r = json_check_text(text, len, ret_reason);
+	if (r < 0)
+		return r;
+
+	/* The length includes the terminator so cJSON can insist on it and
+	 * reject trailing garbage. */
+	root = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
+	if (!root) {
+		*ret_reason = "message is not valid JSON";
+		return -EBADMSG;
+	}
+
+	r = find_duplicate_key(root);
+	if (r < 0) {
+		*ret_reason = "out of memory";
+		return r;
+	}
+	if (r > 0) {
+		*ret_reason = "an object repeats a key";
+		return -ENOTUNIQ;
+	}
+
+	*ret = TAKE_PTR(root);
+	return 0;
+}
+
+int json_parse_u64(const char *s, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (!s || !*s)
+		return -EINVAL;
+	/* One canonical spelling per value: no sign, no spaces, no leading 0. */
+	if (s[0] == '0' && s[1])
+		return -EINVAL;
+	for (; *s; s++) {
+		unsigned d;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		d = *s - '0';
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*ret = v;
+	return 0;
+}
+
+int json_to_u64(const cJSON *item, uint64_t *ret)
+{
+	double d;
+
+	if (cJSON_IsString(item))
+		return json_parse_u64(item->valuestring, ret);
+	if (!cJSON_IsNumber(item))
+		return -EINVAL;
+	d = item->valuedouble;
+	if (!isfinite(d) || d < 0 || d != floor(d))
+		return -EINVAL;
+	if (d > (double)JSON_SAFE_INT_MAX)
+		return -ERANGE;
+	*ret = (uint64_t)d;
+	return 0;
+}
+
+int json_add_u64(cJSON *obj, const char *name, uint64_t value)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%" PRIu64, value);
+	return json_add_string(obj, name, buf);
+}
+
+int json_add_string(cJSON *obj, const char *name, const char *value)
+{
+	return cJSON_AddStringToObject(obj, name, value) ? 0 : -ENOMEM;
+}
+
+int json_add_int(cJSON *obj, const char *name, int64_t value)
+{
+	return cJSON_AddNumberToObject(obj, name, (double)value) ? 0 : -ENOMEM;
+}
+
+int json_add_bool(cJSON *obj, const char *name, bool value)
+{
+	return cJSON_AddBoolToObject(obj, name, value) ? 0 : -ENOMEM;
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Strict JSON on top of cJSON: the text is checked before cJSON sees it
+ * (UTF-8, nesting, no NUL smuggled in as \u0000), objects may not repeat a
+ * key, and 64-bit integers travel as decimal strings.
+ */
+#ifndef RDMAMEM_JSON_H
+#define RDMAMEM_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "macro.h"
+
+/* Deepest nesting of objects and arrays a message may have. */
+#define JSON_DEPTH_MAX 32
+/* JSON numbers are doubles: integers beyond this are not exact. */
+#define JSON_SAFE_INT_MAX ((UINT64_C(1) << 53) - 1)
+
+/*
+ * Checks text[0..len) without building anything. Returns 0, or a negative
+ * errno with *ret_reason set to a static English explanation:
+ * -EILSEQ bad UTF-8, -EBADMSG a \u0000 escape, -ELOOP nesting too deep.
+ */
+int json_check_text(const char *text, size_t len, const char **ret_reason);
+
+/*
+ * Parses text[0..len), where text[len] must be the NUL terminator. On
+ * failure returns -EBADMSG/-EILSEQ/-ELOOP/-ENOTUNIQ (repeated key) or
+ * -ENOMEM, with *ret_reason set.
+ */
+int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reason);
+
+/*
+ * Reads a 64-bit unsigned value: a string of decimal digits (canonical), or a
+ * JSON number that is an integer in [0, 2^53). Returns -EINVAL otherwise,
+ * -ERANGE on overflow.
+ */
+int json_to_u64(const cJSON *item, uint64_t *ret);
+int json_parse_u64(const char *s, uint64_t *ret);
+
+/* Adds name: "decimal" to obj. Returns 0 or -ENOMEM. */
+int json_add_u64(cJSON *obj, const char *name, uint64_t value);
+
+/* Helpers that return -ENOMEM instead of a NULL that is easy to ignore. */
+int json_add_string(cJSON *obj, const char *name, const char *value);
+int json_add_int(cJSON *obj, const char *name, int64_t value);
+int json_add_bool(cJSON *obj, const char *name, bool value);
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete)
+#define _cleanup_json_ _cleanup_(cJSON_Deletep)
+
+#endif

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <string.h>
+
+#include "json.h"
+#include "varlink.h"
+
+static bool is_lower_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+bool varlink_interface_name_is_valid(const char *s, size_t len)
+{
+	size_t segments = 0, seg_len = 0;
+
+	/* Reverse-domain: two or more dot-separated segments of letters,
+	 * digits and inner dashes; the first segment starts with a letter. */
+	for (size_t i = 0; i <= len; i++) {
+		char c = i < len ? s[i] : '.';
+		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+		bool digit = c >= '0' && c <= '9';
+
+		if (c == '.') {
+			if (seg_len == 0 || s[i - 1] == '-')
+				return false;
+			segments++;
+			seg_len = 0;
+			continue;
+		}
+		if (seg_len == 0 && !alpha && !(digit && segments > 0))
+			return false;
+		if (!alpha && !digit && c != '-')
+			return false;
+		seg_len++;
+	}
+	return segments >= 2;
+}
+
+bool varlink_method_name_is_valid(const char *full)
+{
+	const char *dot = strrchr(full, '.');
+	size_t len = strlen(full);
+
+	if (!dot || len > VARLINK_METHOD_MAX)
+		return false;
+	if (!varlink_interface_name_is_valid(full, dot - full))
+		return false;
+	if (!(dot[1] >= 'A' && dot[1] <= 'Z'))
+		return false;
+	for (const char *p = dot + 1; *p; p++)
+		if (!is_lower_alnum(*p) && !(*p >= 'A' && *p <= 'Z'))
+			return false;
+	return true;
+}
+
+static int get_bool(const cJSON *item, bool *ret)
+{
+	if (!item)
+		return 0;
+	if (!cJSON_IsBool(item))
+		return -EBADMSG;
+	*ret = cJSON_IsTrue(item);
+	return 0;
+}
+
+int varlink_call_parse(cJSON *root, struct varlink_call *ret, const char **ret_reason)
+{
+	struct varlink_call c = {};
+	const cJSON *method = NULL;
+	cJSON *item;
+
+	if (!cJSON_IsObject(root)) {
+		*ret_reason = "a call must be a JSON object";
+		return -EBADMSG;
+	}
+
+	cJSON_ArrayForEach(item, root) {
+		const char *k = item->string;
+		int r = 0;
+
+		if (strcmp(k, "method") == 0)
+			method = item;
+		else if (strcmp(k, "parameters") == 0)
+			c.parameters = item;
+		else if (strcmp(k, "oneway") == 0)
+			r = get_bool(item, &c.oneway);
+		else if (strcmp(k, "more") == 0)
+			r = get_bool(item, &c.more);
+		else if (strcmp(k, "upgrade") == 0)
+			r = get_bool(item, &c.upgrade);
+		else {
+			*ret_reason = "a call has an unknown field (allowed: method, parameters, "
+				      "oneway, more, upgrade)";
+			return -EBADMSG;
+		}
+		if (r < 0) {
+			*ret_reason = "'oneway', 'more' and 'upgrade' must be booleans";
+			return r;
+		}
+	}
+
+	if (!method) {
+		*ret_reason = "a call needs a 'method' field";
+		return -EBADMSG;
+	}
+	if (!cJSON_IsString(method) || !varlink_method_name_is_valid(method->valuestring)) {
+		*ret_reason = "'method' must be a string of the form interface.Method";
+		return -EBADMSG;
+	}
+	if (c.parameters && !cJSON_IsObject(c.parameters)) {
+		*ret_reason = "'parameters' must be an object";
+		return -EBADMSG;
+	}
+	if (c.oneway && c.more) {
+		*ret_reason = "'oneway' and 'more' exclude each other";
+		return -EBADMSG;
+	}
+
+	c.method = method->valuestring;
+	c.interface_len = strrchr(c.method, '.') - c.method;
+	*ret = c;
+	return 0;
+}
+
+int varlink_reply_parse(cJSON *root, struct varlink_reply *ret, const char **ret_reason)
+{
+	struct varlink_reply rp = {};
+	cJSON *item;
+
+	if (!cJSON_IsObject(root)) {
+		*ret_reason = "a reply must be a JSON object";
+		return -EBADMSG;
+	}
+	cJSON_ArrayForEach(item, root) {
+		const char *k = item->string;
+
+		if (strcmp(k, "parameters") == 0) {
+			if (!cJSON_IsObject(item)) {
+				*ret_reason = "reply 'parameters' must be an object";
+				return -EBADMSG;
+			}
+			rp.parameters = item;
+		} else if (strcmp(k, "error") == 0) {
+			if (!cJSON_IsString(item)) {
+				*ret_reason = "reply 'error' must be a string";
+				return -EBADMSG;
+			}
+			rp.error = item->valuestring;
+		} else if (strcmp(k, "continues") == 0) {
+			if (get_bool(item, &rp.continues) < 0) {
+				*ret_reason = "reply 'continues' must be a boolean";
+				return -EBADMSG;
+			}
+		}
+		/* Unknown reply fields are ignored: newer servers may add some. */
+	}
+	*ret = rp;
+	return 0;
+}
+
+int varlink_call_format(const char *method, const cJSON *params, bool oneway, char **ret,
+			size_t *ret_len)
+{
+	_cleanup_json_ cJSON *root = NULL;
+	char *text;
+
+	root = cJSON_CreateObject();
+	if (!root || json_add_string(root, "method", method) < 0)
+		return -ENOMEM;
+	if (params) {
+		cJSON *copy = cJSON_Duplicate(params, 1);
+
+		if (!copy)
+			return -ENOMEM;
+		cJSON_AddItemToObject(root, "parameters", copy);
+	}
+	if (oneway && json_add_bool(root, "oneway", true) < 0)
+		return -ENOMEM;
+
+	text = cJSON_PrintUnformatted(root);
+	if (!text)
+		return -ENOMEM;
+	*ret_len = strlen(text);
+	*ret = text;
+	return 0;
+}
