@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "proto/json.h"
+#include "proto/sockpath.h"
 #include "rdmamem.h"
 
 static const char *arg_socket;
@@ -183,6 +184,7 @@ int main(int argc, char **argv)
 		{},
 	};
 	struct rdmamem_client *c = NULL;
+	char path[108];
 	const char *verb;
 	int opt, r;
 
@@ -210,6 +212,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
 		if (strcmp(verbs[i].name, verb) != 0)
 			continue;
+		if (!arg_socket && sockpath_client_default(path, sizeof(path)) == 0)
+			arg_socket = path;
 		r = rdmamem_client_connect(arg_socket, &c);
 		if (r < 0) {
 			fprintf(stderr, "rdmamemctl: cannot connect to rdmamemd at '%s': %s%s\n",

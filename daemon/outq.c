@@ -33,8 +33,10 @@ int outq_reserve(struct outq *q, size_t len, char **ret)
 	if (q->cap - q->len < need && q->start > 0) {
 		/* Sent bytes are dead: slide the rest down, marks with it. */
 		memmove(q->buf, q->buf + q->start, q->len - q->start);
-		for (size_t i = q->marks_start; i < q->n_marks; i++)
+		for (size_t i = q->marks_start; i < q->n_marks; i++) {
 			q->marks[i].offset -= q->start;
+			q->marks[i].end -= q->start;
+		}
 		q->len -= q->start;
 		q->start = 0;
 	}
@@ -85,6 +87,7 @@ int outq_push(struct outq *q, const char *text, size_t len, int *fds, size_t n_f
 		}
 		m = &q->marks[q->n_marks++];
 		m->offset = q->len;
+		m->end = q->len + len + 1;
 		m->n_fds = n_fds;
 		memcpy(m->fds, fds, n_fds * sizeof(int));
 	}
@@ -102,11 +105,11 @@ int outq_flush(struct outq *q, int fd)
 		bool with_fds = m && m->offset == q->start;
 		ssize_t n;
 
-		/* Stop short of the next message with fds: they must arrive
-		 * with that message's first byte, not earlier. */
-		if (with_fds && q->marks_start + 1 < q->n_marks)
-			end = q->marks[q->marks_start + 1].offset;
-		else if (!with_fds && m)
+		/* A message with fds leaves alone: its fds must not arrive
+		 * with the bytes of another message. */
+		if (with_fds)
+			end = m->end;
+		else if (m)
 			end = m->offset;
 
 		n = sockio_send(fd, q->buf + q->start, end - q->start, with_fds ? m->fds : NULL,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A connection's queue of outgoing messages. Bytes are coalesced so that a
- * burst of replies leaves in one sendmsg; a message that carries fds starts a
- * new sendmsg so the fds ride on its first byte.
+ * burst of replies leaves in one sendmsg; a message that carries fds leaves
+ * in a sendmsg of its own, so the fds ride on its first byte and the peer's
+ * read that returns them ends inside that message (see PROTOCOL.md).
  */
 #ifndef RDMAMEMD_OUTQ_H
 #define RDMAMEMD_OUTQ_H
@@ -13,6 +14,7 @@
 
 struct outq_mark {
 	size_t offset;		/* where the message carrying the fds starts */
+	size_t end;		/* and where it ends, terminator included */
 	size_t n_fds;
 	int fds[VARLINK_FDS_MAX];
 };

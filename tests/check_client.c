@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* librdmamem against a real daemon. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proto/errors.h"
+#include "rdmamem.h"
+#include "testlib.h"
+
+static struct test_daemon td;
+
+static void setup(void)
+{
+	test_daemon_start(&td, NULL);
+}
+
+static void teardown(void)
+{
+	test_daemon_stop(&td);
+}
+
+START_TEST(test_connect_and_call)
+{
+	struct rdmamem_client *c = NULL;
+	char *reply = NULL;
+	cJSON *root;
+
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+	ck_assert_str_eq(rdmamem_client_socket_path(c), td.socket);
+	ck_assert_int_eq(rdmamem_ping(c), 0);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetStatus", NULL, NULL, 0, &reply, NULL, NULL),
+			 0);
+	root = cJSON_Parse(reply);
+	ck_assert_ptr_nonnull(root);
+	ck_assert_int_eq(cJSON_GetObjectItem(root, "pid")->valueint, td.pid);
+	cJSON_Delete(root);
+	free(reply);
+	ck_assert_ptr_null(rdmamem_client_error_name(c));
+	ck_assert_ptr_null(rdmamem_client_error_message(c));
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Ping", "{\"data\":\"x\"}", NULL, 0, &reply,
+				      NULL, NULL),
+			 0);
+	ck_assert_str_eq(reply, "{\"data\":\"x\"}");
+	free(reply);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+START_TEST(test_default_path_from_env)
+{
+	struct rdmamem_client *c = NULL;
+
+	setenv("RDMAMEM_SOCKET", td.socket, 1);
+	ck_assert_int_eq(rdmamem_client_connect(NULL, &c), 0);
+	ck_assert_str_eq(rdmamem_client_socket_path(c), td.socket);
+	ck_assert_int_eq(rdmamem_ping(c), 0);
+	rdmamem_client_close(c);
+	unsetenv("RDMAMEM_SOCKET");
+}
+END_TEST
+
+START_TEST(test_errors_named)
+{
+	struct rdmamem_client *c = NULL;
+	char *reply = NULL;
+	int devnull;
+
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Nope", NULL, NULL, 0, NULL, NULL, NULL),
+			 -EOPNOTSUPP);
+	ck_assert_str_eq(rdmamem_client_error_name(c), VARLINK_ERROR_METHOD_NOT_FOUND);
+	ck_assert_ptr_nonnull(rdmamem_client_error_message(c));
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Ping", "{\"bogus\":1}", NULL, 0, &reply, NULL,
+				      NULL),
+			 -EINVAL);
+	ck_assert_str_eq(rdmamem_client_error_name(c), VARLINK_ERROR_INVALID_PARAMETER);
+	ck_assert_ptr_nonnull(strstr(reply, "\"parameter\":\"bogus\""));
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "bogus"));
+	free(reply);
+
+	/* Local mistakes are caught before anything is sent. */
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Ping", "[1]", NULL, 0, NULL, NULL, NULL),
+			 -EINVAL);
+	ck_assert_ptr_null(rdmamem_client_error_name(c));
+	ck_assert_ptr_nonnull(rdmamem_client_error_message(c));
+	ck_assert_int_eq(rdmamem_call(NULL, "io.rdmamemd.Ping", NULL, NULL, 0, NULL, NULL, NULL),
+			 -EINVAL);
+
+	/* fds stay the caller's, also when the daemon refuses them. */
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Ping", NULL, &devnull, 1, NULL, NULL, NULL),
+			 -ETOOMANYREFS);
+	ck_assert_int_eq(fcntl(devnull, F_GETFD), FD_CLOEXEC);
+	close(devnull);
+
+	/* After all that, the connection still works. */
+	ck_assert_int_eq(rdmamem_ping(c), 0);
+	ck_assert_ptr_null(rdmamem_client_error_name(c));
+	rdmamem_client_close(c);
+}
+END_TEST
+
+START_TEST(test_no_daemon)
+{
+	struct rdmamem_client *c = NULL;
+
+	ck_assert_int_eq(rdmamem_client_connect("/nonexistent/rdmamemd.sock", &c), -ENOENT);
+	ck_assert_ptr_null(c);
+	ck_assert_int_eq(rdmamem_client_connect("", &c), -EINVAL);
+	ck_assert_ptr_null(rdmamem_client_close(NULL));
+}
+END_TEST
+
+/* A server that accepts but never answers: the call times out and the
+ * connection is marked broken. */
+START_TEST(test_timeout)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct rdmamem_client *c = NULL;
+	char path[64] = "/tmp/rdmamem-silent.XXXXXX";
+	int lfd;
+
+	ck_assert_ptr_nonnull(mkdtemp(path));
+	strcat(path, "/s");
+	strcpy(sa.sun_path, path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+
+	ck_assert_int_eq(rdmamem_client_connect(path, &c), 0);
+	ck_assert_int_eq(rdmamem_client_set_timeout(c, 200), 0);
+	ck_assert_int_eq(rdmamem_ping(c), -ETIMEDOUT);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "in time"));
+	ck_assert_int_eq(rdmamem_ping(c), -ENOTCONN);
+	rdmamem_client_close(c);
+	close(lfd);
+	unlink(path);
+	*strrchr(path, '/') = '\0';
+	rmdir(path);
+}
+END_TEST
+
+/* The daemon dies: the library says so, and a restarted daemon on the same
+ * path takes new connections. */
+START_TEST(test_daemon_killed)
+{
+	struct test_daemon d;
+	struct rdmamem_client *c = NULL;
+	const char *args[] = { DAEMON_BIN, "--socket", NULL, NULL };
+	char path[128];
+	int status;
+
+	test_daemon_start(&d, NULL);
+	strcpy(path, d.socket);
+	ck_assert_int_eq(rdmamem_client_connect(path, &c), 0);
+	ck_assert_int_eq(rdmamem_ping(c), 0);
+
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, &status, 0);
+	ck_assert_int_eq(rdmamem_ping(c), -ECONNRESET);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "closed the connection"));
+	ck_assert_int_eq(rdmamem_ping(c), -ENOTCONN);
+	rdmamem_client_close(c);
+
+	/* SIGKILL left the socket behind: the next daemon replaces it. */
+	args[2] = path;
+	{
+		struct test_daemon d2;
+
+		test_daemon_start_argv(&d2, args);
+		ck_assert_int_eq(rdmamem_client_connect(path, &c), 0);
+		ck_assert_int_eq(rdmamem_ping(c), 0);
+		rdmamem_client_close(c);
+		strcpy(d2.socket, path);
+		test_daemon_stop(&d2);
+	}
+	close(d.notify_fd);
+	unlink(d.notify);
+	rmdir(d.dir);
+}
+END_TEST
+
+Suite *client_suite(void)
+{
+	Suite *s = suite_create("client");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_connect_and_call);
+	tcase_add_test(tc, test_default_path_from_env);
+	tcase_add_test(tc, test_errors_named);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	tcase_add_test(tc, test_no_daemon);
+	tcase_add_test(tc, test_timeout);
+	tcase_add_test(tc, test_daemon_killed);
+	suite_add_tcase(s, tc);
+	return s;
+}

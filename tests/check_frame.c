@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/frame.h"
+#include "testlib.h"
+
+static void feed(struct frame_reader *fr, const void *data, size_t len)
+{
+	void *p;
+	size_t space;
+
+	while (len > 0) {
+		size_t n;
+
+		ck_assert_int_eq(frame_reader_reserve(fr, &p, &space), 0);
+		n = MIN(space, len);
+		memcpy(p, data, n);
+		frame_reader_commit(fr, n);
+		data = (const char *)data + n;
+		len -= n;
+	}
+}
+
+START_TEST(test_many_messages_one_read)
+{
+	static const char in[] = "{\"a\":1}\0{\"b\":2}\0{\"c\":3}";
+	struct frame_reader fr;
+	struct frame f;
+
+	frame_reader_init(&fr, 1024);
+	feed(&fr, in, sizeof(in) - 1);
+
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_str_eq(f.data, "{\"a\":1}");
+	ck_assert_uint_eq(f.len, 7);
+	ck_assert_uint_eq(f.ordinal, 0);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_str_eq(f.data, "{\"b\":2}");
+	ck_assert_uint_eq(f.ordinal, 1);
+	/* The third has no terminator yet. */
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 0);
+	ck_assert_uint_eq(frame_reader_pending(&fr), 7);
+
+	feed(&fr, "", 1);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_str_eq(f.data, "{\"c\":3}");
+	ck_assert_uint_eq(f.ordinal, 2);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 0);
+	ck_assert_uint_eq(frame_reader_pending(&fr), 0);
+	frame_reader_done(&fr);
+}
+END_TEST
+
+START_TEST(test_split_byte_by_byte)
+{
+	static const char in[] = "{\"method\":\"x.y.Z\"}";
+	struct frame_reader fr;
+	struct frame f;
+
+	frame_reader_init(&fr, 1024);
+	for (size_t i = 0; i < sizeof(in); i++) {
+		ck_assert_int_eq(frame_reader_next(&fr, &f), 0);
+		feed(&fr, in + i, 1);
+	}
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_str_eq(f.data, in);
+	ck_assert_uint_eq(f.len, sizeof(in) - 1);
+	frame_reader_done(&fr);
+}
+END_TEST
+
+START_TEST(test_exact_limit_and_one_over)
+{
+	const size_t max = 100000;
+	char *buf = malloc(max + 2);
+	struct frame_reader fr;
+	struct frame f;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, 'x', max + 1);
+
+	/* A body of exactly max bytes is fine. */
+	frame_reader_init(&fr, max);
+	feed(&fr, buf, max);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 0);
+	feed(&fr, "", 1);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_uint_eq(f.len, max);
+	frame_reader_done(&fr);
+
+	/* One more byte without a terminator is an error, known before the
+	 * terminator arrives. */
+	frame_reader_init(&fr, max);
+	feed(&fr, buf, max + 1);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), -EMSGSIZE);
+	frame_reader_done(&fr);
+
+	/* One over, terminated in the same read. */
+	buf[max + 1] = '\0';
+	frame_reader_init(&fr, max);
+	feed(&fr, buf, max + 2);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), -EMSGSIZE);
+	frame_reader_done(&fr);
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_reserve_refuses_beyond_limit)
+{
+	const size_t max = 1000;
+	struct frame_reader fr;
+	size_t space, total = 0;
+	void *p;
+
+	frame_reader_init(&fr, max);
+	/* Fill without terminators until the reader stops offering space. */
+	while (frame_reader_reserve(&fr, &p, &space) == 0) {
+		memset(p, 'y', space);
+		frame_reader_commit(&fr, space);
+		total += space;
+		ck_assert_uint_lt(total, 10 * 1024 * 1024);
+	}
+	ck_assert_uint_gt(total, max);
+	ck_assert_int_eq(frame_reader_reserve(&fr, &p, &space), -ENOBUFS);
+	frame_reader_done(&fr);
+}
+END_TEST
+
+START_TEST(test_empty_message)
+{
+	struct frame_reader fr;
+	struct frame f;
+
+	frame_reader_init(&fr, 16);
+	feed(&fr, "\0\0", 2);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_uint_eq(f.len, 0);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_uint_eq(f.ordinal, 1);
+	frame_reader_done(&fr);
+}
+END_TEST
+
+/* fds received with a read belong to the message holding its last byte. */
+START_TEST(test_tail_ordinal)
+{
+	struct frame_reader fr;
+	struct frame f;
+
+	frame_reader_init(&fr, 1024);
+	feed(&fr, "{}\0{", 4);
+	/* Last byte starts message 1. */
+	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 1);
+	feed(&fr, "}", 1);
+	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 1);
+	feed(&fr, "", 1);
+	/* Last byte terminates message 1: still message 1. */
+	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 1);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_uint_eq(f.ordinal, 1);
+	feed(&fr, "{}", 2);
+	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 2);
+	frame_reader_done(&fr);
+}
+END_TEST
+
+/* Compaction keeps partial messages intact across many reads. */
+START_TEST(test_compaction)
+{
+	struct frame_reader fr;
+	struct frame f;
+	char msg[300];
+	unsigned seen = 0;
+
+	frame_reader_init(&fr, 4096);
+	for (unsigned i = 0; i < 5000; i++) {
+		int n = snprintf(msg, sizeof(msg), "{\"i\":%u,\"pad\":\"%0*u\"}", i, (int)(i % 200),
+				 0);
+
+		/* Feed in two pieces to leave partials at the buffer end. */
+		feed(&fr, msg, n / 2);
+		feed(&fr, msg + n / 2, n - n / 2 + 1);
+		while (frame_reader_next(&fr, &f) == 1) {
+			char expect[32];
+
+			snprintf(expect, sizeof(expect), "{\"i\":%u,", seen);
+			ck_assert_int_eq(strncmp(f.data, expect, strlen(expect)), 0);
+			ck_assert_uint_eq(f.ordinal, seen);
+			seen++;
+		}
+	}
+	ck_assert_uint_eq(seen, 5000);
+	frame_reader_done(&fr);
+}
+END_TEST
+
+Suite *frame_suite(void)
+{
+	Suite *s = suite_create("frame");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_many_messages_one_read);
+	tcase_add_test(tc, test_split_byte_by_byte);
+	tcase_add_test(tc, test_empty_message);
+	tcase_add_test(tc, test_tail_ordinal);
+	tcase_add_test(tc, test_compaction);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("limits");
+	tcase_add_test(tc, test_exact_limit_and_one_over);
+	tcase_add_test(tc, test_reserve_refuses_beyond_limit);
+	suite_add_tcase(s, tc);
+	return s;
+}

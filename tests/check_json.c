@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/dispatch.h"
+#include "proto/json.h"
+#include "testlib.h"
+
+static const struct {
+	const char *text;
+	size_t len;	/* 0: strlen */
+	int expect;
+} parse_cases[] = {
+	{ "{}", 0, 0 },
+	{ "{\"a\":[1,2,{\"b\":null}]}", 0, 0 },
+	{ "{\"s\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}", 0, 0 },
+	{ "{\"s\":\"a\\\\u0000\"}", 0, 0 },		/* escaped backslash, then text */
+	{ "{\"s\":\"\\u00e9\"}", 0, 0 },
+	{ "", 0, -EBADMSG },
+	{ "{", 0, -EBADMSG },
+	{ "{} {}", 0, -EBADMSG },
+	{ "{\"a\":1,}", 0, -EBADMSG },
+	{ "{\"s\":\"\\u0000\"}", 0, -EBADMSG },
+	{ "{\"s\":\"x\\u0000y\"}", 0, -EBADMSG },
+	{ "{\"s\":\"\xff\"}", 0, -EILSEQ },
+	{ "{\"s\":\"\xc0\x80\"}", 0, -EILSEQ },		/* overlong NUL */
+	{ "{\"s\":\"\xed\xa0\x80\"}", 0, -EILSEQ },	/* surrogate */
+	{ "{\"s\":\"\xf4\x90\x80\x80\"}", 0, -EILSEQ },	/* above U+10FFFF */
+	{ "{\"s\":\"\xe2\x82\"}", 0, -EILSEQ },		/* truncated */
+	{ "{\"a\":1,\"a\":2}", 0, -ENOTUNIQ },
+	{ "{\"x\":{\"a\":1,\"b\":{\"a\":1,\"a\":1}}}", 0, -ENOTUNIQ },
+};
+
+START_TEST(test_parse_table)
+{
+	const char *text = parse_cases[_i].text;
+	size_t len = parse_cases[_i].len ?: strlen(text);
+	cJSON *root = NULL;
+	const char *reason = NULL;
+	int r;
+
+	r = json_parse(text, len, &root, &reason);
+	ck_assert_msg(r == parse_cases[_i].expect, "case %d '%s': got %d, expected %d", _i, text,
+		      r, parse_cases[_i].expect);
+	if (r == 0)
+		ck_assert_ptr_nonnull(root);
+	else
+		ck_assert_ptr_nonnull(reason);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_depth_limit)
+{
+	char buf[512];
+	cJSON *root = NULL;
+	const char *reason;
+	size_t n = 0;
+
+	for (int i = 0; i < JSON_DEPTH_MAX; i++)
+		buf[n++] = '[';
+	for (int i = 0; i < JSON_DEPTH_MAX; i++)
+		buf[n++] = ']';
+	buf[n] = '\0';
+	ck_assert_int_eq(json_parse(buf, n, &root, &reason), 0);
+	cJSON_Delete(root);
+
+	n = 0;
+	for (int i = 0; i <= JSON_DEPTH_MAX; i++)
+		buf[n++] = '[';
+	for (int i = 0; i <= JSON_DEPTH_MAX; i++)
+		buf[n++] = ']';
+	buf[n] = '\0';
+	ck_assert_int_eq(json_parse(buf, n, &root, &reason), -ELOOP);
+
+	/* Brackets inside strings do not count. */
+	n = snprintf(buf, sizeof(buf), "{\"s\":\"%0100d\"}", 0);
+	memset(buf + 6, '[', 100);
+	ck_assert_int_eq(json_parse(buf, n, &root, &reason), 0);
+	cJSON_Delete(root);
+}
+END_TEST
+
+/* Many keys go through the hashed duplicate check. */
+START_TEST(test_duplicate_keys_many)
+{
+	char *buf = malloc(64 * 1024);
+	cJSON *root = NULL;
+	const char *reason;
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	n += sprintf(buf + n, "{");
+	for (int i = 0; i < 1000; i++)
+		n += sprintf(buf + n, "%s\"k%d\":%d", i ? "," : "", i, i);
+	n += sprintf(buf + n, "}");
+	ck_assert_int_eq(json_parse(buf, n, &root, &reason), 0);
+	cJSON_Delete(root);
+
+	n -= 1;
+	n += sprintf(buf + n, ",\"k777\":1}");
+	ck_assert_int_eq(json_parse(buf, n, &root, &reason), -ENOTUNIQ);
+	free(buf);
+}
+END_TEST
+
+START_TEST(test_u64)
+{
+	uint64_t v;
+	cJSON *n;
+
+	ck_assert_int_eq(json_parse_u64("0", &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(json_parse_u64("18446744073709551615", &v), 0);
+	ck_assert(v == UINT64_MAX);
+	ck_assert_int_eq(json_parse_u64("18446744073709551616", &v), -ERANGE);
+	ck_assert_int_eq(json_parse_u64("99999999999999999999999", &v), -ERANGE);
+	ck_assert_int_eq(json_parse_u64("", &v), -EINVAL);
+	ck_assert_int_eq(json_parse_u64("-1", &v), -EINVAL);
+	ck_assert_int_eq(json_parse_u64("+1", &v), -EINVAL);
+	ck_assert_int_eq(json_parse_u64(" 1", &v), -EINVAL);
+	ck_assert_int_eq(json_parse_u64("01", &v), -EINVAL);
+	ck_assert_int_eq(json_parse_u64("0x10", &v), -EINVAL);
+	ck_assert_int_eq(json_parse_u64("1e3", &v), -EINVAL);
+
+	n = cJSON_CreateNumber(4096);
+	ck_assert_int_eq(json_to_u64(n, &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	cJSON_SetNumberValue(n, 9007199254740992.0);	/* 2^53: not exact any more */
+	ck_assert_int_eq(json_to_u64(n, &v), -ERANGE);
+	cJSON_SetNumberValue(n, 1.5);
+	ck_assert_int_eq(json_to_u64(n, &v), -EINVAL);
+	cJSON_SetNumberValue(n, -1);
+	ck_assert_int_eq(json_to_u64(n, &v), -EINVAL);
+	cJSON_Delete(n);
+
+	n = cJSON_CreateObject();
+	ck_assert_int_eq(json_add_u64(n, "big", UINT64_MAX), 0);
+	ck_assert_str_eq(cJSON_GetObjectItem(n, "big")->valuestring, "18446744073709551615");
+	cJSON_Delete(n);
+}
+END_TEST
+
+struct sample {
+	uint64_t size;
+	uint32_t index;
+	int64_t timeout;
+	bool flag;
+	const char *name;
+	cJSON *list;
+};
+
+static const struct json_field sample_fields[] = {
+	{ "size", JSON_U64, offsetof(struct sample, size), JSON_MANDATORY },
+	{ "index", JSON_U32, offsetof(struct sample, index), 0 },
+	{ "timeout", JSON_INT, offsetof(struct sample, timeout), 0 },
+	{ "flag", JSON_BOOL, offsetof(struct sample, flag), 0 },
+	{ "name", JSON_STRING, offsetof(struct sample, name), 0 },
+	{ "list", JSON_ARRAY, offsetof(struct sample, list), 0 },
+	{},
+};
+
+static cJSON *dispatch_root;
+
+/* The tree stays alive until the next call: err->field may point into it. */
+static int dispatch_text(const char *text, struct sample *out, struct json_dispatch_error *err)
+{
+	cJSON_Delete(dispatch_root);
+	dispatch_root = cJSON_Parse(text);
+	ck_assert_ptr_nonnull(dispatch_root);
+	memset(out, 0, sizeof(*out));
+	return json_dispatch(dispatch_root, sample_fields, out, err);
+}
+
+START_TEST(test_dispatch)
+{
+	struct json_dispatch_error err;
+	struct sample s;
+
+	ck_assert_int_eq(dispatch_text("{\"size\":\"12345678901234567890\",\"index\":7,"
+				       "\"timeout\":-5,\"flag\":true,\"name\":null}",
+				       &s, &err),
+			 0);
+	ck_assert(s.size == 12345678901234567890ULL);
+	ck_assert_uint_eq(s.index, 7);
+	ck_assert_int_eq(s.timeout, -5);
+	ck_assert(s.flag);
+	ck_assert_ptr_null(s.name);
+
+	ck_assert_int_eq(dispatch_text("{}", &s, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "size");
+	ck_assert_str_eq(err.reason, "is required");
+
+	ck_assert_int_eq(dispatch_text("{\"size\":\"1\",\"sise\":1}", &s, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "sise");
+
+	ck_assert_int_eq(dispatch_text("{\"size\":1.5}", &s, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "size");
+	ck_assert_int_eq(dispatch_text("{\"size\":\"1\",\"index\":-1}", &s, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "index");
+	ck_assert_int_eq(dispatch_text("{\"size\":\"1\",\"index\":4294967296}", &s, &err), -EINVAL);
+	ck_assert_int_eq(dispatch_text("{\"size\":\"1\",\"timeout\":1e300}", &s, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "timeout");
+	ck_assert_int_eq(dispatch_text("{\"size\":\"1\",\"flag\":1}", &s, &err), -EINVAL);
+	ck_assert_int_eq(dispatch_text("{\"size\":\"1\",\"name\":5}", &s, &err), -EINVAL);
+	ck_assert_int_eq(dispatch_text("{\"size\":\"1\",\"list\":{}}", &s, &err), -EINVAL);
+	ck_assert_str_eq(err.field, "list");
+	ck_assert_int_eq(dispatch_text("[]", &s, &err), -EINVAL);
+	ck_assert_ptr_null(err.field);
+	cJSON_Delete(dispatch_root);
+	dispatch_root = NULL;
+}
+END_TEST
+
+Suite *json_suite(void)
+{
+	Suite *s = suite_create("json");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_loop_test(tc, test_parse_table, 0, ELEMENTSOF(parse_cases));
+	tcase_add_test(tc, test_u64);
+	tcase_add_test(tc, test_dispatch);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("limits");
+	tcase_add_test(tc, test_depth_limit);
+	tcase_add_test(tc, test_duplicate_keys_many);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/outq.h"
+#include "proto/sockio.h"
+#include "testlib.h"
+
+static int sv[2];
+
+static void setup(void)
+{
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+}
+
+static void teardown(void)
+{
+	close(sv[0]);
+	close(sv[1]);
+}
+
+START_TEST(test_coalesce)
+{
+	struct outq q;
+	char buf[64];
+	int fds[SOCKIO_FDS_MAX];
+	size_t n_fds;
+
+	outq_init(&q);
+	ck_assert_int_eq(outq_push(&q, "{\"a\":1}", 7, NULL, 0), 0);
+	ck_assert_int_eq(outq_push(&q, "{}", 2, NULL, 0), 0);
+	ck_assert_uint_eq(outq_pending(&q), 11);
+	ck_assert_int_eq(outq_flush(&q, sv[0]), 1);
+	ck_assert_uint_eq(outq_pending(&q), 0);
+	/* Both messages left in one sendmsg. */
+	ck_assert_int_eq(sockio_recv(sv[1], buf, sizeof(buf), fds, &n_fds, 0), 11);
+	ck_assert_int_eq(memcmp(buf, "{\"a\":1}\0{}\0", 11), 0);
+	ck_assert_uint_eq(n_fds, 0);
+	outq_done(&q);
+}
+END_TEST
+
+/* fds leave with the first byte of their own message, not with earlier
+ * bytes coalesced in front of it. */
+START_TEST(test_fds_boundaries)
+{
+	struct outq q;
+	char buf[64];
+	int fds[SOCKIO_FDS_MAX], pass[2];
+	size_t n_fds;
+	struct stat a, b;
+	ssize_t n;
+
+	outq_init(&q);
+	pass[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	pass[1] = open("/", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_eq(outq_push(&q, "{}", 2, NULL, 0), 0);
+	ck_assert_int_eq(outq_push(&q, "{\"fd\":0}", 8, pass, 2), 0);
+	ck_assert_int_eq(outq_push(&q, "{}", 2, NULL, 0), 0);
+	ck_assert_int_eq(outq_flush(&q, sv[0]), 1);
+
+	/* The kernel may glue earlier bytes to the read that returns fds,
+	 * but stops it at the end of the sendmsg that carried them: the
+	 * read ends with the fd message, never with the one after it. */
+	n = sockio_recv(sv[1], buf, sizeof(buf), fds, &n_fds, 0);
+	ck_assert_int_eq(n, 12);
+	ck_assert_int_eq(memcmp(buf, "{}\0{\"fd\":0}\0", 12), 0);
+	ck_assert_uint_eq(n_fds, 2);
+	ck_assert_int_eq(fstat(fds[0], &a), 0);
+	ck_assert_int_eq(stat("/dev/null", &b), 0);
+	ck_assert(a.st_rdev == b.st_rdev);
+	close_many(fds, n_fds);
+	n = sockio_recv(sv[1], buf, sizeof(buf), fds, &n_fds, 0);
+	ck_assert_int_eq(n, 3);
+	ck_assert_uint_eq(n_fds, 0);
+	outq_done(&q);
+}
+END_TEST
+
+/* A full socket keeps the rest queued; unsent fds are closed by outq_done. */
+START_TEST(test_partial_and_done)
+{
+	struct outq q;
+	static char big[256 * 1024];
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int before, after;
+
+	outq_init(&q);
+	memset(big, 'z', sizeof(big));
+	ck_assert_int_eq(outq_push(&q, big, sizeof(big), NULL, 0), 0);
+	before = test_count_fds(getpid());
+	ck_assert_int_eq(outq_push(&q, "{}", 2, &devnull, 1), 0);
+	ck_assert_int_eq(outq_flush(&q, sv[0]), 0);
+	ck_assert_uint_gt(outq_pending(&q), 0);
+	outq_done(&q);
+	after = test_count_fds(getpid());
+	ck_assert_int_eq(after, before - 1);
+}
+END_TEST
+
+START_TEST(test_broken_peer)
+{
+	struct outq q;
+
+	outq_init(&q);
+	close(sv[1]);
+	sv[1] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_eq(outq_push(&q, "{}", 2, NULL, 0), 0);
+	ck_assert_int_eq(outq_flush(&q, sv[0]), -EPIPE);
+	outq_done(&q);
+}
+END_TEST
+
+Suite *outq_suite(void)
+{
+	Suite *s = suite_create("outq");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_coalesce);
+	tcase_add_test(tc, test_fds_boundaries);
+	tcase_add_test(tc, test_partial_and_done);
+	tcase_add_test(tc, test_broken_peer);
+	suite_add_tcase(s, tc);
+	return s;
+}

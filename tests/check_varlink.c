@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "proto/varlink.h"
+#include "testlib.h"
+
+static const struct {
+	const char *text;
+	int expect;
+} call_cases[] = {
+	{ "{\"method\":\"io.rdmamemd.Ping\"}", 0 },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{}}", 0 },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":true}", 0 },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"more\":true,\"parameters\":{\"a\":1}}", 0 },
+	{ "{\"method\":\"org.varlink.service.GetInfo\",\"upgrade\":false}", 0 },
+	{ "[]", -EBADMSG },
+	{ "\"io.rdmamemd.Ping\"", -EBADMSG },
+	{ "{}", -EBADMSG },
+	{ "{\"parameters\":{}}", -EBADMSG },
+	{ "{\"method\":5}", -EBADMSG },
+	{ "{\"method\":\"Ping\"}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.ping\"}", -EBADMSG },
+	{ "{\"method\":\"io..rdmamemd.Ping\"}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd-.Ping\"}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.Pi ng\"}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":[]}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":null}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":1}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":true,\"more\":true}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"extra\":1}", -EBADMSG },
+};
+
+START_TEST(test_call_table)
+{
+	struct varlink_call vc;
+	const char *reason = NULL;
+	cJSON *root = cJSON_Parse(call_cases[_i].text);
+	int r;
+
+	ck_assert_ptr_nonnull(root);
+	r = varlink_call_parse(root, &vc, &reason);
+	ck_assert_msg(r == call_cases[_i].expect, "case %d '%s': got %d", _i, call_cases[_i].text,
+		      r);
+	if (r < 0)
+		ck_assert_ptr_nonnull(reason);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_call_fields)
+{
+	struct varlink_call vc;
+	const char *reason;
+	cJSON *root = cJSON_Parse("{\"method\":\"org.varlink.service.GetInterfaceDescription\","
+				  "\"parameters\":{\"interface\":\"io.rdmamemd\"},\"more\":true}");
+
+	ck_assert_int_eq(varlink_call_parse(root, &vc, &reason), 0);
+	ck_assert_str_eq(vc.method, "org.varlink.service.GetInterfaceDescription");
+	ck_assert_uint_eq(vc.interface_len, strlen("org.varlink.service"));
+	ck_assert(vc.more);
+	ck_assert(!vc.oneway);
+	ck_assert_str_eq(cJSON_GetObjectItem(vc.parameters, "interface")->valuestring,
+			 "io.rdmamemd");
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_names)
+{
+	ck_assert(varlink_method_name_is_valid("io.rdmamemd.Ping"));
+	ck_assert(varlink_method_name_is_valid("org.example.a-b.Method2"));
+	ck_assert(varlink_method_name_is_valid("a.b.C"));
+	ck_assert(!varlink_method_name_is_valid("io.Ping"));
+	ck_assert(!varlink_method_name_is_valid("io.rdmamemd."));
+	ck_assert(!varlink_method_name_is_valid(".io.rdmamemd.Ping"));
+	ck_assert(!varlink_method_name_is_valid("1o.rdmamemd.Ping"));
+	ck_assert(!varlink_method_name_is_valid("io.-rdmamemd.Ping"));
+	ck_assert(!varlink_method_name_is_valid("io.rdmamemd.Ping_"));
+	ck_assert(varlink_interface_name_is_valid("org.varlink.service", 19));
+	ck_assert(!varlink_interface_name_is_valid("org", 3));
+	ck_assert(!varlink_interface_name_is_valid("org.", 4));
+}
+END_TEST
+
+START_TEST(test_reply)
+{
+	struct varlink_reply rp;
+	const char *reason;
+	cJSON *root;
+
+	root = cJSON_Parse("{\"parameters\":{\"a\":1},\"continues\":true,\"future\":1}");
+	ck_assert_int_eq(varlink_reply_parse(root, &rp, &reason), 0);
+	ck_assert(rp.continues);
+	ck_assert_ptr_null(rp.error);
+	ck_assert_ptr_nonnull(rp.parameters);
+	cJSON_Delete(root);
+
+	root = cJSON_Parse("{\"error\":\"io.rdmamemd.InternalError\"}");
+	ck_assert_int_eq(varlink_reply_parse(root, &rp, &reason), 0);
+	ck_assert_str_eq(rp.error, "io.rdmamemd.InternalError");
+	ck_assert_ptr_null(rp.parameters);
+	cJSON_Delete(root);
+
+	root = cJSON_Parse("{\"error\":7}");
+	ck_assert_int_eq(varlink_reply_parse(root, &rp, &reason), -EBADMSG);
+	cJSON_Delete(root);
+	root = cJSON_Parse("{\"parameters\":[]}");
+	ck_assert_int_eq(varlink_reply_parse(root, &rp, &reason), -EBADMSG);
+	cJSON_Delete(root);
+}
+END_TEST
+
+START_TEST(test_format)
+{
+	cJSON *params = cJSON_CreateObject();
+	char *text;
+	size_t len;
+
+	json_add_u64(params, "offset", 4096);
+	ck_assert_int_eq(varlink_call_format("io.rdmamemd.Read", params, true, &text, &len), 0);
+	ck_assert_str_eq(text, "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"offset\":\"4096\"},"
+			       "\"oneway\":true}");
+	ck_assert_uint_eq(len, strlen(text));
+	free(text);
+	ck_assert_int_eq(varlink_call_format("io.rdmamemd.Ping", NULL, false, &text, &len), 0);
+	ck_assert_str_eq(text, "{\"method\":\"io.rdmamemd.Ping\"}");
+	free(text);
+	cJSON_Delete(params);
+}
+END_TEST
+
+START_TEST(test_error_errno)
+{
+	ck_assert_int_eq(rdmamem_error_to_errno(VARLINK_ERROR_INVALID_PARAMETER), -EINVAL);
+	ck_assert_int_eq(rdmamem_error_to_errno(VARLINK_ERROR_METHOD_NOT_FOUND), -EOPNOTSUPP);
+	ck_assert_int_eq(rdmamem_error_to_errno(RDMAMEM_ERROR_TOO_MANY_CONNECTIONS), -EUSERS);
+	ck_assert_int_eq(rdmamem_error_to_errno("com.example.Unknown"), -EREMOTEIO);
+}
+END_TEST
+
+Suite *varlink_suite(void)
+{
+	Suite *s = suite_create("varlink");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_loop_test(tc, test_call_table, 0, ELEMENTSOF(call_cases));
+	tcase_add_test(tc, test_call_fields);
+	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_reply);
+	tcase_add_test(tc, test_format);
+	tcase_add_test(tc, test_error_errno);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The one test runner: every suite, CK_RUN_SUITE/CK_RUN_CASE to narrow. */
+#include <stdlib.h>
+
+#include "testlib.h"
+
+int main(void)
+{
+	SRunner *sr;
+	int failed;
+
+	sr = srunner_create(frame_suite());
+	srunner_add_suite(sr, json_suite());
+	srunner_add_suite(sr, varlink_suite());
+	srunner_add_suite(sr, outq_suite());
+	srunner_add_suite(sr, sockpath_suite());
+	srunner_add_suite(sr, daemon_suite());
+	srunner_add_suite(sr, lifecycle_suite());
+	srunner_add_suite(sr, client_suite());
+	srunner_add_suite(sr, cli_suite());
+
+	srunner_run_all(sr, CK_ENV);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/json.h"
+#include "proto/sockio.h"
+#include "testlib.h"
+
+#define START_TIMEOUT_MS 10000
+#define STOP_TIMEOUT_MS 10000
+
+static long long mono_msec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void make_notify_socket(struct test_daemon *td)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(td->notify, sizeof(td->notify), "%s/notify", td->dir);
+	td->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(td->notify_fd, 0);
+	strcpy(sa.sun_path, td->notify);
+	ck_assert_int_eq(bind(td->notify_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+}
+
+bool test_notify_wait(struct test_daemon *td, const char *needle, int timeout_ms)
+{
+	long long deadline = mono_msec() + timeout_ms;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = td->notify_fd, .events = POLLIN };
+		long long left = deadline - mono_msec();
+		char buf[4096];
+		ssize_t n;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+			return false;
+		n = recv(td->notify_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		if (strstr(buf, needle))
+			return true;
+	}
+}
+
+/* Copies arg with every placeholder replaced; the copy lives in pool. */
+static const char *expand(const char *arg, const struct test_daemon *td, char *pool, size_t *used,
+			  size_t size)
+{
+	char *out = pool + *used;
+	size_t n = 0;
+
+	while (*arg) {
+		const char *with = NULL;
+		size_t skip = 0;
+
+		if (strncmp(arg, "@SOCKET@", 8) == 0)
+			with = td->socket, skip = 8;
+		else if (strncmp(arg, "@NOTIFY@", 8) == 0)
+			with = td->notify, skip = 8;
+		if (with) {
+			ck_assert_uint_lt(*used + n + strlen(with), size);
+			memcpy(out + n, with, strlen(with));
+			n += strlen(with);
+			arg += skip;
+		} else {
+			ck_assert_uint_lt(*used + n + 1, size);
+			out[n++] = *arg++;
+		}
+	}
+	out[n++] = '\0';
+	*used += n;
+	return out;
+}
+
+void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
+{
+	const char *args[64];
+	char pool[4096];
+	size_t n = 0, used = 0;
+
+	memset(td, 0, sizeof(*td));
+	strcpy(td->dir, "/tmp/rdmamemd-test.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(td->dir));
+	chmod(td->dir, 0755);
+	snprintf(td->socket, sizeof(td->socket), "%s/rdmamemd.sock", td->dir);
+	make_notify_socket(td);
+
+	for (; argv[n] && n < ELEMENTSOF(args) - 1; n++)
+		args[n] = expand(argv[n], td, pool, &used, sizeof(pool));
+	args[n] = NULL;
+
+	td->pid = fork();
+	ck_assert_int_ge(td->pid, 0);
+	if (td->pid == 0) {
+		setenv("NOTIFY_SOCKET", td->notify, 1);
+		unsetenv("RDMAMEM_SOCKET");
+		execv(args[0], (char *const *)args);
+		_exit(127);
+	}
+}
+
+void test_daemon_wait_ready(struct test_daemon *td)
+{
+	if (!test_notify_wait(td, "READY=1", START_TIMEOUT_MS)) {
+		int status;
+
+		kill(td->pid, SIGKILL);
+		waitpid(td->pid, &status, 0);
+		ck_abort_msg("the daemon did not become ready");
+	}
+}
+
+void test_daemon_start_argv(struct test_daemon *td, const char *const *argv)
+{
+	test_daemon_spawn(td, argv);
+	test_daemon_wait_ready(td);
+}
+
+void test_daemon_start(struct test_daemon *td, const char *const *extra_args)
+{
+	/* Quiet unless asked: RDMAMEM_TEST_LOG=debug shows what the daemon did. */
+	const char *level = getenv("RDMAMEM_TEST_LOG") ?: "warning";
+	const char *argv[64] = { DAEMON_BIN, "--socket", "@SOCKET@", "--log-level", level };
+	size_t n = 5;
+
+	for (; extra_args && *extra_args && n < ELEMENTSOF(argv) - 1; extra_args++)
+		argv[n++] = *extra_args;
+	argv[n] = NULL;
+	test_daemon_start_argv(td, argv);
+}
+
+static int wait_exit(pid_t pid, int timeout_ms)
+{
+	long long deadline = mono_msec() + timeout_ms;
+	int status;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return status;
+		if (mono_msec() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		usleep(5000);
+	}
+}
+
+void test_daemon_wait_exit(struct test_daemon *td, bool keep_socket)
+{
+	struct stat st;
+	int status;
+
+	status = wait_exit(td->pid, STOP_TIMEOUT_MS);
+	ck_assert_msg(status >= 0, "daemon did not exit");
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "daemon exit status 0x%x, expected a clean exit", status);
+	if (keep_socket) {
+		ck_assert_int_eq(stat(td->socket, &st), 0);
+		unlink(td->socket);
+	} else {
+		ck_assert_msg(stat(td->socket, &st) < 0 && errno == ENOENT,
+			      "socket %s left behind", td->socket);
+	}
+	td->notify_fd = safe_close(td->notify_fd);
+	unlink(td->notify);
+	rmdir(td->dir);
+}
+
+void test_daemon_stop(struct test_daemon *td)
+{
+	ck_assert_int_eq(kill(td->pid, SIGTERM), 0);
+	test_daemon_wait_exit(td, false);
+}
+
+int test_count_fds(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+int test_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
+		      path, strerror(errno));
+	return fd;
+}
+
+void test_send_raw(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		ck_assert_msg(n > 0, "send: %s", strerror(errno));
+		p += n;
+		len -= n;
+	}
+}
+
+void test_send_msg(int fd, const char *text, const int *fds, size_t n_fds)
+{
+	size_t len = strlen(text) + 1;
+	ssize_t n;
+
+	n = sockio_send(fd, text, len, fds, n_fds, 0);
+	ck_assert_msg(n > 0, "sendmsg: %s", strerror((int)-n));
+	if ((size_t)n < len)
+		test_send_raw(fd, text + n, len - n);
+}
+
+ssize_t test_recv_msg(int fd, char **ret, int timeout_ms)
+{
+	long long deadline = mono_msec() + timeout_ms;
+	char *buf = NULL;
+	size_t len = 0;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		long long left = deadline - mono_msec();
+		char chunk[65536];
+		char *nul;
+		ssize_t n;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) {
+			free(buf);
+			return -ETIMEDOUT;
+		}
+		/* Peek, then take exactly up to the terminator so the next
+		 * message stays in the socket. */
+		n = recv(fd, chunk, sizeof(chunk), MSG_PEEK);
+		if (n <= 0) {
+			free(buf);
+			return n == 0 ? 0 : -errno;
+		}
+		nul = memchr(chunk, 0, n);
+		if (nul)
+			n = nul - chunk + 1;
+		n = recv(fd, chunk, n, 0);
+		ck_assert_int_gt(n, 0);
+		buf = realloc(buf, len + n + 1);
+		ck_assert_ptr_nonnull(buf);
+		memcpy(buf + len, chunk, n);
+		len += n;
+		if (nul) {
+			*ret = buf;
+			return (ssize_t)len - 1;
+		}
+	}
+}
+
+cJSON *test_call(int fd, const char *text)
+{
+	char *reply;
+	cJSON *root;
+	ssize_t n;
+
+	test_send_msg(fd, text, NULL, 0);
+	n = test_recv_msg(fd, &reply, 10000);
+	ck_assert_msg(n > 0, "no reply to %s (%zd)", text, n);
+	root = cJSON_Parse(reply);
+	ck_assert_msg(root, "reply is not JSON: %s", reply);
+	free(reply);
+	return root;
+}
+
+const char *test_reply_error(const cJSON *reply)
+{
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(reply, "error");
+
+	return cJSON_IsString(e) ? e->valuestring : NULL;
+}
+
+void test_assert_serving_fd(int fd)
+{
+	cJSON *reply = test_call(fd, "{\"method\":\"io.rdmamemd.Ping\"}");
+
+	ck_assert_ptr_null(test_reply_error(reply));
+	ck_assert(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(reply, "parameters")));
+	cJSON_Delete(reply);
+}
+
+void test_assert_serving(const char *path)
+{
+	int fd = test_connect(path);
+
+	test_assert_serving_fd(fd);
+	close(fd);
+}
+
+static char *slurp_fd(int fd)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	ssize_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ck_assert_ptr_nonnull(buf);
+		}
+	}
+	buf[len] = '\0';
+	return buf;
+}
+
+int test_run(const char *const *argv, char **ret_out, char **ret_err)
+{
+	char out_path[] = "/tmp/rdmamem-out.XXXXXX", err_path[] = "/tmp/rdmamem-err.XXXXXX";
+	int out = mkstemp(out_path), err = mkstemp(err_path);
+	int status;
+	pid_t pid;
+
+	ck_assert_int_ge(out, 0);
+	ck_assert_int_ge(err, 0);
+	unlink(out_path);
+	unlink(err_path);
+
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(out, STDOUT_FILENO);
+		dup2(err, STDERR_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	status = wait_exit(pid, 20000);
+	ck_assert_msg(status >= 0 && WIFEXITED(status), "%s did not exit", argv[0]);
+
+	lseek(out, 0, SEEK_SET);
+	lseek(err, 0, SEEK_SET);
+	*ret_out = slurp_fd(out);
+	*ret_err = slurp_fd(err);
+	close(out);
+	close(err);
+	return WEXITSTATUS(status);
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Helpers for the Check suites: real daemons on temporary sockets, raw
+ * Varlink connections, fd accounting. */
+#ifndef RDMAMEM_TESTLIB_H
+#define RDMAMEM_TESTLIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <check.h>
+#include <cjson/cJSON.h>
+
+#include "proto/macro.h"
+
+#define DAEMON_BIN BUILD_DIR "/rdmamemd"
+#define CTL_BIN BUILD_DIR "/rdmamemctl"
+
+struct test_daemon {
+	pid_t pid;
+	char dir[64];
+	char socket[128];
+	char notify[128];
+	int notify_fd;
+};
+
+/*
+ * Starts build/…/rdmamemd on a socket in a fresh temporary directory with
+ * NOTIFY_SOCKET pointing at a listener, and waits for READY=1. extra_args is
+ * NULL-terminated (or NULL).
+ */
+void test_daemon_start(struct test_daemon *td, const char *const *extra_args);
+
+/*
+ * Like test_daemon_start with the command line given in full (argv[0] is
+ * the program); "@SOCKET@" and "@NOTIFY@" inside arguments are replaced by
+ * the socket and notify paths. spawn does not wait for READY=1.
+ */
+void test_daemon_spawn(struct test_daemon *td, const char *const *argv);
+void test_daemon_wait_ready(struct test_daemon *td);
+void test_daemon_start_argv(struct test_daemon *td, const char *const *argv);
+
+/* SIGTERM, wait, check a clean exit and that the socket is gone. */
+void test_daemon_stop(struct test_daemon *td);
+/* Waits for an exit already asked for; checks it was clean and, unless
+ * keep_socket, that the socket is gone. */
+void test_daemon_wait_exit(struct test_daemon *td, bool keep_socket);
+
+/* Waits for a notify datagram containing needle; false on timeout. */
+bool test_notify_wait(struct test_daemon *td, const char *needle, int timeout_ms);
+
+/* Open fds of a process (from /proc/PID/fd). */
+int test_count_fds(pid_t pid);
+
+/* A blocking raw connection to path. */
+int test_connect(const char *path);
+void test_send_raw(int fd, const void *buf, size_t len);
+/* Sends text and its NUL in one sendmsg, with fds. */
+void test_send_msg(int fd, const char *text, const int *fds, size_t n_fds);
+/*
+ * Reads one NUL-terminated message (malloc()ed, terminator stripped).
+ * Returns its length, 0 at end of stream, -ETIMEDOUT.
+ */
+ssize_t test_recv_msg(int fd, char **ret, int timeout_ms);
+/* Sends a call and parses the reply; fails the test on EOF or timeout. */
+cJSON *test_call(int fd, const char *text);
+/* The reply's error name, or NULL. */
+const char *test_reply_error(const cJSON *reply);
+
+/* Asserts that a fresh connection to path still answers Ping. */
+void test_assert_serving(const char *path);
+/* Asserts that an open connection answers Ping. */
+void test_assert_serving_fd(int fd);
+
+/* Runs argv, captures stdout and stderr (malloc()ed), returns exit status. */
+int test_run(const char *const *argv, char **ret_out, char **ret_err);
+
+Suite *frame_suite(void);
+Suite *json_suite(void);
+Suite *varlink_suite(void);
+Suite *outq_suite(void);
+Suite *sockpath_suite(void);
+Suite *daemon_suite(void);
+Suite *client_suite(void);
+Suite *cli_suite(void);
+Suite *lifecycle_suite(void);
+
+#endif
