@@ -77,7 +77,8 @@ ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OB
 
 LIB_SO      := $(B)/librdmamem.so.$(VERSION)
 LIB_A       := $(B)/librdmamem.a
-BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc
+BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
+               $(B)/rdmamemd.service
 
 .PHONY: all deps run check asan bench install uninstall clean
 .DEFAULT_GOAL := all
@@ -125,6 +126,10 @@ $(B)/rdmamem.pc: client/rdmamem.pc.in Makefile
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
+$(B)/rdmamemd.service: systemd/rdmamemd.service.in Makefile
+	$(Q)mkdir -p $(@D)
+	$(Q)sed -e 's|@SBINDIR@|$(SBINDIR)|' $< > $@
+
 $(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
@@ -162,7 +167,7 @@ install: all
 	$(INSTALL) -Dm644 $(LIB_A) $(DESTDIR)$(LIBDIR)/librdmamem.a
 	$(INSTALL) -Dm644 client/include/rdmamem.h $(DESTDIR)$(INCLUDEDIR)/rdmamem.h
 	$(INSTALL) -Dm644 $(B)/rdmamem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/rdmamem.pc
-	$(INSTALL) -Dm644 systemd/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.service
+	$(INSTALL) -Dm644 $(B)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.service
 	$(INSTALL) -Dm644 systemd/rdmamemd.socket $(DESTDIR)$(UNITDIR)/rdmamemd.socket
 	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
 		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
