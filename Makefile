@@ -85,9 +85,13 @@ BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc 
 
 all: $(BINS)
 
+# dpkg knows every package (pkg-config only the libraries); without dpkg
+# (not Debian) the pkg-config check says what is missing.
 deps:
-	$(Q)if $(PKG_CONFIG) --exists $(PC_MODULES) 2>/dev/null && \
-	     [ -e /usr/include/infiniband/verbs.h ]; then exit 0; fi; \
+	$(Q)if ! command -v dpkg-query >/dev/null; then \
+		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES) && exit 0; \
+		echo "make deps: install the packages above (Debian names: $(DEB_PKGS))"; exit 1; \
+	fi; \
 	missing=""; \
 	for p in $(DEB_PKGS); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
