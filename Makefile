@@ -54,8 +54,12 @@ LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)
 
+# cuda.h at build time when the toolkit is there; libcuda.so.1 is never
+# linked, the daemon opens it with dlopen() when the first GPU import comes.
+CUDA_CFLAGS := $(if $(wildcard $(CUDA_HOME)/include/cuda.h),-I$(CUDA_HOME)/include -DHAVE_CUDA_H=1)
+
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
-             -I. -Iclient/include -Iclient $(PC_CFLAGS) -DIDL_DIR='"$(CURDIR)/proto"' \
+             -I. -Iclient/include -Iclient $(PC_CFLAGS) $(CUDA_CFLAGS) -DIDL_DIR='"$(CURDIR)/proto"' \
              -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"'
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 
