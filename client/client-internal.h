@@ -3,11 +3,23 @@
 #ifndef RDMAMEM_CLIENT_INTERNAL_H
 #define RDMAMEM_CLIENT_INTERNAL_H
 
+#include <cjson/cJSON.h>
+
 #include "proto/macro.h"
 #include "rdmamem.h"
 
 /* Records the failure of the current call; name NULL for local failures. */
 void rdmamem__set_error(struct rdmamem_client *c, const char *name, const char *fmt, ...)
 	_printf_(3, 4);
+
+/*
+ * The call behind every helper: params (may be NULL) is not consumed. On
+ * return (also for Varlink errors) *ret_root owns the reply and *ret_params
+ * points into it (may be NULL). extra_wait_ms lengthens the deadline for
+ * calls that wait in the daemon (-1: no deadline).
+ */
+int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params,
+		  const int *fds, size_t n_fds, int extra_wait_ms, cJSON **ret_root,
+		  cJSON **ret_params, int *ret_fds, size_t *ret_n_fds);
 
 #endif

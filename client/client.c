@@ -271,11 +271,10 @@ static void hand_out_fds(struct rdmamem_client *c, int *ret_fds, size_t *ret_n_f
 	c->n_in_fds = 0;
 }
 
-_public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const char *params_json,
-			  const int *fds, size_t n_fds, char **ret_reply_json, int *ret_fds,
-			  size_t *ret_n_fds)
+int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params,
+		  const int *fds, size_t n_fds, int extra_wait_ms, cJSON **ret_root,
+		  cJSON **ret_params, int *ret_fds, size_t *ret_n_fds)
 {
-	_cleanup_json_ cJSON *params = NULL;
 	_cleanup_json_ cJSON *root = NULL;
 	_cleanup_free_ char *text = NULL;
 	struct varlink_reply reply;
@@ -295,35 +294,27 @@ _public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const ch
 		rdmamem__set_error(c, NULL, "at most %u file descriptors per call", VARLINK_FDS_MAX);
 		return -E2BIG;
 	}
-	if (params_json) {
-		r = json_parse(params_json, strlen(params_json), &params, &reason);
-		if (r < 0 || !cJSON_IsObject(params)) {
-			rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
-					   r < 0 ? reason : "not an object");
-			return -EINVAL;
-		}
-	}
 	r = varlink_call_format(method, params, false, &text, &len);
 	if (r < 0)
 		return r;
 
-	deadline = c->timeout_ms < 0 ? -1 : now_msec() + c->timeout_ms;
+	/* Calls that wait on the daemon's side (locks) get that long more. */
+	deadline = c->timeout_ms < 0 || extra_wait_ms < 0 ? -1 :
+							     now_msec() + c->timeout_ms + extra_wait_ms;
 	/* The terminator goes out with the text, in the same sendmsg. */
 	r = send_all(c, text, len + 1, fds, n_fds, deadline);
 	if (r < 0)
 		return broken(c, r);
 
 	r = recv_message(c, &root, deadline);
+	if (r == 0 && varlink_reply_parse(root, &reply, &reason) < 0)
+		r = -EPROTO;
+	if (r == 0 && reply.continues)
+		r = -EPROTO;
 	if (r < 0) {
 		close_many(c->in_fds, c->n_in_fds);
 		c->n_in_fds = 0;
 		return broken(c, r);
-	}
-	r = varlink_reply_parse(root, &reply, &reason);
-	if (r < 0 || reply.continues) {
-		close_many(c->in_fds, c->n_in_fds);
-		c->n_in_fds = 0;
-		return broken(c, -EPROTO);
 	}
 	hand_out_fds(c, ret_fds, ret_n_fds);
 
@@ -334,10 +325,36 @@ _public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const ch
 				   cJSON_IsString(m) ? m->valuestring : reply.error);
 		r = rdmamem_error_to_errno(reply.error);
 	}
+	if (ret_params)
+		*ret_params = reply.parameters;
+	if (ret_root)
+		*ret_root = TAKE_PTR(root);
+	return r;
+}
 
-	if (ret_reply_json) {
-		char *out = reply.parameters ? cJSON_PrintUnformatted(reply.parameters) :
-					       strdup("{}");
+_public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const char *params_json,
+			  const int *fds, size_t n_fds, char **ret_reply_json, int *ret_fds,
+			  size_t *ret_n_fds)
+{
+	_cleanup_json_ cJSON *params = NULL;
+	_cleanup_json_ cJSON *root = NULL;
+	const char *reason;
+	cJSON *reply = NULL;
+	int r;
+
+	if (!c || !method)
+		return -EINVAL;
+	if (params_json) {
+		r = json_parse(params_json, strlen(params_json), &params, &reason);
+		if (r < 0 || !cJSON_IsObject(params)) {
+			rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
+					   r < 0 ? reason : "not an object");
+			return -EINVAL;
+		}
+	}
+	r = rdmamem__call(c, method, params, fds, n_fds, 0, &root, &reply, ret_fds, ret_n_fds);
+	if (ret_reply_json && root) {
+		char *out = reply ? cJSON_PrintUnformatted(reply) : strdup("{}");
 
 		if (!out)
 			return -ENOMEM;

@@ -25,6 +25,8 @@ static void help(void)
 	       "\n"
 	       "Commands:\n"
 	       "  status            daemon version, uptime, clients, regions, devices\n"
+	       "  regions           the regions this user may see (all of them for root)\n"
+	       "  region ID         one region: owner, source, lock, leases, shares\n"
 	       "  ping              check that the daemon answers\n"
 	       "\n"
 	       "Options:\n"
@@ -123,12 +125,13 @@ static int print_json(const cJSON *reply)
 	return 0;
 }
 
-static int verb_status(struct rdmamem_client *c)
+static int verb_status(struct rdmamem_client *c, const char *arg)
 {
 	cJSON *reply = NULL;
 	char up[64], pinned[64];
 	int r;
 
+	(void)arg;
 	r = call(c, "io.rdmamemd.GetStatus", NULL, &reply);
 	if (r < 0)
 		return r;
@@ -151,11 +154,12 @@ static int verb_status(struct rdmamem_client *c)
 	return 0;
 }
 
-static int verb_ping(struct rdmamem_client *c)
+static int verb_ping(struct rdmamem_client *c, const char *arg)
 {
 	cJSON *reply = NULL;
 	int r;
 
+	(void)arg;
 	r = call(c, "io.rdmamemd.Ping", NULL, &reply);
 	if (r < 0)
 		return r;
@@ -167,12 +171,138 @@ static int verb_ping(struct rdmamem_client *c)
 	return 0;
 }
 
+static const char *lock_summary(const cJSON *r, char *buf, size_t size)
+{
+	const cJSON *lock = cJSON_GetObjectItemCaseSensitive(r, "lock");
+	const cJSON *leases = cJSON_GetObjectItemCaseSensitive(r, "leases");
+
+	snprintf(buf, size, "%s %.0f/%.0f", get_string(lock, "state"), get_number(leases, "held"),
+		 get_number(leases, "waiting"));
+	return buf;
+}
+
+static const char *location_of(const cJSON *r, char *buf, size_t size)
+{
+	const cJSON *loc = cJSON_GetObjectItemCaseSensitive(r, "location");
+	double node = get_number(loc, "numa_node");
+
+	if (node >= 0)
+		snprintf(buf, size, "%s:%.0f", get_string(loc, "type"), node);
+	else
+		snprintf(buf, size, "%s", get_string(loc, "type"));
+	return buf;
+}
+
+static int verb_regions(struct rdmamem_client *c, const char *arg)
+{
+	cJSON *reply = NULL, *list, *reg;
+	int r;
+
+	(void)arg;
+	r = call(c, "io.rdmamemd.ListRegions", NULL, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+	list = cJSON_GetObjectItemCaseSensitive(reply, "regions");
+	printf("%-8s %-8s %-8s %10s  %-8s %-18s %s\n", "REGION", "UID", "PID", "SIZE", "WHERE",
+	       "LOCK HELD/WAIT", "REGISTRATIONS");
+	cJSON_ArrayForEach(reg, list) {
+		const cJSON *owner = cJSON_GetObjectItemCaseSensitive(reg, "owner");
+		char size[32], lock[64], loc[32];
+
+		format_bytes(get_u64(reg, "size"), size, sizeof(size));
+		printf("%-8s %-8.0f %-8.0f %10s  %-8s %-18s %d\n", get_string(reg, "region"),
+		       get_number(owner, "uid"), get_number(owner, "pid"), size,
+		       location_of(reg, loc, sizeof(loc)), lock_summary(reg, lock, sizeof(lock)),
+		       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reg, "registrations")));
+	}
+	printf("%d regions\n", cJSON_GetArraySize(list));
+	cJSON_Delete(reply);
+	return 0;
+}
+
+static int verb_region(struct rdmamem_client *c, const char *arg)
+{
+	cJSON *reply = NULL, *params, *item;
+	const cJSON *owner, *src;
+	char buf[128], size[32];
+	uint64_t id;
+	int r;
+
+	if (!arg || json_parse_u64(arg, &id) < 0) {
+		fprintf(stderr, "rdmamemctl: 'region' wants a region id, as 'regions' lists them\n");
+		return -EINVAL;
+	}
+	params = cJSON_CreateObject();
+	if (!params || json_add_u64(params, "region", id) < 0) {
+		cJSON_Delete(params);
+		return -ENOMEM;
+	}
+	{
+		char *text = cJSON_PrintUnformatted(params);
+
+		cJSON_Delete(params);
+		if (!text)
+			return -ENOMEM;
+		r = call(c, "io.rdmamemd.GetRegion", text, &reply);
+		free(text);
+	}
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+	owner = cJSON_GetObjectItemCaseSensitive(reply, "owner");
+	src = cJSON_GetObjectItemCaseSensitive(reply, "source");
+	format_bytes(get_u64(reply, "size"), size, sizeof(size));
+	printf("region %s\n", get_string(reply, "region"));
+	printf("  %-15s %s (%" PRIu64 " bytes)%s\n", "size:", size, get_u64(reply, "size"),
+	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "writable")) ? "" :
+										   ", read-only");
+	printf("  %-15s uid %.0f gid %.0f pid %.0f\n", "owner:", get_number(owner, "uid"),
+	       get_number(owner, "gid"), get_number(owner, "pid"));
+	printf("  %-15s %s\n", "location:", location_of(reply, buf, sizeof(buf)));
+	printf("  %-15s %s at offset %" PRIu64 " of %" PRIu64 " bytes, seals:", "source:",
+	       get_string(src, "type"), get_u64(src, "offset"), get_u64(src, "file_size"));
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(src, "seals"))
+		printf(" %s", cJSON_IsString(item) ? item->valuestring : "?");
+	printf("\n  %-15s", "access:");
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "access"))
+		printf(" %s", cJSON_IsString(item) ? item->valuestring : "?");
+	printf("\n  %-15s %s\n", "lock:", lock_summary(reply, buf, sizeof(buf)));
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "lease_list"))
+		printf("  %-15s %s %s %s by pid %.0f\n", "lease:", get_string(item, "lease"),
+		       get_string(item, "mode"), get_string(item, "state"), get_number(item, "pid"));
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "shares")) {
+		double uid = get_number(item, "uid");
+
+		printf("  %-15s %s %.0f%s\n", "shared with:", uid >= 0 ? "uid" : "gid",
+		       uid >= 0 ? uid : get_number(item, "gid"),
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "readonly")) ?
+			       " (read-only)" :
+			       "");
+	}
+	printf("  %-15s %d\n", "registrations:",
+	       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "registrations")));
+	cJSON_Delete(reply);
+	return 0;
+}
+
 static const struct {
 	const char *name;
-	int (*run)(struct rdmamem_client *c);
+	int (*run)(struct rdmamem_client *c, const char *arg);
+	bool takes_arg;
 } verbs[] = {
-	{ "status", verb_status },
-	{ "ping", verb_ping },
+	{ "status", verb_status, false },
+	{ "regions", verb_regions, false },
+	{ "region", verb_region, true },
+	{ "ping", verb_ping, false },
 };
 
 int main(int argc, char **argv)
@@ -204,14 +334,17 @@ int main(int argc, char **argv)
 		}
 	}
 	verb = optind < argc ? argv[optind] : "status";
-	if (optind + 1 < argc) {
-		fprintf(stderr, "rdmamemctl: unexpected argument '%s'\n", argv[optind + 1]);
-		return 2;
-	}
 
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		const char *arg = optind + 1 < argc ? argv[optind + 1] : NULL;
+
 		if (strcmp(verbs[i].name, verb) != 0)
 			continue;
+		if (optind + 1 + verbs[i].takes_arg < argc || (verbs[i].takes_arg && !arg)) {
+			fprintf(stderr, "rdmamemctl: usage: rdmamemctl %s%s\n", verb,
+				verbs[i].takes_arg ? " ID" : "");
+			return 2;
+		}
 		if (!arg_socket && sockpath_client_default(path, sizeof(path)) == 0)
 			arg_socket = path;
 		r = rdmamem_client_connect(arg_socket, &c);
@@ -221,7 +354,7 @@ int main(int argc, char **argv)
 				r == -ENOENT || r == -ECONNREFUSED ? " (is the daemon running?)" : "");
 			return EXIT_FAILURE;
 		}
-		r = verbs[i].run(c);
+		r = verbs[i].run(c, arg);
 		rdmamem_client_close(c);
 		return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 	}

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Per-uid accounting: connections now, pinned bytes and regions later. */
+/* Per-uid accounting: connections, regions and the bytes they keep mapped. */
 #ifndef RDMAMEMD_ACCOUNT_H
 #define RDMAMEMD_ACCOUNT_H
 
@@ -15,6 +15,8 @@ struct account {
 	unsigned n_ref;
 	uid_t uid;
 	unsigned n_connections;
+	uint64_t n_regions;
+	uint64_t pinned_bytes;
 };
 
 /* Returns a new reference to uid's account, creating it; NULL on OOM. */

@@ -9,9 +9,11 @@
 #include "account.h"
 #include "conn.h"
 #include "daemon.h"
+#include "lease.h"
 #include "log.h"
 #include "proto/errors.h"
 #include "proto/json.h"
+#include "region.h"
 #include "rpc.h"
 #include "server.h"
 
@@ -30,6 +32,7 @@ static struct conn *conn_free(struct conn *c)
 	outq_done(&c->out);
 	safe_close(c->fd);
 	account_unref(c->account);
+	free(c->groups);
 	free(c);
 	return NULL;
 }
@@ -76,6 +79,13 @@ void conn_close(struct conn *c)
 	 * reference; tell it nobody waits for the answer any more. */
 	if (c->call && c->call->cancel)
 		c->call->cancel(c->call);
+
+	/* Leases first: they hold the regions' locks. Work still running
+	 * under a lease keeps it (and the lock) until it finishes. */
+	while (!list_empty(&c->leases))
+		lease_release(list_first_entry(&c->leases, struct lease, conn_link));
+	while (!list_empty(&c->regions))
+		region_drop_owner(list_first_entry(&c->regions, struct region, owner_link));
 
 	uv_close((uv_handle_t *)&c->poll, on_poll_closed);
 	server_conn_removed(s);
@@ -374,6 +384,27 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	conn_process(c);
 }
 
+/* Shares to a gid reach members through any of their groups. Without the
+ * list (old kernels), only the primary gid counts. */
+static void conn_read_groups(struct conn *c)
+{
+	socklen_t len = 0;
+	gid_t *groups;
+
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) == 0 || errno != ERANGE ||
+	    len == 0)
+		return;
+	groups = malloc(len);
+	if (!groups)
+		return;
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		free(groups);
+		return;
+	}
+	c->groups = groups;
+	c->n_groups = len / sizeof(gid_t);
+}
+
 int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **ret)
 {
 	struct daemon *d = s->daemon;
@@ -393,6 +424,9 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	outq_init(&c->out);
 	list_init(&c->link);
+	list_init(&c->regions);
+	list_init(&c->leases);
+	conn_read_groups(c);
 
 	c->account = account_get(d, cred->uid);
 	if (!c->account) {

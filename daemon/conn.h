@@ -33,7 +33,11 @@ struct conn {
 	uv_poll_t poll;
 	int poll_events;
 	struct ucred cred;
+	gid_t *groups;			/* supplementary groups (SO_PEERGROUPS) */
+	size_t n_groups;
 	struct account *account;
+	struct list_head regions;	/* struct region this connection owns */
+	struct list_head leases;	/* struct lease it holds or waits for */
 
 	struct frame_reader in;
 	int in_fds[SOCKIO_FDS_MAX];

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +10,24 @@
 
 #include "account.h"
 #include "conn.h"
+#include "lease.h"
+#include "region.h"
 #include "daemon.h"
 #include "log.h"
 #include "server.h"
 
 #define DAEMON_TICK_MSEC 1000U
+
+/* Half of physical memory: pinning more than that for one user starves
+ * everyone else. */
+static uint64_t daemon_default_pinned_max(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || size <= 0)
+		return UINT64_C(1) << 40;
+	return (uint64_t)pages * (uint64_t)size / 2;
+}
 
 void daemon_config_init(struct daemon_config *cfg)
 {
@@ -24,6 +38,9 @@ void daemon_config_init(struct daemon_config *cfg)
 		.output_max = 8U * 1024U * 1024U,
 		.output_stall_sec = 30,
 		.drain_timeout_ms = 5000,
+		.max_regions_per_uid = 16384,
+		.max_pinned_bytes_per_uid = daemon_default_pinned_max(),
+		.read_inline_max = 4U * 1024U * 1024U,
 		.log_level = LOG_INFO,
 	};
 }
@@ -46,8 +63,9 @@ static void daemon_send_status(struct daemon *d)
 
 	if (!d->under_systemd || d->shutting_down)
 		return;
-	snprintf(status, sizeof(status), "STATUS=Serving %u clients, 0 regions, 0 bytes pinned",
-		 d->server->n_conns);
+	snprintf(status, sizeof(status),
+		 "STATUS=Serving %u clients, %" PRIu64 " regions, %" PRIu64 " bytes pinned",
+		 d->server->n_conns, d->n_regions, d->pinned_bytes);
 	if (strcmp(status, d->status_sent) == 0)
 		return;
 	sd_notify(0, status);
@@ -92,6 +110,7 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->sig_hup);
 	close_handle((uv_handle_t *)&d->tick);
 	close_handle((uv_handle_t *)&d->drain_timer);
+	timeouts_close(&d->timeouts);
 }
 
 static void on_drain_timeout(uv_timer_t *t)
@@ -143,6 +162,8 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		return -ENOMEM;
 	d->cfg = *cfg;
 	list_init(&d->accounts);
+	region_registry_init(d);
+	lease_registry_init(d);
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;
 
 	d->loop = malloc(sizeof(*d->loop));
@@ -152,6 +173,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		return -ENOMEM;
 	}
 	d->start_msec = uv_now(d->loop);
+	timeouts_init(&d->timeouts, d->loop);
 
 	r = server_new(d, &d->server);
 	if (r < 0)
@@ -180,6 +202,7 @@ fail:
 	close_handle((uv_handle_t *)&d->sig_term);
 	close_handle((uv_handle_t *)&d->sig_int);
 	close_handle((uv_handle_t *)&d->sig_hup);
+	timeouts_close(&d->timeouts);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daemon_free(d);
 	return r;
@@ -205,6 +228,8 @@ struct daemon *daemon_free(struct daemon *d)
 	if (!d)
 		return NULL;
 	server_free(d->server);
+	region_registry_done(d);
+	lease_registry_done(d);
 	if (d->loop) {
 		r = uv_loop_close(d->loop);
 		if (r < 0)

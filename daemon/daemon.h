@@ -12,7 +12,9 @@
 
 #include <uv.h>
 
+#include "idmap.h"
 #include "proto/list.h"
+#include "timeout.h"
 
 #define RDMAMEMD_VERSION "0.1.0"
 
@@ -26,6 +28,9 @@ struct daemon_config {
 	size_t output_max;		/* queued reply bytes before a connection stops being read */
 	unsigned output_stall_sec;	/* a client that reads nothing for this long is dropped */
 	unsigned drain_timeout_ms;	/* at shutdown, how long in-flight calls may take */
+	uint64_t max_regions_per_uid;
+	uint64_t max_pinned_bytes_per_uid;
+	uint64_t read_inline_max;	/* largest Read answered inline */
 	int log_level;
 };
 
@@ -34,6 +39,14 @@ struct daemon {
 	struct daemon_config cfg;
 	struct server *server;
 	struct list_head accounts;	/* struct account, one per uid seen */
+
+	struct idmap regions;		/* id → struct region, weak */
+	uint64_t next_region_id;
+	uint64_t n_regions;
+	uint64_t pinned_bytes;
+	struct idmap leases;		/* id → struct lease */
+	uint64_t next_lease_id;
+	struct timeouts timeouts;	/* lock-wait deadlines */
 
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t tick;		/* housekeeping once a second */

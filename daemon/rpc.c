@@ -7,6 +7,7 @@
 
 #include "conn.h"
 #include "daemon.h"
+#include "errinfo.h"
 #include "log.h"
 #include "proto/errors.h"
 #include "proto/json.h"
@@ -16,6 +17,8 @@
 static const struct rpc_method *const method_tables[] = {
 	rpc_service_methods,
 	rpc_core_methods,
+	rpc_region_methods,
+	rpc_data_methods,
 };
 
 static const char *const interfaces[] = {
@@ -166,6 +169,22 @@ int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt,
 		params = (cJSON_Delete(params), NULL);
 	rpc_error(call, VARLINK_ERROR_INVALID_PARAMETER, params);
 	return -EINVAL;
+}
+
+int rpc_error_info(struct rpc_call *call, struct errinfo *e)
+{
+	cJSON *params = e->params ?: cJSON_CreateObject();
+
+	e->params = NULL;
+	if (params && json_add_string(params, "message", e->message) < 0)
+		params = (cJSON_Delete(params), NULL);
+	return rpc_error(call, e->name ?: RDMAMEM_ERROR_INTERNAL, params);
+}
+
+void rpc_call_abandon(struct rpc_call *call)
+{
+	call->replied = true;
+	rpc_finish(call);
 }
 
 int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out)

@@ -19,6 +19,7 @@
 
 struct conn;
 struct daemon;
+struct errinfo;
 struct rpc_call;
 
 #define RPC_PENDING 1
@@ -68,6 +69,12 @@ int rpc_errorf(struct rpc_call *call, const char *name, const char *fmt, ...) _p
 int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt, ...)
 	_printf_(3, 4);
 
+/* Replies with the error e describes; consumes e->params. */
+int rpc_error_info(struct rpc_call *call, struct errinfo *e);
+
+/* Ends a pending call whose connection went away, without a reply. */
+void rpc_call_abandon(struct rpc_call *call);
+
 /* Decodes call parameters; on failure answers InvalidParameter and returns -EINVAL. */
 int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out);
 
@@ -80,6 +87,8 @@ int rpc_take_fd(struct rpc_call *call, const char *param, uint32_t index, int *r
 /* Method tables of each module. */
 extern const struct rpc_method rpc_service_methods[];
 extern const struct rpc_method rpc_core_methods[];
+extern const struct rpc_method rpc_region_methods[];
+extern const struct rpc_method rpc_data_methods[];
 
 /* The interface descriptions served by GetInterfaceDescription. */
 extern const char rpc_idl_io_rdmamemd[];

@@ -19,6 +19,17 @@
 #define RDMAMEM_ERROR_TOO_MANY_CONNECTIONS "io.rdmamemd.TooManyConnections"
 #define RDMAMEM_ERROR_SHUTTING_DOWN "io.rdmamemd.ShuttingDown"
 #define RDMAMEM_ERROR_INTERNAL "io.rdmamemd.InternalError"
+#define RDMAMEM_ERROR_NO_SUCH_REGION "io.rdmamemd.NoSuchRegion"
+#define RDMAMEM_ERROR_PERMISSION_DENIED "io.rdmamemd.PermissionDenied"
+#define RDMAMEM_ERROR_QUOTA_EXCEEDED "io.rdmamemd.QuotaExceeded"
+#define RDMAMEM_ERROR_NOT_A_MEMFD "io.rdmamemd.NotAMemfd"
+#define RDMAMEM_ERROR_MISSING_SEAL "io.rdmamemd.MissingSeal"
+#define RDMAMEM_ERROR_OUT_OF_RANGE "io.rdmamemd.OutOfRange"
+#define RDMAMEM_ERROR_READ_ONLY "io.rdmamemd.ReadOnlyRegion"
+#define RDMAMEM_ERROR_TRANSFER_TOO_LARGE "io.rdmamemd.TransferTooLarge"
+#define RDMAMEM_ERROR_NO_SUCH_LEASE "io.rdmamemd.NoSuchLease"
+#define RDMAMEM_ERROR_LEASE_CONFLICT "io.rdmamemd.LeaseConflict"
+#define RDMAMEM_ERROR_LOCK_TIMEOUT "io.rdmamemd.LockTimeout"
 
 /* Negative errno for a Varlink error name; -EREMOTEIO for names not known
  * to this build. */

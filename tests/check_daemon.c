@@ -319,14 +319,16 @@ END_TEST
 /* fds on a method that takes none are refused and closed by the daemon. */
 START_TEST(test_fds_refused_and_closed)
 {
-	int fd = test_connect(td.socket);
-	int before = test_count_fds(td.pid);
+	int fd = test_connect(td.socket), before;
 	int pass[VARLINK_FDS_MAX + 1];
 	cJSON *reply;
 	char *text;
 
 	for (size_t i = 0; i < ELEMENTSOF(pass); i++)
 		pass[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* A round trip first: the daemon has accepted us when it answers. */
+	test_assert_serving_fd(fd);
+	before = test_count_fds(td.pid);
 
 	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Ping\"}", pass, 1);
 	ck_assert_int_gt(test_recv_msg(fd, &text, 5000), 0);

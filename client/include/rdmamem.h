@@ -97,6 +97,81 @@ int rdmamem_call(struct rdmamem_client *client, const char *method, const char *
 /* Round trip to the daemon. Returns 0 or a negative errno. */
 int rdmamem_ping(struct rdmamem_client *client);
 
+/*
+ * Host memory regions.
+ *
+ * Memory reaches the daemon as a sealed memfd: the daemon maps it once and
+ * keeps that mapping (and so the memory) alive until the region is
+ * unregistered, the connection closes, and every operation and lease on it
+ * is finished. Region and lease ids are never reused while the daemon runs.
+ */
+
+/* Modes of a region's access lock. */
+enum rdmamem_lock_mode {
+	RDMAMEM_LOCK_SHARED = 0,	/* readers, together */
+	RDMAMEM_LOCK_DISJOINT = 1,	/* writers of non-overlapping ranges, together */
+	RDMAMEM_LOCK_EXCLUSIVE = 2,	/* one writer, alone */
+};
+
+/*
+ * Creates a memfd of size bytes sealed the way the daemon requires
+ * (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) and maps it read-write.
+ * Returns 0 with the fd (close-on-exec) and, if ret_addr is not NULL, the
+ * mapping (munmap(addr, size) to release); or a negative errno.
+ */
+int rdmamem_memfd_create(const char *name, size_t size, int *ret_fd, void **ret_addr);
+
+/*
+ * Registers [offset, offset + length) of the memfd fd (length 0: to its
+ * end). The caller keeps fd. Returns 0 and the region id, or a negative
+ * errno: -EBADFD (not a memfd), -EPERM (no F_SEAL_SHRINK), -ERANGE (range
+ * outside the file), -EDQUOT (quota).
+ */
+int rdmamem_register(struct rdmamem_client *client, int fd, uint64_t offset, uint64_t length,
+		     uint64_t *ret_region);
+
+/* Drops the region; its memory goes once in-flight work is done. */
+int rdmamem_unregister(struct rdmamem_client *client, uint64_t region);
+
+/*
+ * Reads length bytes at offset of region into buf, or writes them from buf.
+ * lease: 0, or a lease of this connection on the region to work under.
+ * Without a lease the daemon takes the lock itself (shared for reads, mode
+ * for writes: RDMAMEM_LOCK_EXCLUSIVE or RDMAMEM_LOCK_DISJOINT). Transfers
+ * larger than one call carries are split; without a lease the library then
+ * takes one for the whole transfer, so it stays atomic.
+ */
+int rdmamem_read(struct rdmamem_client *client, uint64_t region, uint64_t offset, void *buf,
+		 size_t length, uint64_t lease);
+int rdmamem_write(struct rdmamem_client *client, uint64_t region, uint64_t offset, const void *buf,
+		  size_t length, enum rdmamem_lock_mode mode, uint64_t lease);
+
+struct rdmamem_copy {
+	uint64_t from_region, from_offset, from_lease;
+	uint64_t to_region, to_offset, to_lease;
+	uint64_t length;
+	enum rdmamem_lock_mode mode;	/* for the destination without a lease */
+};
+
+/* Copies between two regions inside the daemon: no payload on the socket. */
+int rdmamem_copy(struct rdmamem_client *client, const struct rdmamem_copy *copy);
+
+/*
+ * Takes a lease on region's lock. timeout_ms: -1 waits without limit, 0
+ * takes it only if free now, else milliseconds. Returns 0 and the lease id,
+ * -ETIMEDOUT (io.rdmamemd.LockTimeout), or another negative errno. The lease
+ * lasts until rdmamem_unlock() or until the connection closes.
+ */
+int rdmamem_lock(struct rdmamem_client *client, uint64_t region, enum rdmamem_lock_mode mode,
+		 int timeout_ms, uint64_t *ret_lease);
+int rdmamem_unlock(struct rdmamem_client *client, uint64_t lease);
+
+#define RDMAMEM_SHARE_GROUP (1U << 0)		/* id is a gid, not a uid */
+#define RDMAMEM_SHARE_READONLY (1U << 1)	/* reads and shared leases only */
+
+/* Lets another uid (or gid) use region. Only its owner may. */
+int rdmamem_share(struct rdmamem_client *client, uint64_t region, uint32_t id, unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Typed helpers for regions, transfers and leases. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "client-internal.h"
+#include "proto/base64.h"
+#include "proto/json.h"
+
+/* What one Read or Write call moves: well inside the daemon's default
+ * inline limit (4 MiB) and, base64-encoded, inside the 16 MiB message. */
+#define CHUNK_READ (1U << 20)
+#define CHUNK_WRITE (4U << 20)
+
+static const char *const mode_names[] = {
+	[RDMAMEM_LOCK_SHARED] = "shared",
+	[RDMAMEM_LOCK_DISJOINT] = "disjoint",
+	[RDMAMEM_LOCK_EXCLUSIVE] = "exclusive",
+};
+
+static bool mode_is_valid(enum rdmamem_lock_mode m)
+{
+	return (unsigned)m <= RDMAMEM_LOCK_EXCLUSIVE;
+}
+
+/* Builds {"name": "decimal", ...} objects without ceremony at call sites. */
+static cJSON *params_new(void)
+{
+	return cJSON_CreateObject();
+}
+
+static int add_id(cJSON *p, const char *name, uint64_t v)
+{
+	return p ? json_add_u64(p, name, v) : -ENOMEM;
+}
+
+/* Calls and frees params; hands back the reply's u64 field name if asked. */
+static int call_u64(struct rdmamem_client *c, const char *method, cJSON *params, const int *fds,
+		    size_t n_fds, int extra_wait_ms, const char *name, uint64_t *ret)
+{
+	_cleanup_json_ cJSON *p = params;
+	_cleanup_json_ cJSON *root = NULL;
+	cJSON *reply = NULL;
+	uint64_t v;
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	r = rdmamem__call(c, method, p, fds, n_fds, extra_wait_ms, &root, &reply, NULL, NULL);
+	if (r < 0 || !name)
+		return r;
+	if (json_to_u64(cJSON_GetObjectItemCaseSensitive(reply, name), &v) < 0) {
+		rdmamem__set_error(c, NULL, "the reply to %s lacks '%s'", method, name);
+		return -EPROTO;
+	}
+	*ret = v;
+	return 0;
+}
+
+_public_ int rdmamem_memfd_create(const char *name, size_t size, int *ret_fd, void **ret_addr)
+{
+	_cleanup_close_ int fd = -EBADF;
+	void *addr = NULL;
+
+	if (!ret_fd || size == 0)
+		return -EINVAL;
+	fd = memfd_create(name ?: "rdmamem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return negative_errno();
+	if (ftruncate(fd, (off_t)size) < 0)
+		return negative_errno();
+	/* Fixed size from here on: the daemon's mapping can never SIGBUS. */
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		return negative_errno();
+	if (ret_addr) {
+		addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (addr == MAP_FAILED)
+			return negative_errno();
+		*ret_addr = addr;
+	}
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+_public_ int rdmamem_register(struct rdmamem_client *c, int fd, uint64_t offset, uint64_t length,
+			      uint64_t *ret_region)
+{
+	cJSON *p = params_new();
+
+	if (!ret_region || fd < 0) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (p && (json_add_int(p, "fd", 0) < 0 || add_id(p, "offset", offset) < 0 ||
+		  (length && add_id(p, "length", length) < 0)))
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Register", p, &fd, 1, 0, "region", ret_region);
+}
+
+_public_ int rdmamem_unregister(struct rdmamem_client *c, uint64_t region)
+{
+	cJSON *p = params_new();
+
+	if (add_id(p, "region", region) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Unregister", p, NULL, 0, 0, NULL, NULL);
+}
+
+static int read_chunk(struct rdmamem_client *c, uint64_t region, uint64_t offset, void *buf,
+		      size_t length, uint64_t lease)
+{
+	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *root = NULL;
+	cJSON *reply = NULL, *data;
+	ssize_t n;
+	int r;
+
+	if (add_id(p, "region", region) < 0 || add_id(p, "offset", offset) < 0 ||
+	    add_id(p, "length", length) < 0 || (lease && add_id(p, "lease", lease) < 0))
+		return -ENOMEM;
+	r = rdmamem__call(c, "io.rdmamemd.Read", p, NULL, 0, -1, &root, &reply, NULL, NULL);
+	if (r < 0)
+		return r;
+	data = cJSON_GetObjectItemCaseSensitive(reply, "data");
+	n = cJSON_IsString(data) ? base64_decoded_len(data->valuestring, strlen(data->valuestring)) :
+				   -1;
+	if (n != (ssize_t)length) {
+		rdmamem__set_error(c, NULL, "the daemon sent %zd bytes for a read of %zu", n, length);
+		return -EPROTO;
+	}
+	base64_decode(data->valuestring, strlen(data->valuestring), buf);
+	return 0;
+}
+
+static int write_chunk(struct rdmamem_client *c, uint64_t region, uint64_t offset, const void *buf,
+		       size_t length, enum rdmamem_lock_mode mode, uint64_t lease)
+{
+	cJSON *p = params_new();
+	char *text;
+	cJSON *s;
+
+	text = malloc(base64_encoded_len(length) + 1);
+	if (!text || !p) {
+		free(text);
+		cJSON_Delete(p);
+		return -ENOMEM;
+	}
+	base64_encode(buf, length, text);
+	s = cJSON_CreateString(text);
+	free(text);
+	if (!s) {
+		cJSON_Delete(p);
+		return -ENOMEM;
+	}
+	cJSON_AddItemToObject(p, "data", s);
+	if (add_id(p, "region", region) < 0 || add_id(p, "offset", offset) < 0 ||
+	    json_add_string(p, "mode", mode_names[mode]) < 0 ||
+	    (lease && add_id(p, "lease", lease) < 0))
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Write", p, NULL, 0, -1, NULL, NULL);
+}
+
+/*
+ * Runs a transfer in chunks. A transfer of several chunks without a lease
+ * takes one for its duration, so that nobody sees or makes half of it.
+ */
+static int chunked(struct rdmamem_client *c, uint64_t region, uint64_t offset, char *buf,
+		   size_t length, bool write, enum rdmamem_lock_mode mode, uint64_t lease)
+{
+	size_t chunk = write ? CHUNK_WRITE : CHUNK_READ, done = 0;
+	uint64_t own = 0;
+	int r = 0, q;
+
+	if (!c || (length && !buf) || !mode_is_valid(mode) || offset + length < offset)
+		return -EINVAL;
+	if (length > chunk && !lease) {
+		r = rdmamem_lock(c, region, write ? mode : RDMAMEM_LOCK_SHARED, -1, &own);
+		if (r < 0)
+			return r;
+		lease = own;
+	}
+	while (r >= 0 && (done < length || length == 0)) {
+		size_t n = MIN(chunk, length - done);
+
+		r = write ? write_chunk(c, region, offset + done, buf + done, n, mode, lease) :
+			    read_chunk(c, region, offset + done, buf + done, n, lease);
+		done += n;
+		if (length == 0)
+			break;
+	}
+	if (own) {
+		q = rdmamem_unlock(c, own);
+		if (r >= 0)
+			r = q;
+	}
+	return r;
+}
+
+_public_ int rdmamem_read(struct rdmamem_client *c, uint64_t region, uint64_t offset, void *buf,
+			  size_t length, uint64_t lease)
+{
+	return chunked(c, region, offset, buf, length, false, RDMAMEM_LOCK_SHARED, lease);
+}
+
+_public_ int rdmamem_write(struct rdmamem_client *c, uint64_t region, uint64_t offset,
+			   const void *buf, size_t length, enum rdmamem_lock_mode mode,
+			   uint64_t lease)
+{
+	if (mode == RDMAMEM_LOCK_SHARED)
+		return -EINVAL;
+	return chunked(c, region, offset, (char *)buf, length, true, mode, lease);
+}
+
+static cJSON *end_object(uint64_t region, uint64_t offset, uint64_t lease)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (add_id(o, "region", region) < 0 || add_id(o, "offset", offset) < 0 ||
+	    (lease && add_id(o, "lease", lease) < 0))
+		return (cJSON_Delete(o), NULL);
+	return o;
+}
+
+_public_ int rdmamem_copy(struct rdmamem_client *c, const struct rdmamem_copy *cp)
+{
+	cJSON *p, *from, *to;
+
+	if (!c || !cp || !mode_is_valid(cp->mode) || cp->mode == RDMAMEM_LOCK_SHARED)
+		return -EINVAL;
+	p = params_new();
+	from = end_object(cp->from_region, cp->from_offset, cp->from_lease);
+	to = end_object(cp->to_region, cp->to_offset, cp->to_lease);
+	if (!p || !from || !to) {
+		cJSON_Delete(p);
+		cJSON_Delete(from);
+		cJSON_Delete(to);
+		return -ENOMEM;
+	}
+	cJSON_AddItemToObject(p, "from", from);
+	cJSON_AddItemToObject(p, "to", to);
+	if (add_id(p, "length", cp->length) < 0 ||
+	    json_add_string(p, "mode", mode_names[cp->mode]) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Copy", p, NULL, 0, -1, NULL, NULL);
+}
+
+_public_ int rdmamem_lock(struct rdmamem_client *c, uint64_t region, enum rdmamem_lock_mode mode,
+			  int timeout_ms, uint64_t *ret_lease)
+{
+	cJSON *p;
+
+	if (!ret_lease || !mode_is_valid(mode) || timeout_ms < -1)
+		return -EINVAL;
+	p = params_new();
+	if (add_id(p, "region", region) < 0 || json_add_string(p, "mode", mode_names[mode]) < 0 ||
+	    json_add_int(p, "timeout_ms", timeout_ms) < 0)
+		p = (cJSON_Delete(p), NULL);
+	/* The daemon answers once the lock is free or timeout_ms passed. */
+	return call_u64(c, "io.rdmamemd.Lock", p, NULL, 0, timeout_ms, "lease", ret_lease);
+}
+
+_public_ int rdmamem_unlock(struct rdmamem_client *c, uint64_t lease)
+{
+	cJSON *p = params_new();
+
+	if (add_id(p, "lease", lease) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Unlock", p, NULL, 0, 0, NULL, NULL);
+}
+
+_public_ int rdmamem_share(struct rdmamem_client *c, uint64_t region, uint32_t id, unsigned flags)
+{
+	cJSON *p;
+
+	if (flags & ~(RDMAMEM_SHARE_GROUP | RDMAMEM_SHARE_READONLY))
+		return -EINVAL;
+	p = params_new();
+	if (add_id(p, "region", region) < 0 ||
+	    json_add_int(p, flags & RDMAMEM_SHARE_GROUP ? "gid" : "uid", id) < 0 ||
+	    json_add_bool(p, "readonly", flags & RDMAMEM_SHARE_READONLY) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Share", p, NULL, 0, 0, NULL, NULL);
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "errinfo.h"
+
+int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	e->name = name;
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void errinfo_done(struct errinfo *e)
+{
+	cJSON_Delete(e->params);
+	e->params = NULL;
+}

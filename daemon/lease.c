@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "conn.h"
+#include "daemon.h"
+#include "errinfo.h"
+#include "idmap.h"
+#include "lease.h"
+#include "log.h"
+#include "proto/errors.h"
+#include "region.h"
+#include "server.h"
+
+void lease_registry_init(struct daemon *d)
+{
+	idmap_init(&d->leases);
+	d->next_lease_id = 1;
+}
+
+void lease_registry_done(struct daemon *d)
+{
+	idmap_done(&d->leases);
+}
+
+int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret)
+{
+	struct daemon *d = conn->server->daemon;
+	struct lease *l;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->n_ref = 1;
+	l->daemon = d;
+	l->id = d->next_lease_id++;
+	l->mode = mode;
+	l->conn = conn;
+	list_init(&l->req.link);
+	if (idmap_put(&d->leases, l->id, l) < 0) {
+		free(l);
+		return -ENOMEM;
+	}
+	l->region = region_ref(r);
+	list_add_tail(&l->conn_link, &conn->leases);
+	list_add_tail(&l->region_link, &r->leases);
+	*ret = l;
+	return 0;
+}
+
+static void lease_granted(struct lock_request *req)
+{
+	struct lease *l = req->userdata;
+
+	l->region->n_leases_waiting--;
+	l->region->n_leases_held++;
+	if (l->on_granted)
+		l->on_granted(l);
+}
+
+int lease_acquire(struct lease *l, bool try_only, void (*on_granted)(struct lease *l))
+{
+	struct region *r = l->region;
+	int res;
+
+	l->on_granted = on_granted;
+	l->asked_msec = uv_now(l->daemon->loop);
+	res = lock_acquire(&r->lock, &l->req, l->mode, try_only, lease_granted, l);
+	if (res == 1)
+		r->n_leases_held++;
+	else if (res == 0)
+		r->n_leases_waiting++;
+	return res;
+}
+
+struct lease *lease_ref(struct lease *l)
+{
+	if (l)
+		l->n_ref++;
+	return l;
+}
+
+static void lease_free(struct lease *l)
+{
+	struct region *r = l->region;
+
+	if (l->req.held) {
+		r->n_leases_held--;
+		/* May grant the next waiters, leases or operations. */
+		lock_release(&r->lock, &l->req);
+	}
+	list_del(&l->region_link);
+	region_unref(r);
+	free(l);
+}
+
+struct lease *lease_unref(struct lease *l)
+{
+	if (l && --l->n_ref == 0)
+		lease_free(l);
+	return NULL;
+}
+
+void lease_release(struct lease *l)
+{
+	struct region *r = l->region;
+
+	if (l->released)
+		return;
+	l->released = true;
+	idmap_remove(&l->daemon->leases, l->id);
+	list_del(&l->conn_link);
+	l->conn = NULL;
+	timeout_disarm(&l->daemon->timeouts, &l->timeout);
+	if (l->req.waiting) {
+		r->n_leases_waiting--;
+		lock_cancel(&r->lock, &l->req);
+	}
+	log_debug("Lease %" PRIu64 " on region %" PRIu64 " released", l->id, r->id);
+	lease_unref(l);
+}
+
+int lease_lookup(struct daemon *d, uint64_t id, const struct conn *caller, struct lease **ret,
+		 struct errinfo *e)
+{
+	struct lease *l = idmap_get(&d->leases, id);
+
+	/* Leases belong to a connection: another one, even of the same uid,
+	 * hears the same as for a lease that never existed. */
+	if (!l || l->released || l->conn != caller)
+		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_LEASE, -ENOENT,
+				   "this connection holds no lease %" PRIu64, id);
+	*ret = l;
+	return 0;
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Leases: a connection's hold (or queued request) on a region's access lock,
+ * taken with Lock and given back with Unlock or by disconnecting. Operations
+ * of the same connection name the lease to run under it instead of queueing
+ * behind it. A lease holds a reference on its region; operations running
+ * under a lease hold a reference on the lease, so the lock is given back only
+ * after they finish even if the holder disconnects meanwhile.
+ */
+#ifndef RDMAMEMD_LEASE_H
+#define RDMAMEMD_LEASE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lock.h"
+#include "proto/list.h"
+#include "timeout.h"
+
+struct conn;
+struct daemon;
+struct errinfo;
+struct region;
+struct rpc_call;
+
+struct lease {
+	uint64_t id;
+	unsigned n_ref;
+	struct daemon *daemon;
+	struct region *region;		/* a reference */
+	struct conn *conn;		/* the holder; NULL once released */
+	struct list_head conn_link;	/* in conn->leases */
+	struct list_head region_link;	/* in region->leases */
+	struct lock_request req;
+	enum lock_mode mode;
+	bool released;			/* Unlock or disconnect: no new users */
+
+	/* While waiting: the Lock call to answer and its deadline. */
+	struct rpc_call *call;
+	struct timeout timeout;
+	uint64_t asked_msec;
+	void (*on_granted)(struct lease *l);
+};
+
+/* A new lease of conn on r (registered, not yet asking for the lock). */
+int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret);
+
+/*
+ * Asks for the lock: 1 when granted at once, 0 when queued (on_granted runs
+ * later), -EAGAIN when try_only and it would queue.
+ */
+int lease_acquire(struct lease *l, bool try_only, void (*on_granted)(struct lease *l));
+
+/* Unlock/disconnect/timeout: withdraws or gives back, drops the holder's ref. */
+void lease_release(struct lease *l);
+
+struct lease *lease_ref(struct lease *l);
+struct lease *lease_unref(struct lease *l);
+
+/* The caller's own, live, granted-or-waiting lease id; NoSuchLease otherwise. */
+int lease_lookup(struct daemon *d, uint64_t id, const struct conn *caller, struct lease **ret,
+		 struct errinfo *e);
+
+static inline bool lease_is_held(const struct lease *l)
+{
+	return l->req.held && !l->released;
+}
+
+void lease_registry_init(struct daemon *d);
+void lease_registry_done(struct daemon *d);
+
+#endif

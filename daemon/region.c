@@ -1,0 +1,402 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "account.h"
+#include "conn.h"
+#include "daemon.h"
+#include "errinfo.h"
+#include "idmap.h"
+#include "lease.h"
+#include "log.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "region.h"
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#define MPOL_F_NODE (1 << 0)
+#define MPOL_F_ADDR (1 << 1)
+
+void region_registry_init(struct daemon *d)
+{
+	idmap_init(&d->regions);
+	d->next_region_id = 1;
+}
+
+void region_registry_done(struct daemon *d)
+{
+	idmap_done(&d->regions);
+}
+
+static const char *file_kind(mode_t m)
+{
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISFIFO(m))
+		return "a pipe";
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	return "not a regular file";
+}
+
+static int numa_node_of(void *addr)
+{
+	int node = -1;
+
+	/* Looks at (and if need be faults in) the first page only: a hint
+	 * for placement, not a guarantee for the whole range. */
+	if (syscall(SYS_get_mempolicy, &node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR) < 0)
+		return -1;
+	return node;
+}
+
+/* Refuses the import if it would take the owner over a quota. */
+static int charge_quota(struct daemon *d, struct account *a, uint64_t length, struct errinfo *e)
+{
+	const struct daemon_config *cfg = &d->cfg;
+	cJSON *p;
+
+	if (a->n_regions + 1 > cfg->max_regions_per_uid) {
+		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
+			    "uid %u has %" PRIu64 " regions, the limit is %" PRIu64
+			    "; unregister some first",
+			    (unsigned)a->uid, a->n_regions, cfg->max_regions_per_uid);
+		p = cJSON_CreateObject();
+		if (p && (json_add_string(p, "quota", "regions") < 0 ||
+			  json_add_u64(p, "limit", cfg->max_regions_per_uid) < 0 ||
+			  json_add_u64(p, "used", a->n_regions) < 0 ||
+			  json_add_u64(p, "requested", 1) < 0))
+			p = (cJSON_Delete(p), NULL);
+		e->params = p;
+		return -EDQUOT;
+	}
+	if (length > cfg->max_pinned_bytes_per_uid ||
+	    a->pinned_bytes > cfg->max_pinned_bytes_per_uid - length) {
+		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
+			    "uid %u keeps %" PRIu64 " bytes in regions; %" PRIu64
+			    " more would pass the limit of %" PRIu64 " bytes",
+			    (unsigned)a->uid, a->pinned_bytes, length, cfg->max_pinned_bytes_per_uid);
+		p = cJSON_CreateObject();
+		if (p && (json_add_string(p, "quota", "pinned_bytes") < 0 ||
+			  json_add_u64(p, "limit", cfg->max_pinned_bytes_per_uid) < 0 ||
+			  json_add_u64(p, "used", a->pinned_bytes) < 0 ||
+			  json_add_u64(p, "requested", length) < 0))
+			p = (cJSON_Delete(p), NULL);
+		e->params = p;
+		return -EDQUOT;
+	}
+	a->n_regions++;
+	a->pinned_bytes += length;
+	d->n_regions++;
+	d->pinned_bytes += length;
+	return 0;
+}
+
+static void uncharge_quota(struct daemon *d, struct account *a, uint64_t length)
+{
+	a->n_regions--;
+	a->pinned_bytes -= length;
+	d->n_regions--;
+	d->pinned_bytes -= length;
+}
+
+/* Checks the fd and the range; fills st and seals. */
+static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_seals,
+			  struct errinfo *e)
+{
+	int seals;
+
+	if (fstat(imp->fd, st) < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -errno,
+				   "cannot inspect the file descriptor: %s", strerror(errno));
+	if (!S_ISREG(st->st_mode))
+		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EBADFD,
+				   "the file descriptor is %s, not a memfd; create the buffer with "
+				   "memfd_create(2) (rdmamem_memfd_create() does it)",
+				   file_kind(st->st_mode));
+
+	seals = fcntl(imp->fd, F_GET_SEALS);
+	if (seals < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EBADFD,
+				   "the file descriptor is a regular file that cannot be sealed, not a "
+				   "memfd; create the buffer with memfd_create(2) and "
+				   "MFD_ALLOW_SEALING");
+	if (!(seals & F_SEAL_SHRINK))
+		return errinfo_set(e, RDMAMEM_ERROR_MISSING_SEAL, -EPERM,
+				   "the memfd is not sealed against shrinking, so truncating it would "
+				   "crash whoever maps it; seal it with fcntl(fd, F_ADD_SEALS, "
+				   "F_SEAL_SHRINK) before registering");
+
+	if (imp->offset > (uint64_t)st->st_size)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "offset %" PRIu64 " is beyond the end of the memfd (%" PRIu64
+				   " bytes)",
+				   imp->offset, (uint64_t)st->st_size);
+	if (imp->length == 0)
+		imp->length = (uint64_t)st->st_size - imp->offset;
+	if (imp->length == 0)
+		return errinfo_set(e, VARLINK_ERROR_INVALID_PARAMETER, -EINVAL,
+				   "the range is empty: the memfd has %" PRIu64
+				   " bytes from offset %" PRIu64 "; ftruncate it first or pass a length",
+				   (uint64_t)st->st_size - imp->offset, imp->offset);
+	if (imp->offset + imp->length < imp->offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -EOVERFLOW,
+				   "offset %" PRIu64 " + length %" PRIu64 " overflows 64 bits",
+				   imp->offset, imp->length);
+	if (imp->offset + imp->length > (uint64_t)st->st_size)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "range [%" PRIu64 ", %" PRIu64 ") extends beyond the end of the "
+				   "memfd (%" PRIu64 " bytes)",
+				   imp->offset, imp->offset + imp->length, (uint64_t)st->st_size);
+	*ret_seals = seals;
+	return 0;
+}
+
+int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_import *imp,
+			struct region **ret, struct errinfo *e)
+{
+	struct region *reg;
+	struct stat st;
+	uint64_t page, map_off;
+	int seals = 0, flags, prot, r;
+
+	r = validate_memfd(imp, &st, &seals, e);
+	if (r < 0)
+		return r;
+
+	flags = fcntl(imp->fd, F_GETFL);
+	if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY)
+		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EACCES,
+				   "the memfd must be open for reading");
+
+	r = charge_quota(d, owner->account, imp->length, e);
+	if (r < 0)
+		return r;
+
+	reg = calloc(1, sizeof(*reg));
+	if (!reg) {
+		uncharge_quota(d, owner->account, imp->length);
+		return -ENOMEM;
+	}
+	reg->n_ref = 1;
+	reg->daemon = d;
+	reg->fd = -EBADF;
+	reg->account = account_ref(owner->account);
+	reg->size = imp->length;
+	list_init(&reg->owner_link);
+	list_init(&reg->leases);
+	lock_init(&reg->lock);
+
+	/* Write seals forbid a writable shared mapping: map read-only. */
+	reg->writable = (flags & O_ACCMODE) == O_RDWR &&
+			!(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
+	prot = PROT_READ | (reg->writable ? PROT_WRITE : 0);
+	/* hugetlbfs reports its page size as the block size. */
+	page = MAX((uint64_t)st.st_blksize, (uint64_t)sysconf(_SC_PAGESIZE));
+	if (page & (page - 1))
+		page = (uint64_t)sysconf(_SC_PAGESIZE);
+	map_off = imp->offset & ~(page - 1);
+	reg->map_len = imp->offset - map_off + imp->length;
+	reg->map_base = mmap(NULL, reg->map_len, prot, MAP_SHARED, imp->fd, (off_t)map_off);
+	if (reg->map_base == MAP_FAILED) {
+		reg->map_base = NULL;
+		r = errinfo_set(e, RDMAMEM_ERROR_INTERNAL, -errno,
+				"cannot map %" PRIu64 " bytes of the memfd: %s", imp->length,
+				strerror(errno));
+		region_unref(reg);
+		return r;
+	}
+	reg->addr = (char *)reg->map_base + (imp->offset - map_off);
+	reg->fd = TAKE_FD(imp->fd);
+	reg->file_offset = imp->offset;
+	reg->file_size = st.st_size;
+	reg->seals = seals;
+	reg->access = imp->access;
+	reg->numa_node = numa_node_of(reg->addr);
+	reg->created_msec = uv_now(d->loop);
+
+	reg->owner = owner;
+	reg->owner_conn_id = owner->id;
+	reg->owner_uid = owner->cred.uid;
+	reg->owner_gid = owner->cred.gid;
+	reg->owner_pid = owner->cred.pid;
+
+	reg->id = d->next_region_id++;
+	if (idmap_put(&d->regions, reg->id, reg) < 0) {
+		region_unref(reg);
+		return -ENOMEM;
+	}
+	list_add_tail(&reg->owner_link, &owner->regions);
+
+	log_debug("Region %" PRIu64 ": %" PRIu64 " bytes of a memfd for pid %d uid %u%s", reg->id,
+		  reg->size, (int)reg->owner_pid, (unsigned)reg->owner_uid,
+		  reg->writable ? "" : " (read-only)");
+	*ret = reg;
+	return 0;
+}
+
+struct region *region_ref(struct region *r)
+{
+	if (r)
+		r->n_ref++;
+	return r;
+}
+
+static void region_free(struct region *r)
+{
+	struct daemon *d = r->daemon;
+
+	/* Leases hold references, so none is left; in-flight work too. */
+	if (idmap_get(&d->regions, r->id) == r)
+		idmap_remove(&d->regions, r->id);
+	/* RDMA registrations go here, before the memory they point into. */
+	if (r->map_base && munmap(r->map_base, r->map_len) < 0)
+		log_warning_errno(-errno, "Region %" PRIu64 ": munmap failed: %m", r->id);
+	safe_close(r->fd);
+	uncharge_quota(d, r->account, r->size);
+	account_unref(r->account);
+	free(r->shares);
+	log_debug("Region %" PRIu64 " released", r->id);
+	free(r);
+}
+
+struct region *region_unref(struct region *r)
+{
+	if (r && --r->n_ref == 0)
+		region_free(r);
+	return NULL;
+}
+
+void region_drop_owner(struct region *r)
+{
+	struct daemon *d = r->daemon;
+
+	if (r->dead)
+		return;
+	r->dead = true;
+	idmap_remove(&d->regions, r->id);
+	list_del(&r->owner_link);
+	r->owner = NULL;
+	region_unref(r);
+}
+
+static bool in_groups(const struct conn *c, gid_t gid)
+{
+	if (c->cred.gid == gid)
+		return true;
+	for (size_t i = 0; i < c->n_groups; i++)
+		if (c->groups[i] == gid)
+			return true;
+	return false;
+}
+
+/* 0 none, 1 read, 2 read-write, 3 owner. */
+static int rights_of(const struct region *r, const struct conn *c)
+{
+	int best = 0;
+
+	if (c->cred.uid == 0 || c->cred.uid == r->owner_uid)
+		return 3;
+	for (size_t i = 0; i < r->n_shares; i++) {
+		const struct region_share *s = &r->shares[i];
+		bool match = s->is_group ? in_groups(c, s->id) : c->cred.uid == s->id;
+
+		if (match)
+			best = MAX(best, s->readonly ? 1 : 2);
+	}
+	return best;
+}
+
+bool region_visible_to(const struct region *r, const struct conn *caller)
+{
+	return rights_of(r, caller) > 0;
+}
+
+int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum region_right right,
+		  struct region **ret, struct errinfo *e)
+{
+	struct region *r = idmap_get(&d->regions, id);
+	int have;
+
+	if (!r || r->dead)
+		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REGION, -ENOENT,
+				   "there is no region %" PRIu64
+				   " (never registered, or unregistered since)",
+				   id);
+	have = rights_of(r, caller);
+	/* Say nothing about the region itself to those who may not use it. */
+	if (have == 0)
+		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+				   "uid %u may not use region %" PRIu64
+				   ": only its owner and those it is shared with may",
+				   (unsigned)caller->cred.uid, id);
+	if (right == REGION_ADMIN && have < 3)
+		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+				   "only the owner of region %" PRIu64 " may do that", id);
+	if (right == REGION_WRITE && have < 2)
+		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+				   "region %" PRIu64 " is shared with uid %u read-only", id,
+				   (unsigned)caller->cred.uid);
+	*ret = region_ref(r);
+	return 0;
+}
+
+int region_share(struct region *r, bool is_group, uint32_t id, bool readonly)
+{
+	struct region_share *n;
+
+	for (size_t i = 0; i < r->n_shares; i++) {
+		struct region_share *s = &r->shares[i];
+
+		if (s->is_group == is_group && s->id == id) {
+			if (s->readonly == readonly)
+				return -EEXIST;
+			s->readonly = readonly;
+			return 0;
+		}
+	}
+	n = reallocarray(r->shares, r->n_shares + 1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	r->shares = n;
+	r->shares[r->n_shares++] = (struct region_share){ is_group, id, readonly };
+	return 0;
+}
+
+int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,
+		       struct errinfo *e)
+{
+	if (offset > r->size || length > r->size - offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "%s range [%" PRIu64 ", +%" PRIu64 ") is outside region %" PRIu64
+				   " (%" PRIu64 " bytes)",
+				   what, offset, length, r->id, r->size);
+	return 0;
+}
+
+struct region_weak region_weak(const struct region *r)
+{
+	return (struct region_weak){ .id = r->id, .addr = r->addr, .size = r->size };
+}
+
+struct region *region_weak_upgrade(struct daemon *d, const struct region_weak *w)
+{
+	struct region *r = idmap_get(&d->regions, w->id);
+
+	if (!r || r->dead || r->addr != w->addr || r->size != w->size)
+		return NULL;
+	return region_ref(r);
+}

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Regions: client memory the daemon has imported and keeps alive.
+ *
+ * A region is reference counted. Its owner's registration, every in-flight
+ * read/write/copy and every lease hold a reference; Unregister or the owner's
+ * disconnect drops the owner's and makes the region invisible to new users.
+ * The mapping (the keepalive) goes with the last reference, after the
+ * region's RDMA registrations (drop order: registrations, memory, fd).
+ *
+ * The registry maps ids to weak references: a weak reference upgrades to a
+ * strong one only while the region lives and still covers the address range
+ * it was taken for.
+ */
+#ifndef RDMAMEMD_REGION_H
+#define RDMAMEMD_REGION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lock.h"
+#include "proto/list.h"
+
+struct conn;
+struct daemon;
+struct errinfo;
+struct account;
+
+/* RDMA access the owner asked for (RegisterOn uses it once devices exist). */
+#define REGION_ACCESS_LOCAL_WRITE (1U << 0)
+#define REGION_ACCESS_REMOTE_READ (1U << 1)
+#define REGION_ACCESS_REMOTE_WRITE (1U << 2)
+#define REGION_ACCESS_REMOTE_ATOMIC (1U << 3)
+
+/* What a caller wants to do with a region. */
+enum region_right {
+	REGION_READ,
+	REGION_WRITE,
+	REGION_ADMIN,		/* Unregister, Share: the owner (or root) only */
+};
+
+struct region_share {
+	bool is_group;
+	uint32_t id;		/* uid or gid */
+	bool readonly;
+};
+
+struct region {
+	uint64_t id;
+	unsigned n_ref;
+	struct daemon *daemon;
+	bool dead;		/* unregistered: no new users */
+
+	/* The owner: a connection until Unregister or disconnect. */
+	struct conn *owner;
+	struct list_head owner_link;	/* in owner->regions */
+	uint64_t owner_conn_id;
+	uid_t owner_uid;
+	gid_t owner_gid;
+	pid_t owner_pid;
+	struct account *account;	/* charged for size and count */
+
+	void *addr;		/* first byte the client addresses */
+	uint64_t size;
+	void *map_base;		/* the keepalive mapping, page aligned */
+	size_t map_len;
+	int fd;
+	uint64_t file_offset;
+	uint64_t file_size;	/* st_size at import */
+	unsigned seals;
+	bool writable;		/* mapped PROT_WRITE */
+	int numa_node;		/* -1 when unknown */
+	unsigned access;	/* REGION_ACCESS_* */
+	uint64_t created_msec;	/* uv_now() at import */
+
+	struct access_lock lock;
+	struct list_head leases;	/* struct lease on this region */
+	unsigned n_leases_held, n_leases_waiting;
+
+	struct region_share *shares;
+	size_t n_shares;
+};
+
+struct region_weak {
+	uint64_t id;
+	const void *addr;
+	uint64_t size;
+};
+
+struct memfd_import {
+	int fd;			/* taken on success */
+	uint64_t offset;
+	uint64_t length;	/* 0: to the end of the file */
+	unsigned access;
+};
+
+/*
+ * Imports a memfd range for owner. Validates the fd (memfd or shmem file,
+ * F_SEAL_SHRINK, range within st_size), maps it once MAP_SHARED, charges the
+ * owner's quota and publishes the region in the registry. Returns 0 with a
+ * reference for the owner in *ret, or a negative errno with *e filled in.
+ */
+int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_import *imp,
+			struct region **ret, struct errinfo *e);
+
+struct region *region_ref(struct region *r);
+struct region *region_unref(struct region *r);
+
+/* Unregister or disconnect: hides the region and drops the owner's reference. */
+void region_drop_owner(struct region *r);
+
+/*
+ * Looks a region up for caller with the right it needs. Returns a new
+ * reference, or -ENOENT (NoSuchRegion) / -EACCES (PermissionDenied) with *e
+ * filled in.
+ */
+int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum region_right right,
+		  struct region **ret, struct errinfo *e);
+
+/* Whether caller may see the region in listings. */
+bool region_visible_to(const struct region *r, const struct conn *caller);
+
+/* Grants uid or gid access. -EEXIST when already shared the same way. */
+int region_share(struct region *r, bool is_group, uint32_t id, bool readonly);
+
+/* Checks [offset, offset + length) against the region, overflow-safe. */
+int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,
+		       struct errinfo *e);
+
+struct region_weak region_weak(const struct region *r);
+/* A new reference if the region of w lives and still covers w's range. */
+struct region *region_weak_upgrade(struct daemon *d, const struct region_weak *w);
+
+/* Registry bookkeeping for the daemon. */
+void region_registry_init(struct daemon *d);
+void region_registry_done(struct daemon *d);
+
+#endif

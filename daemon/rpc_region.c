@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* io.rdmamemd Register, Unregister, Share, ListRegions and GetRegion. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "daemon.h"
+#include "errinfo.h"
+#include "idmap.h"
+#include "lease.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "region.h"
+#include "rpc.h"
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} access_names[] = {
+	{ "local_write", REGION_ACCESS_LOCAL_WRITE },
+	{ "remote_read", REGION_ACCESS_REMOTE_READ },
+	{ "remote_write", REGION_ACCESS_REMOTE_WRITE },
+	{ "remote_atomic", REGION_ACCESS_REMOTE_ATOMIC },
+};
+
+#define REGION_ACCESS_DEFAULT \
+	(REGION_ACCESS_LOCAL_WRITE | REGION_ACCESS_REMOTE_READ | REGION_ACCESS_REMOTE_WRITE)
+
+static int parse_access(struct rpc_call *call, const cJSON *list, unsigned *ret)
+{
+	const cJSON *item;
+	unsigned bits = 0;
+
+	if (!list)
+		return 0;
+	cJSON_ArrayForEach(item, list) {
+		size_t i;
+
+		for (i = 0; i < ELEMENTSOF(access_names); i++)
+			if (cJSON_IsString(item) && strcmp(item->valuestring, access_names[i].name) == 0)
+				break;
+		if (i == ELEMENTSOF(access_names))
+			return rpc_invalid_param(call, "access",
+						 "parameter 'access' lists \"local_write\", "
+						 "\"remote_read\", \"remote_write\" or "
+						 "\"remote_atomic\"");
+		bits |= access_names[i].bit;
+	}
+	*ret = bits;
+	return 0;
+}
+
+static int add_access(cJSON *o, unsigned bits)
+{
+	cJSON *a = cJSON_AddArrayToObject(o, "access");
+
+	if (!a)
+		return -ENOMEM;
+	for (size_t i = 0; i < ELEMENTSOF(access_names); i++) {
+		cJSON *s;
+
+		if (!(bits & access_names[i].bit))
+			continue;
+		s = cJSON_CreateString(access_names[i].name);
+		if (!s)
+			return -ENOMEM;
+		cJSON_AddItemToArray(a, s);
+	}
+	return 0;
+}
+
+static int add_seals(cJSON *o, unsigned seals)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{ F_SEAL_SEAL, "seal" },   { F_SEAL_SHRINK, "shrink" },
+		{ F_SEAL_GROW, "grow" },   { F_SEAL_WRITE, "write" },
+		{ 0x0010, "future_write" },
+	};
+	cJSON *a = cJSON_AddArrayToObject(o, "seals");
+
+	if (!a)
+		return -ENOMEM;
+	for (size_t i = 0; i < ELEMENTSOF(names); i++)
+		if (seals & names[i].bit)
+			cJSON_AddItemToArray(a, cJSON_CreateString(names[i].name));
+	return 0;
+}
+
+static cJSON *lease_to_json(const struct lease *l)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || json_add_u64(o, "lease", l->id) < 0 ||
+	    json_add_string(o, "mode", lock_mode_to_string(l->mode)) < 0 ||
+	    json_add_string(o, "state", l->req.held ? "held" : "waiting") < 0 ||
+	    json_add_int(o, "pid", l->conn ? l->conn->cred.pid : 0) < 0 ||
+	    json_add_int(o, "uid", l->conn ? l->conn->cred.uid : 0) < 0)
+		return (cJSON_Delete(o), NULL);
+	return o;
+}
+
+/* The region as queries show it; detailed adds the source, shares and leases. */
+static cJSON *region_to_json(const struct region *r, bool detailed)
+{
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
+	cJSON *owner, *loc, *lock, *leases, *list;
+
+	if (!o)
+		return NULL;
+	if (json_add_u64(o, "region", r->id) < 0 || json_add_u64(o, "size", r->size) < 0 ||
+	    add_access(o, r->access) < 0 || json_add_bool(o, "writable", r->writable) < 0 ||
+	    !cJSON_AddArrayToObject(o, "registrations"))
+		return NULL;
+
+	owner = cJSON_AddObjectToObject(o, "owner");
+	loc = cJSON_AddObjectToObject(o, "location");
+	lock = cJSON_AddObjectToObject(o, "lock");
+	leases = cJSON_AddObjectToObject(o, "leases");
+	if (!owner || !loc || !lock || !leases)
+		return NULL;
+	if (json_add_int(owner, "uid", r->owner_uid) < 0 ||
+	    json_add_int(owner, "gid", r->owner_gid) < 0 ||
+	    json_add_int(owner, "pid", r->owner_pid) < 0 ||
+	    json_add_u64(owner, "connection", r->owner_conn_id) < 0 ||
+	    json_add_string(loc, "type", "cpu") < 0 ||
+	    (r->numa_node >= 0 && json_add_int(loc, "numa_node", r->numa_node) < 0) ||
+	    json_add_string(lock, "state", lock_state_to_string(r->lock.state)) < 0 ||
+	    json_add_int(lock, "holders", r->lock.n_holders) < 0 ||
+	    json_add_int(lock, "waiters", r->lock.n_waiters) < 0 ||
+	    json_add_int(leases, "held", r->n_leases_held) < 0 ||
+	    json_add_int(leases, "waiting", r->n_leases_waiting) < 0 ||
+	    json_add_u64(o, "age_msec", uv_now(r->daemon->loop) - r->created_msec) < 0)
+		return NULL;
+	if (!detailed)
+		return TAKE_PTR(o);
+
+	{
+		cJSON *src = cJSON_AddObjectToObject(o, "source");
+
+		if (!src || json_add_string(src, "type", "memfd") < 0 ||
+		    json_add_u64(src, "offset", r->file_offset) < 0 ||
+		    json_add_u64(src, "file_size", r->file_size) < 0 || add_seals(src, r->seals) < 0)
+			return NULL;
+	}
+	list = cJSON_AddArrayToObject(o, "shares");
+	if (!list)
+		return NULL;
+	for (size_t i = 0; i < r->n_shares; i++) {
+		cJSON *s = cJSON_CreateObject();
+
+		if (!s)
+			return NULL;
+		cJSON_AddItemToArray(list, s);
+		if (json_add_int(s, r->shares[i].is_group ? "gid" : "uid", r->shares[i].id) < 0 ||
+		    json_add_bool(s, "readonly", r->shares[i].readonly) < 0)
+			return NULL;
+	}
+	list = cJSON_AddArrayToObject(o, "lease_list");
+	if (!list)
+		return NULL;
+	{
+		const struct lease *l;
+
+		list_for_each_entry(l, &r->leases, region_link) {
+			cJSON *j;
+
+			if (l->released)
+				continue;
+			j = lease_to_json(l);
+			if (!j)
+				return NULL;
+			cJSON_AddItemToArray(list, j);
+		}
+	}
+	return TAKE_PTR(o);
+}
+
+static int method_register(struct rpc_call *call)
+{
+	struct {
+		uint32_t fd;
+		uint64_t offset;
+		uint64_t length;
+		cJSON *access;
+	} p = {};
+	static const struct json_field fields[] = {
+		{ "fd", JSON_U32, offsetof(__typeof__(p), fd), JSON_MANDATORY },
+		{ "offset", JSON_U64, offsetof(__typeof__(p), offset), 0 },
+		{ "length", JSON_U64, offsetof(__typeof__(p), length), 0 },
+		{ "access", JSON_ARRAY, offsetof(__typeof__(p), access), 0 },
+		{},
+	};
+	struct memfd_import imp = { .fd = -EBADF, .access = REGION_ACCESS_DEFAULT };
+	_cleanup_close_ int fd = -EBADF;
+	struct errinfo err = {};
+	struct region *reg;
+	cJSON *reply;
+	int r;
+
+	r = rpc_params(call, fields, &p);
+	if (r < 0 || (r = parse_access(call, p.access, &imp.access)) < 0)
+		return r;
+	r = rpc_take_fd(call, "fd", p.fd, &fd);
+	if (r < 0)
+		return r;
+
+	imp.fd = fd;
+	imp.offset = p.offset;
+	imp.length = p.length;
+	r = region_import_memfd(call->daemon, call->conn, &imp, &reg, &err);
+	fd = imp.fd;
+	if (r < 0)
+		return err.name ? rpc_error_info(call, &err) : r;
+
+	reply = region_to_json(reg, false);
+	if (!reply) {
+		region_drop_owner(reg);
+		return -ENOMEM;
+	}
+	return rpc_reply(call, reply);
+}
+
+static int method_unregister(struct rpc_call *call)
+{
+	struct {
+		uint64_t region;
+	} p = {};
+	static const struct json_field fields[] = {
+		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
+		{},
+	};
+	struct errinfo err = {};
+	struct region *reg;
+	int r;
+
+	r = rpc_params(call, fields, &p);
+	if (r < 0)
+		return r;
+	r = region_lookup(call->daemon, p.region, call->conn, REGION_ADMIN, &reg, &err);
+	if (r < 0)
+		return rpc_error_info(call, &err);
+	/* In-flight work and leases keep the memory until they finish. */
+	region_drop_owner(reg);
+	region_unref(reg);
+	return rpc_reply(call, NULL);
+}
+
+static int method_share(struct rpc_call *call)
+{
+	struct {
+		uint64_t region;
+		int64_t uid, gid;
+		bool readonly;
+	} p = { .uid = -1, .gid = -1 };
+	static const struct json_field fields[] = {
+		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
+		{ "uid", JSON_INT, offsetof(__typeof__(p), uid), 0 },
+		{ "gid", JSON_INT, offsetof(__typeof__(p), gid), 0 },
+		{ "readonly", JSON_BOOL, offsetof(__typeof__(p), readonly), 0 },
+		{},
+	};
+	struct errinfo err = {};
+	struct region *reg;
+	bool group;
+	int r;
+
+	r = rpc_params(call, fields, &p);
+	if (r < 0)
+		return r;
+	if ((p.uid < 0) == (p.gid < 0))
+		return rpc_invalid_param(call, "uid", "pass exactly one of 'uid' and 'gid'");
+	group = p.gid >= 0;
+	if ((group ? p.gid : p.uid) > UINT32_MAX - 1)
+		return rpc_invalid_param(call, group ? "gid" : "uid",
+					 "parameter '%s' is not a valid id", group ? "gid" : "uid");
+	r = region_lookup(call->daemon, p.region, call->conn, REGION_ADMIN, &reg, &err);
+	if (r < 0)
+		return rpc_error_info(call, &err);
+	r = region_share(reg, group, (uint32_t)(group ? p.gid : p.uid), p.readonly);
+	region_unref(reg);
+	if (r < 0 && r != -EEXIST)
+		return r;
+	return rpc_reply(call, NULL);
+}
+
+struct collect {
+	const struct conn *caller;
+	const struct region **list;
+	size_t n, cap;
+	int error;
+};
+
+static void collect_one(uint64_t id, void *value, void *userdata)
+{
+	struct collect *c = userdata;
+	const struct region *r = value;
+
+	(void)id;
+	if (c->error || r->dead || !region_visible_to(r, c->caller))
+		return;
+	if (c->n == c->cap) {
+		size_t ncap = c->cap ? c->cap * 2 : 16;
+		const struct region **n = reallocarray(c->list, ncap, sizeof(*n));
+
+		if (!n) {
+			c->error = -ENOMEM;
+			return;
+		}
+		c->list = n;
+		c->cap = ncap;
+	}
+	c->list[c->n++] = r;
+}
+
+static int by_id(const void *a, const void *b)
+{
+	const struct region *x = *(const struct region *const *)a;
+	const struct region *y = *(const struct region *const *)b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int method_list_regions(struct rpc_call *call)
+{
+	struct collect c = { .caller = call->conn };
+	_cleanup_json_ cJSON *p = NULL;
+	cJSON *list;
+	int r;
+
+	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
+	if (r < 0)
+		return r;
+	idmap_foreach(&call->daemon->regions, collect_one, &c);
+	if (c.error) {
+		free(c.list);
+		return c.error;
+	}
+	if (c.n > 1)
+		qsort(c.list, c.n, sizeof(*c.list), by_id);
+
+	p = cJSON_CreateObject();
+	list = p ? cJSON_AddArrayToObject(p, "regions") : NULL;
+	for (size_t i = 0; list && i < c.n; i++) {
+		cJSON *o = region_to_json(c.list[i], false);
+
+		if (!o)
+			list = NULL;
+		else
+			cJSON_AddItemToArray(list, o);
+	}
+	free(c.list);
+	if (!list)
+		return -ENOMEM;
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
+static int method_get_region(struct rpc_call *call)
+{
+	struct {
+		uint64_t region;
+	} p = {};
+	static const struct json_field fields[] = {
+		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
+		{},
+	};
+	struct errinfo err = {};
+	struct region *reg;
+	cJSON *o;
+	int r;
+
+	r = rpc_params(call, fields, &p);
+	if (r < 0)
+		return r;
+	r = region_lookup(call->daemon, p.region, call->conn, REGION_READ, &reg, &err);
+	if (r < 0)
+		return rpc_error_info(call, &err);
+	o = region_to_json(reg, true);
+	region_unref(reg);
+	if (!o)
+		return -ENOMEM;
+	return rpc_reply(call, o);
+}
+
+const struct rpc_method rpc_region_methods[] = {
+	{ "io.rdmamemd.Register", method_register, RPC_ACCEPTS_FDS },
+	{ "io.rdmamemd.Unregister", method_unregister, 0 },
+	{ "io.rdmamemd.Share", method_share, 0 },
+	{ "io.rdmamemd.ListRegions", method_list_regions, 0 },
+	{ "io.rdmamemd.GetRegion", method_get_region, 0 },
+	{},
+};

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "lease.h"
+#include "log.h"
+#include "proto/base64.h"
+#include "proto/errors.h"
+#include "region.h"
+#include "rpc.h"
+#include "xfer.h"
+
+static void xfer_acquire_next(struct xfer *x);
+
+/* Moves the bytes. Runs on a pool thread for large transfers: touches
+ * only the mappings (kept alive by references) and x's own buffers. */
+static void xfer_execute(struct xfer *x)
+{
+	switch (x->kind) {
+	case XFER_READ:
+		x->out = malloc(base64_encoded_len(x->length) + 1);
+		if (!x->out) {
+			x->result = -ENOMEM;
+			return;
+		}
+		base64_encode((char *)x->src.region->addr + x->src.offset, x->length, x->out);
+		break;
+	case XFER_WRITE:
+		/* Check everything before the first byte lands. */
+		if (base64_decoded_len(x->text, x->text_len) != (ssize_t)x->length) {
+			x->result = -EINVAL;
+			return;
+		}
+		base64_decode(x->text, x->text_len, (char *)x->dst.region->addr + x->dst.offset);
+		break;
+	case XFER_COPY:
+		/* Both ends may lie in one region and overlap. */
+		memmove((char *)x->dst.region->addr + x->dst.offset,
+			(char *)x->src.region->addr + x->src.offset, x->length);
+		break;
+	}
+	x->result = 0;
+}
+
+static struct daemon *xfer_daemon(const struct xfer *x)
+{
+	return (x->kind == XFER_WRITE ? x->dst.region : x->src.region)->daemon;
+}
+
+static void xfer_release_locks(struct xfer *x)
+{
+	/* Our own requests only; leases stay with their holders. */
+	for (unsigned i = x->n_locks; i-- > 0;) {
+		struct lock_request *req = &x->locks[i].req;
+
+		if (req->held)
+			lock_release(&x->locks[i].region->lock, req);
+		else if (req->waiting)
+			lock_cancel(&x->locks[i].region->lock, req);
+	}
+}
+
+static void xfer_complete(struct xfer *x)
+{
+	timeout_disarm(&xfer_daemon(x)->timeouts, &x->timeout);
+	xfer_release_locks(x);
+	x->done(x);
+}
+
+static void on_work(uv_work_t *w)
+{
+	xfer_execute(container_of(w, struct xfer, work));
+}
+
+static void on_work_done(uv_work_t *w, int status)
+{
+	struct xfer *x = container_of(w, struct xfer, work);
+
+	(void)status;
+	xfer_complete(x);
+}
+
+static void xfer_run(struct xfer *x)
+{
+	struct daemon *d = xfer_daemon(x);
+
+	timeout_disarm(&d->timeouts, &x->timeout);
+	if (x->length <= XFER_INLINE_MAX) {
+		xfer_execute(x);
+		xfer_complete(x);
+		return;
+	}
+	/* Never block the loop with bulk work. */
+	x->on_pool = true;
+	if (uv_queue_work(d->loop, &x->work, on_work, on_work_done) < 0) {
+		x->on_pool = false;
+		x->result = -ENOMEM;
+		xfer_complete(x);
+	}
+}
+
+static void on_lock_granted(struct lock_request *req)
+{
+	struct xfer *x = req->userdata;
+
+	x->n_granted++;
+	xfer_acquire_next(x);
+}
+
+static void xfer_fail_locks(struct xfer *x, int err)
+{
+	x->result = err;
+	if (err == -ETIMEDOUT)
+		errinfo_set(&x->err, RDMAMEM_ERROR_LOCK_TIMEOUT, err,
+			    "region %" PRIu64 " stayed locked (%s, %u waiting) past the timeout",
+			    x->locks[x->n_granted].region->id,
+			    lock_state_to_string(x->locks[x->n_granted].region->lock.state),
+			    x->locks[x->n_granted].region->lock.n_waiters);
+	xfer_complete(x);
+}
+
+static void xfer_acquire_next(struct xfer *x)
+{
+	while (x->n_granted < x->n_locks) {
+		unsigned i = x->n_granted;
+		int r = lock_acquire(&x->locks[i].region->lock, &x->locks[i].req, x->locks[i].mode,
+				     x->try_only, on_lock_granted, x);
+
+		if (r == 0)
+			return;
+		if (r < 0) {
+			xfer_fail_locks(x, -ETIMEDOUT);
+			return;
+		}
+		x->n_granted++;
+	}
+	xfer_run(x);
+}
+
+static void on_timeout(struct timeout *t)
+{
+	struct xfer *x = container_of(t, struct xfer, timeout);
+
+	xfer_fail_locks(x, -ETIMEDOUT);
+}
+
+/* The lease that covers end e (its own, or the other end's on the same region). */
+static struct lease *covering_lease(const struct xfer_end *e, const struct xfer_end *other)
+{
+	if (e->lease)
+		return e->lease;
+	if (other && other->region == e->region)
+		return other->lease;
+	return NULL;
+}
+
+static int check_lease(const struct xfer_end *e, const struct lease *l, struct errinfo *err)
+{
+	if (l->region != e->region)
+		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,
+				   "lease %" PRIu64 " is on region %" PRIu64 ", not on region %" PRIu64,
+				   l->id, l->region->id, e->region->id);
+	if (!lease_is_held(l))
+		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,
+				   "lease %" PRIu64 " is still waiting for its lock", l->id);
+	if (e->write && l->mode == LOCK_SHARED)
+		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,
+				   "lease %" PRIu64 " is shared, which allows reads only; take a "
+				   "disjoint or exclusive lease to write",
+				   l->id);
+	return 0;
+}
+
+static void add_lock(struct xfer *x, struct region *r, enum lock_mode mode)
+{
+	x->locks[x->n_locks].region = r;
+	x->locks[x->n_locks].mode = mode;
+	x->n_locks++;
+}
+
+int xfer_start(struct xfer *x, int64_t timeout_ms)
+{
+	struct xfer_end *ends[2];
+	struct lease *cover[2] = {};
+	unsigned n = 0;
+	int r;
+
+	if (x->kind != XFER_WRITE)
+		ends[n++] = &x->src;
+	if (x->kind != XFER_READ)
+		ends[n++] = &x->dst;
+
+	for (unsigned i = 0; i < n; i++) {
+		cover[i] = covering_lease(ends[i], n == 2 ? ends[1 - i] : NULL);
+		if (ends[i]->lease) {
+			r = check_lease(ends[i], ends[i]->lease, &x->err);
+			if (r < 0)
+				return r;
+		}
+		if (cover[i] && cover[i] != ends[i]->lease) {
+			r = check_lease(ends[i], cover[i], &x->err);
+			if (r < 0)
+				return r;
+		}
+	}
+
+	if (n == 2 && x->src.region == x->dst.region) {
+		if (!cover[0] && !cover[1])
+			/* Reading and writing one region: alone. */
+			add_lock(x, x->src.region, LOCK_EXCLUSIVE);
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			if (!cover[i])
+				add_lock(x, ends[i]->region,
+					 ends[i]->write ? ends[i]->mode : LOCK_SHARED);
+		if (x->n_locks == 2 && x->locks[0].region->id > x->locks[1].region->id) {
+			__typeof__(x->locks[0]) t = x->locks[0];
+
+			x->locks[0] = x->locks[1];
+			x->locks[1] = t;
+		}
+	}
+
+	/* timeout 0: take the locks only if free now. */
+	x->try_only = timeout_ms == 0;
+	if (timeout_ms > 0 && x->n_locks > 0)
+		timeout_arm(&xfer_daemon(x)->timeouts, &x->timeout, (uint64_t)timeout_ms, on_timeout);
+	xfer_acquire_next(x);
+	return 0;
+}
+
+void xfer_cancel(struct xfer *x)
+{
+	if (x->on_pool)
+		return;
+	x->result = -ECANCELED;
+	xfer_complete(x);
+}
+
+void xfer_free(struct xfer *x)
+{
+	if (!x)
+		return;
+	region_unref(x->src.region);
+	region_unref(x->dst.region);
+	lease_unref(x->src.lease);
+	lease_unref(x->dst.lease);
+	free(x->out);
+	errinfo_done(&x->err);
+	free(x);
+}

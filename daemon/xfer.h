@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Transfers: Read, Write and Copy on regions. A transfer takes the access
+ * locks it needs (or runs under the caller's leases), moves the bytes — on
+ * the loop when small, on the libuv thread pool when large — gives the locks
+ * back and lets its caller reply. Locks of two regions are taken in region
+ * id order, so transfers cannot deadlock each other.
+ */
+#ifndef RDMAMEMD_XFER_H
+#define RDMAMEMD_XFER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "errinfo.h"
+#include "lock.h"
+#include "timeout.h"
+
+struct lease;
+struct region;
+struct rpc_call;
+
+/* Transfers up to this size run on the loop; larger ones on the pool. */
+#define XFER_INLINE_MAX (64U * 1024U)
+
+enum xfer_kind {
+	XFER_READ,	/* region → base64 text */
+	XFER_WRITE,	/* base64 text → region */
+	XFER_COPY,	/* region → region */
+};
+
+struct xfer_end {
+	struct region *region;	/* a reference */
+	uint64_t offset;
+	struct lease *lease;	/* a reference, or NULL */
+	bool write;
+	enum lock_mode mode;	/* for writes without a lease */
+};
+
+struct xfer;
+typedef void (*xfer_done_fn)(struct xfer *x);
+
+struct xfer {
+	struct rpc_call *call;
+	enum xfer_kind kind;
+	struct xfer_end src, dst;	/* READ uses src, WRITE dst, COPY both */
+	uint64_t length;
+	const char *text;	/* WRITE: base64 input, owned by the call */
+	size_t text_len;
+	char *out;		/* READ: base64 output */
+	xfer_done_fn done;
+
+	/* The locks this transfer takes itself, in region id order. */
+	struct {
+		struct region *region;
+		enum lock_mode mode;
+		struct lock_request req;
+	} locks[2];
+	unsigned n_locks, n_granted;
+	struct timeout timeout;
+	bool try_only;		/* timeout 0: never queue */
+
+	uv_work_t work;
+	bool on_pool;
+	int result;		/* of the byte moving: 0, -EINVAL bad base64 */
+	struct errinfo err;	/* why it failed, when result < 0 */
+};
+
+/*
+ * Starts x (filled in by the caller, which passes its references to x).
+ * timeout_ms < 0 waits for locks without limit. x->done runs exactly once,
+ * on the loop, after which the caller frees x with xfer_free(). Returns 0,
+ * or a negative errno with x->err set when the transfer cannot start (a
+ * lease that does not allow it); then done does not run.
+ */
+int xfer_start(struct xfer *x, int64_t timeout_ms);
+
+/* Stops a transfer still waiting for locks (its connection went away);
+ * done runs with result -ECANCELED. No effect once the bytes move. */
+void xfer_cancel(struct xfer *x);
+
+void xfer_free(struct xfer *x);
+
+#endif
