@@ -251,10 +251,14 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 
 void conn_call_finished(struct conn *c)
 {
-	c->call = rpc_call_free(c->call);
-	if (c->closed)
-		return;
-	conn_process(c);
+	struct rpc_call *call = TAKE_PTR(c->call);
+
+	/* The call may hold the last reference of a closed connection. */
+	conn_ref(c);
+	rpc_call_free(call);
+	if (!c->closed)
+		conn_process(c);
+	conn_unref(c);
 }
 
 /*

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,13 @@ static void help(void)
 	       "      --max-connections=N    connections from all users (default 4096)\n"
 	       "      --max-connections-per-uid=N\n"
 	       "                             connections from one user (default 1024)\n"
+	       "      --max-regions-per-uid=N\n"
+	       "                             regions one user may register (default 16384)\n"
+	       "      --max-pinned-bytes-per-uid=BYTES\n"
+	       "                             bytes one user may keep in regions\n"
+	       "                             (default: half of physical memory)\n"
+	       "      --read-inline-max=BYTES\n"
+	       "                             largest Read answered inline (default 4194304)\n"
 	       "      --log-level=LEVEL      error, warning, notice, info (default) or debug\n"
 	       "  -d, --debug                same as --log-level=debug\n"
 	       "  -h, --help                 show this help\n"
@@ -47,6 +55,9 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 		ARG_SOCKET_MODE = 0x100,
 		ARG_MAX_CONNECTIONS,
 		ARG_MAX_CONNECTIONS_PER_UID,
+		ARG_MAX_REGIONS_PER_UID,
+		ARG_MAX_PINNED_PER_UID,
+		ARG_READ_INLINE_MAX,
 		ARG_LOG_LEVEL,
 		ARG_VERSION,
 	};
@@ -55,6 +66,9 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 		{ "socket-mode", required_argument, NULL, ARG_SOCKET_MODE },
 		{ "max-connections", required_argument, NULL, ARG_MAX_CONNECTIONS },
 		{ "max-connections-per-uid", required_argument, NULL, ARG_MAX_CONNECTIONS_PER_UID },
+		{ "max-regions-per-uid", required_argument, NULL, ARG_MAX_REGIONS_PER_UID },
+		{ "max-pinned-bytes-per-uid", required_argument, NULL, ARG_MAX_PINNED_PER_UID },
+		{ "read-inline-max", required_argument, NULL, ARG_READ_INLINE_MAX },
 		{ "log-level", required_argument, NULL, ARG_LOG_LEVEL },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -90,6 +104,25 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 				cfg->max_connections = v;
 			else
 				cfg->max_connections_per_uid = v;
+			break;
+		case ARG_MAX_REGIONS_PER_UID:
+		case ARG_MAX_PINNED_PER_UID:
+			if (parse_unsigned(optarg, ULONG_MAX, &v) < 0) {
+				fprintf(stderr, "rdmamemd: %s wants a number\n", argv[optind - 1]);
+				return -EINVAL;
+			}
+			if (c == ARG_MAX_REGIONS_PER_UID)
+				cfg->max_regions_per_uid = v;
+			else
+				cfg->max_pinned_bytes_per_uid = v;
+			break;
+		case ARG_READ_INLINE_MAX:
+			/* Its base64 must fit in one 16 MiB reply. */
+			if (parse_unsigned(optarg, 12UL << 20, &v) < 0 || v == 0) {
+				fprintf(stderr, "rdmamemd: --read-inline-max wants 1 to 12582912\n");
+				return -EINVAL;
+			}
+			cfg->read_inline_max = v;
 			break;
 		case ARG_LOG_LEVEL:
 			r = log_level_from_string(optarg);

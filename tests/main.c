@@ -13,10 +13,13 @@ int main(void)
 	srunner_add_suite(sr, json_suite());
 	srunner_add_suite(sr, varlink_suite());
 	srunner_add_suite(sr, outq_suite());
+	srunner_add_suite(sr, codec_suite());
+	srunner_add_suite(sr, lock_suite());
 	srunner_add_suite(sr, sockpath_suite());
 	srunner_add_suite(sr, daemon_suite());
 	srunner_add_suite(sr, lifecycle_suite());
 	srunner_add_suite(sr, client_suite());
+	srunner_add_suite(sr, regions_suite());
 	srunner_add_suite(sr, cli_suite());
 
 	srunner_run_all(sr, CK_ENV);

@@ -84,5 +84,8 @@ Suite *daemon_suite(void);
 Suite *client_suite(void);
 Suite *cli_suite(void);
 Suite *lifecycle_suite(void);
+Suite *lock_suite(void);
+Suite *codec_suite(void);
+Suite *regions_suite(void);
 
 #endif

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* base64 and the id map. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/idmap.h"
+#include "proto/base64.h"
+#include "testlib.h"
+
+static const struct {
+	const char *raw, *b64;
+} vectors[] = {
+	/* RFC 4648 section 10 */
+	{ "", "" },	    { "f", "Zg==" },	 { "fo", "Zm8=" },	{ "foo", "Zm9v" },
+	{ "foob", "Zm9vYg==" }, { "fooba", "Zm9vYmE=" }, { "foobar", "Zm9vYmFy" },
+};
+
+START_TEST(test_base64_vectors)
+{
+	char out[64], back[64];
+	size_t n = strlen(vectors[_i].raw);
+
+	ck_assert_uint_eq(base64_encoded_len(n), strlen(vectors[_i].b64));
+	base64_encode(vectors[_i].raw, n, out);
+	ck_assert_str_eq(out, vectors[_i].b64);
+	ck_assert_int_eq(base64_decoded_len(out, strlen(out)), (ssize_t)n);
+	base64_decode(out, strlen(out), back);
+	ck_assert_int_eq(memcmp(back, vectors[_i].raw, n), 0);
+}
+END_TEST
+
+START_TEST(test_base64_roundtrip_binary)
+{
+	unsigned char raw[1000], back[1000];
+	char *text = malloc(base64_encoded_len(sizeof(raw)) + 1);
+
+	for (size_t i = 0; i < sizeof(raw); i++)
+		raw[i] = (unsigned char)(i * 131 + 7);
+	for (size_t n = 0; n < sizeof(raw); n += 37) {
+		base64_encode(raw, n, text);
+		ck_assert_int_eq(base64_decoded_len(text, strlen(text)), (ssize_t)n);
+		memset(back, 0, sizeof(back));
+		base64_decode(text, strlen(text), back);
+		ck_assert_int_eq(memcmp(raw, back, n), 0);
+	}
+	free(text);
+}
+END_TEST
+
+START_TEST(test_base64_rejects)
+{
+	static const char *const bad[] = {
+		"Zg=", "Zg", "Z===", "Zm9v!A==", "Zm 9v", "Zh==", /* non-zero padding bits */
+		"Zm9=", "====", "Zm9vYg=A", "Zm\n9v",
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		ck_assert_msg(base64_decoded_len(bad[i], strlen(bad[i])) == -EINVAL, "'%s' accepted",
+			      bad[i]);
+}
+END_TEST
+
+static void count_entry(uint64_t id, void *value, void *userdata)
+{
+	ck_assert_uint_eq(id, (uint64_t)(uintptr_t)value);
+	(*(size_t *)userdata)++;
+}
+
+START_TEST(test_idmap)
+{
+	struct idmap m;
+	size_t n = 0;
+
+	idmap_init(&m);
+	ck_assert_ptr_null(idmap_get(&m, 1));
+	ck_assert_ptr_null(idmap_remove(&m, 1));
+	for (uint64_t i = 1; i <= 5000; i++)
+		ck_assert_int_eq(idmap_put(&m, i, (void *)(uintptr_t)i), 0);
+	ck_assert_int_eq(idmap_put(&m, 77, (void *)1), -EEXIST);
+	ck_assert_uint_eq(m.n_entries, 5000);
+	for (uint64_t i = 1; i <= 5000; i++)
+		ck_assert_ptr_eq(idmap_get(&m, i), (void *)(uintptr_t)i);
+	for (uint64_t i = 1; i <= 5000; i += 2)
+		ck_assert_ptr_eq(idmap_remove(&m, i), (void *)(uintptr_t)i);
+	ck_assert_uint_eq(m.n_entries, 2500);
+	ck_assert_ptr_null(idmap_get(&m, 4999));
+	ck_assert_ptr_eq(idmap_get(&m, 5000), (void *)(uintptr_t)5000);
+	ck_assert_int_eq(idmap_put(&m, UINT64_MAX, (void *)(uintptr_t)UINT64_MAX), 0);
+	idmap_foreach(&m, count_entry, &n);
+	ck_assert_uint_eq(n, 2501);
+	idmap_done(&m);
+}
+END_TEST
+
+Suite *codec_suite(void)
+{
+	Suite *s = suite_create("codec");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_loop_test(tc, test_base64_vectors, 0, ELEMENTSOF(vectors));
+	tcase_add_test(tc, test_base64_roundtrip_binary);
+	tcase_add_test(tc, test_base64_rejects);
+	tcase_add_test(tc, test_idmap);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,1125 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Host memory regions end to end: a real daemon, several client processes
+ * (some under another uid), librdmamem and raw Varlink where the test needs
+ * to see a call that has not been answered yet.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "rdmamem.h"
+#include "testlib.h"
+
+#define OTHER_UID 65534
+#define OTHER_GID 65534
+
+static struct test_daemon td;
+
+static void start_with(const char *const *extra)
+{
+	const char *args[16] = { "--socket-mode", "0666" };
+	size_t n = 2;
+
+	for (; extra && *extra; extra++)
+		args[n++] = *extra;
+	args[n] = NULL;
+	test_daemon_start(&td, args);
+}
+
+static void setup(void)
+{
+	start_with(NULL);
+}
+
+static void teardown(void)
+{
+	test_daemon_stop(&td);
+}
+
+static struct rdmamem_client *client(void)
+{
+	struct rdmamem_client *c = NULL;
+
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+	return c;
+}
+
+/* A sealed memfd of size bytes, mapped; filled with byte fill. */
+static int memfd_of(size_t size, int fill, void **ret_addr)
+{
+	void *addr;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("test", size, &fd, &addr), 0);
+	memset(addr, fill, size);
+	if (ret_addr)
+		*ret_addr = addr;
+	else
+		munmap(addr, size);
+	return fd;
+}
+
+static uint64_t register_new(struct rdmamem_client *c, size_t size, int fill)
+{
+	uint64_t id;
+	int fd = memfd_of(size, fill, NULL);
+
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
+	close(fd);
+	return id;
+}
+
+/* Runs fn in a child as OTHER_UID; returns fn's exit code. */
+static int as_other_user(int (*fn)(void *arg), void *arg)
+{
+	pid_t pid = fork();
+	int status;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setgid(OTHER_GID) < 0 || setuid(OTHER_UID) < 0)
+			_exit(99);
+		_exit(fn(arg));
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+/* Mappings of client memfds in the daemon: what regions keep alive. */
+static int daemon_memfd_maps(void)
+{
+	char path[64], line[512];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)td.pid);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "/memfd:"))
+			n++;
+	fclose(f);
+	return n;
+}
+
+static uint64_t status_field(const char *name)
+{
+	struct rdmamem_client *c = client();
+	char *reply = NULL;
+	cJSON *root, *item;
+	uint64_t v = 0;
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetStatus", NULL, NULL, 0, &reply, NULL, NULL),
+			 0);
+	root = cJSON_Parse(reply);
+	item = cJSON_GetObjectItem(root, name);
+	if (cJSON_IsNumber(item))
+		v = (uint64_t)item->valuedouble;
+	else
+		ck_assert_int_eq(json_to_u64(item, &v), 0);
+	cJSON_Delete(root);
+	free(reply);
+	rdmamem_client_close(c);
+	return v;
+}
+
+/* GetRegion as a parsed tree. */
+static cJSON *get_region(struct rdmamem_client *c, uint64_t id)
+{
+	char params[64], *reply = NULL;
+	cJSON *root;
+
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\"}", (unsigned long long)id);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetRegion", params, NULL, 0, &reply, NULL,
+				      NULL),
+			 0);
+	root = cJSON_Parse(reply);
+	free(reply);
+	return root;
+}
+
+static int lock_count(struct rdmamem_client *c, uint64_t id, const char *what)
+{
+	cJSON *r = get_region(c, id);
+	int v = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "leases"), what)->valueint;
+
+	cJSON_Delete(r);
+	return v;
+}
+
+static void wait_for(bool (*cond)(void), const char *what)
+{
+	for (int i = 0; i < 500; i++) {
+		if (cond())
+			return;
+		usleep(10000);
+	}
+	ck_abort_msg("timed out waiting for %s", what);
+}
+
+/* Register a region, write, read back, copy, unregister. */
+START_TEST(test_register_write_read_copy)
+{
+	struct rdmamem_client *c = client();
+	char buf[64], *big = malloc(3 << 20), *back = malloc(3 << 20);
+	uint64_t a, b;
+	void *addr;
+	int fd = memfd_of(8 << 20, 0, &addr);
+
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &a), 0);
+	/* A second region over part of the same memfd: a region of its own. */
+	ck_assert_int_eq(rdmamem_register(c, fd, 4 << 20, 4 << 20, &b), 0);
+	ck_assert_uint_gt(b, a);
+
+	ck_assert_int_eq(rdmamem_write(c, a, 13, "hello, region", 13, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	/* The client's own mapping sees the daemon's write... */
+	ck_assert_int_eq(memcmp((char *)addr + 13, "hello, region", 13), 0);
+	/* ...and the daemon sees the client's. */
+	memcpy((char *)addr + 100, "XYZ", 3);
+	ck_assert_int_eq(rdmamem_read(c, a, 99, buf, 5, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "\0XYZ\0", 5), 0);
+
+	/* Large transfers: chunked by the library, pool-side in the daemon. */
+	for (size_t i = 0; i < (3u << 20); i++)
+		big[i] = (char)(i * 7 + i / 4096);
+	ck_assert_int_eq(rdmamem_write(c, a, 1000, big, 3 << 20, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	ck_assert_int_eq(rdmamem_read(c, a, 1000, back, 3 << 20, 0), 0);
+	ck_assert_int_eq(memcmp(big, back, 3 << 20), 0);
+
+	/* Copy from region a into region b (bytes 4 MiB + x of the file). */
+	{
+		struct rdmamem_copy cp = { .from_region = a, .from_offset = 1000, .to_region = b,
+					   .to_offset = 12345, .length = 2 << 20,
+					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+		ck_assert_int_eq(memcmp((char *)addr + (4 << 20) + 12345, big, 2 << 20), 0);
+	}
+	/* Overlapping copy inside one region behaves like memmove. */
+	{
+		struct rdmamem_copy cp = { .from_region = a, .from_offset = 1000, .to_region = a,
+					   .to_offset = 1001, .length = 100000,
+					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+		ck_assert_int_eq(memcmp((char *)addr + 1001, big, 100000), 0);
+	}
+
+	ck_assert_uint_eq(status_field("regions"), 2);
+	ck_assert_uint_eq(status_field("pinned_bytes"), 12 << 20);
+	ck_assert_int_eq(rdmamem_unregister(c, a), 0);
+	ck_assert_int_eq(rdmamem_read(c, a, 0, buf, 1, 0), -ENOENT);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_NO_SUCH_REGION);
+	ck_assert_int_eq(rdmamem_unregister(c, a), -ENOENT);
+	ck_assert_uint_eq(status_field("regions"), 1);
+
+	munmap(addr, 8 << 20);
+	close(fd);
+	free(big);
+	free(back);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* The daemon's mapping keeps the memory: the client may drop its own. */
+START_TEST(test_keepalive)
+{
+	struct rdmamem_client *c = client();
+	char buf[4];
+	uint64_t id;
+	void *addr;
+	int fd = memfd_of(4096, 'k', &addr);
+
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
+	munmap(addr, 4096);
+	close(fd);
+	ck_assert_int_eq(rdmamem_read(c, id, 4092, buf, 4, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "kkkk", 4), 0);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+static int raw_register(int sock, int fd, const char *params, cJSON **ret)
+{
+	char msg[512];
+	char *text;
+
+	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Register\",\"parameters\":%s}", params);
+	test_send_msg(sock, msg, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
+	ck_assert_int_gt(test_recv_msg(sock, &text, 5000), 0);
+	*ret = cJSON_Parse(text);
+	free(text);
+	return 0;
+}
+
+static void expect_register_error(int sock, int fd, const char *params, const char *error)
+{
+	cJSON *reply;
+
+	raw_register(sock, fd, params, &reply);
+	ck_assert_msg(test_reply_error(reply) && strcmp(test_reply_error(reply), error) == 0,
+		      "%s: expected %s, got %s", params, error, cJSON_PrintUnformatted(reply));
+	/* Every rejection says what to do. */
+	ck_assert_int_gt(strlen(cJSON_GetObjectItem(cJSON_GetObjectItem(reply, "parameters"),
+						    "message")
+				     ->valuestring),
+			 20);
+	cJSON_Delete(reply);
+}
+
+START_TEST(test_register_rejections)
+{
+	int sock = test_connect(td.socket), before, pipefd[2], sp[2];
+	int unsealed, sealed, empty, dir, zero, file;
+	char path[128];
+
+	test_assert_serving_fd(sock);
+	before = test_count_fds(td.pid);
+
+	ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	zero = open("/dev/zero", O_RDWR | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/plain", td.dir);
+	file = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ck_assert_int_eq(ftruncate(file, 4096), 0);
+	unsealed = memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_eq(ftruncate(unsealed, 4096), 0);
+	/* Sealed against growth only: shrinking is what crashes mappers. */
+	ck_assert_int_eq(fcntl(unsealed, F_ADD_SEALS, F_SEAL_GROW), 0);
+	sealed = memfd_of(4096, 0, NULL);
+	ck_assert_int_eq(rdmamem_memfd_create("x", 1, &empty, NULL), 0);
+
+	expect_register_error(sock, pipefd[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_error(sock, sp[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_error(sock, dir, "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_error(sock, zero, "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	/* A regular file: on tmpfs it cannot take seals, elsewhere no seals
+	 * at all; either way the daemon refuses it by name. */
+	{
+		cJSON *reply;
+		const char *e;
+
+		raw_register(sock, file, "{\"fd\":0}", &reply);
+		e = test_reply_error(reply);
+		ck_assert(e && (strcmp(e, RDMAMEM_ERROR_NOT_A_MEMFD) == 0 ||
+				strcmp(e, RDMAMEM_ERROR_MISSING_SEAL) == 0));
+		cJSON_Delete(reply);
+	}
+	expect_register_error(sock, unsealed, "{\"fd\":0}", RDMAMEM_ERROR_MISSING_SEAL);
+	expect_register_error(sock, sealed, "{\"fd\":0,\"offset\":\"4097\"}",
+			      RDMAMEM_ERROR_OUT_OF_RANGE);
+	expect_register_error(sock, sealed, "{\"fd\":0,\"offset\":\"1\",\"length\":\"4096\"}",
+			      RDMAMEM_ERROR_OUT_OF_RANGE);
+	expect_register_error(sock, sealed,
+			      "{\"fd\":0,\"offset\":\"18446744073709551615\",\"length\":\"2\"}",
+			      RDMAMEM_ERROR_OUT_OF_RANGE);
+	expect_register_error(sock, sealed, "{\"fd\":0,\"offset\":\"4096\"}",
+			      VARLINK_ERROR_INVALID_PARAMETER);
+	expect_register_error(sock, sealed, "{\"fd\":1}", VARLINK_ERROR_INVALID_PARAMETER);
+	expect_register_error(sock, -1, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER);
+	expect_register_error(sock, sealed, "{}", VARLINK_ERROR_INVALID_PARAMETER);
+	expect_register_error(sock, sealed, "{\"fd\":0,\"access\":[\"everything\"]}",
+			      VARLINK_ERROR_INVALID_PARAMETER);
+	expect_register_error(sock, sealed, "{\"fd\":0,\"length\":-5}",
+			      VARLINK_ERROR_INVALID_PARAMETER);
+	/* An empty memfd: sizing it is the client's job. */
+	ck_assert_int_eq(close(empty), 0);
+	empty = memfd_create("empty", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_eq(fcntl(empty, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	expect_register_error(sock, empty, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER);
+
+	/* Nothing was kept: not the fds, not a region. */
+	ck_assert_int_eq(test_count_fds(td.pid), before);
+	ck_assert_uint_eq(status_field("regions"), 0);
+
+	close_many((int[]){ pipefd[0], pipefd[1], sp[0], sp[1], dir, zero, file, unsealed, sealed,
+			    empty },
+		   10);
+	close(sock);
+}
+END_TEST
+
+/* A memfd sealed against writes is registered read-only. */
+START_TEST(test_read_only_region)
+{
+	struct rdmamem_client *c = client();
+	uint64_t id;
+	char buf[3];
+	int fd;
+
+	fd = memfd_create("ro", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_eq(pwrite(fd, "abc", 3, 0), 3);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
+	ck_assert_int_eq(rdmamem_read(c, id, 0, buf, 3, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "abc", 3), 0);
+	ck_assert_int_eq(rdmamem_write(c, id, 0, "x", 1, RDMAMEM_LOCK_EXCLUSIVE, 0), -EROFS);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_READ_ONLY);
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+START_TEST(test_bounds)
+{
+	struct rdmamem_client *c = client();
+	uint64_t id = register_new(c, 4096, 0), other = register_new(c, 100, 0);
+	char buf[16];
+	char *reply = NULL;
+
+	ck_assert_int_eq(rdmamem_read(c, id, 4090, buf, 7, 0), -ERANGE);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_OUT_OF_RANGE);
+	ck_assert_int_eq(rdmamem_read(c, id, 4096, buf, 0, 0), 0);
+	ck_assert_int_eq(rdmamem_write(c, id, 4095, "ab", 2, RDMAMEM_LOCK_EXCLUSIVE, 0), -ERANGE);
+	ck_assert_int_eq(rdmamem_read(c, id, UINT64_MAX, buf, 2, 0), -EINVAL);
+	{
+		char params[160];
+
+		/* Offset + length wraps around 2^64: refused, not wrapped. */
+		snprintf(params, sizeof(params),
+			 "{\"region\":\"%llu\",\"offset\":\"18446744073709551615\",\"length\":\"2\"}",
+			 (unsigned long long)id);
+		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Read", params, NULL, 0, NULL, NULL,
+					      NULL),
+				 -ERANGE);
+	}
+	{
+		struct rdmamem_copy cp = { .from_region = id, .to_region = other, .length = 101,
+					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		ck_assert_int_eq(rdmamem_copy(c, &cp), -ERANGE);
+		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "destination"));
+	}
+	/* Bad base64 is refused before a byte lands. */
+	{
+		char params[160];
+
+		snprintf(params, sizeof(params),
+			 "{\"region\":\"%llu\",\"data\":\"QUJD!EVG\"}", (unsigned long long)id);
+		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Write", params, NULL, 0, &reply, NULL,
+					      NULL),
+				 -EINVAL);
+		ck_assert_ptr_nonnull(strstr(reply, "\"parameter\":\"data\""));
+		free(reply);
+		ck_assert_int_eq(rdmamem_read(c, id, 0, buf, 6, 0), 0);
+		ck_assert_int_eq(memcmp(buf, "\0\0\0\0\0\0", 6), 0);
+	}
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Read answers at most --read-inline-max bytes; the library splits. */
+START_TEST(test_inline_limit)
+{
+	const char *extra[] = { "--read-inline-max", "65536", NULL };
+	struct rdmamem_client *c;
+	char params[128], *buf = malloc(2 << 20);
+	uint64_t id;
+
+	test_daemon_stop(&td);
+	start_with(extra);
+	c = client();
+	id = register_new(c, 2 << 20, 'q');
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"length\":\"65537\"}",
+		 (unsigned long long)id);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Read", params, NULL, 0, NULL, NULL, NULL),
+			 -E2BIG);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_TRANSFER_TOO_LARGE);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "65536"));
+	rdmamem_client_close(c);
+	free(buf);
+}
+END_TEST
+
+struct share_args {
+	const char *socket;
+	uint64_t region;
+	int expect_read;	/* errno expected from a read, 0 for success */
+	int expect_write;
+	char expect_byte;
+};
+
+static int other_user_access(void *arg)
+{
+	struct share_args *a = arg;
+	struct rdmamem_client *c = NULL;
+	char buf[8];
+	uint64_t lease;
+	int r;
+
+	if (rdmamem_client_connect(a->socket, &c) < 0)
+		return 10;
+	r = rdmamem_read(c, a->region, 0, buf, sizeof(buf), 0);
+	if (r != a->expect_read)
+		return 11;
+	if (r == 0 && buf[0] != a->expect_byte)
+		return 12;
+	if (r == -EACCES && strcmp(rdmamem_client_error_name(c), RDMAMEM_ERROR_PERMISSION_DENIED))
+		return 13;
+	/* No hint of what exists: the message names neither owner nor size. */
+	if (r == -EACCES && (strstr(rdmamem_client_error_message(c), "bytes") ||
+			     strstr(rdmamem_client_error_message(c), "uid 0")))
+		return 14;
+	if (rdmamem_write(c, a->region, 0, "w", 1, RDMAMEM_LOCK_EXCLUSIVE, 0) != a->expect_write)
+		return 15;
+	/* Only the owner may unregister or share. */
+	r = rdmamem_unregister(c, a->region);
+	if (r != -EACCES)
+		return 16;
+	if (rdmamem_share(c, a->region, OTHER_UID, 0) != -EACCES)
+		return 17;
+	/* Shared read-only: shared leases yes, write leases no. */
+	if (a->expect_read == 0 && a->expect_write == -EACCES) {
+		if (rdmamem_lock(c, a->region, RDMAMEM_LOCK_EXCLUSIVE, 0, &lease) != -EACCES)
+			return 18;
+		if (rdmamem_lock(c, a->region, RDMAMEM_LOCK_SHARED, 0, &lease) != 0)
+			return 19;
+	}
+	rdmamem_client_close(c);
+	return 0;
+}
+
+static int other_user_lists(void *arg)
+{
+	struct share_args *a = arg;
+	struct rdmamem_client *c = NULL;
+	char *reply = NULL;
+	int r;
+
+	if (rdmamem_client_connect(a->socket, &c) < 0)
+		return 10;
+	if (rdmamem_call(c, "io.rdmamemd.ListRegions", NULL, NULL, 0, &reply, NULL, NULL) < 0)
+		return 11;
+	/* Only the regions shared with this user show. */
+	r = a->expect_read == 0 ? !strstr(reply, "\"region\":") : !!strstr(reply, "\"region\":");
+	free(reply);
+	rdmamem_client_close(c);
+	return r ? 12 : 0;
+}
+
+START_TEST(test_permissions_and_sharing)
+{
+	struct rdmamem_client *c = client();
+	uint64_t id = register_new(c, 4096, 's');
+	struct share_args a = { .socket = td.socket, .region = id, .expect_byte = 's' };
+
+	/* Not shared: nothing. */
+	a.expect_read = -EACCES;
+	a.expect_write = -EACCES;
+	ck_assert_int_eq(as_other_user(other_user_access, &a), 0);
+	ck_assert_int_eq(as_other_user(other_user_lists, &a), 0);
+
+	/* Read-only share. */
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_UID, RDMAMEM_SHARE_READONLY), 0);
+	a.expect_read = 0;
+	ck_assert_int_eq(as_other_user(other_user_access, &a), 0);
+	ck_assert_int_eq(as_other_user(other_user_lists, &a), 0);
+
+	/* Read-write share by group: the other user writes, the owner reads it. */
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_GID, RDMAMEM_SHARE_GROUP), 0);
+	a.expect_write = 0;
+	ck_assert_int_eq(as_other_user(other_user_access, &a), 0);
+	{
+		char b;
+
+		ck_assert_int_eq(rdmamem_read(c, id, 0, &b, 1, 0), 0);
+		ck_assert_int_eq(b, 'w');
+	}
+	ck_assert_int_eq(rdmamem_share(c, id, 1, RDMAMEM_SHARE_READONLY | 0x80), -EINVAL);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+START_TEST(test_quotas)
+{
+	const char *extra[] = { "--max-regions-per-uid", "2", "--max-pinned-bytes-per-uid",
+				"1048576", NULL };
+	struct rdmamem_client *c;
+	char *reply = NULL;
+	cJSON *root;
+	uint64_t id;
+	int fd;
+
+	test_daemon_stop(&td);
+	start_with(extra);
+	c = client();
+	register_new(c, 4096, 0);
+	fd = memfd_of(1048576, 0, NULL);
+	/* Bytes: 4096 + 1 MiB is over 1 MiB. */
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), -EDQUOT);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_QUOTA_EXCEEDED);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "1048576"));
+	/* The reply carries the numbers. */
+	{
+		char params[32];
+
+		snprintf(params, sizeof(params), "{\"fd\":0}");
+		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", params, &fd, 1, &reply,
+					      NULL, NULL),
+				 -EDQUOT);
+		root = cJSON_Parse(reply);
+		ck_assert_str_eq(cJSON_GetObjectItem(root, "quota")->valuestring, "pinned_bytes");
+		ck_assert_str_eq(cJSON_GetObjectItem(root, "limit")->valuestring, "1048576");
+		ck_assert_str_eq(cJSON_GetObjectItem(root, "used")->valuestring, "4096");
+		ck_assert_str_eq(cJSON_GetObjectItem(root, "requested")->valuestring, "1048576");
+		cJSON_Delete(root);
+		free(reply);
+	}
+	/* Count: a second small one fits, a third does not. */
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 4096, &id), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 4096, &id), -EDQUOT);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "regions"));
+	/* Unregistering gives the quota back. */
+	ck_assert_int_eq(rdmamem_unregister(c, id), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 4096, &id), 0);
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Raw Lock call without waiting for its answer. */
+static int send_lock(uint64_t region, const char *mode, int timeout_ms)
+{
+	char msg[256];
+	int s = test_connect(td.socket);
+
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
+		 "\"mode\":\"%s\",\"timeout_ms\":%d}}",
+		 (unsigned long long)region, mode, timeout_ms);
+	test_send_msg(s, msg, NULL, 0);
+	return s;
+}
+
+/* The reply to a Lock sent with send_lock: the lease id, or 0 with *error. */
+static uint64_t lock_reply(int s, int timeout_ms, const char **error)
+{
+	static char name[128];
+	char *text;
+	cJSON *r;
+	uint64_t lease = 0;
+	ssize_t n = test_recv_msg(s, &text, timeout_ms);
+
+	if (n == -ETIMEDOUT) {
+		*error = "(no reply yet)";
+		return 0;
+	}
+	ck_assert_int_gt(n, 0);
+	r = cJSON_Parse(text);
+	free(text);
+	if (test_reply_error(r)) {
+		snprintf(name, sizeof(name), "%s", test_reply_error(r));
+		*error = name;
+	} else {
+		ck_assert_int_eq(json_parse_u64(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
+								    "lease")
+							->valuestring,
+						&lease),
+				 0);
+		*error = NULL;
+	}
+	cJSON_Delete(r);
+	return lease;
+}
+
+static void unlock_raw(int s, uint64_t lease)
+{
+	char msg[128];
+	cJSON *r;
+
+	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Unlock\",\"parameters\":{\"lease\":\"%llu\"}}",
+		 (unsigned long long)lease);
+	r = test_call(s, msg);
+	ck_assert_ptr_null(test_reply_error(r));
+	cJSON_Delete(r);
+}
+
+/* An exclusive waiter gets in while readers keep arriving. */
+START_TEST(test_fifo_fairness)
+{
+	struct rdmamem_client *c = client();
+	uint64_t id = register_new(c, 4096, 0), l1, lw;
+	int reader1, writer, late[3];
+	const char *err;
+
+	reader1 = send_lock(id, "shared", -1);
+	l1 = lock_reply(reader1, 5000, &err);
+	ck_assert_ptr_null(err);
+
+	writer = send_lock(id, "exclusive", -1);
+	ck_assert_uint_eq(lock_reply(writer, 200, &err), 0);
+	ck_assert_str_eq(err, "(no reply yet)");
+
+	/* Readers arriving now would be compatible with the holder, but the
+	 * writer came first: they wait. */
+	for (int i = 0; i < 3; i++) {
+		late[i] = send_lock(id, "shared", -1);
+		ck_assert_uint_eq(lock_reply(late[i], 100, &err), 0);
+		ck_assert_str_eq(err, "(no reply yet)");
+	}
+	ck_assert_int_eq(lock_count(c, id, "held"), 1);
+	ck_assert_int_eq(lock_count(c, id, "waiting"), 4);
+
+	unlock_raw(reader1, l1);
+	lw = lock_reply(writer, 5000, &err);
+	ck_assert_ptr_null(err);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_eq(lock_reply(late[i], 100, &err), 0);
+		ck_assert_str_eq(err, "(no reply yet)");
+	}
+
+	/* The writer leaves: all three readers go in together. */
+	unlock_raw(writer, lw);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_uint_gt(lock_reply(late[i], 5000, &err), 0);
+		ck_assert_ptr_null(err);
+	}
+	ck_assert_int_eq(lock_count(c, id, "held"), 3);
+	for (int i = 0; i < 3; i++)
+		close(late[i]);
+	close(reader1);
+	close(writer);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+static uint64_t watched_region;
+static struct rdmamem_client *watcher;
+
+static bool no_leases(void)
+{
+	return lock_count(watcher, watched_region, "held") == 0 &&
+	       lock_count(watcher, watched_region, "waiting") == 0;
+}
+
+/* Held and waiting leases go with their connection; timeouts answer. */
+START_TEST(test_lease_release_and_timeout)
+{
+	struct rdmamem_client *c = client();
+	uint64_t id = register_new(c, 4096, 0), lease;
+	int holder, waiter, timed;
+	const char *err;
+	struct timespec t0, t1;
+
+	watcher = c;
+	watched_region = id;
+	holder = send_lock(id, "exclusive", -1);
+	ck_assert_uint_gt(lock_reply(holder, 5000, &err), 0);
+	waiter = send_lock(id, "disjoint", -1);
+	ck_assert_uint_eq(lock_reply(waiter, 100, &err), 0);
+
+	/* Timeout: answered with LockTimeout, no lease left behind. */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	timed = send_lock(id, "shared", 300);
+	ck_assert_uint_eq(lock_reply(timed, 5000, &err), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_str_eq(err, RDMAMEM_ERROR_LOCK_TIMEOUT);
+	ck_assert_int_ge((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 290);
+	ck_assert_int_eq(lock_count(c, id, "waiting"), 1);
+	/* timeout 0 does not wait at all. */
+	ck_assert_int_eq(rdmamem_lock(c, id, RDMAMEM_LOCK_SHARED, 0, &lease), -ETIMEDOUT);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_LOCK_TIMEOUT);
+
+	/* The holder hangs up: the waiter gets the lock. */
+	close(holder);
+	ck_assert_uint_gt(lock_reply(waiter, 5000, &err), 0);
+	ck_assert_ptr_null(err);
+
+	/* A waiter hangs up while waiting: its place in the queue goes. */
+	holder = send_lock(id, "exclusive", -1);
+	ck_assert_uint_eq(lock_reply(holder, 100, &err), 0);
+	ck_assert_int_eq(lock_count(c, id, "waiting"), 1);
+	close(holder);
+	close(waiter);
+	wait_for(no_leases, "the leases of closed connections to go");
+
+	/* Leases are per connection: another one cannot unlock them. */
+	ck_assert_int_eq(rdmamem_lock(c, id, RDMAMEM_LOCK_SHARED, -1, &lease), 0);
+	{
+		struct rdmamem_client *other = client();
+
+		ck_assert_int_eq(rdmamem_unlock(other, lease), -ENOENT);
+		ck_assert_str_eq(rdmamem_client_error_name(other), RDMAMEM_ERROR_NO_SUCH_LEASE);
+		ck_assert_int_eq(rdmamem_unlock(other, 999999), -ENOENT);
+		rdmamem_client_close(other);
+	}
+	ck_assert_int_eq(rdmamem_unlock(c, lease), 0);
+	ck_assert_int_eq(rdmamem_unlock(c, lease), -ENOENT);
+	close(timed);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* A lease holder's own operations run under the lease instead of
+ * queueing behind it; the lease's mode bounds what they may do. */
+START_TEST(test_operations_under_lease)
+{
+	struct rdmamem_client *c = client(), *other = client();
+	uint64_t a = register_new(c, 1 << 20, 'a'), b = register_new(c, 1 << 20, 'b');
+	uint64_t la, lb, ls;
+	char buf[4];
+
+	ck_assert_int_eq(rdmamem_lock(c, a, RDMAMEM_LOCK_EXCLUSIVE, -1, &la), 0);
+	ck_assert_int_eq(rdmamem_write(c, a, 0, "AAAA", 4, RDMAMEM_LOCK_EXCLUSIVE, la), 0);
+	ck_assert_int_eq(rdmamem_read(c, a, 0, buf, 4, la), 0);
+	/* Without the lease, the holder's own write would wait: bounded here. */
+	{
+		char params[128];
+
+		snprintf(params, sizeof(params),
+			 "{\"region\":\"%llu\",\"length\":\"4\",\"timeout_ms\":100}",
+			 (unsigned long long)a);
+		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Read", params, NULL, 0, NULL, NULL,
+					      NULL),
+				 -ETIMEDOUT);
+	}
+	/* Others wait too. */
+	{
+		char params[128];
+
+		snprintf(params, sizeof(params),
+			 "{\"region\":\"%llu\",\"length\":\"4\",\"timeout_ms\":100}",
+			 (unsigned long long)a);
+		ck_assert_int_eq(rdmamem_call(other, "io.rdmamemd.Read", params, NULL, 0, NULL,
+					      NULL, NULL),
+				 -ETIMEDOUT);
+	}
+	/* A lease on one region does not cover another... */
+	ck_assert_int_eq(rdmamem_read(c, b, 0, buf, 4, la), -EBUSY);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_LEASE_CONFLICT);
+	/* ...and a shared lease allows no writes. */
+	ck_assert_int_eq(rdmamem_lock(c, b, RDMAMEM_LOCK_SHARED, -1, &ls), 0);
+	ck_assert_int_eq(rdmamem_write(c, b, 0, "x", 1, RDMAMEM_LOCK_EXCLUSIVE, ls), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "reads only"));
+	/* Copy b (shared lease) → a (exclusive lease). */
+	{
+		struct rdmamem_copy cp = { .from_region = b, .from_lease = ls, .to_region = a,
+					   .to_offset = 2, .length = 2, .to_lease = la,
+					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+		ck_assert_int_eq(rdmamem_read(c, a, 0, buf, 4, la), 0);
+		ck_assert_int_eq(memcmp(buf, "AAbb", 4), 0);
+	}
+	/* The other connection's leases are not ours to use. */
+	ck_assert_int_eq(rdmamem_read(other, a, 0, buf, 4, la), -ENOENT);
+	ck_assert_int_eq(rdmamem_unlock(c, la), 0);
+	ck_assert_int_eq(rdmamem_read(other, a, 0, buf, 4, 0), 0);
+	ck_assert_int_eq(rdmamem_lock(c, b, RDMAMEM_LOCK_SHARED, -1, &lb), 0);
+	rdmamem_client_close(other);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/*
+ * Readers never see a torn write: a writer keeps rewriting the whole region
+ * with one byte value and a checksum while readers check every byte.
+ */
+#define TORN_SIZE (1U << 20)
+
+static int torn_writer(const char *socket, uint64_t id, int rounds)
+{
+	struct rdmamem_client *c = NULL;
+	unsigned char *buf = malloc(TORN_SIZE);
+
+	if (rdmamem_client_connect(socket, &c) < 0)
+		return 20;
+	for (int i = 0; i < rounds; i++) {
+		memset(buf, (unsigned char)(i + 1), TORN_SIZE);
+		if (rdmamem_write(c, id, 0, buf, TORN_SIZE, RDMAMEM_LOCK_EXCLUSIVE, 0) < 0)
+			return 21;
+	}
+	rdmamem_client_close(c);
+	free(buf);
+	return 0;
+}
+
+static int torn_reader(const char *socket, uint64_t id, int rounds)
+{
+	struct rdmamem_client *c = NULL;
+	unsigned char *buf = malloc(TORN_SIZE);
+	int changes = 0, last = -1;
+
+	if (rdmamem_client_connect(socket, &c) < 0)
+		return 30;
+	for (int i = 0; i < rounds; i++) {
+		if (rdmamem_read(c, id, 0, buf, TORN_SIZE, 0) < 0)
+			return 31;
+		for (size_t k = 1; k < TORN_SIZE; k++)
+			if (buf[k] != buf[0])
+				return 32;	/* torn */
+		if (buf[0] != last)
+			changes++;
+		last = buf[0];
+	}
+	rdmamem_client_close(c);
+	free(buf);
+	/* The reader saw the writer's progress, not one frozen value. */
+	return changes > 1 ? 0 : 33;
+}
+
+START_TEST(test_no_torn_reads)
+{
+	struct rdmamem_client *c = client();
+	uint64_t id = register_new(c, TORN_SIZE, 0);
+	pid_t pids[3];
+	int status;
+
+	for (int i = 0; i < 3; i++) {
+		pids[i] = fork();
+		ck_assert_int_ge(pids[i], 0);
+		if (pids[i] == 0)
+			_exit(i == 0 ? torn_writer(td.socket, id, 60) :
+				       torn_reader(td.socket, id, 60));
+	}
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			      "process %d: status 0x%x", i, status);
+	}
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Disjoint writers in parallel, each on its own slice, all land intact. */
+#define SLICES 4
+#define SLICE (256U * 1024U)
+
+static int slice_writer(const char *socket, uint64_t id, int slice)
+{
+	struct rdmamem_client *c = NULL;
+	unsigned char *buf = malloc(SLICE);
+
+	if (rdmamem_client_connect(socket, &c) < 0)
+		return 40;
+	for (int round = 0; round < 40; round++) {
+		memset(buf, (unsigned char)(slice * 50 + round), SLICE);
+		if (rdmamem_write(c, id, (uint64_t)slice * SLICE, buf, SLICE,
+				  RDMAMEM_LOCK_DISJOINT, 0) < 0)
+			return 41;
+	}
+	rdmamem_client_close(c);
+	free(buf);
+	return 0;
+}
+
+START_TEST(test_disjoint_writers)
+{
+	struct rdmamem_client *c = client();
+	void *addr;
+	int fd = memfd_of(SLICES * SLICE, 0, &addr), status;
+	uint64_t id;
+	pid_t pids[SLICES];
+
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
+	for (int i = 0; i < SLICES; i++) {
+		pids[i] = fork();
+		ck_assert_int_ge(pids[i], 0);
+		if (pids[i] == 0)
+			_exit(slice_writer(td.socket, id, i));
+	}
+	for (int i = 0; i < SLICES; i++) {
+		ck_assert_int_eq(waitpid(pids[i], &status, 0), pids[i]);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	for (int i = 0; i < SLICES; i++) {
+		unsigned char *s = (unsigned char *)addr + (size_t)i * SLICE;
+
+		for (size_t k = 0; k < SLICE; k++)
+			ck_assert_int_eq(s[k], i * 50 + 39);
+	}
+	munmap(addr, SLICES * SLICE);
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/*
+ * A client killed with regions, a lease, queued lock waits and a large copy
+ * in flight leaves nothing behind: fds, mappings, regions, leases.
+ */
+static bool back_to_baseline_regions(void)
+{
+	return status_field("regions") == 0 && status_field("clients") == 1;
+}
+
+START_TEST(test_disconnect_leaves_nothing)
+{
+	int fds_before, maps_before, status;
+	int sync[2];
+	pid_t pid;
+	char ok;
+
+	test_assert_serving(td.socket);
+	fds_before = test_count_fds(td.pid);
+	maps_before = daemon_memfd_maps();
+	ck_assert_int_eq(maps_before, 0);
+	ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
+
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rdmamem_client *c = NULL, *c2 = NULL;
+		uint64_t a, b, lease;
+		int s;
+
+		if (rdmamem_client_connect(td.socket, &c) < 0 ||
+		    rdmamem_client_connect(td.socket, &c2) < 0)
+			_exit(1);
+		a = register_new(c, 64 << 20, 1);
+		b = register_new(c, 64 << 20, 2);
+		register_new(c2, 4096, 3);
+		if (rdmamem_lock(c, a, RDMAMEM_LOCK_SHARED, -1, &lease) < 0)
+			_exit(2);
+		/* c2 queues behind the lease with a write; raw, so we do not
+		 * wait for the answer. */
+		s = send_lock(a, "exclusive", -1);
+		(void)s;
+		/* A big copy inside b runs on the pool; one into a waits
+		 * behind the lease and the queued writer. */
+		{
+			char msg[256];
+			int raw = test_connect(td.socket), raw2 = test_connect(td.socket);
+
+			snprintf(msg, sizeof(msg),
+				 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{"
+				 "\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\",\"offset\":"
+				 "\"33554432\"},\"length\":\"33554432\"}}",
+				 (unsigned long long)b, (unsigned long long)b);
+			test_send_msg(raw, msg, NULL, 0);
+			snprintf(msg, sizeof(msg),
+				 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{"
+				 "\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\"},"
+				 "\"length\":\"33554432\"}}",
+				 (unsigned long long)b, (unsigned long long)a);
+			test_send_msg(raw2, msg, NULL, 0);
+		}
+		if (write(sync[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(sync[1]);
+	ck_assert_int_eq(read(sync[0], &ok, 1), 1);
+	close(sync[0]);
+	usleep(20000);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+
+	wait_for(back_to_baseline_regions, "the killed client's regions to go");
+	ck_assert_uint_eq(status_field("pinned_bytes"), 0);
+	/* The status calls above opened and closed connections of their own. */
+	test_assert_serving(td.socket);
+	ck_assert_int_eq(test_count_fds(td.pid), fds_before);
+	ck_assert_int_eq(daemon_memfd_maps(), 0);
+}
+END_TEST
+
+/* rdmamemctl regions and region ID, text and JSON. */
+START_TEST(test_cli_regions)
+{
+	struct rdmamem_client *c = client();
+	uint64_t id = register_new(c, 8192, 0), lease;
+	char ids[32];
+	const char *list[] = { CTL_BIN, "-s", td.socket, "regions", NULL };
+	const char *list_json[] = { CTL_BIN, "-s", td.socket, "--json", "regions", NULL };
+	const char *one[] = { CTL_BIN, "-s", td.socket, "region", ids, NULL };
+	const char *one_json[] = { CTL_BIN, "-s", td.socket, "--json", "region", ids, NULL };
+	const char *missing[] = { CTL_BIN, "-s", td.socket, "region", "424242", NULL };
+	char *out, *err;
+	cJSON *root;
+
+	ck_assert_int_eq(rdmamem_lock(c, id, RDMAMEM_LOCK_SHARED, -1, &lease), 0);
+	ck_assert_int_eq(rdmamem_share(c, id, 4242, RDMAMEM_SHARE_READONLY), 0);
+	snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
+
+	ck_assert_int_eq(test_run(list, &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(out, "REGION"));
+	ck_assert_ptr_nonnull(strstr(out, "8.0 KiB"));
+	ck_assert_ptr_nonnull(strstr(out, "reading 1/0"));
+	ck_assert_ptr_nonnull(strstr(out, "1 regions"));
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(test_run(list_json, &out, &err), 0);
+	root = cJSON_Parse(out);
+	ck_assert_ptr_nonnull(root);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "regions")), 1);
+	cJSON_Delete(root);
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(test_run(one, &out, &err), 0);
+	ck_assert_ptr_nonnull(strstr(out, "8192 bytes"));
+	ck_assert_ptr_nonnull(strstr(out, "shrink"));
+	ck_assert_ptr_nonnull(strstr(out, "shared held"));
+	ck_assert_ptr_nonnull(strstr(out, "uid 4242 (read-only)"));
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(test_run(one_json, &out, &err), 0);
+	root = cJSON_Parse(out);
+	ck_assert_ptr_nonnull(root);
+	ck_assert_str_eq(cJSON_GetObjectItem(root, "region")->valuestring, ids);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "lease_list")), 1);
+	cJSON_Delete(root);
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(test_run(missing, &out, &err), 1);
+	ck_assert_ptr_nonnull(strstr(err, "NoSuchRegion"));
+	free(out);
+	free(err);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+Suite *regions_suite(void)
+{
+	Suite *s = suite_create("regions");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_register_write_read_copy);
+	tcase_add_test(tc, test_keepalive);
+	tcase_add_test(tc, test_read_only_region);
+	tcase_add_test(tc, test_cli_regions);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_register_rejections);
+	tcase_add_test(tc, test_bounds);
+	tcase_add_test(tc, test_inline_limit);
+	tcase_add_test(tc, test_permissions_and_sharing);
+	tcase_add_test(tc, test_quotas);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("locks");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_fifo_fairness);
+	tcase_add_test(tc, test_lease_release_and_timeout);
+	tcase_add_test(tc, test_operations_under_lease);
+	tcase_add_test(tc, test_no_torn_reads);
+	tcase_add_test(tc, test_disjoint_writers);
+	tcase_add_test(tc, test_disconnect_leaves_nothing);
+	suite_add_tcase(s, tc);
+	return s;
+}
