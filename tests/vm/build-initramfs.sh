@@ -68,9 +68,9 @@ if [ ! -e "$kroot/.complete" ]; then
 	rm -rf "${kdir:?}"/linux-image-* "$kdir/package"
 	# apt-get download writes into the current directory. As root it would
 	# warn that its _apt user cannot write there, and then do it as root.
-	asroot=
-	[ "$(id -u)" != 0 ] || asroot="-o APT::Sandbox::User=root"
-	(cd "$kdir" && apt-get download -q $asroot "$pkg") ||
+	asroot=()
+	[ "$(id -u)" != 0 ] || asroot=(-o APT::Sandbox::User=root)
+	(cd "$kdir" && apt-get download -q "${asroot[@]}" "$pkg") ||
 		die "apt-get download $pkg failed (stale package lists? run apt-get update)"
 	dpkg -x "$kdir/$pkg"_*.deb "$kroot"
 	# The package ships no modules.dep (its postinst makes it).
@@ -100,7 +100,6 @@ done
 # needs. ldd fails on static binaries and scripts: those need none.
 install_file() {
 	local f=$1 libs lib
-	[ -e "$f" ] || die "$f not found (make deps installs the packages the VM needs)"
 	mkdir -p "$root$(dirname "$f")"
 	cp -L "$f" "$root$f"
 	libs=$(ldd "$f" 2>/dev/null) || return 0
@@ -115,12 +114,17 @@ install_file() {
 	done
 }
 
-for f in $TOOLS "$@"; do
+for f in $TOOLS; do
+	[ -e "$f" ] || die "$f not found (make deps installs the packages the VM needs)"
+	install_file "$f"
+done
+for f in "$@"; do
 	# Relative names mean the caller's directory; the VM sees absolute paths.
 	case $f in
 	/*) ;;
 	*) f=$PWD/$f ;;
 	esac
+	[ -e "$f" ] || die "$f not found (asked to add it to the VM)"
 	install_file "$f"
 done
 

@@ -35,7 +35,7 @@ now() {
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
-build= cmd= timeout=600
+build='' cmd='' timeout=600
 adds=() paths=()
 while [ $# -gt 0 ]; do
 	case $1 in

@@ -17,7 +17,8 @@ fail() {
 
 # Runs a server in the background and its client against it; the client is
 # retried while the server may not be listening yet. Both must exit 0.
-# Usage: pair NAME 'SERVER COMMAND' 'CLIENT COMMAND'
+# Usage: pair NAME 'SERVER COMMAND' 'CLIENT COMMAND' (split on spaces)
+# shellcheck disable=SC2086
 pair() {
 	name=$1
 	timeout "$limit" $2 >/tmp/server.log 2>&1 &
