@@ -3,7 +3,8 @@
 #   make deps      install the Debian packages the build needs (no-op when present)
 #   make           build daemon, client library and CLI into build/release
 #   make run       deps + build + start the daemon in the foreground
-#   make check     deps + build + run every test
+#   make check     deps + build + run every test, the RDMA ones in a VM
+#   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
 #   make asan      the whole test suite under ASan + UBSan (build/asan)
 #   make bench     benchmarks, each beside its anchor
 #   make install   PREFIX=/usr/local DESTDIR=
@@ -37,6 +38,8 @@ DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
               libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
               libinih-dev systemd
 PC_MODULES := libuv libcjson libsystemd check
+
+include tests/vm/vm.mk
 
 SUDO       := $(if $(filter 0,$(shell id -u)),,sudo)
 
@@ -154,9 +157,11 @@ $(B)/bench-ping: $(B)/bench/bench-ping.o $(LIB_A)
 run: deps all
 	$(B)/rdmamemd $(RUN_ARGS)
 
-# CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons.
+# CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
+# "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
 check: deps all $(B)/test-rdmamemd
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} $(B)/test-rdmamemd
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS=rdma $(B)/test-rdmamemd
+	$(Q)$(MAKE) --no-print-directory vmtest
 
 asan:
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1} \

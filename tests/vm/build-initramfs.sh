@@ -1,0 +1,161 @@
+#!/bin/bash
+# Builds the kernel and initramfs of the Soft-RoCE test VM.
+#
+#   tests/vm/build-initramfs.sh [--overlay DIR] BUILD_DIR [FILE...]
+#
+# BUILD_DIR/vmlinuz            Debian's stock kernel: ours has no InfiniBand
+#                              support, Debian's has rdma_rxe as a module
+# BUILD_DIR/initramfs.cpio.gz  busybox, iproute2, rdma-core's rxe provider and
+#                              tools, the RDMA modules, tests/vm/init and
+#                              smoke.sh, and every FILE at its own absolute path
+#                              (the tests find their programs through paths
+#                              compiled in), each with the libraries ldd names
+#
+# --overlay DIR is copied over the tree last (run-vm.sh puts /vmtest/run.sh
+# there). The kernel package is downloaded once into BUILD_DIR/kernel and
+# fetched again only when Debian moves linux-image-amd64 on.
+set -eu -o pipefail
+
+die() {
+	echo "build-initramfs.sh: $*" >&2
+	exit 1
+}
+
+# depmod and modprobe live in sbin, which a user's PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
+here=$(cd "$(dirname "$0")" && pwd)
+overlay=
+if [ "${1-}" = --overlay ]; then
+	overlay=${2:?--overlay needs a directory}
+	shift 2
+fi
+[ $# -ge 1 ] || die "usage: $0 [--overlay DIR] BUILD_DIR [FILE...]"
+mkdir -p "$1"
+build=$(cd "$1" && pwd)
+shift
+
+for tool in apt-get dpkg depmod modprobe cpio gzip ldd; do
+	command -v "$tool" >/dev/null || die "$tool not found (make deps installs kmod, cpio)"
+done
+
+# The RDMA stack in the order DESIGN.md measured: rdma_rxe needs
+# crc32_generic loaded first (it asks the crypto API for "crc32" by name, so
+# no symbol dependency pulls it in), and librdmacm needs the CM modules.
+MODULES="crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth
+	 iw_cm ib_cm rdma_cm rdma_ucm"
+LIBDIR=/usr/lib/x86_64-linux-gnu
+# Paths as Debian packages them (iproute2, ibverbs-utils, rdmacm-utils,
+# ibverbs-providers, busybox-static); libgcc_s is dlopened by pthread_exit.
+TOOLS="/bin/ip /usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
+       /usr/bin/ibv_rc_pingpong /usr/bin/rping $LIBDIR/libibverbs/librxe-rdmav34.so
+       /etc/libibverbs.d/rxe.driver $LIBDIR/libgcc_s.so.1"
+
+# --- kernel -----------------------------------------------------------------
+
+kdir=$build/kernel
+mkdir -p "$kdir"
+pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+	awk '$1 == "Depends:" && $2 ~ /^linux-image-[0-9].*-amd64$/ { print $2; exit }') || true
+if [ -z "$pkg" ]; then
+	# No package lists (offline, or never updated): a cached kernel will do.
+	pkg=$(cat "$kdir/package" 2>/dev/null) ||
+		die "apt-cache does not know linux-image-amd64: run apt-get update"
+fi
+kver=${pkg#linux-image-}
+kroot=$kdir/$pkg
+if [ ! -e "$kroot/.complete" ]; then
+	echo "build-initramfs.sh: fetching $pkg (once; cached in $kdir)"
+	rm -rf "${kdir:?}"/linux-image-* "$kdir/package"
+	# apt-get download writes into the current directory. As root it would
+	# warn that its _apt user cannot write there, and then do it as root.
+	asroot=()
+	[ "$(id -u)" != 0 ] || asroot=(-o APT::Sandbox::User=root)
+	(cd "$kdir" && apt-get download -q "${asroot[@]}" "$pkg") ||
+		die "apt-get download $pkg failed (stale package lists? run apt-get update)"
+	dpkg -x "$kdir/$pkg"_*.deb "$kroot"
+	# The package ships no modules.dep (its postinst makes it).
+	depmod -b "$kroot" "$kver"
+	rm -f "$kdir/$pkg"_*.deb
+	echo "$pkg" >"$kdir/package"
+	touch "$kroot/.complete"
+fi
+cp "$kroot/boot/vmlinuz-$kver" "$build/vmlinuz"
+
+# --- root tree --------------------------------------------------------------
+
+root=$build/root
+rm -rf "$root"
+mkdir -p "$root"/{dev,proc,sys,tmp,run,root,etc,usr/bin,usr/sbin,usr/lib,usr/lib64,vmtest}
+# Mirror the host's merged /usr so ldd's /lib/... and /lib64/... paths, and
+# the loader path compiled into every binary, resolve inside the VM too.
+for d in bin sbin lib lib64; do
+	if [ -L "/$d" ]; then
+		ln -s "$(readlink "/$d")" "$root/$d"
+	else
+		mkdir -p "$root/$d"
+	fi
+done
+
+# Copies a file to the same path under $root, with the shared libraries it
+# needs. ldd fails on static binaries and scripts: those need none.
+install_file() {
+	local f=$1 libs lib
+	mkdir -p "$root$(dirname "$f")"
+	cp -L "$f" "$root$f"
+	libs=$(ldd "$f" 2>/dev/null) || return 0
+	if grep -q 'not found' <<<"$libs"; then
+		die "$f: a shared library is missing: $(grep 'not found' <<<"$libs" | tr -s ' \t' ' ')"
+	fi
+	for lib in $(grep -o '/[^ ]*' <<<"$libs"); do
+		if [ ! -e "$root$lib" ]; then
+			mkdir -p "$root$(dirname "$lib")"
+			cp -L "$lib" "$root$lib"
+		fi
+	done
+}
+
+for f in $TOOLS; do
+	[ -e "$f" ] || die "$f not found (make deps installs the packages the VM needs)"
+	install_file "$f"
+done
+for f in "$@"; do
+	# Relative names mean the caller's directory; the VM sees absolute paths.
+	case $f in
+	/*) ;;
+	*) f=$PWD/$f ;;
+	esac
+	[ -e "$f" ] || die "$f not found (asked to add it to the VM)"
+	install_file "$f"
+done
+
+# busybox provides the rest, all in /usr/bin and only under names no real
+# tool has taken (--install skips existing names; the links point at
+# /usr/bin/busybox, which the VM has too).
+install_file /bin/busybox
+/bin/busybox --install -s "$root/usr/bin"
+
+install -m 755 "$here/init" "$root/init"
+install -m 755 "$here/smoke.sh" "$root/vmtest/smoke.sh"
+printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
+printf 'root:x:0:\n' >"$root/etc/group"
+
+# The modules with their dependencies, in load order, as insmod paths for
+# /init (modprobe resolves them against the depmod'ed kernel tree).
+: >"$root/etc/vmtest-modules"
+for m in $MODULES; do
+	modprobe -d "$kroot" -S "$kver" --show-depends "$m" ||
+		die "module $m not in $pkg"
+done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }' |
+	while read -r ko; do
+		rel=${ko#"$kroot"}
+		mkdir -p "$root$(dirname "$rel")"
+		cp "$ko" "$root$rel"
+		echo "$rel" >>"$root/etc/vmtest-modules"
+	done
+
+if [ -n "$overlay" ]; then
+	cp -a "$overlay/." "$root/"
+fi
+
+(cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) |
+	gzip -1 >"$build/initramfs.cpio.gz"
