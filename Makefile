@@ -150,7 +150,7 @@ $(B)/test-rdmamemd: $(TEST_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS))
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
 
-$(B)/bench-ping: $(B)/bench/bench-ping.o $(LIB_A)
+$(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) -lpthread
 
@@ -168,8 +168,11 @@ asan:
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	$(MAKE) VARIANT=asan check
 
-bench: all $(B)/bench-ping
+BENCHES := $(B)/bench-ping $(B)/bench-region
+
+bench: all $(BENCHES)
 	$(B)/bench-ping --daemon $(B)/rdmamemd
+	$(B)/bench-region --daemon $(B)/rdmamemd
 
 install: all
 	$(INSTALL) -Dm755 $(B)/rdmamemd $(DESTDIR)$(SBINDIR)/rdmamemd

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "lease.h"
@@ -15,12 +16,15 @@
 
 static void xfer_acquire_next(struct xfer *x);
 
-/* Moves the bytes. Runs on a pool thread for large transfers: touches
- * only the mappings (kept alive by references) and x's own buffers. */
-static void xfer_execute(struct xfer *x)
+/* Moves bytes [begin, end) of the transfer. Runs on a pool thread for large
+ * transfers: touches only the mappings (kept alive by references) and x's
+ * own buffers. */
+static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 {
 	switch (x->kind) {
 	case XFER_READ:
+		(void)begin;
+		(void)end;
 		x->out = malloc(base64_encoded_len(x->length) + 1);
 		if (!x->out) {
 			x->result = -ENOMEM;
@@ -37,10 +41,11 @@ static void xfer_execute(struct xfer *x)
 		base64_decode(x->text, x->text_len, (char *)x->dst.region->addr + x->dst.offset);
 		break;
 	case XFER_COPY:
-		/* Both ends may lie in one region and overlap. */
-		memmove((char *)x->dst.region->addr + x->dst.offset,
-			(char *)x->src.region->addr + x->src.offset, x->length);
-		break;
+		/* Both ends may lie in one region and overlap (then there is
+		 * a single part). */
+		memmove((char *)x->dst.region->addr + x->dst.offset + begin,
+			(char *)x->src.region->addr + x->src.offset + begin, end - begin);
+		return;
 	}
 	x->result = 0;
 }
@@ -72,33 +77,76 @@ static void xfer_complete(struct xfer *x)
 
 static void on_work(uv_work_t *w)
 {
-	xfer_execute(container_of(w, struct xfer, work));
+	struct xfer_part *part = w->data;
+
+	xfer_execute(part->x, part->begin, part->end);
 }
 
 static void on_work_done(uv_work_t *w, int status)
 {
-	struct xfer *x = container_of(w, struct xfer, work);
+	struct xfer *x = ((struct xfer_part *)w->data)->x;
 
 	(void)status;
-	xfer_complete(x);
+	if (--x->parts_left == 0)
+		xfer_complete(x);
+}
+
+/* Whether a copy's two ranges share bytes (then it must stay in one piece). */
+static bool copy_overlaps(const struct xfer *x)
+{
+	const char *s = (const char *)x->src.region->addr + x->src.offset;
+	const char *d = (const char *)x->dst.region->addr + x->dst.offset;
+
+	return s < d + x->length && d < s + x->length;
+}
+
+static unsigned pool_parts(const struct xfer *x)
+{
+	static long cpus;
+	unsigned n;
+
+	if (x->kind != XFER_COPY || x->length < XFER_SPLIT_MIN || copy_overlaps(x))
+		return 1;
+	if (!cpus)
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	n = (unsigned)MIN((long)XFER_PARTS_MAX, MAX(cpus, 1L));
+	return (unsigned)MIN((uint64_t)n, x->length / (XFER_SPLIT_MIN / 2));
 }
 
 static void xfer_run(struct xfer *x)
 {
 	struct daemon *d = xfer_daemon(x);
 
+	unsigned n;
+
 	timeout_disarm(&d->timeouts, &x->timeout);
 	if (x->length <= XFER_INLINE_MAX) {
-		xfer_execute(x);
+		xfer_execute(x, 0, x->length);
 		xfer_complete(x);
 		return;
 	}
-	/* Never block the loop with bulk work. */
+	/* Never block the loop with bulk work. Parts are page-aligned slices. */
+	n = pool_parts(x);
 	x->on_pool = true;
-	if (uv_queue_work(d->loop, &x->work, on_work, on_work_done) < 0) {
-		x->on_pool = false;
+	x->result = 0;
+	for (unsigned i = 0; i < n; i++) {
+		x->parts[i].begin = i == 0 ? 0 : (x->length / n * i) & ~(uint64_t)4095;
+		x->parts[i].end = i + 1 == n ? x->length : (x->length / n * (i + 1)) & ~(uint64_t)4095;
+		x->parts[i].x = x;
+		x->parts[i].work.data = &x->parts[i];
+	}
+	x->n_parts = x->parts_left = n;
+	for (unsigned i = 0; i < n; i++) {
+		if (uv_queue_work(d->loop, &x->parts[i].work, on_work, on_work_done) == 0)
+			continue;
+		/* Only the first can fail in practice (no pool at all). */
 		x->result = -ENOMEM;
-		xfer_complete(x);
+		x->parts_left -= n - i;
+		if (x->parts_left == 0) {
+			x->on_pool = false;
+			xfer_complete(x);
+		}
+		return;
 	}
 }
 

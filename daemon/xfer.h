@@ -24,6 +24,10 @@ struct rpc_call;
 
 /* Transfers up to this size run on the loop; larger ones on the pool. */
 #define XFER_INLINE_MAX (64U * 1024U)
+/* Copies at least this large are split over several pool threads: one
+ * thread's memcpy does not saturate memory bandwidth. */
+#define XFER_SPLIT_MIN (32U * 1024U * 1024U)
+#define XFER_PARTS_MAX 4U
 
 enum xfer_kind {
 	XFER_READ,	/* region → base64 text */
@@ -62,7 +66,12 @@ struct xfer {
 	struct timeout timeout;
 	bool try_only;		/* timeout 0: never queue */
 
-	uv_work_t work;
+	struct xfer_part {
+		uv_work_t work;
+		struct xfer *x;
+		uint64_t begin, end;	/* byte range of this part */
+	} parts[XFER_PARTS_MAX];
+	unsigned n_parts, parts_left;
 	bool on_pool;
 	int result;		/* of the byte moving: 0, -EINVAL bad base64 */
 	struct errinfo err;	/* why it failed, when result < 0 */

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * What the benchmarks share: starting rdmamemd and the raw-socket anchor
+ * server, CPU placement, timed round-trip loops over N client threads, and
+ * the table rows that put each figure beside its anchor.
+ */
+#ifndef RDMAMEM_BENCHLIB_H
+#define RDMAMEM_BENCHLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rdmamem.h"
+
+#define BENCH_MAX_CLIENTS 64
+
+struct bench_worker {
+	int index;
+	int cpu;			/* -1: unpinned */
+	int fd;				/* raw connection, when the op uses one */
+	struct rdmamem_client *client;	/* library connection, when it uses one */
+	void *state;			/* the op's own */
+	const struct bench_op *op;
+	uint32_t *samples;		/* nanoseconds per round trip */
+	size_t n;
+	int error;
+};
+
+struct bench_op {
+	const char *path;	/* socket to connect to */
+	int raw;		/* 1: w->fd, 0: w->client */
+	/* Optional, per worker, before the clock starts. */
+	int (*setup)(struct bench_worker *w);
+	/* One measured round trip. */
+	int (*run)(struct bench_worker *w);
+	void (*teardown)(struct bench_worker *w);
+	void *arg;
+};
+
+struct bench_result {
+	double per_sec;
+	double p50_us, p99_us;
+	size_t n;
+};
+
+uint64_t bench_now_ns(void);
+void bench_pin(int cpu);
+
+/* A temporary directory for sockets, removed by bench_cleanup(). */
+const char *bench_dir(void);
+void bench_cleanup(void);
+
+/* rdmamemd on path, pinned to cpu (or not); extra args NULL-terminated. */
+pid_t bench_daemon_start(const char *daemon, const char *path, int cpu, const char *const *extra);
+/*
+ * The anchor: one epoll loop, like the daemon, answering every NUL-terminated
+ * message with reply_len bytes (the last a NUL). No JSON, no work.
+ */
+pid_t bench_anchor_start(const char *path, int cpu, size_t reply_len);
+void bench_stop(pid_t pid);
+
+/* Sends req[0..req_len) and reads reply_len bytes. */
+int bench_raw_round_trip(int fd, const void *req, size_t req_len, size_t reply_len);
+int bench_connect(const char *path);
+
+/* Runs op on n_clients threads for seconds; each run() is one sample. */
+struct bench_result bench_measure(const struct bench_op *op, int n_clients, int cpu,
+				  double seconds);
+
+/* One table row: figures, and their ratio to anchor when not NULL. */
+void bench_row(const char *group, const char *what, const struct bench_result *r,
+	       const struct bench_result *anchor);
+void bench_header(const char *group_title);
+
+#endif
