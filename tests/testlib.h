@@ -87,5 +87,6 @@ Suite *lifecycle_suite(void);
 Suite *lock_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
+Suite *region_unit_suite(void);
 
 #endif

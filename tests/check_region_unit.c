@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Region lifetime and weak references, in process, without a socket. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon/account.h"
+#include "daemon/conn.h"
+#include "daemon/daemon.h"
+#include "daemon/errinfo.h"
+#include "daemon/region.h"
+#include "proto/errors.h"
+#include "rdmamem.h"
+#include "testlib.h"
+
+static struct daemon d;
+static struct conn owner, other;
+static uv_loop_t loop;
+
+static void setup(void)
+{
+	memset(&d, 0, sizeof(d));
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	d.loop = &loop;
+	daemon_config_init(&d.cfg);
+	list_init(&d.accounts);
+	region_registry_init(&d);
+
+	memset(&owner, 0, sizeof(owner));
+	owner.cred = (struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 };
+	owner.id = 1;
+	list_init(&owner.regions);
+	owner.account = account_get(&d, 1000);
+
+	memset(&other, 0, sizeof(other));
+	other.cred = (struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 };
+	list_init(&other.regions);
+	other.account = account_get(&d, 2000);
+}
+
+static void teardown(void)
+{
+	account_unref(owner.account);
+	account_unref(other.account);
+	ck_assert(list_empty(&d.accounts));
+	region_registry_done(&d);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+
+static struct region *import(size_t size)
+{
+	struct memfd_import imp = { .length = 0 };
+	struct errinfo e = {};
+	struct region *r = NULL;
+
+	ck_assert_int_eq(rdmamem_memfd_create("unit", size, &imp.fd, NULL), 0);
+	ck_assert_int_eq(region_import_memfd(&d, &owner, &imp, &r, &e), 0);
+	ck_assert_int_eq(imp.fd, -EBADF);	/* taken */
+	return r;
+}
+
+START_TEST(test_refcount_keeps_memory)
+{
+	struct region *r = import(8192), *extra;
+	struct errinfo e = {};
+
+	ck_assert_uint_eq(d.n_regions, 1);
+	ck_assert_uint_eq(owner.account->pinned_bytes, 8192);
+	ck_assert_ptr_eq(list_first_entry(&owner.regions, struct region, owner_link), r);
+
+	/* An operation's reference outlives Unregister. */
+	extra = region_ref(r);
+	region_drop_owner(r);
+	ck_assert(r->dead);
+	ck_assert(list_empty(&owner.regions));
+	ck_assert_int_eq(region_lookup(&d, r->id, &owner, REGION_READ, &extra, &e), -ENOENT);
+	ck_assert_str_eq(e.name, RDMAMEM_ERROR_NO_SUCH_REGION);
+	/* Still mapped and charged: the memory is in use. */
+	((char *)r->addr)[8191] = 1;
+	ck_assert_uint_eq(d.n_regions, 1);
+	ck_assert_uint_eq(owner.account->pinned_bytes, 8192);
+
+	region_unref(r);
+	ck_assert_uint_eq(d.n_regions, 0);
+	ck_assert_uint_eq(owner.account->pinned_bytes, 0);
+	ck_assert_uint_eq(owner.account->n_regions, 0);
+}
+END_TEST
+
+START_TEST(test_weak_references)
+{
+	struct region *r = import(4096), *s;
+	struct region_weak w = region_weak(r), stale = w;
+
+	s = region_weak_upgrade(&d, &w);
+	ck_assert_ptr_eq(s, r);
+	ck_assert_uint_eq(r->n_ref, 2);
+	region_unref(s);
+
+	/* Same id, another range: the memory behind the handle changed. */
+	stale.size = 8192;
+	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
+	stale = w;
+	stale.addr = (char *)w.addr + 4096;
+	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
+	stale = w;
+	stale.id = w.id + 1;
+	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
+
+	/* Dead regions do not upgrade, even while referenced. */
+	s = region_ref(r);
+	region_drop_owner(r);
+	ck_assert_ptr_null(region_weak_upgrade(&d, &w));
+	region_unref(s);
+	ck_assert_ptr_null(region_weak_upgrade(&d, &w));
+}
+END_TEST
+
+START_TEST(test_rights)
+{
+	struct region *r = import(4096), *got = NULL;
+	struct errinfo e = {};
+	gid_t groups[] = { 77 };
+
+	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_READ, &got, &e), -EACCES);
+	ck_assert_ptr_null(got);
+	ck_assert_int_eq(region_share(r, true, 77, true), 0);
+	ck_assert_int_eq(region_share(r, true, 77, true), -EEXIST);
+	other.groups = groups;
+	other.n_groups = 1;
+	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_READ, &got, &e), 0);
+	region_unref(got);
+	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_WRITE, &got, &e), -EACCES);
+	/* Upgrading the same share to read-write replaces it. */
+	ck_assert_int_eq(region_share(r, true, 77, false), 0);
+	ck_assert_uint_eq(r->n_shares, 1);
+	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_WRITE, &got, &e), 0);
+	region_unref(got);
+	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_ADMIN, &got, &e), -EACCES);
+	ck_assert(region_visible_to(r, &other));
+	other.groups = NULL;
+	other.n_groups = 0;
+	ck_assert(!region_visible_to(r, &other));
+
+	ck_assert_int_eq(region_check_range(r, 0, 4096, "x", &e), 0);
+	ck_assert_int_eq(region_check_range(r, 4096, 0, "x", &e), 0);
+	ck_assert_int_eq(region_check_range(r, 4097, 0, "x", &e), -ERANGE);
+	ck_assert_int_eq(region_check_range(r, 1, UINT64_MAX, "x", &e), -ERANGE);
+	ck_assert_int_eq(region_check_range(r, UINT64_MAX, 2, "x", &e), -ERANGE);
+	region_drop_owner(r);
+}
+END_TEST
+
+Suite *region_unit_suite(void)
+{
+	Suite *s = suite_create("region");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_refcount_keeps_memory);
+	tcase_add_test(tc, test_weak_references);
+	tcase_add_test(tc, test_rights);
+	suite_add_tcase(s, tc);
+	return s;
+}
