@@ -288,7 +288,7 @@ START_TEST(test_register_rejections)
 	char path[128];
 
 	test_assert_serving_fd(sock);
-	before = test_count_fds(td.pid);
+	before = test_settled_fds(td.pid);
 
 	ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
@@ -344,7 +344,7 @@ START_TEST(test_register_rejections)
 	expect_register_error(sock, empty, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER);
 
 	/* Nothing was kept: not the fds, not a region. */
-	ck_assert_int_eq(test_count_fds(td.pid), before);
+	ck_assert_int_eq(test_settled_fds(td.pid), before);
 	ck_assert_uint_eq(status_field("regions"), 0);
 
 	close_many((int[]){ pipefd[0], pipefd[1], sp[0], sp[1], dir, zero, file, unsealed, sealed,
@@ -966,7 +966,7 @@ START_TEST(test_disconnect_leaves_nothing)
 	char ok;
 
 	test_assert_serving(td.socket);
-	fds_before = test_count_fds(td.pid);
+	fds_before = test_settled_fds(td.pid);
 	maps_before = daemon_memfd_maps();
 	ck_assert_int_eq(maps_before, 0);
 	ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
@@ -1025,7 +1025,7 @@ START_TEST(test_disconnect_leaves_nothing)
 	ck_assert_uint_eq(status_field("pinned_bytes"), 0);
 	/* The status calls above opened and closed connections of their own. */
 	test_assert_serving(td.socket);
-	ck_assert_int_eq(test_count_fds(td.pid), fds_before);
+	ck_assert_int_eq(test_settled_fds(td.pid), fds_before);
 	ck_assert_int_eq(daemon_memfd_maps(), 0);
 }
 END_TEST

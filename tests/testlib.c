@@ -211,6 +211,21 @@ int test_count_fds(pid_t pid)
 	return n;
 }
 
+int test_settled_fds(pid_t pid)
+{
+	int last = test_count_fds(pid), same = 0;
+
+	for (int i = 0; i < 500 && same < 5; i++) {
+		int n;
+
+		usleep(20000);
+		n = test_count_fds(pid);
+		same = n == last ? same + 1 : 0;
+		last = n;
+	}
+	return last;
+}
+
 int test_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

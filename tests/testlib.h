@@ -51,6 +51,9 @@ bool test_notify_wait(struct test_daemon *td, const char *needle, int timeout_ms
 
 /* Open fds of a process (from /proc/PID/fd). */
 int test_count_fds(pid_t pid);
+/* The same once it stopped changing: connections closed a moment ago are
+ * closed by the daemon on its next loop iteration, not at once. */
+int test_settled_fds(pid_t pid);
 
 /* A blocking raw connection to path. */
 int test_connect(const char *path);
