@@ -37,7 +37,7 @@ SOMAJOR    := 0
 DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
               libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
               libinih-dev systemd
-PC_MODULES := libuv libcjson libsystemd check
+PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5
 
 include tests/vm/vm.mk
 
@@ -53,7 +53,7 @@ SAN     := $(SAN_$(VARIANT))
 
 # pkg-config runs once, when first needed, after `deps` had its chance.
 PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd check))$(PC_CFLAGS)
-LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd))$(LIBS_DAEMON)
+LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5))$(LIBS_DAEMON)
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)
 

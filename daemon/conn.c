@@ -9,6 +9,7 @@
 #include "account.h"
 #include "conn.h"
 #include "daemon.h"
+#include "endpoint.h"
 #include "lease.h"
 #include "log.h"
 #include "proto/errors.h"
@@ -16,6 +17,7 @@
 #include "region.h"
 #include "rpc.h"
 #include "server.h"
+#include "token.h"
 
 /* A client rejected for being over a limit gets this long to send its
  * first call and read the answer. */
@@ -80,8 +82,15 @@ void conn_close(struct conn *c)
 	if (c->call && c->call->cancel)
 		c->call->cancel(c->call);
 
-	/* Leases first: they hold the regions' locks. Work still running
-	 * under a lease keeps it (and the lock) until it finishes. */
+	/* Remote peers first: they reach this client's memory. Then leases:
+	 * they hold the regions' locks (work still running under a lease
+	 * keeps it until it finishes). Then the regions. */
+	while (!list_empty(&c->tokens))
+		token_revoke(list_first_entry(&c->tokens, struct token, owner_link),
+			     "its creator disconnected");
+	while (!list_empty(&c->rconns))
+		rconn_destroy(list_first_entry(&c->rconns, struct rconn, ctl_link),
+			      "the connection that set it up closed");
 	while (!list_empty(&c->leases))
 		lease_release(list_first_entry(&c->leases, struct lease, conn_link));
 	while (!list_empty(&c->regions))
@@ -430,6 +439,8 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	list_init(&c->link);
 	list_init(&c->regions);
 	list_init(&c->leases);
+	list_init(&c->tokens);
+	list_init(&c->rconns);
 	conn_read_groups(c);
 
 	c->account = account_get(d, cred->uid);

@@ -38,6 +38,8 @@ struct conn {
 	struct account *account;
 	struct list_head regions;	/* struct region this connection owns */
 	struct list_head leases;	/* struct lease it holds or waits for */
+	struct list_head tokens;	/* struct token it created */
+	struct list_head rconns;	/* struct rconn it set up with ConnectQueuePair */
 
 	struct frame_reader in;
 	int in_fds[SOCKIO_FDS_MAX];

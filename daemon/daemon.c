@@ -10,6 +10,8 @@
 
 #include "account.h"
 #include "conn.h"
+#include "device.h"
+#include "endpoint.h"
 #include "lease.h"
 #include "region.h"
 #include "daemon.h"
@@ -41,14 +43,27 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_regions_per_uid = 16384,
 		.max_pinned_bytes_per_uid = daemon_default_pinned_max(),
 		.read_inline_max = 4U * 1024U * 1024U,
+		.max_rdma_connections = 1024,
 		.log_level = LOG_INFO,
 	};
+}
+
+static char **strv_free(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+	return NULL;
 }
 
 void daemon_config_done(struct daemon_config *cfg)
 {
 	free(cfg->socket_path);
 	cfg->socket_path = NULL;
+	cfg->devices_allow = strv_free(cfg->devices_allow);
+	cfg->devices_deny = strv_free(cfg->devices_deny);
+	cfg->rdmacm_listen = strv_free(cfg->rdmacm_listen);
+	cfg->rdma_allow = strv_free(cfg->rdma_allow);
 }
 
 uint64_t daemon_uptime_msec(const struct daemon *d)
@@ -135,6 +150,10 @@ void daemon_shutdown(struct daemon *d, const char *why)
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 
 	server_stop_listening(d->server);
+	/* Remote peers lose their queue pairs now: the memory behind them is
+	 * about to go. */
+	endpoint_stop(d);
+	devices_stop(d);
 	uv_timer_start(&d->drain_timer, on_drain_timeout, d->cfg.drain_timeout_ms, 0);
 	list_for_each_entry_safe(c, n, &d->server->conns, link)
 		conn_drain(c);
@@ -162,6 +181,10 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		return -ENOMEM;
 	d->cfg = *cfg;
 	list_init(&d->accounts);
+	list_init(&d->devices);
+	list_init(&d->listeners);
+	list_init(&d->rconns);
+	list_init(&d->tokens);
 	region_registry_init(d);
 	lease_registry_init(d);
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;
@@ -176,6 +199,12 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	timeouts_init(&d->timeouts, d->loop);
 
 	r = server_new(d, &d->server);
+	if (r < 0)
+		goto fail;
+	r = devices_open(d);
+	if (r < 0)
+		goto fail;
+	r = endpoint_start(d);
 	if (r < 0)
 		goto fail;
 
@@ -199,6 +228,8 @@ fail:
 	 * releases them. */
 	if (d->server)
 		server_stop_listening(d->server);
+	endpoint_stop(d);
+	devices_stop(d);
 	close_handle((uv_handle_t *)&d->sig_term);
 	close_handle((uv_handle_t *)&d->sig_int);
 	close_handle((uv_handle_t *)&d->sig_hup);
@@ -228,6 +259,8 @@ struct daemon *daemon_free(struct daemon *d)
 	if (!d)
 		return NULL;
 	server_free(d->server);
+	/* Every region (and so every MR) and QP is gone: PDs, then contexts. */
+	devices_free(d);
 	region_registry_done(d);
 	lease_registry_done(d);
 	if (d->loop) {

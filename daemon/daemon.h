@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <uv.h>
@@ -19,6 +20,7 @@
 #define RDMAMEMD_VERSION "0.1.0"
 
 struct server;
+struct vb_device;
 
 struct daemon_config {
 	char *socket_path;		/* NULL: the default for this environment */
@@ -31,6 +33,11 @@ struct daemon_config {
 	uint64_t max_regions_per_uid;
 	uint64_t max_pinned_bytes_per_uid;
 	uint64_t read_inline_max;	/* largest Read answered inline */
+	char **devices_allow;		/* NULL: every device */
+	char **devices_deny;
+	char **rdmacm_listen;		/* ADDR[:PORT] to accept RDMA connections on */
+	char **rdma_allow;		/* ADDR/PREFIX peers may come from; NULL: any */
+	unsigned max_rdma_connections;
 	int log_level;
 };
 
@@ -47,6 +54,22 @@ struct daemon {
 	struct idmap leases;		/* id → struct lease */
 	uint64_t next_lease_id;
 	struct timeouts timeouts;	/* lock-wait deadlines */
+
+	struct list_head devices;	/* struct device */
+	unsigned n_devices;
+	struct vb_device **vb_devices;
+	size_t n_vb_devices;
+	struct list_head listeners;	/* struct listener (rdmacm) */
+	struct list_head rconns;	/* struct rconn: remote peers' queue pairs */
+	unsigned n_rconns;
+	uint64_t next_rconn_id;
+	struct list_head tokens;	/* struct token */
+	struct allowed_network {
+		struct sockaddr_storage addr;
+		unsigned prefix;
+	} *allow;
+	size_t n_allow;
+	uint64_t rdma_rejected;		/* connections refused: token, network, limit */
 
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t tick;		/* housekeeping once a second */

@@ -30,6 +30,15 @@ static void help(void)
 	       "                             (default: half of physical memory)\n"
 	       "      --read-inline-max=BYTES\n"
 	       "                             largest Read answered inline (default 4194304)\n"
+	       "      --devices=LIST         RDMA devices to open, comma-separated (default all)\n"
+	       "      --exclude-devices=LIST RDMA devices not to open\n"
+	       "      --rdmacm-listen=ADDR[:PORT]\n"
+	       "                             accept RDMA connections there (repeatable;\n"
+	       "                             default port 7471; default: none)\n"
+	       "      --rdma-allow-network=ADDR/PREFIX\n"
+	       "                             peers may connect only from these (repeatable)\n"
+	       "      --max-rdma-connections=N\n"
+	       "                             remote queue pairs in all (default 1024)\n"
 	       "      --log-level=LEVEL      error, warning, notice, info (default) or debug\n"
 	       "  -d, --debug                same as --log-level=debug\n"
 	       "  -h, --help                 show this help\n"
@@ -49,6 +58,39 @@ static int parse_unsigned(const char *s, unsigned long max, unsigned long *ret)
 	return 0;
 }
 
+static int strv_append(char ***v, const char *s)
+{
+	size_t n = 0;
+	char **nv;
+
+	while (*v && (*v)[n])
+		n++;
+	nv = realloc(*v, (n + 2) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	nv[n] = strdup(s);
+	nv[n + 1] = NULL;
+	return nv[n] ? 0 : -ENOMEM;
+}
+
+/* "a,b" appends a and b; empty items are skipped. */
+static int strv_split_append(char ***v, const char *list)
+{
+	char *copy = strdup(list), *save = NULL;
+	int r = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *t = strtok_r(copy, ",", &save); t && r == 0; t = strtok_r(NULL, ",", &save))
+		r = strv_append(v, t);
+	free(copy);
+	/* An empty allow list still means "none", not "all". */
+	if (r == 0 && !*v)
+		r = strv_append(v, "");
+	return r;
+}
+
 static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 {
 	enum {
@@ -58,6 +100,11 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 		ARG_MAX_REGIONS_PER_UID,
 		ARG_MAX_PINNED_PER_UID,
 		ARG_READ_INLINE_MAX,
+		ARG_DEVICES,
+		ARG_EXCLUDE_DEVICES,
+		ARG_RDMACM_LISTEN,
+		ARG_RDMA_ALLOW,
+		ARG_MAX_RDMA_CONNECTIONS,
 		ARG_LOG_LEVEL,
 		ARG_VERSION,
 	};
@@ -69,6 +116,11 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 		{ "max-regions-per-uid", required_argument, NULL, ARG_MAX_REGIONS_PER_UID },
 		{ "max-pinned-bytes-per-uid", required_argument, NULL, ARG_MAX_PINNED_PER_UID },
 		{ "read-inline-max", required_argument, NULL, ARG_READ_INLINE_MAX },
+		{ "devices", required_argument, NULL, ARG_DEVICES },
+		{ "exclude-devices", required_argument, NULL, ARG_EXCLUDE_DEVICES },
+		{ "rdmacm-listen", required_argument, NULL, ARG_RDMACM_LISTEN },
+		{ "rdma-allow-network", required_argument, NULL, ARG_RDMA_ALLOW },
+		{ "max-rdma-connections", required_argument, NULL, ARG_MAX_RDMA_CONNECTIONS },
 		{ "log-level", required_argument, NULL, ARG_LOG_LEVEL },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -123,6 +175,28 @@ static int parse_args(int argc, char **argv, struct daemon_config *cfg)
 				return -EINVAL;
 			}
 			cfg->read_inline_max = v;
+			break;
+		case ARG_DEVICES:
+		case ARG_EXCLUDE_DEVICES:
+			r = strv_split_append(c == ARG_DEVICES ? &cfg->devices_allow :
+								 &cfg->devices_deny,
+					      optarg);
+			if (r < 0)
+				return r;
+			break;
+		case ARG_RDMACM_LISTEN:
+		case ARG_RDMA_ALLOW:
+			r = strv_append(c == ARG_RDMACM_LISTEN ? &cfg->rdmacm_listen : &cfg->rdma_allow,
+					optarg);
+			if (r < 0)
+				return r;
+			break;
+		case ARG_MAX_RDMA_CONNECTIONS:
+			if (parse_unsigned(optarg, 1U << 20, &v) < 0) {
+				fprintf(stderr, "rdmamemd: --max-rdma-connections wants a number\n");
+				return -EINVAL;
+			}
+			cfg->max_rdma_connections = v;
 			break;
 		case ARG_LOG_LEVEL:
 			r = log_level_from_string(optarg);

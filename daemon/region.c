@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,6 +17,7 @@
 #include "idmap.h"
 #include "lease.h"
 #include "log.h"
+#include "mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "region.h"
@@ -198,6 +200,7 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 	reg->size = imp->length;
 	list_init(&reg->owner_link);
 	list_init(&reg->leases);
+	list_init(&reg->mregs);
 	lock_init(&reg->lock);
 
 	/* Write seals forbid a writable shared mapping: map read-only. */
@@ -255,22 +258,63 @@ struct region *region_ref(struct region *r)
 	return r;
 }
 
-static void region_free(struct region *r)
+/* Pool-safe: drop order is registrations, then memory, then the fd. An MR
+ * does not keep pages mapped: one that outlived the mapping would let a
+ * peer's DMA land in freed memory. */
+static void region_release_memory(struct region *r)
 {
-	struct daemon *d = r->daemon;
-
-	/* Leases hold references, so none is left; in-flight work too. */
-	if (idmap_get(&d->regions, r->id) == r)
-		idmap_remove(&d->regions, r->id);
-	/* RDMA registrations go here, before the memory they point into. */
+	mreg_release_all(r);
 	if (r->map_base && munmap(r->map_base, r->map_len) < 0)
-		log_warning_errno(-errno, "Region %" PRIu64 ": munmap failed: %m", r->id);
-	safe_close(r->fd);
-	uncharge_quota(d, r->account, r->size);
+		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": munmap failed: %s\n", r->id,
+			strerror(errno));
+	r->map_base = NULL;
+	r->fd = safe_close(r->fd);
+}
+
+static void region_finish(struct region *r)
+{
+	mreg_free_all(r);
+	uncharge_quota(r->daemon, r->account, r->size);
 	account_unref(r->account);
 	free(r->shares);
 	log_debug("Region %" PRIu64 " released", r->id);
 	free(r);
+}
+
+static void on_release(uv_work_t *w)
+{
+	region_release_memory(container_of(w, struct region, release));
+}
+
+static void on_release_done(uv_work_t *w, int status)
+{
+	(void)status;
+	region_finish(container_of(w, struct region, release));
+}
+
+static bool has_registrations(const struct region *r)
+{
+	const struct mreg *m;
+
+	list_for_each_entry(m, &r->mregs, link)
+		if (m->state == MREG_REGISTERED)
+			return true;
+	return false;
+}
+
+static void region_free(struct region *r)
+{
+	struct daemon *d = r->daemon;
+
+	/* Leases, attempts and in-flight work hold references: none is left. */
+	if (idmap_get(&d->regions, r->id) == r)
+		idmap_remove(&d->regions, r->id);
+	/* Deregistering a large MR unpins every page: not on the loop. */
+	if (has_registrations(r) && uv_queue_work(d->loop, &r->release, on_release,
+						  on_release_done) == 0)
+		return;
+	region_release_memory(r);
+	region_finish(r);
 }
 
 struct region *region_unref(struct region *r)

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <uv.h>
+
 #include "lock.h"
 #include "proto/list.h"
 
@@ -80,6 +82,9 @@ struct region {
 
 	struct region_share *shares;
 	size_t n_shares;
+
+	struct list_head mregs;		/* struct mreg, one per device */
+	uv_work_t release;		/* MRs, then memory, off the loop */
 };
 
 struct region_weak {

@@ -19,6 +19,7 @@ static const struct rpc_method *const method_tables[] = {
 	rpc_core_methods,
 	rpc_region_methods,
 	rpc_data_methods,
+	rpc_rdma_methods,
 };
 
 static const char *const interfaces[] = {

@@ -89,6 +89,7 @@ extern const struct rpc_method rpc_service_methods[];
 extern const struct rpc_method rpc_core_methods[];
 extern const struct rpc_method rpc_region_methods[];
 extern const struct rpc_method rpc_data_methods[];
+extern const struct rpc_method rpc_rdma_methods[];
 
 /* The interface descriptions served by GetInterfaceDescription. */
 extern const char rpc_idl_io_rdmamemd[];

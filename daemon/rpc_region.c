@@ -11,10 +11,12 @@
 #include "errinfo.h"
 #include "idmap.h"
 #include "lease.h"
+#include "mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "region.h"
 #include "rpc.h"
+#include "rpc_rdma.h"
 
 static const struct {
 	const char *name;
@@ -106,7 +108,7 @@ static cJSON *lease_to_json(const struct lease *l)
 }
 
 /* The region as queries show it; detailed adds the source, shares and leases. */
-static cJSON *region_to_json(const struct region *r, bool detailed)
+cJSON *region_json(const struct region *r, bool detailed)
 {
 	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	cJSON *owner, *loc, *lock, *leases, *list;
@@ -114,9 +116,22 @@ static cJSON *region_to_json(const struct region *r, bool detailed)
 	if (!o)
 		return NULL;
 	if (json_add_u64(o, "region", r->id) < 0 || json_add_u64(o, "size", r->size) < 0 ||
-	    add_access(o, r->access) < 0 || json_add_bool(o, "writable", r->writable) < 0 ||
-	    !cJSON_AddArrayToObject(o, "registrations"))
+	    add_access(o, r->access) < 0 || json_add_bool(o, "writable", r->writable) < 0)
 		return NULL;
+	list = cJSON_AddArrayToObject(o, "registrations");
+	if (!list)
+		return NULL;
+	{
+		const struct mreg *m;
+
+		list_for_each_entry(m, &r->mregs, link) {
+			cJSON *j = mreg_to_json(m, false);
+
+			if (!j)
+				return NULL;
+			cJSON_AddItemToArray(list, j);
+		}
+	}
 
 	owner = cJSON_AddObjectToObject(o, "owner");
 	loc = cJSON_AddObjectToObject(o, "location");
@@ -188,19 +203,20 @@ static int method_register(struct rpc_call *call)
 		uint64_t offset;
 		uint64_t length;
 		cJSON *access;
+		cJSON *devices;
 	} p = {};
 	static const struct json_field fields[] = {
 		{ "fd", JSON_U32, offsetof(__typeof__(p), fd), JSON_MANDATORY },
 		{ "offset", JSON_U64, offsetof(__typeof__(p), offset), 0 },
 		{ "length", JSON_U64, offsetof(__typeof__(p), length), 0 },
 		{ "access", JSON_ARRAY, offsetof(__typeof__(p), access), 0 },
+		{ "devices", JSON_ANY, offsetof(__typeof__(p), devices), 0 },
 		{},
 	};
 	struct memfd_import imp = { .fd = -EBADF, .access = REGION_ACCESS_DEFAULT };
 	_cleanup_close_ int fd = -EBADF;
 	struct errinfo err = {};
 	struct region *reg;
-	cJSON *reply;
 	int r;
 
 	r = rpc_params(call, fields, &p);
@@ -218,12 +234,12 @@ static int method_register(struct rpc_call *call)
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 
-	reply = region_to_json(reg, false);
-	if (!reply) {
+	/* The answer waits for the devices asked for, if any. */
+	r = rpc_register_on(call, reg, p.devices, true);
+	if (r < 0)
+		/* The client learns no region id from an error: keep none. */
 		region_drop_owner(reg);
-		return -ENOMEM;
-	}
-	return rpc_reply(call, reply);
+	return r;
 }
 
 static int method_unregister(struct rpc_call *call)
@@ -347,7 +363,7 @@ static int method_list_regions(struct rpc_call *call)
 	p = cJSON_CreateObject();
 	list = p ? cJSON_AddArrayToObject(p, "regions") : NULL;
 	for (size_t i = 0; list && i < c.n; i++) {
-		cJSON *o = region_to_json(c.list[i], false);
+		cJSON *o = region_json(c.list[i], false);
 
 		if (!o)
 			list = NULL;
@@ -380,7 +396,7 @@ static int method_get_region(struct rpc_call *call)
 	r = region_lookup(call->daemon, p.region, call->conn, REGION_READ, &reg, &err);
 	if (r < 0)
 		return rpc_error_info(call, &err);
-	o = region_to_json(reg, true);
+	o = region_json(reg, true);
 	region_unref(reg);
 	if (!o)
 		return -ENOMEM;

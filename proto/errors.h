@@ -30,6 +30,8 @@
 #define RDMAMEM_ERROR_NO_SUCH_LEASE "io.rdmamemd.NoSuchLease"
 #define RDMAMEM_ERROR_LEASE_CONFLICT "io.rdmamemd.LeaseConflict"
 #define RDMAMEM_ERROR_LOCK_TIMEOUT "io.rdmamemd.LockTimeout"
+#define RDMAMEM_ERROR_NO_SUCH_DEVICE "io.rdmamemd.NoSuchDevice"
+#define RDMAMEM_ERROR_INVALID_TOKEN "io.rdmamemd.InvalidToken"
 
 /* Negative errno for a Varlink error name; -EREMOTEIO for names not known
  * to this build. */

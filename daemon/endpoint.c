@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "daemon.h"
+#include "device.h"
+#include "endpoint.h"
+#include "errinfo.h"
+#include "log.h"
+#include "proto/errors.h"
+#include "token.h"
+
+#define ENDPOINT_DEFAULT_PORT 7471
+
+static void peer_text(const struct sockaddr_storage *ss, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+		snprintf(buf, size, "%s:%u", host, port);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+		snprintf(buf, size, "[%s]:%u", host, port);
+	} else {
+		snprintf(buf, size, "(unknown)");
+	}
+}
+
+int endpoint_parse_address(const char *s, struct sockaddr_storage *ret)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon;
+	unsigned long port = ENDPOINT_DEFAULT_PORT;
+	size_t hlen;
+
+	memset(ret, 0, sizeof(*ret));
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+
+		if (!end || (size_t)(end - s - 1) >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, s + 1, end - s - 1);
+		host[end - s - 1] = '\0';
+		colon = end[1] == ':' ? end + 1 : NULL;
+		if (end[1] && !colon)
+			return -EINVAL;
+	} else {
+		colon = strrchr(s, ':');
+		hlen = colon ? (size_t)(colon - s) : strlen(s);
+		if (hlen >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, s, hlen);
+		host[hlen] = '\0';
+	}
+	if (colon) {
+		char *end;
+
+		errno = 0;
+		port = strtoul(colon + 1, &end, 10);
+		if (errno || *end || end == colon + 1 || port == 0 || port > 65535)
+			return -EINVAL;
+	}
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)ret)->sin_addr) == 1) {
+		ret->ss_family = AF_INET;
+		((struct sockaddr_in *)ret)->sin_port = htons((uint16_t)port);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)ret)->sin6_addr) == 1) {
+		ret->ss_family = AF_INET6;
+		((struct sockaddr_in6 *)ret)->sin6_port = htons((uint16_t)port);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int endpoint_parse_network(const char *s, struct sockaddr_storage *ret_addr, unsigned *ret_prefix)
+{
+	char host[INET6_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	size_t hlen = slash ? (size_t)(slash - s) : strlen(s);
+	unsigned long prefix;
+	char *end;
+
+	if (hlen >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, hlen);
+	host[hlen] = '\0';
+	memset(ret_addr, 0, sizeof(*ret_addr));
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)ret_addr)->sin_addr) == 1)
+		ret_addr->ss_family = AF_INET;
+	else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)ret_addr)->sin6_addr) == 1)
+		ret_addr->ss_family = AF_INET6;
+	else
+		return -EINVAL;
+	prefix = ret_addr->ss_family == AF_INET ? 32 : 128;
+	if (slash) {
+		errno = 0;
+		prefix = strtoul(slash + 1, &end, 10);
+		if (errno || *end || end == slash + 1 ||
+		    prefix > (ret_addr->ss_family == AF_INET ? 32UL : 128UL))
+			return -EINVAL;
+	}
+	*ret_prefix = (unsigned)prefix;
+	return 0;
+}
+
+/* Address bytes of ss, with IPv4-mapped IPv6 seen as IPv4. */
+static size_t addr_bytes(const struct sockaddr_storage *ss, const uint8_t **ret)
+{
+	*ret = NULL;
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (ss->ss_family == AF_INET) {
+		*ret = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+		return 4;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const uint8_t *a = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+
+		if (memcmp(a, mapped, sizeof(mapped)) == 0) {
+			*ret = a + 12;
+			return 4;
+		}
+		*ret = a;
+		return 16;
+	}
+	return 0;
+}
+
+static bool network_allowed(const struct daemon *d, const struct sockaddr_storage *peer)
+{
+	const uint8_t *p;
+	size_t plen = addr_bytes(peer, &p);
+
+	if (d->n_allow == 0)
+		return true;
+	for (size_t i = 0; i < d->n_allow; i++) {
+		const uint8_t *n;
+		size_t nlen = addr_bytes(&d->allow[i].addr, &n);
+		unsigned bits = d->allow[i].prefix;
+
+		if (nlen != plen)
+			continue;
+		if (memcmp(p, n, bits / 8) != 0)
+			continue;
+		if (bits % 8 && ((p[bits / 8] ^ n[bits / 8]) & (0xff << (8 - bits % 8))))
+			continue;
+		return true;
+	}
+	return false;
+}
+
+static struct device *device_of_vb(struct daemon *d, struct vb_device *vbd)
+{
+	struct device *dev;
+
+	list_for_each_entry(dev, &d->devices, link)
+		if (dev->vb == vbd)
+			return dev;
+	return NULL;
+}
+
+static struct rconn *rconn_new(struct daemon *d, struct device *dev, struct token *t)
+{
+	struct rconn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->id = ++d->next_rconn_id;
+	c->dev = dev;
+	c->token = t;
+	c->uid = t->uid;
+	c->created_msec = uv_now(d->loop);
+	list_init(&c->ctl_link);
+	list_add_tail(&c->link, &d->rconns);
+	list_add_tail(&c->token_link, &t->rconns);
+	d->n_rconns++;
+	dev->n_connections++;
+	t->n_admitted++;
+	return c;
+}
+
+void rconn_destroy(struct rconn *c, const char *why)
+{
+	struct daemon *d = c->dev->daemon;
+
+	log_info("RDMA connection %" PRIu64 " (%s, %s, uid %u, qpn %u) closed: %s", c->id,
+		 c->oob ? "ConnectQueuePair" : "rdmacm", c->dev->info.name, (unsigned)c->uid,
+		 c->qpn, why);
+	if (c->cm)
+		vb->cm_conn_destroy(c->cm);
+	if (c->qp)
+		vb->qp_destroy(c->qp);
+	list_del(&c->link);
+	list_del(&c->token_link);
+	if (list_linked(&c->ctl_link))
+		list_del(&c->ctl_link);
+	d->n_rconns--;
+	c->dev->n_connections--;
+	free(c);
+}
+
+static struct rconn *rconn_by_cm(struct daemon *d, struct vb_cm_conn *cm)
+{
+	struct rconn *c;
+
+	list_for_each_entry(c, &d->rconns, link)
+		if (c->cm == cm)
+			return c;
+	return NULL;
+}
+
+static void reject(struct daemon *d, struct vb_cm_conn *cm, enum endpoint_reject why,
+		   const char *peer, const char *text)
+{
+	uint8_t data[8] = ENDPOINT_REJECT_MAGIC;
+
+	data[4] = (uint8_t)why;
+	d->rdma_rejected++;
+	log_notice("RDMA connection from %s rejected: %s", peer, text);
+	vb->cm_reject(cm, data, sizeof(data));
+	vb->cm_conn_destroy(cm);
+}
+
+static void on_request(struct daemon *d, struct vb_cm_event *ev)
+{
+	char peer[80];
+	struct device *dev = device_of_vb(d, ev->device);
+	struct token *t;
+	struct vb_pd *pd;
+	struct rconn *c;
+	uint32_t qpn;
+	int r;
+
+	peer_text(&ev->peer, peer, sizeof(peer));
+	if (d->n_rconns >= d->cfg.max_rdma_connections) {
+		reject(d, ev->conn, REJECT_LIMIT, peer, "connection limit reached");
+		return;
+	}
+	if (!network_allowed(d, &ev->peer)) {
+		reject(d, ev->conn, REJECT_NETWORK, peer, "not in an allowed network");
+		return;
+	}
+	if (ev->private_len < ENDPOINT_REQUEST_LEN ||
+	    memcmp(ev->private_data, ENDPOINT_MAGIC, 4) != 0 ||
+	    ev->private_data[4] != ENDPOINT_VERSION) {
+		reject(d, ev->conn, REJECT_BAD_REQUEST, peer, "no access token in the request");
+		return;
+	}
+	t = token_find(d, ev->private_data + 8);
+	if (!t) {
+		reject(d, ev->conn, REJECT_BAD_TOKEN, peer, "unknown or revoked access token");
+		return;
+	}
+	if (!dev || dev->fatal) {
+		reject(d, ev->conn, REJECT_DEVICE, peer, "device not served");
+		return;
+	}
+	r = device_pd(dev, t->uid, &pd);
+	if (r < 0) {
+		reject(d, ev->conn, REJECT_DEVICE, peer, "no protection domain");
+		return;
+	}
+	c = rconn_new(d, dev, t);
+	if (!c) {
+		reject(d, ev->conn, REJECT_LIMIT, peer, "out of memory");
+		return;
+	}
+	c->cm = ev->conn;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	/* The peer drives READs and atomics: answer as many as it asks for,
+	 * within what the device does. */
+	r = vb->cm_accept(c->cm, pd,
+			  (uint8_t)MIN((uint32_t)MAX(ev->initiator_depth, 1),
+				       MIN(dev->info.max_qp_rd_atom ?: 1, 16U)),
+			  &qpn);
+	if (r < 0) {
+		log_warning_errno(r, "RDMA connection from %s: accept failed: %m", peer);
+		rconn_destroy(c, "accept failed");
+		return;
+	}
+	c->qpn = qpn;
+	log_info("RDMA connection %" PRIu64 " from %s admitted into uid %u's domain on %s (qpn %u)",
+		 c->id, peer, (unsigned)c->uid, dev->info.name, qpn);
+}
+
+static void on_cm_event(uv_poll_t *h, int status, int events)
+{
+	struct listener *l = h->data;
+	struct daemon *d = l->daemon;
+	struct vb_cm_event ev;
+	struct rconn *c;
+
+	(void)events;
+	if (status < 0)
+		return;
+	while (vb->cm_next_event(l->vb, &ev) == 0) {
+		switch (ev.kind) {
+		case VB_CM_REQUEST:
+			on_request(d, &ev);
+			break;
+		case VB_CM_ESTABLISHED:
+			c = rconn_by_cm(d, ev.conn);
+			if (c)
+				c->established = true;
+			break;
+		case VB_CM_DISCONNECTED:
+			c = ev.conn ? rconn_by_cm(d, ev.conn) : NULL;
+			if (c)
+				rconn_destroy(c, ev.name);
+			break;
+		case VB_CM_OTHER:
+			log_debug("rdmacm on %s: %s", l->address, ev.name);
+			break;
+		}
+	}
+}
+
+int endpoint_start(struct daemon *d)
+{
+	char *const *addr;
+	int r;
+
+	list_init(&d->listeners);
+	list_init(&d->rconns);
+	list_init(&d->tokens);
+
+	for (char *const *net = d->cfg.rdma_allow; net && *net; net++) {
+		void *n = reallocarray(d->allow, d->n_allow + 1, sizeof(*d->allow));
+
+		if (!n)
+			return -ENOMEM;
+		d->allow = n;
+		if (endpoint_parse_network(*net, &d->allow[d->n_allow].addr,
+					   &d->allow[d->n_allow].prefix) < 0)
+			return log_error_errno(-EINVAL, "'%s' is not a network (ADDR/PREFIX)", *net);
+		d->n_allow++;
+	}
+
+	for (addr = d->cfg.rdmacm_listen; addr && *addr; addr++) {
+		struct sockaddr_storage ss;
+		struct listener *l;
+
+		if (endpoint_parse_address(*addr, &ss) < 0)
+			return log_error_errno(-EINVAL, "'%s' is not an address to listen on "
+							"(ADDR[:PORT])",
+					       *addr);
+		l = calloc(1, sizeof(*l));
+		if (!l)
+			return -ENOMEM;
+		l->daemon = d;
+		snprintf(l->address, sizeof(l->address), "%s", *addr);
+		r = vb->cm_listen((struct sockaddr *)&ss, &l->vb);
+		if (r < 0) {
+			free(l);
+			return log_error_errno(r, "Cannot listen with rdmacm on %s: %m", *addr);
+		}
+		uv_poll_init(d->loop, &l->poll, vb->cm_fd(l->vb));
+		l->poll.data = l;
+		uv_poll_start(&l->poll, UV_READABLE, on_cm_event);
+		list_add_tail(&l->link, &d->listeners);
+		log_info("Accepting RDMA connections on %s", l->address);
+	}
+	return 0;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+	struct listener *l = h->data;
+
+	vb->cm_listener_close(l->vb);
+	free(l);
+}
+
+void endpoint_stop(struct daemon *d)
+{
+	struct listener *l, *n;
+
+	while (!list_empty(&d->tokens))
+		token_revoke(list_first_entry(&d->tokens, struct token, link), "shutdown");
+	while (!list_empty(&d->rconns))
+		rconn_destroy(list_first_entry(&d->rconns, struct rconn, link), "shutdown");
+	list_for_each_entry_safe(l, n, &d->listeners, link) {
+		list_del(&l->link);
+		uv_close((uv_handle_t *)&l->poll, on_listener_closed);
+	}
+	free(d->allow);
+	d->allow = NULL;
+	d->n_allow = 0;
+}
+
+/* The GID a peer reaches port 1 at: RoCEv2 over IPv4 when there is one. */
+static int default_gid_index(const struct device *dev)
+{
+	const struct vb_port *p = dev->info.n_ports ? &dev->info.ports[0] : NULL;
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	for (size_t i = 0; p && i < p->n_gids; i++)
+		if (strcmp(p->gids[i].type, "RoCEv2") == 0 &&
+		    memcmp(p->gids[i].raw, mapped, sizeof(mapped)) == 0)
+			return (int)p->gids[i].index;
+	for (size_t i = 0; p && i < p->n_gids; i++)
+		if (strcmp(p->gids[i].type, "RoCEv2") == 0)
+			return (int)p->gids[i].index;
+	return 0;
+}
+
+int endpoint_connect_qp(struct conn *ctl, struct device *dev, struct token *t,
+			const struct vb_qp_endpoint *peer, int gid_index,
+			struct vb_qp_endpoint *ret, struct errinfo *e)
+{
+	struct daemon *d = dev->daemon;
+	struct vb_pd *pd;
+	struct rconn *c;
+	int r;
+
+	if (d->n_rconns >= d->cfg.max_rdma_connections)
+		return errinfo_set(e, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS, -EUSERS,
+				   "the daemon serves %u RDMA connections, its limit", d->n_rconns);
+	if (dev->fatal)
+		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_DEVICE, -EIO,
+				   "RDMA device %s reported a fatal error", dev->info.name);
+	r = device_pd(dev, t->uid, &pd);
+	if (r < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_INTERNAL, r, "no protection domain on %s: %s",
+				   dev->info.name, strerror(-r));
+	c = rconn_new(d, dev, t);
+	if (!c)
+		return -ENOMEM;
+	c->oob = true;
+	c->ctl = ctl;
+	list_add_tail(&c->ctl_link, &ctl->rconns);
+	snprintf(c->peer, sizeof(c->peer), "pid %d (qpn %u)", (int)ctl->cred.pid, peer->qpn);
+
+	r = vb->qp_create(pd, 1, &c->qp);
+	if (r == 0)
+		r = vb->qp_connect(c->qp, peer, gid_index >= 0 ? (uint32_t)gid_index :
+								 (uint32_t)default_gid_index(dev),
+				   ret);
+	if (r < 0) {
+		rconn_destroy(c, "setup failed");
+		return errinfo_set(e, VARLINK_ERROR_INVALID_PARAMETER, r,
+				   "cannot connect a queue pair on %s to qpn %u: %s", dev->info.name,
+				   peer->qpn, strerror(-r));
+	}
+	c->qpn = ret->qpn;
+	c->established = true;
+	log_info("RDMA connection %" PRIu64 " (ConnectQueuePair by pid %d) admitted into uid %u's "
+		 "domain on %s (qpn %u → peer qpn %u)",
+		 c->id, (int)ctl->cred.pid, (unsigned)c->uid, dev->info.name, c->qpn, peer->qpn);
+	return 0;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The remote-access endpoint. An rkey is honoured only on a queue pair in the
+ * same protection domain as its MR, so remote peers reach registered memory
+ * through queue pairs the daemon creates: accepted through librdmacm, or set
+ * up from attributes exchanged over Varlink (ConnectQueuePair). Each is
+ * admitted into the PD of the uid whose access token the peer presents. The
+ * daemon never posts on these queue pairs: peers drive RDMA READ, WRITE and
+ * atomics.
+ */
+#ifndef RDMAMEMD_ENDPOINT_H
+#define RDMAMEMD_ENDPOINT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "proto/list.h"
+#include "verbs.h"
+
+struct conn;
+struct daemon;
+struct device;
+struct errinfo;
+struct token;
+
+/* rdmacm private data of a connect request: magic, version, token. */
+#define ENDPOINT_MAGIC "RDMT"
+#define ENDPOINT_VERSION 1
+#define ENDPOINT_REQUEST_LEN 24
+/* And of a reject: "RDMR", then the reason. */
+#define ENDPOINT_REJECT_MAGIC "RDMR"
+
+enum endpoint_reject {
+	REJECT_BAD_REQUEST = 1,		/* no or malformed private data */
+	REJECT_BAD_TOKEN = 2,		/* no such token */
+	REJECT_NETWORK = 3,		/* peer outside the allowed networks */
+	REJECT_LIMIT = 4,		/* too many connections */
+	REJECT_DEVICE = 5,		/* device unknown or failed */
+};
+
+struct rconn {
+	struct list_head link;		/* in daemon->rconns */
+	struct list_head token_link;	/* in token->rconns */
+	struct list_head ctl_link;	/* in ctl->rconns (ConnectQueuePair only) */
+	uint64_t id;
+	bool oob;			/* from ConnectQueuePair */
+	struct device *dev;
+	struct token *token;
+	uid_t uid;
+	struct vb_cm_conn *cm;
+	struct vb_qp *qp;
+	uint32_t qpn;
+	char peer[80];
+	bool established;
+	uint64_t created_msec;
+	struct conn *ctl;
+};
+
+struct listener {
+	struct list_head link;		/* in daemon->listeners */
+	struct daemon *daemon;
+	struct vb_listener *vb;
+	uv_poll_t poll;
+	char address[64];
+};
+
+/* Listens with librdmacm on the configured addresses. */
+int endpoint_start(struct daemon *d);
+/* Shutdown: closes the listeners and every remote connection. */
+void endpoint_stop(struct daemon *d);
+
+/*
+ * ConnectQueuePair: a queue pair in the token's uid PD on dev, connected to
+ * peer; fills *ret with the daemon's side. ctl is the Varlink connection
+ * that asked: the queue pair lives until it closes or the token is revoked.
+ */
+int endpoint_connect_qp(struct conn *ctl, struct device *dev, struct token *t,
+			const struct vb_qp_endpoint *peer, int gid_index,
+			struct vb_qp_endpoint *ret, struct errinfo *e);
+
+void rconn_destroy(struct rconn *c, const char *why);
+
+/* Parses "ADDR[:PORT]" (IPv4, or [IPv6]:PORT); the default port is 7471. */
+int endpoint_parse_address(const char *s, struct sockaddr_storage *ret);
+/* Parses "ADDR/PREFIX" network masks for the allow-list. */
+int endpoint_parse_network(const char *s, struct sockaddr_storage *ret_addr, unsigned *ret_prefix);
+
+#endif

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "device.h"
+#include "log.h"
+#include "mreg.h"
+#include "proto/json.h"
+#include "region.h"
+
+static unsigned vb_access_of(const struct region *r)
+{
+	unsigned a = 0;
+
+	if (r->access & REGION_ACCESS_REMOTE_READ)
+		a |= VB_ACCESS_REMOTE_READ;
+	/* Writes need a writable mapping, and the verbs require local write
+	 * with remote write or atomics. */
+	if (r->writable) {
+		if (r->access & REGION_ACCESS_LOCAL_WRITE)
+			a |= VB_ACCESS_LOCAL_WRITE;
+		if (r->access & REGION_ACCESS_REMOTE_WRITE)
+			a |= VB_ACCESS_REMOTE_WRITE | VB_ACCESS_LOCAL_WRITE;
+		if (r->access & REGION_ACCESS_REMOTE_ATOMIC)
+			a |= VB_ACCESS_REMOTE_ATOMIC | VB_ACCESS_LOCAL_WRITE;
+	}
+	return a;
+}
+
+static int access_text(unsigned a, char *buf, size_t size)
+{
+	return snprintf(buf, size, "%s%s%s%s", a & VB_ACCESS_LOCAL_WRITE ? " local_write" : "",
+			a & VB_ACCESS_REMOTE_READ ? " remote_read" : "",
+			a & VB_ACCESS_REMOTE_WRITE ? " remote_write" : "",
+			a & VB_ACCESS_REMOTE_ATOMIC ? " remote_atomic" : "");
+}
+
+static void mreg_fail(struct mreg *m, int err, const char *fmt, ...) _printf_(3, 4);
+
+static void mreg_fail(struct mreg *m, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	m->state = MREG_FAILED;
+	m->err = err;
+	free(m->error);
+	m->error = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&m->error, fmt, ap) < 0)
+		m->error = NULL;
+	va_end(ap);
+	m->settled_msec = uv_now(m->region->daemon->loop);
+	log_warning("Region %" PRIu64 " on RDMA device %s: %s", m->region->id, m->device,
+		    m->error ?: strerror(-err));
+}
+
+static void mreg_settle(struct mreg *m)
+{
+	struct list_head settled;
+	struct mreg_waiter *w, *n;
+
+	/* Waiters may cancel others or start new requests from settled(). */
+	list_init(&settled);
+	while (!list_empty(&m->waiters)) {
+		w = list_first_entry(&m->waiters, struct mreg_waiter, link);
+		list_del(&w->link);
+		list_add_tail(&w->link, &settled);
+	}
+	list_for_each_entry_safe(w, n, &settled, link) {
+		list_del(&w->link);
+		w->settled(w);
+	}
+}
+
+static void on_reg_work(uv_work_t *work)
+{
+	struct mreg *m = container_of(work, struct mreg, work);
+
+	m->err = vb->mr_reg(m->pd, m->region->addr, m->region->size, m->access, &m->mr);
+}
+
+/* What to tell the client about the locked-memory limit behind a failure. */
+static void memlock_hint(char *buf, size_t size)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0) {
+		buf[0] = '\0';
+		return;
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		snprintf(buf, size, "; RLIMIT_MEMLOCK of rdmamemd is unlimited");
+	else
+		snprintf(buf, size,
+			 "; RLIMIT_MEMLOCK of rdmamemd is %llu bytes (hard %llu)%s: give the service "
+			 "LimitMEMLOCK=infinity",
+			 (unsigned long long)rl.rlim_cur,
+			 rl.rlim_max == RLIM_INFINITY ? ~0ULL : (unsigned long long)rl.rlim_max,
+			 geteuid() == 0 ? ", which root's CAP_IPC_LOCK normally lifts" : "");
+}
+
+static void on_reg_done(uv_work_t *work, int status)
+{
+	struct mreg *m = container_of(work, struct mreg, work);
+	struct region *r = m->region;
+
+	(void)status;
+	if (m->err == 0) {
+		vb->mr_keys(m->mr, &m->lkey, &m->rkey);
+		m->state = MREG_REGISTERED;
+		m->settled_msec = uv_now(r->daemon->loop);
+		m->dev->n_mrs++;
+		m->dev->mr_bytes += r->size;
+		log_debug("Region %" PRIu64 " registered on %s: lkey 0x%x rkey 0x%x", r->id,
+			  m->device, m->lkey, m->rkey);
+	} else {
+		char access[96], hint[256] = "";
+
+		access_text(m->access, access, sizeof(access));
+		if (m->err == -ENOMEM || m->err == -EPERM || m->err == -EAGAIN)
+			memlock_hint(hint, sizeof(hint));
+		mreg_fail(m, m->err,
+			  "ibv_reg_mr on %s failed for %" PRIu64 " bytes at 0x%" PRIxPTR
+			  " (access%s): %s%s",
+			  m->device, r->size, (uintptr_t)r->addr, access, strerror(-m->err), hint);
+	}
+	mreg_settle(m);
+	region_unref(r);
+}
+
+static void open_devices_text(struct daemon *d, char *buf, size_t size)
+{
+	struct device *dev;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	list_for_each_entry(dev, &d->devices, link)
+		n += snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? ", " : "",
+			      dev->info.name);
+	if (n == 0)
+		snprintf(buf, size, "none");
+}
+
+struct mreg *mreg_ensure(struct region *r, const char *device, struct mreg_waiter *w)
+{
+	struct daemon *d = r->daemon;
+	struct mreg *m;
+	int err;
+
+	list_for_each_entry(m, &r->mregs, link)
+		if (strcmp(m->device, device) == 0) {
+			if (m->state == MREG_PENDING && w)
+				list_add_tail(&w->link, &m->waiters);
+			return m;
+		}
+
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->region = r;
+	snprintf(m->device, sizeof(m->device), "%s", device);
+	list_init(&m->waiters);
+	list_add_tail(&m->link, &r->mregs);
+	m->access = vb_access_of(r);
+	m->dev = device_find(d, device);
+
+	if (!m->dev) {
+		char open[256];
+
+		open_devices_text(d, open, sizeof(open));
+		mreg_fail(m, -ENODEV, "no RDMA device '%s' is open (open: %s)%s", device, open,
+			  device_allowed(d, device) ? "" : "; the configuration excludes it");
+		return m;
+	}
+	if (m->dev->fatal) {
+		mreg_fail(m, -EIO,
+			  "RDMA device %s reported a fatal error (IBV_EVENT_DEVICE_FATAL) and "
+			  "takes no new registrations; restart the daemon once it is repaired",
+			  device);
+		return m;
+	}
+	err = device_pd(m->dev, r->owner_uid, &m->pd);
+	if (err < 0) {
+		mreg_fail(m, err, "cannot allocate a protection domain on %s: %s", device,
+			  strerror(-err));
+		return m;
+	}
+
+	m->state = MREG_PENDING;
+	if (w)
+		list_add_tail(&w->link, &m->waiters);
+	/* The attempt keeps the region (and so the memory) until it is done. */
+	region_ref(r);
+	err = uv_queue_work(d->loop, &m->work, on_reg_work, on_reg_done);
+	if (err < 0) {
+		region_unref(r);
+		mreg_fail(m, -ENOMEM, "cannot queue the registration: %s", uv_strerror(err));
+		if (w)
+			list_del(&w->link);
+	}
+	return m;
+}
+
+void mreg_waiter_cancel(struct mreg_waiter *w)
+{
+	if (list_linked(&w->link))
+		list_del(&w->link);
+}
+
+int mreg_forget_failure(struct region *r, const char *device)
+{
+	struct mreg *m;
+
+	list_for_each_entry(m, &r->mregs, link)
+		if (strcmp(m->device, device) == 0 && m->state == MREG_FAILED) {
+			list_del(&m->link);
+			free(m->error);
+			free(m);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+void mreg_release_all(struct region *r)
+{
+	struct mreg *m;
+
+	list_for_each_entry(m, &r->mregs, link) {
+		int err;
+
+		if (m->state != MREG_REGISTERED)
+			continue;
+		err = vb->mr_dereg(m->mr);
+		if (err < 0)
+			fprintf(stderr, "rdmamemd: warning: region %" PRIu64
+					" on %s: ibv_dereg_mr failed: %s\n",
+				r->id, m->device, strerror(-err));
+		m->mr = NULL;
+	}
+}
+
+void mreg_free_all(struct region *r)
+{
+	struct mreg *m, *n;
+
+	list_for_each_entry_safe(m, n, &r->mregs, link) {
+		if (m->state == MREG_REGISTERED && m->dev) {
+			m->dev->n_mrs--;
+			m->dev->mr_bytes -= r->size;
+		}
+		list_del(&m->link);
+		free(m->error);
+		free(m);
+	}
+}
+
+cJSON *mreg_to_json(const struct mreg *m, bool recorded)
+{
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
+	static const char *const states[] = { "pending", "registered", "failed" };
+
+	if (!o || json_add_string(o, "device", m->device) < 0 ||
+	    json_add_string(o, "state", states[m->state]) < 0)
+		return NULL;
+	if (m->dev && json_add_string(o, "backend", m->dev->backend) < 0)
+		return NULL;
+	if (m->state == MREG_REGISTERED) {
+		static const struct {
+			unsigned bit;
+			const char *name;
+		} names[] = {
+			{ VB_ACCESS_LOCAL_WRITE, "local_write" },
+			{ VB_ACCESS_REMOTE_READ, "remote_read" },
+			{ VB_ACCESS_REMOTE_WRITE, "remote_write" },
+			{ VB_ACCESS_REMOTE_ATOMIC, "remote_atomic" },
+		};
+		cJSON *a;
+
+		if (json_add_u64(o, "lkey", m->lkey) < 0 || json_add_u64(o, "rkey", m->rkey) < 0 ||
+		    json_add_u64(o, "addr", (uintptr_t)m->region->addr) < 0 ||
+		    json_add_u64(o, "length", m->region->size) < 0)
+			return NULL;
+		a = cJSON_AddArrayToObject(o, "access");
+		if (!a)
+			return NULL;
+		for (size_t i = 0; i < ELEMENTSOF(names); i++)
+			if (m->access & names[i].bit)
+				cJSON_AddItemToArray(a, cJSON_CreateString(names[i].name));
+	} else if (m->state == MREG_FAILED) {
+		char text[1024];
+
+		snprintf(text, sizeof(text), "%s%s", m->error ?: strerror(-m->err),
+			 recorded ? " (recorded when first tried and not retried; "
+				    "RetryRegistration clears it)" :
+				    "");
+		if (json_add_string(o, "error", text) < 0 ||
+		    json_add_bool(o, "recorded", recorded) < 0)
+			return NULL;
+	}
+	return TAKE_PTR(o);
+}

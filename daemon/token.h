@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Access tokens: what a remote peer must present to be admitted into a uid's
+ * protection domain. The owner of the memory asks for one (CreateAccessToken)
+ * and hands it to its peers out of band, with the addr/rkey of its regions.
+ * A token lives until revoked or until the connection that created it
+ * closes; either way the connections it admitted are torn down with it.
+ */
+#ifndef RDMAMEMD_TOKEN_H
+#define RDMAMEMD_TOKEN_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto/list.h"
+
+struct conn;
+struct daemon;
+
+#define TOKEN_BYTES 16
+
+struct token {
+	struct list_head link;		/* in daemon->tokens */
+	struct list_head owner_link;	/* in owner->tokens */
+	struct conn *owner;
+	uid_t uid;
+	uint8_t raw[TOKEN_BYTES];
+	char hex[TOKEN_BYTES * 2 + 1];
+	uint64_t created_msec;
+	struct list_head rconns;	/* struct rconn admitted with it */
+	uint64_t n_admitted;
+};
+
+int token_create(struct conn *owner, struct token **ret);
+/* The live token with these bytes, compared in constant time; or NULL. */
+struct token *token_find(struct daemon *d, const uint8_t raw[TOKEN_BYTES]);
+/* Parses 32 hex digits; -EINVAL otherwise. */
+int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES]);
+/* Tears down the connections it admitted and forgets it. */
+void token_revoke(struct token *t, const char *why);
+
+#endif

@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The verbs layer: the only code that calls libibverbs, libmlx5 and
+ * librdmacm. Everything above it sees opaque handles and -errno returns;
+ * libibverbs' NULL-plus-errno and positive-errno conventions stop here.
+ *
+ * Devices are the contexts librdmacm opens (rdma_get_devices), so that a
+ * protection domain allocated here is the one a connection accepted through
+ * librdmacm lands in.
+ *
+ * Calls go through an ops table so that tests and fuzzers can run the
+ * daemon over a fake. Thread safety is libibverbs': registration runs on
+ * pool threads, everything else on the loop.
+ */
+#ifndef RDMAMEMD_VERBS_H
+#define RDMAMEMD_VERBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define VB_NAME_MAX 64
+#define VB_PORTS_MAX 4
+#define VB_GIDS_MAX 16
+#define VB_PRIVATE_DATA_MAX 56
+
+struct vb_device;
+struct vb_pd;
+struct vb_mr;
+struct vb_qp;
+struct vb_listener;
+struct vb_cm_conn;
+
+/* Access of a memory region, mirrored from IBV_ACCESS_*. */
+#define VB_ACCESS_LOCAL_WRITE (1U << 0)
+#define VB_ACCESS_REMOTE_WRITE (1U << 1)
+#define VB_ACCESS_REMOTE_READ (1U << 2)
+#define VB_ACCESS_REMOTE_ATOMIC (1U << 3)
+
+struct vb_gid {
+	uint32_t index;
+	uint8_t raw[16];
+	char text[48];		/* IPv6 notation */
+	const char *type;	/* "IB", "RoCEv1", "RoCEv2" */
+};
+
+struct vb_port {
+	uint8_t num;
+	const char *state;	/* "ACTIVE", "DOWN", ... */
+	bool active;
+	const char *link_layer;	/* "Ethernet", "InfiniBand" */
+	unsigned mtu;		/* active MTU in bytes */
+	uint16_t lid;
+	size_t n_gids;
+	struct vb_gid gids[VB_GIDS_MAX];
+};
+
+struct vb_device_info {
+	char name[VB_NAME_MAX];
+	char node_guid[24];
+	bool mlx5;		/* mlx5dv_is_supported() */
+	uint64_t max_mr_size;
+	uint32_t max_mr, max_qp, max_qp_rd_atom;
+	size_t n_ports;
+	struct vb_port ports[VB_PORTS_MAX];
+};
+
+enum vb_event_kind {
+	VB_EVENT_PORT_ACTIVE,
+	VB_EVENT_PORT_DOWN,
+	VB_EVENT_DEVICE_FATAL,
+	VB_EVENT_OTHER,
+};
+
+struct vb_event {
+	enum vb_event_kind kind;
+	const char *name;	/* ibv_event_type_str() */
+	uint8_t port;
+};
+
+/* One side of a reliable connection, as queue pairs exchange it. */
+struct vb_qp_endpoint {
+	uint32_t qpn;
+	uint32_t psn;
+	uint16_t lid;
+	uint8_t gid[16];
+	uint32_t gid_index;
+	uint8_t port;
+	unsigned mtu;
+};
+
+enum vb_cm_event_kind {
+	VB_CM_REQUEST,		/* a peer asks to connect: accept or reject */
+	VB_CM_ESTABLISHED,
+	VB_CM_DISCONNECTED,	/* the peer left, or the connection failed */
+	VB_CM_OTHER,
+};
+
+struct vb_cm_event {
+	enum vb_cm_event_kind kind;
+	const char *name;	/* rdma_event_str() */
+	struct vb_cm_conn *conn;
+	struct vb_device *device;	/* the device the request came in on */
+	struct sockaddr_storage peer;
+	uint8_t private_data[VB_PRIVATE_DATA_MAX];
+	size_t private_len;
+	uint8_t initiator_depth;
+	int status;
+};
+
+struct vb_ops {
+	int (*devices_open)(struct vb_device ***ret, size_t *ret_n);
+	void (*devices_close)(struct vb_device **devs, size_t n);
+	int (*device_query)(struct vb_device *dev, struct vb_device_info *ret);
+	int (*device_async_fd)(struct vb_device *dev);
+	int (*device_next_event)(struct vb_device *dev, struct vb_event *ret);
+
+	int (*pd_alloc)(struct vb_device *dev, struct vb_pd **ret);
+	int (*pd_free)(struct vb_pd *pd);
+
+	int (*mr_reg)(struct vb_pd *pd, void *addr, size_t len, unsigned access,
+		      struct vb_mr **ret);
+	int (*mr_reg_dmabuf)(struct vb_pd *pd, int fd, uint64_t offset, size_t len, uint64_t iova,
+			     unsigned access, struct vb_mr **ret);
+	int (*mr_dereg)(struct vb_mr *mr);
+	void (*mr_keys)(const struct vb_mr *mr, uint32_t *lkey, uint32_t *rkey);
+
+	int (*qp_create)(struct vb_pd *pd, uint8_t port, struct vb_qp **ret);
+	int (*qp_connect)(struct vb_qp *qp, const struct vb_qp_endpoint *peer, uint32_t gid_index,
+			  struct vb_qp_endpoint *ret_local);
+	void (*qp_destroy)(struct vb_qp *qp);
+
+	int (*cm_listen)(const struct sockaddr *addr, struct vb_listener **ret);
+	int (*cm_fd)(struct vb_listener *l);
+	int (*cm_next_event)(struct vb_listener *l, struct vb_cm_event *ret);
+	int (*cm_accept)(struct vb_cm_conn *c, struct vb_pd *pd, uint8_t responder_resources,
+			 uint32_t *ret_qpn);
+	int (*cm_reject)(struct vb_cm_conn *c, const void *data, size_t len);
+	void (*cm_conn_destroy)(struct vb_cm_conn *c);
+	void (*cm_listener_close)(struct vb_listener *l);
+};
+
+/* The ops in use: libibverbs/librdmacm unless a test swapped them. */
+extern const struct vb_ops *vb;
+extern const struct vb_ops vb_real_ops;
+
+#endif
