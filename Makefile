@@ -55,6 +55,7 @@ SAN     := $(SAN_$(VARIANT))
 PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd check))$(PC_CFLAGS)
 LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5))$(LIBS_DAEMON)
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
+LIBS_VERBS = $(eval LIBS_VERBS := $$(shell $(PKG_CONFIG) --libs libibverbs librdmacm))$(LIBS_VERBS)
 LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)
 
 # cuda.h at build time when the toolkit is there; libcuda.so.1 is never
@@ -72,6 +73,7 @@ CLIENT_SRCS := $(filter-out client/rdmamemctl.c,$(wildcard client/*.c))
 CTL_SRCS    := client/rdmamemctl.c
 TEST_SRCS   := $(wildcard tests/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
+PEER_SRCS   := $(wildcard tests/peer/*.c)
 
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 PROTO_OBJS  := $(call obj,$(PROTO_SRCS))
@@ -80,7 +82,8 @@ CLIENT_OBJS := $(call obj,$(CLIENT_SRCS))
 CTL_OBJS    := $(call obj,$(CTL_SRCS))
 TEST_OBJS   := $(call obj,$(TEST_SRCS))
 BENCH_OBJS  := $(call obj,$(BENCH_SRCS))
-ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OBJS) $(BENCH_OBJS)
+ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OBJS) $(BENCH_OBJS) \
+               $(call obj,$(PEER_SRCS))
 
 LIB_SO      := $(B)/librdmamem.so.$(VERSION)
 LIB_A       := $(B)/librdmamem.a
@@ -150,6 +153,11 @@ $(B)/test-rdmamemd: $(TEST_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS))
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
 
+# A remote peer for the RDMA tests: it uses the verbs itself, as peers do.
+$(B)/rdma-peer: $(B)/tests/peer/rdma-peer.o $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS)
+
 $(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) -lpthread
@@ -159,7 +167,7 @@ run: deps all
 
 # CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
-check: deps all $(B)/test-rdmamemd
+check: deps all $(B)/test-rdmamemd $(B)/rdma-peer
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS=rdma $(B)/test-rdmamemd
 	$(Q)$(MAKE) --no-print-directory vmtest
 

@@ -27,6 +27,8 @@ static void help(void)
 	       "  status            daemon version, uptime, clients, regions, devices\n"
 	       "  regions           the regions this user may see (all of them for root)\n"
 	       "  region ID         one region: owner, source, lock, leases, shares\n"
+	       "  devices           RDMA devices: ports, GIDs, MRs, pinned bytes, events\n"
+	       "  connections       remote peers' queue pairs, by device and uid\n"
 	       "  ping              check that the daemon answers\n"
 	       "\n"
 	       "Options:\n"
@@ -294,11 +296,90 @@ static int verb_region(struct rdmamem_client *c, const char *arg)
 	return 0;
 }
 
+static int verb_devices(struct rdmamem_client *c, const char *arg)
+{
+	cJSON *reply = NULL, *dev, *port;
+	int r;
+
+	(void)arg;
+	r = call(c, "io.rdmamemd.ListDevices", NULL, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "devices")) == 0)
+		printf("No RDMA devices: regions work; registrations on devices fail.\n");
+	cJSON_ArrayForEach(dev, cJSON_GetObjectItemCaseSensitive(reply, "devices")) {
+		char pinned[32];
+		const cJSON *ev;
+
+		format_bytes(get_u64(dev, "pinned_bytes"), pinned, sizeof(pinned));
+		printf("%s (%s backend, node guid %s)%s\n", get_string(dev, "name"),
+		       get_string(dev, "backend"), get_string(dev, "node_guid"),
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "fatal")) ?
+			       "  FATAL: takes no new registrations" :
+			       "");
+		printf("  %-15s %" PRIu64 " (%s pinned)\n", "MRs:", get_u64(dev, "mrs"), pinned);
+		printf("  %-15s %.0f\n", "domains:", get_number(dev, "protection_domains"));
+		printf("  %-15s %.0f\n", "connections:", get_number(dev, "connections"));
+		cJSON_ArrayForEach(port, cJSON_GetObjectItemCaseSensitive(dev, "ports")) {
+			const cJSON *gid;
+
+			printf("  port %.0f:        %s, %s, MTU %.0f, LID %.0f\n",
+			       get_number(port, "port"), get_string(port, "state"),
+			       get_string(port, "link_layer"), get_number(port, "mtu"),
+			       get_number(port, "lid"));
+			cJSON_ArrayForEach(gid, cJSON_GetObjectItemCaseSensitive(port, "gids"))
+				printf("    gid %-3.0f %-8s %s\n", get_number(gid, "index"),
+				       get_string(gid, "type"), get_string(gid, "gid"));
+		}
+		cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(dev, "events"))
+			printf("  %-15s %s (%" PRIu64 " ms ago)\n", "event:",
+			       get_string(ev, "event"), get_u64(ev, "age_msec"));
+	}
+	printf("%" PRIu64 " RDMA connections rejected\n", get_u64(reply, "rejected_connections"));
+	cJSON_Delete(reply);
+	return 0;
+}
+
+static int verb_connections(struct rdmamem_client *c, const char *arg)
+{
+	cJSON *reply = NULL, *item;
+	int r;
+
+	(void)arg;
+	r = call(c, "io.rdmamemd.ListConnections", NULL, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+	printf("%-6s %-10s %-10s %-6s %-8s %-12s %s\n", "ID", "KIND", "DEVICE", "UID", "QPN",
+	       "STATE", "PEER");
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "connections"))
+		printf("%-6s %-10s %-10s %-6.0f %-8.0f %-12s %s\n", get_string(item, "id"),
+		       get_string(item, "kind"), get_string(item, "device"), get_number(item, "uid"),
+		       get_number(item, "qpn"),
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "established")) ?
+			       "established" :
+			       "connecting",
+		       get_string(item, "peer"));
+	cJSON_Delete(reply);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct rdmamem_client *c, const char *arg);
 	bool takes_arg;
 } verbs[] = {
+	{ "devices", verb_devices, false },
+	{ "connections", verb_connections, false },
 	{ "status", verb_status, false },
 	{ "regions", verb_regions, false },
 	{ "region", verb_region, true },

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -285,4 +286,82 @@ _public_ int rdmamem_share(struct rdmamem_client *c, uint64_t region, uint32_t i
 	    json_add_bool(p, "readonly", flags & RDMAMEM_SHARE_READONLY) < 0)
 		p = (cJSON_Delete(p), NULL);
 	return call_u64(c, "io.rdmamemd.Share", p, NULL, 0, 0, NULL, NULL);
+}
+
+_public_ int rdmamem_register_on(struct rdmamem_client *c, uint64_t region, const char *device,
+				 struct rdmamem_registration *ret)
+{
+	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *root = NULL;
+	cJSON *reply = NULL, *list, *reg, *item;
+	int r;
+
+	if (!device || !ret || strlen(device) >= sizeof(ret->device))
+		return -EINVAL;
+	list = p ? cJSON_AddArrayToObject(p, "devices") : NULL;
+	if (!list || add_id(p, "region", region) < 0)
+		return -ENOMEM;
+	cJSON_AddItemToArray(list, cJSON_CreateString(device));
+	/* Registration pins memory: no deadline of ours on it. */
+	r = rdmamem__call(c, "io.rdmamemd.RegisterOn", p, NULL, 0, -1, &root, &reply, NULL, NULL);
+	if (r < 0)
+		return r;
+	reg = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(reply, "registrations"), 0);
+	item = cJSON_GetObjectItemCaseSensitive(reg, "error");
+	if (cJSON_IsString(item)) {
+		const cJSON *e = cJSON_GetObjectItemCaseSensitive(reg, "errno");
+
+		rdmamem__set_error(c, NULL, "%s", item->valuestring);
+		return cJSON_IsNumber(e) && e->valueint > 0 ? -e->valueint : -EIO;
+	}
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->device, sizeof(ret->device), "%s", device);
+	{
+		uint64_t lkey = 0, rkey = 0;
+
+		if (json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "addr"), &ret->addr) < 0 ||
+		    json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "length"), &ret->length) < 0 ||
+		    json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "lkey"), &lkey) < 0 ||
+		    json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "rkey"), &rkey) < 0) {
+			rdmamem__set_error(c, NULL, "the daemon's registration lacks its keys");
+			return -EPROTO;
+		}
+		ret->lkey = (uint32_t)lkey;
+		ret->rkey = (uint32_t)rkey;
+	}
+	return 0;
+}
+
+_public_ int rdmamem_access_token_create(struct rdmamem_client *c,
+					 char ret[RDMAMEM_TOKEN_LEN + 1])
+{
+	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *root = NULL;
+	cJSON *reply = NULL, *t;
+	int r;
+
+	if (!ret)
+		return -EINVAL;
+	r = rdmamem__call(c, "io.rdmamemd.CreateAccessToken", p, NULL, 0, 0, &root, &reply, NULL,
+			  NULL);
+	if (r < 0)
+		return r;
+	t = cJSON_GetObjectItemCaseSensitive(reply, "token");
+	if (!cJSON_IsString(t) || strlen(t->valuestring) != RDMAMEM_TOKEN_LEN)
+		return -EPROTO;
+	memcpy(ret, t->valuestring, RDMAMEM_TOKEN_LEN + 1);
+	return 0;
+}
+
+_public_ int rdmamem_access_token_revoke(struct rdmamem_client *c, const char *token)
+{
+	cJSON *p = params_new();
+
+	if (!token) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (p && json_add_string(p, "token", token) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.RevokeAccessToken", p, NULL, 0, 0, NULL, NULL);
 }

@@ -300,7 +300,7 @@ cJSON *mreg_to_json(const struct mreg *m, bool recorded)
 			 recorded ? " (recorded when first tried and not retried; "
 				    "RetryRegistration clears it)" :
 				    "");
-		if (json_add_string(o, "error", text) < 0 ||
+		if (json_add_string(o, "error", text) < 0 || json_add_int(o, "errno", -m->err) < 0 ||
 		    json_add_bool(o, "recorded", recorded) < 0)
 			return NULL;
 	}

@@ -22,6 +22,7 @@ int main(void)
 	srunner_add_suite(sr, client_suite());
 	srunner_add_suite(sr, regions_suite());
 	srunner_add_suite(sr, cli_suite());
+	srunner_add_suite(sr, rdma_suite());
 
 	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);

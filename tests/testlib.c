@@ -19,6 +19,8 @@
 #include "testlib.h"
 
 #define START_TIMEOUT_MS 10000
+
+void (*test_daemon_child_setup)(void);
 #define STOP_TIMEOUT_MS 10000
 
 static long long mono_msec(void)
@@ -111,6 +113,8 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 	td->pid = fork();
 	ck_assert_int_ge(td->pid, 0);
 	if (td->pid == 0) {
+		if (test_daemon_child_setup)
+			test_daemon_child_setup();
 		setenv("NOTIFY_SOCKET", td->notify, 1);
 		unsetenv("RDMAMEM_SOCKET");
 		execv(args[0], (char *const *)args);
@@ -391,4 +395,55 @@ int test_run(const char *const *argv, char **ret_out, char **ret_err)
 	close(out);
 	close(err);
 	return WEXITSTATUS(status);
+}
+
+pid_t test_spawn(const char *const *argv, int *ret_stdout)
+{
+	int p[2];
+	pid_t pid;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(p[1], STDOUT_FILENO);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(p[1]);
+	*ret_stdout = p[0];
+	return pid;
+}
+
+int test_wait(pid_t pid, int timeout_ms)
+{
+	int status = wait_exit(pid, timeout_ms);
+
+	if (status < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+char *test_read_line(int fd, int timeout_ms)
+{
+	long long deadline = mono_msec() + timeout_ms;
+	char buf[1024];
+	size_t n = 0;
+
+	while (n < sizeof(buf) - 1) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		long long left = deadline - mono_msec();
+		ssize_t r;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+			return NULL;
+		r = read(fd, buf + n, 1);
+		if (r <= 0)
+			return NULL;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+	return strdup(buf);
 }

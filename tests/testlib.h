@@ -77,6 +77,17 @@ void test_assert_serving_fd(int fd);
 
 /* Runs argv, captures stdout and stderr (malloc()ed), returns exit status. */
 int test_run(const char *const *argv, char **ret_out, char **ret_err);
+/* Starts argv with its stdout on a pipe; returns the pid. */
+pid_t test_spawn(const char *const *argv, int *ret_stdout);
+/* Waits for a child; its exit status, or -1 on a signal or timeout. */
+int test_wait(pid_t pid, int timeout_ms);
+/* Reads one line from fd within timeout_ms (malloc()ed, no newline); NULL on EOF/timeout. */
+char *test_read_line(int fd, int timeout_ms);
+
+/* Run in the daemon's child between fork and exec, when set. */
+extern void (*test_daemon_child_setup)(void);
+
+#define PEER_BIN BUILD_DIR "/rdma-peer"
 
 Suite *frame_suite(void);
 Suite *json_suite(void);
@@ -91,5 +102,6 @@ Suite *lock_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
+Suite *rdma_suite(void);
 
 #endif

@@ -166,6 +166,40 @@ int rdmamem_lock(struct rdmamem_client *client, uint64_t region, enum rdmamem_lo
 		 int timeout_ms, uint64_t *ret_lease);
 int rdmamem_unlock(struct rdmamem_client *client, uint64_t lease);
 
+/*
+ * RDMA.
+ *
+ * A region registered on a device can be reached by remote peers through
+ * queue pairs the daemon owns, in the protection domain of the region
+ * owner's uid. The owner hands its peers, out of band: the daemon's rdmacm
+ * address (or its socket, for ConnectQueuePair), an access token, and each
+ * region's {addr, rkey}.
+ */
+
+#define RDMAMEM_TOKEN_LEN 32
+
+struct rdmamem_registration {
+	char device[64];
+	uint64_t addr;		/* where peers address the region (the MR's iova) */
+	uint64_t length;
+	uint32_t lkey, rkey;
+};
+
+/*
+ * Registers region on device, or returns the registration in force. A
+ * failure is recorded by the daemon and not retried: the same error comes
+ * back until root's RetryRegistration clears it; the reason (errno text,
+ * range, memlock limit) is in rdmamem_client_error_message().
+ */
+int rdmamem_register_on(struct rdmamem_client *client, uint64_t region, const char *device,
+			struct rdmamem_registration *ret);
+
+/* A token that admits remote peers into this uid's protection domains. It
+ * lives until revoked or until this connection closes. */
+int rdmamem_access_token_create(struct rdmamem_client *client, char ret[RDMAMEM_TOKEN_LEN + 1]);
+/* Revokes it and tears down the connections it admitted. */
+int rdmamem_access_token_revoke(struct rdmamem_client *client, const char *token);
+
 #define RDMAMEM_SHARE_GROUP (1U << 0)		/* id is a gid, not a uid */
 #define RDMAMEM_SHARE_READONLY (1U << 1)	/* reads and shared leases only */
 

@@ -14,7 +14,7 @@ VM_DIR     ?= build/vm
 VM_TIMEOUT ?= 600
 
 # Copied into the VM at their host paths: the tests find them through BUILD_DIR.
-VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl)
+VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rdma-peer)
 # Host settings that narrow or tune the test run travel into the VM.
 VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS,\
               $(if $($(v)),$(v)='$($(v))'))
@@ -22,7 +22,7 @@ VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBS
 .PHONY: vmtest
 
 # TCG emulation is slow: the cases get 120 s each instead of the host's 30.
-vmtest: deps all $(B)/test-rdmamemd
+vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer
 	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
 		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES)) \
 		--cmd "/vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
