@@ -160,7 +160,7 @@ $(B)/rdma-peer: $(B)/tests/peer/rdma-peer.o $(LIB_A)
 
 $(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) -lpthread
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) -lpthread
 
 run: deps all
 	$(B)/rdmamemd $(RUN_ARGS)

@@ -537,6 +537,80 @@ START_TEST(test_cli_devices)
 }
 END_TEST
 
+/* Peers from outside the allowed networks are refused, and counted. */
+START_TEST(test_network_allow_list)
+{
+	const char *args[] = { "--socket-mode", "0666", "--rdmacm-listen", listen_arg,
+			       "--rdma-allow-network", "10.99.0.0/16", NULL };
+	struct rdmamem_client *c;
+	struct rdmamem_registration reg;
+	char token[RDMAMEM_TOKEN_LEN + 1], *out;
+
+	test_daemon_stop(&td);
+	test_daemon_start(&td, args);
+	c = client();
+	region_with(c, 4096, "fenced", &reg, NULL);
+	ck_assert_int_eq(rdmamem_access_token_create(c, token), 0);
+	ck_assert_int_eq(peer(true, token, &reg, "--read", "6", NULL, &out), 2);
+	free(out);
+	ck_assert_uint_eq(device_field("rejected_connections"), 1);
+	rdmamem_client_close(c);
+
+	/* The VM's own network is let in when listed. */
+	test_daemon_stop(&td);
+	args[5] = "10.9.0.0/24";
+	test_daemon_start(&td, args);
+	c = client();
+	region_with(c, 4096, "fenced", &reg, NULL);
+	ck_assert_int_eq(rdmamem_access_token_create(c, token), 0);
+	ck_assert_int_eq(peer(true, token, &reg, "--read", "6", "fenced", NULL), 0);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+static bool saw_event(const char *what)
+{
+	struct rdmamem_client *c = client();
+	char *reply = NULL;
+	bool seen;
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ListDevices", NULL, NULL, 0, &reply, NULL,
+				      NULL),
+			 0);
+	seen = strstr(reply, what) != NULL;
+	free(reply);
+	rdmamem_client_close(c);
+	return seen;
+}
+
+static bool saw_port_error(void)
+{
+	return saw_event("port error");
+}
+
+static bool saw_port_active(void)
+{
+	return saw_event("port active");
+}
+
+/* Asynchronous device events are watched and shown. */
+START_TEST(test_port_events)
+{
+	const char *down[] = { "/bin/ip", "link", "set", "veth0", "down", NULL };
+	const char *up[] = { "/bin/ip", "link", "set", "veth0", "up", NULL };
+	char *out, *err;
+
+	ck_assert_int_eq(test_run(down, &out, &err), 0);
+	free(out);
+	free(err);
+	wait_until(saw_port_error, "IBV_EVENT_PORT_ERR to show in ListDevices");
+	ck_assert_int_eq(test_run(up, &out, &err), 0);
+	free(out);
+	free(err);
+	wait_until(saw_port_active, "IBV_EVENT_PORT_ACTIVE to show in ListDevices");
+}
+END_TEST
+
 Suite *rdma_suite(void)
 {
 	Suite *s = suite_create("rdma");
@@ -554,6 +628,8 @@ Suite *rdma_suite(void)
 	tcase_add_test(tc, test_concurrent_registration);
 	tcase_add_test(tc, test_restart);
 	tcase_add_test(tc, test_cli_devices);
+	tcase_add_test(tc, test_network_allow_list);
+	tcase_add_test(tc, test_port_events);
 	suite_add_tcase(s, tc);
 	return s;
 }

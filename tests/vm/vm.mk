@@ -19,10 +19,17 @@ VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rd
 VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS,\
               $(if $($(v)),$(v)='$($(v))'))
 
-.PHONY: vmtest
+.PHONY: vmtest vmbench
 
 # TCG emulation is slow: the cases get 120 s each instead of the host's 30.
 vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer
 	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
 		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES)) \
 		--cmd "/vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
+
+# Registration through the daemon beside bare ibv_reg_mr, and Ping during a
+# large registration, on Soft-RoCE: function, not performance.
+vmbench: deps all $(B)/bench-rdma
+	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
+		--path $(abspath $(B)) $(addprefix --add ,$(abspath $(B)/rdmamemd $(B)/bench-rdma)) \
+		--cmd "bench-rdma --daemon $(abspath $(B)/rdmamemd)"
