@@ -385,8 +385,7 @@ int test_run(const char *const *argv, char **ret_out, char **ret_err)
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	status = wait_exit(pid, 20000);
-	ck_assert_msg(status >= 0 && WIFEXITED(status), "%s did not exit", argv[0]);
+	status = wait_exit(pid, 60000);
 
 	lseek(out, 0, SEEK_SET);
 	lseek(err, 0, SEEK_SET);
@@ -394,6 +393,8 @@ int test_run(const char *const *argv, char **ret_out, char **ret_err)
 	*ret_err = slurp_fd(err);
 	close(out);
 	close(err);
+	ck_assert_msg(status >= 0 && WIFEXITED(status), "%s did not exit; stdout: %s; stderr: %s",
+		      argv[0], *ret_out, *ret_err);
 	return WEXITSTATUS(status);
 }
 

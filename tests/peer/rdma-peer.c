@@ -31,7 +31,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "rdmamem.h"
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #define EXIT_REFUSED 2
 #define EXIT_WC 3
@@ -180,6 +181,44 @@ static bool disconnected(void)
 	return gone;
 }
 
+/*
+ * One Varlink call on a plain socket, as any peer could make it: the peer
+ * does not need the project's library. Returns the reply's parameters, or
+ * exits. The socket is kept open: the daemon's queue pair lives as long as
+ * this connection.
+ */
+static cJSON *varlink_call(const char *path, const char *method, const char *params)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	static char reply[65536];
+	char msg[1024];
+	size_t got = 0;
+	cJSON *root, *err;
+	int fd, n;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die(1, "cannot reach rdmamemd at %s: %s", path, strerror(errno));
+	n = snprintf(msg, sizeof(msg), "{\"method\":\"%s\",\"parameters\":%s}", method, params);
+	if (write(fd, msg, (size_t)n + 1) != n + 1)
+		die(1, "write: %s", strerror(errno));
+	while (got == 0 || reply[got - 1] != '\0') {
+		ssize_t r = read(fd, reply + got, sizeof(reply) - 1 - got);
+
+		if (r <= 0)
+			die(1, "rdmamemd closed the connection");
+		got += r;
+	}
+	root = cJSON_Parse(reply);
+	err = cJSON_GetObjectItem(root, "error");
+	if (cJSON_IsString(err))
+		die(EXIT_REFUSED, "%s: %s: %s", method, err->valuestring,
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(root, "parameters"), "message")
+			    ->valuestring);
+	return cJSON_DetachItemFromObject(root, "parameters");
+}
+
 /* The daemon's side of the queue pair comes back over Varlink. */
 static void connect_oob(void)
 {
@@ -189,12 +228,10 @@ static void connect_oob(void)
 		.cap = { .max_send_wr = 8, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
-	struct rdmamem_client *c = NULL;
 	union ibv_gid gid;
-	char gidtext[64], params[512], *reply = NULL;
+	char gidtext[64], params[512];
 	cJSON *root, *g;
 	uint32_t psn;
-	int r;
 
 	for (int i = 0; list && list[i]; i++)
 		if (strcmp(ibv_get_device_name(list[i]), arg_device) == 0)
@@ -215,17 +252,11 @@ static void connect_oob(void)
 		psn = 1;
 	psn &= 0xffffff;
 
-	if (rdmamem_client_connect(arg_socket, &c) < 0)
-		die(1, "cannot reach rdmamemd at %s", arg_socket);
 	snprintf(params, sizeof(params),
 		 "{\"device\":\"%s\",\"token\":\"%s\",\"qpn\":%u,\"psn\":%u,\"gid\":\"%s\"}",
 		 arg_device, arg_token ?: "00000000000000000000000000000000", peer.qp->qp_num, psn,
 		 gidtext);
-	r = rdmamem_call(c, "io.rdmamemd.ConnectQueuePair", params, NULL, 0, &reply, NULL, NULL);
-	if (r < 0)
-		die(EXIT_REFUSED, "ConnectQueuePair: %s: %s", rdmamem_client_error_name(c),
-		    rdmamem_client_error_message(c));
-	root = cJSON_Parse(reply);
+	root = varlink_call(arg_socket, "io.rdmamemd.ConnectQueuePair", params);
 	g = cJSON_GetObjectItem(root, "gid");
 
 	memset(&attr, 0, sizeof(attr));
@@ -256,9 +287,6 @@ static void connect_oob(void)
 						  IBV_QP_MAX_QP_RD_ATOMIC))
 		die(1, "RTS: %s", strerror(errno));
 	cJSON_Delete(root);
-	free(reply);
-	/* The queue pair lives as long as this Varlink connection: keep it. */
-	(void)c;
 	ibv_free_device_list(list);
 }
 
