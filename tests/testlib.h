@@ -91,5 +91,6 @@ Suite *lock_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
+Suite *cuda_suite(void);
 
 #endif
