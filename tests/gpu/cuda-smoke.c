@@ -48,6 +48,7 @@ struct msg {
 	uint64_t vmm_size, ipc_size;
 	unsigned char ipc_handle[CU_IPC_HANDLE_SIZE];
 	double export_us, ipc_get_us;
+	int32_t own_dmabuf[3];	/* CUresults, see DMABUF_PROBES */
 	char error[256];
 	/* VERIFY */
 	uint32_t region, seed;
@@ -177,6 +178,16 @@ static int recv_msg(int sock, struct msg *m, int *ret_fd)
 	return 0;
 }
 
+/* Lengths tried for a dma-buf of a legacy allocation of size n. */
+static const char *const probe_names[3] = { "size page-down", "size page-up", "size 2MiB-up" };
+
+static uint64_t probe_len(uint64_t n, int i)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), m = i == 2 ? 2 << 20 : page;
+
+	return i == 0 ? n / page * page : (n + m - 1) / m * m;
+}
+
 /* ---- the child: a client that exports GPU memory ---- */
 
 struct child_state {
@@ -269,6 +280,16 @@ static int child_main(int sock, int ordinal)
 	t = now_us();
 	CHILD_TRY(cu->cuIpcGetMemHandle(&ipc, st.ipc_ptr), "cuIpcGetMemHandle");
 	hello.ipc_get_us = now_us() - t;
+	/* Is a legacy allocation exportable as dma-buf where it was made, and
+	 * with which length? The parent asks the same of its IPC mapping. */
+	for (int i = 0; i < 3; i++) {
+		int fd = -1;
+
+		hello.own_dmabuf[i] = cu->cuMemGetHandleForAddressRange(
+			&fd, st.ipc_ptr, probe_len(IPC_SIZE, i), CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+			0);
+		safe_close(fd);
+	}
 	memcpy(hello.ipc_handle, &ipc, sizeof(ipc));
 
 	buf = malloc(st.vmm_size);
@@ -594,8 +615,9 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	check(r == CUDA_SUCCESS && ptr_ctx == NULL,
 	      "imported VMM pointer has no context (CU_POINTER_ATTRIBUTE_CONTEXT = %p, rc %d)",
 	      (void *)ptr_ctx, r);
-	check(cu_pointer_device(vmm.dptr, &dev) == 1 && dev == ordinal,
-	      "cu_pointer_device(VMM) = device %d", dev);
+	/* The call before the check: check()'s arguments have no order. */
+	r = cu_pointer_device(vmm.dptr, &dev);
+	check(r == 1 && dev == ordinal, "cu_pointer_device(VMM) = %d, device %d", r, dev);
 	check(cu_primary_ctx_refs(ordinal) == 2, "import holds a primary context retain (refs %u)",
 	      cu_primary_ctx_refs(ordinal));
 	r = cu_ctx_guard_enter(vmm.dptr + 4097, &g);
@@ -699,8 +721,9 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	printf("time %-44s %8.3f us each\n", "cu_pointer_device(host pointer)",
 	       (now_us() - t0) / 100000);
 	check(r == 0, "a stack address probes as host memory");
-	check(cu_pointer_device(ipc.dptr + 5, &dev) == 1 && dev == ordinal,
-	      "cu_pointer_device(IPC) = device %d", dev);
+	dev = -1;
+	r = cu_pointer_device(ipc.dptr + 5, &dev);
+	check(r == 1 && dev == ordinal, "cu_pointer_device(IPC) = %d, device %d", r, dev);
 	r = cu_address_range(vmm.dptr + 4097, &base, &size);
 	printf("     cu_address_range(VMM+4097) = %d: base 0x%" PRIx64 " size %" PRIu64 "%s%s\n", r,
 	       r == 0 ? base : 0, r == 0 ? size : 0, r < 0 ? ": " : "",
@@ -716,6 +739,18 @@ static int parent_main(int sock, int ordinal, pid_t child)
 		dmabuf_report("allocation of VMM+4097", r, fd, base, size);
 		r = cu_dmabuf_fd_for(ipc.dptr + 100, &fd, &base, &size);
 		dmabuf_report("allocation of IPC+100", r, fd, base, size);
+		/* Which lengths a legacy allocation takes, here and in the child. */
+		for (int i = 0; i < 3; i++) {
+			char what[64];
+
+			snprintf(what, sizeof(what), "IPC base, %s", probe_names[i]);
+			r = cu_dmabuf_fd(ipc.dptr, probe_len(ipc.size, i), &fd);
+			dmabuf_report(what, r, fd, ipc.dptr, probe_len(ipc.size, i));
+			printf("dmabuf %-22s in the child (own cuMemAlloc): CUresult %d\n",
+			       probe_names[i], hello.own_dmabuf[i]);
+		}
+		r = cu_dmabuf_fd(vmm.dptr + (2 << 20), 2 << 20, &fd);
+		dmabuf_report("VMM sub-range 2M+2M", r, fd, vmm.dptr + (2 << 20), 2 << 20);
 	}
 
 	/* ---- what a client can get wrong ---- */
