@@ -161,14 +161,19 @@ int cu_host_unregister(void *p, int ordinal);
 /*
  * A dma-buf fd (O_CLOEXEC) for [base, base + size), for ibv_reg_dmabuf_mr().
  * Both must be host-page aligned; the range must be one allocation (or fully
- * mapped VMM range) of one device.
+ * mapped VMM range) of one device. Seen on an H200 (driver 580): a VMM
+ * import and any 2 MiB sub-range of it export fine; a legacy allocation
+ * opened with cu_ipc_open() does not (CUDA_ERROR_INVALID_VALUE, -EINVAL, at
+ * every length), although the process that allocated it can export it.
  */
 int cu_dmabuf_fd(uint64_t base, uint64_t size, int *ret_fd);
 
 /*
  * The same for the whole allocation that holds ptr, as NICs register whole
  * allocations (Monarch, Mooncake): its size is rounded up to the host page.
- * ibv_reg_dmabuf_mr's offset for ptr is ptr - *ret_base.
+ * ibv_reg_dmabuf_mr's offset for ptr is ptr - *ret_base. For a VMM range
+ * mapped from several allocations the driver reports one segment only: use
+ * cu_dmabuf_fd() with the mapping's own range there.
  */
 int cu_dmabuf_fd_for(uint64_t ptr, int *ret_fd, uint64_t *ret_base, uint64_t *ret_size);
 

@@ -99,9 +99,10 @@ static struct fake_alloc *add(size_t size, CUcontext ctx, int device)
 	for (size_t i = 0; i < ELEMENTSOF(allocs); i++) {
 		if (allocs[i].used)
 			continue;
-		allocs[i] = (struct fake_alloc){ .base = (uintptr_t)aligned_alloc(GRAN, size),
-						 .size = size, .ctx = ctx, .device = device,
-						 .used = true };
+		/* aligned_alloc() wants a multiple of the alignment. */
+		allocs[i] = (struct fake_alloc){
+			.base = (uintptr_t)aligned_alloc(GRAN, (size + GRAN - 1) / GRAN * GRAN),
+			.size = size, .ctx = ctx, .device = device, .used = true };
 		return &allocs[i];
 	}
 	return NULL;
@@ -337,7 +338,7 @@ static CUresult f_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr
 	(void)align;
 	(void)addr;
 	(void)flags;
-	*p = (uintptr_t)aligned_alloc(GRAN, size);
+	*p = (uintptr_t)aligned_alloc(GRAN, (size + GRAN - 1) / GRAN * GRAN);
 	n_reserved++;
 	return CUDA_SUCCESS;
 }
