@@ -119,7 +119,9 @@ struct cu_vmm_map {
  * Imports fd (not taken: the caller closes it whenever it likes) and maps its
  * first size bytes. size is the client's word; it must be a non-zero multiple
  * of the device's allocation granularity (-EINVAL otherwise) and no larger
- * than the allocation (the driver refuses the map then, -EINVAL).
+ * than the allocation: driver 580 refuses that map with
+ * CUDA_ERROR_NOT_SUPPORTED (-EOPNOTSUPP), and an fd that is no CUDA export
+ * with CUDA_ERROR_UNKNOWN (-EIO).
  */
 int cu_vmm_import(int fd, uint64_t size, struct cu_vmm_map *ret);
 /* Unmaps, frees the address range, releases the handle and the context
