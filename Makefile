@@ -7,6 +7,8 @@
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
 #   make asan      the whole test suite under ASan + UBSan (build/asan)
 #   make bench     benchmarks, each beside its anchor
+#   make gpu-bundle  binaries + the libraries a GPU machine lacks, for the
+#                  device tool (tests/gpu/README.md)
 #   make install   PREFIX=/usr/local DESTDIR=
 #
 # VARIANT selects the build flavour (release, debug, asan); B the object
@@ -57,6 +59,8 @@ LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_VERBS = $(eval LIBS_VERBS := $$(shell $(PKG_CONFIG) --libs libibverbs librdmacm))$(LIBS_VERBS)
 LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)
+# daemon/cuda.c: dlopen() (in libc since glibc 2.34, libdl before) and pthread_once.
+LIBS_DL    := -ldl -lpthread
 
 # cuda.h at build time when the toolkit is there; libcuda.so.1 is never
 # linked, the daemon opens it with dlopen() when the first GPU import comes.
@@ -74,6 +78,7 @@ CTL_SRCS    := client/rdmamemctl.c
 TEST_SRCS   := $(wildcard tests/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
 PEER_SRCS   := $(wildcard tests/peer/*.c)
+GPU_SRCS    := $(wildcard tests/gpu/*.c)
 
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 PROTO_OBJS  := $(call obj,$(PROTO_SRCS))
@@ -82,15 +87,16 @@ CLIENT_OBJS := $(call obj,$(CLIENT_SRCS))
 CTL_OBJS    := $(call obj,$(CTL_SRCS))
 TEST_OBJS   := $(call obj,$(TEST_SRCS))
 BENCH_OBJS  := $(call obj,$(BENCH_SRCS))
+GPU_OBJS    := $(call obj,$(GPU_SRCS))
 ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OBJS) $(BENCH_OBJS) \
-               $(call obj,$(PEER_SRCS))
+               $(call obj,$(PEER_SRCS)) $(GPU_OBJS)
 
 LIB_SO      := $(B)/librdmamem.so.$(VERSION)
 LIB_A       := $(B)/librdmamem.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
-.PHONY: all deps run check asan bench install uninstall clean
+.PHONY: all deps run check asan bench gpu-bundle install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -121,7 +127,7 @@ $(B)/daemon/idl.o: proto/io.rdmamemd.varlink proto/org.varlink.service.varlink
 
 $(B)/rdmamemd: $(DAEMON_OBJS) $(PROTO_OBJS)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_DL)
 
 $(LIB_SO): $(CLIENT_OBJS) $(PROTO_OBJS) client/librdmamem.map
 	@echo "  LD      $@"
@@ -151,7 +157,21 @@ $(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
 # The test runner links the daemon's modules (not its main) and the client.
 $(B)/test-rdmamemd: $(TEST_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(LIB_A)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK) $(LIBS_DL)
+
+# Programs for a GPU machine: they play the client with the driver API
+# itself, so they need cuda.h; `make check` builds them so they keep
+# compiling, tests/gpu/bundle.sh carries them there.
+GPU_PROGS := $(if $(CUDA_CFLAGS),$(B)/cuda-smoke)
+
+$(B)/cuda-smoke: $(B)/tests/gpu/cuda-smoke.o $(B)/daemon/cuda.o $(B)/daemon/log.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DL)
+
+# GPU_BUNDLE: where the bundle goes (bundle.sh's default: .device/cuda in
+# the repository's main checkout, the tree the device tool sends).
+gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS)
+	tests/gpu/bundle.sh -B $(B) $(if $(GPU_BUNDLE),-o $(GPU_BUNDLE))
 
 # A remote peer for the RDMA tests: it uses the verbs itself, as peers do.
 # It stays unsanitized: built with ASan, its ConnectQueuePair path stops
@@ -171,7 +191,7 @@ run: deps all
 
 # CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
-check: deps all $(B)/test-rdmamemd $(B)/rdma-peer
+check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(GPU_PROGS)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS=rdma $(B)/test-rdmamemd
 	$(Q)$(MAKE) --no-print-directory vmtest
 

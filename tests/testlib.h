@@ -103,5 +103,6 @@ Suite *codec_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
 Suite *rdma_suite(void);
+Suite *cuda_suite(void);
 
 #endif
