@@ -11,6 +11,7 @@
 
 #include "client-internal.h"
 #include "proto/base64.h"
+#include "proto/hex.h"
 #include "proto/json.h"
 
 /* What one Read or Write call moves: well inside the daemon's default
@@ -364,4 +365,38 @@ _public_ int rdmamem_access_token_revoke(struct rdmamem_client *c, const char *t
 	if (p && json_add_string(p, "token", token) < 0)
 		p = (cJSON_Delete(p), NULL);
 	return call_u64(c, "io.rdmamemd.RevokeAccessToken", p, NULL, 0, 0, NULL, NULL);
+}
+
+_public_ int rdmamem_register_cuda_vmm(struct rdmamem_client *c, int fd, uint64_t alloc_size,
+				       uint64_t offset, uint64_t length, uint64_t *ret_region)
+{
+	cJSON *p = params_new();
+
+	if (!ret_region || fd < 0 || alloc_size == 0) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (p && (json_add_string(p, "memory", "cuda-vmm") < 0 || json_add_int(p, "fd", 0) < 0 ||
+		  add_id(p, "size", alloc_size) < 0 || add_id(p, "offset", offset) < 0 ||
+		  (length && add_id(p, "length", length) < 0)))
+		p = (cJSON_Delete(p), NULL);
+	/* The first GPU import loads the driver and creates a context: slow. */
+	return call_u64(c, "io.rdmamemd.Register", p, &fd, 1, -1, "region", ret_region);
+}
+
+_public_ int rdmamem_register_cuda_ipc(struct rdmamem_client *c, const void *handle, int gpu,
+				       uint64_t offset, uint64_t length, uint64_t *ret_region)
+{
+	char hex[2 * RDMAMEM_CUDA_IPC_HANDLE_SIZE + 1];
+	cJSON *p;
+
+	if (!ret_region || !handle || gpu < 0)
+		return -EINVAL;
+	hex_encode(handle, RDMAMEM_CUDA_IPC_HANDLE_SIZE, hex);
+	p = params_new();
+	if (p && (json_add_string(p, "memory", "cuda-ipc") < 0 ||
+		  json_add_string(p, "ipc_handle", hex) < 0 || json_add_int(p, "gpu", gpu) < 0 ||
+		  add_id(p, "offset", offset) < 0 || (length && add_id(p, "length", length) < 0)))
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Register", p, NULL, 0, -1, "region", ret_region);
 }

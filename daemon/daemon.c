@@ -185,6 +185,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	list_init(&d->listeners);
 	list_init(&d->rconns);
 	list_init(&d->tokens);
+	list_init(&d->gpu_ipcs);
 	region_registry_init(d);
 	lease_registry_init(d);
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;

@@ -71,6 +71,9 @@ struct daemon {
 	size_t n_allow;
 	uint64_t rdma_rejected;		/* connections refused: token, network, limit */
 
+	struct list_head gpu_ipcs;	/* struct gpu_ipc: open legacy IPC handles */
+	bool cuda_loaded;		/* the first GPU import loaded the driver */
+
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t tick;		/* housekeeping once a second */
 	uv_timer_t drain_timer;

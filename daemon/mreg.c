@@ -10,6 +10,7 @@
 
 #include "daemon.h"
 #include "device.h"
+#include "cuda.h"
 #include "log.h"
 #include "mreg.h"
 #include "proto/json.h"
@@ -79,10 +80,55 @@ static void mreg_settle(struct mreg *m)
 	}
 }
 
+/*
+ * GPU memory: a dma-buf of the whole allocation (NICs register whole
+ * allocations; a sub-range of a page may not export), offset to the region,
+ * with the device address as iova so peers use the same addresses as for
+ * host memory; else the device address through ibv_reg_mr, which works when
+ * nvidia_peermem is loaded. Both causes are kept when neither works.
+ */
+static void register_gpu(struct mreg *m)
+{
+	struct region *r = m->region;
+	char dmabuf_err[256];
+	uint64_t base, size;
+	int fd = -EBADF, err;
+
+	err = cu_dmabuf_fd_for(r->dptr, &fd, &base, &size);
+	if (err == 0) {
+		err = vb->mr_reg_dmabuf(m->pd, fd, r->dptr - base, r->size, r->dptr, m->access,
+					&m->mr);
+		/* The MR holds its own reference to the dma-buf. */
+		safe_close(fd);
+		if (err == 0) {
+			m->how = "dma-buf";
+			m->err = 0;
+			return;
+		}
+		snprintf(dmabuf_err, sizeof(dmabuf_err), "ibv_reg_dmabuf_mr: %s", strerror(-err));
+	} else {
+		snprintf(dmabuf_err, sizeof(dmabuf_err), "no dma-buf for the allocation: %s",
+			 cu_last_error());
+	}
+	m->err = vb->mr_reg(m->pd, (void *)(uintptr_t)r->dptr, r->size, m->access, &m->mr);
+	if (m->err == 0) {
+		m->how = "peer memory";
+		return;
+	}
+	snprintf(m->gpu_error, sizeof(m->gpu_error),
+		 "%s; ibv_reg_mr on the device address (needs nvidia_peermem): %s", dmabuf_err,
+		 strerror(-m->err));
+}
+
 static void on_reg_work(uv_work_t *work)
 {
 	struct mreg *m = container_of(work, struct mreg, work);
 
+	if (region_is_gpu(m->region)) {
+		register_gpu(m);
+		return;
+	}
+	m->how = "host memory";
 	m->err = vb->mr_reg(m->pd, m->region->addr, m->region->size, m->access, &m->mr);
 }
 
@@ -126,10 +172,17 @@ static void on_reg_done(uv_work_t *work, int status)
 		access_text(m->access, access, sizeof(access));
 		if (m->err == -ENOMEM || m->err == -EPERM || m->err == -EAGAIN)
 			memlock_hint(hint, sizeof(hint));
-		mreg_fail(m, m->err,
-			  "ibv_reg_mr on %s failed for %" PRIu64 " bytes at 0x%" PRIxPTR
-			  " (access%s): %s%s",
-			  m->device, r->size, (uintptr_t)r->addr, access, strerror(-m->err), hint);
+		if (region_is_gpu(r))
+			mreg_fail(m, m->err,
+				  "registering %" PRIu64 " bytes of GPU %d memory at 0x%" PRIx64
+				  " on %s failed (access%s): %s%s",
+				  r->size, r->gpu, r->dptr, m->device, access, m->gpu_error, hint);
+		else
+			mreg_fail(m, m->err,
+				  "ibv_reg_mr on %s failed for %" PRIu64 " bytes at 0x%" PRIxPTR
+				  " (access%s): %s%s",
+				  m->device, r->size, (uintptr_t)r->addr, access,
+				  strerror(-m->err), hint);
 	}
 	mreg_settle(m);
 	region_unref(r);
@@ -284,7 +337,8 @@ cJSON *mreg_to_json(const struct mreg *m, bool recorded)
 		cJSON *a;
 
 		if (json_add_u64(o, "lkey", m->lkey) < 0 || json_add_u64(o, "rkey", m->rkey) < 0 ||
-		    json_add_u64(o, "addr", (uintptr_t)m->region->addr) < 0 ||
+		    json_add_u64(o, "addr", region_address(m->region)) < 0 ||
+		    (m->how && json_add_string(o, "via", m->how) < 0) ||
 		    json_add_u64(o, "length", m->region->size) < 0)
 			return NULL;
 		a = cJSON_AddArrayToObject(o, "access");

@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
+#include "gpu.h"
 #include "idmap.h"
 #include "lease.h"
 #include "log.h"
@@ -167,6 +168,57 @@ static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_se
 	return 0;
 }
 
+int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct region **ret,
+		   struct errinfo *e)
+{
+	struct region *reg;
+	int r;
+
+	r = charge_quota(d, owner->account, size, e);
+	if (r < 0)
+		return r;
+	reg = calloc(1, sizeof(*reg));
+	if (!reg) {
+		uncharge_quota(d, owner->account, size);
+		return -ENOMEM;
+	}
+	reg->n_ref = 1;
+	reg->daemon = d;
+	reg->fd = -EBADF;
+	reg->gpu = -1;
+	reg->numa_node = -1;
+	reg->cuda_registered = -1;
+	pthread_mutex_init(&reg->cuda_lock, NULL);
+	reg->account = account_ref(owner->account);
+	reg->size = size;
+	reg->created_msec = uv_now(d->loop);
+	list_init(&reg->owner_link);
+	list_init(&reg->leases);
+	list_init(&reg->mregs);
+	lock_init(&reg->lock);
+	*ret = reg;
+	return 0;
+}
+
+int region_publish(struct region *reg, struct conn *owner)
+{
+	struct daemon *d = reg->daemon;
+
+	reg->owner = owner;
+	reg->owner_conn_id = owner->id;
+	reg->owner_uid = owner->cred.uid;
+	reg->owner_gid = owner->cred.gid;
+	reg->owner_pid = owner->cred.pid;
+	reg->id = d->next_region_id++;
+	if (idmap_put(&d->regions, reg->id, reg) < 0)
+		return -ENOMEM;
+	list_add_tail(&reg->owner_link, &owner->regions);
+	log_debug("Region %" PRIu64 ": %" PRIu64 " bytes of %s for pid %d uid %u%s", reg->id,
+		  reg->size, region_is_gpu(reg) ? "GPU memory" : "a memfd", (int)reg->owner_pid,
+		  (unsigned)reg->owner_uid, reg->writable ? "" : " (read-only)");
+	return 0;
+}
+
 int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_import *imp,
 			struct region **ret, struct errinfo *e)
 {
@@ -184,24 +236,10 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EACCES,
 				   "the memfd must be open for reading");
 
-	r = charge_quota(d, owner->account, imp->length, e);
+	r = region_prepare(d, owner, imp->length, &reg, e);
 	if (r < 0)
 		return r;
-
-	reg = calloc(1, sizeof(*reg));
-	if (!reg) {
-		uncharge_quota(d, owner->account, imp->length);
-		return -ENOMEM;
-	}
-	reg->n_ref = 1;
-	reg->daemon = d;
-	reg->fd = -EBADF;
-	reg->account = account_ref(owner->account);
-	reg->size = imp->length;
-	list_init(&reg->owner_link);
-	list_init(&reg->leases);
-	list_init(&reg->mregs);
-	lock_init(&reg->lock);
+	reg->memory = REGION_MEMFD;
 
 	/* Write seals forbid a writable shared mapping: map read-only. */
 	reg->writable = (flags & O_ACCMODE) == O_RDWR &&
@@ -229,26 +267,29 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 	reg->seals = seals;
 	reg->access = imp->access;
 	reg->numa_node = numa_node_of(reg->addr);
-	reg->created_msec = uv_now(d->loop);
 
-	reg->owner = owner;
-	reg->owner_conn_id = owner->id;
-	reg->owner_uid = owner->cred.uid;
-	reg->owner_gid = owner->cred.gid;
-	reg->owner_pid = owner->cred.pid;
-
-	reg->id = d->next_region_id++;
-	if (idmap_put(&d->regions, reg->id, reg) < 0) {
+	r = region_publish(reg, owner);
+	if (r < 0) {
 		region_unref(reg);
-		return -ENOMEM;
+		return r;
 	}
-	list_add_tail(&reg->owner_link, &owner->regions);
-
-	log_debug("Region %" PRIu64 ": %" PRIu64 " bytes of a memfd for pid %d uid %u%s", reg->id,
-		  reg->size, (int)reg->owner_pid, (unsigned)reg->owner_uid,
-		  reg->writable ? "" : " (read-only)");
 	*ret = reg;
 	return 0;
+}
+
+int region_cuda_host_register(struct region *r, int ordinal)
+{
+	int res = 0;
+
+	/* Two copies may touch a fresh region at once: one registers. */
+	pthread_mutex_lock(&r->cuda_lock);
+	if (r->cuda_registered < 0) {
+		res = cu_host_register(r->map_base, r->map_len, ordinal, !r->writable);
+		if (res == 0)
+			r->cuda_registered = ordinal;
+	}
+	pthread_mutex_unlock(&r->cuda_lock);
+	return res;
 }
 
 struct region *region_ref(struct region *r)
@@ -264,6 +305,12 @@ struct region *region_ref(struct region *r)
 static void region_release_memory(struct region *r)
 {
 	mreg_release_all(r);
+	if (r->cuda_registered >= 0 && cu_host_unregister(r->map_base, r->cuda_registered) < 0)
+		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": %s\n", r->id,
+			cu_last_error());
+	if (r->memory == REGION_CUDA_VMM && cu_vmm_release(&r->vmm) < 0)
+		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": %s\n", r->id,
+			cu_last_error());
 	if (r->map_base && munmap(r->map_base, r->map_len) < 0)
 		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": munmap failed: %s\n", r->id,
 			strerror(errno));
@@ -274,6 +321,8 @@ static void region_release_memory(struct region *r)
 static void region_finish(struct region *r)
 {
 	mreg_free_all(r);
+	gpu_ipc_unref(r->ipc);
+	pthread_mutex_destroy(&r->cuda_lock);
 	uncharge_quota(r->daemon, r->account, r->size);
 	account_unref(r->account);
 	free(r->shares);
@@ -309,9 +358,10 @@ static void region_free(struct region *r)
 	/* Leases, attempts and in-flight work hold references: none is left. */
 	if (idmap_get(&d->regions, r->id) == r)
 		idmap_remove(&d->regions, r->id);
-	/* Deregistering a large MR unpins every page: not on the loop. */
-	if (has_registrations(r) && uv_queue_work(d->loop, &r->release, on_release,
-						  on_release_done) == 0)
+	/* Deregistering a large MR unpins every page, and CUDA calls can
+	 * take long: not on the loop. */
+	if ((has_registrations(r) || region_is_gpu(r) || r->cuda_registered >= 0) &&
+	    uv_queue_work(d->loop, &r->release, on_release, on_release_done) == 0)
 		return;
 	region_release_memory(r);
 	region_finish(r);
@@ -433,14 +483,14 @@ int region_check_range(const struct region *r, uint64_t offset, uint64_t length,
 
 struct region_weak region_weak(const struct region *r)
 {
-	return (struct region_weak){ .id = r->id, .addr = r->addr, .size = r->size };
+	return (struct region_weak){ .id = r->id, .addr = region_address(r), .size = r->size };
 }
 
 struct region *region_weak_upgrade(struct daemon *d, const struct region_weak *w)
 {
 	struct region *r = idmap_get(&d->regions, w->id);
 
-	if (!r || r->dead || r->addr != w->addr || r->size != w->size)
+	if (!r || r->dead || region_address(r) != w->addr || r->size != w->size)
 		return NULL;
 	return region_ref(r);
 }

@@ -19,8 +19,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <pthread.h>
 #include <uv.h>
 
+#include "cuda.h"
 #include "lock.h"
 #include "proto/list.h"
 
@@ -41,6 +43,15 @@ enum region_right {
 	REGION_WRITE,
 	REGION_ADMIN,		/* Unregister, Share: the owner (or root) only */
 };
+
+/* Where a region's memory comes from. */
+enum region_memory {
+	REGION_MEMFD,		/* host memory: a sealed memfd, mapped here */
+	REGION_CUDA_VMM,	/* a CUDA VMM allocation exported as a POSIX fd */
+	REGION_CUDA_IPC,	/* a legacy CUDA IPC handle */
+};
+
+struct gpu_ipc;
 
 struct region_share {
 	bool is_group;
@@ -63,7 +74,9 @@ struct region {
 	pid_t owner_pid;
 	struct account *account;	/* charged for size and count */
 
-	void *addr;		/* first byte the client addresses */
+	enum region_memory memory;
+	void *addr;		/* host regions: first byte, in the daemon's mapping */
+	uint64_t dptr;		/* GPU regions: device address of the first byte */
 	uint64_t size;
 	void *map_base;		/* the keepalive mapping, page aligned */
 	size_t map_len;
@@ -85,11 +98,22 @@ struct region {
 
 	struct list_head mregs;		/* struct mreg, one per device */
 	uv_work_t release;		/* MRs, then memory, off the loop */
+
+	/* GPU regions. */
+	int gpu;			/* device ordinal, -1 for host memory */
+	char pci_bus_id[32];
+	struct cu_vmm_map vmm;		/* REGION_CUDA_VMM: the import */
+	struct gpu_ipc *ipc;		/* REGION_CUDA_IPC: the shared open */
+
+	/* Host regions that copies to or from a GPU touched: their mapping
+	 * is page-locked with CUDA once, so such copies run at DMA speed. */
+	pthread_mutex_t cuda_lock;
+	int cuda_registered;		/* device it was registered through, or -1 */
 };
 
 struct region_weak {
 	uint64_t id;
-	const void *addr;
+	uint64_t addr;		/* region_address() */
 	uint64_t size;
 };
 
@@ -111,6 +135,32 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 
 struct region *region_ref(struct region *r);
 struct region *region_unref(struct region *r);
+
+/*
+ * The first steps of every import: checks and charges the owner's quota for
+ * size bytes, then makes an unpublished region that holds that charge.
+ */
+int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct region **ret,
+		   struct errinfo *e);
+/* Gives the region its id and its owner: from here on clients see it. */
+int region_publish(struct region *r, struct conn *owner);
+
+/* The address peers and weak references know it by: host pointer or dptr. */
+static inline uint64_t region_address(const struct region *r)
+{
+	return r->memory == REGION_MEMFD ? (uint64_t)(uintptr_t)r->addr : r->dptr;
+}
+
+static inline bool region_is_gpu(const struct region *r)
+{
+	return r->memory != REGION_MEMFD;
+}
+
+/*
+ * Pool-safe: page-locks a host region's mapping with CUDA through device
+ * ordinal, once. Returns 0 or a negative errno (cu_last_error() says why).
+ */
+int region_cuda_host_register(struct region *r, int ordinal);
 
 /* Unregister or disconnect: hides the region and drops the owner's reference. */
 void region_drop_owner(struct region *r);

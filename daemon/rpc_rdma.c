@@ -14,6 +14,7 @@
 #include "device.h"
 #include "endpoint.h"
 #include "errinfo.h"
+#include "gpu.h"
 #include "mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
@@ -541,7 +542,25 @@ static int method_list_connections(struct rpc_call *call)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
+static int method_list_gpus(struct rpc_call *call)
+{
+	struct {
+		bool probe;
+	} p = {};
+	static const struct json_field fields[] = {
+		{ "probe", JSON_BOOL, offsetof(__typeof__(p), probe), 0 },
+		{},
+	};
+	int r;
+
+	r = rpc_params(call, fields, &p);
+	if (r < 0)
+		return r;
+	return gpu_list(call, p.probe);
+}
+
 const struct rpc_method rpc_rdma_methods[] = {
+	{ "io.rdmamemd.ListGpus", method_list_gpus, 0 },
 	{ "io.rdmamemd.RegisterOn", method_register_on, 0 },
 	{ "io.rdmamemd.RetryRegistration", method_retry_registration, 0 },
 	{ "io.rdmamemd.ListDevices", method_list_devices, 0 },

@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "errinfo.h"
 #include "idmap.h"
+#include "gpu.h"
 #include "lease.h"
 #include "mreg.h"
 #include "proto/errors.h"
@@ -143,8 +144,10 @@ cJSON *region_json(const struct region *r, bool detailed)
 	    json_add_int(owner, "gid", r->owner_gid) < 0 ||
 	    json_add_int(owner, "pid", r->owner_pid) < 0 ||
 	    json_add_u64(owner, "connection", r->owner_conn_id) < 0 ||
-	    json_add_string(loc, "type", "cpu") < 0 ||
+	    json_add_string(loc, "type", region_is_gpu(r) ? "gpu" : "cpu") < 0 ||
 	    (r->numa_node >= 0 && json_add_int(loc, "numa_node", r->numa_node) < 0) ||
+	    (r->gpu >= 0 && json_add_int(loc, "device", r->gpu) < 0) ||
+	    (r->gpu >= 0 && json_add_string(loc, "pci_bus_id", r->pci_bus_id) < 0) ||
 	    json_add_string(lock, "state", lock_state_to_string(r->lock.state)) < 0 ||
 	    json_add_int(lock, "holders", r->lock.n_holders) < 0 ||
 	    json_add_int(lock, "waiters", r->lock.n_waiters) < 0 ||
@@ -158,9 +161,23 @@ cJSON *region_json(const struct region *r, bool detailed)
 	{
 		cJSON *src = cJSON_AddObjectToObject(o, "source");
 
-		if (!src || json_add_string(src, "type", "memfd") < 0 ||
-		    json_add_u64(src, "offset", r->file_offset) < 0 ||
-		    json_add_u64(src, "file_size", r->file_size) < 0 || add_seals(src, r->seals) < 0)
+		static const char *const types[] = { "memfd", "cuda-vmm", "cuda-ipc" };
+
+		if (!src || json_add_string(src, "type", types[r->memory]) < 0)
+			return NULL;
+		if (r->memory == REGION_MEMFD &&
+		    (json_add_u64(src, "offset", r->file_offset) < 0 ||
+		     json_add_u64(src, "file_size", r->file_size) < 0 || add_seals(src, r->seals) < 0))
+			return NULL;
+		if (r->memory == REGION_CUDA_VMM &&
+		    (json_add_u64(src, "offset", r->dptr - r->vmm.dptr) < 0 ||
+		     json_add_u64(src, "allocation_size", r->vmm.size) < 0 ||
+		     json_add_int(src, "primary_context_refs", cu_primary_ctx_refs(r->gpu)) < 0))
+			return NULL;
+		if (r->memory == REGION_CUDA_IPC &&
+		    (json_add_u64(src, "offset", r->dptr - r->ipc->map.dptr) < 0 ||
+		     json_add_u64(src, "allocation_size", r->ipc->map.size) < 0 ||
+		     json_add_int(src, "regions_sharing_the_open", r->ipc->n_ref) < 0))
 			return NULL;
 	}
 	list = cJSON_AddArrayToObject(o, "shares");
@@ -199,32 +216,76 @@ cJSON *region_json(const struct region *r, bool detailed)
 static int method_register(struct rpc_call *call)
 {
 	struct {
-		uint32_t fd;
+		int64_t fd;
 		uint64_t offset;
 		uint64_t length;
 		cJSON *access;
 		cJSON *devices;
-	} p = {};
+		const char *memory;
+		uint64_t size;
+		const char *ipc_handle;
+		uint32_t gpu;
+	} p = { .fd = -1 };
 	static const struct json_field fields[] = {
-		{ "fd", JSON_U32, offsetof(__typeof__(p), fd), JSON_MANDATORY },
+		{ "fd", JSON_INT, offsetof(__typeof__(p), fd), 0 },
 		{ "offset", JSON_U64, offsetof(__typeof__(p), offset), 0 },
 		{ "length", JSON_U64, offsetof(__typeof__(p), length), 0 },
 		{ "access", JSON_ARRAY, offsetof(__typeof__(p), access), 0 },
 		{ "devices", JSON_ANY, offsetof(__typeof__(p), devices), 0 },
+		{ "memory", JSON_STRING, offsetof(__typeof__(p), memory), 0 },
+		{ "size", JSON_U64, offsetof(__typeof__(p), size), 0 },
+		{ "ipc_handle", JSON_STRING, offsetof(__typeof__(p), ipc_handle), 0 },
+		{ "gpu", JSON_U32, offsetof(__typeof__(p), gpu), 0 },
 		{},
 	};
 	struct memfd_import imp = { .fd = -EBADF, .access = REGION_ACCESS_DEFAULT };
 	_cleanup_close_ int fd = -EBADF;
 	struct errinfo err = {};
 	struct region *reg;
+	int memory = REGION_MEMFD;
 	int r;
 
 	r = rpc_params(call, fields, &p);
 	if (r < 0 || (r = parse_access(call, p.access, &imp.access)) < 0)
 		return r;
-	r = rpc_take_fd(call, "fd", p.fd, &fd);
-	if (r < 0)
-		return r;
+	if (p.memory && strcmp(p.memory, "cuda-vmm") == 0)
+		memory = REGION_CUDA_VMM;
+	else if (p.memory && strcmp(p.memory, "cuda-ipc") == 0)
+		memory = REGION_CUDA_IPC;
+	else if (p.memory && strcmp(p.memory, "memfd") != 0)
+		return rpc_invalid_param(call, "memory", "parameter 'memory' must be \"memfd\" "
+							 "(default), \"cuda-vmm\" or \"cuda-ipc\"");
+	if (memory != REGION_CUDA_IPC) {
+		if (p.fd < 0 || p.fd > UINT32_MAX)
+			return rpc_invalid_param(call, "fd", "parameter 'fd' is required: the index "
+							     "of the file descriptor sent with the "
+							     "call");
+		r = rpc_take_fd(call, "fd", (uint32_t)p.fd, &fd);
+		if (r < 0)
+			return r;
+	} else if (p.fd >= 0) {
+		return rpc_invalid_param(call, "fd", "a CUDA IPC handle travels in 'ipc_handle', "
+						     "not as a file descriptor");
+	}
+	if (memory == REGION_CUDA_VMM && p.size == 0)
+		return rpc_invalid_param(call, "size", "parameter 'size' is required with "
+						       "\"cuda-vmm\": the size the allocation "
+						       "was created with");
+	if (memory != REGION_MEMFD) {
+		struct gpu_import_params gp = {
+			.memory = memory,
+			.fd = TAKE_FD(fd),
+			.alloc_size = p.size,
+			.ipc_handle = p.ipc_handle,
+			.gpu = p.gpu,
+			.offset = p.offset,
+			.length = p.length,
+			.access = imp.access,
+			.devices = p.devices,
+		};
+
+		return gpu_import(call, &gp);
+	}
 
 	imp.fd = fd;
 	imp.offset = p.offset;

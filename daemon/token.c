@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "endpoint.h"
 #include "log.h"
+#include "proto/hex.h"
 #include "server.h"
 #include "token.h"
 
@@ -26,8 +27,7 @@ int token_create(struct conn *owner, struct token **ret)
 		free(t);
 		return -EIO;
 	}
-	for (size_t i = 0; i < TOKEN_BYTES; i++)
-		snprintf(t->hex + 2 * i, 3, "%02x", t->raw[i]);
+	hex_encode(t->raw, TOKEN_BYTES, t->hex);
 	t->owner = owner;
 	t->uid = owner->cred.uid;
 	t->created_msec = uv_now(d->loop);
@@ -62,27 +62,7 @@ struct token *token_find(struct daemon *d, const uint8_t raw[TOKEN_BYTES])
 
 int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES])
 {
-	if (strlen(hex) != TOKEN_BYTES * 2)
-		return -EINVAL;
-	for (size_t i = 0; i < TOKEN_BYTES; i++) {
-		unsigned v = 0;
-
-		for (int k = 0; k < 2; k++) {
-			char c = hex[2 * i + k];
-
-			v <<= 4;
-			if (c >= '0' && c <= '9')
-				v |= c - '0';
-			else if (c >= 'a' && c <= 'f')
-				v |= c - 'a' + 10;
-			else if (c >= 'A' && c <= 'F')
-				v |= c - 'A' + 10;
-			else
-				return -EINVAL;
-		}
-		raw[i] = (uint8_t)v;
-	}
-	return 0;
+	return hex_decode(hex, raw, TOKEN_BYTES);
 }
 
 void token_revoke(struct token *t, const char *why)

@@ -7,6 +7,7 @@
 
 #include "daemon.h"
 #include "lease.h"
+#include "cuda.h"
 #include "log.h"
 #include "proto/base64.h"
 #include "proto/errors.h"
@@ -16,21 +17,89 @@
 
 static void xfer_acquire_next(struct xfer *x);
 
+/* A CUDA failure, described for the client (pool side: x is ours). */
+static void xfer_cuda_failed(struct xfer *x, int err, const char *what)
+{
+	x->result = err;
+	errinfo_set(&x->err, RDMAMEM_ERROR_CUDA, err, "%s: %s", what, cu_last_error());
+}
+
+static char *host_at(const struct xfer_end *e, uint64_t off)
+{
+	return (char *)e->region->addr + e->offset + off;
+}
+
+static uint64_t dev_at(const struct xfer_end *e, uint64_t off)
+{
+	return e->region->dptr + e->offset + off;
+}
+
+/* Copies between a GPU region and anything, under the context guard that
+ * cuda.c applies to every device address. */
+static int copy_with_gpu(struct xfer *x, uint64_t begin, uint64_t end)
+{
+	struct region *s = x->src.region, *d = x->dst.region;
+	uint64_t n = end - begin;
+	int r;
+
+	/* Host memory on the other side is page-locked once, so this and
+	 * later copies run at DMA speed instead of through bounce buffers. */
+	if (!region_is_gpu(s)) {
+		r = region_cuda_host_register(s, d->gpu);
+		if (r < 0)
+			log_debug("Region %" PRIu64 ": cuMemHostRegister failed, copying "
+				  "pageable: %s", s->id, cu_last_error());
+		r = cu_copy_htod(dev_at(&x->dst, begin), host_at(&x->src, begin), n);
+		if (r < 0)
+			xfer_cuda_failed(x, r, "host-to-GPU copy failed");
+		return r;
+	}
+	if (!region_is_gpu(d)) {
+		r = region_cuda_host_register(d, s->gpu);
+		if (r < 0)
+			log_debug("Region %" PRIu64 ": cuMemHostRegister failed, copying "
+				  "pageable: %s", d->id, cu_last_error());
+		r = cu_copy_dtoh(host_at(&x->dst, begin), dev_at(&x->src, begin), n);
+		if (r < 0)
+			xfer_cuda_failed(x, r, "GPU-to-host copy failed");
+		return r;
+	}
+	r = cu_copy_dtod(dev_at(&x->dst, begin), dev_at(&x->src, begin), n);
+	if (r < 0)
+		xfer_cuda_failed(x, r, "GPU-to-GPU copy failed");
+	return r;
+}
+
 /* Moves bytes [begin, end) of the transfer. Runs on a pool thread for large
- * transfers: touches only the mappings (kept alive by references) and x's
- * own buffers. */
+ * transfers and for every GPU transfer: touches only the mappings (kept
+ * alive by references) and x's own buffers. */
 static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 {
+	_cleanup_free_ char *staging = NULL;
+	int r;
+
 	switch (x->kind) {
 	case XFER_READ:
-		(void)begin;
-		(void)end;
 		x->out = malloc(base64_encoded_len(x->length) + 1);
 		if (!x->out) {
 			x->result = -ENOMEM;
 			return;
 		}
-		base64_encode((char *)x->src.region->addr + x->src.offset, x->length, x->out);
+		if (region_is_gpu(x->src.region)) {
+			staging = malloc(x->length ?: 1);
+			if (!staging) {
+				x->result = -ENOMEM;
+				return;
+			}
+			r = cu_copy_dtoh(staging, dev_at(&x->src, 0), x->length);
+			if (r < 0) {
+				xfer_cuda_failed(x, r, "reading GPU memory failed");
+				return;
+			}
+			base64_encode(staging, x->length, x->out);
+		} else {
+			base64_encode(host_at(&x->src, 0), x->length, x->out);
+		}
 		break;
 	case XFER_WRITE:
 		/* Check everything before the first byte lands. */
@@ -38,13 +107,30 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 			x->result = -EINVAL;
 			return;
 		}
-		base64_decode(x->text, x->text_len, (char *)x->dst.region->addr + x->dst.offset);
+		if (region_is_gpu(x->dst.region)) {
+			staging = malloc(x->length ?: 1);
+			if (!staging) {
+				x->result = -ENOMEM;
+				return;
+			}
+			base64_decode(x->text, x->text_len, staging);
+			r = cu_copy_htod(dev_at(&x->dst, 0), staging, x->length);
+			if (r < 0) {
+				xfer_cuda_failed(x, r, "writing GPU memory failed");
+				return;
+			}
+		} else {
+			base64_decode(x->text, x->text_len, host_at(&x->dst, 0));
+		}
 		break;
 	case XFER_COPY:
+		if (region_is_gpu(x->src.region) || region_is_gpu(x->dst.region)) {
+			copy_with_gpu(x, begin, end);
+			return;
+		}
 		/* Both ends may lie in one region and overlap (then there is
 		 * a single part). */
-		memmove((char *)x->dst.region->addr + x->dst.offset + begin,
-			(char *)x->src.region->addr + x->src.offset + begin, end - begin);
+		memmove(host_at(&x->dst, begin), host_at(&x->src, begin), end - begin);
 		return;
 	}
 	x->result = 0;
@@ -91,11 +177,17 @@ static void on_work_done(uv_work_t *w, int status)
 		xfer_complete(x);
 }
 
+static bool xfer_touches_gpu(const struct xfer *x)
+{
+	return (x->src.region && region_is_gpu(x->src.region)) ||
+	       (x->dst.region && region_is_gpu(x->dst.region));
+}
+
 /* Whether a copy's two ranges share bytes (then it must stay in one piece). */
 static bool copy_overlaps(const struct xfer *x)
 {
-	const char *s = (const char *)x->src.region->addr + x->src.offset;
-	const char *d = (const char *)x->dst.region->addr + x->dst.offset;
+	uint64_t s = region_address(x->src.region) + x->src.offset;
+	uint64_t d = region_address(x->dst.region) + x->dst.offset;
 
 	return s < d + x->length && d < s + x->length;
 }
@@ -105,7 +197,8 @@ static unsigned pool_parts(const struct xfer *x)
 	static long cpus;
 	unsigned n;
 
-	if (x->kind != XFER_COPY || x->length < XFER_SPLIT_MIN || copy_overlaps(x))
+	if (x->kind != XFER_COPY || x->length < XFER_SPLIT_MIN || copy_overlaps(x) ||
+	    region_is_gpu(x->src.region) || region_is_gpu(x->dst.region))
 		return 1;
 	if (!cpus)
 		cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -120,7 +213,8 @@ static void xfer_run(struct xfer *x)
 	unsigned n;
 
 	timeout_disarm(&d->timeouts, &x->timeout);
-	if (x->length <= XFER_INLINE_MAX) {
+	/* CUDA calls never run on the loop. */
+	if (x->length <= XFER_INLINE_MAX && !xfer_touches_gpu(x)) {
 		xfer_execute(x, 0, x->length);
 		xfer_complete(x);
 		return;

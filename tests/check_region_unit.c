@@ -103,7 +103,7 @@ START_TEST(test_weak_references)
 	stale.size = 8192;
 	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
 	stale = w;
-	stale.addr = (char *)w.addr + 4096;
+	stale.addr = w.addr + 4096;
 	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
 	stale = w;
 	stale.id = w.id + 1;

@@ -200,6 +200,48 @@ int rdmamem_access_token_create(struct rdmamem_client *client, char ret[RDMAMEM_
 /* Revokes it and tears down the connections it admitted. */
 int rdmamem_access_token_revoke(struct rdmamem_client *client, const char *token);
 
+/*
+ * GPU memory (CUDA). The daemon loads the CUDA driver on the first GPU
+ * import; without one these answer -ENXIO (io.rdmamemd.CudaUnavailable).
+ *
+ * rdmamem_register_cuda_vmm: fd is a VMM allocation exported with
+ * cuMemExportToShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+ * alloc_size the size it was created with (cuMemCreate). The caller keeps fd.
+ *
+ *	CUmemAllocationProp prop = {
+ *		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+ *		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+ *		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+ *	};
+ *	CUmemGenericAllocationHandle h;
+ *	int fd;
+ *
+ *	cuMemCreate(&h, size, &prop, 0);	// size: a multiple of the granularity
+ *	cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+ *	rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &region);
+ *
+ * rdmamem_register_cuda_ipc: handle is a CUipcMemHandle from
+ * cuIpcGetMemHandle(&handle, dptr); gpu the device ordinal (in the daemon's
+ * view) whose context opens it. Regions over one allocation share the open.
+ *
+ *	CUipcMemHandle handle;
+ *
+ *	cuMemAlloc(&dptr, size);
+ *	cuIpcGetMemHandle(&handle, dptr);
+ *	rdmamem_register_cuda_ipc(c, &handle, 0, 0, 0, &region);
+ *
+ * offset and length select the region inside the allocation (length 0: to
+ * its end). Read, Write, Copy, Lock and RegisterOn then work as for host
+ * regions; host regions copied to or from a GPU are page-locked by the
+ * daemon once, so such copies run at DMA speed.
+ */
+#define RDMAMEM_CUDA_IPC_HANDLE_SIZE 64
+
+int rdmamem_register_cuda_vmm(struct rdmamem_client *client, int fd, uint64_t alloc_size,
+			      uint64_t offset, uint64_t length, uint64_t *ret_region);
+int rdmamem_register_cuda_ipc(struct rdmamem_client *client, const void *handle, int gpu,
+			      uint64_t offset, uint64_t length, uint64_t *ret_region);
+
 #define RDMAMEM_SHARE_GROUP (1U << 0)		/* id is a gid, not a uid */
 #define RDMAMEM_SHARE_READONLY (1U << 1)	/* reads and shared leases only */
 

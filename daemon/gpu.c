@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+#include "daemon.h"
+#include "errinfo.h"
+#include "gpu.h"
+#include "log.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "region.h"
+#include "server.h"
+#include "rpc.h"
+#include "rpc_rdma.h"
+#include "proto/hex.h"
+
+struct import_job {
+	struct rpc_call *call;		/* NULL once the client went away */
+	struct daemon *d;
+	struct gpu_import_params p;
+	uint8_t handle[CU_IPC_HANDLE_SIZE];
+	struct region *reg;		/* REGION_CUDA_VMM: prepared before the import */
+	struct gpu_ipc *ipc;		/* REGION_CUDA_IPC: the open it waits for */
+	struct list_head link;		/* in ipc->waiters */
+	uv_work_t work;
+	int err;
+	bool driver_loaded;
+	const char *error_name;
+	char error[512];
+	char pci[32];
+};
+
+/* Pool side: loads the driver the first time a GPU import comes. */
+static int load_driver(char *error, size_t size, const char **name)
+{
+	int r = cu_load();
+
+	if (r < 0) {
+		*name = RDMAMEM_ERROR_CUDA_UNAVAILABLE;
+		snprintf(error, size, "GPU memory needs the CUDA driver: %s", cu_last_error());
+	}
+	return r;
+}
+
+static void job_fail_pool(struct import_job *job, int err, const char *what)
+{
+	job->err = err;
+	job->error_name = RDMAMEM_ERROR_CUDA;
+	snprintf(job->error, sizeof(job->error), "%s: %s", what, cu_last_error());
+}
+
+static void job_free(struct import_job *job)
+{
+	safe_close(job->p.fd);
+	region_unref(job->reg);
+	free(job);
+}
+
+static void job_reply_error(struct import_job *job, const char *name, int err, const char *text)
+{
+	if (job->call) {
+		job->call->cancel = NULL;
+		rpc_errorf(job->call, name, "%s", text);
+	}
+	(void)err;
+}
+
+/* The region exists: publish it, register it on RDMA devices, answer. */
+static void job_finish(struct import_job *job, struct region *reg)
+{
+	struct rpc_call *call = job->call;
+	int r;
+
+	call->cancel = NULL;
+	r = region_publish(reg, call->conn);
+	if (r < 0) {
+		region_unref(reg);
+		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
+		return;
+	}
+	r = rpc_register_on(call, reg, job->p.devices, true);
+	if (r < 0) {
+		if (!call->replied)
+			rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s", strerror(-r));
+		region_drop_owner(reg);
+	}
+}
+
+static void job_cancel(struct rpc_call *call)
+{
+	struct import_job *job = call->userdata;
+
+	/* The work on the pool cannot be stopped: it cleans up when done. */
+	job->call = NULL;
+	if (job->ipc && list_linked(&job->link)) {
+		list_del(&job->link);
+		job_free(job);
+	}
+	rpc_call_abandon(call);
+}
+
+static void on_vmm_work(uv_work_t *w)
+{
+	struct import_job *job = container_of(w, struct import_job, work);
+	struct cu_device_info info;
+	struct region *reg = job->reg;
+	int r;
+
+	r = load_driver(job->error, sizeof(job->error), &job->error_name);
+	if (r < 0) {
+		job->err = r;
+		return;
+	}
+	job->driver_loaded = true;
+	r = cu_vmm_import(job->p.fd, job->p.alloc_size, &reg->vmm);
+	if (r < 0) {
+		job_fail_pool(job, r, "cannot import the VMM allocation");
+		return;
+	}
+	if (cu_device_info(reg->vmm.device, &info) == 0)
+		snprintf(job->pci, sizeof(job->pci), "%s", info.pci_bus_id);
+}
+
+static void on_vmm_done(uv_work_t *w, int status)
+{
+	struct import_job *job = container_of(w, struct import_job, work);
+	struct region *reg = job->reg;
+
+	(void)status;
+	/* Any answer but "no driver" means the driver is in. */
+	job->d->cuda_loaded = job->d->cuda_loaded || job->err == 0 || job->driver_loaded;
+	if (!job->call) {
+		job_free(job);
+		return;
+	}
+	if (job->err < 0) {
+		job_reply_error(job, job->error_name, job->err, job->error);
+		job_free(job);
+		return;
+	}
+	reg->dptr = reg->vmm.dptr + job->p.offset;
+	reg->gpu = reg->vmm.device;
+	snprintf(reg->pci_bus_id, sizeof(reg->pci_bus_id), "%s", job->pci);
+	job->reg = NULL;
+	job_finish(job, reg);
+	job_free(job);
+}
+
+/* A region over an open IPC allocation: no CUDA call needed. */
+static void ipc_import(struct import_job *job)
+{
+	struct gpu_ipc *ipc = job->ipc;
+	struct errinfo e = {};
+	struct region *reg;
+	uint64_t offset = job->p.offset, length = job->p.length;
+	int r;
+
+	if (offset > ipc->map.size || (length && length > ipc->map.size - offset) ||
+	    (!length && offset == ipc->map.size)) {
+		char text[256];
+
+		snprintf(text, sizeof(text),
+			 "range [%" PRIu64 ", +%" PRIu64 ") is outside the IPC allocation (%" PRIu64
+			 " bytes)",
+			 offset, length, ipc->map.size);
+		job_reply_error(job, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE, text);
+		return;
+	}
+	if (!length)
+		length = ipc->map.size - offset;
+	r = region_prepare(job->d, job->call->conn, length, &reg, &e);
+	if (r < 0) {
+		job->call->cancel = NULL;
+		rpc_error_info(job->call, &e);
+		return;
+	}
+	reg->memory = REGION_CUDA_IPC;
+	reg->access = job->p.access;
+	reg->writable = true;
+	reg->ipc = ipc;
+	ipc->n_ref++;
+	reg->dptr = ipc->map.dptr + offset;
+	reg->gpu = ipc->map.device;
+	snprintf(reg->pci_bus_id, sizeof(reg->pci_bus_id), "%s", ipc->pci_bus_id);
+	job_finish(job, reg);
+}
+
+static void on_ipc_open(uv_work_t *w)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+	const char *name;
+	struct cu_device_info info;
+	int r;
+
+	r = load_driver(ipc->error, sizeof(ipc->error), &name);
+	if (r < 0) {
+		ipc->err = r;
+		return;
+	}
+	r = cu_ipc_open(ipc->handle, ipc->ordinal, &ipc->map);
+	if (r < 0) {
+		ipc->err = r;
+		snprintf(ipc->error, sizeof(ipc->error), "cannot open the IPC handle on GPU %d: %s",
+			 ipc->ordinal, cu_last_error());
+		return;
+	}
+	if (cu_device_info(ipc->map.device, &info) == 0)
+		snprintf(ipc->pci_bus_id, sizeof(ipc->pci_bus_id), "%s", info.pci_bus_id);
+}
+
+static void on_ipc_close(uv_work_t *w)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+
+	if (cu_ipc_close(&ipc->map) < 0)
+		fprintf(stderr, "rdmamemd: warning: closing a CUDA IPC mapping: %s\n",
+			cu_last_error());
+}
+
+static void ipc_start_open(struct gpu_ipc *ipc);
+
+static void on_ipc_closed(uv_work_t *w, int status)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+
+	(void)status;
+	/* Imports of the same handle that came during the close open it anew. */
+	if (!list_empty(&ipc->waiters)) {
+		ipc_start_open(ipc);
+		return;
+	}
+	list_del(&ipc->link);
+	free(ipc);
+}
+
+static void on_ipc_opened(uv_work_t *w, int status)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+	struct daemon *d = ipc->daemon;
+	struct import_job *job, *n;
+
+	(void)status;
+	d->cuda_loaded = d->cuda_loaded || ipc->err != -ENOENT;
+	if (ipc->err == 0)
+		ipc->state = GPU_IPC_OPEN;
+	list_for_each_entry_safe(job, n, &ipc->waiters, link) {
+		list_del(&job->link);
+		if (ipc->err < 0)
+			job_reply_error(job, ipc->err == -ENOENT || ipc->err == -ENOSYS ||
+						     ipc->err == -ENODEV ?
+						     RDMAMEM_ERROR_CUDA_UNAVAILABLE :
+						     RDMAMEM_ERROR_CUDA,
+					ipc->err, ipc->error);
+		else if (job->call)
+			ipc_import(job);
+		job_free(job);
+	}
+	/* Failed, or every import was refused (range, quota): let it go. */
+	if (ipc->err < 0) {
+		list_del(&ipc->link);
+		free(ipc);
+	} else if (ipc->n_ref == 0) {
+		ipc->n_ref = 1;
+		gpu_ipc_unref(ipc);
+	}
+}
+
+static void ipc_start_open(struct gpu_ipc *ipc)
+{
+	int r;
+
+	ipc->state = GPU_IPC_OPENING;
+	ipc->err = 0;
+	memset(&ipc->map, 0, sizeof(ipc->map));
+	r = uv_queue_work(ipc->daemon->loop, &ipc->work, on_ipc_open, on_ipc_opened);
+	if (r < 0) {
+		ipc->err = -ENOMEM;
+		snprintf(ipc->error, sizeof(ipc->error), "cannot queue the open: %s",
+			 uv_strerror(r));
+		on_ipc_opened(&ipc->work, 0);
+	}
+}
+
+void gpu_ipc_unref(struct gpu_ipc *ipc)
+{
+	if (!ipc || --ipc->n_ref > 0)
+		return;
+	/* Closing is a CUDA call: on the pool. Until it is done, imports of
+	 * the same handle wait (the driver maps it once per process). */
+	ipc->state = GPU_IPC_OPENING;
+	if (uv_queue_work(ipc->daemon->loop, &ipc->work, on_ipc_close, on_ipc_closed) < 0) {
+		on_ipc_close(&ipc->work);
+		on_ipc_closed(&ipc->work, 0);
+	}
+}
+
+static int parse_handle(const char *hex, uint8_t out[CU_IPC_HANDLE_SIZE])
+{
+	return hex ? hex_decode(hex, out, CU_IPC_HANDLE_SIZE) : -EINVAL;
+}
+
+int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
+{
+	struct daemon *d = call->daemon;
+	struct errinfo e = {};
+	struct import_job *job;
+	struct gpu_ipc *ipc;
+	int r;
+
+	job = calloc(1, sizeof(*job));
+	if (!job) {
+		safe_close(p->fd);
+		return -ENOMEM;
+	}
+	job->call = call;
+	job->d = d;
+	job->p = *p;
+	p->fd = -EBADF;
+	list_init(&job->link);
+
+	if (p->memory == REGION_CUDA_VMM) {
+		uint64_t length = p->length;
+
+		if (p->offset >= p->alloc_size || (length && length > p->alloc_size - p->offset)) {
+			job_free(job);
+			return rpc_errorf(call, RDMAMEM_ERROR_OUT_OF_RANGE,
+					  "range [%" PRIu64 ", +%" PRIu64 ") is outside the VMM "
+					  "allocation of %" PRIu64 " bytes",
+					  p->offset, length, p->alloc_size);
+		}
+		if (!length)
+			length = p->alloc_size - p->offset;
+		r = region_prepare(d, call->conn, length, &job->reg, &e);
+		if (r < 0) {
+			job_free(job);
+			return rpc_error_info(call, &e);
+		}
+		job->reg->memory = REGION_CUDA_VMM;
+		job->reg->access = p->access;
+		job->reg->writable = true;
+		r = uv_queue_work(d->loop, &job->work, on_vmm_work, on_vmm_done);
+		if (r < 0) {
+			job_free(job);
+			return -ENOMEM;
+		}
+		call->cancel = job_cancel;
+		call->userdata = job;
+		return RPC_PENDING;
+	}
+
+	if (parse_handle(p->ipc_handle, job->handle) < 0) {
+		job_free(job);
+		return rpc_invalid_param(call, "ipc_handle",
+					 "parameter 'ipc_handle' must be the 64 bytes of a "
+					 "CUipcMemHandle as 128 hex digits");
+	}
+	list_for_each_entry(ipc, &d->gpu_ipcs, link)
+		if (memcmp(ipc->handle, job->handle, CU_IPC_HANDLE_SIZE) == 0)
+			break;
+	if (&ipc->link == &d->gpu_ipcs) {
+		ipc = calloc(1, sizeof(*ipc));
+		if (!ipc) {
+			job_free(job);
+			return -ENOMEM;
+		}
+		ipc->daemon = d;
+		memcpy(ipc->handle, job->handle, CU_IPC_HANDLE_SIZE);
+		ipc->ordinal = (int)p->gpu;
+		list_init(&ipc->waiters);
+		list_add_tail(&ipc->link, &d->gpu_ipcs);
+		job->ipc = ipc;
+		list_add_tail(&job->link, &ipc->waiters);
+		ipc_start_open(ipc);
+	} else if (ipc->state == GPU_IPC_OPEN) {
+		/* Already open: a second region over the same allocation. */
+		job->ipc = ipc;
+		ipc_import(job);
+		job_free(job);
+		/* Answered, or waiting for its RDMA registrations. */
+		return call->replied ? 0 : RPC_PENDING;
+	} else {
+		job->ipc = ipc;
+		list_add_tail(&job->link, &ipc->waiters);
+	}
+	if (call->replied)
+		return 0;
+	call->cancel = job_cancel;
+	call->userdata = job;
+	return RPC_PENDING;
+}
+
+bool gpu_peer_memory_loaded(void)
+{
+	FILE *f = fopen("/proc/modules", "re");
+	char line[256];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strncmp(line, "nvidia_peermem ", 15) == 0 || strncmp(line, "nv_peer_mem ", 12) == 0;
+	fclose(f);
+	return found;
+}
+
+struct list_job {
+	struct rpc_call *call;
+	bool probe;
+	int err;
+	char error[512];
+	int n;
+	struct cu_device_info info[16];
+	unsigned refs[16];
+	uv_work_t work;
+};
+
+static void on_list_work(uv_work_t *w)
+{
+	struct list_job *job = container_of(w, struct list_job, work);
+	const char *name;
+	int n;
+
+	job->err = load_driver(job->error, sizeof(job->error), &name);
+	if (job->err < 0)
+		return;
+	n = cu_device_count();
+	if (n < 0) {
+		job->err = n;
+		snprintf(job->error, sizeof(job->error), "%s", cu_last_error());
+		return;
+	}
+	for (int i = 0; i < n && job->n < 16; i++)
+		if (cu_device_info(i, &job->info[job->n]) == 0) {
+			job->refs[job->n] = cu_primary_ctx_refs(i);
+			job->n++;
+		}
+}
+
+static unsigned regions_on_gpu(struct daemon *d, int ordinal)
+{
+	struct conn *c;
+	unsigned n = 0;
+
+	list_for_each_entry(c, &d->server->conns, link) {
+		const struct region *r;
+
+		list_for_each_entry(r, &c->regions, owner_link)
+			n += r->gpu == ordinal;
+	}
+	return n;
+}
+
+static void on_list_done(uv_work_t *w, int status)
+{
+	struct list_job *job = container_of(w, struct list_job, work);
+	struct rpc_call *call = job->call;
+	struct daemon *d = call->daemon;
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+	cJSON *driver, *gpus, *peer;
+	bool ok = p != NULL;
+
+	(void)status;
+	call->cancel = NULL;
+	if (job->err == 0)
+		d->cuda_loaded = true;
+	driver = p ? cJSON_AddObjectToObject(p, "driver") : NULL;
+	gpus = p ? cJSON_AddArrayToObject(p, "gpus") : NULL;
+	peer = p ? cJSON_AddObjectToObject(p, "peer_memory") : NULL;
+	ok = ok && driver && gpus && peer;
+	if (ok && !job->probe && !d->cuda_loaded)
+		ok = json_add_bool(driver, "loaded", false) == 0 &&
+		     json_add_string(driver, "message",
+				     "loaded when the first GPU import arrives; probe to load it "
+				     "now") == 0;
+	else if (ok && job->err < 0)
+		ok = json_add_bool(driver, "loaded", false) == 0 &&
+		     json_add_string(driver, "message", job->error) == 0;
+	else if (ok)
+		ok = json_add_bool(driver, "loaded", true) == 0;
+	for (int i = 0; ok && i < job->n; i++) {
+		const struct cu_device_info *g = &job->info[i];
+		cJSON *o = cJSON_CreateObject();
+
+		ok = o != NULL;
+		if (!ok)
+			break;
+		cJSON_AddItemToArray(gpus, o);
+		ok = json_add_int(o, "ordinal", g->ordinal) == 0 &&
+		     json_add_string(o, "name", g->name) == 0 &&
+		     json_add_string(o, "pci_bus_id", g->pci_bus_id) == 0 &&
+		     json_add_u64(o, "memory", g->total_mem) == 0 &&
+		     json_add_bool(o, "dma_buf", g->dma_buf) == 0 &&
+		     json_add_bool(o, "vmm", g->vmm) == 0 &&
+		     json_add_bool(o, "vmm_posix_fd", g->vmm_posix_fd) == 0 &&
+		     json_add_bool(o, "gpudirect_rdma_vmm", g->gdr_vmm) == 0 &&
+		     json_add_int(o, "primary_context_refs", job->refs[i]) == 0 &&
+		     json_add_int(o, "regions", regions_on_gpu(d, g->ordinal)) == 0;
+	}
+	ok = ok && json_add_string(peer, "module", "nvidia_peermem") == 0 &&
+	     json_add_bool(peer, "loaded", gpu_peer_memory_loaded()) == 0;
+	if (ok)
+		rpc_reply(call, TAKE_PTR(p));
+	else
+		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
+	free(job);
+}
+
+int gpu_list(struct rpc_call *call, bool probe)
+{
+	struct list_job *job;
+
+	if (!probe && !call->daemon->cuda_loaded) {
+		job = calloc(1, sizeof(*job));
+		if (!job)
+			return -ENOMEM;
+		job->call = call;
+		on_list_done(&job->work, 0);
+		return 0;
+	}
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return -ENOMEM;
+	job->call = call;
+	job->probe = probe;
+	/* No cancel hook: if the client leaves, the answer is dropped. */
+	if (uv_queue_work(call->daemon->loop, &job->work, on_list_work, on_list_done) < 0) {
+		free(job);
+		return -ENOMEM;
+	}
+	return RPC_PENDING;
+}
