@@ -184,7 +184,10 @@ $(B)/rdma-peer: $(B)/tests/peer/rdma-peer.o
 
 $(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) -lpthread
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL)
+
+# The GPU benchmark plays the client with the driver API, through cuda.c.
+$(B)/bench-gpu: $(B)/daemon/cuda.o $(B)/daemon/log.o
 
 run: deps all
 	$(B)/rdmamemd $(RUN_ARGS)
@@ -192,7 +195,7 @@ run: deps all
 # CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
 check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(GPU_PROGS)
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS=rdma $(B)/test-rdmamemd
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
 	$(Q)$(MAKE) --no-print-directory vmtest
 
 asan:

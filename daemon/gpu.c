@@ -410,6 +410,7 @@ bool gpu_peer_memory_loaded(void)
 struct list_job {
 	struct rpc_call *call;
 	bool probe;
+	bool ran;		/* asked the driver (on the pool) */
 	int err;
 	char error[512];
 	int n;
@@ -424,6 +425,7 @@ static void on_list_work(uv_work_t *w)
 	const char *name;
 	int n;
 
+	job->ran = true;
 	job->err = load_driver(job->error, sizeof(job->error), &name);
 	if (job->err < 0)
 		return;
@@ -465,13 +467,13 @@ static void on_list_done(uv_work_t *w, int status)
 
 	(void)status;
 	call->cancel = NULL;
-	if (job->err == 0)
+	if (job->ran && job->err == 0)
 		d->cuda_loaded = true;
 	driver = p ? cJSON_AddObjectToObject(p, "driver") : NULL;
 	gpus = p ? cJSON_AddArrayToObject(p, "gpus") : NULL;
 	peer = p ? cJSON_AddObjectToObject(p, "peer_memory") : NULL;
 	ok = ok && driver && gpus && peer;
-	if (ok && !job->probe && !d->cuda_loaded)
+	if (ok && !job->ran)
 		ok = json_add_bool(driver, "loaded", false) == 0 &&
 		     json_add_string(driver, "message",
 				     "loaded when the first GPU import arrives; probe to load it "

@@ -619,17 +619,17 @@ Suite *rdma_suite(void)
 	tcase_set_tags(tc, "rdma");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, test_remote_read_write);
-	tcase_add_test(tc, test_killed_client);
-	tcase_add_test(tc, test_isolation);
-	tcase_add_test(tc, test_revoke);
-	tcase_add_test(tc, test_recorded_failure);
-	tcase_add_test(tc, test_memlock_failure);
-	tcase_add_test(tc, test_concurrent_registration);
-	tcase_add_test(tc, test_restart);
-	tcase_add_test(tc, test_cli_devices);
-	tcase_add_test(tc, test_network_allow_list);
-	tcase_add_test(tc, test_port_events);
+	test_add_tagged(tc, "rdma", test_remote_read_write);
+	test_add_tagged(tc, "rdma", test_killed_client);
+	test_add_tagged(tc, "rdma", test_isolation);
+	test_add_tagged(tc, "rdma", test_revoke);
+	test_add_tagged(tc, "rdma", test_recorded_failure);
+	test_add_tagged(tc, "rdma", test_memlock_failure);
+	test_add_tagged(tc, "rdma", test_concurrent_registration);
+	test_add_tagged(tc, "rdma", test_restart);
+	test_add_tagged(tc, "rdma", test_cli_devices);
+	test_add_tagged(tc, "rdma", test_network_allow_list);
+	test_add_tagged(tc, "rdma", test_port_events);
 	suite_add_tcase(s, tc);
 	return s;
 }

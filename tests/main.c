@@ -24,9 +24,11 @@ int main(void)
 	srunner_add_suite(sr, regions_suite());
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, rdma_suite());
+	srunner_add_suite(sr, gpu_suite());
 
 	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);
+	test_report_skipped();
 	srunner_free(sr);
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

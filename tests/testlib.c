@@ -448,3 +448,29 @@ char *test_read_line(int fd, int timeout_ms)
 	buf[n] = '\0';
 	return strdup(buf);
 }
+
+static unsigned n_rdma_cases, n_cuda_cases;
+
+void test_count_tagged(const char *tag)
+{
+	if (strcmp(tag, "rdma") == 0)
+		n_rdma_cases++;
+	else if (strcmp(tag, "cuda") == 0)
+		n_cuda_cases++;
+}
+
+void test_report_skipped(void)
+{
+	const char *ex = getenv("CK_EXCLUDE_TAGS");
+
+	if (!ex)
+		return;
+	if (strstr(ex, "rdma") && n_rdma_cases)
+		printf("SKIPPED %u cases tagged rdma here: they need an RDMA device and run "
+		       "inside the Soft-RoCE VM (make vmtest, part of make check)\n",
+		       n_rdma_cases);
+	if (strstr(ex, "cuda") && n_cuda_cases)
+		printf("SKIPPED %u cases tagged cuda here: they need a GPU and run on the GPU "
+		       "machine (tests/gpu/README.md)\n",
+		       n_cuda_cases);
+}

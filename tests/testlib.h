@@ -104,5 +104,20 @@ Suite *regions_suite(void);
 Suite *region_unit_suite(void);
 Suite *rdma_suite(void);
 Suite *cuda_suite(void);
+Suite *gpu_suite(void);
+
+/*
+ * Adds a case that needs hardware (tag "rdma": the Soft-RoCE VM; "cuda": a
+ * GPU), counted so that a run that excludes the tag can say how many cases
+ * it skipped and where they run instead.
+ */
+#define test_add_tagged(tc, tag, test)                  \
+	do {                                            \
+		tcase_add_test(tc, test);               \
+		test_count_tagged(tag);                 \
+	} while (0)
+void test_count_tagged(const char *tag);
+/* Prints what the exclusion of tags (CK_EXCLUDE_TAGS) skipped, and why. */
+void test_report_skipped(void);
 
 #endif

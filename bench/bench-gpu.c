@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * GPU benchmarks, each beside its anchor measured in the same run (on a GPU
+ * machine):
+ *
+ * - Host↔GPU Copy through the daemon, 1 MiB to 1 GiB, beside bare cuMemcpy
+ *   between the same host buffer (a memfd mapping, pageable, then
+ *   cuMemHostRegister'ed) and the same device memory.
+ * - Import latency of a VMM fd and of a legacy IPC handle through the daemon
+ *   (Register + Unregister) beside the bare driver calls.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "benchlib.h"
+#include "daemon/cuda.h"
+
+#if HAVE_CUDA_H
+#include "daemon/cuda-ops.h"
+
+#define BIG (1ULL << 30)
+#define ROUNDS 20
+
+static const struct cu_ops *cu;
+static const char *arg_daemon;
+static double arg_seconds = 1.0;
+static char daemon_path[128];
+
+#define CU_OK(call)                                                                 \
+	do {                                                                        \
+		CUresult _r = (call);                                               \
+		if (_r != CUDA_SUCCESS) {                                           \
+			fprintf(stderr, "bench-gpu: %s: CUresult %d\n", #call, _r); \
+			exit(1);                                                    \
+		}                                                                   \
+	} while (0)
+
+static CUdeviceptr vmm_alloc(size_t size, int *ret_fd, CUmemGenericAllocationHandle *ret_h)
+{
+	CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+	};
+	CUmemAccessDesc access = { .location = prop.location,
+				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUdeviceptr p;
+
+	CU_OK(cu->cuMemCreate(ret_h, size, &prop, 0));
+	CU_OK(cu->cuMemAddressReserve(&p, size, 0, 0, 0));
+	CU_OK(cu->cuMemMap(p, size, 0, *ret_h, 0));
+	CU_OK(cu->cuMemSetAccess(p, size, &access, 1));
+	CU_OK(cu->cuMemExportToShareableHandle(ret_fd, *ret_h,
+					       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	return p;
+}
+
+static double gbps(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)ns : 0;
+}
+
+/* Repeats one copy for arg_seconds (at least 3 times); bytes per ns. */
+static double timed(int dir_htod, void *host, CUdeviceptr dev, size_t size)
+{
+	uint64_t t0 = bench_now_ns(), t, n = 0;
+
+	do {
+		if (dir_htod)
+			CU_OK(cu->cuMemcpyHtoD(dev, host, size));
+		else
+			CU_OK(cu->cuMemcpyDtoH(host, dev, size));
+		n++;
+	} while ((t = bench_now_ns() - t0) < arg_seconds * 1e9 || n < 3);
+	return gbps(size * n, t);
+}
+
+static double timed_daemon(struct rdmamem_client *c, const struct rdmamem_copy *cp)
+{
+	uint64_t t0 = bench_now_ns(), t, n = 0;
+
+	do {
+		if (rdmamem_copy(c, cp) < 0) {
+			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
+			exit(1);
+		}
+		n++;
+	} while ((t = bench_now_ns() - t0) < arg_seconds * 1e9 || n < 3);
+	return gbps(cp->length * n, t);
+}
+
+static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdeviceptr dev,
+			 int vfd)
+{
+	static const size_t sizes[] = { 1 << 20, 16 << 20, 256 << 20, BIG };
+	double pageable[2][4], pinned[2][4], daemon[2][4];
+	uint64_t h, v;
+
+	if (rdmamem_register(c, hfd, 0, 0, &h) < 0 ||
+	    rdmamem_register_cuda_vmm(c, vfd, BIG, 0, 0, &v) < 0) {
+		fprintf(stderr, "bench-gpu: register: %s\n", rdmamem_client_error_message(c));
+		exit(1);
+	}
+	for (size_t i = 0; i < 4; i++)
+		for (int d = 0; d < 2; d++)
+			pageable[d][i] = timed(d == 0, host, dev, sizes[i]);
+	CU_OK(cu->cuMemHostRegister(host, BIG, CU_MEMHOSTREGISTER_PORTABLE));
+	for (size_t i = 0; i < 4; i++)
+		for (int d = 0; d < 2; d++)
+			pinned[d][i] = timed(d == 0, host, dev, sizes[i]);
+	CU_OK(cu->cuMemHostUnregister(host));
+	for (size_t i = 0; i < 4; i++)
+		for (int d = 0; d < 2; d++) {
+			struct rdmamem_copy cp = {
+				.from_region = d == 0 ? h : v,
+				.to_region = d == 0 ? v : h,
+				.length = sizes[i],
+				.mode = RDMAMEM_LOCK_EXCLUSIVE,
+			};
+
+			/* The first Copy page-locks the daemon's mapping. */
+			if (i == 0 && rdmamem_copy(c, &cp) < 0)
+				exit(1);
+			daemon[d][i] = timed_daemon(c, &cp);
+		}
+
+	printf("== Host<->GPU Copy through rdmamemd (GB/s = 10^9 B/s), %.1f s per cell\n",
+	       arg_seconds);
+	printf("anchor = bare cuMemcpy between the same memfd mapping and device memory, in this "
+	       "process\n\n");
+	printf("%-6s %-9s %14s %14s %14s %10s %10s\n", "dir", "size", "bare pageable",
+	       "bare pinned", "rdmamemd Copy", "vs pinned", "vs pageable");
+	for (int d = 0; d < 2; d++)
+		for (size_t i = 0; i < 4; i++)
+			printf("%-6s %6zu MiB %14.2f %14.2f %14.2f %10.2f %10.2f\n",
+			       d == 0 ? "HtoD" : "DtoH", sizes[i] >> 20, pageable[d][i],
+			       pinned[d][i], daemon[d][i], daemon[d][i] / pinned[d][i],
+			       daemon[d][i] / pageable[d][i]);
+	rdmamem_unregister(c, h);
+	rdmamem_unregister(c, v);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+static void bench_vmm_import(struct rdmamem_client *c, int vfd)
+{
+	double bare[ROUNDS], daemon[ROUNDS];
+	CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+
+	for (int i = 0; i < ROUNDS; i++) {
+		CUmemGenericAllocationHandle h;
+		CUdeviceptr p;
+		uint64_t t0 = bench_now_ns();
+
+		CU_OK(cu->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)vfd,
+							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+		CU_OK(cu->cuMemAddressReserve(&p, 2 << 20, 0, 0, 0));
+		CU_OK(cu->cuMemMap(p, 2 << 20, 0, h, 0));
+		CU_OK(cu->cuMemSetAccess(p, 2 << 20, &access, 1));
+		bare[i] = (bench_now_ns() - t0) / 1e3;
+		CU_OK(cu->cuMemUnmap(p, 2 << 20));
+		CU_OK(cu->cuMemAddressFree(p, 2 << 20));
+		CU_OK(cu->cuMemRelease(h));
+	}
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t t0 = bench_now_ns(), id;
+
+		if (rdmamem_register_cuda_vmm(c, vfd, 2 << 20, 0, 0, &id) < 0) {
+			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
+			exit(1);
+		}
+		daemon[i] = (bench_now_ns() - t0) / 1e3;
+		rdmamem_unregister(c, id);
+	}
+	printf("\n== Import latency (median of %d, microseconds)\n\n", ROUNDS);
+	printf("%-10s %34s %24s %8s\n", "handle", "bare (import+reserve+map+access)",
+	       "rdmamemd Register", "ratio");
+	printf("%-10s %34.1f %24.1f %8.2f\n", "VMM fd", median(bare, ROUNDS),
+	       median(daemon, ROUNDS), median(daemon, ROUNDS) / median(bare, ROUNDS));
+}
+
+/*
+ * Legacy IPC: opened in another process than the one that allocated. The
+ * child forks before this process initialises CUDA (CUDA does not survive
+ * fork) and starts its own, as an unrelated process would.
+ */
+static int to_child[2], from_child[2];
+static pid_t ipc_child;
+
+static void spawn_ipc_child(void)
+{
+	CUipcMemHandle handle;
+
+	if (pipe(to_child) < 0 || pipe(from_child) < 0)
+		exit(1);
+	ipc_child = fork();
+	if (ipc_child == 0) {
+		double t[ROUNDS];
+		CUcontext ctx;
+		CUdevice dev;
+
+		if (read(to_child[0], &handle, sizeof(handle)) != sizeof(handle))
+			_exit(1);
+		if (cu_load() < 0)
+			_exit(1);
+		cu = cu_get_ops();
+		CU_OK(cu->cuDeviceGet(&dev, 0));
+		CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+		CU_OK(cu->cuCtxSetCurrent(ctx));
+		for (int i = 0; i < ROUNDS; i++) {
+			CUdeviceptr q;
+			uint64_t t0 = bench_now_ns();
+
+			CU_OK(cu->cuIpcOpenMemHandle(&q, handle,
+						     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+			t[i] = (bench_now_ns() - t0) / 1e3;
+			CU_OK(cu->cuIpcCloseMemHandle(q));
+		}
+		t[0] = median(t, ROUNDS);
+		if (write(from_child[1], &t[0], sizeof(t[0])) != sizeof(t[0]))
+			_exit(1);
+		_exit(0);
+	}
+}
+
+static void bench_ipc_import(struct rdmamem_client *c)
+{
+	double daemon[ROUNDS], bare = 0;
+	CUipcMemHandle handle;
+	CUdeviceptr p;
+	int status;
+
+	CU_OK(cu->cuMemAlloc(&p, 2 << 20));
+	CU_OK(cu->cuIpcGetMemHandle(&handle, p));
+	if (write(to_child[1], &handle, sizeof(handle)) != sizeof(handle) ||
+	    read(from_child[0], &bare, sizeof(bare)) != sizeof(bare))
+		exit(1);
+	waitpid(ipc_child, &status, 0);
+
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t t0 = bench_now_ns(), id;
+
+		if (rdmamem_register_cuda_ipc(c, &handle, 0, 0, 0, &id) < 0) {
+			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
+			exit(1);
+		}
+		daemon[i] = (bench_now_ns() - t0) / 1e3;
+		rdmamem_unregister(c, id);
+		/* Let the asynchronous close finish, so each round opens anew. */
+		usleep(2000);
+	}
+	printf("%-10s %34.1f %24.1f %8.2f\n", "IPC (open)", bare, median(daemon, ROUNDS),
+	       median(daemon, ROUNDS) / bare);
+	CU_OK(cu->cuMemFree(p));
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "daemon", required_argument, NULL, 'd' },
+		{ "seconds", required_argument, NULL, 't' },
+		{},
+	};
+	const char *extra[] = { "--max-pinned-bytes-per-uid", "17179869184", NULL };
+	CUmemGenericAllocationHandle h;
+	struct rdmamem_client *c = NULL;
+	CUcontext ctx;
+	CUdevice dev;
+	CUdeviceptr dptr;
+	void *host;
+	int hfd, vfd, opt;
+	pid_t d;
+
+	while ((opt = getopt_long(argc, argv, "", options, NULL)) >= 0) {
+		switch (opt) {
+		case 'd':
+			arg_daemon = optarg;
+			break;
+		case 't':
+			arg_seconds = atof(optarg);
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (!arg_daemon) {
+		fprintf(stderr, "Usage: bench-gpu --daemon PATH [--seconds N]\n");
+		return 2;
+	}
+	snprintf(daemon_path, sizeof(daemon_path), "%s/rdmamemd.sock", bench_dir());
+	d = bench_daemon_start(arg_daemon, daemon_path, -1, extra);
+	if (rdmamem_client_connect(daemon_path, &c) < 0)
+		return 1;
+
+	/* The IPC child must fork before this process initialises CUDA. */
+	spawn_ipc_child();
+	if (cu_load() < 0) {
+		printf("bench-gpu: SKIPPED: no GPU here (%s)\n", cu_last_error());
+		bench_stop(d);
+		bench_cleanup();
+		return 0;
+	}
+	cu = cu_get_ops();
+	CU_OK(cu->cuDeviceGet(&dev, 0));
+	CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU_OK(cu->cuCtxSetCurrent(ctx));
+	dptr = vmm_alloc(BIG, &vfd, &h);
+	if (rdmamem_memfd_create("bench", BIG, &hfd, &host) < 0)
+		return 1;
+	memset(host, 0x5a, BIG);
+
+	bench_copies(c, host, hfd, dptr, vfd);
+	bench_vmm_import(c, vfd);
+	bench_ipc_import(c);
+
+	rdmamem_client_close(c);
+	bench_stop(d);
+	bench_cleanup();
+	return 0;
+}
+
+#else
+
+int main(void)
+{
+	printf("bench-gpu: SKIPPED: built without cuda.h\n");
+	return 0;
+}
+
+#endif

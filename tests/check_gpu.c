@@ -1,0 +1,550 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * GPU regions end to end. The test process plays the client: it allocates
+ * with the CUDA driver API (through cuda.c's table, so nothing else resolves
+ * cu* symbols), exports VMM fds and legacy IPC handles, and hands them to a
+ * real daemon, a separate process.
+ *
+ * The "gpu" cases carry the tag "cuda": they need a GPU and run on the GPU
+ * machine (tests/gpu/README.md); `make check` elsewhere skips them by tag and
+ * says so. The "nodriver" cases run everywhere: without a driver the daemon
+ * answers GPU imports with a named error and keeps serving host memory.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon/cuda.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "rdmamem.h"
+#include "testlib.h"
+
+#if HAVE_CUDA_H
+#include "daemon/cuda-ops.h"
+#endif
+
+static struct test_daemon td;
+
+static void setup(void)
+{
+	test_daemon_start(&td, NULL);
+}
+
+static void teardown(void)
+{
+	test_daemon_stop(&td);
+}
+
+static struct rdmamem_client *client(void)
+{
+	struct rdmamem_client *c = NULL;
+
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+	return c;
+}
+
+static cJSON *call_json(struct rdmamem_client *c, const char *method, const char *params)
+{
+	char *reply = NULL;
+	cJSON *root;
+
+	ck_assert_msg(rdmamem_call(c, method, params, NULL, 0, &reply, NULL, NULL) == 0, "%s: %s",
+		      method, rdmamem_client_error_message(c));
+	root = cJSON_Parse(reply);
+	free(reply);
+	return root;
+}
+
+static bool driver_present(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (h)
+		dlclose(h);
+	return h != NULL;
+}
+
+/* Without a driver, GPU imports get a named error; host memory still works. */
+START_TEST(test_gpu_import_without_driver)
+{
+	struct rdmamem_client *c = client();
+	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE] = { 1, 2, 3 };
+	uint64_t id;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("x", 2 << 20, &fd, NULL), 0);
+	if (driver_present()) {
+		/* A memfd is no VMM export: the driver refuses it. */
+		ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, 2 << 20, 0, 0, &id), -EIO);
+		ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_CUDA);
+	} else {
+		ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, 2 << 20, 0, 0, &id), -ENXIO);
+		ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_CUDA_UNAVAILABLE);
+		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "libcuda.so.1"));
+		ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &id), -ENXIO);
+	}
+	/* Everything else goes on. */
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
+	ck_assert_int_eq(rdmamem_write(c, id, 1, "ok", 2, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+START_TEST(test_gpu_params)
+{
+	struct rdmamem_client *c = client();
+	char *reply = NULL;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &fd, NULL), 0);
+	/* VMM imports need the allocation's size; IPC handles no fd. */
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", "{\"fd\":0,\"memory\":\"cuda-vmm\"}",
+				      &fd, 1, &reply, NULL, NULL),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(reply, "\"parameter\":\"size\""));
+	free(reply);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register",
+				      "{\"fd\":0,\"memory\":\"cuda-ipc\",\"ipc_handle\":\"00\"}", &fd,
+				      1, &reply, NULL, NULL),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(reply, "\"parameter\":\"fd\""));
+	free(reply);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register",
+				      "{\"memory\":\"cuda-ipc\",\"ipc_handle\":\"0011\"}", NULL, 0,
+				      &reply, NULL, NULL),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(reply, "\"parameter\":\"ipc_handle\""));
+	free(reply);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", "{\"memory\":\"gpu\"}", NULL, 0,
+				      NULL, NULL, NULL),
+			 -EINVAL);
+	/* The range is checked before the driver is asked anything. */
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register",
+				      "{\"fd\":0,\"memory\":\"cuda-vmm\",\"size\":\"2097152\","
+				      "\"offset\":\"2097152\"}",
+				      &fd, 1, NULL, NULL, NULL),
+			 -ERANGE);
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* The driver is loaded by the first GPU import, not at start. */
+START_TEST(test_list_gpus_lazily)
+{
+	struct rdmamem_client *c = client();
+	cJSON *r = call_json(c, "io.rdmamemd.ListGpus", NULL), *driver;
+
+	driver = cJSON_GetObjectItem(r, "driver");
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(driver, "loaded")));
+	ck_assert_ptr_nonnull(strstr(cJSON_GetObjectItem(driver, "message")->valuestring,
+				     "first GPU import"));
+	ck_assert(cJSON_IsBool(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "peer_memory"),
+						   "loaded")));
+	cJSON_Delete(r);
+
+	r = call_json(c, "io.rdmamemd.ListGpus", "{\"probe\":true}");
+	driver = cJSON_GetObjectItem(r, "driver");
+	if (driver_present()) {
+		ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(driver, "loaded")));
+	} else {
+		ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(driver, "loaded")));
+		ck_assert_ptr_nonnull(strstr(cJSON_GetObjectItem(driver, "message")->valuestring,
+					     "libcuda.so.1"));
+		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "gpus")), 0);
+	}
+	cJSON_Delete(r);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+#if HAVE_CUDA_H
+
+/* The client's side of CUDA, in the test process. */
+static const struct cu_ops *cu;
+static CUcontext ctx;
+
+#define CU_OK(call)                                                                         \
+	do {                                                                                \
+		CUresult _r = (call);                                                       \
+		ck_assert_msg(_r == CUDA_SUCCESS, "%s: CUresult %d", #call, (int)_r);      \
+	} while (0)
+
+static void gpu_setup(void)
+{
+	CUdevice dev;
+	int r = cu_load();
+
+	ck_assert_msg(r == 0, "no GPU here (%s): cases tagged cuda run on a GPU machine",
+		      cu_last_error());
+	cu = cu_get_ops();
+	CU_OK(cu->cuDeviceGet(&dev, 0));
+	CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU_OK(cu->cuCtxSetCurrent(ctx));
+	setup();
+}
+
+/* A VMM allocation of at least size bytes, mapped here, exported as an fd. */
+static CUdeviceptr vmm_alloc(size_t size, size_t *ret_size, int *ret_fd)
+{
+	CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+	};
+	CUmemAccessDesc access = { .location = prop.location,
+				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr p;
+	size_t gran;
+
+	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	size = (size + gran - 1) / gran * gran;
+	CU_OK(cu->cuMemCreate(&h, size, &prop, 0));
+	CU_OK(cu->cuMemAddressReserve(&p, size, gran, 0, 0));
+	CU_OK(cu->cuMemMap(p, size, 0, h, 0));
+	CU_OK(cu->cuMemSetAccess(p, size, &access, 1));
+	CU_OK(cu->cuMemExportToShareableHandle(ret_fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+					       0));
+	*ret_size = size;
+	return p;
+}
+
+static CUdeviceptr ipc_alloc(size_t size, uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE])
+{
+	CUipcMemHandle h;
+	CUdeviceptr p;
+
+	CU_OK(cu->cuMemAlloc(&p, size));
+	CU_OK(cu->cuIpcGetMemHandle(&h, p));
+	memcpy(handle, &h, RDMAMEM_CUDA_IPC_HANDLE_SIZE);
+	return p;
+}
+
+static void fill(uint8_t *buf, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (uint8_t)(i * 31 + seed + i / 251);
+}
+
+static void put(CUdeviceptr p, size_t off, size_t n, unsigned seed)
+{
+	uint8_t *buf = malloc(n);
+
+	fill(buf, n, seed);
+	CU_OK(cu->cuMemcpyHtoD(p + off, buf, n));
+	free(buf);
+}
+
+/* Asserts device bytes [off, off + n) hold the pattern of seed. */
+static void expect(CUdeviceptr p, size_t off, size_t n, unsigned seed)
+{
+	uint8_t *got = malloc(n), *want = malloc(n);
+
+	fill(want, n, seed);
+	CU_OK(cu->cuMemcpyDtoH(got, p + off, n));
+	ck_assert_msg(memcmp(got, want, n) == 0, "GPU bytes at %zu (+%zu) differ", off, n);
+	free(got);
+	free(want);
+}
+
+static cJSON *region_info(struct rdmamem_client *c, uint64_t id)
+{
+	char params[64];
+
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\"}", (unsigned long long)id);
+	return call_json(c, "io.rdmamemd.GetRegion", params);
+}
+
+/* A VMM import: its pointer has no context in the daemon, which copies
+ * under the device's primary context. Byte-exact at odd offsets. */
+START_TEST(test_vmm_read_write)
+{
+	struct rdmamem_client *c = client();
+	uint8_t *buf = malloc(1 << 20), *want = malloc(1 << 20);
+	size_t size;
+	uint64_t id, sub;
+	int fd;
+	CUdeviceptr p = vmm_alloc(4 << 20, &size, &fd);
+	cJSON *info, *loc;
+
+	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &id), 0);
+	close(fd);
+	info = region_info(c, id);
+	loc = cJSON_GetObjectItem(info, "location");
+	ck_assert_str_eq(cJSON_GetObjectItem(loc, "type")->valuestring, "gpu");
+	ck_assert_int_eq(cJSON_GetObjectItem(loc, "device")->valueint, 0);
+	ck_assert_int_gt(strlen(cJSON_GetObjectItem(loc, "pci_bus_id")->valuestring), 6);
+	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(info, "source"), "type")->valuestring,
+			 "cuda-vmm");
+	cJSON_Delete(info);
+
+	/* The daemon writes, the client's own mapping sees it. */
+	fill(buf, 777777, 5);
+	ck_assert_int_eq(rdmamem_write(c, id, 12345, buf, 777777, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	expect(p, 12345, 777777, 5);
+	/* The client writes, the daemon reads it back. */
+	put(p, 3 << 20, 99999, 9);
+	ck_assert_int_eq(rdmamem_read(c, id, 3 << 20, buf, 99999, 0), 0);
+	fill(want, 99999, 9);
+	ck_assert_int_eq(memcmp(buf, want, 99999), 0);
+
+	/* A sub-range of an allocation at an odd offset is a region too. */
+	{
+		int fd2;
+		size_t size2;
+		CUdeviceptr q = vmm_alloc(2 << 20, &size2, &fd2);
+
+		ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd2, size2, 4097, 1000, &sub), 0);
+		close(fd2);
+		ck_assert_int_eq(rdmamem_write(c, sub, 0, "edge", 4, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+		ck_assert_int_eq(rdmamem_write(c, sub, 997, "end", 3, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+		ck_assert_int_eq(rdmamem_write(c, sub, 998, "end", 3, RDMAMEM_LOCK_EXCLUSIVE, 0),
+				 -ERANGE);
+		CU_OK(cu->cuMemcpyDtoH(buf, q + 4097, 4));
+		ck_assert_int_eq(memcmp(buf, "edge", 4), 0);
+		CU_OK(cu->cuMemcpyDtoH(buf, q + 4097 + 997, 3));
+		ck_assert_int_eq(memcmp(buf, "end", 3), 0);
+	}
+	free(buf);
+	free(want);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* A legacy handle registered twice: one open, shared; byte-exact. */
+START_TEST(test_ipc_twice)
+{
+	struct rdmamem_client *c = client();
+	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE], buf[64];
+	CUdeviceptr p = ipc_alloc(1 << 20, handle);
+	uint64_t a, b;
+	cJSON *info;
+
+	put(p, 0, 1 << 20, 3);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &a), 0);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 4099, 333, &b), 0);
+	info = region_info(c, b);
+	ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(info, "source"),
+					     "regions_sharing_the_open")
+				 ->valueint,
+			 2);
+	ck_assert_str_eq(cJSON_GetObjectItem(info, "size")->valuestring, "333");
+	cJSON_Delete(info);
+
+	ck_assert_int_eq(rdmamem_read(c, b, 0, buf, 64, 0), 0);
+	{
+		uint8_t want[1 << 13];
+
+		fill(want, sizeof(want), 3);
+		ck_assert_int_eq(memcmp(buf, want + 4099, 64), 0);
+	}
+	ck_assert_int_eq(rdmamem_write(c, a, 4099, "via a", 5, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	ck_assert_int_eq(rdmamem_read(c, b, 0, buf, 5, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "via a", 5), 0);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 1 << 20, 1, &b), -ERANGE);
+
+	/* Both go, the open goes; a new registration opens it again. */
+	ck_assert_int_eq(rdmamem_unregister(c, a), 0);
+	ck_assert_int_eq(rdmamem_unregister(c, b), 0);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &a), 0);
+	ck_assert_int_eq(rdmamem_read(c, a, 4099, buf, 5, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "via a", 5), 0);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Copy in every direction, sub-ranges at odd offsets. */
+START_TEST(test_copy_directions)
+{
+	struct rdmamem_client *c = client();
+	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE], *host, *want = malloc(8 << 20);
+	size_t vsize;
+	uint64_t h, v, i;
+	int vfd, hfd;
+	CUdeviceptr vp = vmm_alloc(8 << 20, &vsize, &vfd);
+	CUdeviceptr ip = ipc_alloc(8 << 20, handle);
+	struct rdmamem_copy cp = { .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+	ck_assert_int_eq(rdmamem_memfd_create("host", 8 << 20, &hfd, (void **)&host), 0);
+	fill(host, 8 << 20, 11);
+	ck_assert_int_eq(rdmamem_register(c, hfd, 0, 0, &h), 0);
+	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, vfd, vsize, 0, 0, &v), 0);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &i), 0);
+
+	/* host → VMM */
+	cp = (struct rdmamem_copy){ .from_region = h, .from_offset = 3, .to_region = v,
+				    .to_offset = 1001, .length = (5 << 20) + 7,
+				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+	{
+		uint8_t *got = malloc((5 << 20) + 7);
+
+		CU_OK(cu->cuMemcpyDtoH(got, vp + 1001, (5 << 20) + 7));
+		ck_assert_int_eq(memcmp(got, host + 3, (5 << 20) + 7), 0);
+		free(got);
+	}
+	/* VMM → IPC (GPU to GPU) */
+	cp = (struct rdmamem_copy){ .from_region = v, .from_offset = 1001, .to_region = i,
+				    .to_offset = 17, .length = 4 << 20,
+				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+	{
+		uint8_t *got = malloc(4 << 20);
+
+		CU_OK(cu->cuMemcpyDtoH(got, ip + 17, 4 << 20));
+		ck_assert_int_eq(memcmp(got, host + 3, 4 << 20), 0);
+		free(got);
+	}
+	/* IPC → host, then host → host */
+	memset(host, 0, 8 << 20);
+	cp = (struct rdmamem_copy){ .from_region = i, .from_offset = 17, .to_region = h,
+				    .to_offset = 5, .length = 3 << 20,
+				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+	fill(want, 8 << 20, 11);
+	ck_assert_int_eq(memcmp(host + 5, want + 3, 3 << 20), 0);
+	cp = (struct rdmamem_copy){ .from_region = h, .from_offset = 5, .to_region = h,
+				    .to_offset = (4 << 20) + 1, .length = 1 << 20,
+				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+	ck_assert_int_eq(memcmp(host + (4 << 20) + 1, want + 3, 1 << 20), 0);
+
+	/* Out of range on the GPU side is refused like anywhere else. */
+	cp = (struct rdmamem_copy){ .from_region = h, .to_region = i, .to_offset = 8 << 20,
+				    .length = 1, .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	ck_assert_int_eq(rdmamem_copy(c, &cp), -ERANGE);
+	close(hfd);
+	close(vfd);
+	free(want);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Registering GPU memory on an RDMA device with none open: a recorded
+ * failure that says so. */
+START_TEST(test_gpu_registration_without_rdma)
+{
+	struct rdmamem_client *c = client();
+	struct rdmamem_registration reg;
+	size_t size;
+	uint64_t id;
+	int fd;
+
+	vmm_alloc(2 << 20, &size, &fd);
+	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &id), 0);
+	close(fd);
+	ck_assert_int_eq(rdmamem_register_on(c, id, "mlx5_0", &reg), -ENODEV);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "no RDMA device 'mlx5_0'"));
+	ck_assert_int_eq(rdmamem_register_on(c, id, "mlx5_0", &reg), -ENODEV);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "not retried"));
+	rdmamem_client_close(c);
+}
+END_TEST
+
+static bool nothing_left(void)
+{
+	struct rdmamem_client *c = client();
+	cJSON *r = call_json(c, "io.rdmamemd.ListGpus", "{\"probe\":true}"), *g;
+	bool clean = true;
+
+	cJSON_ArrayForEach(g, cJSON_GetObjectItem(r, "gpus"))
+		clean = clean && cJSON_GetObjectItem(g, "primary_context_refs")->valueint == 0 &&
+			cJSON_GetObjectItem(g, "regions")->valueint == 0;
+	cJSON_Delete(r);
+	rdmamem_client_close(c);
+	return clean;
+}
+
+/* A client dies while its GPU regions are in use: no context, mapping or
+ * handle is left behind once all clients are gone. */
+START_TEST(test_client_exit_while_in_use)
+{
+	int fds_before, status, sync[2];
+	pid_t pid;
+	char ok;
+
+	test_assert_serving(td.socket);
+	fds_before = test_settled_fds(td.pid);
+	ck_assert_int_eq(pipe(sync), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rdmamem_client *c = client();
+		uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE];
+		size_t size;
+		uint64_t v, i, h, lease;
+		int fd, hfd;
+		char msg[256];
+		int raw;
+
+		vmm_alloc(256 << 20, &size, &fd);
+		ipc_alloc(64 << 20, handle);
+		if (rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &v) < 0 ||
+		    rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &i) < 0 ||
+		    rdmamem_memfd_create("h", 256 << 20, &hfd, NULL) < 0 ||
+		    rdmamem_register(c, hfd, 0, 0, &h) < 0 ||
+		    rdmamem_lock(c, i, RDMAMEM_LOCK_SHARED, -1, &lease) < 0)
+			_exit(1);
+		/* A big GPU → host copy in flight, raw so we do not wait. */
+		raw = test_connect(td.socket);
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":"
+			 "\"%llu\"},\"to\":{\"region\":\"%llu\"},\"length\":\"268435456\"}}",
+			 (unsigned long long)v, (unsigned long long)h);
+		test_send_msg(raw, msg, NULL, 0);
+		if (write(sync[1], "x", 1) != 1)
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	close(sync[1]);
+	ck_assert_int_eq(read(sync[0], &ok, 1), 1);
+	close(sync[0]);
+	usleep(20000);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+
+	for (int k = 0; k < 500 && !nothing_left(); k++)
+		usleep(20000);
+	ck_assert(nothing_left());
+	test_assert_serving(td.socket);
+	ck_assert_int_eq(test_settled_fds(td.pid), fds_before);
+}
+END_TEST
+
+#endif
+
+Suite *gpu_suite(void)
+{
+	Suite *s = suite_create("gpu");
+	TCase *tc = tcase_create("nodriver");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_gpu_import_without_driver);
+	tcase_add_test(tc, test_gpu_params);
+	tcase_add_test(tc, test_list_gpus_lazily);
+	suite_add_tcase(s, tc);
+
+#if HAVE_CUDA_H
+	tc = tcase_create("cuda");
+	tcase_set_tags(tc, "cuda");
+	tcase_add_checked_fixture(tc, gpu_setup, teardown);
+	tcase_set_timeout(tc, 120);
+	test_add_tagged(tc, "cuda", test_vmm_read_write);
+	test_add_tagged(tc, "cuda", test_ipc_twice);
+	test_add_tagged(tc, "cuda", test_copy_directions);
+	test_add_tagged(tc, "cuda", test_gpu_registration_without_rdma);
+	test_add_tagged(tc, "cuda", test_client_exit_while_in_use);
+	suite_add_tcase(s, tc);
+#endif
+	return s;
+}
