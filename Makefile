@@ -39,7 +39,7 @@ SOMAJOR    := 0
 DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
               libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
               libinih-dev systemd
-PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5
+PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5 inih
 
 include tests/vm/vm.mk
 
@@ -54,8 +54,8 @@ SAN_debug := -O0 -g
 SAN     := $(SAN_$(VARIANT))
 
 # pkg-config runs once, when first needed, after `deps` had its chance.
-PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd check))$(PC_CFLAGS)
-LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5))$(LIBS_DAEMON)
+PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd check inih))$(PC_CFLAGS)
+LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih))$(LIBS_DAEMON)
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_VERBS = $(eval LIBS_VERBS := $$(shell $(PKG_CONFIG) --libs libibverbs librdmacm))$(LIBS_VERBS)
 LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)
@@ -68,7 +68,8 @@ CUDA_CFLAGS := $(if $(wildcard $(CUDA_HOME)/include/cuda.h),-I$(CUDA_HOME)/inclu
 
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
              -I. -Iclient/include -Iclient $(PC_CFLAGS) $(CUDA_CFLAGS) -DIDL_DIR='"$(CURDIR)/proto"' \
-             -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"'
+             -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"' \
+             -DSYSCONFDIR='"$(SYSCONFDIR)"'
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 
 PROTO_SRCS  := $(wildcard proto/*.c)

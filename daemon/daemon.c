@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -19,52 +20,6 @@
 #include "server.h"
 
 #define DAEMON_TICK_MSEC 1000U
-
-/* Half of physical memory: pinning more than that for one user starves
- * everyone else. */
-static uint64_t daemon_default_pinned_max(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-
-	if (pages <= 0 || size <= 0)
-		return UINT64_C(1) << 40;
-	return (uint64_t)pages * (uint64_t)size / 2;
-}
-
-void daemon_config_init(struct daemon_config *cfg)
-{
-	*cfg = (struct daemon_config){
-		.socket_mode = 0660,
-		.max_connections = 4096,
-		.max_connections_per_uid = 1024,
-		.output_max = 8U * 1024U * 1024U,
-		.output_stall_sec = 30,
-		.drain_timeout_ms = 5000,
-		.max_regions_per_uid = 16384,
-		.max_pinned_bytes_per_uid = daemon_default_pinned_max(),
-		.read_inline_max = 4U * 1024U * 1024U,
-		.max_rdma_connections = 1024,
-		.log_level = LOG_INFO,
-	};
-}
-
-static char **strv_free(char **v)
-{
-	for (char **p = v; p && *p; p++)
-		free(*p);
-	free(v);
-	return NULL;
-}
-
-void daemon_config_done(struct daemon_config *cfg)
-{
-	free(cfg->socket_path);
-	cfg->socket_path = NULL;
-	cfg->devices_allow = strv_free(cfg->devices_allow);
-	cfg->devices_deny = strv_free(cfg->devices_deny);
-	cfg->rdmacm_listen = strv_free(cfg->rdmacm_listen);
-	cfg->rdma_allow = strv_free(cfg->rdma_allow);
-}
 
 uint64_t daemon_uptime_msec(const struct daemon *d)
 {
@@ -87,6 +42,14 @@ static void daemon_send_status(struct daemon *d)
 	memcpy(d->status_sent, status, sizeof(status));
 }
 
+/* The watchdog pings come from the loop itself: a loop stuck for longer than
+ * WatchdogSec= gets the daemon restarted. */
+static void on_watchdog(uv_timer_t *t)
+{
+	(void)t;
+	sd_notify(0, "WATCHDOG=1");
+}
+
 static void on_tick(uv_timer_t *t)
 {
 	struct daemon *d = t->data;
@@ -98,12 +61,56 @@ static void on_tick(uv_timer_t *t)
 	daemon_send_status(d);
 }
 
+static void on_restart_needed(const char *name, void *userdata)
+{
+	(void)userdata;
+	log_notice("Reload: %s changed, but takes effect only after a restart; keeping the "
+		   "running value",
+		   name);
+}
+
+/*
+ * SIGHUP: the configuration is made again from the same file and command
+ * line; what may change under connected clients is applied (limits, log
+ * level, the allowed networks), the rest is named and kept.
+ */
+static void daemon_reload(struct daemon *d)
+{
+	struct daemon_config fresh;
+	enum config_action action;
+	const char *path = NULL;
+	char err[512], msg[128];
+	struct timespec ts;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(msg, sizeof(msg), "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
+		 (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+	sd_notify(0, msg);
+
+	r = config_from_args(d->argc, d->argv, &fresh, &path, &action, err, sizeof(err));
+	if (r < 0) {
+		log_error("Reload failed, keeping the running configuration: %s", err);
+	} else {
+		r = config_apply_reload(&d->cfg, &fresh, on_restart_needed, NULL);
+		log_set_max_level(d->cfg.log_level);
+		endpoint_reload(d);
+		log_info("Configuration reloaded from %s: %d settings changed", path ?: "defaults",
+			 r);
+	}
+	daemon_config_done(&fresh);
+	sd_notify(0, "READY=1");
+	d->status_sent[0] = '\0';
+	daemon_send_status(d);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon *d = h->data;
 
 	if (signum == SIGHUP) {
-		log_info("SIGHUP received; this version has no configuration to reload");
+		if (!d->shutting_down)
+			daemon_reload(d);
 		return;
 	}
 	daemon_shutdown(d, strsignal(signum));
@@ -125,6 +132,7 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->sig_hup);
 	close_handle((uv_handle_t *)&d->tick);
 	close_handle((uv_handle_t *)&d->drain_timer);
+	close_handle((uv_handle_t *)&d->watchdog);
 	timeouts_close(&d->timeouts);
 }
 
@@ -220,6 +228,15 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	uv_timer_start(&d->tick, on_tick, DAEMON_TICK_MSEC, DAEMON_TICK_MSEC);
 	uv_timer_init(d->loop, &d->drain_timer);
 	d->drain_timer.data = d;
+	{
+		uint64_t usec = 0;
+
+		if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
+			uv_timer_init(d->loop, &d->watchdog);
+			uv_timer_start(&d->watchdog, on_watchdog, usec / 2000, usec / 2000);
+			log_debug("Watchdog: pinging systemd every %" PRIu64 " ms", usec / 2000);
+		}
+	}
 
 	*ret = d;
 	return 0;

@@ -13,6 +13,7 @@
 
 #include <uv.h>
 
+#include "config.h"
 #include "idmap.h"
 #include "proto/list.h"
 #include "timeout.h"
@@ -22,28 +23,14 @@
 struct server;
 struct vb_device;
 
-struct daemon_config {
-	char *socket_path;		/* NULL: the default for this environment */
-	mode_t socket_mode;
-	unsigned max_connections;	/* all uids together */
-	unsigned max_connections_per_uid;
-	size_t output_max;		/* queued reply bytes before a connection stops being read */
-	unsigned output_stall_sec;	/* a client that reads nothing for this long is dropped */
-	unsigned drain_timeout_ms;	/* at shutdown, how long in-flight calls may take */
-	uint64_t max_regions_per_uid;
-	uint64_t max_pinned_bytes_per_uid;
-	uint64_t read_inline_max;	/* largest Read answered inline */
-	char **devices_allow;		/* NULL: every device */
-	char **devices_deny;
-	char **rdmacm_listen;		/* ADDR[:PORT] to accept RDMA connections on */
-	char **rdma_allow;		/* ADDR/PREFIX peers may come from; NULL: any */
-	unsigned max_rdma_connections;
-	int log_level;
-};
 
 struct daemon {
 	uv_loop_t *loop;
 	struct daemon_config cfg;
+	/* How the configuration was made, to make it again on SIGHUP. */
+	int argc;
+	char **argv;
+	const char *config_path;	/* NULL: none was read */
 	struct server *server;
 	struct list_head accounts;	/* struct account, one per uid seen */
 
@@ -77,16 +64,13 @@ struct daemon {
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t tick;		/* housekeeping once a second */
 	uv_timer_t drain_timer;
+	uv_timer_t watchdog;		/* WATCHDOG=1 when WatchdogSec= is set */
 	uint64_t start_msec;		/* uv_now() at start */
 
 	bool under_systemd;		/* NOTIFY_SOCKET was set */
 	bool shutting_down;
 	char status_sent[256];		/* last STATUS= line, to skip repeats */
 };
-
-/* Sets the built-in defaults: the daemon runs with no configuration file. */
-void daemon_config_init(struct daemon_config *cfg);
-void daemon_config_done(struct daemon_config *cfg);
 
 int daemon_new(const struct daemon_config *cfg, struct daemon **ret);
 int daemon_run(struct daemon *d);

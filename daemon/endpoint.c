@@ -330,6 +330,40 @@ static void on_cm_event(uv_poll_t *h, int status, int events)
 	}
 }
 
+/* The allow-list, parsed once per configuration; all or nothing. */
+static int parse_allow(struct daemon *d)
+{
+	struct allowed_network *list = NULL;
+	size_t n = 0;
+
+	for (char *const *net = d->cfg.rdma_allow; net && *net; net++) {
+		void *nl = reallocarray(list, n + 1, sizeof(*list));
+
+		if (!nl) {
+			free(list);
+			return -ENOMEM;
+		}
+		list = nl;
+		if (endpoint_parse_network(*net, &list[n].addr, &list[n].prefix) < 0) {
+			free(list);
+			return log_error_errno(-EINVAL, "'%s' is not a network (ADDR/PREFIX)", *net);
+		}
+		n++;
+	}
+	free(d->allow);
+	d->allow = list;
+	d->n_allow = n;
+	return 0;
+}
+
+void endpoint_reload(struct daemon *d)
+{
+	/* A bad list keeps the one in force: refusing everyone would cut
+	 * off peers over a typo. */
+	if (parse_allow(d) < 0)
+		log_warning("Keeping the allowed networks in force");
+}
+
 int endpoint_start(struct daemon *d)
 {
 	char *const *addr;
@@ -339,17 +373,9 @@ int endpoint_start(struct daemon *d)
 	list_init(&d->rconns);
 	list_init(&d->tokens);
 
-	for (char *const *net = d->cfg.rdma_allow; net && *net; net++) {
-		void *n = reallocarray(d->allow, d->n_allow + 1, sizeof(*d->allow));
-
-		if (!n)
-			return -ENOMEM;
-		d->allow = n;
-		if (endpoint_parse_network(*net, &d->allow[d->n_allow].addr,
-					   &d->allow[d->n_allow].prefix) < 0)
-			return log_error_errno(-EINVAL, "'%s' is not a network (ADDR/PREFIX)", *net);
-		d->n_allow++;
-	}
+	r = parse_allow(d);
+	if (r < 0)
+		return r;
 
 	for (addr = d->cfg.rdmacm_listen; addr && *addr; addr++) {
 		struct sockaddr_storage ss;

@@ -69,6 +69,8 @@ struct listener {
 
 /* Listens with librdmacm on the configured addresses. */
 int endpoint_start(struct daemon *d);
+/* SIGHUP: applies a new allow-list to new connections. */
+void endpoint_reload(struct daemon *d);
 /* Shutdown: closes the listeners and every remote connection. */
 void endpoint_stop(struct daemon *d);
 
