@@ -465,13 +465,50 @@ static bool nothing_left(void)
 }
 
 /* A client dies while its GPU regions are in use: no context, mapping or
- * handle is left behind once all clients are gone. */
+ * handle is left behind once all clients are gone. The client is a child
+ * that starts CUDA itself: CUDA does not survive fork(), so this case's
+ * fixture leaves CUDA alone in the test process. */
+/* A client in a child process that starts CUDA itself, imports a VMM
+ * allocation, lets it go and leaves: afterwards the daemon holds the driver
+ * (its device files stay open for the daemon's life) but no import. */
+static void warm_up_driver(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rdmamem_client *c = client();
+		CUdevice dev;
+		size_t size;
+		uint64_t id;
+		int fd;
+
+		if (cu_load() < 0)
+			_exit(3);
+		cu = cu_get_ops();
+		CU_OK(cu->cuDeviceGet(&dev, 0));
+		CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+		CU_OK(cu->cuCtxSetCurrent(ctx));
+		vmm_alloc(2 << 20, &size, &fd);
+		if (rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &id) < 0 ||
+		    rdmamem_unregister(c, id) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 START_TEST(test_client_exit_while_in_use)
 {
 	int fds_before, status, sync[2];
 	pid_t pid;
 	char ok;
 
+	warm_up_driver();
+	for (int k = 0; k < 500 && !nothing_left(); k++)
+		usleep(20000);
 	test_assert_serving(td.socket);
 	fds_before = test_settled_fds(td.pid);
 	ck_assert_int_eq(pipe(sync), 0);
@@ -485,7 +522,14 @@ START_TEST(test_client_exit_while_in_use)
 		int fd, hfd;
 		char msg[256];
 		int raw;
+		CUdevice dev;
 
+		if (cu_load() < 0)
+			_exit(3);
+		cu = cu_get_ops();
+		CU_OK(cu->cuDeviceGet(&dev, 0));
+		CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+		CU_OK(cu->cuCtxSetCurrent(ctx));
 		vmm_alloc(256 << 20, &size, &fd);
 		ipc_alloc(64 << 20, handle);
 		if (rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &v) < 0 ||
@@ -543,6 +587,12 @@ Suite *gpu_suite(void)
 	test_add_tagged(tc, "cuda", test_ipc_twice);
 	test_add_tagged(tc, "cuda", test_copy_directions);
 	test_add_tagged(tc, "cuda", test_gpu_registration_without_rdma);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cuda-exit");
+	tcase_set_tags(tc, "cuda");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
 	test_add_tagged(tc, "cuda", test_client_exit_while_in_use);
 	suite_add_tcase(s, tc);
 #endif
