@@ -29,6 +29,7 @@ static void help(void)
 	       "  region ID         one region: owner, source, lock, leases, shares\n"
 	       "  devices           RDMA devices: ports, GIDs, MRs, pinned bytes, events\n"
 	       "  connections       remote peers' queue pairs, by device and uid\n"
+	       "  gpus              CUDA driver, GPUs, dma-buf and peer-memory support\n"
 	       "  ping              check that the daemon answers\n"
 	       "\n"
 	       "Options:\n"
@@ -373,11 +374,57 @@ static int verb_connections(struct rdmamem_client *c, const char *arg)
 	return 0;
 }
 
+static int verb_gpus(struct rdmamem_client *c, const char *arg)
+{
+	cJSON *reply = NULL, *driver, *peer, *g;
+	int r;
+
+	(void)arg;
+	/* probe: an operator asking may load the driver in the daemon. */
+	r = call(c, "io.rdmamemd.ListGpus", "{\"probe\":true}", &reply);
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+	driver = cJSON_GetObjectItemCaseSensitive(reply, "driver");
+	peer = cJSON_GetObjectItemCaseSensitive(reply, "peer_memory");
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(driver, "loaded")))
+		printf("CUDA driver: loaded\n");
+	else
+		printf("CUDA driver: not loaded: %s\n", get_string(driver, "message"));
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(reply, "gpus")) {
+		char mem[32];
+
+		format_bytes(get_u64(g, "memory"), mem, sizeof(mem));
+		printf("gpu %.0f: %s (%s), %s\n", get_number(g, "ordinal"), get_string(g, "name"),
+		       get_string(g, "pci_bus_id"), mem);
+		printf("  %-22s %s\n", "dma-buf:",
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "dma_buf")) ?
+			       "supported (ibv_reg_dmabuf_mr)" :
+			       "not supported");
+		printf("  %-22s %s\n", "VMM POSIX fd export:",
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "vmm_posix_fd")) ? "yes" :
+											   "no");
+		printf("  %-22s %.0f regions, %.0f context references\n", "in use:",
+		       get_number(g, "regions"), get_number(g, "primary_context_refs"));
+	}
+	printf("peer memory (%s): %s\n", get_string(peer, "module"),
+	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(peer, "loaded")) ?
+		       "loaded: ibv_reg_mr works on GPU addresses" :
+		       "not loaded: GPU memory registers only through dma-buf");
+	cJSON_Delete(reply);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct rdmamem_client *c, const char *arg);
 	bool takes_arg;
 } verbs[] = {
+	{ "gpus", verb_gpus, false },
 	{ "devices", verb_devices, false },
 	{ "connections", verb_connections, false },
 	{ "status", verb_status, false },
