@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -30,6 +32,9 @@ static void help(void)
 	       "  devices           RDMA devices: ports, GIDs, MRs, pinned bytes, events\n"
 	       "  connections       remote peers' queue pairs, by device and uid\n"
 	       "  gpus              CUDA driver, GPUs, dma-buf and peer-memory support\n"
+	       "  clients           connected clients (yours; all of them for root)\n"
+	       "  stats             calls by method, errors by name, bytes moved\n"
+	       "  doctor            check what the daemon needs, say what to fix\n"
 	       "  ping              check that the daemon answers\n"
 	       "\n"
 	       "Options:\n"
@@ -419,11 +424,256 @@ static int verb_gpus(struct rdmamem_client *c, const char *arg)
 	return 0;
 }
 
+static int verb_clients(struct rdmamem_client *c, const char *arg)
+{
+	cJSON *reply = NULL, *item;
+	int r;
+
+	(void)arg;
+	r = call(c, "io.rdmamemd.ListClients", NULL, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+	printf("%-6s %-8s %-6s %-6s %8s %8s %7s %7s  %s\n", "ID", "PID", "UID", "GID", "CALLS",
+	       "REGIONS", "LEASES", "TOKENS", "STATE");
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "clients"))
+		printf("%-6s %-8.0f %-6.0f %-6.0f %8s %8.0f %7.0f %7.0f  %s%s\n",
+		       get_string(item, "id"), get_number(item, "pid"), get_number(item, "uid"),
+		       get_number(item, "gid"), get_string(item, "calls"),
+		       get_number(item, "regions"), get_number(item, "leases"),
+		       get_number(item, "tokens"), get_string(item, "state"),
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "self")) ? " (this)" : "");
+	cJSON_Delete(reply);
+	return 0;
+}
+
+static void print_counters(const char *title, const cJSON *o)
+{
+	const cJSON *item;
+
+	printf("%s:\n", title);
+	if (!o || !o->child)
+		printf("  (none)\n");
+	cJSON_ArrayForEach(item, o) {
+		uint64_t v = 0;
+
+		json_to_u64(item, &v);
+		printf("  %-46s %" PRIu64 "\n", item->string, v);
+	}
+}
+
+static int verb_stats(struct rdmamem_client *c, const char *arg)
+{
+	cJSON *reply = NULL;
+	char a[32], b[32], d[32], p[32], pk[32];
+	int r;
+
+	(void)arg;
+	r = call(c, "io.rdmamemd.GetStats", NULL, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json) {
+		r = print_json(reply);
+		cJSON_Delete(reply);
+		return r;
+	}
+	format_bytes(get_u64(reply, "bytes_read"), a, sizeof(a));
+	format_bytes(get_u64(reply, "bytes_written"), b, sizeof(b));
+	format_bytes(get_u64(reply, "bytes_copied"), d, sizeof(d));
+	format_bytes(get_u64(reply, "pinned_bytes"), p, sizeof(p));
+	format_bytes(get_u64(reply, "pinned_bytes_peak"), pk, sizeof(pk));
+	print_counters("calls", cJSON_GetObjectItemCaseSensitive(reply, "calls"));
+	print_counters("errors", cJSON_GetObjectItemCaseSensitive(reply, "errors"));
+	printf("bytes:\n  %-14s %s\n  %-14s %s\n  %-14s %s\n", "read:", a, "written:", b,
+	       "copied:", d);
+	printf("memory:\n  %-14s %s (peak %s)\n  %-14s %" PRIu64 "\n", "pinned:", p, pk,
+	       "regions made:", get_u64(reply, "regions_registered"));
+	printf("rdma:\n  %-14s %" PRIu64 "\n  %-14s %" PRIu64 "\n  %-14s %" PRIu64 "\n",
+	       "registrations:", get_u64(reply, "rdma_registrations"),
+	       "failures:", get_u64(reply, "rdma_registration_failures"),
+	       "refused peers:", get_u64(reply, "rdma_rejected_connections"));
+	cJSON_Delete(reply);
+	return 0;
+}
+
+/* doctor: one line per check, and what to do about a failing one. */
+struct checks {
+	cJSON *list;		/* --json */
+	int failed;
+};
+
+static void check(struct checks *ck, const char *status, const char *what, const char *hint,
+		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void check(struct checks *ck, const char *status, const char *what, const char *hint,
+		  const char *fmt, ...)
+{
+	char detail[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (strcmp(status, "FAIL") == 0)
+		ck->failed++;
+	if (arg_json) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "check", what);
+		cJSON_AddStringToObject(o, "status", status);
+		cJSON_AddStringToObject(o, "detail", detail);
+		if (hint)
+			cJSON_AddStringToObject(o, "hint", hint);
+		cJSON_AddItemToArray(ck->list, o);
+		return;
+	}
+	printf("%-4s  %-18s %s\n", status, what, detail);
+	if (hint && strcmp(status, "PASS") != 0)
+		printf("      %-18s → %s\n", "", hint);
+}
+
+static void doctor_memlock(struct rdmamem_client *c, struct checks *ck)
+{
+	cJSON *st = NULL;
+	const cJSON *lim;
+
+	if (call(c, "io.rdmamemd.GetStatus", NULL, &st) < 0)
+		return;
+	lim = cJSON_GetObjectItemCaseSensitive(st, "memlock_limit");
+	if (cJSON_IsString(lim) && strcmp(lim->valuestring, "infinity") == 0)
+		check(ck, "PASS", "locked memory", NULL, "RLIMIT_MEMLOCK of rdmamemd is unlimited");
+	else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "cap_ipc_lock")))
+		check(ck, "PASS", "locked memory", NULL,
+		      "rdmamemd has CAP_IPC_LOCK (RLIMIT_MEMLOCK %s bytes does not apply)",
+		      get_string(st, "memlock_limit"));
+	else
+		check(ck, "FAIL", "locked memory",
+		      "give the service LimitMEMLOCK=infinity (or CAP_IPC_LOCK)",
+		      "RLIMIT_MEMLOCK of rdmamemd is %s bytes: RDMA registrations beyond it fail",
+		      get_string(st, "memlock_limit"));
+	cJSON_Delete(st);
+}
+
+static void doctor_devices(struct rdmamem_client *c, struct checks *ck)
+{
+	cJSON *reply = NULL, *dev, *port;
+
+	if (call(c, "io.rdmamemd.ListDevices", NULL, &reply) < 0)
+		return;
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "devices")) == 0)
+		check(ck, "WARN", "rdma devices",
+		      "load the NIC's driver (or rdma_rxe over an Ethernet link to try Soft-RoCE) "
+		      "and restart rdmamemd",
+		      "none open: regions work, RDMA registrations fail");
+	cJSON_ArrayForEach(dev, cJSON_GetObjectItemCaseSensitive(reply, "devices")) {
+		char what[80];
+
+		snprintf(what, sizeof(what), "rdma %s", get_string(dev, "name"));
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "fatal")))
+			check(ck, "FAIL", what, "repair the device, then restart rdmamemd",
+			      "reported a fatal error: takes no registrations");
+		cJSON_ArrayForEach(port, cJSON_GetObjectItemCaseSensitive(dev, "ports")) {
+			bool active = strcmp(get_string(port, "state"), "ACTIVE") == 0;
+
+			check(ck, active ? "PASS" : "FAIL", what,
+			      active ? NULL : "check the link (cable, switch, ip link) and the SM or "
+					      "the netdev's address",
+			      "port %.0f %s, %s, MTU %.0f, %d GIDs", get_number(port, "port"),
+			      get_string(port, "state"), get_string(port, "link_layer"),
+			      get_number(port, "mtu"),
+			      cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(port, "gids")));
+		}
+	}
+	cJSON_Delete(reply);
+}
+
+static void doctor_gpus(struct rdmamem_client *c, struct checks *ck)
+{
+	cJSON *reply = NULL, *driver, *g;
+	bool peer;
+
+	if (call(c, "io.rdmamemd.ListGpus", "{\"probe\":true}", &reply) < 0)
+		return;
+	driver = cJSON_GetObjectItemCaseSensitive(reply, "driver");
+	peer = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(reply, "peer_memory"), "loaded"));
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(driver, "loaded"))) {
+		check(ck, "SKIP", "cuda", "install the NVIDIA driver for GPU memory",
+		      "no CUDA driver: %s", get_string(driver, "message"));
+		cJSON_Delete(reply);
+		return;
+	}
+	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(reply, "gpus")) {
+		bool dmabuf = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "dma_buf"));
+		char what[32];
+
+		snprintf(what, sizeof(what), "gpu %.0f", get_number(g, "ordinal"));
+		check(ck, dmabuf || peer ? "PASS" : "WARN", what,
+		      "GPU memory registers with RDMA devices through dma-buf (kernel 5.12+, "
+		      "open GPU kernel module) or nvidia_peermem: enable one",
+		      "%s (%s): dma-buf %s, peer memory %s", get_string(g, "name"),
+		      get_string(g, "pci_bus_id"), dmabuf ? "yes" : "no",
+		      peer ? "yes (nvidia_peermem)" : "no");
+	}
+	cJSON_Delete(reply);
+}
+
+static void doctor_socket(struct rdmamem_client *c, struct checks *ck)
+{
+	const char *path = rdmamem_client_socket_path(c);
+	struct stat st;
+
+	if (stat(path, &st) < 0) {
+		check(ck, "WARN", "socket", NULL, "%s: %s", path, strerror(errno));
+		return;
+	}
+	if (st.st_mode & 0007)
+		check(ck, "WARN", "socket",
+		      "limit it to a group (SocketMode=0660, SocketGroup=rdmamem) unless every "
+		      "user should pin memory within the per-uid quotas",
+		      "%s mode %04o: every user may connect", path, (unsigned)(st.st_mode & 07777));
+	else
+		check(ck, "PASS", "socket", NULL, "%s mode %04o, group %u", path,
+		      (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
+}
+
+static int verb_doctor(struct rdmamem_client *c, const char *arg)
+{
+	struct checks ck = {};
+	cJSON *out = NULL;
+
+	(void)arg;
+	if (arg_json) {
+		out = cJSON_CreateObject();
+		ck.list = cJSON_AddArrayToObject(out, "checks");
+	}
+	check(&ck, "PASS", "daemon", NULL, "answers at %s", rdmamem_client_socket_path(c));
+	doctor_memlock(c, &ck);
+	doctor_devices(c, &ck);
+	doctor_gpus(c, &ck);
+	doctor_socket(c, &ck);
+	if (arg_json) {
+		cJSON_AddBoolToObject(out, "ok", ck.failed == 0);
+		print_json(out);
+		cJSON_Delete(out);
+	} else {
+		printf("%s\n", ck.failed ? "Some checks failed: see the hints above." : "All good.");
+	}
+	return ck.failed ? -EIO : 0;
+}
+
 static const struct {
 	const char *name;
 	int (*run)(struct rdmamem_client *c, const char *arg);
 	bool takes_arg;
 } verbs[] = {
+	{ "clients", verb_clients, false },
+	{ "stats", verb_stats, false },
+	{ "doctor", verb_doctor, false },
 	{ "gpus", verb_gpus, false },
 	{ "devices", verb_devices, false },
 	{ "connections", verb_connections, false },

@@ -66,8 +66,9 @@ void conn_close(struct conn *c)
 		return;
 	c->closed = true;
 
-	log_debug("Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls", c->id,
-		  (int)c->cred.pid, (unsigned)c->cred.uid, c->n_calls);
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->cred),
+			"Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls", c->id,
+			(int)c->cred.pid, (unsigned)c->cred.uid, c->n_calls);
 
 	list_del(&c->link);
 	if (c->reject) {
@@ -179,7 +180,9 @@ static void conn_protocol_error(struct conn *c, const char *name, const char *me
 	_cleanup_json_ cJSON *msg = cJSON_CreateObject();
 	cJSON *params;
 
-	log_debug("Connection %" PRIu64 " (pid %d): %s: %s", c->id, (int)c->cred.pid, name, message);
+	counters_bump(&c->server->daemon->stats.errors, name, false);
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->cred), "Connection %" PRIu64 " (pid %d): %s: %s",
+			c->id, (int)c->cred.pid, name, message);
 	if (!msg || json_add_string(msg, "error", name) < 0)
 		goto fail;
 	params = cJSON_AddObjectToObject(msg, "parameters");
@@ -469,8 +472,8 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	s->n_conns++;
 	c->account->n_connections++;
 
-	log_debug("Connection %" PRIu64 " from pid %d uid %u gid %u", c->id, (int)cred->pid,
-		  (unsigned)cred->uid, (unsigned)cred->gid);
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(cred), "Connection %" PRIu64 " from pid %d uid %u gid %u",
+			c->id, (int)cred->pid, (unsigned)cred->uid, (unsigned)cred->gid);
 	*ret = c;
 	return 0;
 }

@@ -288,6 +288,8 @@ struct daemon *daemon_free(struct daemon *d)
 		free(d->loop);
 	}
 	daemon_config_done(&d->cfg);
+	counters_done(&d->stats.calls);
+	counters_done(&d->stats.errors);
 	free(d);
 	return NULL;
 }

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "idmap.h"
 #include "proto/list.h"
+#include "stats.h"
 #include "timeout.h"
 
 #define RDMAMEMD_VERSION "0.1.0"
@@ -57,6 +58,8 @@ struct daemon {
 	} *allow;
 	size_t n_allow;
 	uint64_t rdma_rejected;		/* connections refused: token, network, limit */
+
+	struct stats stats;
 
 	struct list_head gpu_ipcs;	/* struct gpu_ipc: open legacy IPC handles */
 	bool cuda_loaded;		/* the first GPU import loaded the driver */

@@ -50,17 +50,20 @@ static void on_async_event(uv_poll_t *h, int status, int events)
 		switch (ev.kind) {
 		case VB_EVENT_DEVICE_FATAL:
 			dev->fatal = true;
-			log_error("RDMA device %s: %s; new registrations on it will fail",
-				  dev->info.name, ev.name);
+			log_full_fields(LOG_ERR, 0, LOG_DEVICE(dev->info.name),
+					"RDMA device %s: %s; new registrations on it will fail",
+					dev->info.name, ev.name);
 			break;
 		case VB_EVENT_PORT_DOWN:
 		case VB_EVENT_PORT_ACTIVE:
-			log_notice("RDMA device %s: %s", dev->info.name, text);
+			log_full_fields(LOG_NOTICE, 0, LOG_DEVICE(dev->info.name),
+					"RDMA device %s: %s", dev->info.name, text);
 			/* Port state and GIDs change with it. */
 			vb->device_query(dev->vb, &dev->info);
 			break;
 		default:
-			log_info("RDMA device %s: %s", dev->info.name, text);
+			log_full_fields(LOG_INFO, 0, LOG_DEVICE(dev->info.name),
+					"RDMA device %s: %s", dev->info.name, text);
 			break;
 		}
 	}

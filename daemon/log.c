@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include <systemd/sd-journal.h>
 
 #include "log.h"
 
 static int max_level = LOG_INFO;
-/* When stderr is connected to the journal, a "<N>" prefix carries the
- * priority and the journal adds its own timestamp and identifier. */
-static bool prefix_priority;
+/* Under systemd, stderr is the journal: messages go to it natively, with
+ * their fields; should that fail, as "<N>" prefixed lines on stderr. */
+static bool journal;
 
 static const char *const level_names[] = {
 	[LOG_EMERG] = "emerg",	 [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",
@@ -28,8 +32,8 @@ void log_setup(void)
 
 	/* Only trust JOURNAL_STREAM if stderr is still that stream: a child
 	 * of a service may have redirected it. */
-	prefix_priority = e && sscanf(e, "%lu:%lu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
-			  st.st_dev == dev && st.st_ino == ino;
+	journal = e && sscanf(e, "%lu:%lu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+		  st.st_dev == dev && st.st_ino == ino;
 }
 
 void log_set_max_level(int level)
@@ -61,8 +65,46 @@ const char *log_level_to_string(int level)
 	return level_names[level];
 }
 
+/*
+ * The journal's native protocol, with the message's fields. Returns false
+ * when the journal is not there, and stderr has to do.
+ */
+static bool log_to_journal(int level, int error, const char *file, int line, const char *func,
+			   const struct log_fields *f, const char *msg)
+{
+	char buf[11][2200];
+	struct iovec iov[11];
+	size_t n = 0;
+
+#define FIELD(...)                                                                       \
+	do {                                                                             \
+		int _len = snprintf(buf[n], sizeof(buf[n]), __VA_ARGS__);               \
+		iov[n].iov_base = buf[n];                                                \
+		iov[n].iov_len = (size_t)MIN(_len, (int)sizeof(buf[n]) - 1);             \
+		n++;                                                                     \
+	} while (0)
+	FIELD("MESSAGE=%s", msg);
+	FIELD("PRIORITY=%d", level);
+	FIELD("SYSLOG_IDENTIFIER=rdmamemd");
+	FIELD("CODE_FILE=%s", file);
+	FIELD("CODE_LINE=%d", line);
+	FIELD("CODE_FUNC=%s", func);
+	if (error < 0)
+		FIELD("ERRNO=%d", -error);
+	if (f && f->region)
+		FIELD("REGION=%" PRIu64, f->region);
+	if (f && f->has_client) {
+		FIELD("CLIENT_PID=%d", (int)f->client_pid);
+		FIELD("CLIENT_UID=%u", (unsigned)f->client_uid);
+	}
+	if (f && f->device)
+		FIELD("DEVICE=%s", f->device);
+#undef FIELD
+	return sd_journal_sendv(iov, (int)n) >= 0;
+}
+
 int log_internal(int level, int error, const char *file, int line, const char *func,
-		 const char *fmt, ...)
+		 const struct log_fields *fields, const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;
@@ -74,7 +116,9 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 
-	if (prefix_priority)
+	if (journal && log_to_journal(level, error, file, line, func, fields, msg))
+		; /* structured, in the journal */
+	else if (journal)
 		fprintf(stderr, "<%d>%s\n", level, msg);
 	else if (max_level >= LOG_DEBUG)
 		fprintf(stderr, "rdmamemd: %s: %s (%s:%d %s)\n", log_level_to_string(level), msg,

@@ -8,7 +8,9 @@
 #define RDMAMEM_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <syslog.h>
 
 #include "proto/macro.h"
@@ -19,18 +21,43 @@ int log_get_max_level(void);
 int log_level_from_string(const char *s);
 const char *log_level_to_string(int level);
 
-int log_internal(int level, int error, const char *file, int line, const char *func,
-		 const char *fmt, ...) _printf_(6, 7);
+/*
+ * What a message is about, sent as journal fields (REGION=, CLIENT_PID=,
+ * CLIENT_UID=, DEVICE=) so that `journalctl REGION=17` finds a region's
+ * story. Zero or NULL members are left out.
+ */
+struct log_fields {
+	uint64_t region;
+	pid_t client_pid;
+	uid_t client_uid;
+	bool has_client;
+	const char *device;
+};
 
-#define log_full_errno(level, error, ...)                                             \
+#define LOG_REGION(r)                                                               \
+	(&(const struct log_fields){ .region = (r)->id,                             \
+				     .client_pid = (r)->owner_pid,                  \
+				     .client_uid = (r)->owner_uid,                  \
+				     .has_client = true })
+#define LOG_CLIENT(cred)                                                            \
+	(&(const struct log_fields){ .client_pid = (cred)->pid,                     \
+				     .client_uid = (cred)->uid,                     \
+				     .has_client = true })
+#define LOG_DEVICE(name) (&(const struct log_fields){ .device = (name) })
+
+int log_internal(int level, int error, const char *file, int line, const char *func,
+		 const struct log_fields *fields, const char *fmt, ...) _printf_(7, 8);
+
+#define log_full_fields(level, error, fields, ...)                                    \
 	({                                                                            \
 		int _level = (level), _e = (error);                                   \
 		_e = _e < 0 ? _e : -_e;                                               \
 		log_get_max_level() >= _level ?                                       \
 			log_internal(_level, _e, __FILE__, __LINE__, __func__,        \
-				     __VA_ARGS__) :                                   \
+				     (fields), __VA_ARGS__) :                         \
 			_e;                                                           \
 	})
+#define log_full_errno(level, error, ...) log_full_fields(level, error, NULL, __VA_ARGS__)
 
 #define log_debug(...) log_full_errno(LOG_DEBUG, 0, __VA_ARGS__)
 #define log_info(...) log_full_errno(LOG_INFO, 0, __VA_ARGS__)

@@ -51,6 +51,7 @@ static void mreg_fail(struct mreg *m, int err, const char *fmt, ...)
 
 	m->state = MREG_FAILED;
 	m->err = err;
+	m->region->daemon->stats.mr_failures++;
 	free(m->error);
 	m->error = NULL;
 	va_start(ap, fmt);
@@ -58,8 +59,14 @@ static void mreg_fail(struct mreg *m, int err, const char *fmt, ...)
 		m->error = NULL;
 	va_end(ap);
 	m->settled_msec = uv_now(m->region->daemon->loop);
-	log_warning("Region %" PRIu64 " on RDMA device %s: %s", m->region->id, m->device,
-		    m->error ?: strerror(-err));
+	log_full_fields(LOG_WARNING, err,
+			(&(const struct log_fields){ .region = m->region->id,
+						     .client_pid = m->region->owner_pid,
+						     .client_uid = m->region->owner_uid,
+						     .has_client = true,
+						     .device = m->device }),
+			"Region %" PRIu64 " on RDMA device %s: %s", m->region->id, m->device,
+			m->error ?: strerror(-err));
 }
 
 static void mreg_settle(struct mreg *m)
@@ -164,6 +171,7 @@ static void on_reg_done(uv_work_t *work, int status)
 		m->settled_msec = uv_now(r->daemon->loop);
 		m->dev->n_mrs++;
 		m->dev->mr_bytes += r->size;
+		r->daemon->stats.mrs_registered++;
 		log_debug("Region %" PRIu64 " registered on %s: lkey 0x%x rkey 0x%x", r->id,
 			  m->device, m->lkey, m->rkey);
 	} else {

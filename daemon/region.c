@@ -105,6 +105,7 @@ static int charge_quota(struct daemon *d, struct account *a, uint64_t length, st
 	a->pinned_bytes += length;
 	d->n_regions++;
 	d->pinned_bytes += length;
+	d->stats.pinned_peak = MAX(d->stats.pinned_peak, d->pinned_bytes);
 	return 0;
 }
 
@@ -210,12 +211,15 @@ int region_publish(struct region *reg, struct conn *owner)
 	reg->owner_gid = owner->cred.gid;
 	reg->owner_pid = owner->cred.pid;
 	reg->id = d->next_region_id++;
+	d->stats.regions_registered++;
 	if (idmap_put(&d->regions, reg->id, reg) < 0)
 		return -ENOMEM;
 	list_add_tail(&reg->owner_link, &owner->regions);
-	log_debug("Region %" PRIu64 ": %" PRIu64 " bytes of %s for pid %d uid %u%s", reg->id,
-		  reg->size, region_is_gpu(reg) ? "GPU memory" : "a memfd", (int)reg->owner_pid,
-		  (unsigned)reg->owner_uid, reg->writable ? "" : " (read-only)");
+	log_full_fields(LOG_DEBUG, 0, LOG_REGION(reg),
+			"Region %" PRIu64 ": %" PRIu64 " bytes of %s for pid %d uid %u%s", reg->id,
+			reg->size, region_is_gpu(reg) ? "GPU memory" : "a memfd",
+			(int)reg->owner_pid, (unsigned)reg->owner_uid,
+			reg->writable ? "" : " (read-only)");
 	return 0;
 }
 
@@ -326,7 +330,7 @@ static void region_finish(struct region *r)
 	uncharge_quota(r->daemon, r->account, r->size);
 	account_unref(r->account);
 	free(r->shares);
-	log_debug("Region %" PRIu64 " released", r->id);
+	log_full_fields(LOG_DEBUG, 0, LOG_REGION(r), "Region %" PRIu64 " released", r->id);
 	free(r);
 }
 

@@ -129,8 +129,11 @@ int rpc_reply(struct rpc_call *call, cJSON *params)
 
 int rpc_error(struct rpc_call *call, const char *name, cJSON *params)
 {
-	log_debug("Connection %" PRIu64 " (pid %d uid %u): %s → %s", call->conn->id,
-		  (int)call->conn->cred.pid, (unsigned)call->conn->cred.uid, call->vc.method, name);
+	counters_bump(&call->daemon->stats.errors, name, false);
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&call->conn->cred),
+			"Connection %" PRIu64 " (pid %d uid %u): %s → %s", call->conn->id,
+			(int)call->conn->cred.pid, (unsigned)call->conn->cred.uid, call->vc.method,
+			name);
 	rpc_send(call, name, params);
 	return rdmamem_error_to_errno(name);
 }
@@ -217,6 +220,9 @@ int rpc_dispatch(struct rpc_call *call)
 	int r;
 
 	m = rpc_find_method(vc->method);
+	/* Known methods by their static name; others under one label, so a
+	 * client cannot grow the table without bound. */
+	counters_bump(&call->daemon->stats.calls, m ? m->name : "(unknown method)", false);
 	if (!m) {
 		_cleanup_json_ cJSON *params = cJSON_CreateObject();
 		bool known = rpc_interface_known(vc->method, vc->interface_len);

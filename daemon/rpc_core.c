@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* io.rdmamemd methods about the daemon itself. */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "daemon.h"
 #include "proto/json.h"
 #include "rpc.h"
@@ -33,6 +38,29 @@ static int method_ping(struct rpc_call *call)
 	return rpc_reply(call, reply);
 }
 
+/* What rdmamemctl doctor checks first: can the daemon pin client memory? */
+static int add_memlock(cJSON *p)
+{
+	struct rlimit rl;
+	bool cap = false;
+	FILE *f;
+	char line[256];
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+		return 0;
+	if (rl.rlim_cur == RLIM_INFINITY ? json_add_string(p, "memlock_limit", "infinity") < 0 :
+					   json_add_u64(p, "memlock_limit", rl.rlim_cur) < 0)
+		return -ENOMEM;
+	/* CAP_IPC_LOCK (bit 14) in the effective set lifts the limit. */
+	f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "CapEff:", 7) == 0)
+			cap = (strtoull(line + 7, NULL, 16) >> 14) & 1;
+	if (f)
+		fclose(f);
+	return json_add_bool(p, "cap_ipc_lock", cap);
+}
+
 static int method_get_status(struct rpc_call *call)
 {
 	struct daemon *d = call->daemon;
@@ -53,13 +81,95 @@ static int method_get_status(struct rpc_call *call)
 	    json_add_int(p, "clients", d->server->n_conns) < 0 ||
 	    json_add_int(p, "regions", (int64_t)d->n_regions) < 0 ||
 	    json_add_u64(p, "pinned_bytes", d->pinned_bytes) < 0 ||
-	    json_add_int(p, "devices", d->n_devices) < 0 ||
+	    json_add_int(p, "devices", d->n_devices) < 0 || add_memlock(p) < 0 ||
 	    json_add_int(p, "rdma_connections", d->n_rconns) < 0)
 		return -ENOMEM;
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
+static int method_get_stats(struct rpc_call *call)
+{
+	const struct stats *st = &call->daemon->stats;
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+	cJSON *calls, *errors;
+	int r;
+
+	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
+	if (r < 0)
+		return r;
+	calls = counters_json(&st->calls);
+	errors = counters_json(&st->errors);
+	if (!p || !calls || !errors) {
+		cJSON_Delete(calls);
+		cJSON_Delete(errors);
+		return -ENOMEM;
+	}
+	cJSON_AddItemToObject(p, "calls", calls);
+	cJSON_AddItemToObject(p, "errors", errors);
+	if (json_add_u64(p, "uptime_msec", daemon_uptime_msec(call->daemon)) < 0 ||
+	    json_add_u64(p, "bytes_read", st->bytes_read) < 0 ||
+	    json_add_u64(p, "bytes_written", st->bytes_written) < 0 ||
+	    json_add_u64(p, "bytes_copied", st->bytes_copied) < 0 ||
+	    json_add_u64(p, "regions_registered", st->regions_registered) < 0 ||
+	    json_add_u64(p, "pinned_bytes", call->daemon->pinned_bytes) < 0 ||
+	    json_add_u64(p, "pinned_bytes_peak", st->pinned_peak) < 0 ||
+	    json_add_u64(p, "rdma_registrations", st->mrs_registered) < 0 ||
+	    json_add_u64(p, "rdma_registration_failures", st->mr_failures) < 0 ||
+	    json_add_u64(p, "rdma_rejected_connections", call->daemon->rdma_rejected) < 0)
+		return -ENOMEM;
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
+static int count_list(const struct list_head *h)
+{
+	const struct list_head *p;
+	int n = 0;
+
+	for (p = h->next; p != h; p = p->next)
+		n++;
+	return n;
+}
+
+static int method_list_clients(struct rpc_call *call)
+{
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+	const struct conn *c;
+	cJSON *list;
+	int r;
+
+	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
+	if (r < 0)
+		return r;
+	list = p ? cJSON_AddArrayToObject(p, "clients") : NULL;
+	if (!list)
+		return -ENOMEM;
+	list_for_each_entry(c, &call->daemon->server->conns, link) {
+		cJSON *o;
+
+		/* Others' connections are their business; root sees all. */
+		if (call->conn->cred.uid != 0 && c->cred.uid != call->conn->cred.uid)
+			continue;
+		o = cJSON_CreateObject();
+		if (!o)
+			return -ENOMEM;
+		cJSON_AddItemToArray(list, o);
+		if (json_add_u64(o, "id", c->id) < 0 || json_add_int(o, "pid", c->cred.pid) < 0 ||
+		    json_add_int(o, "uid", c->cred.uid) < 0 || json_add_int(o, "gid", c->cred.gid) < 0 ||
+		    json_add_u64(o, "calls", c->n_calls) < 0 ||
+		    json_add_int(o, "regions", count_list(&c->regions)) < 0 ||
+		    json_add_int(o, "leases", count_list(&c->leases)) < 0 ||
+		    json_add_int(o, "tokens", count_list(&c->tokens)) < 0 ||
+		    json_add_bool(o, "self", c == call->conn) < 0 ||
+		    json_add_string(o, "state", c->reject ? "refused" :
+						c->call && c != call->conn ? "in a call" : "idle") < 0)
+			return -ENOMEM;
+	}
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
 const struct rpc_method rpc_core_methods[] = {
+	{ "io.rdmamemd.GetStats", method_get_stats, 0 },
+	{ "io.rdmamemd.ListClients", method_list_clients, 0 },
 	{ "io.rdmamemd.Ping", method_ping, 0 },
 	{ "io.rdmamemd.GetStatus", method_get_status, 0 },
 	{},

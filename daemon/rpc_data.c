@@ -139,6 +139,12 @@ static void xfer_done(struct xfer *x)
 		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		goto out;
 	}
+	if (x->kind == XFER_READ)
+		call->daemon->stats.bytes_read += x->length;
+	else if (x->kind == XFER_WRITE)
+		call->daemon->stats.bytes_written += x->length;
+	else
+		call->daemon->stats.bytes_copied += x->length;
 	rpc_reply(call, TAKE_PTR(p));
 out:
 	xfer_free(x);
