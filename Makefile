@@ -167,7 +167,7 @@ GPU_PROGS := $(if $(CUDA_CFLAGS),$(B)/cuda-smoke)
 
 $(B)/cuda-smoke: $(B)/tests/gpu/cuda-smoke.o $(B)/daemon/cuda.o $(B)/daemon/log.o
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DL)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DL) $(LIBS_DAEMON)
 
 # GPU_BUNDLE: where the bundle goes (bundle.sh's default: .device/cuda in
 # the repository's main checkout, the tree the device tool sends).
@@ -185,7 +185,7 @@ $(B)/rdma-peer: $(B)/tests/peer/rdma-peer.o
 
 $(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
 # The GPU benchmark plays the client with the driver API, through cuda.c.
 $(B)/bench-gpu: $(B)/daemon/cuda.o $(B)/daemon/log.o
