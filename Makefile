@@ -5,6 +5,7 @@
 #   make run       deps + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
+#   make installcheck  install into a temporary root and build a client against it
 #   make asan      the whole test suite under ASan + UBSan (build/asan)
 #   make bench     benchmarks, each beside its anchor
 #   make gpu-bundle  binaries + the libraries a GPU machine lacks, for the
@@ -25,6 +26,8 @@ INCLUDEDIR ?= $(PREFIX)/include
 MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 PKG_CONFIG ?= pkg-config
 CUDA_HOME  ?= /usr/local/cuda
 CC         ?= cc
@@ -38,7 +41,7 @@ SOMAJOR    := 0
 # whichever are missing.
 DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
               libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
-              libinih-dev systemd
+              libinih-dev systemd groff-base
 PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5 inih
 
 include tests/vm/vm.mk
@@ -97,7 +100,7 @@ LIB_A       := $(B)/librdmamem.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
-.PHONY: all deps run check asan bench gpu-bundle install uninstall clean
+.PHONY: all deps run check installcheck asan bench gpu-bundle install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -197,7 +200,16 @@ run: deps all
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
 check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(GPU_PROGS)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
+	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory vmtest
+
+# make install into a temporary root, then what a packager and a user
+# would check there (tests/installcheck.sh).
+installcheck: all
+	$(Q)root=$$(mktemp -d /tmp/rdmamemd-root.XXXXXX) && \
+	$(MAKE) --no-print-directory -s install DESTDIR=$$root >/dev/null && \
+	tests/installcheck.sh $$root "$(PREFIX)" "$(LIBDIR)" "$(SYSCONFDIR)" "$(CC)" "$(SAN)"; \
+	rc=$$?; rm -rf $$root; exit $$rc
 
 asan:
 	ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1} \
@@ -210,6 +222,7 @@ bench: all $(BENCHES)
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
 
+# An operator's edited configuration is never overwritten.
 install: all
 	$(INSTALL) -Dm755 $(B)/rdmamemd $(DESTDIR)$(SBINDIR)/rdmamemd
 	$(INSTALL) -Dm755 $(B)/rdmamemctl $(DESTDIR)$(BINDIR)/rdmamemctl
@@ -221,6 +234,11 @@ install: all
 	$(INSTALL) -Dm644 $(B)/rdmamem.pc $(DESTDIR)$(LIBDIR)/pkgconfig/rdmamem.pc
 	$(INSTALL) -Dm644 $(B)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.service
 	$(INSTALL) -Dm644 systemd/rdmamemd.socket $(DESTDIR)$(UNITDIR)/rdmamemd.socket
+	$(INSTALL) -Dm644 systemd/rdmamemd.sysusers $(DESTDIR)$(SYSUSERSDIR)/rdmamemd.conf
+	$(INSTALL) -Dm644 systemd/rdmamemd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/rdmamemd.conf
+	$(INSTALL) -Dm644 docs/rdmamemd.8 $(DESTDIR)$(MANDIR)/man8/rdmamemd.8
+	$(INSTALL) -Dm644 docs/rdmamemctl.1 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1
+	$(INSTALL) -Dm644 docs/rdmamem.3 $(DESTDIR)$(MANDIR)/man3/rdmamem.3
 	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
 		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
 
@@ -228,7 +246,10 @@ uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/rdmamemd $(DESTDIR)$(BINDIR)/rdmamemctl \
 		$(DESTDIR)$(LIBDIR)/librdmamem.so* $(DESTDIR)$(LIBDIR)/librdmamem.a \
 		$(DESTDIR)$(INCLUDEDIR)/rdmamem.h $(DESTDIR)$(LIBDIR)/pkgconfig/rdmamem.pc \
-		$(DESTDIR)$(UNITDIR)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.socket
+		$(DESTDIR)$(UNITDIR)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.socket \
+		$(DESTDIR)$(SYSUSERSDIR)/rdmamemd.conf $(DESTDIR)$(TMPFILESDIR)/rdmamemd.conf \
+		$(DESTDIR)$(MANDIR)/man8/rdmamemd.8 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1 \
+		$(DESTDIR)$(MANDIR)/man3/rdmamem.3
 
 clean:
 	rm -rf build

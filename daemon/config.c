@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "netaddr.h"
 #include "proto/macro.h"
 
 enum config_type {
@@ -33,40 +34,53 @@ struct config_key {
 	bool reloadable;	/* SIGHUP applies it to a running daemon */
 	uint64_t min, max;	/* numbers: accepted range */
 	const char *help;
+	/* Lists whose items have a form: its check (0 or -EINVAL) and name. */
+	int (*check_item)(const char *item);
+	const char *item_form;
 };
 
 #define F(member) offsetof(struct daemon_config, member)
 
 static const struct config_key keys[] = {
-	{ "daemon", "socket", NULL, CFG_STRING, F(socket_path), false, 0, 0,
-	  "listen on PATH (default: $RUNTIME_DIRECTORY, /run/rdmamemd/ as root, else "
-	  "$XDG_RUNTIME_DIR/rdmamemd/)" },
-	{ "daemon", "socket-mode", NULL, CFG_MODE, F(socket_mode), false, 0, 0777,
-	  "permissions of a socket the daemon creates (default 0660)" },
-	{ "daemon", "log-level", NULL, CFG_LOGLEVEL, F(log_level), true, 0, 0,
-	  "error, warning, notice, info (default) or debug" },
-	{ "limits", "max-connections", NULL, CFG_UINT, F(max_connections), true, 1, 1U << 20,
-	  "connections from all users (default 4096)" },
-	{ "limits", "max-connections-per-uid", NULL, CFG_UINT, F(max_connections_per_uid), true, 1,
-	  1U << 20, "connections from one user (default 1024)" },
-	{ "limits", "max-regions-per-uid", NULL, CFG_U64, F(max_regions_per_uid), true, 0,
-	  UINT64_MAX, "regions one user may register (default 16384)" },
-	{ "limits", "max-pinned-bytes-per-uid", NULL, CFG_SIZE, F(max_pinned_bytes_per_uid), true,
-	  0, UINT64_MAX, "bytes one user may keep in regions (default: half of physical memory)" },
-	{ "limits", "read-inline-max", NULL, CFG_SIZE, F(read_inline_max), true, 1, 12U << 20,
-	  "largest Read answered inline, at most 12M (default 4M)" },
-	{ "limits", "output-stall-timeout", NULL, CFG_UINT, F(output_stall_sec), true, 1, 86400,
-	  "seconds a client may leave its replies unread before it is dropped (default 30)" },
-	{ "rdma", "devices", NULL, CFG_LIST, F(devices_allow), false, 0, 0,
-	  "RDMA devices to open (default: all)" },
-	{ "rdma", "exclude-devices", NULL, CFG_LIST, F(devices_deny), false, 0, 0,
-	  "RDMA devices not to open" },
-	{ "rdma", "rdmacm-listen", NULL, CFG_LIST, F(rdmacm_listen), false, 0, 0,
-	  "ADDR[:PORT] to accept RDMA connections on (default port 7471; default: none)" },
-	{ "rdma", "allow-networks", "rdma-allow-network", CFG_LIST, F(rdma_allow), true, 0, 0,
-	  "ADDR/PREFIX remote peers may connect from (default: any)" },
-	{ "rdma", "max-connections", "max-rdma-connections", CFG_UINT, F(max_rdma_connections),
-	  true, 0, 1U << 20, "remote queue pairs in all (default 1024)" },
+	{ .section = "daemon", .key = "socket", .type = CFG_STRING, .offset = F(socket_path),
+	  .help = "listen on PATH (default: $RUNTIME_DIRECTORY, /run/rdmamemd/ as root, else "
+		  "$XDG_RUNTIME_DIR/rdmamemd/)" },
+	{ .section = "daemon", .key = "socket-mode", .type = CFG_MODE, .offset = F(socket_mode),
+	  .max = 0777, .help = "permissions of a socket the daemon creates (default 0660)" },
+	{ .section = "daemon", .key = "log-level", .type = CFG_LOGLEVEL, .offset = F(log_level),
+	  .reloadable = true, .help = "error, warning, notice, info (default) or debug" },
+	{ .section = "limits", .key = "max-connections", .type = CFG_UINT,
+	  .offset = F(max_connections), .reloadable = true, .min = 1, .max = 1U << 20,
+	  .help = "connections from all users (default 4096)" },
+	{ .section = "limits", .key = "max-connections-per-uid", .type = CFG_UINT,
+	  .offset = F(max_connections_per_uid), .reloadable = true, .min = 1, .max = 1U << 20,
+	  .help = "connections from one user (default 1024)" },
+	{ .section = "limits", .key = "max-regions-per-uid", .type = CFG_U64,
+	  .offset = F(max_regions_per_uid), .reloadable = true, .max = UINT64_MAX,
+	  .help = "regions one user may register (default 16384)" },
+	{ .section = "limits", .key = "max-pinned-bytes-per-uid", .type = CFG_SIZE,
+	  .offset = F(max_pinned_bytes_per_uid), .reloadable = true, .max = UINT64_MAX,
+	  .help = "bytes one user may keep in regions (default: half of physical memory)" },
+	{ .section = "limits", .key = "read-inline-max", .type = CFG_SIZE,
+	  .offset = F(read_inline_max), .reloadable = true, .min = 1, .max = 12U << 20,
+	  .help = "largest Read answered inline, at most 12M (default 4M)" },
+	{ .section = "limits", .key = "output-stall-timeout", .type = CFG_UINT,
+	  .offset = F(output_stall_sec), .reloadable = true, .min = 1, .max = 86400,
+	  .help = "seconds a client may leave its replies unread before it is dropped (default 30)" },
+	{ .section = "rdma", .key = "devices", .type = CFG_LIST, .offset = F(devices_allow),
+	  .help = "RDMA devices to open (default: all)" },
+	{ .section = "rdma", .key = "exclude-devices", .type = CFG_LIST, .offset = F(devices_deny),
+	  .help = "RDMA devices not to open" },
+	{ .section = "rdma", .key = "rdmacm-listen", .type = CFG_LIST, .offset = F(rdmacm_listen),
+	  .check_item = netaddr_check_address, .item_form = "an ADDR[:PORT] address",
+	  .help = "ADDR[:PORT] to accept RDMA connections on (default port 7471; default: none)" },
+	{ .section = "rdma", .key = "allow-networks", .option = "rdma-allow-network",
+	  .type = CFG_LIST, .offset = F(rdma_allow), .reloadable = true,
+	  .check_item = netaddr_check_network, .item_form = "an ADDR/PREFIX network",
+	  .help = "ADDR/PREFIX remote peers may connect from (default: any)" },
+	{ .section = "rdma", .key = "max-connections", .option = "max-rdma-connections",
+	  .type = CFG_UINT, .offset = F(max_rdma_connections), .reloadable = true,
+	  .max = 1U << 20, .help = "remote queue pairs in all (default 1024)" },
 };
 
 #define FIELD(cfg, k, type) ((type *)((char *)(cfg) + (k)->offset))
@@ -292,7 +306,13 @@ static int set_key(struct daemon_config *cfg, const struct config_key *k, const 
 	case CFG_LIST:
 		if (!add)
 			*FIELD(cfg, k, char **) = strv_free(*FIELD(cfg, k, char **));
-		return list_add(FIELD(cfg, k, char **), value);
+		r = list_add(FIELD(cfg, k, char **), value);
+		for (char **item = *FIELD(cfg, k, char **); r == 0 && k->check_item && item && *item;
+		     item++)
+			if (k->check_item(*item) < 0)
+				return fail(err, size, "%s: '%s' is not %s", k->key, *item,
+					    k->item_form);
+		return r;
 	case CFG_LOGLEVEL:
 		r = log_level_from_string(value);
 		if (r < 0)

@@ -85,9 +85,4 @@ int endpoint_connect_qp(struct conn *ctl, struct device *dev, struct token *t,
 
 void rconn_destroy(struct rconn *c, const char *why);
 
-/* Parses "ADDR[:PORT]" (IPv4, or [IPv6]:PORT); the default port is 7471. */
-int endpoint_parse_address(const char *s, struct sockaddr_storage *ret);
-/* Parses "ADDR/PREFIX" network masks for the allow-list. */
-int endpoint_parse_network(const char *s, struct sockaddr_storage *ret_addr, unsigned *ret_prefix);
-
 #endif

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* rdmamemctl against a live daemon, in text and JSON. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "rdmamem.h"
 #include "testlib.h"
 
 static struct test_daemon td;
@@ -106,6 +110,72 @@ START_TEST(test_usage_errors)
 }
 END_TEST
 
+/*
+ * Every command against a live daemon with one region and a second client:
+ * the text names what the command is about, --json prints one object that
+ * holds the same. region ID and regions in detail: the regions suite;
+ * devices with a device: the rdma suite.
+ */
+static const struct {
+	const char *verb;
+	const char *text;	/* in the text output */
+	const char *key;	/* in the JSON object */
+} verbs[] = {
+	{ "status", "regions:       1", "regions" },
+	{ "regions", "1 regions", "regions" },
+	{ "region", "4096 bytes", "region" },
+	{ "devices", "No RDMA devices", "devices" },
+	{ "connections", "STATE", "connections" },
+	{ "gpus", "CUDA driver:", "driver" },
+	{ "clients", "(this)", "clients" },
+	{ "stats", "io.rdmamemd.Register", "calls" },
+	{ "doctor", "locked memory", "checks" },
+	{ "ping", "answers", NULL },
+};
+
+START_TEST(test_every_command)
+{
+	struct rdmamem_client *c;
+	uint64_t region;
+	char id[32];
+	const char *text[] = { CTL_BIN, "-s", td.socket, verbs[_i].verb, id, NULL };
+	const char *json[] = { CTL_BIN, "-s", td.socket, "--json", verbs[_i].verb, id, NULL };
+	char *out, *err;
+	cJSON *root;
+	int fd, rc;
+
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+	ck_assert_int_eq(rdmamem_memfd_create("cli", 4096, &fd, NULL), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &region), 0);
+	snprintf(id, sizeof(id), "%" PRIu64, region);
+	if (strcmp(verbs[_i].verb, "region") != 0)
+		text[4] = json[5] = NULL;
+
+	rc = test_run(text, &out, &err);
+	/* doctor fails when a check fails (a user without CAP_IPC_LOCK and
+	 * a low memlock limit, say), and its exit status says so. */
+	ck_assert_int_eq(rc, strncmp(out, "FAIL", 4) == 0 || strstr(out, "\nFAIL") ? 1 : 0);
+	ck_assert_msg(strstr(out, verbs[_i].text), "%s: '%s' not in:\n%s", verbs[_i].verb,
+		      verbs[_i].text, out);
+	ck_assert_str_eq(err, "");
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(test_run(json, &out, &err), rc);
+	root = cJSON_Parse(out);
+	ck_assert_msg(cJSON_IsObject(root), "%s --json: not a JSON object: %s", verbs[_i].verb, out);
+	ck_assert_msg(!verbs[_i].key || cJSON_GetObjectItem(root, verbs[_i].key),
+		      "%s --json: no '%s' in %s", verbs[_i].verb, verbs[_i].key, out);
+	ck_assert_str_eq(err, "");
+	cJSON_Delete(root);
+	free(out);
+	free(err);
+
+	rdmamem_client_close(c);
+	close(fd);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -117,6 +187,7 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, test_ping);
 	tcase_add_test(tc, test_not_running);
 	tcase_add_test(tc, test_usage_errors);
+	tcase_add_loop_test(tc, test_every_command, 0, ELEMENTSOF(verbs));
 	suite_add_tcase(s, tc);
 	return s;
 }

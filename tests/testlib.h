@@ -105,6 +105,7 @@ Suite *region_unit_suite(void);
 Suite *rdma_suite(void);
 Suite *cuda_suite(void);
 Suite *gpu_suite(void);
+Suite *ops_suite(void);
 
 /*
  * Adds a case that needs hardware (tag "rdma": the Soft-RoCE VM; "cuda": a
