@@ -98,6 +98,23 @@ START_TEST(test_units_verify)
 }
 END_TEST
 
+/* The id of name in root's /etc/passwd or /etc/group. */
+static bool db_lookup(const char *root, const char *db, const char *name, unsigned *ret_id)
+{
+	char path[128], line[256], want[64];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/etc/%s", root, db);
+	snprintf(want, sizeof(want), "%s:x:%%u:", name);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = sscanf(line, want, ret_id) == 1;
+	fclose(f);
+	return found;
+}
+
 /* sysusers.d makes the user and the socket's group, tmpfiles.d the socket
  * directory owned by that group: applied to an empty root. */
 START_TEST(test_sysusers_tmpfiles)
@@ -109,11 +126,9 @@ START_TEST(test_sysusers_tmpfiles)
 	const char *mk_dirs[] = { tmpfiles, arg, "--create",
 				  SRC_DIR "/systemd/rdmamemd.tmpfiles", NULL };
 	const char *cleanup[] = { "/bin/rm", "-rf", root, NULL };
-	char *out, *err, line[256];
-	bool user = false;
-	gid_t group = (gid_t)-1;
+	unsigned user, group;
+	char *out, *err;
 	struct stat st;
-	FILE *f;
 
 	require_tool(sysusers);
 	require_tool(tmpfiles);
@@ -125,21 +140,8 @@ START_TEST(test_sysusers_tmpfiles)
 	ck_assert_int_eq(test_run(mk_users, &out, &err), 0);
 	free(out);
 	free(err);
-	snprintf(path, sizeof(path), "%s/etc/passwd", root);
-	f = fopen(path, "re");
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		user = user || strncmp(line, "rdmamemd:", 9) == 0;
-	fclose(f);
-	ck_assert(user);
-	snprintf(path, sizeof(path), "%s/etc/group", root);
-	f = fopen(path, "re");
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "rdmamem:", 8) == 0)
-			sscanf(line, "rdmamem:x:%u:", &group);
-	fclose(f);
-	ck_assert_uint_ne(group, (gid_t)-1);
+	ck_assert(db_lookup(root, "passwd", "rdmamemd", &user));
+	ck_assert(db_lookup(root, "group", "rdmamem", &group));
 
 	run_ok(mk_dirs);
 	snprintf(path, sizeof(path), "%s/run/rdmamemd", root);
@@ -337,6 +339,7 @@ START_TEST(test_config_round_trip)
 	ck_assert_ptr_nonnull(strstr(out, "max-regions-per-uid = 12\n"));
 	ck_assert_ptr_nonnull(strstr(out, "read-inline-max = 1048576\n"));
 	ck_assert_ptr_nonnull(strstr(out, "exclude-devices = mlx5_0 mlx5_1\n"));
+	free(err);
 	write_file(conf, out);
 	ck_assert_int_eq(test_run(print, &again, &err), 0);
 	free(err);
