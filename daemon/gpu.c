@@ -62,11 +62,17 @@ static void job_free(struct import_job *job)
 
 static void job_reply_error(struct import_job *job, const char *name, int err, const char *text)
 {
+	/* The driver refusing an import is a registration failure the
+	 * operator hears of; a range outside the allocation is the client's
+	 * own error, logged at debug like every other. */
+	if (strcmp(name, RDMAMEM_ERROR_OUT_OF_RANGE) != 0)
+		log_full_fields(LOG_WARNING, err,
+				job->call ? LOG_CLIENT(&job->call->conn->cred) : NULL,
+				"GPU memory import failed: %s", text);
 	if (job->call) {
 		job->call->cancel = NULL;
 		rpc_errorf(job->call, name, "%s", text);
 	}
-	(void)err;
 }
 
 /* The region exists: publish it, register it on RDMA devices, answer. */

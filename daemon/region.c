@@ -261,6 +261,8 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 		r = errinfo_set(e, RDMAMEM_ERROR_INTERNAL, -errno,
 				"cannot map %" PRIu64 " bytes of the memfd: %s", imp->length,
 				strerror(errno));
+		log_full_fields(LOG_WARNING, r, LOG_CLIENT(&owner->cred), "Register: %s",
+				e->message);
 		region_unref(reg);
 		return r;
 	}

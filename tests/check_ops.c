@@ -482,6 +482,9 @@ START_TEST(test_journal_fields)
 	ck_assert_int_eq(rdmamem_memfd_create("journal", 4096, &mfd, NULL), 0);
 	ck_assert_int_eq(rdmamem_register(c, mfd, 0, 0, &region), 0);
 	ck_assert_int_eq(rdmamem_unregister(c, region), 0);
+	/* A GPU import the driver refuses (or, without one, cannot try) is a
+	 * registration failure: a warning, with the client. */
+	ck_assert_int_lt(rdmamem_register_cuda_vmm(c, mfd, 4096, 0, 0, &region), 0);
 	rdmamem_client_close(c);
 	close(mfd);
 	test_daemon_stop(&td);
@@ -499,6 +502,9 @@ START_TEST(test_journal_fields)
 	ck_assert_msg(entry_has(all, want, RDMAMEM_ERROR_NO_SUCH_REGION), "%s", all);
 	ck_assert_msg(entry_has(all, "SYSLOG_IDENTIFIER=rdmamemd\n", "MESSAGE="), "%s", all);
 	ck_assert_msg(entry_has(all, "CODE_FILE=", "CODE_LINE="), "%s", all);
+	snprintf(want, sizeof(want), "CLIENT_PID=%d\n", getpid());
+	ck_assert_msg(entry_has(all, want, "PRIORITY=4\nSYSLOG_IDENTIFIER=rdmamemd\n"), "%s", all);
+	ck_assert_msg(entry_has(all, "GPU memory import failed", "PRIORITY=4\n"), "%s", all);
 	ck_assert_msg(entry_has(all, "DEVICE=rxe7\n", "ERRNO=12\n"), "%s", all);
 	ck_assert_msg(entry_has(all, "DEVICE=rxe7\n", "PRIORITY=4\n"), "%s", all);
 	close(j->fd);
