@@ -38,10 +38,11 @@ VERSION    := 0.1.0
 SOMAJOR    := 0
 
 # Debian packages behind the build and the tests; `make deps` installs
-# whichever are missing.
+# whichever are missing. procps: the unit's ExecReload is /bin/kill, which
+# systemd-analyze verify wants to find; groff-base: the man pages are linted.
 DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
               libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
-              libinih-dev systemd groff-base
+              libinih-dev systemd procps groff-base
 PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5 inih
 
 include tests/vm/vm.mk

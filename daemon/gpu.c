@@ -198,18 +198,19 @@ static void ipc_import(struct import_job *job)
 static void on_ipc_open(uv_work_t *w)
 {
 	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
-	const char *name;
 	struct cu_device_info info;
 	int r;
 
-	r = load_driver(ipc->error, sizeof(ipc->error), &name);
+	r = load_driver(ipc->error, sizeof(ipc->error), &ipc->error_name);
 	if (r < 0) {
 		ipc->err = r;
 		return;
 	}
+	ipc->driver_loaded = true;
 	r = cu_ipc_open(ipc->handle, ipc->ordinal, &ipc->map);
 	if (r < 0) {
 		ipc->err = r;
+		ipc->error_name = RDMAMEM_ERROR_CUDA;
 		snprintf(ipc->error, sizeof(ipc->error), "cannot open the IPC handle on GPU %d: %s",
 			 ipc->ordinal, cu_last_error());
 		return;
@@ -250,17 +251,13 @@ static void on_ipc_opened(uv_work_t *w, int status)
 	struct import_job *job, *n;
 
 	(void)status;
-	d->cuda_loaded = d->cuda_loaded || ipc->err != -ENOENT;
+	d->cuda_loaded = d->cuda_loaded || ipc->driver_loaded;
 	if (ipc->err == 0)
 		ipc->state = GPU_IPC_OPEN;
 	list_for_each_entry_safe(job, n, &ipc->waiters, link) {
 		list_del(&job->link);
 		if (ipc->err < 0)
-			job_reply_error(job, ipc->err == -ENOENT || ipc->err == -ENOSYS ||
-						     ipc->err == -ENODEV ?
-						     RDMAMEM_ERROR_CUDA_UNAVAILABLE :
-						     RDMAMEM_ERROR_CUDA,
-					ipc->err, ipc->error);
+			job_reply_error(job, ipc->error_name, ipc->err, ipc->error);
 		else if (job->call)
 			ipc_import(job);
 		job_free(job);
@@ -281,10 +278,12 @@ static void ipc_start_open(struct gpu_ipc *ipc)
 
 	ipc->state = GPU_IPC_OPENING;
 	ipc->err = 0;
+	ipc->error_name = NULL;
 	memset(&ipc->map, 0, sizeof(ipc->map));
 	r = uv_queue_work(ipc->daemon->loop, &ipc->work, on_ipc_open, on_ipc_opened);
 	if (r < 0) {
 		ipc->err = -ENOMEM;
+		ipc->error_name = RDMAMEM_ERROR_INTERNAL;
 		snprintf(ipc->error, sizeof(ipc->error), "cannot queue the open: %s",
 			 uv_strerror(r));
 		on_ipc_opened(&ipc->work, 0);

@@ -40,6 +40,8 @@ struct gpu_ipc {
 	struct list_head waiters;	/* imports waiting for the open */
 	uv_work_t work;
 	int err;
+	bool driver_loaded;
+	const char *error_name;
 	char error[512];
 };
 
