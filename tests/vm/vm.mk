@@ -33,3 +33,17 @@ vmbench: deps all $(B)/bench-rdma
 	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
 		--path $(abspath $(B)) $(addprefix --add ,$(abspath $(B)/rdmamemd $(B)/bench-rdma)) \
 		--cmd "bench-rdma --daemon $(abspath $(B)/rdmamemd)"
+
+# The hardened units under a real systemd: a Debian 12 root file system with
+# systemd as PID 1, booted with the kernel above, rdmamemd installed into it
+# with PREFIX=/usr from its own object directory (the unit and .pc files
+# have PREFIX baked in). Slow (minutes), needs root and the Debian archive
+# the first time (the root file system is cached in VM_DIR/systemd): run by
+# hand, not part of `make check`. tests/vm/systemd/run.sh says what it checks.
+VMSYSTEMD_B ?= build/vm-usr
+
+.PHONY: vmsystemd
+vmsystemd: deps
+	$(Q)$(MAKE) --no-print-directory B=$(VMSYSTEMD_B) PREFIX=/usr all
+	$(Q)tests/vm/systemd/run.sh --objdir $(VMSYSTEMD_B) --kernel-dir $(VM_DIR) \
+		--build-dir $(VM_DIR)/systemd --timeout 900
