@@ -196,6 +196,7 @@ run: deps all
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
 check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(GPU_PROGS)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
+	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)$(MAKE) --no-print-directory vmtest
 
 asan:
@@ -231,5 +232,7 @@ uninstall:
 
 clean:
 	rm -rf build
+
+include tests/fuzz/fuzz.mk
 
 -include $(ALL_OBJS:.o=.d)
