@@ -316,6 +316,11 @@ static void lock_granted(struct lease *l)
 {
 	struct rpc_call *call = l->call;
 
+	/* The connection is closing: it cancelled this call, then gave back
+	 * a lease of its own that this one waited behind. The lease goes
+	 * with the connection's others; nobody is left to tell. */
+	if (!call)
+		return;
 	timeout_disarm(&l->daemon->timeouts, &l->timeout);
 	l->call = NULL;
 	call->cancel = NULL;
