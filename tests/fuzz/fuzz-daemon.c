@@ -66,7 +66,6 @@ enum fd_kind {
 };
 
 static char socket_dir[64];
-static int baseline_fds = -1;
 /* RDMAMEM_FUZZ_VERBOSE=1: print the replies, to see what a seed reaches. */
 static bool verbose;
 
@@ -274,6 +273,27 @@ static void daemon_stop_and_free(struct daemon *d, int *clients, size_t n)
 	fuzz_check(fake_cuda_live() == 0);
 }
 
+/* Says which fds are open, to tell a leak from a harness mistake. */
+static void list_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	fuzz_check(d);
+	while ((de = readdir(d))) {
+		char path[300], target[256];
+		ssize_t n;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", de->d_name);
+		n = readlink(path, target, sizeof(target) - 1);
+		target[n > 0 ? n : 0] = '\0';
+		fprintf(stderr, "  fd %s -> %s\n", de->d_name, target);
+	}
+	closedir(d);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -286,6 +306,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(socket_dir, sizeof(socket_dir), "/tmp/rdmamemd-fuzz.%d", (int)getpid());
 	if (mkdir(socket_dir, 0700) < 0 && errno != EEXIST)
 		abort();
+	/* The first daemon opens what libuv keeps for the process (its
+	 * signal pipe): the inputs' fd counts start after that. */
+	daemon_stop_and_free(daemon_start(false), NULL, 0);
 	return 0;
 }
 
@@ -305,6 +328,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int clients[2] = { -EBADF, -EBADF };
 	struct daemon *d;
+	int baseline_fds;
 	uint8_t flags;
 	size_t chunk, off = 1;
 
@@ -313,14 +337,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	flags = data[0];
 	chunk = chunk_sizes[flags >> 4];
 
-	/* The first daemon opens what libuv keeps for the process (its
-	 * signal pipe): count fds from after that. */
-	if (baseline_fds < 0) {
-		d = daemon_start(false);
-		daemon_stop_and_free(d, clients, 0);
-		baseline_fds = count_fds();
-	}
-
+	/* Counted per input: between inputs libFuzzer may start a symbolizer
+	 * on pipes of its own. */
+	baseline_fds = count_fds();
 	d = daemon_start(flags & 8);
 	add_client(d, flags & 1 ? FUZZ_UID : 0, &clients[0]);
 	add_client(d, flags & 1 ? 0 : FUZZ_UID, &clients[1]);
@@ -362,6 +381,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_check(d->leases.n_entries == 0);
 	}
 	daemon_stop_and_free(d, clients, 2);
-	fuzz_check(count_fds() == baseline_fds);
+	if (count_fds() != baseline_fds) {
+		fprintf(stderr, "%d fds open, %d before:\n", count_fds(), baseline_fds);
+		list_fds();
+		fuzz_check(count_fds() == baseline_fds);
+	}
 	return 0;
 }

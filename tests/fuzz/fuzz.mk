@@ -62,13 +62,15 @@ fuzz: deps
 
 # -max_len: a few messages each, enough for every method. Each target
 # starts from the kept corpus and adds to its own working copy.
+# -print_funcs=0: naming new functions starts a symbolizer on pipes in
+# the middle of the run.
 fuzz-run: $(addprefix $(B)/fuzz-,$(FUZZ_TARGETS))
 	$(Q)for t in $(FUZZ_TARGETS); do \
 		mkdir -p $(B)/corpus/$$t; \
 		echo "  FUZZ    $$t for $(FUZZ_SECONDS)s (log: $(B)/fuzz-$$t.log)"; \
 		if ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1} \
 		   UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-		   $(B)/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=20 \
+		   $(B)/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=20 -print_funcs=0 \
 			-print_final_stats=1 -artifact_prefix=$(B)/crash-$$t- \
 			$(B)/corpus/$$t tests/fuzz/corpus/$$t > $(B)/fuzz-$$t.log 2>&1; then \
 			grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb|new_units_added)' \
