@@ -140,6 +140,13 @@ static void conn_update_poll(struct conn *c)
 		events |= UV_READABLE;
 	if (!c->close_after_flush && !c->input_eof)
 		events |= UV_DISCONNECT;
+	else if (c->call)
+		/* Half-closed by the peer while a call runs or waits: RDHUP is
+		 * level-triggered and would spin, but the full hang-up must
+		 * still end the call and release what the client held. epoll
+		 * reports HUP whatever is asked for; a Unix socket never has
+		 * urgent data, so asking for that wakes us for HUP only. */
+		events |= UV_PRIORITIZED;
 	if (outq_pending(&c->out) > 0)
 		events |= UV_WRITABLE;
 	if (events == c->poll_events)
@@ -380,7 +387,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		conn_read(c);
 		return;
 	}
-	if (events & UV_DISCONNECT) {
+	if (events & (UV_DISCONNECT | UV_PRIORITIZED)) {
 		struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
 
 		/* Not reading right now (a call is in progress). A full hang-up
