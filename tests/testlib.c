@@ -230,6 +230,39 @@ int test_settled_fds(pid_t pid)
 	return last;
 }
 
+int test_memfd_maps(pid_t pid)
+{
+	char path[64], line[512];
+	FILE *f;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "/memfd:"))
+			n++;
+	fclose(f);
+	return n;
+}
+
+long test_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	ck_assert_int_ge(kib, 0);
+	return kib;
+}
+
 int test_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

@@ -36,6 +36,7 @@
 #include "daemon/conn.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
+#include "daemon/rpc.h"
 #include "daemon/server.h"
 #include "daemon/verbs.h"
 #include "fake.h"
@@ -376,6 +377,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (unsigned i = 0; i < 100000 && (!list_empty(&d->server->conns) ||
 						    d->loop->active_reqs.count > 0); i++)
 			uv_run(d->loop, d->loop->active_reqs.count ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+		if (!list_empty(&d->server->conns)) {
+			struct conn *c;
+
+			list_for_each_entry(c, &d->server->conns, link)
+				fprintf(stderr, "connection %llu left: call %p %s, draining %d, "
+					"close_after_flush %d, input_eof %d, out %zu, in %zu, "
+					"poll %#x\n",
+					(unsigned long long)c->id, (void *)c->call,
+					c->call ? c->call->vc.method : "", c->draining,
+					c->close_after_flush, c->input_eof, outq_pending(&c->out),
+					frame_reader_pending(&c->in), (unsigned)c->poll_events);
+		}
 		fuzz_check(list_empty(&d->server->conns));
 		fuzz_check(d->n_regions == 0 && d->pinned_bytes == 0);
 		fuzz_check(d->leases.n_entries == 0);
