@@ -234,5 +234,6 @@ clean:
 	rm -rf build
 
 include tests/fuzz/fuzz.mk
+include tests/soak/soak.mk
 
 -include $(ALL_OBJS:.o=.d)
