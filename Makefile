@@ -235,5 +235,6 @@ clean:
 
 include tests/fuzz/fuzz.mk
 include tests/soak/soak.mk
+include tests/sanitize.mk
 
 -include $(ALL_OBJS:.o=.d)

@@ -106,8 +106,19 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 	snprintf(td->socket, sizeof(td->socket), "%s/rdmamemd.sock", td->dir);
 	make_notify_socket(td);
 
-	for (; argv[n] && n < ELEMENTSOF(args) - 1; n++)
-		args[n] = expand(argv[n], td, pool, &used, sizeof(pool));
+	/* RDMAMEM_TEST_DAEMON_WRAPPER ("valgrind --error-exitcode=99 ...",
+	 * split at spaces) runs each daemon under a tool; a tool's failure is
+	 * then the daemon's exit status, which the tests check. */
+	if (strcmp(argv[0], DAEMON_BIN) == 0 && getenv("RDMAMEM_TEST_DAEMON_WRAPPER")) {
+		char *w = (char *)expand(getenv("RDMAMEM_TEST_DAEMON_WRAPPER"), td, pool, &used,
+					 sizeof(pool));
+
+		for (char *save = NULL, *t = strtok_r(w, " ", &save); t && n < 32;
+		     t = strtok_r(NULL, " ", &save))
+			args[n++] = t;
+	}
+	for (size_t i = 0; argv[i] && n < ELEMENTSOF(args) - 1; i++)
+		args[n++] = expand(argv[i], td, pool, &used, sizeof(pool));
 	args[n] = NULL;
 
 	td->pid = fork();
@@ -117,7 +128,8 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 			test_daemon_child_setup();
 		setenv("NOTIFY_SOCKET", td->notify, 1);
 		unsetenv("RDMAMEM_SOCKET");
-		execv(args[0], (char *const *)args);
+		/* The path is searched for a wrapper such as "valgrind". */
+		execvp(args[0], (char *const *)args);
 		_exit(127);
 	}
 }
