@@ -244,7 +244,9 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 		return;
 	}
 
-	if (c->reject || c->draining) {
+	/* Shutting down, whether or not the drain reached this connection
+	 * yet: a call finishing on another one may have let this one go on. */
+	if (c->reject || c->draining || c->server->daemon->shutting_down) {
 		close_many(fds, n_fds);
 		conn_protocol_error(c, c->reject ?: RDMAMEM_ERROR_SHUTTING_DOWN,
 				    c->reject ? "the daemon is at its connection limit, try again later"
