@@ -69,7 +69,16 @@ void conn_close(struct conn *c)
 	log_debug("Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls", c->id,
 		  (int)c->cred.pid, (unsigned)c->cred.uid, c->n_calls);
 
-	list_del(&c->link);
+	/*
+	 * Unlinked, but keeping its own pointers: the daemon walks its
+	 * connections closing or draining them, and closing one can finish a
+	 * call on the next (a lease released grants its lock), which then
+	 * closes too. The walk, already holding that next one, must get past
+	 * it; a self-linked entry would hold it there forever. The memory
+	 * stays until the poll handle's close callback, after the walk.
+	 */
+	c->link.prev->next = c->link.next;
+	c->link.next->prev = c->link.prev;
 	if (c->reject) {
 		s->n_rejected--;
 	} else {
