@@ -259,6 +259,70 @@ START_TEST(test_sigterm_with_work_in_flight)
 }
 END_TEST
 
+/*
+ * Regression (fuzz-daemon): two clients each hold a lease and wait for the
+ * other's, so neither call can finish and the shutdown's grace period runs
+ * out. Closing the first connection grants the second its lock; its answer
+ * closes it too, while the daemon's walk over its connections stood on it:
+ * the walk went round forever and the daemon never exited.
+ */
+static void lock_raw(int sock, uint64_t region, bool wait_for_answer)
+{
+	char msg[256];
+	cJSON *r;
+
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\",\"mode\":"
+		 "\"exclusive\"}}",
+		 (unsigned long long)region);
+	if (!wait_for_answer) {
+		test_send_msg(sock, msg, NULL, 0);
+		return;
+	}
+	r = test_call(sock, msg);
+	ck_assert_ptr_null(test_reply_error(r));
+	cJSON_Delete(r);
+}
+
+START_TEST(test_sigterm_with_clients_deadlocked)
+{
+	int fd, x, y, status_sock;
+	uint64_t rx, ry;
+	char errors[256];
+
+	start_logging();
+	x = test_connect(td.socket);
+	y = test_connect(td.socket);
+	status_sock = test_connect(td.socket);
+	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &fd, NULL), 0);
+	rx = register_fd(x, fd);
+	ry = register_fd(y, fd);
+	lock_raw(x, rx, true);
+	lock_raw(y, ry, true);
+	/* Each waits for the other's lease. */
+	lock_raw(x, ry, false);
+	lock_raw(y, rx, false);
+	for (int i = 0; i < 1000 && (region_waiting(status_sock, rx) != 1 ||
+				     region_waiting(status_sock, ry) != 1);
+	     i++)
+		usleep(10000);
+	ck_assert_int_eq(region_waiting(status_sock, rx), 1);
+	ck_assert_int_eq(region_waiting(status_sock, ry), 1);
+	close(status_sock);
+
+	ck_assert_int_eq(kill(td.pid, SIGTERM), 0);
+	/* After the grace period (5 s) both hear an answer or EOF... */
+	ck_assert_int_le(read_to_eof(x, errors, sizeof(errors)), 1);
+	ck_assert_int_le(read_to_eof(y, errors, sizeof(errors)), 1);
+	/* ...and the daemon exits 0. */
+	test_daemon_wait_exit(&td, false);
+	unlink(log_path);
+	close(x);
+	close(y);
+	close(fd);
+}
+END_TEST
+
 /* In a child: waits for a lock that will not come before the daemon dies;
  * writes the result and the library's message to out. */
 static void blocked_in_lock(const char *socket, uint64_t region, int out)
@@ -423,6 +487,7 @@ Suite *faults_suite(void)
 	tcase_set_timeout(tc, 90);
 	tcase_add_test(tc, test_sigterm_with_work_in_flight);
 	tcase_add_test(tc, test_sigkill_then_restart);
+	tcase_add_test(tc, test_sigterm_with_clients_deadlocked);
 	suite_add_tcase(s, tc);
 	return s;
 }
