@@ -771,6 +771,9 @@ START_TEST(test_fds_without_message)
 	for (size_t i = 0; i < ELEMENTSOF(pass); i++)
 		ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &pass[i], NULL), 0);
 
+	/* With no bytes at all: a stream socket carries fds only with data,
+	 * so they never reach the daemon (the baseline's fd count agrees). */
+	ck_assert_int_eq(sockio_send(fd, "", 0, pass, 2, 0), 0);
 	/* On an empty message. */
 	ck_assert_int_eq(sockio_send(fd, "", 1, pass, 2, 0), 1);
 	expect_error(fd, "", 0, RDMAMEM_ERROR_INVALID_MESSAGE);
