@@ -7,7 +7,9 @@
 #                        imports over the fake driver in the fuzz replay)
 #   make check-valgrind  the host suites with every daemon they start under
 #                        valgrind memcheck (no definite leaks, no errors),
-#                        and the fuzz corpus replayed under it
+#                        and the fuzz corpus's named inputs (seed-*, crash-*,
+#                        hang-*; not the hundreds the fuzzers added, which
+#                        make check replays) under it
 #
 # libtsan2 comes with gcc; valgrind is installed by `make deps`.
 
@@ -34,5 +36,5 @@ check-valgrind: deps all $(B)/test-rdmamemd $(FUZZ_REPLAYS)
 	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-4} CK_EXCLUDE_TAGS="rdma cuda" \
 		$(B)/test-rdmamemd
 	$(Q)for t in $(FUZZ_TARGETS); do \
-		$(VALGRIND) $(B)/fuzz-replay-$$t tests/fuzz/corpus/$$t || exit 1; \
+		$(VALGRIND) $(B)/fuzz-replay-$$t tests/fuzz/corpus/$$t/*-* || exit 1; \
 	done

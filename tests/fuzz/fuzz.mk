@@ -4,7 +4,10 @@
 #                     and run each for FUZZ_SECONDS (default 60); new inputs
 #                     go to build/fuzz/corpus/TARGET, crashers to
 #                     build/fuzz/crash-*; copy those into
-#                     tests/fuzz/corpus/TARGET to keep them
+#                     tests/fuzz/corpus/TARGET under a name that says what
+#                     they broke (crash-*, hang-*) to keep them, and fold
+#                     new coverage in with
+#                     build/fuzz/fuzz-TARGET -merge=1 tests/fuzz/corpus/TARGET build/fuzz/corpus/TARGET
 #   make fuzz-replay  replay tests/fuzz/corpus/TARGET/* through each target,
 #                     built with $(CC) and fuzz-main.c (`make check` does)
 #
