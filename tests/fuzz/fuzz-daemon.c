@@ -295,6 +295,11 @@ static void list_fds(void)
 	closedir(d);
 }
 
+static void remove_socket_dir(void)
+{
+	rmdir(socket_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	(void)argc;
@@ -307,6 +312,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(socket_dir, sizeof(socket_dir), "/tmp/rdmamemd-fuzz.%d", (int)getpid());
 	if (mkdir(socket_dir, 0700) < 0 && errno != EEXIST)
 		abort();
+	/* Each daemon removes its socket when it stops; the directory goes
+	 * with the process. */
+	atexit(remove_socket_dir);
 	/* The first daemon opens what libuv keeps for the process (its
 	 * signal pipe): the inputs' fd counts start after that. */
 	daemon_stop_and_free(daemon_start(false), NULL, 0);
