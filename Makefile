@@ -202,6 +202,7 @@ run: deps all
 check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(GPU_PROGS)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
 	$(Q)$(MAKE) --no-print-directory installcheck
+	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)$(MAKE) --no-print-directory vmtest
 
 # make install into a temporary root, then what a packager and a user
@@ -254,5 +255,9 @@ uninstall:
 
 clean:
 	rm -rf build
+
+include tests/fuzz/fuzz.mk
+include tests/soak/soak.mk
+include tests/sanitize.mk
 
 -include $(ALL_OBJS:.o=.d)

@@ -12,6 +12,11 @@
 void rdmamem__set_error(struct rdmamem_client *c, const char *name, const char *fmt, ...)
 	_printf_(3, 4);
 
+/* Hands over the last error's name and message (NULL when none) and clears
+ * them; rdmamem__put_error() puts such a pair back, taking ownership. */
+void rdmamem__take_error(struct rdmamem_client *c, char **ret_name, char **ret_message);
+void rdmamem__put_error(struct rdmamem_client *c, char *name, char *message);
+
 /*
  * The call behind every helper: params (may be NULL) is not consumed. On
  * return (also for Varlink errors) *ret_root owns the reply and *ret_params

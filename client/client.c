@@ -49,6 +49,20 @@ void rdmamem__set_error(struct rdmamem_client *c, const char *name, const char *
 	c->error_message = msg;
 }
 
+void rdmamem__take_error(struct rdmamem_client *c, char **ret_name, char **ret_message)
+{
+	*ret_name = TAKE_PTR(c->error_name);
+	*ret_message = TAKE_PTR(c->error_message);
+}
+
+void rdmamem__put_error(struct rdmamem_client *c, char *name, char *message)
+{
+	free(c->error_name);
+	free(c->error_message);
+	c->error_name = name;
+	c->error_message = message;
+}
+
 static void clear_error(struct rdmamem_client *c)
 {
 	rdmamem__set_error(c, NULL, NULL);

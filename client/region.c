@@ -196,9 +196,17 @@ static int chunked(struct rdmamem_client *c, uint64_t region, uint64_t offset, c
 			break;
 	}
 	if (own) {
+		char *name = NULL, *message = NULL;
+
+		/* The caller must hear why the transfer failed, not how giving
+		 * the lease back went (on a broken connection: it could not). */
+		if (r < 0)
+			rdmamem__take_error(c, &name, &message);
 		q = rdmamem_unlock(c, own);
 		if (r >= 0)
 			r = q;
+		else
+			rdmamem__put_error(c, name, message);
 	}
 	return r;
 }

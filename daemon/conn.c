@@ -70,7 +70,16 @@ void conn_close(struct conn *c)
 			"Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls", c->id,
 			(int)c->cred.pid, (unsigned)c->cred.uid, c->n_calls);
 
-	list_del(&c->link);
+	/*
+	 * Unlinked, but keeping its own pointers: the daemon walks its
+	 * connections closing or draining them, and closing one can finish a
+	 * call on the next (a lease released grants its lock), which then
+	 * closes too. The walk, already holding that next one, must get past
+	 * it; a self-linked entry would hold it there forever. The memory
+	 * stays until the poll handle's close callback, after the walk.
+	 */
+	c->link.prev->next = c->link.next;
+	c->link.next->prev = c->link.prev;
 	if (c->reject) {
 		s->n_rejected--;
 	} else {
@@ -141,6 +150,13 @@ static void conn_update_poll(struct conn *c)
 		events |= UV_READABLE;
 	if (!c->close_after_flush && !c->input_eof)
 		events |= UV_DISCONNECT;
+	else if (c->call)
+		/* Half-closed by the peer while a call runs or waits: RDHUP is
+		 * level-triggered and would spin, but the full hang-up must
+		 * still end the call and release what the client held. epoll
+		 * reports HUP whatever is asked for; a Unix socket never has
+		 * urgent data, so asking for that wakes us for HUP only. */
+		events |= UV_PRIORITIZED;
 	if (outq_pending(&c->out) > 0)
 		events |= UV_WRITABLE;
 	if (events == c->poll_events)
@@ -240,7 +256,9 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 		return;
 	}
 
-	if (c->reject || c->draining) {
+	/* Shutting down, whether or not the drain reached this connection
+	 * yet: a call finishing on another one may have let this one go on. */
+	if (c->reject || c->draining || c->server->daemon->shutting_down) {
 		close_many(fds, n_fds);
 		conn_protocol_error(c, c->reject ?: RDMAMEM_ERROR_SHUTTING_DOWN,
 				    c->reject ? "the daemon is at its connection limit, try again later"
@@ -383,7 +401,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		conn_read(c);
 		return;
 	}
-	if (events & UV_DISCONNECT) {
+	if (events & (UV_DISCONNECT | UV_PRIORITIZED)) {
 		struct pollfd pfd = { .fd = c->fd, .events = POLLOUT };
 
 		/* Not reading right now (a call is in progress). A full hang-up

@@ -79,6 +79,7 @@ static void job_reply_error(struct import_job *job, const char *name, int err, c
 static void job_finish(struct import_job *job, struct region *reg)
 {
 	struct rpc_call *call = job->call;
+	bool pending = call->pending;
 	int r;
 
 	call->cancel = NULL;
@@ -88,12 +89,19 @@ static void job_finish(struct import_job *job, struct region *reg)
 		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		return;
 	}
+	/* An answer given in there (a bad 'devices', registrations settled at
+	 * once) ends a pending call and frees it while it is still looked
+	 * at below: the call is finished here instead, once done with. */
+	call->pending = false;
 	r = rpc_register_on(call, reg, job->p.devices, true);
 	if (r < 0) {
 		if (!call->replied)
 			rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s", strerror(-r));
 		region_drop_owner(reg);
 	}
+	call->pending = pending;
+	if (pending && call->replied)
+		conn_call_finished(call->conn);
 }
 
 static void job_cancel(struct rpc_call *call)

@@ -322,6 +322,11 @@ static void lock_granted(struct lease *l)
 {
 	struct rpc_call *call = l->call;
 
+	/* The connection is closing: it cancelled this call, then gave back
+	 * a lease of its own that this one waited behind. The lease goes
+	 * with the connection's others; nobody is left to tell. */
+	if (!call)
+		return;
 	timeout_disarm(&l->daemon->timeouts, &l->timeout);
 	l->call = NULL;
 	call->cancel = NULL;
@@ -338,12 +343,16 @@ static void lock_timed_out(struct timeout *t)
 
 	l->call = NULL;
 	call->cancel = NULL;
+	/* Answering lets the connection go on, and if the client has gone
+	 * meanwhile close, releasing its leases, this one too: keep it. */
+	lease_ref(l);
 	rpc_errorf(call, RDMAMEM_ERROR_LOCK_TIMEOUT,
 		   "no %s lease on region %" PRIu64 " within %" PRIu64 " ms (lock %s, %u holders, "
 		   "%u waiting)",
 		   lock_mode_to_string(l->mode), r->id, waited, lock_state_to_string(r->lock.state),
 		   r->lock.n_holders, r->lock.n_waiters - 1);
 	lease_release(l);
+	lease_unref(l);
 }
 
 static void lock_call_cancel(struct rpc_call *call)

@@ -150,6 +150,36 @@ START_TEST(test_timeout)
 }
 END_TEST
 
+/* A transfer split in chunks that fails part-way reports that failure, not
+ * the outcome of giving back the lease the library took for it. */
+START_TEST(test_chunked_failure_keeps_error)
+{
+	struct rdmamem_client *c = NULL;
+	char *buf = calloc(1, 8 << 20);
+	uint64_t id;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+	ck_assert_int_eq(rdmamem_memfd_create("x", 6 << 20, &fd, NULL), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
+	/* The first 4 MiB chunk fits, the second does not. */
+	ck_assert_int_eq(rdmamem_write(c, id, 0, buf, 8 << 20, RDMAMEM_LOCK_EXCLUSIVE, 0), -ERANGE);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_OUT_OF_RANGE);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "outside region"));
+	ck_assert_int_eq(rdmamem_read(c, id, 2 << 20, buf, 5 << 20, 0), -ERANGE);
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_OUT_OF_RANGE);
+	/* The lease went back all the same: an exclusive one is free to take. */
+	{
+		uint64_t lease;
+
+		ck_assert_int_eq(rdmamem_lock(c, id, RDMAMEM_LOCK_EXCLUSIVE, 0, &lease), 0);
+	}
+	close(fd);
+	free(buf);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 /* The daemon dies: the library says so, and a restarted daemon on the same
  * path takes new connections. */
 START_TEST(test_daemon_killed)
@@ -199,6 +229,7 @@ Suite *client_suite(void)
 	tcase_add_test(tc, test_connect_and_call);
 	tcase_add_test(tc, test_default_path_from_env);
 	tcase_add_test(tc, test_errors_named);
+	tcase_add_test(tc, test_chunked_failure_keeps_error);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

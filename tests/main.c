@@ -22,6 +22,8 @@ int main(void)
 	srunner_add_suite(sr, lifecycle_suite());
 	srunner_add_suite(sr, client_suite());
 	srunner_add_suite(sr, regions_suite());
+	srunner_add_suite(sr, hostile_suite());
+	srunner_add_suite(sr, faults_suite());
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, rdma_suite());
 	srunner_add_suite(sr, gpu_suite());

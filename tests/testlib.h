@@ -55,6 +55,11 @@ int test_count_fds(pid_t pid);
  * closed by the daemon on its next loop iteration, not at once. */
 int test_settled_fds(pid_t pid);
 
+/* Lines of /proc/PID/maps that map a memfd: what regions keep alive. */
+int test_memfd_maps(pid_t pid);
+/* VmRSS of a process, in KiB. */
+long test_rss_kib(pid_t pid);
+
 /* A blocking raw connection to path. */
 int test_connect(const char *path);
 void test_send_raw(int fd, const void *buf, size_t len);
@@ -106,6 +111,8 @@ Suite *rdma_suite(void);
 Suite *cuda_suite(void);
 Suite *gpu_suite(void);
 Suite *ops_suite(void);
+Suite *hostile_suite(void);
+Suite *faults_suite(void);
 
 /*
  * Adds a case that needs hardware (tag "rdma": the Soft-RoCE VM; "cuda": a

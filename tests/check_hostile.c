@@ -1,0 +1,1457 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Hostile clients against a real daemon. Every case checks three things:
+ * - the hostile client gets a named error, or its connection is closed;
+ * - a well-behaved client, which holds a region and a shared lease on it
+ *   from the start, is served between the steps of the case;
+ * - afterwards the daemon is back where it was: its fd count, its memfd
+ *   mappings, its region and lease tables (GetStatus, ListRegions,
+ *   GetRegion) and its client count.
+ * The cases that other suites already have in a milder form (check_daemon's
+ * bad frames and size limits, check_regions' rejected fds and killed
+ * client, check_lifecycle's per-uid limit) are taken further here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "proto/sockio.h"
+#include "proto/varlink.h"
+#include "rdmamem.h"
+#include "testlib.h"
+
+#define OTHER_UID 65534
+#define GOOD_SIZE 4096
+
+static struct test_daemon td;
+static struct rdmamem_client *good;
+static uint64_t good_region, good_lease;
+
+static struct baseline {
+	int fds;
+	int maps;
+	int clients;
+	char *tables;	/* regions and leases as the well-behaved client sees them */
+} base;
+
+static cJSON *good_call(const char *method, const char *params)
+{
+	char *reply = NULL;
+	cJSON *root;
+
+	ck_assert_msg(rdmamem_call(good, method, params, NULL, 0, &reply, NULL, NULL) == 0,
+		      "%s: %s", method, rdmamem_client_error_message(good));
+	root = cJSON_Parse(reply);
+	ck_assert_ptr_nonnull(root);
+	free(reply);
+	return root;
+}
+
+/* The well-behaved client is answered, and its memory and lease are intact. */
+static void assert_good_served(void)
+{
+	char buf[4];
+
+	ck_assert_int_eq(rdmamem_ping(good), 0);
+	ck_assert_int_eq(rdmamem_read(good, good_region, 0, buf, 4, good_lease), 0);
+	ck_assert_int_eq(memcmp(buf, "good", 4), 0);
+}
+
+static int status_int(const char *name)
+{
+	cJSON *root = good_call("io.rdmamemd.GetStatus", NULL);
+	cJSON *item = cJSON_GetObjectItem(root, name);
+	uint64_t v;
+
+	if (cJSON_IsNumber(item))
+		v = (uint64_t)item->valuedouble;
+	else
+		ck_assert_int_eq(json_to_u64(item, &v), 0);
+	cJSON_Delete(root);
+	return (int)v;
+}
+
+/*
+ * Regions (id, size, lock state, lease counts) and the leases of the
+ * well-behaved client's region, as one comparable string; also the daemon's
+ * region and byte counters.
+ */
+static char *tables(void)
+{
+	cJSON *list = good_call("io.rdmamemd.ListRegions", NULL), *r, *st, *g;
+	char params[64], *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	ck_assert_ptr_nonnull(f);
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(list, "regions")) {
+		cJSON *lock = cJSON_GetObjectItem(r, "lock"), *leases = cJSON_GetObjectItem(r, "leases");
+
+		fprintf(f, "region %s size %s lock %s/%d/%d leases %d/%d\n",
+			cJSON_GetObjectItem(r, "region")->valuestring,
+			cJSON_GetObjectItem(r, "size")->valuestring,
+			cJSON_GetObjectItem(lock, "state")->valuestring,
+			cJSON_GetObjectItem(lock, "holders")->valueint,
+			cJSON_GetObjectItem(lock, "waiters")->valueint,
+			cJSON_GetObjectItem(leases, "held")->valueint,
+			cJSON_GetObjectItem(leases, "waiting")->valueint);
+	}
+	cJSON_Delete(list);
+
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\"}", (unsigned long long)good_region);
+	g = good_call("io.rdmamemd.GetRegion", params);
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(g, "lease_list"))
+		fprintf(f, "lease %s %s %s\n", cJSON_GetObjectItem(r, "lease")->valuestring,
+			cJSON_GetObjectItem(r, "mode")->valuestring,
+			cJSON_GetObjectItem(r, "state")->valuestring);
+	cJSON_Delete(g);
+
+	st = good_call("io.rdmamemd.GetStatus", NULL);
+	fprintf(f, "regions %d pinned %s\n", cJSON_GetObjectItem(st, "regions")->valueint,
+		cJSON_GetObjectItem(st, "pinned_bytes")->valuestring);
+	cJSON_Delete(st);
+	fclose(f);
+	return out;
+}
+
+static void take_baseline(void)
+{
+	assert_good_served();
+	base.fds = test_settled_fds(td.pid);
+	base.maps = test_memfd_maps(td.pid);
+	base.clients = status_int("clients");
+	free(base.tables);
+	base.tables = tables();
+}
+
+/* Connections closed a moment ago go on the daemon's next turn, and their
+ * regions once in-flight work on them is done: wait for that, bounded
+ * generously for sanitizer and valgrind builds, where a large copy takes
+ * seconds. */
+static void assert_baseline(void)
+{
+	char *now = NULL;
+
+	for (int i = 0; i < 6000; i++) {
+		free(now);
+		now = tables();
+		if (status_int("clients") == base.clients && strcmp(now, base.tables) == 0)
+			break;
+		usleep(10000);
+	}
+	ck_assert_int_eq(status_int("clients"), base.clients);
+	ck_assert_str_eq(now, base.tables);
+	free(now);
+	ck_assert_int_eq(test_settled_fds(td.pid), base.fds);
+	ck_assert_int_eq(test_memfd_maps(td.pid), base.maps);
+	assert_good_served();
+}
+
+static void start(const char *const *extra)
+{
+	const char *args[16] = { "--socket-mode", "0666" };
+	size_t n = 2;
+	void *addr;
+	int fd;
+
+	for (; extra && *extra; extra++)
+		args[n++] = *extra;
+	args[n] = NULL;
+	test_daemon_start(&td, args);
+
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &good), 0);
+	ck_assert_int_eq(rdmamem_memfd_create("good", GOOD_SIZE, &fd, &addr), 0);
+	memcpy(addr, "good", 4);
+	ck_assert_int_eq(rdmamem_register(good, fd, 0, 0, &good_region), 0);
+	munmap(addr, GOOD_SIZE);
+	close(fd);
+	ck_assert_int_eq(rdmamem_lock(good, good_region, RDMAMEM_LOCK_SHARED, -1, &good_lease), 0);
+	take_baseline();
+}
+
+static void setup(void)
+{
+	start(NULL);
+}
+
+static void teardown(void)
+{
+	assert_baseline();
+	good = rdmamem_client_close(good);
+	base.tables = (free(base.tables), NULL);
+	test_daemon_stop(&td);
+}
+
+/* Reads one reply on a raw connection: its error name (NULL for success)
+ * in *ret_error, the tree returned; NULL when the daemon hung up. */
+static cJSON *reply_on(int fd, int timeout_ms)
+{
+	char *text;
+	ssize_t n = test_recv_msg(fd, &text, timeout_ms);
+	cJSON *root;
+
+	if (n == 0 || n == -ECONNRESET)
+		return NULL;
+	ck_assert_msg(n > 0, "no reply (%zd)", n);
+	root = cJSON_Parse(text);
+	ck_assert_msg(root, "reply is not JSON: %s", text);
+	free(text);
+	return root;
+}
+
+/* Sends bytes (a message with its NUL) and expects error name back;
+ * returns the reply's parameters' "parameter", if any (static). */
+static const char *expect_error(int fd, const char *bytes, size_t len, const char *error)
+{
+	static char parameter[128];
+	cJSON *r, *p;
+	const char *e;
+
+	test_send_raw(fd, bytes, len);
+	r = reply_on(fd, 10000);
+	ck_assert_msg(r, "connection closed instead of %s", error);
+	e = test_reply_error(r);
+	ck_assert_msg(e && strcmp(e, error) == 0, "expected %s, got %s", error,
+		      cJSON_PrintUnformatted(r));
+	p = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "parameter");
+	snprintf(parameter, sizeof(parameter), "%s", cJSON_IsString(p) ? p->valuestring : "");
+	/* Every error of ours says what went wrong. */
+	if (strncmp(error, "io.rdmamemd.", 12) == 0)
+		ck_assert_int_gt(strlen(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
+							    "message")
+					       ->valuestring),
+				 10);
+	cJSON_Delete(r);
+	return parameter;
+}
+
+static const char *expect_error_str(int fd, const char *text, const char *error)
+{
+	return expect_error(fd, text, strlen(text) + 1, error);
+}
+
+/* Expects the daemon to hang up (after any replies it still had). */
+static void expect_closed(int fd)
+{
+	cJSON *r;
+
+	while ((r = reply_on(fd, 10000)))
+		cJSON_Delete(r);
+}
+
+START_TEST(test_invalid_utf8)
+{
+	static const char *const bad[] = {
+		"\xc0\xaf",		/* overlong '/' */
+		"\xe0\x80\xaf",		/* overlong, three bytes */
+		"\xed\xa0\x80",		/* a UTF-16 surrogate */
+		"\xf4\x90\x80\x80",	/* past U+10FFFF */
+		"\xf8\x88\x80\x80\x80",	/* five bytes */
+		"\x80",			/* a lone continuation byte */
+		"\xff\xfe",
+		"\xe2\x82",		/* truncated before the closing quote */
+	};
+	int fd = test_connect(td.socket);
+
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		char msg[256];
+
+		/* In a value, and in a key. */
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"a%sb\"}}", bad[i]);
+		expect_error_str(fd, msg, RDMAMEM_ERROR_INVALID_MESSAGE);
+		snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"%s\":1}}",
+			 bad[i]);
+		expect_error_str(fd, msg, RDMAMEM_ERROR_INVALID_MESSAGE);
+		assert_good_served();
+	}
+	/* Valid UTF-8 at the edges passes and comes back unchanged. */
+	{
+		cJSON *r = test_call(fd, "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":"
+					 "\"\xf4\x8f\xbf\xbf \xef\xbf\xbf \xc2\x80 \\ud83d\\ude00\"}}");
+
+		ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "data")
+					 ->valuestring,
+				 "\xf4\x8f\xbf\xbf \xef\xbf\xbf \xc2\x80 \xf0\x9f\x98\x80");
+		cJSON_Delete(r);
+	}
+	test_assert_serving_fd(fd);
+	close(fd);
+}
+END_TEST
+
+/* A Ping whose data is nested depth deep in arrays (wrong type, but
+ * only the parser's depth rule decides between two errors). */
+static char *nested(size_t depth)
+{
+	static const char head[] = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":";
+	char *m = malloc(sizeof(head) + 2 * depth + 8);
+	size_t n = sizeof(head) - 1;
+
+	ck_assert_ptr_nonnull(m);
+	memcpy(m, head, n);
+	memset(m + n, '[', depth);
+	memset(m + n + depth, ']', depth);
+	strcpy(m + n + 2 * depth, "}}");
+	return m;
+}
+
+START_TEST(test_deep_nesting)
+{
+	int fd = test_connect(td.socket);
+	char *m;
+
+	/* The message object and "parameters" are two levels already. */
+	m = nested(JSON_DEPTH_MAX - 2);
+	ck_assert_str_eq(expect_error_str(fd, m, VARLINK_ERROR_INVALID_PARAMETER), "data");
+	free(m);
+	m = nested(JSON_DEPTH_MAX - 1);
+	expect_error_str(fd, m, RDMAMEM_ERROR_INVALID_MESSAGE);
+	free(m);
+	/* Deep enough to blow a recursive parser's stack. */
+	m = nested(1000000);
+	expect_error_str(fd, m, RDMAMEM_ERROR_INVALID_MESSAGE);
+	free(m);
+	assert_good_served();
+	/* Brackets that never close count too; brackets inside strings do not. */
+	expect_error_str(fd, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", RDMAMEM_ERROR_INVALID_MESSAGE);
+	{
+		char msg[512] = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"";
+		cJSON *r;
+
+		for (int i = 0; i < 100; i++)
+			strcat(msg, "[{");
+		strcat(msg, "\"}}");
+		r = test_call(fd, msg);
+		ck_assert_ptr_null(test_reply_error(r));
+		cJSON_Delete(r);
+	}
+	test_assert_serving_fd(fd);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_huge_numbers)
+{
+	static const struct {
+		const char *params;
+		const char *parameter;
+	} cases[] = {
+		{ "\"region\":\"18446744073709551616\",\"length\":\"1\"", "region" },
+		{ "\"region\":\"99999999999999999999999999\",\"length\":\"1\"", "region" },
+		{ "\"region\":1e999,\"length\":\"1\"", "region" },
+		{ "\"region\":-1e999,\"length\":\"1\"", "region" },
+		{ "\"region\":9007199254740992,\"length\":\"1\"", "region" },
+		{ "\"region\":1.5,\"length\":\"1\"", "region" },
+		{ "\"region\":-1,\"length\":\"1\"", "region" },
+		{ "\"region\":\"-1\",\"length\":\"1\"", "region" },
+		{ "\"region\":\"01\",\"length\":\"1\"", "region" },
+		{ "\"region\":\" 1\",\"length\":\"1\"", "region" },
+		{ "\"region\":\"1.0\",\"length\":\"1\"", "region" },
+		{ "\"region\":\"0x10\",\"length\":\"1\"", "region" },
+		{ "\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":1e300", "timeout_ms" },
+		{ "\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-9007199254740993", "timeout_ms" },
+		{ "\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-2", "timeout_ms" },
+	};
+	int fd = test_connect(td.socket);
+	char msg[20100];
+	size_t n;
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{%s}}",
+			 cases[i].params);
+		ck_assert_str_eq(expect_error_str(fd, msg, VARLINK_ERROR_INVALID_PARAMETER),
+				 cases[i].parameter);
+	}
+	/* A number of 20000 digits: cJSON makes it a double, inf. */
+	strcpy(msg, "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"region\":");
+	n = strlen(msg);
+	memset(msg + n, '9', 20000);
+	strcpy(msg + n + 20000, ",\"length\":\"1\"}}");
+	ck_assert_str_eq(expect_error_str(fd, msg, VARLINK_ERROR_INVALID_PARAMETER), "region");
+	/* The same digits as a string overflow 64 bits. */
+	strcpy(msg, "{\"method\":\"io.rdmamemd.Unlock\",\"parameters\":{\"lease\":\"");
+	n = strlen(msg);
+	memset(msg + n, '9', 20000);
+	strcpy(msg + n + 20000, "\"}}");
+	ck_assert_str_eq(expect_error_str(fd, msg, VARLINK_ERROR_INVALID_PARAMETER), "lease");
+	/* 32-bit fields. */
+	ck_assert_str_eq(expect_error_str(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":"
+					      "{\"memory\":\"cuda-ipc\",\"gpu\":4294967296}}",
+					  VARLINK_ERROR_INVALID_PARAMETER),
+			 "gpu");
+	/* The largest u64 is a value, just not a region. */
+	expect_error_str(fd, "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"region\":"
+			     "\"18446744073709551615\",\"length\":\"1\"}}",
+			 RDMAMEM_ERROR_NO_SUCH_REGION);
+	assert_good_served();
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_duplicate_keys)
+{
+	static const char *const msgs[] = {
+		"{\"method\":\"io.rdmamemd.Ping\",\"method\":\"io.rdmamemd.Ping\"}",
+		"{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{},\"parameters\":{}}",
+		"{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"a\",\"data\":\"b\"}}",
+		"{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":\"1\","
+		"\"region\":\"2\"},\"to\":{\"region\":\"1\"},\"length\":\"1\"}}",
+		"{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":[{\"a\":1,\"b\":2,\"a\":3}]}}",
+		/* Past the size where duplicates are found with a hash table. */
+		"{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"a\":1,\"b\":1,\"c\":1,\"d\":1,"
+		"\"e\":1,\"f\":1,\"g\":1,\"h\":1,\"i\":1,\"j\":1,\"k\":1,\"l\":1,\"e\":1}}",
+	};
+	int fd = test_connect(td.socket);
+
+	for (size_t i = 0; i < ELEMENTSOF(msgs); i++)
+		expect_error_str(fd, msgs[i], RDMAMEM_ERROR_INVALID_MESSAGE);
+	/* Equal keys in different objects are fine. */
+	ck_assert_str_eq(expect_error_str(fd, "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":"
+					      "{\"data\":{\"data\":{\"data\":1}}}}",
+					  VARLINK_ERROR_INVALID_PARAMETER),
+			 "data");
+	assert_good_served();
+	close(fd);
+}
+END_TEST
+
+/*
+ * Every parameter of every method, as the daemon's field tables have them
+ * (a test below checks that the IDL lists nothing this table lacks).
+ */
+enum ptype { U64, INT, U32, BOOL, STR, END, ARR, DEVICES };
+
+static const struct {
+	const char *method, *param;
+	enum ptype type;
+} method_params[] = {
+	{ "org.varlink.service.GetInterfaceDescription", "interface", STR },
+	{ "io.rdmamemd.Ping", "data", STR },
+	{ "io.rdmamemd.Register", "fd", INT },
+	{ "io.rdmamemd.Register", "offset", U64 },
+	{ "io.rdmamemd.Register", "length", U64 },
+	{ "io.rdmamemd.Register", "access", ARR },
+	{ "io.rdmamemd.Register", "devices", DEVICES },
+	{ "io.rdmamemd.Register", "memory", STR },
+	{ "io.rdmamemd.Register", "size", U64 },
+	{ "io.rdmamemd.Register", "ipc_handle", STR },
+	{ "io.rdmamemd.Register", "gpu", U32 },
+	{ "io.rdmamemd.Unregister", "region", U64 },
+	{ "io.rdmamemd.Share", "region", U64 },
+	{ "io.rdmamemd.Share", "uid", INT },
+	{ "io.rdmamemd.Share", "gid", INT },
+	{ "io.rdmamemd.Share", "readonly", BOOL },
+	{ "io.rdmamemd.GetRegion", "region", U64 },
+	{ "io.rdmamemd.Read", "region", U64 },
+	{ "io.rdmamemd.Read", "offset", U64 },
+	{ "io.rdmamemd.Read", "length", U64 },
+	{ "io.rdmamemd.Read", "lease", U64 },
+	{ "io.rdmamemd.Read", "timeout_ms", INT },
+	{ "io.rdmamemd.Write", "region", U64 },
+	{ "io.rdmamemd.Write", "offset", U64 },
+	{ "io.rdmamemd.Write", "data", STR },
+	{ "io.rdmamemd.Write", "mode", STR },
+	{ "io.rdmamemd.Write", "lease", U64 },
+	{ "io.rdmamemd.Write", "timeout_ms", INT },
+	{ "io.rdmamemd.Copy", "from", END },
+	{ "io.rdmamemd.Copy", "to", END },
+	{ "io.rdmamemd.Copy", "length", U64 },
+	{ "io.rdmamemd.Copy", "mode", STR },
+	{ "io.rdmamemd.Copy", "timeout_ms", INT },
+	{ "io.rdmamemd.Lock", "region", U64 },
+	{ "io.rdmamemd.Lock", "mode", STR },
+	{ "io.rdmamemd.Lock", "timeout_ms", INT },
+	{ "io.rdmamemd.Unlock", "lease", U64 },
+	{ "io.rdmamemd.RegisterOn", "region", U64 },
+	{ "io.rdmamemd.RegisterOn", "devices", DEVICES },
+	{ "io.rdmamemd.RetryRegistration", "region", U64 },
+	{ "io.rdmamemd.RetryRegistration", "device", STR },
+	{ "io.rdmamemd.RevokeAccessToken", "token", STR },
+	{ "io.rdmamemd.ConnectQueuePair", "device", STR },
+	{ "io.rdmamemd.ConnectQueuePair", "token", STR },
+	{ "io.rdmamemd.ConnectQueuePair", "qpn", U32 },
+	{ "io.rdmamemd.ConnectQueuePair", "psn", U32 },
+	{ "io.rdmamemd.ConnectQueuePair", "gid", STR },
+	{ "io.rdmamemd.ConnectQueuePair", "lid", U32 },
+	{ "io.rdmamemd.ConnectQueuePair", "mtu", U32 },
+	{ "io.rdmamemd.ConnectQueuePair", "gid_index", INT },
+	{ "io.rdmamemd.ListGpus", "probe", BOOL },
+};
+
+/* Methods without parameters: any parameter is unknown. */
+static const char *const no_param_methods[] = {
+	"org.varlink.service.GetInfo", "io.rdmamemd.GetStatus",	 "io.rdmamemd.ListRegions",
+	"io.rdmamemd.ListDevices",     "io.rdmamemd.CreateAccessToken", "io.rdmamemd.ListConnections",
+	"io.rdmamemd.GetStats",	       "io.rdmamemd.ListClients",
+};
+
+/* JSON values of the wrong type for each kind (and a few wrong values). */
+static const char *const *wrong_values(enum ptype t)
+{
+	static const char *const u64[] = { "true", "{}", "[]", "\"abc\"", "-1", "1.5", "\"\"", NULL };
+	static const char *const i64[] = { "\"1\"", "true", "{}", "[]", "1.5", NULL };
+	static const char *const u32[] = { "\"1\"", "true", "{}", "[]", "-1", "4294967296", NULL };
+	static const char *const b[] = { "\"true\"", "1", "{}", "[]", NULL };
+	static const char *const str[] = { "1", "true", "{}", "[]", NULL };
+	static const char *const obj[] = { "\"x\"", "1", "true", "[]", NULL };
+	static const char *const arr[] = { "\"x\"", "1", "true", "{}", "[1]", NULL };
+	static const char *const dev[] = { "1", "true", "{}", "\"some\"", "[1]", NULL };
+
+	switch (t) {
+	case U64:
+		return u64;
+	case INT:
+		return i64;
+	case U32:
+		return u32;
+	case BOOL:
+		return b;
+	case STR:
+		return str;
+	case END:
+		return obj;
+	case ARR:
+		return arr;
+	case DEVICES:
+		return dev;
+	}
+	return NULL;
+}
+
+/* Sends msg with one fresh sealed memfd, expects InvalidParameter naming param. */
+static void expect_bad_param(int fd, const char *msg, bool with_memfd, const char *param)
+{
+	cJSON *r, *p;
+	int mfd = -1;
+
+	if (with_memfd)
+		ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &mfd, NULL), 0);
+	test_send_msg(fd, msg, with_memfd ? &mfd : NULL, with_memfd ? 1 : 0);
+	if (mfd >= 0)
+		close(mfd);
+	r = reply_on(fd, 10000);
+	ck_assert_msg(r, "%s: connection closed", msg);
+	p = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "parameter");
+	ck_assert_msg(test_reply_error(r) &&
+			      strcmp(test_reply_error(r), VARLINK_ERROR_INVALID_PARAMETER) == 0 &&
+			      cJSON_IsString(p) && strcmp(p->valuestring, param) == 0,
+		      "%s: expected InvalidParameter '%s', got %s", msg, param,
+		      cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+}
+
+START_TEST(test_wrong_types_everywhere)
+{
+	int fd = test_connect(td.socket);
+	unsigned n = 0;
+	char msg[512];
+
+	for (size_t i = 0; i < ELEMENTSOF(method_params); i++) {
+		const char *const *v = wrong_values(method_params[i].type);
+
+		for (; *v; v++, n++) {
+			const char *m = method_params[i].method, *p = method_params[i].param;
+
+			if (method_params[i].type == END)
+				/* A wrong field of an End is named by its end. */
+				snprintf(msg, sizeof(msg),
+					 "{\"method\":\"%s\",\"parameters\":{\"length\":\"1\","
+					 "\"%s\":{\"region\":%s},\"%s\":%s}}",
+					 m, strcmp(p, "from") ? "from" : "to", "\"1\"", p, *v);
+			else if (method_params[i].type == DEVICES && strcmp(m, "io.rdmamemd.Register") == 0)
+				/* Checked once the region exists: it needs a memfd. */
+				snprintf(msg, sizeof(msg),
+					 "{\"method\":\"%s\",\"parameters\":{\"fd\":0,\"%s\":%s}}", m, p,
+					 *v);
+			else if (method_params[i].type == DEVICES)
+				snprintf(msg, sizeof(msg),
+					 "{\"method\":\"%s\",\"parameters\":{\"region\":\"%llu\","
+					 "\"%s\":%s}}",
+					 m, (unsigned long long)good_region, p, *v);
+			else
+				snprintf(msg, sizeof(msg), "{\"method\":\"%s\",\"parameters\":{\"%s\":%s}}",
+					 m, p, *v);
+			/* RegisterOn needs the owner: the raw connection is root too. */
+			expect_bad_param(fd, msg,
+					 method_params[i].type == DEVICES &&
+						 strcmp(m, "io.rdmamemd.Register") == 0,
+					 p);
+		}
+		/* The End's own fields, wrong each: named by the end. */
+		if (method_params[i].type == END) {
+			static const char *const fields[] = { "{\"region\":true}",
+							      "{\"region\":\"1\",\"offset\":true}",
+							      "{\"region\":\"1\",\"lease\":[]}",
+							      "{\"offset\":\"1\"}" };
+			const char *p = method_params[i].param;
+
+			for (size_t k = 0; k < ELEMENTSOF(fields); k++, n++) {
+				snprintf(msg, sizeof(msg),
+					 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"length\":"
+					 "\"1\",\"%s\":{\"region\":\"1\"},\"%s\":%s}}",
+					 strcmp(p, "from") ? "from" : "to", p, fields[k]);
+				expect_bad_param(fd, msg, false, p);
+			}
+		}
+		assert_good_served();
+	}
+	/* Unknown parameters, and parameters that are not an object. */
+	for (size_t i = 0; i < ELEMENTSOF(method_params) + ELEMENTSOF(no_param_methods); i++) {
+		static const char *const not_objects[] = { "[]", "\"x\"", "1", "true" };
+		const char *m = i < ELEMENTSOF(method_params) ? method_params[i].method :
+							 no_param_methods[i - ELEMENTSOF(method_params)];
+
+		snprintf(msg, sizeof(msg), "{\"method\":\"%s\",\"parameters\":{\"bogus\":1}}", m);
+		expect_bad_param(fd, msg, false, "bogus");
+		for (size_t k = 0; k < ELEMENTSOF(not_objects); k++, n++) {
+			snprintf(msg, sizeof(msg), "{\"method\":\"%s\",\"parameters\":%s}", m,
+				 not_objects[k]);
+			expect_error_str(fd, msg, RDMAMEM_ERROR_INVALID_MESSAGE);
+		}
+	}
+	/* The top-level fields too. */
+	expect_error_str(fd, "{\"method\":1}", RDMAMEM_ERROR_INVALID_MESSAGE);
+	expect_error_str(fd, "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":1}",
+			 RDMAMEM_ERROR_INVALID_MESSAGE);
+	expect_error_str(fd, "{\"method\":\"io.rdmamemd.Ping\",\"more\":\"yes\"}",
+			 RDMAMEM_ERROR_INVALID_MESSAGE);
+	ck_assert_uint_gt(n, 250);
+	test_assert_serving_fd(fd);
+	close(fd);
+}
+END_TEST
+
+/* Every method and parameter in the IDL is in the table above. */
+START_TEST(test_wrong_types_cover_the_idl)
+{
+	char path[512], *idl, *p;
+	FILE *f;
+	long len;
+
+	snprintf(path, sizeof(path), "%s/proto/io.rdmamemd.varlink", SRC_DIR);
+	f = fopen(path, "re");
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	idl = calloc(1, len + 1);
+	ck_assert_int_eq(fread(idl, 1, len, f), len);
+	fclose(f);
+
+	for (p = idl; (p = strstr(p, "\nmethod ")); ) {
+		char method[128], *open, *close_paren;
+		bool found = false;
+		size_t n;
+
+		p += 8;
+		open = strchr(p, '(');
+		n = open - p;
+		snprintf(method, sizeof(method), "io.rdmamemd.%.*s", (int)n, p);
+		close_paren = strchr(open, ')');
+		/* Parameters: "name: type" separated by commas, comments
+		 * (lines from '#') aside. */
+		for (char *q = open + 1; q < close_paren;) {
+			char name[64];
+			size_t k = 0;
+
+			while (q < close_paren && (*q == ' ' || *q == '\n' || *q == ','))
+				q++;
+			if (*q == '#') {
+				q = strchr(q, '\n');
+				continue;
+			}
+			while (q < close_paren && *q != ':' && k < sizeof(name) - 1)
+				name[k++] = *q++;
+			name[k] = '\0';
+			if (!k)
+				break;
+			found = false;
+			for (size_t i = 0; i < ELEMENTSOF(method_params); i++)
+				found = found || (strcmp(method_params[i].method, method) == 0 &&
+						  strcmp(method_params[i].param, name) == 0);
+			ck_assert_msg(found, "%s parameter '%s' is missing from the table", method,
+				      name);
+			while (q < close_paren && *q != ',' && *q != '\n')
+				q++;
+		}
+		found = false;
+		for (size_t i = 0; i < ELEMENTSOF(method_params); i++)
+			found = found || strcmp(method_params[i].method, method) == 0;
+		for (size_t i = 0; i < ELEMENTSOF(no_param_methods); i++)
+			found = found || strcmp(no_param_methods[i], method) == 0;
+		ck_assert_msg(found, "method %s is missing from the table", method);
+	}
+	free(idl);
+}
+END_TEST
+
+/* A message of exactly the limit that is not JSON: refused, the
+ * connection kept; one byte over with no terminator at all: refused and
+ * closed, without waiting for a NUL that never comes. */
+START_TEST(test_size_limit)
+{
+	int fd = test_connect(td.socket);
+	char *buf = malloc(VARLINK_BODY_MAX + 2);
+
+	memset(buf, 'x', VARLINK_BODY_MAX);
+	buf[VARLINK_BODY_MAX] = '\0';
+	expect_error(fd, buf, VARLINK_BODY_MAX + 1, RDMAMEM_ERROR_INVALID_MESSAGE);
+	test_assert_serving_fd(fd);
+	assert_good_served();
+
+	memset(buf, '{', VARLINK_BODY_MAX + 1);
+	test_send_raw(fd, buf, VARLINK_BODY_MAX + 1);
+	{
+		cJSON *r = reply_on(fd, 20000);
+
+		ck_assert_ptr_nonnull(r);
+		ck_assert_str_eq(test_reply_error(r), RDMAMEM_ERROR_MESSAGE_TOO_LARGE);
+		cJSON_Delete(r);
+	}
+	expect_closed(fd);
+	close(fd);
+	free(buf);
+}
+END_TEST
+
+/* One byte at a time, a message that carries a memfd on its first byte,
+ * then two messages, the second one's start glued to the first's end. */
+START_TEST(test_trickle_with_fds)
+{
+	const char *reg = "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}";
+	const char two[] = "{\"method\":\"io.rdmamemd.Ping\"}\0{\"method\":\"io.rdmamemd.Ping\"}";
+	int fd = test_connect(td.socket), mfd;
+	cJSON *r;
+
+	ck_assert_int_eq(rdmamem_memfd_create("x", 8192, &mfd, NULL), 0);
+	for (size_t i = 0; i <= strlen(reg); i++) {
+		ssize_t n = sockio_send(fd, reg + i, 1, i == 0 ? &mfd : NULL, i == 0, 0);
+
+		ck_assert_int_eq(n, 1);
+		if (i % 16 == 0)
+			assert_good_served();
+	}
+	close(mfd);
+	r = reply_on(fd, 10000);
+	ck_assert_ptr_null(test_reply_error(r));
+	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "size")->valuestring,
+			 "8192");
+	cJSON_Delete(r);
+
+	for (size_t i = 0; i < sizeof(two); i++)
+		test_send_raw(fd, two + i, 1);
+	for (int k = 0; k < 2; k++) {
+		r = reply_on(fd, 10000);
+		ck_assert_ptr_null(test_reply_error(r));
+		cJSON_Delete(r);
+	}
+	/* The client leaves with its region: the daemon drops it. */
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_fds_without_message)
+{
+	int fd = test_connect(td.socket), pass[4];
+	cJSON *r;
+
+	for (size_t i = 0; i < ELEMENTSOF(pass); i++)
+		ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &pass[i], NULL), 0);
+
+	/* With no bytes at all: a stream socket carries fds only with data,
+	 * so they never reach the daemon (the baseline's fd count agrees). */
+	ck_assert_int_eq(sockio_send(fd, "", 0, pass, 2, 0), 0);
+	/* On an empty message. */
+	ck_assert_int_eq(sockio_send(fd, "", 1, pass, 2, 0), 1);
+	expect_error(fd, "", 0, RDMAMEM_ERROR_INVALID_MESSAGE);
+	/* On whitespace, then the call whose fds they are not. */
+	ck_assert_int_eq(sockio_send(fd, " \0", 2, pass, 2, 0), 2);
+	expect_error(fd, "", 0, RDMAMEM_ERROR_INVALID_MESSAGE);
+	expect_error_str(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}",
+			 VARLINK_ERROR_INVALID_PARAMETER);
+	assert_good_served();
+	/* A second batch of fds within one message: the sender is broken,
+	 * the daemon says so and hangs up. */
+	ck_assert_int_eq(sockio_send(fd, "{\"method\":", 10, pass, 2, 0), 10);
+	ck_assert_int_eq(sockio_send(fd, "\"io.rdmamemd.Ping\"}", 20, pass + 2, 2, 0), 20);
+	r = reply_on(fd, 10000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(test_reply_error(r), RDMAMEM_ERROR_INVALID_MESSAGE);
+	cJSON_Delete(r);
+	expect_closed(fd);
+	close(fd);
+
+	/* fds with half a message, then the client goes. */
+	fd = test_connect(td.socket);
+	ck_assert_int_eq(sockio_send(fd, "{\"met", 5, pass, 4, 0), 5);
+	close(fd);
+	close_many(pass, ELEMENTSOF(pass));
+}
+END_TEST
+
+START_TEST(test_too_many_fds)
+{
+	int fd = test_connect(td.socket), mfd, many[SOCKIO_FDS_MAX];
+
+	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &mfd, NULL), 0);
+	for (size_t i = 0; i < ELEMENTSOF(many); i++)
+		many[i] = mfd;
+	/* One over the limit, and the kernel's maximum: both refused, all
+	 * closed, the connection usable. */
+	for (size_t k = 0; k < 2; k++) {
+		test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}",
+			      many, k == 0 ? VARLINK_FDS_MAX + 1 : SOCKIO_FDS_MAX);
+		expect_error(fd, "", 0, RDMAMEM_ERROR_TOO_MANY_FDS);
+		assert_good_served();
+	}
+	/* The limit itself is fine: fd 15 of 16 is used. */
+	{
+		cJSON *r;
+
+		test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":15}}",
+			      many, VARLINK_FDS_MAX);
+		r = reply_on(fd, 10000);
+		ck_assert_ptr_null(test_reply_error(r));
+		cJSON_Delete(r);
+	}
+	close(mfd);
+	test_assert_serving_fd(fd);
+	close(fd);
+}
+END_TEST
+
+static void expect_register_refused(int fd, int pass, const char *params, const char *error)
+{
+	char msg[256];
+	cJSON *r;
+
+	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Register\",\"parameters\":%s}", params);
+	test_send_msg(fd, msg, &pass, 1);
+	r = reply_on(fd, 10000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_msg(test_reply_error(r) && strcmp(test_reply_error(r), error) == 0,
+		      "expected %s, got %s", error, cJSON_PrintUnformatted(r));
+	cJSON_Delete(r);
+	close(pass);
+	assert_good_served();
+}
+
+/* Every kind of fd a client can hand over instead of a sealed memfd (the
+ * common ones are in check_regions too; here the baseline is checked). */
+START_TEST(test_fds_of_every_kind)
+{
+	int fd = test_connect(td.socket), sp[2], p[2], rw;
+	char path[64];
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	expect_register_refused(fd, p[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, p[1], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	close(sp[1]);
+	expect_register_refused(fd, sp[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC), "{\"fd\":0}",
+				RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, open("/dev/zero", O_RDWR | O_CLOEXEC), "{\"fd\":0}",
+				RDMAMEM_ERROR_NOT_A_MEMFD);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sp), 0);
+	close(sp[1]);
+	expect_register_refused(fd, sp[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, eventfd(0, EFD_CLOEXEC), "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, epoll_create1(EPOLL_CLOEXEC), "{\"fd\":0}",
+				RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, open("/", O_PATH | O_CLOEXEC), "{\"fd\":0}",
+				RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, open("/dev/zero", O_RDONLY | O_CLOEXEC), "{\"fd\":0}",
+				RDMAMEM_ERROR_NOT_A_MEMFD);
+	/* A sealed memfd opened write-only: the daemon cannot read it. */
+	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &rw, NULL), 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", rw);
+	expect_register_refused(fd, open(path, O_WRONLY | O_CLOEXEC), "{\"fd\":0}",
+				RDMAMEM_ERROR_NOT_A_MEMFD);
+	/* Sealed with F_SEAL_GROW only: shrinking is what kills mappers. */
+	{
+		int m = memfd_create("g", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+		ck_assert_int_eq(ftruncate(m, 4096), 0);
+		ck_assert_int_eq(fcntl(m, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SEAL), 0);
+		expect_register_refused(fd, m, "{\"fd\":0}", RDMAMEM_ERROR_MISSING_SEAL);
+	}
+	/* Not sealed at all, and never created for sealing (F_SEAL_SEAL from
+	 * birth). */
+	{
+		int m = memfd_create("u", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+		ck_assert_int_eq(ftruncate(m, 4096), 0);
+		expect_register_refused(fd, m, "{\"fd\":0}", RDMAMEM_ERROR_MISSING_SEAL);
+	}
+	{
+		int m = memfd_create("n", MFD_CLOEXEC);
+
+		ck_assert_int_eq(ftruncate(m, 4096), 0);
+		expect_register_refused(fd, m, "{\"fd\":0}", RDMAMEM_ERROR_MISSING_SEAL);
+	}
+	close(rw);
+	test_assert_serving_fd(fd);
+	close(fd);
+}
+END_TEST
+
+/* Without F_SEAL_GROW the client may grow the file under the region: the
+ * region keeps its range, which stays readable and writable. */
+START_TEST(test_memfd_grown_after_registration)
+{
+	struct rdmamem_client *c;
+	char buf[8];
+	uint64_t id;
+	void *addr;
+	int m = memfd_create("grow", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	ck_assert_int_eq(ftruncate(m, 8192), 0);
+	ck_assert_int_eq(fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+	ck_assert_int_eq(rdmamem_register(c, m, 4096, 0, &id), 0);
+
+	ck_assert_int_eq(ftruncate(m, 1 << 20), 0);
+	ck_assert_int_eq(rdmamem_write(c, id, 4090, "abcdef", 6, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	addr = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0);
+	ck_assert_ptr_ne(addr, MAP_FAILED);
+	ck_assert_int_eq(memcmp((char *)addr + 4096 + 4090, "abcdef", 6), 0);
+	memcpy((char *)addr + 4096, "front", 5);
+	ck_assert_int_eq(rdmamem_read(c, id, 0, buf, 5, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "front", 5), 0);
+	/* The region is still 4096 bytes: the grown part is not in it. */
+	ck_assert_int_eq(rdmamem_read(c, id, 4096, buf, 1, 0), -ERANGE);
+	ck_assert_int_eq(rdmamem_write(c, id, 4095, "xy", 2, RDMAMEM_LOCK_EXCLUSIVE, 0), -ERANGE);
+	/* Grown again and punched: the range reads back zeros, no SIGBUS. */
+	ck_assert_int_eq(ftruncate(m, 2 << 20), 0);
+	ck_assert_int_eq(fallocate(m, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1 << 20), 0);
+	ck_assert_int_eq(rdmamem_read(c, id, 0, buf, 5, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "\0\0\0\0\0", 5), 0);
+	assert_good_served();
+	munmap(addr, 1 << 20);
+	close(m);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Another uid, with ids of regions and leases that exist (not its own) and
+ * ids that never did: each gets its named error. */
+static int foreign_ids(void *arg)
+{
+	const char *socket = arg;
+	struct rdmamem_client *c = NULL;
+	static const struct {
+		const char *method;
+		const char *params;
+		int err;
+	} calls[] = {
+		{ "io.rdmamemd.GetRegion", "{\"region\":\"%1$s\"}", -EACCES },
+		{ "io.rdmamemd.Read", "{\"region\":\"%1$s\",\"length\":\"1\"}", -EACCES },
+		{ "io.rdmamemd.Write", "{\"region\":\"%1$s\",\"data\":\"AA==\"}", -EACCES },
+		{ "io.rdmamemd.Lock", "{\"region\":\"%1$s\",\"mode\":\"shared\",\"timeout_ms\":0}",
+		  -EACCES },
+		{ "io.rdmamemd.Unregister", "{\"region\":\"%1$s\"}", -EACCES },
+		{ "io.rdmamemd.Share", "{\"region\":\"%1$s\",\"uid\":65534}", -EACCES },
+		{ "io.rdmamemd.RegisterOn", "{\"region\":\"%1$s\",\"devices\":[]}", -EACCES },
+		{ "io.rdmamemd.Copy",
+		  "{\"from\":{\"region\":\"%1$s\"},\"to\":{\"region\":\"%1$s\"},\"length\":\"1\"}",
+		  -EACCES },
+		{ "io.rdmamemd.Read", "{\"region\":\"%1$s\",\"length\":\"1\",\"lease\":\"%2$s\"}",
+		  -EACCES },
+		{ "io.rdmamemd.Unlock", "{\"lease\":\"%2$s\"}", -ENOENT },
+		{ "io.rdmamemd.RetryRegistration", "{\"region\":\"%1$s\",\"device\":\"x\"}", -EACCES },
+	};
+	char ids[2][24], params[256];
+	int code = 10;
+
+	if (rdmamem_client_connect(socket, &c) < 0)
+		return 1;
+	snprintf(ids[0], sizeof(ids[0]), "%llu", (unsigned long long)good_region);
+	snprintf(ids[1], sizeof(ids[1]), "%llu", (unsigned long long)good_lease);
+	for (size_t i = 0; i < ELEMENTSOF(calls); i++, code++) {
+		snprintf(params, sizeof(params), calls[i].params, ids[0], ids[1]);
+		if (rdmamem_call(c, calls[i].method, params, NULL, 0, NULL, NULL, NULL) !=
+		    calls[i].err)
+			return code;
+	}
+	/* Ids that never existed, and 0. */
+	for (size_t i = 0; i < 3; i++, code++) {
+		static const char *const none[] = { "424242", "0", "18446744073709551615" };
+
+		snprintf(params, sizeof(params), "{\"region\":\"%s\",\"length\":\"1\"}", none[i]);
+		if (rdmamem_call(c, "io.rdmamemd.Read", params, NULL, 0, NULL, NULL, NULL) != -ENOENT ||
+		    strcmp(rdmamem_client_error_name(c), RDMAMEM_ERROR_NO_SUCH_REGION))
+			return code;
+		snprintf(params, sizeof(params), "{\"lease\":\"%s\"}", none[i]);
+		if (rdmamem_call(c, "io.rdmamemd.Unlock", params, NULL, 0, NULL, NULL, NULL) != -ENOENT ||
+		    strcmp(rdmamem_client_error_name(c), RDMAMEM_ERROR_NO_SUCH_LEASE))
+			return code + 50;
+	}
+	/* The region does not show in its listing. */
+	{
+		char *reply = NULL;
+
+		if (rdmamem_call(c, "io.rdmamemd.ListRegions", NULL, NULL, 0, &reply, NULL, NULL) < 0 ||
+		    strstr(reply, "\"region\":"))
+			return 99;
+		free(reply);
+	}
+	rdmamem_client_close(c);
+	return 0;
+}
+
+START_TEST(test_foreign_and_unknown_ids)
+{
+	pid_t pid = fork();
+	int status;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 || setuid(OTHER_UID) < 0)
+			_exit(98);
+		_exit(foreign_ids(td.socket));
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status 0x%x", status);
+
+	/* Root's own connection may not use the other connection's lease
+	 * either, nor unknown ones. */
+	{
+		struct rdmamem_client *c = NULL;
+		char buf[1];
+
+		ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
+		ck_assert_int_eq(rdmamem_unlock(c, good_lease), -ENOENT);
+		ck_assert_int_eq(rdmamem_read(c, good_region, 0, buf, 1, good_lease), -ENOENT);
+		ck_assert_int_eq(rdmamem_read(c, 777777, 0, buf, 1, 0), -ENOENT);
+		ck_assert_int_eq(rdmamem_unregister(c, 777777), -ENOENT);
+		rdmamem_client_close(c);
+	}
+}
+END_TEST
+
+/*
+ * A client that sends calls with large answers and never reads: the daemon
+ * buffers a bounded amount (it stops reading the client's calls once
+ * output_max is queued), keeps serving others, and after output_stall_sec
+ * (30 s by default) of no progress drops the client and what it held.
+ */
+START_TEST(test_client_never_reads)
+{
+	char msg[256];
+	long rss0, peak = 0;
+	int fd = test_connect(td.socket), mfd, n_sent = 0;
+	cJSON *r;
+	bool gone = false;
+
+	ck_assert_int_eq(rdmamem_memfd_create("big", 4 << 20, &mfd, NULL), 0);
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd, 1);
+	close(mfd);
+	r = reply_on(fd, 10000);
+	ck_assert_ptr_null(test_reply_error(r));
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"region\":\"%s\",\"length\":"
+		 "\"4194304\"}}",
+		 cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "region")->valuestring);
+	cJSON_Delete(r);
+	/* One read, answered: the region's pages and the daemon's buffers for
+	 * one such answer are in the baseline; what grows beyond is what the
+	 * daemon queues for a client that does not read. */
+	r = test_call(fd, msg);
+	ck_assert_ptr_null(test_reply_error(r));
+	cJSON_Delete(r);
+	rss0 = test_rss_kib(td.pid);
+
+	/* 100 reads of 4 MiB: 560 MB of base64 if the daemon kept it all. */
+	ck_assert_int_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	for (int i = 0; i < 100; i++) {
+		size_t len = strlen(msg) + 1;
+
+		if (send(fd, msg, len, MSG_NOSIGNAL) != (ssize_t)len)
+			break;
+		n_sent++;
+	}
+	ck_assert_int_gt(n_sent, 20);
+
+	/* While it is stuck, others are served, and memory stays bounded;
+	 * then the daemon hangs up on it. */
+	for (int i = 0; i < 600 && !gone; i++) {
+		long rss = test_rss_kib(td.pid);
+
+		peak = rss > peak ? rss : peak;
+		assert_good_served();
+		gone = status_int("clients") == base.clients;
+		usleep(100000);
+	}
+	ck_assert_msg(gone, "the daemon kept a client that read nothing for 60 s");
+	ck_assert_msg(peak - rss0 < 64 * 1024,
+		      "the daemon's RSS grew by %ld KiB for one client that does not read",
+		      peak - rss0);
+	close(fd);
+}
+END_TEST
+
+/* Sends a Ping on fd and says whether it got through: 1 answered, 0 refused
+ * with TooManyConnections, -1 closed without a word. */
+static int flood_probe(int fd)
+{
+	static const char ping[] = "{\"method\":\"io.rdmamemd.Ping\"}";
+	char *text;
+	ssize_t n;
+	int res;
+
+	if (send(fd, ping, sizeof(ping), MSG_NOSIGNAL) != (ssize_t)sizeof(ping))
+		return -1;
+	n = test_recv_msg(fd, &text, 10000);
+	if (n <= 0)
+		return -1;
+	res = strstr(text, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS) ? 0 : strstr(text, "error") ? -2 : 1;
+	free(text);
+	return res;
+}
+
+/* Opens n connections at once, then probes each; counts by outcome. */
+static void flood(const char *socket, int n, int counts[3])
+{
+	int *fds = calloc(n, sizeof(int));
+
+	ck_assert_ptr_nonnull(fds);
+	for (int i = 0; i < n; i++)
+		fds[i] = test_connect(socket);
+	for (int i = 0; i < n; i++) {
+		int r = flood_probe(fds[i]);
+
+		ck_assert_int_ne(r, -2);
+		counts[r + 1]++;
+	}
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+}
+
+#define FLOOD_PER_UID 1000
+#define FLOOD_GLOBAL 1500
+
+static void flood_setup(void)
+{
+	static const char *const extra[] = { "--max-connections-per-uid", "1000",
+					     "--max-connections", "1500", NULL };
+	struct rlimit rl;
+
+	/* Room for 2500 connections here and in the daemon (which raises its
+	 * soft limit to the hard one it inherits). */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max < 8192)
+		rl.rlim_max = 8192;
+	rl.rlim_cur = rl.rlim_max;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	start(extra);
+}
+
+START_TEST(test_connection_flood)
+{
+	int counts[3] = {}, other[3] = {}, sync[2];
+	pid_t pid;
+	int status;
+
+	/* Root: the well-behaved client is one of its 1000. */
+	flood(td.socket, 1500, counts);
+	ck_assert_int_eq(counts[2], FLOOD_PER_UID - 1);
+	ck_assert_int_eq(counts[0] + counts[1], 1500 - (FLOOD_PER_UID - 1));
+	/* The first ones over the limit are told why; beyond a backlog of
+	 * such, the daemon just closes. */
+	ck_assert_int_gt(counts[1], 0);
+	assert_good_served();
+	/* Closed connections leave on the daemon's next turns. */
+	for (int i = 0; i < 500 && status_int("clients") != base.clients; i++)
+		usleep(10000);
+	ck_assert_int_eq(status_int("clients"), base.clients);
+
+	/* Root holds 999 + the good client; another uid gets the global
+	 * rest while root's connections stay open. */
+	{
+		int *held = calloc(FLOOD_PER_UID - 1, sizeof(int));
+
+		for (int i = 0; i < FLOOD_PER_UID - 1; i++) {
+			held[i] = test_connect(td.socket);
+			ck_assert_int_eq(flood_probe(held[i]), 1);
+		}
+		ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 ||
+			    setuid(OTHER_UID) < 0)
+				_exit(98);
+			flood(td.socket, 800, other);
+			_exit(write(sync[1], other, sizeof(other)) == sizeof(other) ? 0 : 97);
+		}
+		close(sync[1]);
+		ck_assert_int_eq(read(sync[0], other, sizeof(other)), sizeof(other));
+		close(sync[0]);
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		ck_assert_int_eq(other[2], FLOOD_GLOBAL - FLOOD_PER_UID);
+		ck_assert_int_eq(other[0] + other[1], 800 - (FLOOD_GLOBAL - FLOOD_PER_UID));
+		ck_assert_int_gt(other[1], 0);
+		assert_good_served();
+		close_many(held, FLOOD_PER_UID - 1);
+		free(held);
+	}
+}
+END_TEST
+
+/* Raw Lock without waiting for the answer. */
+static int lock_raw(uint64_t region, const char *mode, int timeout_ms)
+{
+	char msg[256];
+	int s = test_connect(td.socket);
+
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
+		 "\"mode\":\"%s\",\"timeout_ms\":%d}}",
+		 (unsigned long long)region, mode, timeout_ms);
+	test_send_msg(s, msg, NULL, 0);
+	return s;
+}
+
+/*
+ * A client killed with SIGKILL in the middle of a large copy (pool), a
+ * large write, a lock wait behind the good client's lease and a lock wait
+ * behind its own lease: the daemon finishes or drops the work and the
+ * good client keeps its lease and region.
+ */
+START_TEST(test_killed_mid_copy_and_lock_wait)
+{
+	int sync[2], status;
+	pid_t pid;
+	char ok;
+
+	ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rdmamem_client *c = NULL;
+		uint64_t a, b, d, lease;
+		char msg[300];
+		int mfd, raw[3];
+
+		if (rdmamem_client_connect(td.socket, &c) < 0 ||
+		    rdmamem_memfd_create("a", 64 << 20, &mfd, NULL) < 0 ||
+		    rdmamem_register(c, mfd, 0, 4096, &a) < 0 ||
+		    rdmamem_register(c, mfd, 0, 0, &b) < 0 || rdmamem_register(c, mfd, 0, 0, &d) < 0 ||
+		    rdmamem_lock(c, a, RDMAMEM_LOCK_EXCLUSIVE, -1, &lease) < 0)
+			_exit(1);
+		for (int i = 0; i < 3; i++)
+			raw[i] = test_connect(td.socket);
+		/* 64 MiB from b to d: split over pool threads, and the pages
+		 * are touched for the first time. */
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":"
+			 "\"%llu\"},\"to\":{\"region\":\"%llu\"},\"length\":\"67108864\"}}",
+			 (unsigned long long)b, (unsigned long long)d);
+		test_send_msg(raw[0], msg, NULL, 0);
+		/* Waits behind the good client's shared lease. */
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
+			 "\"mode\":\"exclusive\"}}",
+			 (unsigned long long)good_region);
+		test_send_msg(raw[1], msg, NULL, 0);
+		/* A write behind the exclusive lease, and a lock wait behind it
+		 * on the lease holder's own connection (sent, not waited for). */
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Write\",\"parameters\":{\"region\":\"%llu\","
+			 "\"data\":\"QUJD\"}}",
+			 (unsigned long long)a);
+		test_send_msg(raw[2], msg, NULL, 0);
+		snprintf(msg, sizeof(msg), "{\"region\":\"%llu\",\"mode\":\"shared\"}",
+			 (unsigned long long)a);
+		rdmamem_client_set_timeout(c, 0);
+		(void)rdmamem_call(c, "io.rdmamemd.Lock", msg, NULL, 0, NULL, NULL, NULL);
+		if (write(sync[1], "x", 1) != 1)
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	close(sync[1]);
+	ck_assert_int_eq(read(sync[0], &ok, 1), 1);
+	close(sync[0]);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	assert_good_served();
+}
+END_TEST
+
+/*
+ * Regression (fuzz-daemon): a connection that holds a lease and waits for
+ * another on the same region, then disconnects. Releasing the held lease
+ * granted the waiting one, whose call was already cancelled.
+ */
+START_TEST(test_disconnect_while_waiting_behind_own_lease)
+{
+	int fd = test_connect(td.socket), mfd;
+	char msg[256], *region;
+	cJSON *r;
+
+	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &mfd, NULL), 0);
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd, 1);
+	close(mfd);
+	r = reply_on(fd, 10000);
+	region = strdup(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "region")->valuestring);
+	cJSON_Delete(r);
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%s\",\"mode\":"
+		 "\"exclusive\"}}",
+		 region);
+	r = test_call(fd, msg);
+	ck_assert_ptr_null(test_reply_error(r));
+	cJSON_Delete(r);
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%s\",\"mode\":"
+		 "\"shared\"}}",
+		 region);
+	test_send_msg(fd, msg, NULL, 0);
+	/* The wait is queued once the region shows it. */
+	for (int i = 0; i < 500; i++) {
+		char params[64], *reply = NULL;
+
+		snprintf(params, sizeof(params), "{\"region\":\"%s\"}", region);
+		ck_assert_int_eq(rdmamem_call(good, "io.rdmamemd.GetRegion", params, NULL, 0, &reply,
+					      NULL, NULL),
+				 0);
+		if (strstr(reply, "\"waiting\":1")) {
+			free(reply);
+			break;
+		}
+		free(reply);
+		usleep(10000);
+	}
+	close(fd);
+	free(region);
+}
+END_TEST
+
+/* Waits (bounded) until the well-behaved client's region has n waiters. */
+static void wait_good_waiting(int n)
+{
+	char params[64];
+	int waiting = -1;
+
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\"}", (unsigned long long)good_region);
+	for (int i = 0; i < 500 && waiting != n; i++) {
+		cJSON *r = good_call("io.rdmamemd.GetRegion", params);
+
+		waiting = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "leases"), "waiting")->valueint;
+		cJSON_Delete(r);
+		if (waiting != n)
+			usleep(10000);
+	}
+	ck_assert_int_eq(waiting, n);
+}
+
+/*
+ * Regression (fuzz-daemon): a lock wait times out after the client shut
+ * down its reading side. Answering it fails, which closes the connection
+ * and releases its leases while the timeout handler still used one.
+ */
+START_TEST(test_lock_timeout_after_client_stopped_reading)
+{
+	int fd = lock_raw(good_region, "exclusive", 200);
+
+	/* The daemon has the call once the region shows the wait. No hang-up
+	 * for it to see: only its write will fail. */
+	wait_good_waiting(1);
+	ck_assert_int_eq(shutdown(fd, SHUT_RD), 0);
+	/* The answer to the timed-out wait cannot be delivered: the daemon
+	 * drops the connection (bounded wait for that). */
+	for (int i = 0; i < 500 && status_int("clients") != base.clients; i++)
+		usleep(10000);
+	ck_assert_int_eq(status_int("clients"), base.clients);
+	assert_good_served();
+	close(fd);
+}
+END_TEST
+
+/*
+ * Regression (fuzz-daemon): a client half-closes (shutdown(SHUT_WR)) while
+ * its call waits for a lock, then goes away. The daemon stopped watching the
+ * socket after the half-close and never saw the hang-up: the connection,
+ * its lock wait and everything it held stayed until the lock came free.
+ */
+START_TEST(test_half_close_then_vanish_while_waiting)
+{
+	int fd = lock_raw(good_region, "exclusive", -1);
+
+	wait_good_waiting(1);
+	ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+	/* Still waiting and still wanted: a half-close asks for the answer. */
+	assert_good_served();
+	ck_assert_int_eq(status_int("clients"), base.clients + 1);
+	close(fd);
+	/* The teardown's baseline check waits for the connection to go. */
+}
+END_TEST
+
+Suite *hostile_suite(void)
+{
+	Suite *s = suite_create("hostile");
+	TCase *tc = tcase_create("messages");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_invalid_utf8);
+	tcase_add_test(tc, test_deep_nesting);
+	tcase_add_test(tc, test_huge_numbers);
+	tcase_add_test(tc, test_duplicate_keys);
+	tcase_add_test(tc, test_wrong_types_everywhere);
+	tcase_add_test(tc, test_wrong_types_cover_the_idl);
+	tcase_add_test(tc, test_size_limit);
+	tcase_add_test(tc, test_trickle_with_fds);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fds");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_fds_without_message);
+	tcase_add_test(tc, test_too_many_fds);
+	tcase_add_test(tc, test_fds_of_every_kind);
+	tcase_add_test(tc, test_memfd_grown_after_registration);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("behaviour");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_foreign_and_unknown_ids);
+	tcase_add_test(tc, test_killed_mid_copy_and_lock_wait);
+	tcase_add_test(tc, test_disconnect_while_waiting_behind_own_lease);
+	tcase_add_test(tc, test_lock_timeout_after_client_stopped_reading);
+	tcase_add_test(tc, test_half_close_then_vanish_while_waiting);
+	suite_add_tcase(s, tc);
+
+	/* Waits out the daemon's 30 s output stall timeout. */
+	tc = tcase_create("slow-reader");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_client_never_reads);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("flood");
+	tcase_add_checked_fixture(tc, flood_setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_connection_flood);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Decoding of one request as the daemon does it: json_parse (strict UTF-8,
+ * depth, no \u0000, no repeated keys), varlink_call_parse, then json_dispatch
+ * of the parameters into field tables of every type the methods use, with
+ * the nested dispatch Copy does for its ends. Besides not crashing:
+ * - whatever parsed prints back to text that our own parser accepts (the
+ *   daemon echoes client strings in replies and error messages);
+ * - a value dispatch accepts is in range for its type;
+ * - base64 that is accepted decodes to the length it announced.
+ *
+ * Input: one message, up to its first NUL (the framing never hands out a
+ * NUL inside a message).
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "proto/base64.h"
+#include "proto/dispatch.h"
+#include "proto/json.h"
+#include "proto/varlink.h"
+
+struct any_params {
+	uint64_t u64;
+	uint32_t u32;
+	int64_t i64;
+	bool b;
+	const char *str;
+	cJSON *obj, *arr, *any;
+};
+
+#define F(name, type, member, flags) { name, type, offsetof(struct any_params, member), flags }
+
+/* Shapes of the daemon's tables: every type, optional and mandatory. */
+static const struct json_field tables[][9] = {
+	{
+		F("region", JSON_U64, u64, JSON_MANDATORY),
+		F("offset", JSON_U64, u64, 0),
+		F("length", JSON_U64, u64, 0),
+		F("timeout_ms", JSON_INT, i64, 0),
+		F("lease", JSON_U64, u64, 0),
+		F("mode", JSON_STRING, str, 0),
+		F("data", JSON_STRING, str, 0),
+		{},
+	},
+	{
+		F("from", JSON_OBJECT, obj, JSON_MANDATORY),
+		F("to", JSON_OBJECT, obj, JSON_MANDATORY),
+		F("length", JSON_U64, u64, JSON_MANDATORY),
+		F("mode", JSON_STRING, str, 0),
+		F("timeout_ms", JSON_INT, i64, 0),
+		{},
+	},
+	{
+		F("fd", JSON_INT, i64, 0),
+		F("offset", JSON_U64, u64, 0),
+		F("length", JSON_U64, u64, 0),
+		F("access", JSON_ARRAY, arr, 0),
+		F("devices", JSON_ANY, any, 0),
+		F("memory", JSON_STRING, str, 0),
+		F("gpu", JSON_U32, u32, 0),
+		F("ipc_handle", JSON_STRING, str, 0),
+		{},
+	},
+	{
+		F("qpn", JSON_U32, u32, JSON_MANDATORY),
+		F("readonly", JSON_BOOL, b, 0),
+		F("uid", JSON_INT, i64, 0),
+		F("data", JSON_STRING, str, 0),
+		{},
+	},
+	{ {} },
+};
+
+static const struct json_field end_fields[] = {
+	F("region", JSON_U64, u64, JSON_MANDATORY),
+	F("offset", JSON_U64, u64, 0),
+	F("lease", JSON_U64, u64, 0),
+	{},
+};
+
+static void check_dispatched(const struct json_field *fields, const struct any_params *p)
+{
+	for (const struct json_field *f = fields; f->name; f++)
+		if (f->type == JSON_INT)
+			fuzz_check(p->i64 >= -(int64_t)JSON_SAFE_INT_MAX &&
+				   p->i64 <= (int64_t)JSON_SAFE_INT_MAX);
+	if (p->str) {
+		size_t len = strlen(p->str);
+		ssize_t n = base64_decoded_len(p->str, len);
+
+		if (n >= 0) {
+			char *out = malloc(n + 1);
+
+			fuzz_check(out);
+			fuzz_check((size_t)n <= len / 4 * 3);
+			base64_decode(p->str, len, out);
+			free(out);
+		}
+	}
+}
+
+/* What the daemon would send back must be text it would itself accept. */
+static void check_printable(const cJSON *root)
+{
+	char *text = cJSON_PrintUnformatted(root);
+	const char *reason = NULL;
+	cJSON *again = NULL;
+
+	fuzz_check(text);
+	fuzz_check(json_parse(text, strlen(text), &again, &reason) == 0);
+	cJSON_Delete(again);
+	free(text);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct json_dispatch_error err;
+	const char *reason = NULL;
+	struct varlink_call vc;
+	cJSON *root = NULL;
+	size_t len = strnlen((const char *)data, size);
+	char *text;
+	int r;
+
+	text = malloc(len + 1);
+	fuzz_check(text);
+	memcpy(text, data, len);
+	text[len] = '\0';
+
+	r = json_parse(text, len, &root, &reason);
+	if (r < 0) {
+		fuzz_check(reason);
+		fuzz_check(r == -EBADMSG || r == -EILSEQ || r == -ELOOP || r == -ENOTUNIQ ||
+			   r == -ENOMEM);
+		free(text);
+		return 0;
+	}
+	check_printable(root);
+
+	r = varlink_call_parse(root, &vc, &reason);
+	if (r < 0) {
+		fuzz_check(r == -EBADMSG && reason);
+		goto out;
+	}
+	fuzz_check(varlink_method_name_is_valid(vc.method));
+	fuzz_check(vc.interface_len < strlen(vc.method));
+	fuzz_check(!(vc.oneway && vc.more));
+
+	for (size_t t = 0; t < ELEMENTSOF(tables); t++) {
+		struct any_params p = {};
+
+		if (json_dispatch(vc.parameters, tables[t], &p, &err) < 0) {
+			fuzz_check(err.reason);
+			continue;
+		}
+		check_dispatched(tables[t], &p);
+		if (p.obj) {
+			struct any_params e = {};
+
+			if (json_dispatch(p.obj, end_fields, &e, &err) == 0)
+				check_dispatched(end_fields, &e);
+		}
+		if (p.arr) {
+			const cJSON *item;
+			uint64_t v;
+
+			cJSON_ArrayForEach(item, p.arr)
+				(void)json_to_u64(item, &v);
+		}
+	}
+out:
+	cJSON_Delete(root);
+	free(text);
+	return 0;
+}
