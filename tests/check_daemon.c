@@ -71,22 +71,6 @@ START_TEST(test_get_info)
 }
 END_TEST
 
-static char *read_file(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf;
-	long len;
-
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	buf = calloc(1, len + 1);
-	ck_assert_int_eq(fread(buf, 1, len, f), len);
-	fclose(f);
-	return buf;
-}
-
 START_TEST(test_get_interface_description)
 {
 	static const char *const files[] = { "io.rdmamemd", "org.varlink.service" };
@@ -103,7 +87,7 @@ START_TEST(test_get_interface_description)
 			 files[k]);
 		reply = test_call(fd, call);
 		snprintf(path, sizeof(path), "%s/proto/%s.varlink", SRC_DIR, files[k]);
-		want = read_file(path);
+		want = test_read_file(path);
 		ck_assert_str_eq(str_of(params_of(reply), "description"), want);
 		free(want);
 		cJSON_Delete(reply);

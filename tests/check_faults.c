@@ -44,22 +44,6 @@ static void start_logging(void)
 	test_daemon_child_setup = NULL;
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "re");
-	char *buf;
-	long len;
-
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	buf = calloc(1, len + 1);
-	ck_assert_int_eq(fread(buf, 1, len, f), len);
-	fclose(f);
-	return buf;
-}
-
 static uint64_t register_fd(int sock, int fd)
 {
 	uint64_t id;
@@ -80,7 +64,9 @@ static uint64_t register_fd(int sock, int fd)
 	return id;
 }
 
-static int region_waiting(int sock, uint64_t region)
+/* A count from GetRegion: leases.waiting (leases queued) or lock.waiters
+ * (requests queued on the region's lock, leases and transfers alike). */
+static int region_count(int sock, uint64_t region, const char *object, const char *field)
 {
 	char msg[128];
 	cJSON *r;
@@ -90,29 +76,21 @@ static int region_waiting(int sock, uint64_t region)
 		 "{\"method\":\"io.rdmamemd.GetRegion\",\"parameters\":{\"region\":\"%llu\"}}",
 		 (unsigned long long)region);
 	r = test_call(sock, msg);
-	n = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "leases"),
-				"waiting")
+	n = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), object),
+				field)
 		    ->valueint;
 	cJSON_Delete(r);
 	return n;
 }
 
-/* Requests queued on the region's lock (leases and transfers alike). */
+static int region_waiting(int sock, uint64_t region)
+{
+	return region_count(sock, region, "leases", "waiting");
+}
+
 static int region_lock_waiters(int sock, uint64_t region)
 {
-	char msg[128];
-	cJSON *r;
-	int n;
-
-	snprintf(msg, sizeof(msg),
-		 "{\"method\":\"io.rdmamemd.GetRegion\",\"parameters\":{\"region\":\"%llu\"}}",
-		 (unsigned long long)region);
-	r = test_call(sock, msg);
-	n = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "lock"),
-				"waiters")
-		    ->valueint;
-	cJSON_Delete(r);
-	return n;
+	return region_count(sock, region, "lock", "waiters");
 }
 
 /* Reads everything a connection still gets: each message must be a valid
@@ -245,7 +223,7 @@ START_TEST(test_sigterm_with_work_in_flight)
 	ck_assert_int_eq(rdmamem_ping(holder), -ECONNRESET);
 
 	test_daemon_wait_exit(&td, false);
-	log = slurp(log_path);
+	log = test_read_file(log_path);
 	ck_assert_ptr_nonnull(strstr(log, "Stopped"));
 	/* from, to, three small ones and the holder's. */
 	assert_log_released_everything(log, 6);

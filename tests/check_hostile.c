@@ -639,18 +639,9 @@ END_TEST
 START_TEST(test_wrong_types_cover_the_idl)
 {
 	char path[512], *idl, *p;
-	FILE *f;
-	long len;
 
 	snprintf(path, sizeof(path), "%s/proto/io.rdmamemd.varlink", SRC_DIR);
-	f = fopen(path, "re");
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	idl = calloc(1, len + 1);
-	ck_assert_int_eq(fread(idl, 1, len, f), len);
-	fclose(f);
+	idl = test_read_file(path);
 
 	for (p = idl; (p = strstr(p, "\nmethod ")); ) {
 		char method[128], *open, *close_paren;

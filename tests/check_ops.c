@@ -301,8 +301,6 @@ START_TEST(test_config_round_trip)
 				   "--print-config", NULL };
 	const char *defaults[] = { DAEMON_BIN, "--config", "/dev/null", "--print-config", NULL };
 	char *out, *err, *again, *shipped_text;
-	FILE *f;
-	long n;
 
 	ck_assert_int_eq(test_run(shipped, &out, &err), 0);
 	free(out);
@@ -310,14 +308,7 @@ START_TEST(test_config_round_trip)
 
 	/* Every key that --print-config knows appears in the shipped file. */
 	ck_assert_int_eq(test_run(defaults, &out, &err), 0);
-	f = fopen(SRC_DIR "/config/rdmamemd.conf", "re");
-	ck_assert_ptr_nonnull(f);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	shipped_text = calloc(1, (size_t)n + 1);
-	ck_assert_int_eq(fread(shipped_text, 1, (size_t)n, f), n);
-	fclose(f);
+	shipped_text = test_read_file(SRC_DIR "/config/rdmamemd.conf");
 	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
 		char key[64];
 

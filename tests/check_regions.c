@@ -99,23 +99,6 @@ static int as_other_user(int (*fn)(void *arg), void *arg)
 	return WEXITSTATUS(status);
 }
 
-/* Mappings of client memfds in the daemon: what regions keep alive. */
-static int daemon_memfd_maps(void)
-{
-	char path[64], line[512];
-	FILE *f;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)td.pid);
-	f = fopen(path, "re");
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "/memfd:"))
-			n++;
-	fclose(f);
-	return n;
-}
-
 static uint64_t status_field(const char *name)
 {
 	struct rdmamem_client *c = client();
@@ -967,7 +950,7 @@ START_TEST(test_disconnect_leaves_nothing)
 
 	test_assert_serving(td.socket);
 	fds_before = test_settled_fds(td.pid);
-	maps_before = daemon_memfd_maps();
+	maps_before = test_memfd_maps(td.pid);
 	ck_assert_int_eq(maps_before, 0);
 	ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
 
@@ -1026,7 +1009,7 @@ START_TEST(test_disconnect_leaves_nothing)
 	/* The status calls above opened and closed connections of their own. */
 	test_assert_serving(td.socket);
 	ck_assert_int_eq(test_settled_fds(td.pid), fds_before);
-	ck_assert_int_eq(daemon_memfd_maps(), 0);
+	ck_assert_int_eq(test_memfd_maps(td.pid), 0);
 }
 END_TEST
 

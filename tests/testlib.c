@@ -242,6 +242,23 @@ int test_settled_fds(pid_t pid)
 	return last;
 }
 
+char *test_read_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	long len;
+
+	ck_assert_msg(f, "%s: %m", path);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	rewind(f);
+	buf = calloc(1, len + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(fread(buf, 1, len, f), len);
+	fclose(f);
+	return buf;
+}
+
 int test_memfd_maps(pid_t pid)
 {
 	char path[64], line[512];

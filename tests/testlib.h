@@ -57,6 +57,8 @@ int test_settled_fds(pid_t pid);
 
 /* Lines of /proc/PID/maps that map a memfd: what regions keep alive. */
 int test_memfd_maps(pid_t pid);
+/* The whole file, NUL-terminated; free() it. */
+char *test_read_file(const char *path);
 /* VmRSS of a process, in KiB. */
 long test_rss_kib(pid_t pid);
 
