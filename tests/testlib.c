@@ -164,6 +164,45 @@ void test_daemon_start(struct test_daemon *td, const char *const *extra_args)
 	test_daemon_start_argv(td, argv);
 }
 
+/* Where each thread of a process that will not exit is waiting, for the
+ * failure message: "tid:state:wchan" per thread. */
+static void describe_threads(pid_t pid, char *buf, size_t size)
+{
+	char path[320], wchan[64], stat[512], *state;
+	struct dirent *de;
+	size_t len = 0;
+	DIR *d;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((de = readdir(d)) && len < size) {
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		wchan[0] = stat[0] = '\0';
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", (int)pid, de->d_name);
+		if ((f = fopen(path, "re"))) {
+			if (!fgets(wchan, sizeof(wchan), f))
+				wchan[0] = '\0';
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, de->d_name);
+		if ((f = fopen(path, "re"))) {
+			if (!fgets(stat, sizeof(stat), f))
+				stat[0] = '\0';
+			fclose(f);
+		}
+		state = strrchr(stat, ')');
+		len += snprintf(buf + len, size - len, " %s:%c:%s", de->d_name,
+				state && state[1] ? state[2] : '?', wchan[0] ? wchan : "-");
+	}
+	closedir(d);
+}
+
 static int wait_exit(pid_t pid, int timeout_ms)
 {
 	long long deadline = mono_msec() + timeout_ms;
@@ -175,6 +214,11 @@ static int wait_exit(pid_t pid, int timeout_ms)
 		if (r == pid)
 			return status;
 		if (mono_msec() > deadline) {
+			char threads[1024];
+
+			describe_threads(pid, threads, sizeof(threads));
+			fprintf(stderr, "pid %d did not exit in %d ms; threads (tid:state:wchan):%s\n",
+				(int)pid, timeout_ms, threads);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			return -1;

@@ -16,7 +16,8 @@ VM_TIMEOUT ?= 600
 # Copied into the VM at their host paths: the tests find them through BUILD_DIR.
 VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rdma-peer)
 # Host settings that narrow or tune the test run travel into the VM.
-VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS,\
+VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS \
+              TSAN_OPTIONS,\
               $(if $($(v)),$(v)='$($(v))'))
 
 .PHONY: vmtest vmbench
