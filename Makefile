@@ -159,8 +159,10 @@ $(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
-# The test runner links the daemon's modules (not its main) and the client.
-$(B)/test-rdmamemd: $(TEST_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(LIB_A)
+# The test runner links the daemon's modules (not its main) and the client;
+# the cuda suite the fuzzers' fake driver.
+$(B)/test-rdmamemd: $(TEST_OBJS) $(B)/tests/fuzz/fake-cuda.o \
+		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK) $(LIBS_DL)
 

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The CUDA layer without a GPU: how cu_load() fails on a host with no driver,
- * and, against a fake driver installed with cu_set_ops(), the parts that are
- * our own logic: the CUresult table, the context guard's push/pop and
- * primary-context fallback, unwinding of failed imports, retain balance,
- * dma-buf alignment and CLOEXEC. tests/gpu/cuda-smoke.c does the same
- * against the real driver on a GPU machine.
+ * and, against the fuzzers' fake driver (tests/fuzz/fake-cuda.c) installed
+ * with cu_set_ops(), the parts that are our own logic: the CUresult table,
+ * the context guard's push/pop and primary-context fallback, unwinding of
+ * failed imports, retain balance, dma-buf alignment and CLOEXEC.
+ * tests/gpu/cuda-smoke.c does the same against the real driver on a GPU
+ * machine.
  *
- * Every case relies on CK_FORK: cu_load() runs once per process.
+ * Every case relies on CK_FORK: cu_load() runs once per process, and the
+ * fake's knobs and counts start afresh in each.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -57,401 +59,14 @@ START_TEST(test_no_driver)
 END_TEST
 
 #if HAVE_CUDA_H
-#include "daemon/cuda-ops.h"
+#include "tests/fuzz/fake-cuda.h"
 
-#define N_DEV 2
-#define GRAN (2UL << 20)
-
-struct fake_alloc {
-	CUdeviceptr base;
-	size_t size;
-	CUcontext ctx;		/* NULL: a VMM mapping */
-	int device;
-	bool used;
-};
-
-static int ctx_tags[N_DEV + 1];
-#define FAKE_PRIMARY(d) ((CUcontext)&ctx_tags[d])
-#define FAKE_OTHER_CTX ((CUcontext)&ctx_tags[N_DEV])
-
-static struct fake_alloc allocs[16];
-static int primary_refs[N_DEV];
-static int n_handles, n_reserved, n_mapped;
-static int fake_version = 13000;
-static CUresult fake_init_result, fake_copy_result, fake_map_result;
-static CUcontext last_copy_ctx, last_register_ctx;
-static unsigned last_register_flags;
-static CUdeviceptr last_dmabuf_base;
-static size_t last_dmabuf_size;
-static __thread CUcontext stack[8];
-static __thread int depth;
-
-static struct fake_alloc *find(CUdeviceptr p)
-{
-	for (size_t i = 0; i < ELEMENTSOF(allocs); i++)
-		if (allocs[i].used && p >= allocs[i].base && p < allocs[i].base + allocs[i].size)
-			return &allocs[i];
-	return NULL;
-}
-
-static struct fake_alloc *add(size_t size, CUcontext ctx, int device)
-{
-	for (size_t i = 0; i < ELEMENTSOF(allocs); i++) {
-		if (allocs[i].used)
-			continue;
-		/* aligned_alloc() wants a multiple of the alignment. */
-		allocs[i] = (struct fake_alloc){
-			.base = (uintptr_t)aligned_alloc(GRAN, (size + GRAN - 1) / GRAN * GRAN),
-			.size = size, .ctx = ctx, .device = device, .used = true };
-		return &allocs[i];
-	}
-	return NULL;
-}
-
-static void drop(struct fake_alloc *a)
-{
-	free((void *)(uintptr_t)a->base);
-	a->used = false;
-}
-
-static CUcontext current(void)
-{
-	return depth ? stack[depth - 1] : NULL;
-}
-
-static CUresult f_init(unsigned flags)
-{
-	(void)flags;
-	return fake_init_result;
-}
-
-static CUresult f_version(int *v)
-{
-	*v = fake_version;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_error_name(CUresult res, const char **s)
-{
-	switch (res) {
-	case CUDA_ERROR_OUT_OF_MEMORY:
-		*s = "CUDA_ERROR_OUT_OF_MEMORY";
-		return CUDA_SUCCESS;
-	case CUDA_ERROR_INVALID_VALUE:
-		*s = "CUDA_ERROR_INVALID_VALUE";
-		return CUDA_SUCCESS;
-	case CUDA_ERROR_NO_DEVICE:
-		*s = "CUDA_ERROR_NO_DEVICE";
-		return CUDA_SUCCESS;
-	default:
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-}
-
-static CUresult f_error_string(CUresult res, const char **s)
-{
-	if (res != CUDA_ERROR_OUT_OF_MEMORY)
-		return CUDA_ERROR_INVALID_VALUE;
-	*s = "out of memory";
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_count(int *n)
-{
-	*n = N_DEV;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_get(CUdevice *d, int ordinal)
-{
-	if (ordinal < 0 || ordinal >= N_DEV)
-		return CUDA_ERROR_INVALID_DEVICE;
-	*d = ordinal;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_retain(CUcontext *ctx, CUdevice d)
-{
-	primary_refs[d]++;
-	*ctx = FAKE_PRIMARY(d);
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_release(CUdevice d)
-{
-	ck_assert_int_gt(primary_refs[d], 0);
-	primary_refs[d]--;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_push(CUcontext c)
-{
-	ck_assert_int_lt(depth, 8);
-	stack[depth++] = c;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_pop(CUcontext *c)
-{
-	if (!depth)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	*c = stack[--depth];
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_get_current(CUcontext *c)
-{
-	*c = current();
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_attr(void *data, CUpointer_attribute attr, CUdeviceptr p)
-{
-	struct fake_alloc *a = find(p);
-
-	if (!a)
-		return CUDA_ERROR_INVALID_VALUE;
-	switch (attr) {
-	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = a->ctx;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*(int *)data = a->device;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-		*(CUmemorytype *)data = CU_MEMORYTYPE_DEVICE;
-		return CUDA_SUCCESS;
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-}
-
-static CUresult f_range(CUdeviceptr *base, size_t *size, CUdeviceptr p)
-{
-	struct fake_alloc *a = find(p);
-
-	/* The driver's behaviour with another device's context current. */
-	if (!a || (a->ctx && current() != a->ctx) || (!a->ctx && !current()))
-		return CUDA_ERROR_NOT_FOUND;
-	*base = a->base;
-	*size = a->size;
-	return CUDA_SUCCESS;
-}
-
-/* Copies need a context, as with the real driver. */
-static CUresult copy(void *dst, const void *src, size_t n)
-{
-	if (!current())
-		return CUDA_ERROR_INVALID_CONTEXT;
-	last_copy_ctx = current();
-	if (fake_copy_result != CUDA_SUCCESS)
-		return fake_copy_result;
-	memcpy(dst, src, n);
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_htod(CUdeviceptr dst, const void *src, size_t n)
-{
-	return copy((void *)(uintptr_t)dst, src, n);
-}
-
-static CUresult f_dtoh(void *dst, CUdeviceptr src, size_t n)
-{
-	return copy(dst, (const void *)(uintptr_t)src, n);
-}
-
-static CUresult f_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-	return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-}
-
-static CUresult f_host_register(void *p, size_t n, unsigned flags)
-{
-	(void)p;
-	(void)n;
-	last_register_ctx = current();
-	last_register_flags = flags;
-	return current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-}
-
-static CUresult f_host_unregister(void *p)
-{
-	(void)p;
-	return current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-}
-
-static CUresult f_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
-{
-	struct fake_alloc *a;
-
-	ck_assert_uint_eq(flags, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-	if (!current())
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if ((unsigned char)h.reserved[0] == 0x5a)
-		return CUDA_ERROR_INVALID_VALUE;
-	/* The allocation lives on the device named in the handle's byte 1. */
-	a = add(1 << 20, current(), h.reserved[1]);
-	*p = a->base;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_ipc_close(CUdeviceptr p)
-{
-	struct fake_alloc *a = find(p);
-
-	if (!a || a->ctx != current())
-		return CUDA_ERROR_INVALID_CONTEXT;
-	drop(a);
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_import(CUmemGenericAllocationHandle *h, void *fd,
-			 CUmemAllocationHandleType type)
-{
-	if ((intptr_t)fd < 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-		return CUDA_ERROR_INVALID_VALUE;
-	n_handles++;
-	*h = 0x1000 + (CUmemGenericAllocationHandle)n_handles;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
-{
-	(void)h;
-	*prop = (CUmemAllocationProp){ .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-				       .location = { CU_MEM_LOCATION_TYPE_DEVICE, 1 } };
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_gran(size_t *g, const CUmemAllocationProp *prop,
-		       CUmemAllocationGranularity_flags flags)
-{
-	(void)prop;
-	(void)flags;
-	*g = GRAN;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
-			  unsigned long long flags)
-{
-	(void)align;
-	(void)addr;
-	(void)flags;
-	*p = (uintptr_t)aligned_alloc(GRAN, (size + GRAN - 1) / GRAN * GRAN);
-	n_reserved++;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_free(CUdeviceptr p, size_t size)
-{
-	(void)size;
-	free((void *)(uintptr_t)p);
-	n_reserved--;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-		      unsigned long long flags)
-{
-	(void)offset;
-	(void)h;
-	(void)flags;
-	if (fake_map_result != CUDA_SUCCESS)
-		return fake_map_result;
-	/* Track the range as context-less device memory of device 1. */
-	for (size_t i = 0; i < ELEMENTSOF(allocs); i++) {
-		if (allocs[i].used)
-			continue;
-		allocs[i] = (struct fake_alloc){ .base = p, .size = size, .device = 1,
-						 .used = true };
-		break;
-	}
-	n_mapped++;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_unmap(CUdeviceptr p, size_t size)
-{
-	struct fake_alloc *a = find(p);
-
-	(void)size;
-	if (!a)
-		return CUDA_ERROR_INVALID_VALUE;
-	a->used = false;	/* the reservation's memory goes with f_free */
-	n_mapped--;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *d, size_t n)
-{
-	(void)p;
-	(void)size;
-	ck_assert_uint_eq(n, 1);
-	ck_assert_int_eq(d->location.id, 1);
-	ck_assert_int_eq(d->flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_mem_release(CUmemGenericAllocationHandle h)
-{
-	(void)h;
-	n_handles--;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
-			 unsigned long long flags)
-{
-	int fds[2];
-
-	(void)flags;
-	ck_assert_int_eq(type, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD);
-	last_dmabuf_base = p;
-	last_dmabuf_size = size;
-	/* Without O_CLOEXEC, as a driver may hand it out. */
-	ck_assert_int_eq(pipe(fds), 0);
-	close(fds[1]);
-	*(int *)handle = fds[0];
-	return CUDA_SUCCESS;
-}
-
-static const struct cu_ops fake_ops = {
-	.cuInit = f_init,
-	.cuDriverGetVersion = f_version,
-	.cuGetErrorName = f_error_name,
-	.cuGetErrorString = f_error_string,
-	.cuDeviceGetCount = f_count,
-	.cuDeviceGet = f_get,
-	.cuDevicePrimaryCtxRetain = f_retain,
-	.cuDevicePrimaryCtxRelease = f_release,
-	.cuCtxPushCurrent = f_push,
-	.cuCtxPopCurrent = f_pop,
-	.cuCtxGetCurrent = f_get_current,
-	.cuPointerGetAttribute = f_attr,
-	.cuMemGetAddressRange = f_range,
-	.cuMemcpyHtoD = f_htod,
-	.cuMemcpyDtoH = f_dtoh,
-	.cuMemcpyDtoD = f_dtod,
-	.cuMemHostRegister = f_host_register,
-	.cuMemHostUnregister = f_host_unregister,
-	.cuIpcOpenMemHandle = f_ipc_open,
-	.cuIpcCloseMemHandle = f_ipc_close,
-	.cuMemImportFromShareableHandle = f_import,
-	.cuMemGetAllocationPropertiesFromHandle = f_props,
-	.cuMemGetAllocationGranularity = f_gran,
-	.cuMemAddressReserve = f_reserve,
-	.cuMemAddressFree = f_free,
-	.cuMemMap = f_map,
-	.cuMemUnmap = f_unmap,
-	.cuMemSetAccess = f_access,
-	.cuMemRelease = f_mem_release,
-	.cuMemGetHandleForAddressRange = f_dmabuf,
-};
+#define N_DEV FAKE_CUDA_DEVICES
+#define GRAN FAKE_CUDA_GRAN
 
 static void fake_setup(void)
 {
-	ck_assert_int_eq(cu_set_ops(&fake_ops), 0);
+	ck_assert_int_eq(cu_set_ops(&fake_cu_ops), 0);
 }
 
 static void load_fake(void)
@@ -463,14 +78,14 @@ static void load_fake(void)
 START_TEST(test_set_ops_after_load)
 {
 	load_fake();
-	ck_assert_int_eq(cu_set_ops(&fake_ops), -EBUSY);
+	ck_assert_int_eq(cu_set_ops(&fake_cu_ops), -EBUSY);
 	ck_assert_ptr_nonnull(cu_get_ops());
 }
 END_TEST
 
 START_TEST(test_old_driver)
 {
-	fake_version = 11080;
+	fake_cuda.version = 11080;
 	ck_assert_int_eq(cu_load(), -ENOSYS);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "CUDA 11.8"));
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "12.0 or later"));
@@ -480,7 +95,7 @@ END_TEST
 
 START_TEST(test_no_device)
 {
-	fake_init_result = CUDA_ERROR_NO_DEVICE;
+	fake_cuda.init_result = CUDA_ERROR_NO_DEVICE;
 	ck_assert_int_eq(cu_load(), -ENODEV);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "CUDA_ERROR_NO_DEVICE"));
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuInit)"));
@@ -499,65 +114,65 @@ START_TEST(test_errno_table)
 		{ CUDA_ERROR_NOT_SUPPORTED, -EOPNOTSUPP }, { CUDA_ERROR_NO_DEVICE, -ENODEV },
 		{ CUDA_ERROR_ECC_UNCORRECTABLE, -EIO },	{ CUDA_ERROR_ILLEGAL_ADDRESS, -EIO },
 	};
-	struct fake_alloc *a;
 	uint8_t b[8] = {};
+	CUdeviceptr p;
 
 	load_fake();
-	a = add(GRAN, FAKE_OTHER_CTX, 0);
+	p = fake_cuda_alloc(GRAN, fake_cuda_own_ctx(), 0);
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-		fake_copy_result = cases[i].res;
-		ck_assert_int_eq(cu_copy_htod(a->base, b, sizeof(b)), cases[i].err);
+		fake_cuda.copy_result = cases[i].res;
+		ck_assert_int_eq(cu_copy_htod(p, b, sizeof(b)), cases[i].err);
 		ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemcpyHtoD)"));
 	}
-	fake_copy_result = CUDA_ERROR_OUT_OF_MEMORY;
-	cu_copy_htod(a->base, b, sizeof(b));
+	fake_cuda.copy_result = CUDA_ERROR_OUT_OF_MEMORY;
+	cu_copy_htod(p, b, sizeof(b));
 	ck_assert_str_eq(cu_last_error(), "CUDA_ERROR_OUT_OF_MEMORY: out of memory (cuMemcpyHtoD)");
 	/* A code without a name still says which call and which code. */
-	fake_copy_result = CUDA_ERROR_ECC_UNCORRECTABLE;
-	cu_copy_htod(a->base, b, sizeof(b));
+	fake_cuda.copy_result = CUDA_ERROR_ECC_UNCORRECTABLE;
+	cu_copy_htod(p, b, sizeof(b));
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "CUresult 214 (cuMemcpyHtoD)"));
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
 END_TEST
 
 START_TEST(test_guard_own_context)
 {
 	struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
-	struct fake_alloc *a;
+	CUdeviceptr p;
 
 	load_fake();
-	a = add(GRAN, FAKE_OTHER_CTX, 0);
-	ck_assert_int_eq(cu_ctx_guard_enter(a->base + 17, &g), 0);
-	ck_assert_ptr_eq(current(), FAKE_OTHER_CTX);
+	p = fake_cuda_alloc(GRAN, fake_cuda_own_ctx(), 0);
+	ck_assert_int_eq(cu_ctx_guard_enter(p + 17, &g), 0);
+	ck_assert_ptr_eq(fake_cuda_current(), fake_cuda_own_ctx());
 	ck_assert_int_eq(g.primary, -1);
-	ck_assert_int_eq(primary_refs[0] + primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0] + fake_cuda.primary_refs[1], 0);
 	cu_ctx_guard_exit(&g);
-	ck_assert_ptr_null(current());
+	ck_assert_ptr_null(fake_cuda_current());
 	cu_ctx_guard_exit(&g);	/* idempotent */
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
 END_TEST
 
 START_TEST(test_guard_primary_fallback)
 {
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
-	struct fake_alloc *a;
 	CUcontext popped;
+	CUdeviceptr p;
 
 	load_fake();
-	a = add(GRAN, NULL, 1);
+	p = fake_cuda_alloc(GRAN, NULL, 1);
 	/* Whatever the thread had current comes back. */
-	f_push(FAKE_OTHER_CTX);
-	ck_assert_int_eq(cu_ctx_guard_enter(a->base, &g), 0);
-	ck_assert_ptr_eq(current(), FAKE_PRIMARY(1));
+	fake_cu_ops.cuCtxPushCurrent(fake_cuda_own_ctx());
+	ck_assert_int_eq(cu_ctx_guard_enter(p, &g), 0);
+	ck_assert_ptr_eq(fake_cuda_current(), fake_cuda_primary(1));
 	ck_assert_int_eq(g.primary, 1);
-	ck_assert_int_eq(primary_refs[1], 1);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
 	cu_ctx_guard_exit(&g);
-	ck_assert_ptr_eq(current(), FAKE_OTHER_CTX);
-	ck_assert_int_eq(primary_refs[1], 0);
+	ck_assert_ptr_eq(fake_cuda_current(), fake_cuda_own_ctx());
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 0);
-	f_pop(&popped);
+	fake_cu_ops.cuCtxPopCurrent(&popped);
 }
 END_TEST
 
@@ -573,7 +188,7 @@ START_TEST(test_guard_host_pointer)
 	ck_assert_int_eq(cu_copy_dtoh(&x, (uintptr_t)&x, sizeof(x)), -EINVAL);
 	ck_assert_int_eq(cu_pointer_device((uintptr_t)&x, &dev), 0);
 	ck_assert_int_eq(dev, 7);
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
 END_TEST
 
@@ -591,8 +206,8 @@ static void *copy_thread(void *p)
 	char buf[8];
 
 	t->r = cu_copy_dtoh(buf, t->dptr, sizeof(buf));
-	t->copy_ctx = last_copy_ctx;
-	t->depth_after = depth;
+	t->copy_ctx = fake_cuda.last_copy_ctx;
+	t->depth_after = fake_cuda_depth();
 	snprintf(t->error, sizeof(t->error), "%s", cu_last_error());
 	return NULL;
 }
@@ -601,23 +216,23 @@ static void *copy_thread(void *p)
 START_TEST(test_guard_other_thread)
 {
 	struct thread_arg t = {};
-	struct fake_alloc *a;
 	pthread_t th;
+	CUdeviceptr p;
 	int x;
 
 	load_fake();
-	a = add(GRAN, NULL, 1);
-	t.dptr = a->base;
+	p = fake_cuda_alloc(GRAN, NULL, 1);
+	t.dptr = p;
 	ck_assert_int_eq(pthread_create(&th, NULL, copy_thread, &t), 0);
 	pthread_join(th, NULL);
 	ck_assert_int_eq(t.r, 0);
-	ck_assert_ptr_eq(t.copy_ctx, FAKE_PRIMARY(1));
+	ck_assert_ptr_eq(t.copy_ctx, fake_cuda_primary(1));
 	ck_assert_int_eq(t.depth_after, 0);
-	ck_assert_int_eq(primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 
 	ck_assert_int_eq(cu_copy_dtoh(&x, (uintptr_t)&x, sizeof(x)), -EINVAL);
-	t.dptr = a->base;
-	fake_copy_result = CUDA_ERROR_OUT_OF_MEMORY;
+	t.dptr = p;
+	fake_cuda.copy_result = CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_create(&th, NULL, copy_thread, &t);
 	pthread_join(th, NULL);
 	ck_assert_int_eq(t.r, -ENOMEM);
@@ -638,8 +253,8 @@ START_TEST(test_vmm_granularity)
 	ck_assert_uint_eq(m.dptr, 0xdead);	/* untouched on failure */
 	ck_assert_int_eq(cu_vmm_import(3, 0, &m), -EINVAL);
 	ck_assert_int_eq(cu_vmm_import(-EBADF, GRAN, &m), -EBADF);
-	ck_assert_int_eq(n_handles, 0);
-	ck_assert_int_eq(primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda.n_handles, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 }
 END_TEST
 
@@ -648,12 +263,12 @@ START_TEST(test_vmm_map_failure_unwinds)
 	struct cu_vmm_map m = {};
 
 	load_fake();
-	fake_map_result = CUDA_ERROR_INVALID_VALUE;
+	fake_cuda.map_result = CUDA_ERROR_INVALID_VALUE;
 	ck_assert_int_eq(cu_vmm_import(3, 4 * GRAN, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemMap)"));
-	ck_assert_int_eq(n_handles, 0);
-	ck_assert_int_eq(n_reserved, 0);
-	ck_assert_int_eq(primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda.n_handles, 0);
+	ck_assert_int_eq(fake_cuda.n_reserved, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 0);
 }
 END_TEST
@@ -667,23 +282,27 @@ START_TEST(test_vmm_import_copy_release)
 	ck_assert_int_eq(cu_vmm_import(3, 4 * GRAN, &m), 0);
 	ck_assert_int_eq(m.device, 1);
 	ck_assert_uint_eq(m.size, 4 * GRAN);
-	ck_assert_int_eq(n_handles, 1);
-	ck_assert_int_eq(n_mapped, 1);
+	ck_assert_int_eq(fake_cuda.n_handles, 1);
+	ck_assert_int_eq(fake_cuda.n_mapped, 1);
+	/* Read and write access for the device the memory lives on. */
+	ck_assert_uint_eq(fake_cuda.last_access_count, 1);
+	ck_assert_int_eq(fake_cuda.last_access.location.id, 1);
+	ck_assert_int_eq(fake_cuda.last_access.flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
 	ck_assert_int_eq(cu_pointer_device(m.dptr + 5, NULL), 1);
 
 	ck_assert_int_eq(cu_copy_htod(m.dptr + 4097, in, sizeof(in)), 0);
-	ck_assert_ptr_eq(last_copy_ctx, FAKE_PRIMARY(1));
+	ck_assert_ptr_eq(fake_cuda.last_copy_ctx, fake_cuda_primary(1));
 	ck_assert_int_eq(cu_copy_dtoh(out, m.dptr + 4097, sizeof(out)), 0);
 	ck_assert_str_eq(out, in);
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
 
 	ck_assert_int_eq(cu_vmm_release(&m), 0);
 	ck_assert_uint_eq(m.dptr, 0);
 	ck_assert_int_eq(cu_vmm_release(&m), 0);	/* a zeroed map is a no-op */
-	ck_assert_int_eq(n_handles + n_reserved + n_mapped, 0);
-	ck_assert_int_eq(primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_mapped, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 }
 END_TEST
 
@@ -696,11 +315,12 @@ START_TEST(test_ipc_open_close)
 
 	load_fake();
 	ck_assert_int_eq(cu_ipc_open(h, 0, &m), 0);
+	ck_assert_uint_eq(fake_cuda.last_ipc_flags, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	ck_assert_int_eq(m.ctx_device, 0);
 	ck_assert_int_eq(m.device, 1);	/* lives on device 1, opened from 0 */
 	ck_assert_uint_eq(m.size, 1 << 20);
-	ck_assert_ptr_null(current());
-	ck_assert_int_eq(primary_refs[0], 1);
+	ck_assert_ptr_null(fake_cuda_current());
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 1);
 	ck_assert_int_eq(cu_pointer_device(m.dptr + 9, &dev), 1);
 	ck_assert_int_eq(dev, 1);
 	/* The range lookup needs the mapping's own context: the guard's job. */
@@ -710,47 +330,46 @@ START_TEST(test_ipc_open_close)
 
 	ck_assert_int_eq(cu_ipc_close(&m), 0);
 	ck_assert_uint_eq(m.dptr, 0);
-	ck_assert_int_eq(primary_refs[0], 0);
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 
 	h[0] = 0x5a;
 	ck_assert_int_eq(cu_ipc_open(h, 0, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "CUDA_ERROR_INVALID_VALUE"));
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuIpcOpenMemHandle)"));
-	ck_assert_int_eq(primary_refs[0], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
 	ck_assert_int_eq(cu_ipc_open(h, N_DEV, &m), -ENODEV);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "there is no CUDA device 2"));
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
 END_TEST
 
 START_TEST(test_dmabuf)
 {
-	struct fake_alloc *a;
 	uint64_t base, size;
+	CUdeviceptr p;
 	int fd = -1;
 
 	load_fake();
-	a = add(3 * GRAN, FAKE_OTHER_CTX, 0);
-	ck_assert_int_eq(cu_dmabuf_fd(a->base + 1, GRAN, &fd), -EINVAL);
-	ck_assert_int_eq(cu_dmabuf_fd(a->base, GRAN + 1, &fd), -EINVAL);
+	p = fake_cuda_alloc(3 * GRAN - 100, fake_cuda_own_ctx(), 0);
+	ck_assert_int_eq(cu_dmabuf_fd(p + 1, GRAN, &fd), -EINVAL);
+	ck_assert_int_eq(cu_dmabuf_fd(p, GRAN + 1, &fd), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "not aligned to the host page"));
 	ck_assert_int_eq(fd, -1);
 
-	ck_assert_int_eq(cu_dmabuf_fd(a->base, GRAN, &fd), 0);
+	ck_assert_int_eq(cu_dmabuf_fd(p, GRAN, &fd), 0);
 	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 	close(fd);
 
 	/* The whole allocation, its size rounded up to the page. */
-	a->size = 3 * GRAN - 100;
-	ck_assert_int_eq(cu_dmabuf_fd_for(a->base + 12345, &fd, &base, &size), 0);
-	ck_assert_uint_eq(base, a->base);
+	ck_assert_int_eq(cu_dmabuf_fd_for(p + 12345, &fd, &base, &size), 0);
+	ck_assert_uint_eq(base, p);
 	ck_assert_uint_eq(size, 3 * GRAN);
-	ck_assert_uint_eq(last_dmabuf_base, a->base);
-	ck_assert_uint_eq(last_dmabuf_size, 3 * GRAN);
+	ck_assert_uint_eq(fake_cuda.last_dmabuf_base, p);
+	ck_assert_uint_eq(fake_cuda.last_dmabuf_size, 3 * GRAN);
 	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 	close(fd);
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
 END_TEST
 
@@ -760,20 +379,20 @@ START_TEST(test_host_register)
 
 	load_fake();
 	ck_assert_int_eq(cu_host_register(buf, sizeof(buf), 1, true), 0);
-	ck_assert_ptr_eq(last_register_ctx, FAKE_PRIMARY(1));
-	ck_assert_uint_eq(last_register_flags,
+	ck_assert_ptr_eq(fake_cuda.last_register_ctx, fake_cuda_primary(1));
+	ck_assert_uint_eq(fake_cuda.last_register_flags,
 			  CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_READ_ONLY);
 	/* The registration lives in that context: it stays retained. */
-	ck_assert_int_eq(primary_refs[1], 1);
-	ck_assert_ptr_null(current());
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
+	ck_assert_ptr_null(fake_cuda_current());
 	ck_assert_int_eq(cu_host_unregister(buf, 1), 0);
-	ck_assert_int_eq(primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 
 	ck_assert_int_eq(cu_host_register(buf, sizeof(buf), 0, false), 0);
-	ck_assert_uint_eq(last_register_flags, CU_MEMHOSTREGISTER_PORTABLE);
+	ck_assert_uint_eq(fake_cuda.last_register_flags, CU_MEMHOSTREGISTER_PORTABLE);
 	ck_assert_int_eq(cu_host_unregister(buf, 0), 0);
-	ck_assert_int_eq(primary_refs[0], 0);
-	ck_assert_int_eq(depth, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
 END_TEST
 
@@ -785,10 +404,10 @@ START_TEST(test_primary_balance)
 	ck_assert_uint_eq(cu_primary_ctx_refs(0), 2);
 	ck_assert_int_eq(cu_primary_ctx_release(0), 0);
 	ck_assert_int_eq(cu_primary_ctx_release(0), 0);
-	ck_assert_int_eq(primary_refs[0], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
 	/* One release too many would destroy a context someone else uses. */
 	ck_assert_int_eq(cu_primary_ctx_release(0), -EINVAL);
-	ck_assert_int_eq(primary_refs[0], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
 	ck_assert_int_eq(cu_primary_ctx_retain(-1), -ENODEV);
 	ck_assert_int_eq(cu_primary_ctx_retain(N_DEV), -ENODEV);
 }

@@ -1,14 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A CUDA driver without a GPU for the fuzzers, installed with cu_set_ops():
- * two devices whose "device memory" is host heap, so copies are memcpy and
- * ASan sees every byte the daemon touches. Legacy IPC handles open 1 MiB on
- * the device named by the handle's byte 1 (byte 0 == 0x5a: an invalid
- * handle); VMM fds import as a 2 MiB-granular allocation on device 1.
- * Contexts are per thread, as the driver's are: pool threads push and pop.
+ * A CUDA driver without a GPU, installed with cu_set_ops(), for the fuzzers
+ * and the cuda unit suite: two devices whose "device memory" is host heap,
+ * so copies are memmove and ASan sees every byte the daemon touches. Legacy
+ * IPC handles open 1 MiB on the device named by the handle's byte 1 (byte 0
+ * == 0x5a: an invalid handle); VMM fds import as a 2 MiB-granular
+ * allocation on device 1. Contexts are per thread, as the driver's are:
+ * pool threads push and pop.
+ *
+ * Where a real driver returns an error, so does the fake; what no driver
+ * reports but only a bug in the caller causes (a release without a retain,
+ * pushes never popped) aborts, so neither a fuzzer nor a test misses it.
+ * fake-cuda.h exposes the knobs and counts the unit tests use.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,32 +27,69 @@
 #include "proto/macro.h"
 
 #if HAVE_CUDA_H
-#include "daemon/cuda-ops.h"
+#include "fake-cuda.h"
 
-#define N_DEV 2
-#define GRAN (2UL << 20)
-#define IPC_SIZE (1UL << 20)
+#define N_DEV FAKE_CUDA_DEVICES
+#define GRAN FAKE_CUDA_GRAN
+
+enum alloc_kind {
+	ALLOC_MEM,		/* fake_cuda_alloc(): kept to the end */
+	ALLOC_IPC,		/* cuIpcOpenMemHandle: freed on close */
+	ALLOC_MAPPING,		/* cuMemMap: the reservation owns the bytes */
+};
 
 struct fake_alloc {
 	CUdeviceptr base;
 	size_t size;
 	CUcontext ctx;		/* NULL: a VMM mapping (no context) */
 	int device;
-	bool used, owned;	/* owned: freed when dropped (IPC opens) */
+	enum alloc_kind kind;
+	bool used;
 };
 
-static int ctx_tags[N_DEV];
+/* The devices' primary contexts, then one a client created. */
+static int ctx_tags[N_DEV + 1];
 #define PRIMARY(d) ((CUcontext)&ctx_tags[d])
+#define OWN_CTX ((CUcontext)&ctx_tags[N_DEV])
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fake_alloc allocs[64];
-static int live;
+static CUmemGenericAllocationHandle next_handle = 0x1000;
 static __thread CUcontext stack[8];
 static __thread int depth;
 
-static CUcontext current(void)
+struct fake_cuda_state fake_cuda = { .version = 13000 };
+
+_printf_(1, 2) static _Noreturn void violation(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("fake CUDA driver: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	abort();
+}
+
+CUcontext fake_cuda_primary(int device)
+{
+	return PRIMARY(device);
+}
+
+CUcontext fake_cuda_own_ctx(void)
+{
+	return OWN_CTX;
+}
+
+CUcontext fake_cuda_current(void)
 {
 	return depth ? stack[depth - 1] : NULL;
+}
+
+int fake_cuda_depth(void)
+{
+	return depth;
 }
 
 /* Copies the entry under the lock: the table may change meanwhile. */
@@ -64,7 +108,7 @@ static bool find(CUdeviceptr p, struct fake_alloc *ret)
 	return found;
 }
 
-static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, bool owned)
+static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, enum alloc_kind kind)
 {
 	bool ok = false;
 
@@ -73,8 +117,9 @@ static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, bool o
 		if (allocs[i].used)
 			continue;
 		allocs[i] = (struct fake_alloc){ .base = base, .size = size, .ctx = ctx,
-						 .device = device, .used = true, .owned = owned };
-		live++;
+						 .device = device, .kind = kind, .used = true };
+		if (kind == ALLOC_MAPPING)
+			fake_cuda.n_mapped++;
 		ok = true;
 		break;
 	}
@@ -82,57 +127,112 @@ static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, bool o
 	return ok;
 }
 
-static bool drop(CUdeviceptr base)
+/*
+ * Only the kind that made it, and only from the base: what cuIpcCloseMemHandle
+ * and cuMemUnmap accept. ctx: the context the caller must have current
+ * (IPC opens live in the one they were opened in).
+ */
+static CUresult drop(CUdeviceptr base, enum alloc_kind kind, CUcontext ctx)
 {
-	bool ok = false;
+	CUresult res = CUDA_ERROR_INVALID_VALUE;
 
 	pthread_mutex_lock(&lock);
 	for (size_t i = 0; i < ELEMENTSOF(allocs); i++) {
-		if (!allocs[i].used || allocs[i].base != base)
+		if (!allocs[i].used || allocs[i].base != base || allocs[i].kind != kind)
 			continue;
-		if (allocs[i].owned)
+		if (kind == ALLOC_IPC && allocs[i].ctx != ctx) {
+			res = CUDA_ERROR_INVALID_CONTEXT;
+			break;
+		}
+		if (kind == ALLOC_IPC)
 			free((void *)(uintptr_t)allocs[i].base);
+		else
+			fake_cuda.n_mapped--;
 		allocs[i].used = false;
-		live--;
-		ok = true;
+		res = CUDA_SUCCESS;
 		break;
 	}
 	pthread_mutex_unlock(&lock);
-	return ok;
+	return res;
 }
 
+/* Aligned as the driver aligns, and not a byte more for ASan to allow. */
+static void *heap(size_t size)
+{
+	void *p;
+
+	return posix_memalign(&p, GRAN, size) == 0 ? p : NULL;
+}
+
+CUdeviceptr fake_cuda_alloc(size_t size, CUcontext ctx, int device)
+{
+	void *mem = heap(size);
+
+	if (!mem || !add((uintptr_t)mem, size, ctx, device, ALLOC_MEM))
+		violation("no room for a %zu-byte allocation", size);
+	return (uintptr_t)mem;
+}
+
+/* What the daemon still holds of the driver's, for the fuzzer's leak check. */
 int fake_cuda_live(void)
 {
 	int n;
 
 	pthread_mutex_lock(&lock);
-	n = live;
+	n = fake_cuda.n_handles + fake_cuda.n_reserved;
+	for (int d = 0; d < N_DEV; d++)
+		n += fake_cuda.primary_refs[d];
+	for (size_t i = 0; i < ELEMENTSOF(allocs); i++)
+		n += allocs[i].used && allocs[i].kind != ALLOC_MEM;
 	pthread_mutex_unlock(&lock);
 	return n;
 }
 
 static CUresult f_init(unsigned flags)
 {
+	CUresult res;
+
 	(void)flags;
-	return CUDA_SUCCESS;
+	pthread_mutex_lock(&lock);
+	res = fake_cuda.init_result;
+	pthread_mutex_unlock(&lock);
+	return res;
 }
 
 static CUresult f_version(int *v)
 {
-	*v = 13000;
+	pthread_mutex_lock(&lock);
+	*v = fake_cuda.version;
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
+/* A few codes have no words, so the daemon's fallback for those runs too. */
 static CUresult f_error_name(CUresult res, const char **s)
 {
-	*s = res == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE" : "CUDA_ERROR_UNKNOWN";
-	return CUDA_SUCCESS;
+	switch (res) {
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		*s = "CUDA_ERROR_OUT_OF_MEMORY";
+		return CUDA_SUCCESS;
+	case CUDA_ERROR_INVALID_VALUE:
+		*s = "CUDA_ERROR_INVALID_VALUE";
+		return CUDA_SUCCESS;
+	case CUDA_ERROR_NO_DEVICE:
+		*s = "CUDA_ERROR_NO_DEVICE";
+		return CUDA_SUCCESS;
+	default:
+		*s = NULL;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 }
 
 static CUresult f_error_string(CUresult res, const char **s)
 {
-	(void)res;
-	*s = "fake driver error";
+	if (res != CUDA_ERROR_OUT_OF_MEMORY) {
+		*s = NULL;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	*s = "out of memory";
 	return CUDA_SUCCESS;
 }
 
@@ -179,20 +279,37 @@ static CUresult f_attribute(int *v, CUdevice_attribute attr, CUdevice d)
 
 static CUresult f_retain(CUcontext *ctx, CUdevice d)
 {
+	if (d < 0 || d >= N_DEV)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	fake_cuda.primary_refs[d]++;
+	pthread_mutex_unlock(&lock);
 	*ctx = PRIMARY(d);
 	return CUDA_SUCCESS;
 }
 
+/* One release too many destroys a context someone else still uses. */
 static CUresult f_release(CUdevice d)
 {
-	(void)d;
+	bool retained;
+
+	if (d < 0 || d >= N_DEV)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	retained = fake_cuda.primary_refs[d] > 0;
+	if (retained)
+		fake_cuda.primary_refs[d]--;
+	pthread_mutex_unlock(&lock);
+	if (!retained)
+		violation("device %d's primary context released without a retain", (int)d);
 	return CUDA_SUCCESS;
 }
 
+/* No caller nests this deep: more means pushes without their pops. */
 static CUresult f_push(CUcontext c)
 {
 	if (depth == (int)ELEMENTSOF(stack))
-		return CUDA_ERROR_INVALID_CONTEXT;
+		violation("context stack overflow: pushes without pops");
 	stack[depth++] = c;
 	return CUDA_SUCCESS;
 }
@@ -207,7 +324,7 @@ static CUresult f_pop(CUcontext *c)
 
 static CUresult f_get_current(CUcontext *c)
 {
-	*c = current();
+	*c = fake_cuda_current();
 	return CUDA_SUCCESS;
 }
 
@@ -241,11 +358,13 @@ static CUresult f_attr(void *data, CUpointer_attribute attr, CUdeviceptr p)
 	}
 }
 
+/* The driver's behaviour with another device's context current. */
 static CUresult f_range(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 {
+	CUcontext cur = fake_cuda_current();
 	struct fake_alloc a;
 
-	if (!find(p, &a) || !current())
+	if (!find(p, &a) || !cur || (a.ctx && a.ctx != cur))
 		return CUDA_ERROR_NOT_FOUND;
 	*base = a.base;
 	*size = a.size;
@@ -256,8 +375,17 @@ static CUresult f_range(CUdeviceptr *base, size_t *size, CUdeviceptr p)
  * (where the alternative is an MMU fault). */
 static CUresult copy(void *dst, const void *src, size_t n)
 {
-	if (!current())
+	CUcontext cur = fake_cuda_current();
+	CUresult res;
+
+	if (!cur)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	fake_cuda.last_copy_ctx = cur;
+	res = fake_cuda.copy_result;
+	pthread_mutex_unlock(&lock);
+	if (res != CUDA_SUCCESS)
+		return res;
 	memmove(dst, src, n);
 	return CUDA_SUCCESS;
 }
@@ -279,32 +407,43 @@ static CUresult f_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n)
 
 static CUresult f_host_register(void *p, size_t n, unsigned flags)
 {
+	CUcontext cur = fake_cuda_current();
+
 	(void)p;
 	(void)n;
-	(void)flags;
-	return current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	fake_cuda.last_register_ctx = cur;
+	fake_cuda.last_register_flags = flags;
+	pthread_mutex_unlock(&lock);
+	return cur ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 static CUresult f_host_unregister(void *p)
 {
 	(void)p;
-	return current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	return fake_cuda_current() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 static CUresult f_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
 {
+	CUcontext cur = fake_cuda_current();
 	int device = (unsigned char)h.reserved[1] % N_DEV;
 	void *mem;
 
-	(void)flags;
-	if (!current())
+	pthread_mutex_lock(&lock);
+	fake_cuda.last_ipc_flags = flags;
+	pthread_mutex_unlock(&lock);
+	if (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!cur)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if ((unsigned char)h.reserved[0] == 0x5a)
 		return CUDA_ERROR_INVALID_VALUE;
-	mem = calloc(1, IPC_SIZE);
+	mem = heap(FAKE_CUDA_IPC_SIZE);
 	if (!mem)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (!add((uintptr_t)mem, IPC_SIZE, current(), device, true)) {
+	memset(mem, 0, FAKE_CUDA_IPC_SIZE);
+	if (!add((uintptr_t)mem, FAKE_CUDA_IPC_SIZE, cur, device, ALLOC_IPC)) {
 		free(mem);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -314,7 +453,7 @@ static CUresult f_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
 
 static CUresult f_ipc_close(CUdeviceptr p)
 {
-	return drop(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return drop(p, ALLOC_IPC, fake_cuda_current());
 }
 
 static CUresult f_import(CUmemGenericAllocationHandle *h, void *fd,
@@ -322,7 +461,10 @@ static CUresult f_import(CUmemGenericAllocationHandle *h, void *fd,
 {
 	if ((intptr_t)fd < 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_INVALID_VALUE;
-	*h = 0x1000;
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_handles++;
+	*h = next_handle++;
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
@@ -351,12 +493,17 @@ static CUresult f_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr
 	(void)align;
 	(void)addr;
 	(void)flags;
+	if (size == 0 || size % GRAN != 0)
+		return CUDA_ERROR_INVALID_VALUE;
 	/* A real reservation of any size costs nothing; heap does. */
-	if (size == 0 || size > (64UL << 20))
+	if (size > (64UL << 20))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	mem = aligned_alloc(GRAN, (size + GRAN - 1) / GRAN * GRAN);
+	mem = heap(size);
 	if (!mem)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_reserved++;
+	pthread_mutex_unlock(&lock);
 	*p = (uintptr_t)mem;
 	return CUDA_SUCCESS;
 }
@@ -365,48 +512,79 @@ static CUresult f_free(CUdeviceptr p, size_t size)
 {
 	(void)size;
 	free((void *)(uintptr_t)p);
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_reserved--;
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
+/* A mapping is context-less device memory of device 1. */
 static CUresult f_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
 		      unsigned long long flags)
 {
+	CUresult res;
+
 	(void)offset;
 	(void)h;
 	(void)flags;
-	return add(p, size, NULL, 1, false) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	res = fake_cuda.map_result;
+	pthread_mutex_unlock(&lock);
+	if (res != CUDA_SUCCESS)
+		return res;
+	return add(p, size, NULL, 1, ALLOC_MAPPING) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static CUresult f_unmap(CUdeviceptr p, size_t size)
 {
 	(void)size;
-	return drop(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return drop(p, ALLOC_MAPPING, NULL);
 }
 
 static CUresult f_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *d, size_t n)
 {
 	(void)p;
 	(void)size;
-	(void)d;
-	(void)n;
+	for (size_t i = 0; i < n; i++) {
+		if (d[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || d[i].location.id < 0 ||
+		    d[i].location.id >= N_DEV)
+			return CUDA_ERROR_INVALID_DEVICE;
+		if (d[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+		    d[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+		    d[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	pthread_mutex_lock(&lock);
+	fake_cuda.last_access_count = n;
+	if (n)
+		fake_cuda.last_access = d[0];
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
 static CUresult f_mem_release(CUmemGenericAllocationHandle h)
 {
 	(void)h;
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_handles--;
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
+/* Without O_CLOEXEC, as a driver may hand it out. */
 static CUresult f_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
 			 unsigned long long flags)
 {
+	struct fake_alloc a;
 	int fds[2];
 
-	(void)p;
-	(void)size;
-	(void)type;
 	(void)flags;
+	if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || !find(p, &a))
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	fake_cuda.last_dmabuf_base = p;
+	fake_cuda.last_dmabuf_size = size;
+	pthread_mutex_unlock(&lock);
 	if (pipe(fds) < 0)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	close(fds[1]);
@@ -414,7 +592,7 @@ static CUresult f_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHan
 	return CUDA_SUCCESS;
 }
 
-static const struct cu_ops fake_cu_ops = {
+const struct cu_ops fake_cu_ops = {
 	.cuInit = f_init,
 	.cuDriverGetVersion = f_version,
 	.cuGetErrorName = f_error_name,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Fake verbs and CUDA backends for the daemon fuzzer. */
+/* Fake verbs and CUDA backends for the daemon fuzzer (and the cuda unit suite). */
 #ifndef RDMAMEM_FUZZ_FAKE_H
 #define RDMAMEM_FUZZ_FAKE_H
 
@@ -15,9 +15,11 @@ extern atomic_bool fake_verbs_fail_mr;
 extern atomic_int fake_verbs_live;
 
 /* Installs the fake CUDA driver (before the daemon's first GPU import);
- * without cuda.h at build time the daemon has no driver table to fake. */
+ * without cuda.h at build time the daemon has no driver table to fake.
+ * fake-cuda.h has the rest of its interface, for the unit tests. */
 void fake_cuda_install(void);
-/* Device allocations, IPC opens and VMM mappings not yet released. */
+/* IPC opens, VMM handles, reservations and mappings, and primary-context
+ * retains not yet released. */
 int fake_cuda_live(void);
 
 #endif
