@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,16 +107,21 @@ static void daemon_reload(struct daemon *d)
 	daemon_send_status(d);
 }
 
-static void on_signal(uv_signal_t *h, int signum)
+static void on_signal(uv_poll_t *h, int status, int events)
 {
 	struct daemon *d = h->data;
+	struct signalfd_siginfo si;
 
-	if (signum == SIGHUP) {
-		if (!d->shutting_down)
-			daemon_reload(d);
-		return;
+	(void)status;
+	(void)events;
+	while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			if (!d->shutting_down)
+				daemon_reload(d);
+			continue;
+		}
+		daemon_shutdown(d, strsignal((int)si.ssi_signo));
 	}
-	daemon_shutdown(d, strsignal(signum));
 }
 
 static void close_handle(uv_handle_t *h)
@@ -127,9 +135,7 @@ void daemon_check_drained(struct daemon *d)
 	if (!d->shutting_down || !list_empty(&d->server->conns))
 		return;
 	/* Closing the last handles lets uv_run() return. */
-	close_handle((uv_handle_t *)&d->sig_term);
-	close_handle((uv_handle_t *)&d->sig_int);
-	close_handle((uv_handle_t *)&d->sig_hup);
+	close_handle((uv_handle_t *)&d->signal_poll);
 	close_handle((uv_handle_t *)&d->tick);
 	close_handle((uv_handle_t *)&d->drain_timer);
 	close_handle((uv_handle_t *)&d->watchdog);
@@ -168,15 +174,42 @@ void daemon_shutdown(struct daemon *d, const char *why)
 	daemon_check_drained(d);
 }
 
-static int daemon_start_signal(struct daemon *d, uv_signal_t *h, int signum)
+/*
+ * SIGTERM, SIGINT and SIGHUP are read from a signalfd in the loop, as
+ * sd-event does, not caught by a handler: nothing runs in signal context,
+ * and a signal that arrives at any moment is simply readable (ThreadSanitizer,
+ * which defers handlers to its own safe points, lost one that came between
+ * READY=1 and the first epoll_wait). Blocked here, before the loop starts
+ * any thread, so every thread inherits the mask and none takes them.
+ */
+static int daemon_start_signals(struct daemon *d)
 {
+	sigset_t set;
 	int r;
 
-	r = uv_signal_init(d->loop, h);
-	if (r < 0)
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	r = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (r)
+		return -r;
+	d->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (d->signal_fd < 0)
+		return -errno;
+	if (uv_poll_init(d->loop, &d->signal_poll, d->signal_fd) < 0)
 		return -ENOMEM;
-	h->data = d;
-	return uv_signal_start(h, on_signal, signum) < 0 ? -EINVAL : 0;
+	d->signal_poll.data = d;
+	return uv_poll_start(&d->signal_poll, UV_READABLE, on_signal) < 0 ? -EINVAL : 0;
+}
+
+/* The signals stay blocked: one that comes while the process winds down
+ * must not end it with a signal's status instead of 0. */
+static void daemon_stop_signals(struct daemon *d)
+{
+	if (d->signal_fd >= 0)
+		close(d->signal_fd);
+	d->signal_fd = -1;
 }
 
 int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
@@ -197,6 +230,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	region_registry_init(d);
 	lease_registry_init(d);
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;
+	d->signal_fd = -1;
 
 	d->loop = malloc(sizeof(*d->loop));
 	if (!d->loop || uv_loop_init(d->loop) < 0) {
@@ -217,10 +251,9 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	if (r < 0)
 		goto fail;
 
-	if (daemon_start_signal(d, &d->sig_term, SIGTERM) < 0 ||
-	    daemon_start_signal(d, &d->sig_int, SIGINT) < 0 ||
-	    daemon_start_signal(d, &d->sig_hup, SIGHUP) < 0) {
-		r = log_error_errno(-EINVAL, "Cannot install signal handlers");
+	r = daemon_start_signals(d);
+	if (r < 0) {
+		log_error_errno(r, "Cannot take SIGTERM, SIGINT and SIGHUP: %m");
 		goto fail;
 	}
 	uv_timer_init(d->loop, &d->tick);
@@ -248,9 +281,7 @@ fail:
 		server_stop_listening(d->server);
 	endpoint_stop(d);
 	devices_stop(d);
-	close_handle((uv_handle_t *)&d->sig_term);
-	close_handle((uv_handle_t *)&d->sig_int);
-	close_handle((uv_handle_t *)&d->sig_hup);
+	close_handle((uv_handle_t *)&d->signal_poll);
 	timeouts_close(&d->timeouts);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	daemon_free(d);
@@ -287,6 +318,7 @@ struct daemon *daemon_free(struct daemon *d)
 			log_warning("Event loop closed with handles open: %s", uv_strerror(r));
 		free(d->loop);
 	}
+	daemon_stop_signals(d);
 	daemon_config_done(&d->cfg);
 	counters_done(&d->stats.calls);
 	counters_done(&d->stats.errors);

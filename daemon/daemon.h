@@ -64,7 +64,8 @@ struct daemon {
 	struct list_head gpu_ipcs;	/* struct gpu_ipc: open legacy IPC handles */
 	bool cuda_loaded;		/* the first GPU import loaded the driver */
 
-	uv_signal_t sig_term, sig_int, sig_hup;
+	int signal_fd;			/* signalfd: SIGTERM, SIGINT, SIGHUP */
+	uv_poll_t signal_poll;
 	uv_timer_t tick;		/* housekeeping once a second */
 	uv_timer_t drain_timer;
 	uv_timer_t watchdog;		/* WATCHDOG=1 when WatchdogSec= is set */

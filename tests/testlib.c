@@ -165,7 +165,7 @@ void test_daemon_start(struct test_daemon *td, const char *const *extra_args)
 }
 
 /* Where each thread of a process that will not exit is waiting, for the
- * failure message: "tid:state:wchan" per thread. */
+ * failure message: "tid:state:wchan" and its signal masks per thread. */
 static void describe_threads(pid_t pid, char *buf, size_t size)
 {
 	char path[320], wchan[64], stat[512], *state;
@@ -199,6 +199,18 @@ static void describe_threads(pid_t pid, char *buf, size_t size)
 		state = strrchr(stat, ')');
 		len += snprintf(buf + len, size - len, " %s:%c:%s", de->d_name,
 				state && state[1] ? state[2] : '?', wchan[0] ? wchan : "-");
+		/* A signal that is pending or blocked says why it was not acted on. */
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, de->d_name);
+		if ((f = fopen(path, "re"))) {
+			char line[128];
+
+			while (fgets(line, sizeof(line), f) && len < size)
+				if (!strncmp(line, "SigPnd:", 7) || !strncmp(line, "ShdPnd:", 7) ||
+				    !strncmp(line, "SigBlk:", 7) || !strncmp(line, "SigCgt:", 7))
+					len += snprintf(buf + len, size - len, " %.*s",
+							(int)strcspn(line, "\n"), line);
+			fclose(f);
+		}
 	}
 	closedir(d);
 }
@@ -214,10 +226,10 @@ static int wait_exit(pid_t pid, int timeout_ms)
 		if (r == pid)
 			return status;
 		if (mono_msec() > deadline) {
-			char threads[1024];
+			char threads[2048];
 
 			describe_threads(pid, threads, sizeof(threads));
-			fprintf(stderr, "pid %d did not exit in %d ms; threads (tid:state:wchan):%s\n",
+			fprintf(stderr, "pid %d did not exit in %d ms; threads:%s\n",
 				(int)pid, timeout_ms, threads);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);

@@ -315,8 +315,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	/* Each daemon removes its socket when it stops; the directory goes
 	 * with the process. */
 	atexit(remove_socket_dir);
-	/* The first daemon opens what libuv keeps for the process (its
-	 * signal pipe): the inputs' fd counts start after that. */
+	/* The first daemon opens whatever a library keeps for the process
+	 * (the libraries' one-time state): the inputs' fd counts start after
+	 * that. */
 	daemon_stop_and_free(daemon_start(false), NULL, 0);
 	return 0;
 }
