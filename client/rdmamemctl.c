@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "proto/json.h"
+#include "proto/macro.h"
 #include "proto/sockpath.h"
 #include "rdmamem.h"
 
@@ -133,21 +134,9 @@ static int print_json(const cJSON *reply)
 	return 0;
 }
 
-static int verb_status(struct rdmamem_client *c, const char *arg)
+static void show_status(const cJSON *reply)
 {
-	cJSON *reply = NULL;
 	char up[64], pinned[64];
-	int r;
-
-	(void)arg;
-	r = call(c, "io.rdmamemd.GetStatus", NULL, &reply);
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
 
 	format_duration(get_u64(reply, "uptime_msec"), up, sizeof(up));
 	format_bytes(get_u64(reply, "pinned_bytes"), pinned, sizeof(pinned));
@@ -158,25 +147,12 @@ static int verb_status(struct rdmamem_client *c, const char *arg)
 	printf("  %-14s %.0f\n", "regions:", get_number(reply, "regions"));
 	printf("  %-14s %s\n", "pinned:", pinned);
 	printf("  %-14s %.0f\n", "devices:", get_number(reply, "devices"));
-	cJSON_Delete(reply);
-	return 0;
 }
 
-static int verb_ping(struct rdmamem_client *c, const char *arg)
+static void show_ping(const cJSON *reply)
 {
-	cJSON *reply = NULL;
-	int r;
-
-	(void)arg;
-	r = call(c, "io.rdmamemd.Ping", NULL, &reply);
-	if (r < 0)
-		return r;
-	if (arg_json)
-		print_json(reply);
-	else
-		printf("rdmamemd at %s answers\n", rdmamem_client_socket_path(c));
-	cJSON_Delete(reply);
-	return 0;
+	(void)reply;
+	printf("rdmamemd at %s answers\n", arg_socket);
 }
 
 static const char *lock_summary(const cJSON *r, char *buf, size_t size)
@@ -201,20 +177,10 @@ static const char *location_of(const cJSON *r, char *buf, size_t size)
 	return buf;
 }
 
-static int verb_regions(struct rdmamem_client *c, const char *arg)
+static void show_regions(const cJSON *reply)
 {
-	cJSON *reply = NULL, *list, *reg;
-	int r;
+	cJSON *list, *reg;
 
-	(void)arg;
-	r = call(c, "io.rdmamemd.ListRegions", NULL, &reply);
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
 	list = cJSON_GetObjectItemCaseSensitive(reply, "regions");
 	printf("%-8s %-8s %-8s %10s  %-8s %-18s %s\n", "REGION", "UID", "PID", "SIZE", "WHERE",
 	       "LOCK HELD/WAIT", "REGISTRATIONS");
@@ -229,17 +195,13 @@ static int verb_regions(struct rdmamem_client *c, const char *arg)
 		       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reg, "registrations")));
 	}
 	printf("%d regions\n", cJSON_GetArraySize(list));
-	cJSON_Delete(reply);
-	return 0;
 }
 
-static int verb_region(struct rdmamem_client *c, const char *arg)
+/* GetRegion's parameters from the id on the command line. */
+static int region_params(const char *arg, char **ret)
 {
-	cJSON *reply = NULL, *params, *item;
-	const cJSON *owner, *src;
-	char buf[128], size[32];
+	cJSON *params;
 	uint64_t id;
-	int r;
 
 	if (!arg || json_parse_u64(arg, &id) < 0) {
 		fprintf(stderr, "rdmamemctl: 'region' wants a region id, as 'regions' lists them\n");
@@ -250,22 +212,16 @@ static int verb_region(struct rdmamem_client *c, const char *arg)
 		cJSON_Delete(params);
 		return -ENOMEM;
 	}
-	{
-		char *text = cJSON_PrintUnformatted(params);
+	*ret = cJSON_PrintUnformatted(params);
+	cJSON_Delete(params);
+	return *ret ? 0 : -ENOMEM;
+}
 
-		cJSON_Delete(params);
-		if (!text)
-			return -ENOMEM;
-		r = call(c, "io.rdmamemd.GetRegion", text, &reply);
-		free(text);
-	}
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
+static void show_region(const cJSON *reply)
+{
+	const cJSON *owner, *src, *item;
+	char buf[128], size[32];
+
 	owner = cJSON_GetObjectItemCaseSensitive(reply, "owner");
 	src = cJSON_GetObjectItemCaseSensitive(reply, "source");
 	format_bytes(get_u64(reply, "size"), size, sizeof(size));
@@ -298,24 +254,12 @@ static int verb_region(struct rdmamem_client *c, const char *arg)
 	}
 	printf("  %-15s %d\n", "registrations:",
 	       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "registrations")));
-	cJSON_Delete(reply);
-	return 0;
 }
 
-static int verb_devices(struct rdmamem_client *c, const char *arg)
+static void show_devices(const cJSON *reply)
 {
-	cJSON *reply = NULL, *dev, *port;
-	int r;
+	cJSON *dev, *port;
 
-	(void)arg;
-	r = call(c, "io.rdmamemd.ListDevices", NULL, &reply);
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
 	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "devices")) == 0)
 		printf("No RDMA devices: regions work; registrations on devices fail.\n");
 	cJSON_ArrayForEach(dev, cJSON_GetObjectItemCaseSensitive(reply, "devices")) {
@@ -347,24 +291,12 @@ static int verb_devices(struct rdmamem_client *c, const char *arg)
 			       get_string(ev, "event"), get_u64(ev, "age_msec"));
 	}
 	printf("%" PRIu64 " RDMA connections rejected\n", get_u64(reply, "rejected_connections"));
-	cJSON_Delete(reply);
-	return 0;
 }
 
-static int verb_connections(struct rdmamem_client *c, const char *arg)
+static void show_connections(const cJSON *reply)
 {
-	cJSON *reply = NULL, *item;
-	int r;
+	cJSON *item;
 
-	(void)arg;
-	r = call(c, "io.rdmamemd.ListConnections", NULL, &reply);
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
 	printf("%-6s %-10s %-10s %-6s %-8s %-12s %s\n", "ID", "KIND", "DEVICE", "UID", "QPN",
 	       "STATE", "PEER");
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "connections"))
@@ -375,25 +307,12 @@ static int verb_connections(struct rdmamem_client *c, const char *arg)
 			       "established" :
 			       "connecting",
 		       get_string(item, "peer"));
-	cJSON_Delete(reply);
-	return 0;
 }
 
-static int verb_gpus(struct rdmamem_client *c, const char *arg)
+static void show_gpus(const cJSON *reply)
 {
-	cJSON *reply = NULL, *driver, *peer, *g;
-	int r;
+	cJSON *driver, *peer, *g;
 
-	(void)arg;
-	/* probe: an operator asking may load the driver in the daemon. */
-	r = call(c, "io.rdmamemd.ListGpus", "{\"probe\":true}", &reply);
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
 	driver = cJSON_GetObjectItemCaseSensitive(reply, "driver");
 	peer = cJSON_GetObjectItemCaseSensitive(reply, "peer_memory");
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(driver, "loaded")))
@@ -420,24 +339,12 @@ static int verb_gpus(struct rdmamem_client *c, const char *arg)
 	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(peer, "loaded")) ?
 		       "loaded: ibv_reg_mr works on GPU addresses" :
 		       "not loaded: GPU memory registers only through dma-buf");
-	cJSON_Delete(reply);
-	return 0;
 }
 
-static int verb_clients(struct rdmamem_client *c, const char *arg)
+static void show_clients(const cJSON *reply)
 {
-	cJSON *reply = NULL, *item;
-	int r;
+	cJSON *item;
 
-	(void)arg;
-	r = call(c, "io.rdmamemd.ListClients", NULL, &reply);
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
 	printf("%-6s %-8s %-6s %-6s %8s %8s %7s %7s  %s\n", "ID", "PID", "UID", "GID", "CALLS",
 	       "REGIONS", "LEASES", "TOKENS", "STATE");
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "clients"))
@@ -447,8 +354,6 @@ static int verb_clients(struct rdmamem_client *c, const char *arg)
 		       get_number(item, "regions"), get_number(item, "leases"),
 		       get_number(item, "tokens"), get_string(item, "state"),
 		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "self")) ? " (this)" : "");
-	cJSON_Delete(reply);
-	return 0;
 }
 
 static void print_counters(const char *title, const cJSON *o)
@@ -466,21 +371,10 @@ static void print_counters(const char *title, const cJSON *o)
 	}
 }
 
-static int verb_stats(struct rdmamem_client *c, const char *arg)
+static void show_stats(const cJSON *reply)
 {
-	cJSON *reply = NULL;
 	char a[32], b[32], d[32], p[32], pk[32];
-	int r;
 
-	(void)arg;
-	r = call(c, "io.rdmamemd.GetStats", NULL, &reply);
-	if (r < 0)
-		return r;
-	if (arg_json) {
-		r = print_json(reply);
-		cJSON_Delete(reply);
-		return r;
-	}
 	format_bytes(get_u64(reply, "bytes_read"), a, sizeof(a));
 	format_bytes(get_u64(reply, "bytes_written"), b, sizeof(b));
 	format_bytes(get_u64(reply, "bytes_copied"), d, sizeof(d));
@@ -496,8 +390,6 @@ static int verb_stats(struct rdmamem_client *c, const char *arg)
 	       "registrations:", get_u64(reply, "rdma_registrations"),
 	       "failures:", get_u64(reply, "rdma_registration_failures"),
 	       "refused peers:", get_u64(reply, "rdma_rejected_connections"));
-	cJSON_Delete(reply);
-	return 0;
 }
 
 /* doctor: one line per check, and what to do about a failing one. */
@@ -666,22 +558,56 @@ static int verb_doctor(struct rdmamem_client *c, const char *arg)
 	return ck.failed ? -EIO : 0;
 }
 
-static const struct {
+/*
+ * A verb calls one method and shows its reply: as JSON with --json, else
+ * as text through show. doctor calls several and runs on its own.
+ */
+struct verb {
 	const char *name;
+	const char *method;
+	const char *params;				/* fixed parameters */
+	int (*make_params)(const char *arg, char **ret);	/* from the argument */
+	void (*show)(const cJSON *reply);
 	int (*run)(struct rdmamem_client *c, const char *arg);
 	bool takes_arg;
-} verbs[] = {
-	{ "clients", verb_clients, false },
-	{ "stats", verb_stats, false },
-	{ "doctor", verb_doctor, false },
-	{ "gpus", verb_gpus, false },
-	{ "devices", verb_devices, false },
-	{ "connections", verb_connections, false },
-	{ "status", verb_status, false },
-	{ "regions", verb_regions, false },
-	{ "region", verb_region, true },
-	{ "ping", verb_ping, false },
 };
+
+static const struct verb verbs[] = {
+	{ "clients", "io.rdmamemd.ListClients", .show = show_clients },
+	{ "stats", "io.rdmamemd.GetStats", .show = show_stats },
+	{ "doctor", .run = verb_doctor },
+	/* probe: an operator asking may load the driver in the daemon. */
+	{ "gpus", "io.rdmamemd.ListGpus", "{\"probe\":true}", .show = show_gpus },
+	{ "devices", "io.rdmamemd.ListDevices", .show = show_devices },
+	{ "connections", "io.rdmamemd.ListConnections", .show = show_connections },
+	{ "status", "io.rdmamemd.GetStatus", .show = show_status },
+	{ "regions", "io.rdmamemd.ListRegions", .show = show_regions },
+	{ "region", "io.rdmamemd.GetRegion", .make_params = region_params, .show = show_region,
+	  .takes_arg = true },
+	{ "ping", "io.rdmamemd.Ping", .show = show_ping },
+};
+
+static int query(struct rdmamem_client *c, const struct verb *v, const char *arg)
+{
+	_cleanup_free_ char *params = NULL;
+	cJSON *reply;
+	int r;
+
+	if (v->make_params) {
+		r = v->make_params(arg, &params);
+		if (r < 0)
+			return r;
+	}
+	r = call(c, v->method, params ?: v->params, &reply);
+	if (r < 0)
+		return r;
+	if (arg_json)
+		r = print_json(reply);
+	else
+		v->show(reply);
+	cJSON_Delete(reply);
+	return r;
+}
 
 int main(int argc, char **argv)
 {
@@ -713,7 +639,7 @@ int main(int argc, char **argv)
 	}
 	verb = optind < argc ? argv[optind] : "status";
 
-	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+	for (size_t i = 0; i < ELEMENTSOF(verbs); i++) {
 		const char *arg = optind + 1 < argc ? argv[optind + 1] : NULL;
 
 		if (strcmp(verbs[i].name, verb) != 0)
@@ -732,7 +658,8 @@ int main(int argc, char **argv)
 				r == -ENOENT || r == -ECONNREFUSED ? " (is the daemon running?)" : "");
 			return EXIT_FAILURE;
 		}
-		r = verbs[i].run(c, arg);
+		arg_socket = rdmamem_client_socket_path(c);
+		r = verbs[i].run ? verbs[i].run(c, arg) : query(c, &verbs[i], arg);
 		rdmamem_client_close(c);
 		return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 	}
