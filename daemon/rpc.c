@@ -185,6 +185,16 @@ int rpc_error_info(struct rpc_call *call, struct errinfo *e)
 	return rpc_error(call, e->name ?: RDMAMEM_ERROR_INTERNAL, params);
 }
 
+int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right right,
+		      struct region **ret)
+{
+	struct errinfo err = {};
+	int r;
+
+	r = region_lookup(call->daemon, id, call->conn, right, ret, &err);
+	return r < 0 ? rpc_error_info(call, &err) : 0;
+}
+
 void rpc_call_abandon(struct rpc_call *call)
 {
 	call->replied = true;

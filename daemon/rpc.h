@@ -16,6 +16,7 @@
 #include "proto/dispatch.h"
 #include "proto/macro.h"
 #include "proto/varlink.h"
+#include "region.h"
 
 struct conn;
 struct daemon;
@@ -71,6 +72,11 @@ int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt,
 
 /* Replies with the error e describes; consumes e->params. */
 int rpc_error_info(struct rpc_call *call, struct errinfo *e);
+
+/* region_lookup() for the caller's connection; on failure answers the
+ * error (NoSuchRegion, PermissionDenied) and returns its errno. */
+int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right right,
+		      struct region **ret);
 
 /* Ends a pending call whose connection went away, without a reply. */
 void rpc_call_abandon(struct rpc_call *call);

@@ -379,7 +379,6 @@ static int method_lock(struct rpc_call *call)
 		{},
 	};
 	enum lock_mode mode = LOCK_SHARED;
-	struct errinfo err = {};
 	struct region *reg = NULL;
 	struct lease *l;
 	int r;
@@ -388,10 +387,10 @@ static int method_lock(struct rpc_call *call)
 	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0 ||
 	    (r = parse_mode(call, "mode", p.mode, false, &mode)) < 0)
 		return r;
-	r = region_lookup(call->daemon, p.region, call->conn,
-			  mode == LOCK_SHARED ? REGION_READ : REGION_WRITE, &reg, &err);
+	r = rpc_region_lookup(call, p.region, mode == LOCK_SHARED ? REGION_READ : REGION_WRITE,
+			      &reg);
 	if (r < 0)
-		return rpc_error_info(call, &err);
+		return r;
 
 	r = lease_new(call->conn, reg, mode, &l);
 	region_unref(reg);

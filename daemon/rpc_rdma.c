@@ -228,16 +228,15 @@ static int method_register_on(struct rpc_call *call)
 		{ "devices", JSON_ANY, offsetof(__typeof__(p), devices), JSON_MANDATORY },
 		{},
 	};
-	struct errinfo err = {};
 	struct region *reg;
 	int r;
 
 	r = rpc_params(call, fields, &p);
 	if (r < 0)
 		return r;
-	r = region_lookup(call->daemon, p.region, call->conn, REGION_ADMIN, &reg, &err);
+	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
-		return rpc_error_info(call, &err);
+		return r;
 	r = rpc_register_on(call, reg, p.devices, false);
 	region_unref(reg);
 	return r;
@@ -254,7 +253,6 @@ static int method_retry_registration(struct rpc_call *call)
 		{ "device", JSON_STRING, offsetof(__typeof__(p), device), JSON_MANDATORY },
 		{},
 	};
-	struct errinfo err = {};
 	struct region *reg;
 	int r;
 
@@ -267,9 +265,9 @@ static int method_retry_registration(struct rpc_call *call)
 		return rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
 				  "RetryRegistration is for root: a recorded failure stays until an "
 				  "administrator clears it");
-	r = region_lookup(call->daemon, p.region, call->conn, REGION_ADMIN, &reg, &err);
+	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
-		return rpc_error_info(call, &err);
+		return r;
 	r = mreg_forget_failure(reg, p.device);
 	region_unref(reg);
 	if (r < 0)

@@ -312,16 +312,15 @@ static int method_unregister(struct rpc_call *call)
 		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
 		{},
 	};
-	struct errinfo err = {};
 	struct region *reg;
 	int r;
 
 	r = rpc_params(call, fields, &p);
 	if (r < 0)
 		return r;
-	r = region_lookup(call->daemon, p.region, call->conn, REGION_ADMIN, &reg, &err);
+	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
-		return rpc_error_info(call, &err);
+		return r;
 	/* In-flight work and leases keep the memory until they finish. */
 	region_drop_owner(reg);
 	region_unref(reg);
@@ -342,7 +341,6 @@ static int method_share(struct rpc_call *call)
 		{ "readonly", JSON_BOOL, offsetof(__typeof__(p), readonly), 0 },
 		{},
 	};
-	struct errinfo err = {};
 	struct region *reg;
 	bool group;
 	int r;
@@ -356,9 +354,9 @@ static int method_share(struct rpc_call *call)
 	if ((group ? p.gid : p.uid) > UINT32_MAX - 1)
 		return rpc_invalid_param(call, group ? "gid" : "uid",
 					 "parameter '%s' is not a valid id", group ? "gid" : "uid");
-	r = region_lookup(call->daemon, p.region, call->conn, REGION_ADMIN, &reg, &err);
+	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
-		return rpc_error_info(call, &err);
+		return r;
 	r = region_share(reg, group, (uint32_t)(group ? p.gid : p.uid), p.readonly);
 	region_unref(reg);
 	if (r < 0 && r != -EEXIST)
@@ -446,7 +444,6 @@ static int method_get_region(struct rpc_call *call)
 		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
 		{},
 	};
-	struct errinfo err = {};
 	struct region *reg;
 	cJSON *o;
 	int r;
@@ -454,9 +451,9 @@ static int method_get_region(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0)
 		return r;
-	r = region_lookup(call->daemon, p.region, call->conn, REGION_READ, &reg, &err);
+	r = rpc_region_lookup(call, p.region, REGION_READ, &reg);
 	if (r < 0)
-		return rpc_error_info(call, &err);
+		return r;
 	o = region_json(reg, true);
 	region_unref(reg);
 	if (!o)
