@@ -10,7 +10,6 @@
  *   (Register + Unregister) beside the bare driver calls.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +27,7 @@
 #define ROUNDS 20
 
 static const struct cu_ops *cu;
-static const char *arg_daemon;
-static double arg_seconds = 1.0;
+static struct bench_args args = { .seconds = 1.0 };
 static char daemon_path[128];
 static pid_t daemon_pid;
 
@@ -75,7 +73,7 @@ static double gbps(uint64_t bytes, uint64_t ns)
 	return ns ? (double)bytes / (double)ns : 0;
 }
 
-/* Repeats one copy for arg_seconds (at least 3 times); bytes per ns. */
+/* Repeats one copy for args.seconds (at least 3 times); bytes per ns. */
 static double timed(int dir_htod, void *host, CUdeviceptr dev, size_t size)
 {
 	uint64_t t0 = bench_now_ns(), t, n = 0;
@@ -86,7 +84,7 @@ static double timed(int dir_htod, void *host, CUdeviceptr dev, size_t size)
 		else
 			CU_OK(cu->cuMemcpyDtoH(host, dev, size));
 		n++;
-	} while ((t = bench_now_ns() - t0) < arg_seconds * 1e9 || n < 3);
+	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
 	return gbps(size * n, t);
 }
 
@@ -100,7 +98,7 @@ static double timed_daemon(struct rdmamem_client *c, const struct rdmamem_copy *
 			exit(1);
 		}
 		n++;
-	} while ((t = bench_now_ns() - t0) < arg_seconds * 1e9 || n < 3);
+	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
 	return gbps(cp->length * n, t);
 }
 
@@ -145,7 +143,7 @@ static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdevice
 	       "context): %.1f ms\n\n",
 	       cold / 1e6);
 	printf("== Host<->GPU Copy through rdmamemd (GB/s = 10^9 B/s), %.1f s per cell\n",
-	       arg_seconds);
+	       args.seconds);
 	printf("anchor = bare cuMemcpy between the same memfd mapping and device memory, in this "
 	       "process\n\n");
 	printf("%-6s %-9s %14s %14s %14s %10s %10s\n", "dir", "size", "bare pageable",
@@ -296,11 +294,6 @@ static void bench_ipc_import(struct rdmamem_client *c)
 
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "daemon", required_argument, NULL, 'd' },
-		{ "seconds", required_argument, NULL, 't' },
-		{},
-	};
 	const char *extra[] = { "--max-pinned-bytes-per-uid", "17179869184", NULL };
 	CUmemGenericAllocationHandle h;
 	struct rdmamem_client *c = NULL;
@@ -308,27 +301,13 @@ int main(int argc, char **argv)
 	CUdevice dev;
 	CUdeviceptr dptr;
 	void *host;
-	int hfd, vfd, opt;
+	int hfd, vfd;
 	pid_t d;
 
-	while ((opt = getopt_long(argc, argv, "", options, NULL)) >= 0) {
-		switch (opt) {
-		case 'd':
-			arg_daemon = optarg;
-			break;
-		case 't':
-			arg_seconds = atof(optarg);
-			break;
-		default:
-			return 2;
-		}
-	}
-	if (!arg_daemon) {
-		fprintf(stderr, "Usage: bench-gpu --daemon PATH [--seconds N]\n");
+	if (bench_parse_args(argc, argv, &args))
 		return 2;
-	}
 	snprintf(daemon_path, sizeof(daemon_path), "%s/rdmamemd.sock", bench_dir());
-	d = bench_daemon_start(arg_daemon, daemon_path, -1, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, -1, extra);
 	daemon_pid = d;
 	atexit(stop_daemon);
 	if (rdmamem_client_connect(daemon_path, &c) < 0)

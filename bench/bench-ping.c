@@ -7,7 +7,6 @@
  * Rows: anchor (raw client, raw server), rdmamemd with a raw client (the
  * daemon's own cost), rdmamemd through librdmamem (what applications get).
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,42 +29,21 @@ static int lib_ping(struct bench_worker *w)
 
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "daemon", required_argument, NULL, 'd' },
-		{ "seconds", required_argument, NULL, 't' },
-		{},
-	};
 	static const int client_counts[] = { 1, 8 };
 	static const struct {
 		const char *name;
 		int cpu;
 	} placements[] = { { "cpu0", 0 }, { "unpinned", -1 } };
-	const char *daemon = NULL;
-	double seconds = 2.0;
+	struct bench_args args = { .seconds = 2.0 };
 	char anchor_path[128], daemon_path[128];
-	int c;
 
-	while ((c = getopt_long(argc, argv, "d:t:", options, NULL)) >= 0) {
-		switch (c) {
-		case 'd':
-			daemon = optarg;
-			break;
-		case 't':
-			seconds = atof(optarg);
-			break;
-		default:
-			return 2;
-		}
-	}
-	if (!daemon) {
-		fprintf(stderr, "Usage: bench-ping --daemon PATH [--seconds N]\n");
+	if (bench_parse_args(argc, argv, &args))
 		return 2;
-	}
 	snprintf(anchor_path, sizeof(anchor_path), "%s/anchor.sock", bench_dir());
 	snprintf(daemon_path, sizeof(daemon_path), "%s/rdmamemd.sock", bench_dir());
 
 	printf("== Ping round trip: call %zu B, reply %zu B; %.1f s per row; %ld CPUs online\n",
-	       sizeof(ping_call), sizeof(ping_reply), seconds, sysconf(_SC_NPROCESSORS_ONLN));
+	       sizeof(ping_call), sizeof(ping_reply), args.seconds, sysconf(_SC_NPROCESSORS_ONLN));
 	printf("anchor = raw Unix-socket ping-pong in C (epoll server, same bytes), same run\n");
 	printf("cpu0 = server and clients pinned to CPU 0; unpinned = scheduler's choice\n\n");
 	bench_header("placement, clients");
@@ -73,7 +51,7 @@ int main(int argc, char **argv)
 	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {
 		int cpu = placements[p].cpu;
 		pid_t anchor = bench_anchor_start(anchor_path, cpu, sizeof(ping_reply));
-		pid_t d = bench_daemon_start(daemon, daemon_path, cpu, NULL);
+		pid_t d = bench_daemon_start(args.daemon, daemon_path, cpu, NULL);
 
 		for (size_t k = 0; k < sizeof(client_counts) / sizeof(client_counts[0]); k++) {
 			const struct bench_op raw_anchor = { anchor_path, 1, NULL, raw_ping, NULL, NULL };
@@ -84,11 +62,11 @@ int main(int argc, char **argv)
 			char group[64];
 
 			snprintf(group, sizeof(group), "%s, %d", placements[p].name, n);
-			a = bench_measure(&raw_anchor, n, cpu, seconds);
+			a = bench_measure(&raw_anchor, n, cpu, args.seconds);
 			bench_row(group, "anchor: raw socket", &a, NULL);
-			r = bench_measure(&raw_daemon, n, cpu, seconds);
+			r = bench_measure(&raw_daemon, n, cpu, args.seconds);
 			bench_row(group, "rdmamemd Ping, raw client", &r, &a);
-			r = bench_measure(&lib_daemon, n, cpu, seconds);
+			r = bench_measure(&lib_daemon, n, cpu, args.seconds);
 			bench_row(group, "rdmamemd Ping, librdmamem", &r, &a);
 		}
 		bench_stop(anchor);

@@ -6,7 +6,6 @@
  * vmbench): emulation proves function, so read the ratios, not the times.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -20,8 +19,7 @@
 
 #include "benchlib.h"
 
-static const char *arg_daemon, *arg_device = "rxe0";
-static double arg_seconds = 1.0;
+static struct bench_args args = { .seconds = 1.0, .device = "rxe0" };
 static char daemon_path[128];
 
 static struct ibv_pd *bare_pd(void)
@@ -30,10 +28,10 @@ static struct ibv_pd *bare_pd(void)
 	struct ibv_context *ctx = NULL;
 
 	for (int i = 0; list && list[i]; i++)
-		if (strcmp(ibv_get_device_name(list[i]), arg_device) == 0)
+		if (strcmp(ibv_get_device_name(list[i]), args.device) == 0)
 			ctx = ibv_open_device(list[i]);
 	if (!ctx) {
-		fprintf(stderr, "bench-rdma: no RDMA device %s\n", arg_device);
+		fprintf(stderr, "bench-rdma: no RDMA device %s\n", args.device);
 		exit(1);
 	}
 	return ibv_alloc_pd(ctx);
@@ -47,7 +45,7 @@ static void bench_registration(void)
 
 	if (rdmamem_client_connect(daemon_path, &c) < 0)
 		exit(1);
-	printf("== Register + deregister on %s, %.1f s per row\n", arg_device, arg_seconds);
+	printf("== Register + deregister on %s, %.1f s per row\n", args.device, args.seconds);
 	printf("anchor = ibv_reg_mr + ibv_dereg_mr of the same memfd mapping on a PD of this "
 	       "process\n");
 	printf("rdmamemd = RegisterOn (waits for the MR) + Unregister (deregisters off the loop)\n\n");
@@ -73,20 +71,20 @@ static void bench_registration(void)
 				exit(1);
 			}
 			n_b++;
-		} while ((tb = bench_now_ns() - t0) < arg_seconds * 1e9 || n_b < 3);
+		} while ((tb = bench_now_ns() - t0) < args.seconds * 1e9 || n_b < 3);
 
 		t0 = bench_now_ns();
 		do {
 			uint64_t id;
 
 			if (rdmamem_register(c, fd, 0, 0, &id) < 0 ||
-			    rdmamem_register_on(c, id, arg_device, &reg) < 0 ||
+			    rdmamem_register_on(c, id, args.device, &reg) < 0 ||
 			    rdmamem_unregister(c, id) < 0) {
 				fprintf(stderr, "bench-rdma: %s\n", rdmamem_client_error_message(c));
 				exit(1);
 			}
 			n_d++;
-		} while ((td = bench_now_ns() - t0) < arg_seconds * 1e9 || n_d < 3);
+		} while ((td = bench_now_ns() - t0) < args.seconds * 1e9 || n_d < 3);
 
 		printf("%-10zu %14.1f %14.1f %8.2f\n", size, n_b / (tb / 1e9), n_d / (td / 1e9),
 		       (n_d / (td / 1e9)) / (n_b / (tb / 1e9)));
@@ -112,7 +110,7 @@ static void *register_big(void *arg)
 	    rdmamem_register(c, fd, 0, 0, &id) < 0)
 		exit(1);
 	while (atomic_load(&registering)) {
-		if (rdmamem_register_on(c, id, arg_device, &reg) < 0 ||
+		if (rdmamem_register_on(c, id, args.device, &reg) < 0 ||
 		    rdmamem_unregister(c, id) < 0 || rdmamem_register(c, fd, 0, 0, &id) < 0) {
 			fprintf(stderr, "bench-rdma: %s\n", rdmamem_client_error_message(c));
 			exit(1);
@@ -136,14 +134,14 @@ static void bench_responsiveness(void)
 
 	printf("\n== Ping while 256 MiB regions are registered and deregistered back to back, "
 	       "%.1f s per row\n\n",
-	       arg_seconds * 2);
+	       args.seconds * 2);
 	bench_header("load");
-	idle = bench_measure(&ping, 1, -1, arg_seconds * 2);
+	idle = bench_measure(&ping, 1, -1, args.seconds * 2);
 	bench_row("idle", "Ping", &idle, NULL);
 	atomic_store(&registering, true);
 	pthread_create(&t, NULL, register_big, (void *)(size_t)(256 << 20));
 	usleep(200000);
-	busy = bench_measure(&ping, 1, -1, arg_seconds * 2);
+	busy = bench_measure(&ping, 1, -1, args.seconds * 2);
 	atomic_store(&registering, false);
 	pthread_join(t, NULL);
 	bench_row("registering 256 MiB", "Ping", &busy, &idle);
@@ -151,37 +149,13 @@ static void bench_responsiveness(void)
 
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "daemon", required_argument, NULL, 'd' },
-		{ "device", required_argument, NULL, 'D' },
-		{ "seconds", required_argument, NULL, 't' },
-		{},
-	};
 	const char *extra[] = { "--max-pinned-bytes-per-uid", "8589934592", NULL };
 	pid_t d;
-	int c;
 
-	while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
-		switch (c) {
-		case 'd':
-			arg_daemon = optarg;
-			break;
-		case 'D':
-			arg_device = optarg;
-			break;
-		case 't':
-			arg_seconds = atof(optarg);
-			break;
-		default:
-			return 2;
-		}
-	}
-	if (!arg_daemon) {
-		fprintf(stderr, "Usage: bench-rdma --daemon PATH [--device NAME] [--seconds N]\n");
+	if (bench_parse_args(argc, argv, &args))
 		return 2;
-	}
 	snprintf(daemon_path, sizeof(daemon_path), "%s/rdmamemd.sock", bench_dir());
-	d = bench_daemon_start(arg_daemon, daemon_path, -1, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, -1, extra);
 	bench_registration();
 	bench_responsiveness();
 	bench_stop(d);

@@ -10,7 +10,6 @@
  *   for one region, beside two raw ping-pongs of the same sizes per pair.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +22,7 @@
 
 #define BIG (1ULL << 30)
 
-static const char *arg_daemon;
-static double arg_seconds = 1.0;
+static struct bench_args args = { .seconds = 1.0 };
 static char daemon_path[128], anchor_path[128];
 
 /* A sealed memfd of size bytes, mapped and touched so no page faults are
@@ -73,7 +71,7 @@ static void bench_copy(void)
 	}
 
 	printf("\n== Copy bandwidth between two 1 GiB regions (GB/s = 10^9 B/s), %.1f s per row\n",
-	       arg_seconds);
+	       args.seconds);
 	printf("anchor = single-thread memcpy between the same two memfd mappings in one process\n\n");
 	printf("%-10s %14s %14s %12s %8s\n", "size", "memcpy GB/s", "Copy GB/s", "Copy calls/s",
 	       "ratio");
@@ -92,7 +90,7 @@ static void bench_copy(void)
 		do {
 			memcpy(b, a, size);
 			n_a++;
-		} while ((ta = bench_now_ns() - t0) < arg_seconds * 1e9 || n_a < 3);
+		} while ((ta = bench_now_ns() - t0) < args.seconds * 1e9 || n_a < 3);
 		__asm__ volatile("" ::"r"(b) : "memory");
 
 		t0 = bench_now_ns();
@@ -102,7 +100,7 @@ static void bench_copy(void)
 				exit(1);
 			}
 			n_d++;
-		} while ((td = bench_now_ns() - t0) < arg_seconds * 1e9 || n_d < 3);
+		} while ((td = bench_now_ns() - t0) < args.seconds * 1e9 || n_d < 3);
 
 		if (size >= (1 << 20))
 			snprintf(label, sizeof(label), "%llu MiB", (unsigned long long)(size >> 20));
@@ -245,11 +243,11 @@ static void bench_transfers(int cpu, const char *placement)
 							      lib_transfer, lib_teardown, &t };
 
 				snprintf(group, sizeof(group), "%s, %zu B", placement, t.size);
-				a = bench_measure(&raw_anchor, 1, cpu, arg_seconds);
+				a = bench_measure(&raw_anchor, 1, cpu, args.seconds);
 				snprintf(what, sizeof(what), "anchor: raw %zu B / %zu B", t.request_len,
 					 t.reply_len);
 				bench_row(group, what, &a, NULL);
-				r = bench_measure(&lib, 1, cpu, arg_seconds);
+				r = bench_measure(&lib, 1, cpu, args.seconds);
 				snprintf(what, sizeof(what), "rdmamemd %s, librdmamem",
 					 write_ ? "Write" : "Read");
 				bench_row(group, what, &r, &a);
@@ -337,9 +335,9 @@ static void bench_locks(int cpu, const char *placement)
 					      n == 1 ? &own : &shared };
 
 		snprintf(group, sizeof(group), "%s, %d client%s", placement, n, n > 1 ? "s" : "");
-		a = bench_measure(&raw_anchor, n, cpu, arg_seconds);
+		a = bench_measure(&raw_anchor, n, cpu, args.seconds);
 		bench_row(group, "anchor: 2 raw ping-pongs", &a, NULL);
-		r = bench_measure(&lib, n, cpu, arg_seconds);
+		r = bench_measure(&lib, n, cpu, args.seconds);
 		bench_row(group, n == 1 ? "Lock+Unlock, uncontended" : "Lock+Unlock, one region",
 			  &r, &a);
 	}
@@ -349,56 +347,36 @@ static void bench_locks(int cpu, const char *placement)
 
 int main(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "daemon", required_argument, NULL, 'd' },
-		{ "seconds", required_argument, NULL, 't' },
-		{},
-	};
 	const char *extra[] = { "--max-pinned-bytes-per-uid", "8589934592", NULL };
 	pid_t d;
-	int c;
 
-	while ((c = getopt_long(argc, argv, "d:t:", options, NULL)) >= 0) {
-		switch (c) {
-		case 'd':
-			arg_daemon = optarg;
-			break;
-		case 't':
-			arg_seconds = atof(optarg);
-			break;
-		default:
-			return 2;
-		}
-	}
-	if (!arg_daemon) {
-		fprintf(stderr, "Usage: bench-region --daemon PATH [--seconds N]\n");
+	if (bench_parse_args(argc, argv, &args))
 		return 2;
-	}
 	snprintf(daemon_path, sizeof(daemon_path), "%s/rdmamemd.sock", bench_dir());
 	snprintf(anchor_path, sizeof(anchor_path), "%s/anchor.sock", bench_dir());
 
-	d = bench_daemon_start(arg_daemon, daemon_path, -1, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, -1, extra);
 	bench_copy();
 	bench_stop(d);
 
 	printf("\n== Read and Write round trips (librdmamem, 1 client), %.1f s per row\n",
-	       arg_seconds);
+	       args.seconds);
 	printf("anchor = raw Unix-socket ping-pong of the same request and reply sizes\n\n");
 	bench_header("placement, size");
-	d = bench_daemon_start(arg_daemon, daemon_path, 0, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, 0, extra);
 	bench_transfers(0, "cpu0");
 	bench_stop(d);
-	d = bench_daemon_start(arg_daemon, daemon_path, -1, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, -1, extra);
 	bench_transfers(-1, "unpinned");
 	bench_stop(d);
 
-	printf("\n== Lock+Unlock pairs (exclusive), %.1f s per row\n", arg_seconds);
+	printf("\n== Lock+Unlock pairs (exclusive), %.1f s per row\n", args.seconds);
 	printf("anchor = two raw ping-pongs of the Lock call's sizes per pair\n\n");
 	bench_header("placement, clients");
-	d = bench_daemon_start(arg_daemon, daemon_path, 0, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, 0, extra);
 	bench_locks(0, "cpu0");
 	bench_stop(d);
-	d = bench_daemon_start(arg_daemon, daemon_path, -1, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, -1, extra);
 	bench_locks(-1, "unpinned");
 	bench_stop(d);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +22,45 @@
 #define MAX_SAMPLES (8U * 1024U * 1024U)
 
 static char dir[64];
+
+int bench_parse_args(int argc, char **argv, struct bench_args *args)
+{
+	static const struct option options[] = {
+		{ "daemon", required_argument, NULL, 'd' },
+		{ "seconds", required_argument, NULL, 't' },
+		{ "device", required_argument, NULL, 'D' },
+		{},
+	};
+	bool takes_device = args->device != NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
+		switch (c) {
+		case 'd':
+			args->daemon = optarg;
+			break;
+		case 't':
+			args->seconds = atof(optarg);
+			break;
+		case 'D':
+			if (!takes_device) {
+				fprintf(stderr, "%s: no --device: it uses no RDMA device\n",
+					program_invocation_short_name);
+				return 2;
+			}
+			args->device = optarg;
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (!args->daemon) {
+		fprintf(stderr, "Usage: %s --daemon PATH%s [--seconds N]\n",
+			program_invocation_short_name, takes_device ? " [--device NAME]" : "");
+		return 2;
+	}
+	return 0;
+}
 
 uint64_t bench_now_ns(void)
 {

@@ -44,6 +44,18 @@ struct bench_result {
 	size_t n;
 };
 
+/*
+ * The command line every benchmark takes: --daemon PATH (required),
+ * --seconds N per row, and --device NAME where device starts non-NULL (as
+ * its default). Returns 0, or 2, the exit status, after printing the usage.
+ */
+struct bench_args {
+	const char *daemon;
+	double seconds;
+	const char *device;
+};
+int bench_parse_args(int argc, char **argv, struct bench_args *args);
+
 uint64_t bench_now_ns(void);
 void bench_pin(int cpu);
 
