@@ -42,14 +42,6 @@ static void teardown(void)
 	test_daemon_stop(&td);
 }
 
-static struct rdmamem_client *client(void)
-{
-	struct rdmamem_client *c = NULL;
-
-	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
-	return c;
-}
-
 static cJSON *call_json(struct rdmamem_client *c, const char *method, const char *params)
 {
 	char *reply = NULL;
@@ -86,7 +78,7 @@ static bool driver_present(void)
 /* Without a driver, GPU imports get a named error; host memory still works. */
 START_TEST(test_gpu_import_without_driver)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE] = { 1, 2, 3 };
 	uint64_t id;
 	int fd;
@@ -112,7 +104,7 @@ END_TEST
 
 START_TEST(test_gpu_params)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	char *reply = NULL;
 	int fd;
 
@@ -152,7 +144,7 @@ END_TEST
 /* The driver is loaded by the first GPU import, not at start. */
 START_TEST(test_list_gpus_lazily)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	cJSON *r = call_json(c, "io.rdmamemd.ListGpus", NULL), *driver;
 
 	driver = cJSON_GetObjectItem(r, "driver");
@@ -280,7 +272,7 @@ static cJSON *region_info(struct rdmamem_client *c, uint64_t id)
  * under the device's primary context. Byte-exact at odd offsets. */
 START_TEST(test_vmm_read_write)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint8_t *buf = malloc(1 << 20), *want = malloc(1 << 20);
 	size_t size;
 	uint64_t id, sub;
@@ -335,7 +327,7 @@ END_TEST
 /* A legacy handle registered twice: one open, shared; byte-exact. */
 START_TEST(test_ipc_twice)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE], buf[64];
 	CUdeviceptr p = ipc_alloc(1 << 20, handle);
 	uint64_t a, b;
@@ -377,7 +369,7 @@ END_TEST
 /* Copy in every direction, sub-ranges at odd offsets. */
 START_TEST(test_copy_directions)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE], *host, *want = malloc(8 << 20);
 	size_t vsize;
 	uint64_t h, v, i;
@@ -445,7 +437,7 @@ END_TEST
  * failure that says so. */
 START_TEST(test_gpu_registration_without_rdma)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	size_t size;
 	uint64_t id;
@@ -464,7 +456,7 @@ END_TEST
 
 static bool nothing_left(void)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	cJSON *r = call_json(c, "io.rdmamemd.ListGpus", "{\"probe\":true}"), *g;
 	bool clean = true;
 
@@ -490,7 +482,7 @@ static void warm_up_driver(void)
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct rdmamem_client *c = client();
+		struct rdmamem_client *c = test_client(td.socket);
 		CUdevice dev;
 		size_t size;
 		uint64_t id;
@@ -527,7 +519,7 @@ START_TEST(test_client_exit_while_in_use)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct rdmamem_client *c = client();
+		struct rdmamem_client *c = test_client(td.socket);
 		uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE];
 		size_t size;
 		uint64_t v, i, h, lease;

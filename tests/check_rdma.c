@@ -58,14 +58,6 @@ static void teardown(void)
 	test_daemon_stop(&td);
 }
 
-static struct rdmamem_client *client(void)
-{
-	struct rdmamem_client *c = NULL;
-
-	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
-	return c;
-}
-
 /* A region of size bytes holding text at 0, registered on the device. */
 static uint64_t region_with(struct rdmamem_client *c, size_t size, const char *text,
 			    struct rdmamem_registration *reg, char **ret_map)
@@ -138,7 +130,7 @@ static int peer(bool rdmacm, const char *token, const struct rdmamem_registratio
 
 static uint64_t device_field(const char *field)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	char *reply = NULL;
 	cJSON *root, *dev;
 	uint64_t v = 0;
@@ -168,21 +160,11 @@ static bool no_mrs(void)
 	return device_field("mrs") == 0;
 }
 
-static void wait_until(bool (*cond)(void), const char *what)
-{
-	for (int i = 0; i < 1000; i++) {
-		if (cond())
-			return;
-		usleep(10000);
-	}
-	ck_abort_msg("timed out waiting for %s", what);
-}
-
 /* A peer that knows only {addr, rkey}, the endpoint and a token reads and
  * writes the region, through rdmacm and through ConnectQueuePair. */
 START_TEST(test_remote_read_write)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	char token[RDMAMEM_TOKEN_LEN + 1], *map, *out;
 	uint64_t id = region_with(c, 4096, "hello from the owner", &reg, &map);
@@ -210,7 +192,7 @@ START_TEST(test_remote_read_write)
 	/* Unregister: the MR goes (before the memory), and the same READ
 	 * now fails at the remote end. */
 	ck_assert_int_eq(rdmamem_unregister(c, id), 0);
-	wait_until(no_mrs, "the MR to be deregistered");
+	test_wait_until(no_mrs, 10000, "the MR to be deregistered");
 	ck_assert_int_eq(peer(true, token, &reg, "--read", "20", NULL, &out), 3);
 	ck_assert_ptr_nonnull(strstr(out, "remote access error"));
 	free(out);
@@ -224,7 +206,7 @@ END_TEST
  * queue pair but its READ fails with a remote access error. */
 START_TEST(test_killed_client)
 {
-	struct rdmamem_client *holder = client();
+	struct rdmamem_client *holder = test_client(td.socket);
 	char token[RDMAMEM_TOKEN_LEN + 1], *out;
 	struct rdmamem_registration reg;
 	int sync[2], status;
@@ -235,7 +217,7 @@ START_TEST(test_killed_client)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct rdmamem_client *c = client();
+		struct rdmamem_client *c = test_client(td.socket);
 		struct rdmamem_registration r;
 
 		region_with(c, 8192, "soon gone", &r, NULL);
@@ -251,7 +233,7 @@ START_TEST(test_killed_client)
 
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
-	wait_until(no_mrs, "the killed client's MR to go");
+	test_wait_until(no_mrs, 10000, "the killed client's MR to go");
 	ck_assert_int_eq(peer(true, token, &reg, "--read", "9", NULL, &out), 3);
 	ck_assert_ptr_nonnull(strstr(out, "remote access error"));
 	free(out);
@@ -267,7 +249,7 @@ struct token_out {
  * nothing connects. */
 START_TEST(test_isolation)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	uint64_t rejected_before;
 	char *out;
@@ -327,7 +309,7 @@ END_TEST
 /* Revoking a token tears down the connections it admitted. */
 START_TEST(test_revoke)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	char token[RDMAMEM_TOKEN_LEN + 1], addr[32], rkey[16], *line;
 	const char *argv[] = { PEER_BIN, "--rdmacm", listen_arg, "--token", token, "--addr", addr,
@@ -375,7 +357,7 @@ END_TEST
  * retried until root clears it. */
 START_TEST(test_recorded_failure)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	char params[128], *reply = NULL;
 	uint64_t id;
@@ -434,7 +416,7 @@ START_TEST(test_memlock_failure)
 	test_daemon_child_setup = no_ipc_lock;
 	start();
 	test_daemon_child_setup = NULL;
-	c = client();
+	c = test_client(td.socket);
 	ck_assert_int_eq(rdmamem_memfd_create("big", 1 << 20, &fd, NULL), 0);
 	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
 	close(fd);
@@ -453,7 +435,7 @@ END_TEST
  * MR, the same keys for both. */
 START_TEST(test_concurrent_registration)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	char msg[256], *a, *b;
 	uint64_t id;
 	int fd, s1 = test_connect(td.socket), s2 = test_connect(td.socket);
@@ -484,7 +466,7 @@ END_TEST
  * new one starts on the same devices. */
 START_TEST(test_restart)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	char token[RDMAMEM_TOKEN_LEN + 1], *out;
 
@@ -495,7 +477,7 @@ START_TEST(test_restart)
 	rdmamem_client_close(c);
 
 	start();
-	c = client();
+	c = test_client(td.socket);
 	region_with(c, 4096, "after", &reg, NULL);
 	ck_assert_int_eq(rdmamem_access_token_create(c, token), 0);
 	ck_assert_int_eq(peer(true, token, &reg, "--read", "5", "after", &out), 0);
@@ -507,7 +489,7 @@ END_TEST
 /* rdmamemctl devices and region ID show the registrations. */
 START_TEST(test_cli_devices)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	const char *devs[] = { CTL_BIN, "-s", td.socket, "devices", NULL };
 	const char *devs_json[] = { CTL_BIN, "-s", td.socket, "--json", "devices", NULL };
@@ -548,7 +530,7 @@ START_TEST(test_network_allow_list)
 
 	test_daemon_stop(&td);
 	test_daemon_start(&td, args);
-	c = client();
+	c = test_client(td.socket);
 	region_with(c, 4096, "fenced", &reg, NULL);
 	ck_assert_int_eq(rdmamem_access_token_create(c, token), 0);
 	ck_assert_int_eq(peer(true, token, &reg, "--read", "6", NULL, &out), 2);
@@ -560,7 +542,7 @@ START_TEST(test_network_allow_list)
 	test_daemon_stop(&td);
 	args[5] = "10.9.0.0/24";
 	test_daemon_start(&td, args);
-	c = client();
+	c = test_client(td.socket);
 	region_with(c, 4096, "fenced", &reg, NULL);
 	ck_assert_int_eq(rdmamem_access_token_create(c, token), 0);
 	ck_assert_int_eq(peer(true, token, &reg, "--read", "6", "fenced", NULL), 0);
@@ -570,7 +552,7 @@ END_TEST
 
 static bool saw_event(const char *what)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	char *reply = NULL;
 	bool seen;
 
@@ -603,11 +585,11 @@ START_TEST(test_port_events)
 	ck_assert_int_eq(test_run(down, &out, &err), 0);
 	free(out);
 	free(err);
-	wait_until(saw_port_error, "IBV_EVENT_PORT_ERR to show in ListDevices");
+	test_wait_until(saw_port_error, 10000, "IBV_EVENT_PORT_ERR to show in ListDevices");
 	ck_assert_int_eq(test_run(up, &out, &err), 0);
 	free(out);
 	free(err);
-	wait_until(saw_port_active, "IBV_EVENT_PORT_ACTIVE to show in ListDevices");
+	test_wait_until(saw_port_active, 10000, "IBV_EVENT_PORT_ACTIVE to show in ListDevices");
 }
 END_TEST
 

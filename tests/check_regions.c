@@ -49,14 +49,6 @@ static void teardown(void)
 	test_daemon_stop(&td);
 }
 
-static struct rdmamem_client *client(void)
-{
-	struct rdmamem_client *c = NULL;
-
-	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
-	return c;
-}
-
 /* A sealed memfd of size bytes, mapped; filled with byte fill. */
 static int memfd_of(size_t size, int fill, void **ret_addr)
 {
@@ -101,7 +93,7 @@ static int as_other_user(int (*fn)(void *arg), void *arg)
 
 static uint64_t status_field(const char *name)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	char *reply = NULL;
 	cJSON *root, *item;
 	uint64_t v = 0;
@@ -144,20 +136,10 @@ static int lock_count(struct rdmamem_client *c, uint64_t id, const char *what)
 	return v;
 }
 
-static void wait_for(bool (*cond)(void), const char *what)
-{
-	for (int i = 0; i < 500; i++) {
-		if (cond())
-			return;
-		usleep(10000);
-	}
-	ck_abort_msg("timed out waiting for %s", what);
-}
-
 /* Register a region, write, read back, copy, unregister. */
 START_TEST(test_register_write_read_copy)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	char buf[64], *big = malloc(3 << 20), *back = malloc(3 << 20);
 	uint64_t a, b;
 	void *addr;
@@ -221,7 +203,7 @@ END_TEST
 /* The daemon's mapping keeps the memory: the client may drop its own. */
 START_TEST(test_keepalive)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	char buf[4];
 	uint64_t id;
 	void *addr;
@@ -340,7 +322,7 @@ END_TEST
 /* A memfd sealed against writes is registered read-only. */
 START_TEST(test_read_only_region)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint64_t id;
 	char buf[3];
 	int fd;
@@ -360,7 +342,7 @@ END_TEST
 
 START_TEST(test_bounds)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint64_t id = register_new(c, 4096, 0), other = register_new(c, 100, 0);
 	char buf[16];
 	char *reply = NULL;
@@ -416,7 +398,7 @@ START_TEST(test_inline_limit)
 
 	test_daemon_stop(&td);
 	start_with(extra);
-	c = client();
+	c = test_client(td.socket);
 	id = register_new(c, 2 << 20, 'q');
 	snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"length\":\"65537\"}",
 		 (unsigned long long)id);
@@ -497,7 +479,7 @@ static int other_user_lists(void *arg)
 
 START_TEST(test_permissions_and_sharing)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint64_t id = register_new(c, 4096, 's');
 	struct share_args a = { .socket = td.socket, .region = id, .expect_byte = 's' };
 
@@ -540,7 +522,7 @@ START_TEST(test_quotas)
 
 	test_daemon_stop(&td);
 	start_with(extra);
-	c = client();
+	c = test_client(td.socket);
 	register_new(c, 4096, 0);
 	fd = memfd_of(1048576, 0, NULL);
 	/* Bytes: 4096 + 1 MiB is over 1 MiB. */
@@ -635,7 +617,7 @@ static void unlock_raw(int s, uint64_t lease)
 /* An exclusive waiter gets in while readers keep arriving. */
 START_TEST(test_fifo_fairness)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint64_t id = register_new(c, 4096, 0), l1, lw;
 	int reader1, writer, late[3];
 	const char *err;
@@ -693,7 +675,7 @@ static bool no_leases(void)
 /* Held and waiting leases go with their connection; timeouts answer. */
 START_TEST(test_lease_release_and_timeout)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint64_t id = register_new(c, 4096, 0), lease;
 	int holder, waiter, timed;
 	const char *err;
@@ -729,12 +711,12 @@ START_TEST(test_lease_release_and_timeout)
 	ck_assert_int_eq(lock_count(c, id, "waiting"), 1);
 	close(holder);
 	close(waiter);
-	wait_for(no_leases, "the leases of closed connections to go");
+	test_wait_until(no_leases, 5000, "the leases of closed connections to go");
 
 	/* Leases are per connection: another one cannot unlock them. */
 	ck_assert_int_eq(rdmamem_lock(c, id, RDMAMEM_LOCK_SHARED, -1, &lease), 0);
 	{
-		struct rdmamem_client *other = client();
+		struct rdmamem_client *other = test_client(td.socket);
 
 		ck_assert_int_eq(rdmamem_unlock(other, lease), -ENOENT);
 		ck_assert_str_eq(rdmamem_client_error_name(other), RDMAMEM_ERROR_NO_SUCH_LEASE);
@@ -752,7 +734,7 @@ END_TEST
  * queueing behind it; the lease's mode bounds what they may do. */
 START_TEST(test_operations_under_lease)
 {
-	struct rdmamem_client *c = client(), *other = client();
+	struct rdmamem_client *c = test_client(td.socket), *other = test_client(td.socket);
 	uint64_t a = register_new(c, 1 << 20, 'a'), b = register_new(c, 1 << 20, 'b');
 	uint64_t la, lb, ls;
 	char buf[4];
@@ -858,7 +840,7 @@ static int torn_reader(const char *socket, uint64_t id, int rounds)
 
 START_TEST(test_no_torn_reads)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint64_t id = register_new(c, TORN_SIZE, 0);
 	pid_t pids[3];
 	int status;
@@ -903,7 +885,7 @@ static int slice_writer(const char *socket, uint64_t id, int slice)
 
 START_TEST(test_disjoint_writers)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	void *addr;
 	int fd = memfd_of(SLICES * SLICE, 0, &addr), status;
 	uint64_t id;
@@ -1004,7 +986,7 @@ START_TEST(test_disconnect_leaves_nothing)
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 
-	wait_for(back_to_baseline_regions, "the killed client's regions to go");
+	test_wait_until(back_to_baseline_regions, 5000, "the killed client's regions to go");
 	ck_assert_uint_eq(status_field("pinned_bytes"), 0);
 	/* The status calls above opened and closed connections of their own. */
 	test_assert_serving(td.socket);
@@ -1016,7 +998,7 @@ END_TEST
 /* rdmamemctl regions and region ID, text and JSON. */
 START_TEST(test_cli_regions)
 {
-	struct rdmamem_client *c = client();
+	struct rdmamem_client *c = test_client(td.socket);
 	uint64_t id = register_new(c, 8192, 0), lease;
 	char ids[32];
 	const char *list[] = { CTL_BIN, "-s", td.socket, "regions", NULL };

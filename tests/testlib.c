@@ -16,6 +16,7 @@
 
 #include "proto/json.h"
 #include "proto/sockio.h"
+#include "rdmamem.h"
 #include "testlib.h"
 
 #define START_TIMEOUT_MS 10000
@@ -296,6 +297,23 @@ int test_settled_fds(pid_t pid)
 		last = n;
 	}
 	return last;
+}
+
+struct rdmamem_client *test_client(const char *socket)
+{
+	struct rdmamem_client *c = NULL;
+
+	ck_assert_int_eq(rdmamem_client_connect(socket, &c), 0);
+	return c;
+}
+
+void test_wait_until(bool (*cond)(void), int timeout_ms, const char *what)
+{
+	for (int waited = 0; !cond(); waited += 10) {
+		if (waited >= timeout_ms)
+			ck_abort_msg("timed out waiting for %s", what);
+		usleep(10000);
+	}
 }
 
 char *test_read_file(const char *path)

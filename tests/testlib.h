@@ -64,6 +64,10 @@ long test_rss_kib(pid_t pid);
 
 /* A blocking raw connection to path. */
 int test_connect(const char *path);
+/* A librdmamem client of the daemon at socket; the test fails if it cannot connect. */
+struct rdmamem_client *test_client(const char *socket);
+/* Polls cond every 10 ms until it holds; the test fails after timeout_ms. */
+void test_wait_until(bool (*cond)(void), int timeout_ms, const char *what);
 void test_send_raw(int fd, const void *buf, size_t len);
 /* Sends text and its NUL in one sendmsg, with fds. */
 void test_send_msg(int fd, const char *text, const int *fds, size_t n_fds);
