@@ -56,7 +56,8 @@ bool varlink_method_name_is_valid(const char *full)
 
 static int get_bool(const cJSON *item, bool *ret)
 {
-	if (!item)
+	/* null: absent, that is false. */
+	if (!item || cJSON_IsNull(item))
 		return 0;
 	if (!cJSON_IsBool(item))
 		return -EBADMSG;
@@ -82,7 +83,10 @@ int varlink_call_parse(cJSON *root, struct varlink_call *ret, const char **ret_r
 		if (strcmp(k, "method") == 0)
 			method = item;
 		else if (strcmp(k, "parameters") == 0)
-			c.parameters = item;
+			/* Null counts as absent, as it does among the
+			 * parameters: the reference Go library sends
+			 * "parameters": null for every call without any. */
+			c.parameters = cJSON_IsNull(item) ? NULL : item;
 		else if (strcmp(k, "oneway") == 0)
 			r = get_bool(item, &c.oneway);
 		else if (strcmp(k, "more") == 0)
@@ -135,6 +139,10 @@ int varlink_reply_parse(cJSON *root, struct varlink_reply *ret, const char **ret
 	cJSON_ArrayForEach(item, root) {
 		const char *k = item->string;
 
+		/* Null counts as absent here too: a server may send
+		 * "parameters": null for a reply without any. */
+		if (cJSON_IsNull(item))
+			continue;
 		if (strcmp(k, "parameters") == 0) {
 			if (!cJSON_IsObject(item)) {
 				*ret_reason = "reply 'parameters' must be an object";

@@ -71,6 +71,44 @@ START_TEST(test_get_info)
 }
 END_TEST
 
+/*
+ * "parameters": null is no parameters: the reference Go library sends it for
+ * every call without any, its own GetInfo() among them.
+ */
+START_TEST(test_null_parameters)
+{
+	static const char *const methods[] = {
+		"org.varlink.service.GetInfo", "io.rdmamemd.Ping",	  "io.rdmamemd.GetStatus",
+		"io.rdmamemd.GetStats",	       "io.rdmamemd.ListClients", "io.rdmamemd.ListRegions",
+		"io.rdmamemd.ListDevices",     "io.rdmamemd.ListConnections",
+		"io.rdmamemd.CreateAccessToken",
+	};
+	int fd = test_connect(td.socket);
+
+	for (size_t k = 0; k < ELEMENTSOF(methods); k++) {
+		char call[256];
+		cJSON *reply;
+
+		snprintf(call, sizeof(call), "{\"method\":\"%s\",\"parameters\":null}", methods[k]);
+		reply = test_call(fd, call);
+		ck_assert_msg(!test_reply_error(reply), "%s: %s", methods[k],
+			      test_reply_error(reply));
+		params_of(reply);
+		cJSON_Delete(reply);
+	}
+	/* A mandatory parameter is still missing when the object is null. */
+	{
+		cJSON *reply = test_call(fd, "{\"method\":\"io.rdmamemd.GetRegion\","
+					     "\"parameters\":null}");
+
+		ck_assert_str_eq(test_reply_error(reply), VARLINK_ERROR_INVALID_PARAMETER);
+		ck_assert_str_eq(str_of(params_of(reply), "parameter"), "region");
+		cJSON_Delete(reply);
+	}
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_get_interface_description)
 {
 	static const char *const files[] = { "io.rdmamemd", "org.varlink.service" };
@@ -363,6 +401,7 @@ Suite *daemon_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_get_info);
+	tcase_add_test(tc, test_null_parameters);
 	tcase_add_test(tc, test_get_interface_description);
 	tcase_add_test(tc, test_ping_and_status);
 	tcase_add_test(tc, test_pipelining_and_oneway);

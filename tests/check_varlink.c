@@ -17,6 +17,12 @@ static const struct {
 	{ "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":true}", 0 },
 	{ "{\"method\":\"io.rdmamemd.Ping\",\"more\":true,\"parameters\":{\"a\":1}}", 0 },
 	{ "{\"method\":\"org.varlink.service.GetInfo\",\"upgrade\":false}", 0 },
+	/* null counts as absent: the reference Go library sends
+	 * "parameters": null for every call without parameters. */
+	{ "{\"method\":\"org.varlink.service.GetInfo\",\"parameters\":null}", 0 },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":null,\"more\":null}", 0 },
+	{ "{\"method\":null}", -EBADMSG },
+	{ "{\"method\":\"io.rdmamemd.Ping\",\"extra\":null}", -EBADMSG },
 	{ "[]", -EBADMSG },
 	{ "\"io.rdmamemd.Ping\"", -EBADMSG },
 	{ "{}", -EBADMSG },
@@ -28,7 +34,6 @@ static const struct {
 	{ "{\"method\":\"io.rdmamemd-.Ping\"}", -EBADMSG },
 	{ "{\"method\":\"io.rdmamemd.Pi ng\"}", -EBADMSG },
 	{ "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":[]}", -EBADMSG },
-	{ "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":null}", -EBADMSG },
 	{ "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":1}", -EBADMSG },
 	{ "{\"method\":\"io.rdmamemd.Ping\",\"oneway\":true,\"more\":true}", -EBADMSG },
 	{ "{\"method\":\"io.rdmamemd.Ping\",\"extra\":1}", -EBADMSG },
@@ -66,6 +71,12 @@ START_TEST(test_call_fields)
 	ck_assert_str_eq(cJSON_GetObjectItem(vc.parameters, "interface")->valuestring,
 			 "io.rdmamemd");
 	cJSON_Delete(root);
+
+	root = cJSON_Parse("{\"method\":\"io.rdmamemd.Ping\",\"parameters\":null,\"oneway\":null}");
+	ck_assert_int_eq(varlink_call_parse(root, &vc, &reason), 0);
+	ck_assert_ptr_null(vc.parameters);
+	ck_assert(!vc.oneway);
+	cJSON_Delete(root);
 }
 END_TEST
 
@@ -100,6 +111,13 @@ START_TEST(test_reply)
 	cJSON_Delete(root);
 
 	root = cJSON_Parse("{\"error\":\"io.rdmamemd.InternalError\"}");
+	ck_assert_int_eq(varlink_reply_parse(root, &rp, &reason), 0);
+	ck_assert_str_eq(rp.error, "io.rdmamemd.InternalError");
+	ck_assert_ptr_null(rp.parameters);
+	cJSON_Delete(root);
+
+	/* null parameters are no parameters. */
+	root = cJSON_Parse("{\"parameters\":null,\"error\":\"io.rdmamemd.InternalError\"}");
 	ck_assert_int_eq(varlink_reply_parse(root, &rp, &reason), 0);
 	ck_assert_str_eq(rp.error, "io.rdmamemd.InternalError");
 	ck_assert_ptr_null(rp.parameters);
