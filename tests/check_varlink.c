@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,6 +161,78 @@ START_TEST(test_error_errno)
 }
 END_TEST
 
+/* The interface files, as GetInterfaceDescription serves them. */
+static const char *const idl_files[] = { "io.rdmamemd", "org.varlink.service" };
+
+struct idl_member {
+	char keyword[8];	/* "type", "method" or "error" */
+	char name[64];
+};
+
+/*
+ * The members an interface file declares: "type", "method" or "error" first
+ * on a line, then a capitalised name. Fields named type, method or error are
+ * followed by a colon and do not match. Returns how many were found.
+ */
+static size_t idl_members(const char *text, struct idl_member *out, size_t max)
+{
+	size_t n = 0;
+
+	for (const char *line = text, *next; line; line = next) {
+		struct idl_member m = {};
+
+		next = strchr(line, '\n');
+		next = next ? next + 1 : NULL;
+		line += strspn(line, " \t");
+		if (sscanf(line, "%7[a-z] %63[A-Za-z0-9]", m.keyword, m.name) != 2 ||
+		    !(m.name[0] >= 'A' && m.name[0] <= 'Z'))
+			continue;
+		if (strcmp(m.keyword, "type") && strcmp(m.keyword, "method") && strcmp(m.keyword, "error"))
+			continue;
+		ck_assert_uint_lt(n, max);
+		out[n++] = m;
+	}
+	return n;
+}
+
+/*
+ * Types, methods and errors share one namespace in an interface: the
+ * reference parser refused io.rdmamemd for "type Share" beside "method
+ * Share" ("method `Share` already defined"). And every declared error has
+ * an errno in the client library.
+ */
+START_TEST(test_idl_members)
+{
+	for (size_t k = 0; k < ELEMENTSOF(idl_files); k++) {
+		struct idl_member m[256];
+		char path[512];
+		char *text;
+		size_t n, errors = 0;
+
+		snprintf(path, sizeof(path), "%s/proto/%s.varlink", SRC_DIR, idl_files[k]);
+		text = test_read_file(path);
+		n = idl_members(text, m, ELEMENTSOF(m));
+		ck_assert_uint_gt(n, 5);
+		for (size_t i = 0; i < n; i++) {
+			char full[128];
+
+			for (size_t j = 0; j < i; j++)
+				ck_assert_msg(strcmp(m[i].name, m[j].name) != 0,
+					      "%s: %s %s: the name is taken by %s %s", idl_files[k],
+					      m[i].keyword, m[i].name, m[j].keyword, m[j].name);
+			if (strcmp(m[i].keyword, "error") != 0)
+				continue;
+			errors++;
+			snprintf(full, sizeof(full), "%s.%s", idl_files[k], m[i].name);
+			ck_assert_msg(rdmamem_error_to_errno(full) != -EREMOTEIO,
+				      "%s has no errno in proto/errors.c", full);
+		}
+		ck_assert_uint_gt(errors, 0);
+		free(text);
+	}
+}
+END_TEST
+
 Suite *varlink_suite(void)
 {
 	Suite *s = suite_create("varlink");
@@ -171,6 +244,7 @@ Suite *varlink_suite(void)
 	tcase_add_test(tc, test_reply);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_error_errno);
+	tcase_add_test(tc, test_idl_members);
 	suite_add_tcase(s, tc);
 	return s;
 }
