@@ -63,6 +63,41 @@ void rdmamem__put_error(struct rdmamem_client *c, char *name, char *message)
 	c->error_message = message;
 }
 
+/*
+ * The message of an error from the daemon: io.rdmamemd's errors carry one;
+ * org.varlink.service's carry only the parameter they declare (the daemon
+ * logs its explanation at debug), so the line is composed from that.
+ */
+static void set_remote_error(struct rdmamem_client *c, const char *name, const cJSON *params)
+{
+	static const struct {
+		const char *name, *param, *fmt;
+	} composed[] = {
+		{ VARLINK_ERROR_INVALID_PARAMETER, "parameter",
+		  "parameter '%s' is invalid: unknown, missing, of the wrong type or out of its range "
+		  "(the daemon logs why at debug level)" },
+		{ VARLINK_ERROR_METHOD_NOT_FOUND, "method", "the daemon has no method %s" },
+		{ VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "the daemon does not implement %s" },
+		{ VARLINK_ERROR_INTERFACE_NOT_FOUND, "interface",
+		  "the daemon does not serve the interface %s" },
+	};
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(params, "message");
+
+	if (cJSON_IsString(m)) {
+		rdmamem__set_error(c, name, "%s", m->valuestring);
+		return;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(composed); i++) {
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(params, composed[i].param);
+
+		if (strcmp(name, composed[i].name) == 0 && cJSON_IsString(p)) {
+			rdmamem__set_error(c, name, composed[i].fmt, p->valuestring);
+			return;
+		}
+	}
+	rdmamem__set_error(c, name, "%s", name);
+}
+
 static void clear_error(struct rdmamem_client *c)
 {
 	rdmamem__set_error(c, NULL, NULL);
@@ -333,10 +368,7 @@ int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *par
 	hand_out_fds(c, ret_fds, ret_n_fds);
 
 	if (reply.error) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(reply.parameters, "message");
-
-		rdmamem__set_error(c, reply.error, "%s",
-				   cJSON_IsString(m) ? m->valuestring : reply.error);
+		set_remote_error(c, reply.error, reply.parameters);
 		r = rdmamem_error_to_errno(reply.error);
 	}
 	if (ret_params)

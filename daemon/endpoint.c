@@ -378,9 +378,11 @@ int endpoint_connect_qp(struct conn *ctl, struct device *dev, struct token *t,
 				   ret);
 	if (r < 0) {
 		rconn_destroy(c, "setup failed");
-		return errinfo_set(e, VARLINK_ERROR_INVALID_PARAMETER, r,
-				   "cannot connect a queue pair on %s to qpn %u: %s", dev->info.name,
-				   peer->qpn, strerror(-r));
+		/* What the peer gave (its GID above all) is what the
+		 * device could not connect to. */
+		return errinfo_invalid_param(e, "gid", r,
+					     "cannot connect a queue pair on %s to qpn %u: %s",
+					     dev->info.name, peer->qpn, strerror(-r));
 	}
 	c->qpn = ret->qpn;
 	c->established = true;

@@ -119,7 +119,7 @@ static void register_gpu(struct mreg *m)
 	}
 	m->err = vb->mr_reg(m->pd, (void *)(uintptr_t)r->dptr, r->size, m->access, &m->mr);
 	if (m->err == 0) {
-		m->how = "peer memory";
+		m->how = "peer-memory";
 		return;
 	}
 	snprintf(m->gpu_error, sizeof(m->gpu_error),
@@ -135,7 +135,7 @@ static void on_reg_work(uv_work_t *work)
 		register_gpu(m);
 		return;
 	}
-	m->how = "host memory";
+	m->how = "host-memory";
 	m->err = vb->mr_reg(m->pd, m->region->addr, m->region->size, m->access, &m->mr);
 }
 

@@ -49,7 +49,7 @@ struct mreg {
 
 	uv_work_t work;		/* while pending */
 	struct vb_pd *pd;
-	const char *how;	/* "host memory", "dma-buf", "peer memory" */
+	const char *how;	/* Registration.via: "host-memory", "dma-buf", "peer-memory" */
 	char gpu_error[512];	/* both causes when GPU memory would not register */
 };
 

@@ -152,10 +152,11 @@ static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_se
 	if (imp->length == 0)
 		imp->length = (uint64_t)st->st_size - imp->offset;
 	if (imp->length == 0)
-		return errinfo_set(e, VARLINK_ERROR_INVALID_PARAMETER, -EINVAL,
-				   "the range is empty: the memfd has %" PRIu64
-				   " bytes from offset %" PRIu64 "; ftruncate it first or pass a length",
-				   (uint64_t)st->st_size - imp->offset, imp->offset);
+		return errinfo_invalid_param(e, "length", -EINVAL,
+					     "the range is empty: the memfd has %" PRIu64
+					     " bytes from offset %" PRIu64
+					     "; ftruncate it first or pass a length",
+					     (uint64_t)st->st_size - imp->offset, imp->offset);
 	if (imp->offset + imp->length < imp->offset)
 		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -EOVERFLOW,
 				   "offset %" PRIu64 " + length %" PRIu64 " overflows 64 bits",

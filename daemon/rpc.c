@@ -127,62 +127,97 @@ int rpc_reply(struct rpc_call *call, cJSON *params)
 	return rpc_send(call, NULL, params);
 }
 
-int rpc_error(struct rpc_call *call, const char *name, cJSON *params)
+/*
+ * Every error goes out here. why, the explanation, is logged at debug with
+ * the client's pid: org.varlink.service's errors carry only the parameter
+ * they declare, so for them the log is where the explanation lives (the
+ * client library composes a line from the parameter).
+ */
+static int send_error(struct rpc_call *call, const char *name, cJSON *params, const char *why)
 {
 	counters_bump(&call->daemon->stats.errors, name, false);
 	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&call->conn->cred),
-			"Connection %" PRIu64 " (pid %d uid %u): %s → %s", call->conn->id,
+			"Connection %" PRIu64 " (pid %d uid %u): %s → %s%s%s", call->conn->id,
 			(int)call->conn->cred.pid, (unsigned)call->conn->cred.uid, call->vc.method,
-			name);
+			name, why ? ": " : "", why ?: "");
 	rpc_send(call, name, params);
 	return rdmamem_error_to_errno(name);
 }
 
-static cJSON *message_params(const char *fmt, va_list ap)
+static bool is_service_error(const char *name)
 {
-	char text[1024];
-	cJSON *params;
+	static const char prefix[] = VARLINK_SERVICE_INTERFACE ".";
 
-	vsnprintf(text, sizeof(text), fmt, ap);
-	params = cJSON_CreateObject();
+	return strncmp(name, prefix, sizeof(prefix) - 1) == 0;
+}
+
+int rpc_error(struct rpc_call *call, const char *name, cJSON *params)
+{
+	const cJSON *m = cJSON_GetObjectItemCaseSensitive(params, "message");
+
+	return send_error(call, name, params, cJSON_IsString(m) ? m->valuestring : NULL);
+}
+
+/*
+ * An error and its explanation: io.rdmamemd's carry it as "message" beside
+ * the parameters they declare; org.varlink.service's declare no message,
+ * so theirs is only logged.
+ */
+static int error_explained(struct rpc_call *call, const char *name, cJSON *params,
+			   const char *text)
+{
+	if (is_service_error(name)) {
+		cJSON_Delete(params);
+		return send_error(call, name, cJSON_CreateObject(), text);
+	}
+	if (!params)
+		params = cJSON_CreateObject();
 	if (params && json_add_string(params, "message", text) < 0)
 		params = (cJSON_Delete(params), NULL);
-	return params;
+	return send_error(call, name, params, text);
 }
 
 int rpc_errorf(struct rpc_call *call, const char *name, const char *fmt, ...)
 {
-	cJSON *params;
+	char text[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	params = message_params(fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	return rpc_error(call, name, params);
+	return error_explained(call, name, NULL, text);
+}
+
+static int invalid_param(struct rpc_call *call, const char *param, const char *why)
+{
+	cJSON *params = cJSON_CreateObject();
+
+	if (params && json_add_string(params, "parameter", param) < 0)
+		params = (cJSON_Delete(params), NULL);
+	send_error(call, VARLINK_ERROR_INVALID_PARAMETER, params, why);
+	return -EINVAL;
 }
 
 int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt, ...)
 {
-	cJSON *params;
+	char text[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	params = message_params(fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	if (params && json_add_string(params, "parameter", param) < 0)
-		params = (cJSON_Delete(params), NULL);
-	rpc_error(call, VARLINK_ERROR_INVALID_PARAMETER, params);
-	return -EINVAL;
+	return invalid_param(call, param, text);
 }
 
 int rpc_error_info(struct rpc_call *call, struct errinfo *e)
 {
-	cJSON *params = e->params ?: cJSON_CreateObject();
+	const char *name = e->name ?: RDMAMEM_ERROR_INTERNAL;
 
-	e->params = NULL;
-	if (params && json_add_string(params, "message", e->message) < 0)
-		params = (cJSON_Delete(params), NULL);
-	return rpc_error(call, e->name ?: RDMAMEM_ERROR_INTERNAL, params);
+	if (strcmp(name, VARLINK_ERROR_INVALID_PARAMETER) == 0) {
+		errinfo_done(e);
+		return invalid_param(call, e->parameter ?: "parameters", e->message);
+	}
+	return error_explained(call, name, TAKE_PTR(e->params), e->message);
 }
 
 int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right right,

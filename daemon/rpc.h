@@ -62,7 +62,11 @@ int rpc_dispatch(struct rpc_call *call);
 /*
  * Replies. params is consumed (may be NULL for an empty object). The error
  * forms return the errno that the error name stands for, negative, so that
- * a handler can "return rpc_errorf(call, …);".
+ * a handler can "return rpc_errorf(call, …);". Every error and its
+ * explanation is logged at debug with the client's pid. rpc_errorf() sends
+ * the explanation as "message", which every io.rdmamemd error declares;
+ * org.varlink.service's errors declare none and go without it:
+ * rpc_invalid_param() sends only {"parameter": param}.
  */
 int rpc_reply(struct rpc_call *call, cJSON *params);
 int rpc_error(struct rpc_call *call, const char *name, cJSON *params);

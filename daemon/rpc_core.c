@@ -46,8 +46,9 @@ static int add_memlock(cJSON *p)
 	FILE *f;
 	char line[256];
 
+	/* Both fields are declared non-optional. */
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0)
-		return 0;
+		return -errno;
 	if (rl.rlim_cur == RLIM_INFINITY ? json_add_string(p, "memlock_limit", "infinity") < 0 :
 					   json_add_u64(p, "memlock_limit", rl.rlim_cur) < 0)
 		return -ENOMEM;
@@ -81,9 +82,12 @@ static int method_get_status(struct rpc_call *call)
 	    json_add_int(p, "clients", d->server->n_conns) < 0 ||
 	    json_add_int(p, "regions", (int64_t)d->n_regions) < 0 ||
 	    json_add_u64(p, "pinned_bytes", d->pinned_bytes) < 0 ||
-	    json_add_int(p, "devices", d->n_devices) < 0 || add_memlock(p) < 0 ||
+	    json_add_int(p, "devices", d->n_devices) < 0 ||
 	    json_add_int(p, "rdma_connections", d->n_rconns) < 0)
 		return -ENOMEM;
+	r = add_memlock(p);
+	if (r < 0)
+		return r;
 	return rpc_reply(call, TAKE_PTR(p));
 }
 

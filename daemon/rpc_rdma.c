@@ -101,13 +101,21 @@ static void reg_wait_free(struct reg_wait *rw)
 
 static cJSON *registration_of(struct region *r, const struct reg_item *it)
 {
+	_cleanup_json_ cJSON *o = NULL;
 	struct mreg *m;
 
 	list_for_each_entry(m, &r->mregs, link)
 		if (strcmp(m->device, it->device) == 0)
 			return mreg_to_json(m, it->recorded);
-	/* Forgotten by a RetryRegistration meanwhile. */
-	return cJSON_CreateObject();
+	/* Forgotten by a RetryRegistration meanwhile, which forgets only
+	 * failures: still a Registration, with every field it declares. */
+	o = cJSON_CreateObject();
+	if (!o || json_add_string(o, "device", it->device) < 0 ||
+	    json_add_string(o, "state", "failed") < 0 ||
+	    json_add_string(o, "error", "the failure was cleared by RetryRegistration while this "
+					 "call waited; ask again to try again") < 0)
+		return NULL;
+	return TAKE_PTR(o);
 }
 
 static void reg_wait_reply(struct reg_wait *rw)

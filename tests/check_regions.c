@@ -231,18 +231,30 @@ static int raw_register(int sock, int fd, const char *params, cJSON **ret)
 	return 0;
 }
 
-static void expect_register_error(int sock, int fd, const char *params, const char *error)
+/*
+ * Expects error; InvalidParameter must name param and carry nothing else
+ * (org.varlink.service declares only that), every other rejection says in
+ * its message what to do.
+ */
+static void expect_register_error(int sock, int fd, const char *params, const char *error,
+				  const char *param)
 {
+	const cJSON *p, *named;
 	cJSON *reply;
 
 	raw_register(sock, fd, params, &reply);
 	ck_assert_msg(test_reply_error(reply) && strcmp(test_reply_error(reply), error) == 0,
 		      "%s: expected %s, got %s", params, error, cJSON_PrintUnformatted(reply));
-	/* Every rejection says what to do. */
-	ck_assert_int_gt(strlen(cJSON_GetObjectItem(cJSON_GetObjectItem(reply, "parameters"),
-						    "message")
-				     ->valuestring),
-			 20);
+	p = cJSON_GetObjectItem(reply, "parameters");
+	if (param) {
+		named = cJSON_GetObjectItem(p, "parameter");
+		ck_assert_msg(cJSON_IsString(named) && strcmp(named->valuestring, param) == 0 &&
+				      cJSON_GetArraySize(p) == 1,
+			      "%s: expected only parameter '%s', got %s", params, param,
+			      cJSON_PrintUnformatted(reply));
+	} else {
+		ck_assert_int_gt(strlen(cJSON_GetObjectItem(p, "message")->valuestring), 20);
+	}
 	cJSON_Delete(reply);
 }
 
@@ -269,10 +281,10 @@ START_TEST(test_register_rejections)
 	sealed = memfd_of(4096, 0, NULL);
 	ck_assert_int_eq(rdmamem_memfd_create("x", 1, &empty, NULL), 0);
 
-	expect_register_error(sock, pipefd[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
-	expect_register_error(sock, sp[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
-	expect_register_error(sock, dir, "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
-	expect_register_error(sock, zero, "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_error(sock, pipefd[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD, NULL);
+	expect_register_error(sock, sp[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD, NULL);
+	expect_register_error(sock, dir, "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD, NULL);
+	expect_register_error(sock, zero, "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD, NULL);
 	/* A regular file: on tmpfs it cannot take seals, elsewhere no seals
 	 * at all; either way the daemon refuses it by name. */
 	{
@@ -285,28 +297,29 @@ START_TEST(test_register_rejections)
 				strcmp(e, RDMAMEM_ERROR_MISSING_SEAL) == 0));
 		cJSON_Delete(reply);
 	}
-	expect_register_error(sock, unsealed, "{\"fd\":0}", RDMAMEM_ERROR_MISSING_SEAL);
+	expect_register_error(sock, unsealed, "{\"fd\":0}", RDMAMEM_ERROR_MISSING_SEAL, NULL);
 	expect_register_error(sock, sealed, "{\"fd\":0,\"offset\":\"4097\"}",
-			      RDMAMEM_ERROR_OUT_OF_RANGE);
+			      RDMAMEM_ERROR_OUT_OF_RANGE, NULL);
 	expect_register_error(sock, sealed, "{\"fd\":0,\"offset\":\"1\",\"length\":\"4096\"}",
-			      RDMAMEM_ERROR_OUT_OF_RANGE);
+			      RDMAMEM_ERROR_OUT_OF_RANGE, NULL);
 	expect_register_error(sock, sealed,
 			      "{\"fd\":0,\"offset\":\"18446744073709551615\",\"length\":\"2\"}",
-			      RDMAMEM_ERROR_OUT_OF_RANGE);
+			      RDMAMEM_ERROR_OUT_OF_RANGE, NULL);
 	expect_register_error(sock, sealed, "{\"fd\":0,\"offset\":\"4096\"}",
-			      VARLINK_ERROR_INVALID_PARAMETER);
-	expect_register_error(sock, sealed, "{\"fd\":1}", VARLINK_ERROR_INVALID_PARAMETER);
-	expect_register_error(sock, -1, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER);
-	expect_register_error(sock, sealed, "{}", VARLINK_ERROR_INVALID_PARAMETER);
+			      VARLINK_ERROR_INVALID_PARAMETER, "length");
+	expect_register_error(sock, sealed, "{\"fd\":1}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
+	expect_register_error(sock, -1, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
+	expect_register_error(sock, sealed, "{}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
 	expect_register_error(sock, sealed, "{\"fd\":0,\"access\":[\"everything\"]}",
-			      VARLINK_ERROR_INVALID_PARAMETER);
+			      VARLINK_ERROR_INVALID_PARAMETER, "access");
 	expect_register_error(sock, sealed, "{\"fd\":0,\"length\":-5}",
-			      VARLINK_ERROR_INVALID_PARAMETER);
+			      VARLINK_ERROR_INVALID_PARAMETER, "length");
 	/* An empty memfd: sizing it is the client's job. */
 	ck_assert_int_eq(close(empty), 0);
 	empty = memfd_create("empty", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	ck_assert_int_eq(fcntl(empty, F_ADD_SEALS, F_SEAL_SHRINK), 0);
-	expect_register_error(sock, empty, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER);
+	expect_register_error(sock, empty, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER,
+			      "length");
 
 	/* Nothing was kept: not the fds, not a region. */
 	ck_assert_int_eq(test_settled_fds(td.pid), before);

@@ -66,7 +66,9 @@ const char *rdmamem_client_error_name(const struct rdmamem_client *client);
 /*
  * A one-line explanation of the last failure, from the daemon or from the
  * library (for example "the daemon closed the connection"). NULL after a
- * successful call.
+ * successful call. io.rdmamemd errors bring their own message; for the
+ * org.varlink.service errors, which carry only the parameter they declare,
+ * the library composes one from it ("parameter 'offset' is invalid: ...").
  */
 const char *rdmamem_client_error_message(const struct rdmamem_client *client);
 
