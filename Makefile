@@ -4,6 +4,7 @@
 #   make           build daemon, client library and CLI into build/release
 #   make run       deps + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
+#   make conformance  the Varlink conformance suite alone (reference Go library)
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
 #   make installcheck  install into a temporary root and build a client against it
 #   make asan      the whole test suite under ASan + UBSan (build/asan)
@@ -201,8 +202,9 @@ run: deps all
 
 # CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
-check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(GPU_PROGS)
+check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
+	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)$(MAKE) --no-print-directory vmtest
@@ -259,6 +261,7 @@ clean:
 	rm -rf build
 
 include tests/fuzz/fuzz.mk
+include tests/conformance/conformance.mk
 include tests/soak/soak.mk
 include tests/sanitize.mk
 

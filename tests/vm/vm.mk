@@ -14,7 +14,8 @@ VM_DIR     ?= build/vm
 VM_TIMEOUT ?= 600
 
 # Copied into the VM at their host paths: the tests find them through BUILD_DIR.
-VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rdma-peer)
+VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rdma-peer \
+              $(B)/conformance proto/io.rdmamemd.varlink proto/org.varlink.service.varlink)
 # Host settings that narrow or tune the test run travel into the VM.
 VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS \
               TSAN_OPTIONS,\
@@ -22,11 +23,16 @@ VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBS
 
 .PHONY: vmtest vmbench
 
+# The Varlink conformance suite's cases that need a device (ConnectQueuePair,
+# registrations in force): all of it, with -require-rdma, unless the run is
+# narrowed to some C suites or cases.
+VM_CONFORMANCE := $(if $(CK_RUN_SUITE)$(CK_RUN_CASE),,conformance -require-rdma $(CONFORMANCE_ARGS) &&)
+
 # TCG emulation is slow: the cases get 120 s each instead of the host's 30.
-vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer
+vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance
 	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
 		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES)) \
-		--cmd "/vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
+		--cmd "/vmtest/smoke.sh && $(VM_CONFORMANCE) $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
 
 # Registration through the daemon beside bare ibv_reg_mr, and Ping during a
 # large registration, on Soft-RoCE: function, not performance.
