@@ -264,9 +264,6 @@ var cases = []*testCase{
 	{what: "ConnectQueuePair", conn: "lib", method: "io.rdmamemd.ConnectQueuePair", need: needDevice,
 		params: obj("device", "$device", "token", "$token", "qpn", 0x123, "psn", 7, "gid", "$gid"),
 		then: func(s *suite, r *reply) error {
-			if mtu, _ := r.obj()["mtu"].(json.Number).Int64(); mtu < 256 {
-				return fmt.Errorf("mtu %d is no path MTU in bytes", mtu)
-			}
 			s.v["qp"] = "connected"
 			return nil
 		}},
