@@ -5,8 +5,9 @@
 #                        -fsanitize=thread in build/tsan: the thread-pool
 #                        paths (large Read/Write/Copy, MR registration, GPU
 #                        imports over the fake driver in the fuzz replay)
-#   make check-valgrind  the host suites with every daemon they start under
-#                        valgrind memcheck (no definite leaks, no errors),
+#   make check-valgrind  the host suites and the conformance suite with every
+#                        daemon they start under valgrind memcheck (no
+#                        definite leaks, no errors),
 #                        and the fuzz corpus's named inputs (seed-*, crash-*,
 #                        hang-*; not the hundreds the fuzzers added, which
 #                        make check replays) under it
@@ -31,10 +32,11 @@ tsan:
 	$(MAKE) VARIANT=tsan check
 
 # CK_TIMEOUT_MULTIPLIER: valgrind runs the daemon some 20 times slower.
-check-valgrind: deps all $(B)/test-rdmamemd $(FUZZ_REPLAYS)
+check-valgrind: deps all $(B)/test-rdmamemd $(B)/conformance $(FUZZ_REPLAYS)
 	RDMAMEM_TEST_DAEMON_WRAPPER="$(strip $(VALGRIND))" \
 	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-4} CK_EXCLUDE_TAGS="rdma cuda" \
 		$(B)/test-rdmamemd
+	RDMAMEM_TEST_DAEMON_WRAPPER="$(strip $(VALGRIND))" $(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)for t in $(FUZZ_TARGETS); do \
 		$(VALGRIND) $(B)/fuzz-replay-$$t tests/fuzz/corpus/$$t/*-* || exit 1; \
 	done
