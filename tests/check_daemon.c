@@ -44,6 +44,17 @@ static const char *str_of(const cJSON *o, const char *name)
 	return i->valuestring;
 }
 
+/* call is answered with error, whose parameter field has the value want. */
+static void expect_error_naming(int fd, const char *call, const char *error, const char *field,
+				const char *want)
+{
+	cJSON *reply = test_call(fd, call);
+
+	ck_assert_str_eq(test_reply_error(reply), error);
+	ck_assert_str_eq(str_of(params_of(reply), field), want);
+	cJSON_Delete(reply);
+}
+
 START_TEST(test_get_info)
 {
 	int fd = test_connect(td.socket);
@@ -97,14 +108,8 @@ START_TEST(test_null_parameters)
 		cJSON_Delete(reply);
 	}
 	/* A mandatory parameter is still missing when the object is null. */
-	{
-		cJSON *reply = test_call(fd, "{\"method\":\"io.rdmamemd.GetRegion\","
-					     "\"parameters\":null}");
-
-		ck_assert_str_eq(test_reply_error(reply), VARLINK_ERROR_INVALID_PARAMETER);
-		ck_assert_str_eq(str_of(params_of(reply), "parameter"), "region");
-		cJSON_Delete(reply);
-	}
+	expect_error_naming(fd, "{\"method\":\"io.rdmamemd.GetRegion\",\"parameters\":null}",
+			    VARLINK_ERROR_INVALID_PARAMETER, "parameter", "region");
 	close(fd);
 }
 END_TEST
@@ -131,15 +136,9 @@ START_TEST(test_get_interface_description)
 		cJSON_Delete(reply);
 	}
 
-	{
-		cJSON *reply = test_call(fd, "{\"method\":\"org.varlink.service."
-					     "GetInterfaceDescription\",\"parameters\":"
-					     "{\"interface\":\"com.example.Nope\"}}");
-
-		ck_assert_str_eq(test_reply_error(reply), VARLINK_ERROR_INTERFACE_NOT_FOUND);
-		ck_assert_str_eq(str_of(params_of(reply), "interface"), "com.example.Nope");
-		cJSON_Delete(reply);
-	}
+	expect_error_naming(fd, "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
+				"\"parameters\":{\"interface\":\"com.example.Nope\"}}",
+			    VARLINK_ERROR_INTERFACE_NOT_FOUND, "interface", "com.example.Nope");
 	close(fd);
 }
 END_TEST
