@@ -50,7 +50,6 @@ const noRDMA = "no RDMA device here (make vmtest runs this case on Soft-RoCE)"
 // skipped with the reason when nothing provoked them.
 var unprovokable = []struct{ err, why string }{
 	{"io.rdmamemd.InternalError", "the daemon's own failure (out of memory, a broken invariant): no client can cause it"},
-	{"io.rdmamemd.CudaError", "needs a CUDA driver that refuses a call; the cuda and gpu suites provoke it with the fake driver"},
 	{"org.varlink.service.MethodNotImplemented", "rdmamemd implements every method it declares; the method cases show each one answers"},
 	{"org.varlink.service.PermissionDenied", "rdmamemd refuses with io.rdmamemd.PermissionDenied, which says what was refused"},
 	{"org.varlink.service.ExpectedMore", "no method of io.rdmamemd requires \"more\""},
@@ -347,6 +346,15 @@ var cases = []*testCase{
 		need: func(s *suite) string {
 			if s.v["cuda"] != "" {
 				return "a CUDA driver is installed here"
+			}
+			return ""
+		}},
+	{what: "a GPU import the driver refuses", conn: "raw", method: "io.rdmamemd.Register",
+		params: obj("memory", "cuda-ipc", "ipc_handle", strings.Repeat("5a", 64)),
+		err:    "io.rdmamemd.CudaError",
+		need: func(s *suite) string {
+			if s.v["cuda"] == "" {
+				return "no CUDA driver here to refuse a call (the cuda and gpu suites provoke it with their fake driver)"
 			}
 			return ""
 		}},
