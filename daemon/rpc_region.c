@@ -36,12 +36,18 @@ static int parse_access(struct rpc_call *call, const cJSON *list, unsigned *ret)
 {
 	const cJSON *item;
 	unsigned bits = 0;
+	size_t n = 0;
 
 	if (!list)
 		return 0;
 	cJSON_ArrayForEach(item, list) {
 		size_t i;
 
+		/* Each name once at most: a longer list is no request. */
+		if (++n > ELEMENTSOF(access_names))
+			return rpc_invalid_param(call, "access",
+						 "parameter 'access' lists more than %zu names",
+						 ELEMENTSOF(access_names));
 		for (i = 0; i < ELEMENTSOF(access_names); i++)
 			if (cJSON_IsString(item) && strcmp(item->valuestring, access_names[i].name) == 0)
 				break;
