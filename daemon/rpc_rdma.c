@@ -415,15 +415,16 @@ static int method_list_devices(struct rpc_call *call)
 static int method_create_access_token(struct rpc_call *call)
 {
 	_cleanup_json_ cJSON *p = NULL;
+	struct errinfo err = {};
 	struct token *t;
 	int r;
 
 	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
 	if (r < 0)
 		return r;
-	r = token_create(call->conn, &t);
+	r = token_create(call->conn, &t, &err);
 	if (r < 0)
-		return r;
+		return err.name ? rpc_error_info(call, &err) : r;
 	p = cJSON_CreateObject();
 	if (!p || json_add_string(p, "token", t->hex) < 0 || json_add_int(p, "uid", t->uid) < 0)
 		return -ENOMEM;
@@ -547,38 +548,30 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	return rpc_reply(call, TAKE_PTR(reply));
 }
 
+/* Remote peers of the caller's uid; root sees all. */
+static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
+{
+	const struct rconn *c = container_of(node, struct rconn, order);
+	_cleanup_json_ cJSON *o = NULL;
+
+	if (call->conn->cred.uid != 0 && call->conn->cred.uid != c->uid)
+		return 0;
+	o = cJSON_CreateObject();
+	if (!o || json_add_u64(o, "id", c->id) < 0 ||
+	    json_add_string(o, "kind", c->oob ? "queue-pair" : "rdmacm") < 0 ||
+	    json_add_string(o, "device", c->dev->info.name) < 0 ||
+	    json_add_int(o, "uid", c->uid) < 0 || json_add_string(o, "peer", c->peer) < 0 ||
+	    json_add_int(o, "qpn", c->qpn) < 0 ||
+	    json_add_bool(o, "established", c->established) < 0 ||
+	    json_add_u64(o, "age_msec", uv_now(call->daemon->loop) - c->created_msec) < 0)
+		return -ENOMEM;
+	*ret = TAKE_PTR(o);
+	return 0;
+}
+
 static int method_list_connections(struct rpc_call *call)
 {
-	_cleanup_json_ cJSON *p = cJSON_CreateObject();
-	const struct rconn *c;
-	cJSON *list;
-	int r;
-
-	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
-	if (r < 0)
-		return r;
-	list = p ? cJSON_AddArrayToObject(p, "connections") : NULL;
-	if (!list)
-		return -ENOMEM;
-	list_for_each_entry(c, &call->daemon->rconns, link) {
-		cJSON *o;
-
-		if (call->conn->cred.uid != 0 && call->conn->cred.uid != c->uid)
-			continue;
-		o = cJSON_CreateObject();
-		if (!o)
-			return -ENOMEM;
-		cJSON_AddItemToArray(list, o);
-		if (json_add_u64(o, "id", c->id) < 0 ||
-		    json_add_string(o, "kind", c->oob ? "queue-pair" : "rdmacm") < 0 ||
-		    json_add_string(o, "device", c->dev->info.name) < 0 ||
-		    json_add_int(o, "uid", c->uid) < 0 || json_add_string(o, "peer", c->peer) < 0 ||
-		    json_add_int(o, "qpn", c->qpn) < 0 ||
-		    json_add_bool(o, "established", c->established) < 0 ||
-		    json_add_u64(o, "age_msec", uv_now(call->daemon->loop) - c->created_msec) < 0)
-			return -ENOMEM;
-	}
-	return rpc_reply(call, TAKE_PTR(p));
+	return rpc_reply_page(call, &call->daemon->rconn_order, "connections", connection_item);
 }
 
 static int method_list_gpus(struct rpc_call *call)

@@ -21,6 +21,15 @@
 
 #define VARLINK_SERVICE_INTERFACE "org.varlink.service"
 
+/*
+ * io.rdmamemd's listings (ListRegions, ListClients, ListConnections) answer
+ * in pages: at most LIST_PAGE_MAX items (a larger limit is lowered to it),
+ * LIST_PAGE_DEFAULT when the call names no limit. The largest page keeps
+ * the daemon's loop busy for about a millisecond.
+ */
+#define LIST_PAGE_DEFAULT 256U
+#define LIST_PAGE_MAX 512U
+
 struct varlink_call {
 	const char *method;	/* "interface.Method", points into the tree */
 	size_t interface_len;	/* length of the interface part */

@@ -490,13 +490,18 @@ static const struct {
 	{ "io.rdmamemd.ConnectQueuePair", "mtu", U32 },
 	{ "io.rdmamemd.ConnectQueuePair", "gid_index", INT },
 	{ "io.rdmamemd.ListGpus", "probe", BOOL },
+	{ "io.rdmamemd.ListRegions", "limit", INT },
+	{ "io.rdmamemd.ListRegions", "after", U64 },
+	{ "io.rdmamemd.ListClients", "limit", INT },
+	{ "io.rdmamemd.ListClients", "after", U64 },
+	{ "io.rdmamemd.ListConnections", "limit", INT },
+	{ "io.rdmamemd.ListConnections", "after", U64 },
 };
 
 /* Methods without parameters: any parameter is unknown. */
 static const char *const no_param_methods[] = {
-	"org.varlink.service.GetInfo", "io.rdmamemd.GetStatus",	 "io.rdmamemd.ListRegions",
-	"io.rdmamemd.ListDevices",     "io.rdmamemd.CreateAccessToken", "io.rdmamemd.ListConnections",
-	"io.rdmamemd.GetStats",	       "io.rdmamemd.ListClients",
+	"org.varlink.service.GetInfo",	 "io.rdmamemd.GetStatus", "io.rdmamemd.ListDevices",
+	"io.rdmamemd.CreateAccessToken", "io.rdmamemd.GetStats",
 };
 
 /* JSON values of the wrong type for each kind (and a few wrong values). */
