@@ -129,6 +129,7 @@ Suite *lock_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
+Suite *tables_suite(void);
 Suite *rdma_suite(void);
 Suite *cuda_suite(void);
 Suite *gpu_suite(void);
