@@ -330,17 +330,9 @@ static cJSON *device_json(const struct device *dev)
 	    json_add_u64(o, "mrs", dev->n_mrs) < 0 ||
 	    json_add_u64(o, "pinned_bytes", dev->mr_bytes) < 0 ||
 	    json_add_int(o, "connections", dev->n_connections) < 0 ||
-	    json_add_u64(o, "max_mr_size", dev->info.max_mr_size) < 0)
+	    json_add_u64(o, "max_mr_size", dev->info.max_mr_size) < 0 ||
+	    json_add_int(o, "protection_domains", dev->n_pds) < 0)
 		return NULL;
-	{
-		const struct uid_pd *pd;
-		int n = 0;
-
-		list_for_each_entry(pd, &dev->pds, link)
-			n++;
-		if (json_add_int(o, "protection_domains", n) < 0)
-			return NULL;
-	}
 	ports = cJSON_AddArrayToObject(o, "ports");
 	if (!ports)
 		return NULL;
