@@ -98,9 +98,10 @@ struct idseq_node;
  * [items], next} with the objects of s whose ids are above after, in id
  * order, at most limit of them (LIST_PAGE_DEFAULT, at most LIST_PAGE_MAX).
  * item makes an object's JSON, or leaves *ret NULL for one the caller may
- * not see. next, the id of the last object looked at, is there when more
- * may follow: a page looks at no more than a few thousand objects, so one
- * that sees few of them may be short, even empty, and still have a next.
+ * not see; it may not add objects to s or remove any. next, the id of the
+ * last object looked at, is there when more may follow: a page looks at no
+ * more than 8 × LIST_PAGE_MAX slots, so one whose caller sees few of them
+ * may be short, even empty, and still have a next.
  */
 int rpc_reply_page(struct rpc_call *call, const struct idseq *s, const char *name,
 		   int (*item)(struct rpc_call *call, struct idseq_node *node, cJSON **ret));
