@@ -409,6 +409,68 @@ _public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const ch
 	return r;
 }
 
+/* The one array of a listing's reply. */
+static cJSON *list_of(const cJSON *reply)
+{
+	cJSON *item;
+
+	cJSON_ArrayForEach(item, reply)
+		if (cJSON_IsArray(item))
+			return item;
+	return NULL;
+}
+
+_public_ int rdmamem_list(struct rdmamem_client *c, const char *method, char **ret_reply_json)
+{
+	_cleanup_json_ cJSON *params = cJSON_CreateObject();
+	_cleanup_json_ cJSON *all = NULL;
+	cJSON *items = NULL;
+	uint64_t after = 0;
+	int r;
+
+	if (!c || !method || !ret_reply_json)
+		return -EINVAL;
+	/* The largest pages: fewest round trips. */
+	if (!params || json_add_int(params, "limit", LIST_PAGE_MAX) < 0)
+		return -ENOMEM;
+	for (;;) {
+		_cleanup_json_ cJSON *root = NULL;
+		cJSON *reply = NULL, *list, *next;
+		uint64_t v;
+
+		r = rdmamem__call(c, method, params, NULL, 0, 0, &root, &reply, NULL, NULL);
+		if (r < 0)
+			return r;
+		list = list_of(reply);
+		if (!list) {
+			rdmamem__set_error(c, NULL, "the answer of %s holds no list", method);
+			return -EPROTO;
+		}
+		if (!all) {
+			all = cJSON_CreateObject();
+			items = all ? cJSON_AddArrayToObject(all, list->string) : NULL;
+			if (!items)
+				return -ENOMEM;
+		}
+		while (list->child)
+			cJSON_AddItemToArray(items, cJSON_DetachItemViaPointer(list, list->child));
+		next = cJSON_GetObjectItemCaseSensitive(reply, "next");
+		if (!next)
+			break;
+		/* A cursor that does not move on would never end. */
+		if (json_to_u64(next, &v) < 0 || (after > 0 && v <= after)) {
+			rdmamem__set_error(c, NULL, "the answer of %s has a bad 'next'", method);
+			return -EPROTO;
+		}
+		after = v;
+		cJSON_DeleteItemFromObjectCaseSensitive(params, "after");
+		if (json_add_u64(params, "after", after) < 0)
+			return -ENOMEM;
+	}
+	*ret_reply_json = cJSON_PrintUnformatted(all);
+	return *ret_reply_json ? 0 : -ENOMEM;
+}
+
 _public_ int rdmamem_ping(struct rdmamem_client *c)
 {
 	return rdmamem_call(c, "io.rdmamemd.Ping", NULL, NULL, 0, NULL, NULL, NULL);

@@ -98,13 +98,16 @@ static uint64_t get_u64(const cJSON *o, const char *name)
 	return v;
 }
 
-/* Calls method and hands back the parsed reply; prints the error itself. */
-static int call(struct rdmamem_client *c, const char *method, const char *params, cJSON **ret)
+/* Calls method (every page of it when paged) and hands back the parsed
+ * reply; prints the error itself. */
+static int call_paged(struct rdmamem_client *c, const char *method, const char *params, bool paged,
+		      cJSON **ret)
 {
 	char *reply = NULL;
 	int r;
 
-	r = rdmamem_call(c, method, params, NULL, 0, &reply, NULL, NULL);
+	r = paged ? rdmamem_list(c, method, &reply) :
+		    rdmamem_call(c, method, params, NULL, 0, &reply, NULL, NULL);
 	if (r < 0) {
 		const char *name = rdmamem_client_error_name(c);
 		const char *msg = rdmamem_client_error_message(c);
@@ -121,6 +124,11 @@ static int call(struct rdmamem_client *c, const char *method, const char *params
 		return -EPROTO;
 	}
 	return 0;
+}
+
+static int call(struct rdmamem_client *c, const char *method, const char *params, cJSON **ret)
+{
+	return call_paged(c, method, params, false, ret);
 }
 
 static int print_json(const cJSON *reply)
@@ -570,18 +578,19 @@ struct verb {
 	void (*show)(const cJSON *reply);
 	int (*run)(struct rdmamem_client *c, const char *arg);
 	bool takes_arg;
+	bool paged;		/* a listing: every page, shown as one */
 };
 
 static const struct verb verbs[] = {
-	{ "clients", "io.rdmamemd.ListClients", .show = show_clients },
+	{ "clients", "io.rdmamemd.ListClients", .show = show_clients, .paged = true },
 	{ "stats", "io.rdmamemd.GetStats", .show = show_stats },
 	{ "doctor", .run = verb_doctor },
 	/* probe: an operator asking may load the driver in the daemon. */
 	{ "gpus", "io.rdmamemd.ListGpus", "{\"probe\":true}", .show = show_gpus },
 	{ "devices", "io.rdmamemd.ListDevices", .show = show_devices },
-	{ "connections", "io.rdmamemd.ListConnections", .show = show_connections },
+	{ "connections", "io.rdmamemd.ListConnections", .show = show_connections, .paged = true },
 	{ "status", "io.rdmamemd.GetStatus", .show = show_status },
-	{ "regions", "io.rdmamemd.ListRegions", .show = show_regions },
+	{ "regions", "io.rdmamemd.ListRegions", .show = show_regions, .paged = true },
 	{ "region", "io.rdmamemd.GetRegion", .make_params = region_params, .show = show_region,
 	  .takes_arg = true },
 	{ "ping", "io.rdmamemd.Ping", .show = show_ping },
@@ -598,7 +607,7 @@ static int query(struct rdmamem_client *c, const struct verb *v, const char *arg
 		if (r < 0)
 			return r;
 	}
-	r = call(c, v->method, params ?: v->params, &reply);
+	r = call_paged(c, v->method, params ?: v->params, v->paged, &reply);
 	if (r < 0)
 		return r;
 	if (arg_json)

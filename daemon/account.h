@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Per-uid accounting: connections, regions and the bytes they keep mapped. */
+/* Per-uid accounting: connections, regions and the bytes they keep mapped,
+ * leases and access tokens. */
 #ifndef RDMAMEMD_ACCOUNT_H
 #define RDMAMEMD_ACCOUNT_H
 
@@ -17,6 +18,8 @@ struct account {
 	unsigned n_connections;
 	uint64_t n_regions;
 	uint64_t pinned_bytes;
+	unsigned n_leases;	/* held or waiting, not yet released */
+	unsigned n_tokens;
 };
 
 /* Returns a new reference to uid's account, creating it; NULL on OOM. */

@@ -29,6 +29,7 @@ static void on_poll(uv_poll_t *h, int status, int events);
 
 static struct conn *conn_free(struct conn *c)
 {
+	idseq_remove(&c->server->conn_order, &c->order);
 	frame_reader_done(&c->in);
 	close_many(c->in_fds, c->n_in_fds);
 	outq_done(&c->out);
@@ -80,6 +81,7 @@ void conn_close(struct conn *c)
 	 */
 	c->link.prev->next = c->link.next;
 	c->link.next->prev = c->link.prev;
+	idseq_remove(&s->conn_order, &c->order);
 	if (c->reject) {
 		s->n_rejected--;
 	} else {
@@ -455,6 +457,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	c->server = s;
 	c->cred = *cred;
 	c->id = ++s->next_conn_id;
+	idseq_node_init(&c->order);
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	outq_init(&c->out);
 	list_init(&c->link);
@@ -465,7 +468,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	conn_read_groups(c);
 
 	c->account = account_get(d, cred->uid);
-	if (!c->account) {
+	if (!c->account || idseq_add(&s->conn_order, c->id, &c->order) < 0) {
 		conn_free(c);
 		return -ENOMEM;
 	}

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "idseq.h"
 #include "outq.h"
 #include "proto/frame.h"
 #include "proto/list.h"
@@ -26,6 +27,7 @@ struct server;
 
 struct conn {
 	struct list_head link;	/* in server->conns */
+	struct idseq_node order;	/* in server->conn_order until closed */
 	struct server *server;
 	unsigned n_ref;
 	uint64_t id;
@@ -39,6 +41,7 @@ struct conn {
 	struct list_head regions;	/* struct region this connection owns */
 	struct list_head leases;	/* struct lease it holds or waits for */
 	struct list_head tokens;	/* struct token it created */
+	unsigned n_regions, n_leases, n_tokens;	/* on those lists, for ListClients */
 	struct list_head rconns;	/* struct rconn it set up with ConnectQueuePair */
 
 	struct frame_reader in;

@@ -225,9 +225,9 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	list_init(&d->devices);
 	list_init(&d->listeners);
 	list_init(&d->rconns);
-	list_init(&d->tokens);
 	list_init(&d->gpu_ipcs);
 	region_registry_init(d);
+	token_registry_init(d);
 	lease_registry_init(d);
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;
 	d->signal_fd = -1;
@@ -312,6 +312,7 @@ struct daemon *daemon_free(struct daemon *d)
 	devices_free(d);
 	region_registry_done(d);
 	lease_registry_done(d);
+	token_registry_done(d);
 	if (d->loop) {
 		r = uv_loop_close(d->loop);
 		if (r < 0)

@@ -15,9 +15,11 @@
 
 #include "config.h"
 #include "idmap.h"
+#include "idseq.h"
 #include "proto/list.h"
 #include "stats.h"
 #include "timeout.h"
+#include "token.h"
 
 #define RDMAMEMD_VERSION "0.1.0"
 
@@ -36,6 +38,7 @@ struct daemon {
 	struct list_head accounts;	/* struct account, one per uid seen */
 
 	struct idmap regions;		/* id → struct region, weak */
+	struct idseq region_order;	/* the same regions by id, for ListRegions */
 	uint64_t next_region_id;
 	uint64_t n_regions;
 	uint64_t pinned_bytes;
@@ -49,9 +52,10 @@ struct daemon {
 	size_t n_vb_devices;
 	struct list_head listeners;	/* struct listener (rdmacm) */
 	struct list_head rconns;	/* struct rconn: remote peers' queue pairs */
+	struct idseq rconn_order;	/* the same by id, for ListConnections */
 	unsigned n_rconns;
 	uint64_t next_rconn_id;
-	struct list_head tokens;	/* struct token */
+	struct token_registry tokens;
 	struct allowed_network {
 		struct sockaddr_storage addr;
 		unsigned prefix;
@@ -62,6 +66,7 @@ struct daemon {
 	struct stats stats;
 
 	struct list_head gpu_ipcs;	/* struct gpu_ipc: open legacy IPC handles */
+	unsigned gpu_regions[16];	/* live regions by GPU ordinal (GPU_LIST_MAX) */
 	bool cuda_loaded;		/* the first GPU import loaded the driver */
 
 	int signal_fd;			/* signalfd: SIGTERM, SIGINT, SIGHUP */

@@ -183,6 +183,7 @@ int device_pd(struct device *dev, uid_t uid, struct vb_pd **ret)
 	}
 	p->uid = uid;
 	list_add_tail(&p->link, &dev->pds);
+	dev->n_pds++;
 	log_debug("RDMA device %s: protection domain for uid %u", dev->info.name, (unsigned)uid);
 	*ret = p->pd;
 	return 0;

@@ -37,6 +37,7 @@ struct device {
 	uv_poll_t poll;
 	bool polling;
 	struct list_head pds;
+	unsigned n_pds;		/* on pds: ListDevices counts without a walk */
 	uint64_t n_mrs, mr_bytes;
 	unsigned n_connections;
 	struct {

@@ -80,6 +80,10 @@ static struct rconn *rconn_new(struct daemon *d, struct device *dev, struct toke
 	if (!c)
 		return NULL;
 	c->id = ++d->next_rconn_id;
+	if (idseq_add(&d->rconn_order, c->id, &c->order) < 0) {
+		free(c);
+		return NULL;
+	}
 	c->dev = dev;
 	c->token = t;
 	c->uid = t->uid;
@@ -105,6 +109,7 @@ void rconn_destroy(struct rconn *c, const char *why)
 	if (c->qp)
 		vb->qp_destroy(c->qp);
 	list_del(&c->link);
+	idseq_remove(&d->rconn_order, &c->order);
 	list_del(&c->token_link);
 	if (list_linked(&c->ctl_link))
 		list_del(&c->ctl_link);
@@ -270,7 +275,7 @@ int endpoint_start(struct daemon *d)
 
 	list_init(&d->listeners);
 	list_init(&d->rconns);
-	list_init(&d->tokens);
+	idseq_init(&d->rconn_order);
 
 	r = parse_allow(d);
 	if (r < 0)
@@ -315,10 +320,11 @@ void endpoint_stop(struct daemon *d)
 {
 	struct listener *l, *n;
 
-	while (!list_empty(&d->tokens))
-		token_revoke(list_first_entry(&d->tokens, struct token, link), "shutdown");
+	while (!list_empty(&d->tokens.all))
+		token_revoke(list_first_entry(&d->tokens.all, struct token, link), "shutdown");
 	while (!list_empty(&d->rconns))
 		rconn_destroy(list_first_entry(&d->rconns, struct rconn, link), "shutdown");
+	idseq_done(&d->rconn_order);
 	list_for_each_entry_safe(l, n, &d->listeners, link) {
 		list_del(&l->link);
 		uv_close((uv_handle_t *)&l->poll, on_listener_closed);

@@ -17,6 +17,7 @@
 
 #include <uv.h>
 
+#include "idseq.h"
 #include "proto/list.h"
 #include "verbs.h"
 
@@ -43,6 +44,7 @@ enum endpoint_reject {
 
 struct rconn {
 	struct list_head link;		/* in daemon->rconns */
+	struct idseq_node order;	/* in daemon->rconn_order */
 	struct list_head token_link;	/* in token->rconns */
 	struct list_head ctl_link;	/* in ctl->rconns (ConnectQueuePair only) */
 	uint64_t id;

@@ -9,6 +9,8 @@
 #ifndef RDMAMEMD_ERRINFO_H
 #define RDMAMEMD_ERRINFO_H
 
+#include <stdint.h>
+
 #include <cjson/cJSON.h>
 
 #include "proto/macro.h"
@@ -31,6 +33,13 @@ int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, .
  */
 int errinfo_invalid_param(struct errinfo *e, const char *param, int err, const char *fmt, ...)
 	_printf_(4, 5);
+
+/*
+ * QuotaExceeded with its numbers: quota (its name), limit, used and
+ * requested. Returns -EDQUOT.
+ */
+int errinfo_quota(struct errinfo *e, const char *quota, uint64_t limit, uint64_t used,
+		  uint64_t requested, const char *fmt, ...) _printf_(6, 7);
 void errinfo_done(struct errinfo *e);
 
 #endif

@@ -427,8 +427,8 @@ struct list_job {
 	int err;
 	char error[512];
 	int n;
-	struct cu_device_info info[16];
-	unsigned refs[16];
+	struct cu_device_info info[GPU_LIST_MAX];
+	unsigned refs[GPU_LIST_MAX];
 	uv_work_t work;
 };
 
@@ -448,25 +448,18 @@ static void on_list_work(uv_work_t *w)
 		snprintf(job->error, sizeof(job->error), "%s", cu_last_error());
 		return;
 	}
-	for (int i = 0; i < n && job->n < 16; i++)
+	for (int i = 0; i < n && job->n < GPU_LIST_MAX; i++)
 		if (cu_device_info(i, &job->info[job->n]) == 0) {
 			job->refs[job->n] = cu_primary_ctx_refs(i);
 			job->n++;
 		}
 }
 
+/* Kept up to date by region_publish() and region_drop_owner(): counting
+ * them here would walk every region of every client. */
 static unsigned regions_on_gpu(struct daemon *d, int ordinal)
 {
-	struct conn *c;
-	unsigned n = 0;
-
-	list_for_each_entry(c, &d->server->conns, link) {
-		const struct region *r;
-
-		list_for_each_entry(r, &c->regions, owner_link)
-			n += r->gpu == ordinal;
-	}
-	return n;
+	return ordinal >= 0 && ordinal < GPU_LIST_MAX ? d->gpu_regions[ordinal] : 0;
 }
 
 static void on_list_done(uv_work_t *w, int status)

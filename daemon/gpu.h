@@ -28,6 +28,9 @@ enum gpu_ipc_state {
 	GPU_IPC_OPEN,
 };
 
+/* ListGpus shows at most this many GPUs, and counts regions on those. */
+#define GPU_LIST_MAX 16
+
 struct gpu_ipc {
 	struct list_head link;		/* in daemon->gpu_ipcs */
 	struct daemon *daemon;

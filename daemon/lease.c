@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "account.h"
 #include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
@@ -24,10 +25,19 @@ void lease_registry_done(struct daemon *d)
 	idmap_done(&d->leases);
 }
 
-int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret)
+int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret,
+	      struct errinfo *e)
 {
 	struct daemon *d = conn->server->daemon;
+	struct account *a = conn->account;
+	unsigned max = d->cfg.max_leases_per_uid;
 	struct lease *l;
+
+	if (a->n_leases >= max)
+		return errinfo_quota(e, "leases", max, a->n_leases, 1,
+				     "uid %u holds or waits for %u leases, the limit is %u; unlock "
+				     "some first",
+				     (unsigned)a->uid, a->n_leases, max);
 
 	l = calloc(1, sizeof(*l));
 	if (!l)
@@ -44,6 +54,8 @@ int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct l
 	}
 	l->region = region_ref(r);
 	list_add_tail(&l->conn_link, &conn->leases);
+	conn->n_leases++;
+	a->n_leases++;
 	list_add_tail(&l->region_link, &r->leases);
 	*ret = l;
 	return 0;
@@ -111,6 +123,8 @@ void lease_release(struct lease *l)
 	l->released = true;
 	idmap_remove(&l->daemon->leases, l->id);
 	list_del(&l->conn_link);
+	l->conn->n_leases--;
+	l->conn->account->n_leases--;
 	l->conn = NULL;
 	timeout_disarm(&l->daemon->timeouts, &l->timeout);
 	if (l->req.waiting) {

@@ -42,8 +42,12 @@ struct lease {
 	void (*on_granted)(struct lease *l);
 };
 
-/* A new lease of conn on r (registered, not yet asking for the lock). */
-int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret);
+/*
+ * A new lease of conn on r (registered, not yet asking for the lock);
+ * QuotaExceeded ("leases") in *e when conn's uid holds its limit.
+ */
+int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret,
+	      struct errinfo *e);
 
 /*
  * Asks for the lock: 1 when granted at once, 0 when queued (on_granted runs

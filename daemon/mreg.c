@@ -209,19 +209,28 @@ static void open_devices_text(struct daemon *d, char *buf, size_t size)
 		snprintf(buf, size, "none");
 }
 
-struct mreg *mreg_ensure(struct region *r, const char *device, struct mreg_waiter *w)
+struct mreg *mreg_find(struct region *r, const char *device)
 {
-	struct daemon *d = r->daemon;
 	struct mreg *m;
-	int err;
 
 	list_for_each_entry(m, &r->mregs, link)
-		if (strcmp(m->device, device) == 0) {
-			if (m->state == MREG_PENDING && w)
-				list_add_tail(&w->link, &m->waiters);
+		if (strcmp(m->device, device) == 0)
 			return m;
-		}
+	return NULL;
+}
 
+struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waiter *w)
+{
+	struct daemon *d = r->daemon;
+	const char *device = dev->info.name;
+	struct mreg *m = mreg_find(r, device);
+	int err;
+
+	if (m) {
+		if (m->state == MREG_PENDING && w)
+			list_add_tail(&w->link, &m->waiters);
+		return m;
+	}
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
@@ -230,16 +239,8 @@ struct mreg *mreg_ensure(struct region *r, const char *device, struct mreg_waite
 	list_init(&m->waiters);
 	list_add_tail(&m->link, &r->mregs);
 	m->access = vb_access_of(r);
-	m->dev = device_find(d, device);
+	m->dev = dev;
 
-	if (!m->dev) {
-		char open[256];
-
-		open_devices_text(d, open, sizeof(open));
-		mreg_fail(m, -ENODEV, "no RDMA device '%s' is open (open: %s)%s", device, open,
-			  device_allowed(d, device) ? "" : "; the configuration excludes it");
-		return m;
-	}
 	if (m->dev->fatal) {
 		mreg_fail(m, -EIO,
 			  "RDMA device %s reported a fatal error (IBV_EVENT_DEVICE_FATAL) and "
@@ -320,6 +321,22 @@ void mreg_free_all(struct region *r)
 		free(m->error);
 		free(m);
 	}
+}
+
+cJSON *mreg_missing_json(struct daemon *d, const char *device)
+{
+	char open[256], text[512];
+	struct mreg m = {
+		.state = MREG_FAILED,
+		.err = -ENODEV,
+		.error = text,
+	};
+
+	open_devices_text(d, open, sizeof(open));
+	snprintf(m.device, sizeof(m.device), "%s", device);
+	snprintf(text, sizeof(text), "no RDMA device '%s' is open (open: %s)%s", device, open,
+		 device_allowed(d, device) ? "" : "; the configuration excludes it");
+	return mreg_to_json(&m, false);
 }
 
 cJSON *mreg_to_json(const struct mreg *m, bool recorded)

@@ -19,6 +19,7 @@
 #include "proto/list.h"
 #include "verbs.h"
 
+struct daemon;
 struct device;
 struct region;
 
@@ -53,12 +54,16 @@ struct mreg {
 	char gpu_error[512];	/* both causes when GPU memory would not register */
 };
 
+/* r's registration on the device named so, or NULL. */
+struct mreg *mreg_find(struct region *r, const char *device);
+
 /*
- * The registration of r on device, started if there is none. When the
- * returned entry is pending and w is given, w->settled runs once it is
- * registered or failed (on the loop). Returns NULL only on OOM.
+ * The registration of r on dev (an open device), started if there is none.
+ * When the returned entry is pending and w is given, w->settled runs once it
+ * is registered or failed (on the loop). Returns NULL only on OOM. A name
+ * that is no open device gets no entry: see mreg_missing_json().
  */
-struct mreg *mreg_ensure(struct region *r, const char *device, struct mreg_waiter *w);
+struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waiter *w);
 
 /* Stops waiting (the caller went away); the attempt itself goes on. */
 void mreg_waiter_cancel(struct mreg_waiter *w);
@@ -73,5 +78,7 @@ void mreg_free_all(struct region *r);
 
 /* {device, backend, state, lkey, rkey, addr, length} or {device, error}. */
 cJSON *mreg_to_json(const struct mreg *m, bool recorded);
+/* The failure answered for a device that is not open, recorded nowhere. */
+cJSON *mreg_missing_json(struct daemon *d, const char *device);
 
 #endif

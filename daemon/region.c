@@ -32,12 +32,14 @@
 void region_registry_init(struct daemon *d)
 {
 	idmap_init(&d->regions);
+	idseq_init(&d->region_order);
 	d->next_region_id = 1;
 }
 
 void region_registry_done(struct daemon *d)
 {
 	idmap_done(&d->regions);
+	idseq_done(&d->region_order);
 }
 
 static const char *file_kind(mode_t m)
@@ -70,37 +72,20 @@ static int numa_node_of(void *addr)
 static int charge_quota(struct daemon *d, struct account *a, uint64_t length, struct errinfo *e)
 {
 	const struct daemon_config *cfg = &d->cfg;
-	cJSON *p;
 
-	if (a->n_regions + 1 > cfg->max_regions_per_uid) {
-		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
-			    "uid %u has %" PRIu64 " regions, the limit is %" PRIu64
-			    "; unregister some first",
-			    (unsigned)a->uid, a->n_regions, cfg->max_regions_per_uid);
-		p = cJSON_CreateObject();
-		if (p && (json_add_string(p, "quota", "regions") < 0 ||
-			  json_add_u64(p, "limit", cfg->max_regions_per_uid) < 0 ||
-			  json_add_u64(p, "used", a->n_regions) < 0 ||
-			  json_add_u64(p, "requested", 1) < 0))
-			p = (cJSON_Delete(p), NULL);
-		e->params = p;
-		return -EDQUOT;
-	}
+	if (a->n_regions + 1 > cfg->max_regions_per_uid)
+		return errinfo_quota(e, "regions", cfg->max_regions_per_uid, a->n_regions, 1,
+				     "uid %u has %" PRIu64 " regions, the limit is %" PRIu64
+				     "; unregister some first",
+				     (unsigned)a->uid, a->n_regions, cfg->max_regions_per_uid);
 	if (length > cfg->max_pinned_bytes_per_uid ||
-	    a->pinned_bytes > cfg->max_pinned_bytes_per_uid - length) {
-		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
-			    "uid %u keeps %" PRIu64 " bytes in regions; %" PRIu64
-			    " more would pass the limit of %" PRIu64 " bytes",
-			    (unsigned)a->uid, a->pinned_bytes, length, cfg->max_pinned_bytes_per_uid);
-		p = cJSON_CreateObject();
-		if (p && (json_add_string(p, "quota", "pinned_bytes") < 0 ||
-			  json_add_u64(p, "limit", cfg->max_pinned_bytes_per_uid) < 0 ||
-			  json_add_u64(p, "used", a->pinned_bytes) < 0 ||
-			  json_add_u64(p, "requested", length) < 0))
-			p = (cJSON_Delete(p), NULL);
-		e->params = p;
-		return -EDQUOT;
-	}
+	    a->pinned_bytes > cfg->max_pinned_bytes_per_uid - length)
+		return errinfo_quota(e, "pinned_bytes", cfg->max_pinned_bytes_per_uid,
+				     a->pinned_bytes, length,
+				     "uid %u keeps %" PRIu64 " bytes in regions; %" PRIu64
+				     " more would pass the limit of %" PRIu64 " bytes",
+				     (unsigned)a->uid, a->pinned_bytes, length,
+				     cfg->max_pinned_bytes_per_uid);
 	a->n_regions++;
 	a->pinned_bytes += length;
 	d->n_regions++;
@@ -194,6 +179,7 @@ int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct r
 	reg->account = account_ref(owner->account);
 	reg->size = size;
 	reg->created_msec = uv_now(d->loop);
+	idseq_node_init(&reg->order);
 	list_init(&reg->owner_link);
 	list_init(&reg->leases);
 	list_init(&reg->mregs);
@@ -215,7 +201,14 @@ int region_publish(struct region *reg, struct conn *owner)
 	d->stats.regions_registered++;
 	if (idmap_put(&d->regions, reg->id, reg) < 0)
 		return -ENOMEM;
+	if (idseq_add(&d->region_order, reg->id, &reg->order) < 0) {
+		idmap_remove(&d->regions, reg->id);
+		return -ENOMEM;
+	}
 	list_add_tail(&reg->owner_link, &owner->regions);
+	owner->n_regions++;
+	if (reg->gpu >= 0 && reg->gpu < GPU_LIST_MAX)
+		d->gpu_regions[reg->gpu]++;
 	log_full_fields(LOG_DEBUG, 0, LOG_REGION(reg),
 			"Region %" PRIu64 ": %" PRIu64 " bytes of %s for pid %d uid %u%s", reg->id,
 			reg->size, region_is_gpu(reg) ? "GPU memory" : "a memfd",
@@ -365,6 +358,7 @@ static void region_free(struct region *r)
 	/* Leases, attempts and in-flight work hold references: none is left. */
 	if (idmap_get(&d->regions, r->id) == r)
 		idmap_remove(&d->regions, r->id);
+	idseq_remove(&d->region_order, &r->order);
 	/* Deregistering a large MR unpins every page, and CUDA calls can
 	 * take long: not on the loop. */
 	if ((has_registrations(r) || region_is_gpu(r) || r->cuda_registered >= 0) &&
@@ -389,7 +383,11 @@ void region_drop_owner(struct region *r)
 		return;
 	r->dead = true;
 	idmap_remove(&d->regions, r->id);
+	idseq_remove(&d->region_order, &r->order);
 	list_del(&r->owner_link);
+	r->owner->n_regions--;
+	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
+		d->gpu_regions[r->gpu]--;
 	r->owner = NULL;
 	region_unref(r);
 }
@@ -455,8 +453,9 @@ int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum
 	return 0;
 }
 
-int region_share(struct region *r, bool is_group, uint32_t id, bool readonly)
+int region_share(struct region *r, bool is_group, uint32_t id, bool readonly, struct errinfo *e)
 {
+	unsigned max = r->daemon->cfg.max_shares_per_region;
 	struct region_share *n;
 
 	for (size_t i = 0; i < r->n_shares; i++) {
@@ -469,6 +468,12 @@ int region_share(struct region *r, bool is_group, uint32_t id, bool readonly)
 			return 0;
 		}
 	}
+	/* Every access check of another uid walks the list: keep it short. */
+	if (r->n_shares >= max)
+		return errinfo_quota(e, "shares", max, r->n_shares, 1,
+				     "region %" PRIu64 " is shared with %zu uids and gids, the "
+				     "limit is %u; share with a group to reach many users",
+				     r->id, r->n_shares, max);
 	n = reallocarray(r->shares, r->n_shares + 1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;

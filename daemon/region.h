@@ -23,6 +23,7 @@
 #include <uv.h>
 
 #include "cuda.h"
+#include "idseq.h"
 #include "lock.h"
 #include "proto/list.h"
 
@@ -64,6 +65,7 @@ struct region {
 	unsigned n_ref;
 	struct daemon *daemon;
 	bool dead;		/* unregistered: no new users */
+	struct idseq_node order;	/* in daemon->region_order while published */
 
 	/* The owner: a connection until Unregister or disconnect. */
 	struct conn *owner;
@@ -176,8 +178,9 @@ int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum
 /* Whether caller may see the region in listings. */
 bool region_visible_to(const struct region *r, const struct conn *caller);
 
-/* Grants uid or gid access. -EEXIST when already shared the same way. */
-int region_share(struct region *r, bool is_group, uint32_t id, bool readonly);
+/* Grants uid or gid access. -EEXIST when already shared the same way;
+ * QuotaExceeded ("shares") in *e when the region has its limit of them. */
+int region_share(struct region *r, bool is_group, uint32_t id, bool readonly, struct errinfo *e);
 
 /* Checks [offset, offset + length) against the region, overflow-safe. */
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,

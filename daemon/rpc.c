@@ -8,6 +8,7 @@
 #include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
+#include "idseq.h"
 #include "log.h"
 #include "proto/errors.h"
 #include "proto/json.h"
@@ -245,6 +246,58 @@ int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out
 	if (!err.field)
 		return rpc_invalid_param(call, "parameters", "'parameters' %s", err.reason);
 	return rpc_invalid_param(call, err.field, "parameter '%s' %s", err.field, err.reason);
+}
+
+/* Objects a page may look at, seen by the caller or not: the bound on the
+ * loop's time when a caller sees few of many. */
+#define LIST_PAGE_SCAN_MAX (8 * LIST_PAGE_MAX)
+
+int rpc_reply_page(struct rpc_call *call, const struct idseq *s, const char *name,
+		   int (*item)(struct rpc_call *call, struct idseq_node *node, cJSON **ret))
+{
+	struct {
+		int64_t limit;
+		uint64_t after;
+	} p = { .limit = LIST_PAGE_DEFAULT };
+	static const struct json_field fields[] = {
+		{ "limit", JSON_INT, offsetof(__typeof__(p), limit), 0 },
+		{ "after", JSON_U64, offsetof(__typeof__(p), after), 0 },
+		{},
+	};
+	_cleanup_json_ cJSON *reply = NULL;
+	size_t i, scanned = 0, n = 0;
+	cJSON *list;
+	int r;
+
+	r = rpc_params(call, fields, &p);
+	if (r < 0)
+		return r;
+	if (p.limit < 1)
+		return rpc_invalid_param(call, "limit", "parameter 'limit' must be at least 1");
+	p.limit = MIN(p.limit, (int64_t)LIST_PAGE_MAX);
+
+	reply = cJSON_CreateObject();
+	list = reply ? cJSON_AddArrayToObject(reply, name) : NULL;
+	if (!list)
+		return -ENOMEM;
+	for (i = idseq_seek(s, p.after);
+	     i < s->n && n < (size_t)p.limit && scanned < LIST_PAGE_SCAN_MAX; i++, scanned++) {
+		cJSON *o = NULL;
+
+		if (!s->slots[i].node)
+			continue;
+		r = item(call, s->slots[i].node, &o);
+		if (r < 0)
+			return r;
+		if (!o)
+			continue;
+		cJSON_AddItemToArray(list, o);
+		n++;
+	}
+	/* The idseq keeps no holes at its end: a slot left means more. */
+	if (i < s->n && json_add_u64(reply, "next", s->slots[i - 1].id) < 0)
+		return -ENOMEM;
+	return rpc_reply(call, TAKE_PTR(reply));
 }
 
 int rpc_take_fd(struct rpc_call *call, const char *param, uint32_t index, int *ret_fd)

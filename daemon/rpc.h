@@ -94,6 +94,22 @@ int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out
  */
 int rpc_take_fd(struct rpc_call *call, const char *param, uint32_t index, int *ret_fd);
 
+struct idseq;
+struct idseq_node;
+
+/*
+ * Answers a listing method whose parameters are limit and after: {name:
+ * [items], next} with the objects of s whose ids are above after, in id
+ * order, at most limit of them (LIST_PAGE_DEFAULT, at most LIST_PAGE_MAX).
+ * item makes an object's JSON, or leaves *ret NULL for one the caller may
+ * not see; it may not add objects to s or remove any. next, the id of the
+ * last object looked at, is there when more may follow: a page looks at no
+ * more than 8 × LIST_PAGE_MAX slots, so one whose caller sees few of them
+ * may be short, even empty, and still have a next.
+ */
+int rpc_reply_page(struct rpc_call *call, const struct idseq *s, const char *name,
+		   int (*item)(struct rpc_call *call, struct idseq_node *node, cJSON **ret));
+
 /* Method tables of each module. */
 extern const struct rpc_method rpc_service_methods[];
 extern const struct rpc_method rpc_core_methods[];

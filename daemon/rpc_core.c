@@ -124,51 +124,32 @@ static int method_get_stats(struct rpc_call *call)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
-static int count_list(const struct list_head *h)
+/* Others' connections are their business; root sees all. */
+static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
 {
-	const struct list_head *p;
-	int n = 0;
+	const struct conn *c = container_of(node, struct conn, order);
+	_cleanup_json_ cJSON *o = NULL;
 
-	for (p = h->next; p != h; p = p->next)
-		n++;
-	return n;
+	if (call->conn->cred.uid != 0 && c->cred.uid != call->conn->cred.uid)
+		return 0;
+	o = cJSON_CreateObject();
+	if (!o || json_add_u64(o, "id", c->id) < 0 || json_add_int(o, "pid", c->cred.pid) < 0 ||
+	    json_add_int(o, "uid", c->cred.uid) < 0 || json_add_int(o, "gid", c->cred.gid) < 0 ||
+	    json_add_u64(o, "calls", c->n_calls) < 0 ||
+	    json_add_int(o, "regions", c->n_regions) < 0 ||
+	    json_add_int(o, "leases", c->n_leases) < 0 ||
+	    json_add_int(o, "tokens", c->n_tokens) < 0 ||
+	    json_add_bool(o, "self", c == call->conn) < 0 ||
+	    json_add_string(o, "state", c->reject ? "refused" :
+					c->call && c != call->conn ? "in a call" : "idle") < 0)
+		return -ENOMEM;
+	*ret = TAKE_PTR(o);
+	return 0;
 }
 
 static int method_list_clients(struct rpc_call *call)
 {
-	_cleanup_json_ cJSON *p = cJSON_CreateObject();
-	const struct conn *c;
-	cJSON *list;
-	int r;
-
-	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
-	if (r < 0)
-		return r;
-	list = p ? cJSON_AddArrayToObject(p, "clients") : NULL;
-	if (!list)
-		return -ENOMEM;
-	list_for_each_entry(c, &call->daemon->server->conns, link) {
-		cJSON *o;
-
-		/* Others' connections are their business; root sees all. */
-		if (call->conn->cred.uid != 0 && c->cred.uid != call->conn->cred.uid)
-			continue;
-		o = cJSON_CreateObject();
-		if (!o)
-			return -ENOMEM;
-		cJSON_AddItemToArray(list, o);
-		if (json_add_u64(o, "id", c->id) < 0 || json_add_int(o, "pid", c->cred.pid) < 0 ||
-		    json_add_int(o, "uid", c->cred.uid) < 0 || json_add_int(o, "gid", c->cred.gid) < 0 ||
-		    json_add_u64(o, "calls", c->n_calls) < 0 ||
-		    json_add_int(o, "regions", count_list(&c->regions)) < 0 ||
-		    json_add_int(o, "leases", count_list(&c->leases)) < 0 ||
-		    json_add_int(o, "tokens", count_list(&c->tokens)) < 0 ||
-		    json_add_bool(o, "self", c == call->conn) < 0 ||
-		    json_add_string(o, "state", c->reject ? "refused" :
-						c->call && c != call->conn ? "in a call" : "idle") < 0)
-			return -ENOMEM;
-	}
-	return rpc_reply(call, TAKE_PTR(p));
+	return rpc_reply_page(call, &call->daemon->server->conn_order, "clients", client_item);
 }
 
 const struct rpc_method rpc_core_methods[] = {

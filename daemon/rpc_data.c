@@ -380,6 +380,7 @@ static int method_lock(struct rpc_call *call)
 	};
 	enum lock_mode mode = LOCK_SHARED;
 	struct region *reg = NULL;
+	struct errinfo err = {};
 	struct lease *l;
 	int r;
 
@@ -392,10 +393,10 @@ static int method_lock(struct rpc_call *call)
 	if (r < 0)
 		return r;
 
-	r = lease_new(call->conn, reg, mode, &l);
+	r = lease_new(call->conn, reg, mode, &l, &err);
 	region_unref(reg);
 	if (r < 0)
-		return r;
+		return err.name ? rpc_error_info(call, &err) : r;
 	r = lease_acquire(l, p.timeout_ms == 0, lock_granted);
 	if (r == 1)
 		return reply_lease(call, l);

@@ -15,9 +15,11 @@
 #include "endpoint.h"
 #include "errinfo.h"
 #include "gpu.h"
+#include "log.h"
 #include "mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
+#include "proto/strset.h"
 #include "region.h"
 #include "rpc.h"
 #include "rpc_rdma.h"
@@ -34,8 +36,16 @@ struct reg_wait {
 		struct mreg_waiter waiter;
 		char device[VB_NAME_MAX];
 		bool recorded;		/* had failed before this call */
+		bool missing;		/* no such device is open: answered, not recorded */
 	} items[];
 };
+
+/*
+ * A list names at most this many devices, or as many as the daemon has open
+ * when that is more ("all" names every one). Longer is no request a client
+ * means to make: refused before any work that grows with it.
+ */
+#define DEVICES_LIST_MAX 64
 
 static bool device_name_is_valid(const char *s)
 {
@@ -50,12 +60,16 @@ static bool device_name_is_valid(const char *s)
 	return true;
 }
 
-/* devices: "all", or an array of names ([] registers nowhere yet). */
+/*
+ * devices: "all", or an array of names ([] registers nowhere yet). Fills
+ * *ret with the names, each once, in the order first asked.
+ */
 static int parse_devices(struct rpc_call *call, const cJSON *devices, char ***ret, size_t *ret_n)
 {
 	struct daemon *d = call->daemon;
-	char **names;
-	size_t n = 0;
+	size_t max = MAX((size_t)DEVICES_LIST_MAX, (size_t)d->n_devices), n = 0, k = 0;
+	_cleanup_(strset_done) struct strset seen = {};
+	_cleanup_free_ char **names = NULL;
 	const cJSON *item;
 
 	if (cJSON_IsString(devices) && strcmp(devices->valuestring, "all") == 0) {
@@ -66,7 +80,7 @@ static int parse_devices(struct rpc_call *call, const cJSON *devices, char ***re
 			return -ENOMEM;
 		list_for_each_entry(dev, &d->devices, link)
 			names[n++] = dev->info.name;
-		*ret = names;
+		*ret = TAKE_PTR(names);
 		*ret_n = n;
 		return 0;
 	}
@@ -74,19 +88,25 @@ static int parse_devices(struct rpc_call *call, const cJSON *devices, char ***re
 		return rpc_invalid_param(call, "devices",
 					 "parameter 'devices' must be \"all\" or a list of device "
 					 "names such as [\"mlx5_0\"]");
-	names = calloc(cJSON_GetArraySize(devices) + 1, sizeof(*names));
-	if (!names)
+	/* Counted as far as the bound only: the list may be millions long. */
+	cJSON_ArrayForEach(item, devices)
+		if (++k > max)
+			return rpc_invalid_param(call, "devices",
+						 "parameter 'devices' lists more than %zu names; "
+						 "\"all\" names every device",
+						 max);
+	names = calloc(k + 1, sizeof(*names));
+	if (!names || strset_init(&seen, k) < 0)
 		return -ENOMEM;
 	cJSON_ArrayForEach(item, devices) {
-		if (!cJSON_IsString(item) || !device_name_is_valid(item->valuestring)) {
-			free(names);
+		if (!cJSON_IsString(item) || !device_name_is_valid(item->valuestring))
 			return rpc_invalid_param(call, "devices",
 						 "parameter 'devices' lists something that is not a "
 						 "device name");
-		}
-		names[n++] = item->valuestring;
+		if (strset_add(&seen, item->valuestring))
+			names[n++] = item->valuestring;
 	}
-	*ret = names;
+	*ret = TAKE_PTR(names);
 	*ret_n = n;
 	return 0;
 }
@@ -99,14 +119,16 @@ static void reg_wait_free(struct reg_wait *rw)
 	free(rw);
 }
 
-static cJSON *registration_of(struct region *r, const struct reg_item *it)
+static cJSON *registration_of(struct reg_wait *rw, const struct reg_item *it)
 {
 	_cleanup_json_ cJSON *o = NULL;
-	struct mreg *m;
+	const struct mreg *m;
 
-	list_for_each_entry(m, &r->mregs, link)
-		if (strcmp(m->device, it->device) == 0)
-			return mreg_to_json(m, it->recorded);
+	if (it->missing)
+		return mreg_missing_json(rw->call->daemon, it->device);
+	m = mreg_find(rw->region, it->device);
+	if (m)
+		return mreg_to_json(m, it->recorded);
 	/* Forgotten by a RetryRegistration meanwhile, which forgets only
 	 * failures: still a Registration, with every field it declares. */
 	o = cJSON_CreateObject();
@@ -133,13 +155,26 @@ static void reg_wait_reply(struct reg_wait *rw)
 		if (!list || json_add_u64(p, "region", rw->region->id) < 0)
 			p = (cJSON_Delete(p), NULL);
 		for (size_t i = 0; p && i < rw->n; i++) {
-			cJSON *o = registration_of(rw->region, &rw->items[i]);
+			cJSON *o = registration_of(rw, &rw->items[i]);
 
 			if (!o)
 				p = (cJSON_Delete(p), NULL);
 			else
 				cJSON_AddItemToArray(list, o);
 		}
+	}
+	/* Register's answer is the region: names that are no device show as
+	 * failures only here, since the region records none for them. */
+	for (size_t i = 0; p && rw->whole_region && i < rw->n; i++) {
+		cJSON *o;
+
+		if (!rw->items[i].missing)
+			continue;
+		o = mreg_missing_json(call->daemon, rw->items[i].device);
+		if (!o)
+			p = (cJSON_Delete(p), NULL);
+		else
+			cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p, "registrations"), o);
 	}
 	if (p)
 		rpc_reply(call, TAKE_PTR(p));
@@ -169,9 +204,10 @@ static void reg_wait_cancel(struct rpc_call *call)
 int rpc_register_on(struct rpc_call *call, struct region *r, const cJSON *devices,
 		    bool whole_region)
 {
+	_cleanup_free_ char **names = NULL;
 	struct reg_wait *rw;
-	char **names = NULL;
-	size_t n = 0;
+	size_t n = 0, n_missing = 0;
+	const char *missing = NULL;
 	int res;
 
 	if (devices) {
@@ -180,42 +216,47 @@ int rpc_register_on(struct rpc_call *call, struct region *r, const cJSON *device
 			return res;
 	}
 	rw = calloc(1, sizeof(*rw) + n * sizeof(rw->items[0]));
-	if (!rw) {
-		free(names);
+	if (!rw)
 		return -ENOMEM;
-	}
 	rw->call = call;
 	rw->region = region_ref(r);
 	rw->whole_region = whole_region;
 	/* Count first: a settled() during the loop must not reply early. */
 	rw->pending = 1;
 	for (size_t i = 0; i < n; i++) {
-		struct reg_item *it = &rw->items[rw->n];
+		struct reg_item *it = &rw->items[rw->n++];
+		struct device *dev = device_find(call->daemon, names[i]);
 		struct mreg *m;
-		bool dup = false;
 
-		for (size_t k = 0; k < rw->n; k++)
-			dup = dup || strcmp(rw->items[k].device, names[i]) == 0;
-		if (dup)
-			continue;
 		it->rw = rw;
 		it->waiter.settled = on_settled;
 		list_init(&it->waiter.link);
 		snprintf(it->device, sizeof(it->device), "%s", names[i]);
-		list_for_each_entry(m, &r->mregs, link)
-			if (strcmp(m->device, names[i]) == 0 && m->state == MREG_FAILED)
-				it->recorded = true;
-		rw->n++;
-		m = mreg_ensure(r, names[i], &it->waiter);
+		/* A name is no state of the region's: a client may send any
+		 * number of them, so none is kept (and none is logged but
+		 * this once per call, at debug: it is the client's mistake). */
+		if (!dev) {
+			it->missing = true;
+			missing = missing ?: names[i];
+			n_missing++;
+			continue;
+		}
+		m = mreg_find(r, names[i]);
+		it->recorded = m && m->state == MREG_FAILED;
+		m = mreg_ensure(r, dev, &it->waiter);
 		if (!m) {
-			free(names);
 			reg_wait_free(rw);
 			return -ENOMEM;
 		}
 		if (m->state == MREG_PENDING)
 			rw->pending++;
 	}
-	free(names);
+	if (n_missing > 0)
+		log_full_fields(LOG_DEBUG, 0, LOG_REGION(r),
+				"Region %" PRIu64 ": %s names %zu device%s that %s not open, such as "
+				"'%s'",
+				r->id, call->vc.method, n_missing, n_missing == 1 ? "" : "s",
+				n_missing == 1 ? "is" : "are", missing);
 	if (--rw->pending == 0) {
 		reg_wait_reply(rw);
 		return 0;
@@ -297,17 +338,9 @@ static cJSON *device_json(const struct device *dev)
 	    json_add_u64(o, "mrs", dev->n_mrs) < 0 ||
 	    json_add_u64(o, "pinned_bytes", dev->mr_bytes) < 0 ||
 	    json_add_int(o, "connections", dev->n_connections) < 0 ||
-	    json_add_u64(o, "max_mr_size", dev->info.max_mr_size) < 0)
+	    json_add_u64(o, "max_mr_size", dev->info.max_mr_size) < 0 ||
+	    json_add_int(o, "protection_domains", dev->n_pds) < 0)
 		return NULL;
-	{
-		const struct uid_pd *pd;
-		int n = 0;
-
-		list_for_each_entry(pd, &dev->pds, link)
-			n++;
-		if (json_add_int(o, "protection_domains", n) < 0)
-			return NULL;
-	}
 	ports = cJSON_AddArrayToObject(o, "ports");
 	if (!ports)
 		return NULL;
@@ -382,15 +415,16 @@ static int method_list_devices(struct rpc_call *call)
 static int method_create_access_token(struct rpc_call *call)
 {
 	_cleanup_json_ cJSON *p = NULL;
+	struct errinfo err = {};
 	struct token *t;
 	int r;
 
 	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
 	if (r < 0)
 		return r;
-	r = token_create(call->conn, &t);
+	r = token_create(call->conn, &t, &err);
 	if (r < 0)
-		return r;
+		return err.name ? rpc_error_info(call, &err) : r;
 	p = cJSON_CreateObject();
 	if (!p || json_add_string(p, "token", t->hex) < 0 || json_add_int(p, "uid", t->uid) < 0)
 		return -ENOMEM;
@@ -514,38 +548,30 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	return rpc_reply(call, TAKE_PTR(reply));
 }
 
+/* Remote peers of the caller's uid; root sees all. */
+static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
+{
+	const struct rconn *c = container_of(node, struct rconn, order);
+	_cleanup_json_ cJSON *o = NULL;
+
+	if (call->conn->cred.uid != 0 && call->conn->cred.uid != c->uid)
+		return 0;
+	o = cJSON_CreateObject();
+	if (!o || json_add_u64(o, "id", c->id) < 0 ||
+	    json_add_string(o, "kind", c->oob ? "queue-pair" : "rdmacm") < 0 ||
+	    json_add_string(o, "device", c->dev->info.name) < 0 ||
+	    json_add_int(o, "uid", c->uid) < 0 || json_add_string(o, "peer", c->peer) < 0 ||
+	    json_add_int(o, "qpn", c->qpn) < 0 ||
+	    json_add_bool(o, "established", c->established) < 0 ||
+	    json_add_u64(o, "age_msec", uv_now(call->daemon->loop) - c->created_msec) < 0)
+		return -ENOMEM;
+	*ret = TAKE_PTR(o);
+	return 0;
+}
+
 static int method_list_connections(struct rpc_call *call)
 {
-	_cleanup_json_ cJSON *p = cJSON_CreateObject();
-	const struct rconn *c;
-	cJSON *list;
-	int r;
-
-	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
-	if (r < 0)
-		return r;
-	list = p ? cJSON_AddArrayToObject(p, "connections") : NULL;
-	if (!list)
-		return -ENOMEM;
-	list_for_each_entry(c, &call->daemon->rconns, link) {
-		cJSON *o;
-
-		if (call->conn->cred.uid != 0 && call->conn->cred.uid != c->uid)
-			continue;
-		o = cJSON_CreateObject();
-		if (!o)
-			return -ENOMEM;
-		cJSON_AddItemToArray(list, o);
-		if (json_add_u64(o, "id", c->id) < 0 ||
-		    json_add_string(o, "kind", c->oob ? "queue-pair" : "rdmacm") < 0 ||
-		    json_add_string(o, "device", c->dev->info.name) < 0 ||
-		    json_add_int(o, "uid", c->uid) < 0 || json_add_string(o, "peer", c->peer) < 0 ||
-		    json_add_int(o, "qpn", c->qpn) < 0 ||
-		    json_add_bool(o, "established", c->established) < 0 ||
-		    json_add_u64(o, "age_msec", uv_now(call->daemon->loop) - c->created_msec) < 0)
-			return -ENOMEM;
-	}
-	return rpc_reply(call, TAKE_PTR(p));
+	return rpc_reply_page(call, &call->daemon->rconn_order, "connections", connection_item);
 }
 
 static int method_list_gpus(struct rpc_call *call)

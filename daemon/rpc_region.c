@@ -9,7 +9,6 @@
 #include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
-#include "idmap.h"
 #include "gpu.h"
 #include "lease.h"
 #include "mreg.h"
@@ -36,12 +35,18 @@ static int parse_access(struct rpc_call *call, const cJSON *list, unsigned *ret)
 {
 	const cJSON *item;
 	unsigned bits = 0;
+	size_t n = 0;
 
 	if (!list)
 		return 0;
 	cJSON_ArrayForEach(item, list) {
 		size_t i;
 
+		/* Each name once at most: a longer list is no request. */
+		if (++n > ELEMENTSOF(access_names))
+			return rpc_invalid_param(call, "access",
+						 "parameter 'access' lists more than %zu names",
+						 ELEMENTSOF(access_names));
 		for (i = 0; i < ELEMENTSOF(access_names); i++)
 			if (cJSON_IsString(item) && strcmp(item->valuestring, access_names[i].name) == 0)
 				break;
@@ -94,6 +99,9 @@ static int add_seals(cJSON *o, unsigned seals)
 			cJSON_AddItemToArray(a, cJSON_CreateString(names[i].name));
 	return 0;
 }
+
+/* GetRegion lists at most this many leases; leases.held and .waiting count all. */
+#define REGION_LEASE_LIST_MAX 256
 
 static cJSON *lease_to_json(const struct lease *l)
 {
@@ -198,12 +206,17 @@ cJSON *region_json(const struct region *r, bool detailed)
 		return NULL;
 	{
 		const struct lease *l;
+		size_t n = 0;
 
+		/* The oldest REGION_LEASE_LIST_MAX: other uids' leases on a shared
+		 * region count against their own quotas, not this list's size. */
 		list_for_each_entry(l, &r->leases, region_link) {
 			cJSON *j;
 
 			if (l->released)
 				continue;
+			if (n++ == REGION_LEASE_LIST_MAX)
+				break;
 			j = lease_to_json(l);
 			if (!j)
 				return NULL;
@@ -341,6 +354,7 @@ static int method_share(struct rpc_call *call)
 		{ "readonly", JSON_BOOL, offsetof(__typeof__(p), readonly), 0 },
 		{},
 	};
+	struct errinfo err = {};
 	struct region *reg;
 	bool group;
 	int r;
@@ -357,82 +371,26 @@ static int method_share(struct rpc_call *call)
 	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
 		return r;
-	r = region_share(reg, group, (uint32_t)(group ? p.gid : p.uid), p.readonly);
+	r = region_share(reg, group, (uint32_t)(group ? p.gid : p.uid), p.readonly, &err);
 	region_unref(reg);
 	if (r < 0 && r != -EEXIST)
-		return r;
+		return err.name ? rpc_error_info(call, &err) : r;
 	return rpc_reply(call, NULL);
 }
 
-struct collect {
-	const struct conn *caller;
-	const struct region **list;
-	size_t n, cap;
-	int error;
-};
-
-static void collect_one(uint64_t id, void *value, void *userdata)
+static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
 {
-	struct collect *c = userdata;
-	const struct region *r = value;
+	const struct region *r = container_of(node, struct region, order);
 
-	(void)id;
-	if (c->error || r->dead || !region_visible_to(r, c->caller))
-		return;
-	if (c->n == c->cap) {
-		size_t ncap = c->cap ? c->cap * 2 : 16;
-		const struct region **n = reallocarray(c->list, ncap, sizeof(*n));
-
-		if (!n) {
-			c->error = -ENOMEM;
-			return;
-		}
-		c->list = n;
-		c->cap = ncap;
-	}
-	c->list[c->n++] = r;
-}
-
-static int by_id(const void *a, const void *b)
-{
-	const struct region *x = *(const struct region *const *)a;
-	const struct region *y = *(const struct region *const *)b;
-
-	return x->id < y->id ? -1 : x->id > y->id;
+	if (!region_visible_to(r, call->conn))
+		return 0;
+	*ret = region_json(r, false);
+	return *ret ? 0 : -ENOMEM;
 }
 
 static int method_list_regions(struct rpc_call *call)
 {
-	struct collect c = { .caller = call->conn };
-	_cleanup_json_ cJSON *p = NULL;
-	cJSON *list;
-	int r;
-
-	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
-	if (r < 0)
-		return r;
-	idmap_foreach(&call->daemon->regions, collect_one, &c);
-	if (c.error) {
-		free(c.list);
-		return c.error;
-	}
-	if (c.n > 1)
-		qsort(c.list, c.n, sizeof(*c.list), by_id);
-
-	p = cJSON_CreateObject();
-	list = p ? cJSON_AddArrayToObject(p, "regions") : NULL;
-	for (size_t i = 0; list && i < c.n; i++) {
-		cJSON *o = region_json(c.list[i], false);
-
-		if (!o)
-			list = NULL;
-		else
-			cJSON_AddItemToArray(list, o);
-	}
-	free(c.list);
-	if (!list)
-		return -ENOMEM;
-	return rpc_reply(call, TAKE_PTR(p));
+	return rpc_reply_page(call, &call->daemon->region_order, "regions", region_item);
 }
 
 static int method_get_region(struct rpc_call *call)

@@ -234,6 +234,7 @@ int server_new(struct daemon *d, struct server **ret)
 	s->fd = -EBADF;
 	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
 	list_init(&s->conns);
+	idseq_init(&s->conn_order);
 
 	r = server_adopt_activated(s);
 	if (r < 0)
@@ -309,6 +310,7 @@ struct server *server_free(struct server *s)
 	}
 	safe_close(s->fd);
 	safe_close(s->spare_fd);
+	idseq_done(&s->conn_order);
 	free(s->path);
 	free(s);
 	return NULL;

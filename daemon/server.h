@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "idseq.h"
 #include "proto/list.h"
 #include "proto/macro.h"
 
@@ -23,6 +24,7 @@ struct server {
 	char *path;		/* shown to users; unlinked at exit unless activated */
 
 	struct list_head conns;
+	struct idseq conn_order;	/* the same connections by id, for ListClients */
 	unsigned n_conns;	/* accepted and admitted */
 	unsigned n_rejected;	/* accepted to be told they are over a limit */
 	uint64_t next_conn_id;

@@ -6,34 +6,73 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "account.h"
 #include "conn.h"
 #include "daemon.h"
 #include "endpoint.h"
+#include "errinfo.h"
 #include "log.h"
 #include "proto/hex.h"
+#include "proto/siphash.h"
 #include "server.h"
 #include "token.h"
 
-int token_create(struct conn *owner, struct token **ret)
+void token_registry_init(struct daemon *d)
+{
+	list_init(&d->tokens.all);
+	idmap_init(&d->tokens.by_hash);
+	d->tokens.n_compared = 0;
+}
+
+void token_registry_done(struct daemon *d)
+{
+	idmap_done(&d->tokens.by_hash);
+}
+
+static uint64_t token_hash(const uint8_t raw[TOKEN_BYTES])
+{
+	return siphash24(raw, TOKEN_BYTES, siphash_process_key());
+}
+
+int token_create(struct conn *owner, struct token **ret, struct errinfo *e)
 {
 	struct daemon *d = owner->server->daemon;
+	struct account *a = owner->account;
+	unsigned max = d->cfg.max_tokens_per_uid;
 	struct token *t;
+	int r;
 
+	if (a->n_tokens >= max)
+		return errinfo_quota(e, "tokens", max, a->n_tokens, 1,
+				     "uid %u holds %u access tokens, the limit is %u; revoke some "
+				     "first (a token admits any number of peers)",
+				     (unsigned)a->uid, a->n_tokens, max);
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	/* 128 bits from the kernel's CSPRNG: unguessable, unlike rkeys. */
-	if (getrandom(t->raw, sizeof(t->raw), 0) != sizeof(t->raw)) {
+	/* 128 bits from the kernel's CSPRNG: unguessable, unlike rkeys. Two
+	 * tokens whose 64-bit hashes meet (never seen, but possible) would
+	 * share a slot: draw again. */
+	do {
+		if (getrandom(t->raw, sizeof(t->raw), 0) != sizeof(t->raw)) {
+			free(t);
+			return -EIO;
+		}
+		r = idmap_put(&d->tokens.by_hash, token_hash(t->raw), t);
+	} while (r == -EEXIST);
+	if (r < 0) {
 		free(t);
-		return -EIO;
+		return r;
 	}
 	hex_encode(t->raw, TOKEN_BYTES, t->hex);
 	t->owner = owner;
 	t->uid = owner->cred.uid;
 	t->created_msec = uv_now(d->loop);
 	list_init(&t->rconns);
-	list_add_tail(&t->link, &d->tokens);
+	list_add_tail(&t->link, &d->tokens.all);
 	list_add_tail(&t->owner_link, &owner->tokens);
+	owner->n_tokens++;
+	a->n_tokens++;
 	log_debug("Access token for uid %u created by pid %d", (unsigned)t->uid,
 		  (int)owner->cred.pid);
 	*ret = t;
@@ -52,12 +91,12 @@ static bool same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
 
 struct token *token_find(struct daemon *d, const uint8_t raw[TOKEN_BYTES])
 {
-	struct token *t, *found = NULL;
+	struct token *t = idmap_get(&d->tokens.by_hash, token_hash(raw));
 
-	list_for_each_entry(t, &d->tokens, link)
-		if (same_bytes(t->raw, raw, TOKEN_BYTES))
-			found = t;
-	return found;
+	if (!t)
+		return NULL;
+	d->tokens.n_compared++;
+	return same_bytes(t->raw, raw, TOKEN_BYTES) ? t : NULL;
 }
 
 int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES])
@@ -67,12 +106,17 @@ int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES])
 
 void token_revoke(struct token *t, const char *why)
 {
+	struct daemon *d = t->owner->server->daemon;
+
 	log_info("Access token of uid %u revoked (%s); closing %s", (unsigned)t->uid, why,
 		 list_empty(&t->rconns) ? "no connections" : "its connections");
 	while (!list_empty(&t->rconns))
 		rconn_destroy(list_first_entry(&t->rconns, struct rconn, token_link),
 			      "its access token was revoked");
+	idmap_remove(&d->tokens.by_hash, token_hash(t->raw));
 	list_del(&t->link);
 	list_del(&t->owner_link);
+	t->owner->n_tokens--;
+	t->owner->account->n_tokens--;
 	free(t);
 }

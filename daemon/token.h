@@ -12,15 +12,29 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "idmap.h"
 #include "proto/list.h"
 
 struct conn;
 struct daemon;
+struct errinfo;
 
 #define TOKEN_BYTES 16
 
+/*
+ * Every live token, found in O(1) by a keyed hash of its bytes (SipHash with
+ * this process's random key: a client can neither aim at a bucket nor learn
+ * from the time a lookup takes which hashes are in use); the hash only picks
+ * the candidate, whose 16 bytes are then compared in constant time.
+ */
+struct token_registry {
+	struct list_head all;		/* struct token, for shutdown */
+	struct idmap by_hash;		/* hash of the bytes → struct token */
+	uint64_t n_compared;		/* candidates compared, for the tests */
+};
+
 struct token {
-	struct list_head link;		/* in daemon->tokens */
+	struct list_head link;		/* in daemon->tokens.all */
 	struct list_head owner_link;	/* in owner->tokens */
 	struct conn *owner;
 	uid_t uid;
@@ -31,7 +45,11 @@ struct token {
 	uint64_t n_admitted;
 };
 
-int token_create(struct conn *owner, struct token **ret);
+void token_registry_init(struct daemon *d);
+void token_registry_done(struct daemon *d);
+
+/* A token for owner's uid; QuotaExceeded ("tokens") in *e past the per-uid cap. */
+int token_create(struct conn *owner, struct token **ret, struct errinfo *e);
 /* The live token with these bytes, compared in constant time; or NULL. */
 struct token *token_find(struct daemon *d, const uint8_t raw[TOKEN_BYTES]);
 /* Parses 32 hex digits; -EINVAL otherwise. */

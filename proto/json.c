@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "strset.h"
 
 /* Length of the UTF-8 sequence at s (at most n bytes), 0 if invalid:
  * overlong forms, surrogates and code points past U+10FFFF are refused. */
@@ -106,19 +107,11 @@ int json_check_text(const char *text, size_t len, const char **ret_reason)
 	return 0;
 }
 
-static uint32_t name_hash(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 /* True when an object repeats a key anywhere in the tree. Parsers disagree
  * about which duplicate wins, so a message with one is ambiguous. */
 static int find_duplicate_key(const cJSON *item)
 {
+	_cleanup_(strset_done) struct strset seen = {};
 	const cJSON *c;
 	size_t n = 0;
 
@@ -139,23 +132,11 @@ static int find_duplicate_key(const cJSON *item)
 					return 1;
 		return 0;
 	}
-
-	size_t size = 16;
-	while (size < 2 * n)
-		size *= 2;
-	_cleanup_free_ const char **slots = calloc(size, sizeof(*slots));
-	if (!slots)
+	if (strset_init(&seen, n) < 0)
 		return -ENOMEM;
-	for (c = item->child; c; c = c->next) {
-		size_t k = name_hash(c->string) & (size - 1);
-
-		while (slots[k]) {
-			if (strcmp(slots[k], c->string) == 0)
-				return 1;
-			k = (k + 1) & (size - 1);
-		}
-		slots[k] = c->string;
-	}
+	for (c = item->child; c; c = c->next)
+		if (!strset_add(&seen, c->string))
+			return 1;
 	return 0;
 }
 
@@ -243,9 +224,17 @@ int json_add_string(cJSON *obj, const char *name, const char *value)
 	return cJSON_AddStringToObject(obj, name, value) ? 0 : -ENOMEM;
 }
 
+/*
+ * The decimal text itself, as a raw value: cJSON prints a number with
+ * "%1.15g" and reads it back with sscanf to check it, which made integers
+ * the largest part of printing a listing (2.4 of 3.4 µs per region).
+ */
 int json_add_int(cJSON *obj, const char *name, int64_t value)
 {
-	return cJSON_AddNumberToObject(obj, name, (double)value) ? 0 : -ENOMEM;
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%" PRId64, value);
+	return cJSON_AddRawToObject(obj, name, buf) ? 0 : -ENOMEM;
 }
 
 int json_add_bool(cJSON *obj, const char *name, bool value)

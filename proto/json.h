@@ -45,7 +45,9 @@ int json_parse_u64(const char *s, uint64_t *ret);
 /* Adds name: "decimal" to obj. Returns 0 or -ENOMEM. */
 int json_add_u64(cJSON *obj, const char *name, uint64_t value);
 
-/* Helpers that return -ENOMEM instead of a NULL that is easy to ignore. */
+/* Helpers that return -ENOMEM instead of a NULL that is easy to ignore.
+ * json_add_int adds a cJSON_Raw item holding the decimal text (cheaper to
+ * print than a cJSON number): trees are built to be sent, not read back. */
 int json_add_string(cJSON *obj, const char *name, const char *value);
 int json_add_int(cJSON *obj, const char *name, int64_t value);
 int json_add_bool(cJSON *obj, const char *name, bool value);

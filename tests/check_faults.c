@@ -24,24 +24,15 @@
 static struct test_daemon td;
 static char log_path[128];
 
-/* In the daemon's child: its stderr (the log) goes to log_path. */
-static void log_to_file(void)
-{
-	int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-	if (fd >= 0)
-		dup2(fd, STDERR_FILENO);
-}
-
 static void start_logging(void)
 {
 	static const char *const extra[] = { "--log-level", "debug", "--socket-mode", "0666",
 					     NULL };
 
 	snprintf(log_path, sizeof(log_path), "/tmp/rdmamemd-faults.%d.log", (int)getpid());
-	test_daemon_child_setup = log_to_file;
+	test_daemon_log_path = log_path;
 	test_daemon_start(&td, extra);
-	test_daemon_child_setup = NULL;
+	test_daemon_log_path = NULL;
 }
 
 static uint64_t register_fd(int sock, int fd)

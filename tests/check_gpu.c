@@ -433,8 +433,8 @@ START_TEST(test_copy_directions)
 }
 END_TEST
 
-/* Registering GPU memory on an RDMA device with none open: a recorded
- * failure that says so. */
+/* Registering GPU memory on an RDMA device with none open: a failure that
+ * says so, answered each time and kept nowhere. */
 START_TEST(test_gpu_registration_without_rdma)
 {
 	struct rdmamem_client *c = test_client(td.socket);
@@ -449,7 +449,8 @@ START_TEST(test_gpu_registration_without_rdma)
 	ck_assert_int_eq(rdmamem_register_on(c, id, "mlx5_0", &reg), -ENODEV);
 	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "no RDMA device 'mlx5_0'"));
 	ck_assert_int_eq(rdmamem_register_on(c, id, "mlx5_0", &reg), -ENODEV);
-	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "not retried"));
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "no RDMA device 'mlx5_0'"));
+	ck_assert_ptr_null(strstr(rdmamem_client_error_message(c), "not retried"));
 	rdmamem_client_close(c);
 }
 END_TEST

@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/errors.h"
@@ -490,13 +491,18 @@ static const struct {
 	{ "io.rdmamemd.ConnectQueuePair", "mtu", U32 },
 	{ "io.rdmamemd.ConnectQueuePair", "gid_index", INT },
 	{ "io.rdmamemd.ListGpus", "probe", BOOL },
+	{ "io.rdmamemd.ListRegions", "limit", INT },
+	{ "io.rdmamemd.ListRegions", "after", U64 },
+	{ "io.rdmamemd.ListClients", "limit", INT },
+	{ "io.rdmamemd.ListClients", "after", U64 },
+	{ "io.rdmamemd.ListConnections", "limit", INT },
+	{ "io.rdmamemd.ListConnections", "after", U64 },
 };
 
 /* Methods without parameters: any parameter is unknown. */
 static const char *const no_param_methods[] = {
-	"org.varlink.service.GetInfo", "io.rdmamemd.GetStatus",	 "io.rdmamemd.ListRegions",
-	"io.rdmamemd.ListDevices",     "io.rdmamemd.CreateAccessToken", "io.rdmamemd.ListConnections",
-	"io.rdmamemd.GetStats",	       "io.rdmamemd.ListClients",
+	"org.varlink.service.GetInfo",	 "io.rdmamemd.GetStatus", "io.rdmamemd.ListDevices",
+	"io.rdmamemd.CreateAccessToken", "io.rdmamemd.GetStats",
 };
 
 /* JSON values of the wrong type for each kind (and a few wrong values). */
@@ -1397,6 +1403,545 @@ START_TEST(test_half_close_then_vanish_while_waiting)
 }
 END_TEST
 
+/*
+ * Lists a client sends and listings that grow with the daemon's state:
+ * neither may hold the loop. A bystander's Ping is timed meanwhile.
+ */
+#define MANY_REGIONS 10000
+#define DEVICE_NAMES 20000
+
+static char log_path[128];
+static bool fds_for_many;	/* the daemon may keep MANY_REGIONS fds */
+
+static void lists_setup(void)
+{
+	static const char *const extra[] = { "--max-regions-per-uid", "20000", "--log-level",
+					     "debug", NULL };
+	struct rlimit rl;
+
+	/* Each region keeps its fd in the daemon, which raises its soft
+	 * limit to the hard one it inherits from here. */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max < MANY_REGIONS + 4096 && geteuid() == 0)
+		rl.rlim_max = MANY_REGIONS + 4096;
+	rl.rlim_cur = rl.rlim_max;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	fds_for_many = rl.rlim_max >= MANY_REGIONS + 1024;
+	snprintf(log_path, sizeof(log_path), "/tmp/rdmamemd-hostile.%d.log", (int)getpid());
+	test_daemon_log_path = log_path;
+	start(extra);
+	test_daemon_log_path = NULL;
+}
+
+static void lists_teardown(void)
+{
+	teardown();
+	unlink(log_path);
+}
+
+/* The bystander's p99 while something ran must stay under 10 ms (over what
+ * it was on an idle daemon: a loaded machine adds its own delays). */
+static void assert_bystander(const char *what, struct test_bystander *b, long idle_p99)
+{
+	const char *skip = test_timing_skip_reason();
+	size_t n;
+	long p99 = test_bystander_stop(b, &n);
+
+	printf("%s: a bystander's Ping p99 %ld us over %zu pings (idle: %ld us)%s%s\n", what, p99,
+	       n, idle_p99, skip ? "; not bounded: " : "", skip ?: "");
+	if (!skip)
+		ck_assert_msg(p99 < 10000 + idle_p99,
+			      "%s held the loop: a bystander's Ping p99 was %ld us (idle %ld us)",
+			      what, p99, idle_p99);
+}
+
+static long idle_p99(void)
+{
+	struct test_bystander *b = test_bystander_start(td.socket);
+
+	usleep(300000);
+	return test_bystander_stop(b, NULL);
+}
+
+static long long now_msec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* n regions of one memfd page for c; returns the first id. */
+static uint64_t register_many(struct rdmamem_client *c, int n)
+{
+	uint64_t id, first = 0;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("many", 4096, &fd, NULL), 0);
+	for (int i = 0; i < n; i++) {
+		ck_assert_msg(rdmamem_register(c, fd, 0, 0, &id) == 0, "region %d: %s", i,
+			      rdmamem_client_error_message(c));
+		first = first ?: id;
+	}
+	close(fd);
+	return first;
+}
+
+/* Every page of ListRegions as rdmamem_list() joins them: ids in order,
+ * each once. Returns how many. */
+static int count_listed(struct rdmamem_client *c)
+{
+	char *reply = NULL;
+	uint64_t last = 0, id;
+	cJSON *root, *r;
+	int n = 0;
+
+	ck_assert_int_eq(rdmamem_list(c, "io.rdmamemd.ListRegions", &reply), 0);
+	root = cJSON_Parse(reply);
+	ck_assert_ptr_nonnull(root);
+	ck_assert_ptr_null(cJSON_GetObjectItem(root, "next"));
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(root, "regions")) {
+		ck_assert_int_eq(json_to_u64(cJSON_GetObjectItem(r, "region"), &id), 0);
+		ck_assert_uint_gt(id, last);
+		last = id;
+		n++;
+	}
+	cJSON_Delete(root);
+	free(reply);
+	return n;
+}
+
+static cJSON *params_of(cJSON *reply)
+{
+	return cJSON_GetObjectItem(reply, "parameters");
+}
+
+START_TEST(test_list_many_regions)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	struct test_bystander *b;
+	long idle = idle_p99();
+	long long t0;
+	int fd = test_connect(td.socket), listings = 0;
+	cJSON *r;
+
+	if (!fds_for_many) {
+		printf("listing many regions: skipped, RLIMIT_NOFILE is below %d and only root "
+		       "may raise it\n",
+		       MANY_REGIONS + 1024);
+		close(fd);
+		rdmamem_client_close(c);
+		return;
+	}
+	register_many(c, MANY_REGIONS);
+	/* One page: the default size, and where the next starts. */
+	r = test_call(fd, "{\"method\":\"io.rdmamemd.ListRegions\"}");
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "regions")),
+			 LIST_PAGE_DEFAULT);
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(params_of(r), "next"));
+	cJSON_Delete(r);
+	r = test_call(fd, "{\"method\":\"io.rdmamemd.ListRegions\",\"parameters\":"
+			  "{\"limit\":1000000}}");
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "regions")),
+			 LIST_PAGE_MAX);
+	cJSON_Delete(r);
+
+	/* All of them, again and again, while the bystander pings. */
+	b = test_bystander_start(td.socket);
+	t0 = now_msec();
+	while (listings < 2 || now_msec() - t0 < 1000) {
+		ck_assert_int_eq(count_listed(c), MANY_REGIONS + 1);
+		listings++;
+	}
+	printf("listed %d regions %d times in %lld ms\n", MANY_REGIONS + 1, listings,
+	       now_msec() - t0);
+	assert_bystander("ListRegions of 10,000 regions", b, idle);
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Regions come and go between pages: each that lived throughout is listed
+ * once, in order, and none is listed after it was gone. */
+START_TEST(test_list_cursor_under_churn)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	uint64_t first = register_many(c, 1000), last = 0, added = 0, id;
+	char params[96], *reply;
+	bool seen[1000] = {}, more = true;
+	int fd, pages = 0;
+
+	ck_assert_int_eq(rdmamem_memfd_create("churn", 4096, &fd, NULL), 0);
+	while (more) {
+		cJSON *root, *reg, *next;
+
+		snprintf(params, sizeof(params), "{\"limit\":50,\"after\":\"%llu\"}",
+			 (unsigned long long)last);
+		reply = NULL;
+		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ListRegions", params, NULL, 0, &reply,
+					      NULL, NULL),
+				 0);
+		root = cJSON_Parse(reply);
+		cJSON_ArrayForEach(reg, cJSON_GetObjectItem(root, "regions")) {
+			ck_assert_int_eq(json_to_u64(cJSON_GetObjectItem(reg, "region"), &id), 0);
+			ck_assert_uint_gt(id, last);
+			last = id;
+			if (id >= first && id < first + 1000) {
+				/* Every seventh ahead of the cursor went. */
+				ck_assert_msg((id - first) % 7 != 3 || id - first < 50,
+					      "region %llu was listed after it was unregistered",
+					      (unsigned long long)id);
+				seen[id - first] = true;
+			}
+		}
+		next = cJSON_GetObjectItem(root, "next");
+		more = next != NULL;
+		if (more)
+			ck_assert_int_eq(json_to_u64(next, &last), 0);
+		cJSON_Delete(root);
+		free(reply);
+		/* Between pages: some ahead of the cursor go, some behind it
+		 * go, new ones come (with higher ids: listed at the end). */
+		if (pages++ == 0) {
+			for (uint64_t k = 50; k < 1000; k++)
+				if (k % 7 == 3)
+					ck_assert_int_eq(rdmamem_unregister(c, first + k), 0);
+			for (uint64_t k = 0; k < 50; k += 2)
+				ck_assert_int_eq(rdmamem_unregister(c, first + k), 0);
+			for (int k = 0; k < 10; k++)
+				ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &added), 0);
+		}
+	}
+	for (uint64_t k = 0; k < 1000; k++)
+		ck_assert_msg(seen[k] == (k < 50 || k % 7 != 3), "region %llu: listed %d",
+			      (unsigned long long)(first + k), seen[k]);
+	ck_assert_uint_eq(last, added);
+	ck_assert_int_ge(pages, 15);
+	close(fd);
+
+	/* limit below 1 is refused, beyond the end is an empty last page. */
+	fd = test_connect(td.socket);
+	ck_assert_str_eq(expect_error_str(fd, "{\"method\":\"io.rdmamemd.ListRegions\",\"parameters\":"
+					      "{\"limit\":0}}",
+					  VARLINK_ERROR_INVALID_PARAMETER),
+			 "limit");
+	{
+		cJSON *r = test_call(fd, "{\"method\":\"io.rdmamemd.ListRegions\",\"parameters\":"
+					 "{\"after\":\"18446744073709551615\"}}");
+
+		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "regions")), 0);
+		ck_assert_ptr_null(cJSON_GetObjectItem(params_of(r), "next"));
+		cJSON_Delete(r);
+	}
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* ListClients pages too, and counts what each connection holds. */
+START_TEST(test_list_clients_paged)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	char token[RDMAMEM_TOKEN_LEN + 1], *reply = NULL, params[64];
+	int fds[300];
+	uint64_t first, lease;
+	cJSON *root, *cl;
+	bool found = false;
+
+	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+		fds[i] = test_connect(td.socket);
+	first = register_many(c, 3);
+	ck_assert_int_eq(rdmamem_lock(c, first, RDMAMEM_LOCK_SHARED, -1, &lease), 0);
+	ck_assert_int_eq(rdmamem_access_token_create(c, token), 0);
+	ck_assert_int_eq(rdmamem_unregister(c, first + 1), 0);
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ListClients", "{\"limit\":100}", NULL, 0,
+				      &reply, NULL, NULL),
+			 0);
+	root = cJSON_Parse(reply);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "clients")), 100);
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(root, "next"));
+	cJSON_Delete(root);
+	free(reply);
+
+	ck_assert_int_eq(rdmamem_list(c, "io.rdmamemd.ListClients", &reply), 0);
+	root = cJSON_Parse(reply);
+	/* The good client, the raw ones (the fixture's checks among them
+	 * may come and go), this one. */
+	ck_assert_int_ge(cJSON_GetArraySize(cJSON_GetObjectItem(root, "clients")), 302);
+	cJSON_ArrayForEach(cl, cJSON_GetObjectItem(root, "clients")) {
+		if (!cJSON_IsTrue(cJSON_GetObjectItem(cl, "self")))
+			continue;
+		found = true;
+		ck_assert_int_eq(cJSON_GetObjectItem(cl, "regions")->valueint, 2);
+		ck_assert_int_eq(cJSON_GetObjectItem(cl, "leases")->valueint, 1);
+		ck_assert_int_eq(cJSON_GetObjectItem(cl, "tokens")->valueint, 1);
+	}
+	ck_assert(found);
+	cJSON_Delete(root);
+	free(reply);
+	snprintf(params, sizeof(params), "{\"after\":\"%s\"}", "18446744073709551615");
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ListConnections", params, NULL, 0, &reply,
+				      NULL, NULL),
+			 0);
+	ck_assert_str_eq(reply, "{\"connections\":[]}");
+	free(reply);
+	close_many(fds, ELEMENTSOF(fds));
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* A message with n device names, all different, none a device. */
+static char *device_list_call(const char *method, const char *before, int n)
+{
+	size_t size = strlen(before) + 64 + (size_t)n * 16, len;
+	char *m = malloc(size);
+
+	ck_assert_ptr_nonnull(m);
+	len = snprintf(m, size, "{\"method\":\"io.rdmamemd.%s\",\"parameters\":{%s\"devices\":[",
+		       method, before);
+	for (int i = 0; i < n; i++)
+		len += snprintf(m + len, size - len, "%s\"nodev%d\"", i ? "," : "", i);
+	snprintf(m + len, size - len, "]}}");
+	return m;
+}
+
+/* Lines of the daemon's log that name one of device_list_call()'s names. */
+static int log_lines(void)
+{
+	char *text = test_read_file(log_path);
+	int n = 0;
+
+	for (char *p = text; (p = strstr(p, "'nodev")); p++)
+		n++;
+	free(text);
+	return n;
+}
+
+START_TEST(test_huge_device_lists)
+{
+	long idle = idle_p99();
+	int fd = test_connect(td.socket), mfd, calls = 0, lines;
+	char before[64], msg[256], *on, *reg, *some;
+	struct test_bystander *b;
+	cJSON *r, *list, *item;
+	long long t0;
+
+	snprintf(before, sizeof(before), "\"region\":\"%llu\",", (unsigned long long)good_region);
+	on = device_list_call("RegisterOn", before, DEVICE_NAMES);
+	reg = device_list_call("Register", "\"fd\":0,", DEVICE_NAMES);
+	some = device_list_call("RegisterOn", before, 64);
+	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &mfd, NULL), 0);
+
+	/* Too long: refused at once, nothing kept, nothing logged but the
+	 * error (at debug, as every client error). */
+	lines = log_lines();
+	ck_assert_str_eq(expect_error_str(fd, on, VARLINK_ERROR_INVALID_PARAMETER), "devices");
+	ck_assert_int_eq(log_lines() - lines, 0);
+	b = test_bystander_start(td.socket);
+	t0 = now_msec();
+	while (calls < 6 || now_msec() - t0 < 1000) {
+		test_send_msg(fd, calls % 2 ? reg : on, calls % 2 ? &mfd : NULL, calls % 2);
+		r = reply_on(fd, 60000);
+		ck_assert_ptr_nonnull(r);
+		ck_assert_str_eq(test_reply_error(r), VARLINK_ERROR_INVALID_PARAMETER);
+		ck_assert_str_eq(cJSON_GetObjectItem(params_of(r), "parameter")->valuestring,
+				 "devices");
+		cJSON_Delete(r);
+		calls++;
+	}
+	printf("%d calls with %d device names in %lld ms\n", calls, DEVICE_NAMES, now_msec() - t0);
+	assert_bystander("RegisterOn and Register with 20,000 device names", b, idle);
+
+	/* As many as allowed: each answered, none kept, one line of log per
+	 * call. */
+	lines = log_lines();
+	for (int k = 0; k < 2; k++) {
+		r = test_call(fd, some);
+		list = cJSON_GetObjectItem(params_of(r), "registrations");
+		ck_assert_int_eq(cJSON_GetArraySize(list), 64);
+		cJSON_ArrayForEach(item, list) {
+			ck_assert_str_eq(cJSON_GetObjectItem(item, "state")->valuestring, "failed");
+			ck_assert_int_eq(cJSON_GetObjectItem(item, "errno")->valueint, ENODEV);
+			ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(item, "recorded")));
+		}
+		cJSON_Delete(r);
+	}
+	ck_assert_int_eq(log_lines() - lines, 2);
+	/* Repeats count once; the region keeps no entry for any of them. */
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.RegisterOn\",\"parameters\":{\"region\":\"%llu\","
+		 "\"devices\":[\"a\",\"b\",\"a\",\"a\"]}}",
+		 (unsigned long long)good_region);
+	r = test_call(fd, msg);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "registrations")), 2);
+	cJSON_Delete(r);
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.GetRegion\",\"parameters\":{\"region\":\"%llu\"}}",
+		 (unsigned long long)good_region);
+	r = test_call(fd, msg);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "registrations")), 0);
+	cJSON_Delete(r);
+	/* access names each of its four values at most once. */
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0,\"access\":"
+			  "[\"remote_read\",\"remote_read\",\"remote_read\",\"remote_read\","
+			  "\"remote_read\"]}}",
+		      &mfd, 1);
+	r = reply_on(fd, 10000);
+	ck_assert_str_eq(test_reply_error(r), VARLINK_ERROR_INVALID_PARAMETER);
+	ck_assert_str_eq(cJSON_GetObjectItem(params_of(r), "parameter")->valuestring, "access");
+	cJSON_Delete(r);
+	close(mfd);
+	free(on);
+	free(reg);
+	free(some);
+	close(fd);
+}
+END_TEST
+
+/* GetRegion lists the oldest 256 leases and counts them all. */
+START_TEST(test_lease_list_bounded)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	char params[64], *reply = NULL;
+	uint64_t lease;
+	cJSON *root;
+
+	for (int i = 0; i < 300; i++)
+		ck_assert_int_eq(rdmamem_lock(c, good_region, RDMAMEM_LOCK_SHARED, -1, &lease), 0);
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\"}", (unsigned long long)good_region);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetRegion", params, NULL, 0, &reply, NULL,
+				      NULL),
+			 0);
+	root = cJSON_Parse(reply);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "lease_list")), 256);
+	ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "leases"), "held")->valueint,
+			 301);
+	cJSON_Delete(root);
+	free(reply);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Per-uid caps on leases and access tokens, per-region cap on shares. */
+static void caps_setup(void)
+{
+	static const char *const extra[] = { "--max-access-tokens-per-uid", "3",
+					     "--max-leases-per-uid", "4",
+					     "--max-shares-per-region", "3", NULL };
+
+	start(extra);
+}
+
+/* The last call failed with QuotaExceeded for quota: check its numbers. */
+static void assert_quota(struct rdmamem_client *c, const char *reply, const char *quota,
+			 const char *limit, const char *used)
+{
+	cJSON *r = cJSON_Parse(reply);
+
+	ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_QUOTA_EXCEEDED);
+	ck_assert_str_eq(cJSON_GetObjectItem(r, "quota")->valuestring, quota);
+	ck_assert_str_eq(cJSON_GetObjectItem(r, "limit")->valuestring, limit);
+	ck_assert_str_eq(cJSON_GetObjectItem(r, "used")->valuestring, used);
+	ck_assert_str_eq(cJSON_GetObjectItem(r, "requested")->valuestring, "1");
+	ck_assert_int_gt(strlen(cJSON_GetObjectItem(r, "message")->valuestring), 10);
+	cJSON_Delete(r);
+}
+
+/* Runs as another uid: its own caps are untouched by root's use. */
+static int other_uid_not_capped(const char *socket)
+{
+	struct rdmamem_client *c = NULL;
+	char token[RDMAMEM_TOKEN_LEN + 1];
+
+	if (rdmamem_client_connect(socket, &c) < 0)
+		return 1;
+	for (int i = 0; i < 3; i++)
+		if (rdmamem_access_token_create(c, token) < 0)
+			return 2 + i;
+	if (rdmamem_access_token_create(c, token) != -EDQUOT)
+		return 10;
+	rdmamem_client_close(c);
+	return 0;
+}
+
+START_TEST(test_per_uid_caps)
+{
+	struct rdmamem_client *a = test_client(td.socket), *b = test_client(td.socket);
+	char token[3][RDMAMEM_TOKEN_LEN + 1], extra[RDMAMEM_TOKEN_LEN + 1], *reply = NULL;
+	char params[96];
+	uint64_t lease, leases[3], region = register_many(a, 1);
+	int status;
+	pid_t pid;
+
+	/* Tokens: three for the uid, over two connections. */
+	ck_assert_int_eq(rdmamem_access_token_create(a, token[0]), 0);
+	ck_assert_int_eq(rdmamem_access_token_create(a, token[1]), 0);
+	ck_assert_int_eq(rdmamem_access_token_create(b, token[2]), 0);
+	ck_assert_int_eq(rdmamem_call(b, "io.rdmamemd.CreateAccessToken", NULL, NULL, 0, &reply,
+				      NULL, NULL),
+			 -EDQUOT);
+	assert_quota(b, reply, "tokens", "3", "3");
+	free(reply);
+	if (geteuid() == 0) {
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 ||
+			    setuid(OTHER_UID) < 0)
+				_exit(98);
+			_exit(other_uid_not_capped(td.socket));
+		}
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: 0x%x",
+			      status);
+	} else {
+		printf("per-uid caps: not root, another uid's tokens are not tried\n");
+	}
+	/* Revoked or gone with their connection, tokens make room again. */
+	ck_assert_int_eq(rdmamem_access_token_revoke(a, token[0]), 0);
+	ck_assert_int_eq(rdmamem_access_token_create(b, extra), 0);
+	rdmamem_client_close(a);
+	a = test_client(td.socket);
+	region = register_many(a, 1);
+	ck_assert_int_eq(rdmamem_access_token_create(a, token[0]), 0);
+	ck_assert_int_eq(rdmamem_access_token_create(a, token[1]), -EDQUOT);
+	/* Revoking a token that does not exist is no way around it. */
+	ck_assert_int_eq(rdmamem_access_token_revoke(a, "00000000000000000000000000000000"),
+			 -EKEYREJECTED);
+
+	/* Leases: the good client holds one of the uid's four. */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(rdmamem_lock(i == 2 ? b : a, region, RDMAMEM_LOCK_SHARED, -1,
+					      &leases[i]),
+				 0);
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"mode\":\"shared\"}",
+		 (unsigned long long)region);
+	ck_assert_int_eq(rdmamem_call(a, "io.rdmamemd.Lock", params, NULL, 0, &reply, NULL, NULL),
+			 -EDQUOT);
+	assert_quota(a, reply, "leases", "4", "4");
+	free(reply);
+	ck_assert_int_eq(rdmamem_unlock(b, leases[2]), 0);
+	ck_assert_int_eq(rdmamem_lock(a, region, RDMAMEM_LOCK_SHARED, 0, &lease), 0);
+	ck_assert_int_eq(rdmamem_lock(a, region, RDMAMEM_LOCK_SHARED, 0, &lease), -EDQUOT);
+
+	/* Shares: three uids or gids per region; changing one is no new one. */
+	ck_assert_int_eq(rdmamem_share(a, region, 1001, 0), 0);
+	ck_assert_int_eq(rdmamem_share(a, region, 1002, RDMAMEM_SHARE_GROUP), 0);
+	ck_assert_int_eq(rdmamem_share(a, region, 1003, 0), 0);
+	ck_assert_int_eq(rdmamem_share(a, region, 1001, RDMAMEM_SHARE_READONLY), 0);
+	ck_assert_int_eq(rdmamem_share(a, region, 1003, 0), 0);
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"uid\":1004}",
+		 (unsigned long long)region);
+	ck_assert_int_eq(rdmamem_call(a, "io.rdmamemd.Share", params, NULL, 0, &reply, NULL, NULL),
+			 -EDQUOT);
+	assert_quota(a, reply, "shares", "3", "3");
+	free(reply);
+	rdmamem_client_close(a);
+	rdmamem_client_close(b);
+}
+END_TEST
+
 Suite *hostile_suite(void)
 {
 	Suite *s = suite_create("hostile");
@@ -1437,6 +1982,21 @@ Suite *hostile_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_client_never_reads);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("lists");
+	tcase_add_checked_fixture(tc, lists_setup, lists_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_list_many_regions);
+	tcase_add_test(tc, test_list_cursor_under_churn);
+	tcase_add_test(tc, test_list_clients_paged);
+	tcase_add_test(tc, test_huge_device_lists);
+	tcase_add_test(tc, test_lease_list_bounded);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("caps");
+	tcase_add_checked_fixture(tc, caps_setup, teardown);
+	tcase_add_test(tc, test_per_uid_caps);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("flood");

@@ -126,15 +126,15 @@ START_TEST(test_rights)
 
 	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_READ, &got, &e), -EACCES);
 	ck_assert_ptr_null(got);
-	ck_assert_int_eq(region_share(r, true, 77, true), 0);
-	ck_assert_int_eq(region_share(r, true, 77, true), -EEXIST);
+	ck_assert_int_eq(region_share(r, true, 77, true, &e), 0);
+	ck_assert_int_eq(region_share(r, true, 77, true, &e), -EEXIST);
 	other.groups = groups;
 	other.n_groups = 1;
 	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_READ, &got, &e), 0);
 	region_unref(got);
 	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_WRITE, &got, &e), -EACCES);
 	/* Upgrading the same share to read-write replaces it. */
-	ck_assert_int_eq(region_share(r, true, 77, false), 0);
+	ck_assert_int_eq(region_share(r, true, 77, false, &e), 0);
 	ck_assert_uint_eq(r->n_shares, 1);
 	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_WRITE, &got, &e), 0);
 	region_unref(got);

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 #define START_TIMEOUT_MS 10000
 
 void (*test_daemon_child_setup)(void);
+const char *test_daemon_log_path;
 #define STOP_TIMEOUT_MS 10000
 
 static long long mono_msec(void)
@@ -125,6 +128,13 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 	td->pid = fork();
 	ck_assert_int_ge(td->pid, 0);
 	if (td->pid == 0) {
+		if (test_daemon_log_path) {
+			int fd = open(test_daemon_log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				      0600);
+
+			if (fd >= 0)
+				dup2(fd, STDERR_FILENO);
+		}
 		if (test_daemon_child_setup)
 			test_daemon_child_setup();
 		setenv("NOTIFY_SOCKET", td->notify, 1);
@@ -614,4 +624,109 @@ void test_report_skipped(void)
 		printf("SKIPPED %u cases tagged cuda here: they need a GPU and run on the GPU "
 		       "machine (tests/gpu/README.md)\n",
 		       n_cuda_cases);
+}
+
+struct test_bystander {
+	pthread_t thread;
+	int fd;
+	atomic_bool stop;
+	long *usec;		/* each round trip */
+	size_t n, cap;
+	int error;		/* errno of a failed ping, 0 */
+};
+
+static long long mono_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* No ck_assert here: it is not the test's thread. */
+static void *bystander_run(void *userdata)
+{
+	static const char ping[] = "{\"method\":\"io.rdmamemd.Ping\"}";
+	struct test_bystander *b = userdata;
+
+	while (!atomic_load(&b->stop)) {
+		long long t0 = mono_usec();
+		char reply[256];
+		size_t got = 0;
+
+		if (send(b->fd, ping, sizeof(ping), MSG_NOSIGNAL) != (ssize_t)sizeof(ping)) {
+			b->error = errno;
+			break;
+		}
+		while (got == 0 || reply[got - 1] != '\0') {
+			ssize_t n = recv(b->fd, reply + got, sizeof(reply) - got, 0);
+
+			if (n <= 0 || got + n == sizeof(reply)) {
+				b->error = n < 0 ? errno : EPROTO;
+				return NULL;
+			}
+			got += n;
+		}
+		if (b->n == b->cap) {
+			b->cap = b->cap ? b->cap * 2 : 4096;
+			b->usec = realloc(b->usec, b->cap * sizeof(*b->usec));
+			if (!b->usec) {
+				b->error = ENOMEM;
+				break;
+			}
+		}
+		b->usec[b->n++] = (long)(mono_usec() - t0);
+		/* Room for the others on a machine with two cores. */
+		usleep(200);
+	}
+	return NULL;
+}
+
+struct test_bystander *test_bystander_start(const char *socket)
+{
+	struct test_bystander *b = calloc(1, sizeof(*b));
+	struct timeval tv = { .tv_sec = 60 };
+
+	ck_assert_ptr_nonnull(b);
+	b->fd = test_connect(socket);
+	ck_assert_int_eq(setsockopt(b->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	atomic_init(&b->stop, false);
+	ck_assert_int_eq(pthread_create(&b->thread, NULL, bystander_run, b), 0);
+	return b;
+}
+
+static int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return (x > y) - (x < y);
+}
+
+long test_bystander_stop(struct test_bystander *b, size_t *ret_n)
+{
+	long p99;
+
+	atomic_store(&b->stop, true);
+	ck_assert_int_eq(pthread_join(b->thread, NULL), 0);
+	close(b->fd);
+	ck_assert_msg(b->error == 0, "the bystander's ping failed: %s", strerror(b->error));
+	ck_assert_uint_gt(b->n, 0);
+	qsort(b->usec, b->n, sizeof(*b->usec), cmp_long);
+	p99 = b->usec[(b->n - 1) * 99 / 100];
+	if (ret_n)
+		*ret_n = b->n;
+	free(b->usec);
+	free(b);
+	return p99;
+}
+
+const char *test_timing_skip_reason(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	return "a sanitizer build: the daemon runs several times slower";
+#else
+	if (getenv("RDMAMEM_TEST_DAEMON_WRAPPER"))
+		return "the daemon runs under RDMAMEM_TEST_DAEMON_WRAPPER (valgrind)";
+	return NULL;
+#endif
 }

@@ -95,8 +95,24 @@ int test_wait(pid_t pid, int timeout_ms);
 /* Reads one line from fd within timeout_ms (malloc()ed, no newline); NULL on EOF/timeout. */
 char *test_read_line(int fd, int timeout_ms);
 
+/*
+ * A bystander: a thread that pings the daemon at socket on a connection of
+ * its own, one call after the other, timing each round trip, until stopped.
+ * What a hostile client does meanwhile must not hold it up.
+ */
+struct test_bystander;
+struct test_bystander *test_bystander_start(const char *socket);
+/* Stops it; returns the 99th percentile round trip in microseconds and the
+ * number of pings in *ret_n (the test fails if a ping failed). */
+long test_bystander_stop(struct test_bystander *b, size_t *ret_n);
+/* Why wall-time bounds mean nothing in this run (the daemon under valgrind,
+ * a sanitizer build), or NULL. */
+const char *test_timing_skip_reason(void);
+
 /* Run in the daemon's child between fork and exec, when set. */
 extern void (*test_daemon_child_setup)(void);
+/* When set, the daemons started send their stderr (the log) to this file. */
+extern const char *test_daemon_log_path;
 
 #define PEER_BIN BUILD_DIR "/rdma-peer"
 
@@ -113,6 +129,7 @@ Suite *lock_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
+Suite *tables_suite(void);
 Suite *rdma_suite(void);
 Suite *cuda_suite(void);
 Suite *gpu_suite(void);

@@ -96,6 +96,16 @@ int rdmamem_call(struct rdmamem_client *client, const char *method, const char *
 		 const int *fds, size_t n_fds, char **ret_reply_json, int *ret_fds,
 		 size_t *ret_n_fds);
 
+/*
+ * Calls a listing method ("io.rdmamemd.ListRegions", "io.rdmamemd.ListClients",
+ * "io.rdmamemd.ListConnections"), which answer a page at a time, page after
+ * page until the last, and returns what one answer with everything would
+ * have been: {"regions": [...]} (or "clients", "connections") as malloc()ed
+ * JSON text in *ret_reply_json. What comes or goes meanwhile may or may not
+ * be in it; nothing appears twice. Returns 0 or a negative errno.
+ */
+int rdmamem_list(struct rdmamem_client *client, const char *method, char **ret_reply_json);
+
 /* Round trip to the daemon. Returns 0 or a negative errno. */
 int rdmamem_ping(struct rdmamem_client *client);
 

@@ -234,7 +234,10 @@ var cases = []*testCase{
 		then: func(s *suite, r *reply) error {
 			regs, _ := r.obj()["registrations"].([]interface{})
 			for _, x := range regs {
-				if m, _ := x.(map[string]interface{}); m["state"] == "failed" {
+				// A name that is no device is answered but not kept
+				// (errno 19, ENODEV): only a real device's failure is
+				// recorded for RetryRegistration to clear.
+				if m, _ := x.(map[string]interface{}); m["state"] == "failed" && m["errno"] != json.Number("19") {
 					s.v["failed"] = m["device"].(string)
 				}
 			}
@@ -247,7 +250,7 @@ var cases = []*testCase{
 				return why
 			}
 			if s.v["failed"] == "" {
-				return "no recorded registration failure to clear"
+				return "no recorded registration failure to clear: only a real device records one (check_rdma provokes it in the VM with a low memlock limit)"
 			}
 			return ""
 		}},
