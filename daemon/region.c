@@ -20,7 +20,6 @@
 #include "log.h"
 #include "mreg.h"
 #include "proto/errors.h"
-#include "proto/json.h"
 #include "region.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
@@ -70,37 +69,20 @@ static int numa_node_of(void *addr)
 static int charge_quota(struct daemon *d, struct account *a, uint64_t length, struct errinfo *e)
 {
 	const struct daemon_config *cfg = &d->cfg;
-	cJSON *p;
 
-	if (a->n_regions + 1 > cfg->max_regions_per_uid) {
-		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
-			    "uid %u has %" PRIu64 " regions, the limit is %" PRIu64
-			    "; unregister some first",
-			    (unsigned)a->uid, a->n_regions, cfg->max_regions_per_uid);
-		p = cJSON_CreateObject();
-		if (p && (json_add_string(p, "quota", "regions") < 0 ||
-			  json_add_u64(p, "limit", cfg->max_regions_per_uid) < 0 ||
-			  json_add_u64(p, "used", a->n_regions) < 0 ||
-			  json_add_u64(p, "requested", 1) < 0))
-			p = (cJSON_Delete(p), NULL);
-		e->params = p;
-		return -EDQUOT;
-	}
+	if (a->n_regions + 1 > cfg->max_regions_per_uid)
+		return errinfo_quota(e, "regions", cfg->max_regions_per_uid, a->n_regions, 1,
+				     "uid %u has %" PRIu64 " regions, the limit is %" PRIu64
+				     "; unregister some first",
+				     (unsigned)a->uid, a->n_regions, cfg->max_regions_per_uid);
 	if (length > cfg->max_pinned_bytes_per_uid ||
-	    a->pinned_bytes > cfg->max_pinned_bytes_per_uid - length) {
-		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
-			    "uid %u keeps %" PRIu64 " bytes in regions; %" PRIu64
-			    " more would pass the limit of %" PRIu64 " bytes",
-			    (unsigned)a->uid, a->pinned_bytes, length, cfg->max_pinned_bytes_per_uid);
-		p = cJSON_CreateObject();
-		if (p && (json_add_string(p, "quota", "pinned_bytes") < 0 ||
-			  json_add_u64(p, "limit", cfg->max_pinned_bytes_per_uid) < 0 ||
-			  json_add_u64(p, "used", a->pinned_bytes) < 0 ||
-			  json_add_u64(p, "requested", length) < 0))
-			p = (cJSON_Delete(p), NULL);
-		e->params = p;
-		return -EDQUOT;
-	}
+	    a->pinned_bytes > cfg->max_pinned_bytes_per_uid - length)
+		return errinfo_quota(e, "pinned_bytes", cfg->max_pinned_bytes_per_uid,
+				     a->pinned_bytes, length,
+				     "uid %u keeps %" PRIu64 " bytes in regions; %" PRIu64
+				     " more would pass the limit of %" PRIu64 " bytes",
+				     (unsigned)a->uid, a->pinned_bytes, length,
+				     cfg->max_pinned_bytes_per_uid);
 	a->n_regions++;
 	a->pinned_bytes += length;
 	d->n_regions++;
@@ -196,6 +178,7 @@ int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct r
 	list_init(&reg->owner_link);
 	list_init(&reg->leases);
 	list_init(&reg->mregs);
+	list_init(&reg->revoke_waiters);
 	lock_init(&reg->lock);
 	*ret = reg;
 	return 0;
@@ -307,10 +290,10 @@ struct region *region_ref(struct region *r)
 
 /* Pool-safe: drop order is registrations, then memory, then the fd. An MR
  * does not keep pages mapped: one that outlived the mapping would let a
- * peer's DMA land in freed memory. */
+ * peer's DMA land in freed memory. Every MR held a reference until it was
+ * deregistered, so none is left here. */
 static void region_release_memory(struct region *r)
 {
-	mreg_release_all(r);
 	if (r->cuda_registered >= 0 && cu_host_unregister(r->map_base, r->cuda_registered) < 0)
 		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": %s\n", r->id,
 			cu_last_error());
@@ -347,16 +330,6 @@ static void on_release_done(uv_work_t *w, int status)
 	region_finish(container_of(w, struct region, release));
 }
 
-static bool has_registrations(const struct region *r)
-{
-	const struct mreg *m;
-
-	list_for_each_entry(m, &r->mregs, link)
-		if (m->state == MREG_REGISTERED)
-			return true;
-	return false;
-}
-
 static void region_free(struct region *r)
 {
 	struct daemon *d = r->daemon;
@@ -364,9 +337,8 @@ static void region_free(struct region *r)
 	/* Leases, attempts and in-flight work hold references: none is left. */
 	if (idmap_get(&d->regions, r->id) == r)
 		idmap_remove(&d->regions, r->id);
-	/* Deregistering a large MR unpins every page, and CUDA calls can
-	 * take long: not on the loop. */
-	if ((has_registrations(r) || region_is_gpu(r) || r->cuda_registered >= 0) &&
+	/* CUDA calls can take long: not on the loop. */
+	if ((region_is_gpu(r) || r->cuda_registered >= 0) &&
 	    uv_queue_work(d->loop, &r->release, on_release, on_release_done) == 0)
 		return;
 	region_release_memory(r);
@@ -390,6 +362,9 @@ void region_drop_owner(struct region *r)
 	idmap_remove(&d->regions, r->id);
 	list_del(&r->owner_link);
 	r->owner = NULL;
+	/* No uid keeps the owner's rkeys alive: leases and operations in
+	 * flight keep only the memory. */
+	mreg_revoke_all(r);
 	region_unref(r);
 }
 

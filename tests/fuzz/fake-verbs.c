@@ -179,10 +179,14 @@ static int f_qp_create(struct vb_pd *pd, uint8_t port, struct vb_qp **ret)
 static int f_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer, uint32_t gid_index,
 			struct vb_qp_endpoint *ret_local)
 {
+	unsigned mtu = 256;
+
 	if (gid_index > 0)
 		return -EINVAL;
-	*ret_local = (struct vb_qp_endpoint){ .qpn = qp->qpn, .psn = 1, .port = 1,
-					      .mtu = peer->mtu ? peer->mtu : 1024 };
+	/* As the verbs do: an IB MTU, at most the port's (1024 here). */
+	while (mtu < 1024 && mtu * 2 <= (peer->mtu ?: 1024))
+		mtu *= 2;
+	*ret_local = (struct vb_qp_endpoint){ .qpn = qp->qpn, .psn = 1, .port = 1, .mtu = mtu };
 	return 0;
 }
 
