@@ -160,8 +160,8 @@ $(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 # The test runner links the daemon's modules (not its main) and the client;
-# the cuda suite the fuzzers' fake driver.
-$(B)/test-rdmamemd: $(TEST_OBJS) $(B)/tests/fuzz/fake-cuda.o \
+# the cuda and region suites the fuzzers' fake driver and verbs.
+$(B)/test-rdmamemd: $(TEST_OBJS) $(B)/tests/fuzz/fake-cuda.o $(B)/tests/fuzz/fake-verbs.o \
 		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK) $(LIBS_DL)
