@@ -5,6 +5,7 @@
 #   make run       deps + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
+#   make check-clone  check + vmbench in a fresh clone of HEAD under /tmp
 #   make installcheck  install into a temporary root and build a client against it
 #   make asan      the whole test suite under ASan + UBSan (build/asan)
 #   make bench     benchmarks, each beside its anchor
@@ -101,7 +102,8 @@ LIB_A       := $(B)/librdmamem.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
-.PHONY: all deps run check installcheck asan bench gpu-bundle install uninstall clean
+.PHONY: all deps run check check-clone installcheck asan bench gpu-bundle install uninstall \
+	clean
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -206,6 +208,10 @@ check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(GPU_PROGS)
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)$(MAKE) --no-print-directory vmtest
+
+# What a clean clone does, where many clone: under /tmp (tests/clone-check.sh).
+check-clone:
+	tests/clone-check.sh
 
 # make install into a temporary root, then what a packager and a user
 # would check there (tests/installcheck.sh).
