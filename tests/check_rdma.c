@@ -262,9 +262,48 @@ START_TEST(test_killed_client)
 }
 END_TEST
 
-struct token_out {
+/* A child as OTHER_UID with a region of its own on the device and a token,
+ * both handed to the parent; it stays until killed. */
+struct other_region {
 	char token[RDMAMEM_TOKEN_LEN + 1];
+	struct rdmamem_registration reg;
 };
+
+static pid_t other_uid_region(const char *text, struct other_region *ret)
+{
+	int p[2];
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct rdmamem_client *oc = NULL;
+		struct other_region o = {};
+		uint64_t id;
+		void *addr;
+		int fd;
+
+		if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 || setuid(OTHER_UID) < 0)
+			_exit(99);
+		if (rdmamem_client_connect(td.socket, &oc) < 0 ||
+		    rdmamem_memfd_create("other", 4096, &fd, &addr) < 0)
+			_exit(10);
+		memcpy(addr, text, strlen(text));
+		if (rdmamem_register(oc, fd, 0, 0, &id) < 0 ||
+		    rdmamem_register_on(oc, id, dev_name, &o.reg) < 0 ||
+		    rdmamem_access_token_create(oc, o.token) < 0)
+			_exit(11);
+		if (write(p[1], &o, sizeof(o)) != sizeof(o))
+			_exit(12);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	ck_assert_int_eq(read(p[0], ret, sizeof(*ret)), (ssize_t)sizeof(*ret));
+	close(p[0]);
+	return pid;
+}
 
 /* A valid rkey is useless with another uid's token, and without a token
  * nothing connects. */
@@ -272,33 +311,14 @@ START_TEST(test_isolation)
 {
 	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
+	struct other_region other;
 	uint64_t rejected_before;
 	char *out;
-	int p[2], status;
+	int status;
 	pid_t pid;
-	struct token_out other;
 
 	region_with(c, 4096, "uid 0 only", &reg, NULL);
-	ck_assert_int_eq(pipe(p), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct rdmamem_client *oc = NULL;
-		struct token_out t;
-
-		if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 || setuid(OTHER_UID) < 0)
-			_exit(99);
-		if (rdmamem_client_connect(td.socket, &oc) < 0 ||
-		    rdmamem_access_token_create(oc, t.token) < 0)
-			_exit(10);
-		if (write(p[1], &t, sizeof(t)) != sizeof(t))
-			_exit(11);
-		pause();
-		_exit(0);
-	}
-	close(p[1]);
-	ck_assert_int_eq(read(p[0], &other, sizeof(other)), (ssize_t)sizeof(other));
-	close(p[0]);
+	pid = other_uid_region("not uid 0's", &other);
 
 	/* Another uid's token: admitted into that uid's PD, where the rkey
 	 * means nothing. */
@@ -731,39 +751,23 @@ static void lease_holder_finish(struct lease_holder *h)
 	close(h->from);
 }
 
-/* Another uid's lease on the shared region keeps none of the owner's
- * rkeys alive. */
-START_TEST(test_unregister_with_other_uid_lease)
+/* Cases that act as OTHER_UID need root; they skip elsewhere, saying so. */
+static bool can_act_as_other_uid(const char *test)
 {
-	struct rdmamem_client *c;
-	struct rdmamem_registration reg;
-	char token[RDMAMEM_TOKEN_LEN + 1];
-	struct lease_holder h;
-	uint64_t id;
-	int out;
-	pid_t pid;
-
-	if (geteuid() != 0) {
-		fprintf(stderr, "%s: skipped: needs root to act as uid %d\n", __func__, OTHER_UID);
-		return;
-	}
-	lease_holder_start(&h);
-	c = test_client(td.socket);
-	id = region_with(c, 4096, "another uid's lease", &reg, NULL);
-	ck_assert_int_eq(rdmamem_share(c, id, OTHER_UID, RDMAMEM_SHARE_READONLY), 0);
-	lease_holder_lock(&h, id);
-	ck_assert_int_eq(rdmamem_access_token_create(c, token), 0);
-	pid = step_peer(token, &reg, "another uid's lease", &out);
-	unregister_cuts_peer(c, id, pid, out);
-	lease_holder_finish(&h);
-	rdmamem_client_close(c);
+	if (geteuid() == 0)
+		return true;
+	fprintf(stderr, "%s: skipped: needs root to act as uid %d\n", test, OTHER_UID);
+	return false;
 }
-END_TEST
 
-/* The owner disconnects while another uid holds a lease: its registrations
- * go all the same (the token comes from another connection of the owner's
- * uid, so the peer's queue pair stays). */
-START_TEST(test_disconnect_with_other_uid_lease)
+/*
+ * Another uid holds a lease on the owner's shared region while a peer
+ * reads it; then the owner lets go, by Unregister or by disconnecting. The
+ * lease keeps none of the owner's rkeys alive. The token comes from another
+ * connection of the owner's uid, so the peer's queue pair outlives the
+ * owner's connection.
+ */
+static void other_uid_lease(bool disconnect)
 {
 	struct rdmamem_client *c, *holder;
 	struct rdmamem_registration reg;
@@ -773,69 +777,40 @@ START_TEST(test_disconnect_with_other_uid_lease)
 	int out;
 	pid_t pid;
 
-	if (geteuid() != 0) {
-		fprintf(stderr, "%s: skipped: needs root to act as uid %d\n", __func__, OTHER_UID);
-		return;
-	}
 	lease_holder_start(&h);
 	c = test_client(td.socket);
 	holder = test_client(td.socket);
-	id = region_with(c, 4096, "owner gone", &reg, NULL);
+	id = region_with(c, 4096, "another uid's lease", &reg, NULL);
 	ck_assert_int_eq(rdmamem_share(c, id, OTHER_UID, RDMAMEM_SHARE_READONLY), 0);
 	lease_holder_lock(&h, id);
 	ck_assert_int_eq(rdmamem_access_token_create(holder, token), 0);
-	pid = step_peer(token, &reg, "owner gone", &out);
-	rdmamem_client_close(c);
-	/* Nobody waits for an answer here: watch the MR go. */
-	test_wait_until(no_mrs, 10000, "the disconnected owner's MR to go");
-	step_peer_fails(pid, out);
+	pid = step_peer(token, &reg, "another uid's lease", &out);
+	if (disconnect) {
+		rdmamem_client_close(c);
+		/* Nobody waits for an answer here: watch the MR go. */
+		test_wait_until(no_mrs, 10000, "the disconnected owner's MR to go");
+		step_peer_fails(pid, out);
+	} else {
+		unregister_cuts_peer(c, id, pid, out);
+		rdmamem_client_close(c);
+	}
 	lease_holder_finish(&h);
 	rdmamem_client_close(holder);
 }
+
+START_TEST(test_unregister_with_other_uid_lease)
+{
+	if (can_act_as_other_uid(__func__))
+		other_uid_lease(false);
+}
 END_TEST
 
-/* A child as OTHER_UID with a region of its own on the device and a token,
- * both handed to the parent; it stays until killed. */
-struct other_region {
-	char token[RDMAMEM_TOKEN_LEN + 1];
-	struct rdmamem_registration reg;
-};
-
-static pid_t other_uid_region(const char *text, struct other_region *ret)
+START_TEST(test_disconnect_with_other_uid_lease)
 {
-	int p[2];
-	pid_t pid;
-
-	ck_assert_int_eq(pipe(p), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct rdmamem_client *oc = NULL;
-		struct other_region o = {};
-		uint64_t id;
-		void *addr;
-		int fd;
-
-		if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 || setuid(OTHER_UID) < 0)
-			_exit(99);
-		if (rdmamem_client_connect(td.socket, &oc) < 0 ||
-		    rdmamem_memfd_create("other", 4096, &fd, &addr) < 0)
-			_exit(10);
-		memcpy(addr, text, strlen(text));
-		if (rdmamem_register(oc, fd, 0, 0, &id) < 0 ||
-		    rdmamem_register_on(oc, id, dev_name, &o.reg) < 0 ||
-		    rdmamem_access_token_create(oc, o.token) < 0)
-			_exit(11);
-		if (write(p[1], &o, sizeof(o)) != sizeof(o))
-			_exit(12);
-		pause();
-		_exit(0);
-	}
-	close(p[1]);
-	ck_assert_int_eq(read(p[0], ret, sizeof(*ret)), (ssize_t)sizeof(*ret));
-	close(p[0]);
-	return pid;
+	if (can_act_as_other_uid(__func__))
+		other_uid_lease(true);
 }
+END_TEST
 
 /*
  * The connection caps, per uid and in all, apply on both paths with the
@@ -855,10 +830,8 @@ START_TEST(test_connection_caps)
 	int out1, out2, status;
 	pid_t first, second, child;
 
-	if (geteuid() != 0) {
-		fprintf(stderr, "%s: skipped: needs root to act as uid %d\n", __func__, OTHER_UID);
+	if (!can_act_as_other_uid(__func__))
 		return;
-	}
 	test_daemon_stop(&td);
 	test_daemon_start(&td, args);
 	c = test_client(td.socket);
@@ -1085,6 +1058,20 @@ START_TEST(test_read_only_region)
 			ck_assert_int_eq(peer(true, token, &reg, "--write", "x", NULL, NULL), 3);
 		}
 		ck_assert_int_eq(rdmamem_unregister(c, id), 0);
+		if (can)
+			continue;
+		/* Register with devices: the same answer, and no region kept. */
+		fd = read_only_memfd("read-only bytes", rdonly);
+		snprintf(params, sizeof(params), "{\"fd\":0,\"devices\":[\"%s\"]}", dev_name);
+		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", params, &fd, 1, NULL, NULL,
+					      NULL),
+				 -EROFS);
+		close(fd);
+		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ListRegions", NULL, NULL, 0, &reply,
+					      NULL, NULL),
+				 0);
+		ck_assert_ptr_nonnull(strstr(reply, "\"regions\":[]"));
+		free(reply);
 	}
 
 	/* What works on every kernel: a writable memfd, remote_read only. */
