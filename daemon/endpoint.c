@@ -160,8 +160,7 @@ static unsigned rdma_connections_of(const struct daemon *d, uid_t uid)
  * The admission rules, cheapest and least telling first: a peer outside
  * the allowed networks learns nothing about tokens. On success the token
  * and the protection domain of its uid on the device; on refusal *e says
- * why for Varlink and *ret_reason for rdmacm, and the refusal is logged and
- * counted.
+ * why for Varlink and *ret_reason for rdmacm, and the refusal is counted.
  */
 static int admit(struct daemon *d, const struct admission *a, struct token **ret_token,
 		 struct vb_pd **ret_pd, enum endpoint_reject *ret_reason, struct errinfo *e)
@@ -235,7 +234,6 @@ static int admit(struct daemon *d, const struct admission *a, struct token **ret
 refuse:
 	d->rdma_rejected++;
 	*ret_reason = why;
-	log_notice("RDMA connection from %s rejected: %s", a->peer_text, e->message);
 	return r;
 }
 
@@ -269,6 +267,9 @@ static void on_request(struct daemon *d, struct vb_cm_event *ev)
 	r = admit(d, &a, &t, &pd, &why, &err);
 	errinfo_done(&err);
 	if (r < 0) {
+		/* A reason byte is all the peer hears: the words go to the log.
+		 * (ConnectQueuePair's caller gets them in its error.) */
+		log_notice("RDMA connection from %s rejected: %s", a.peer_text, err.message);
 		reject(ev->conn, why);
 		return;
 	}
