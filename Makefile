@@ -6,6 +6,7 @@
 #   make check     deps + build + run every test, the RDMA ones in a VM
 #   make conformance  the Varlink conformance suite alone (reference Go library)
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
+#   make check-clone  check + vmbench in a fresh clone of HEAD under /tmp
 #   make installcheck  install into a temporary root and build a client against it
 #   make asan      the whole test suite under ASan + UBSan (build/asan)
 #   make bench     benchmarks, each beside its anchor
@@ -102,7 +103,8 @@ LIB_A       := $(B)/librdmamem.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
-.PHONY: all deps run check installcheck asan bench gpu-bundle install uninstall clean
+.PHONY: all deps run check check-clone installcheck asan bench gpu-bundle install uninstall \
+	clean
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -161,8 +163,8 @@ $(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 # The test runner links the daemon's modules (not its main) and the client;
-# the cuda suite the fuzzers' fake driver.
-$(B)/test-rdmamemd: $(TEST_OBJS) $(B)/tests/fuzz/fake-cuda.o \
+# the cuda and region suites the fuzzers' fake driver and verbs.
+$(B)/test-rdmamemd: $(TEST_OBJS) $(B)/tests/fuzz/fake-cuda.o $(B)/tests/fuzz/fake-verbs.o \
 		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK) $(LIBS_DL)
@@ -208,6 +210,10 @@ check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS)
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)$(MAKE) --no-print-directory vmtest
+
+# What a clean clone does, where many clone: under /tmp (tests/clone-check.sh).
+check-clone:
+	tests/clone-check.sh
 
 # make install into a temporary root, then what a packager and a user
 # would check there (tests/installcheck.sh).

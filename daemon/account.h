@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Per-uid accounting: connections, regions and the bytes they keep mapped,
- * leases and access tokens. */
+/* Per-uid accounting: connections (local and remote), regions and the bytes
+ * they keep mapped, leases and access tokens. */
 #ifndef RDMAMEMD_ACCOUNT_H
 #define RDMAMEMD_ACCOUNT_H
 
@@ -16,6 +16,7 @@ struct account {
 	unsigned n_ref;
 	uid_t uid;
 	unsigned n_connections;
+	unsigned n_rdma_connections;	/* remote queue pairs in this uid's PDs */
 	uint64_t n_regions;
 	uint64_t pinned_bytes;
 	unsigned n_leases;	/* held or waiting, not yet released */

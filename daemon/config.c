@@ -90,6 +90,10 @@ static const struct config_key keys[] = {
 	{ .section = "rdma", .key = "max-connections", .option = "max-rdma-connections",
 	  .type = CFG_UINT, .offset = F(max_rdma_connections), .reloadable = true,
 	  .max = 1U << 20, .help = "remote queue pairs in all (default 1024)" },
+	{ .section = "rdma", .key = "max-connections-per-uid",
+	  .option = "max-rdma-connections-per-uid", .type = CFG_UINT,
+	  .offset = F(max_rdma_connections_per_uid), .reloadable = true, .max = 1U << 20,
+	  .help = "remote queue pairs into one user's memory (default 256)" },
 };
 
 #define FIELD(cfg, k, type) ((type *)((char *)(cfg) + (k)->offset))
@@ -121,6 +125,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_shares_per_region = 64,
 		.read_inline_max = 4U * 1024U * 1024U,
 		.max_rdma_connections = 1024,
+		.max_rdma_connections_per_uid = 256,
 		.log_level = LOG_INFO,
 	};
 }

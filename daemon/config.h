@@ -35,6 +35,7 @@ struct daemon_config {
 	char **rdmacm_listen;		/* ADDR[:PORT] to accept RDMA connections on */
 	char **rdma_allow;		/* ADDR/PREFIX peers may come from; NULL: any */
 	unsigned max_rdma_connections;
+	unsigned max_rdma_connections_per_uid;	/* into one uid's protection domains */
 	int log_level;
 };
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "account.h"
 #include "conn.h"
 #include "daemon.h"
 #include "device.h"
@@ -15,6 +16,7 @@
 #include "log.h"
 #include "netaddr.h"
 #include "proto/errors.h"
+#include "server.h"
 #include "token.h"
 
 /* Address bytes of ss, with IPv4-mapped IPv6 seen as IPv4. */
@@ -84,6 +86,13 @@ static struct rconn *rconn_new(struct daemon *d, struct device *dev, struct toke
 		free(c);
 		return NULL;
 	}
+	c->account = account_get(d, t->uid);
+	if (!c->account) {
+		idseq_remove(&d->rconn_order, &c->order);
+		free(c);
+		return NULL;
+	}
+	c->account->n_rdma_connections++;
 	c->dev = dev;
 	c->token = t;
 	c->uid = t->uid;
@@ -115,6 +124,8 @@ void rconn_destroy(struct rconn *c, const char *why)
 		list_del(&c->ctl_link);
 	d->n_rconns--;
 	c->dev->n_connections--;
+	c->account->n_rdma_connections--;
+	account_unref(c->account);
 	free(c);
 }
 
@@ -128,78 +139,168 @@ static struct rconn *rconn_by_cm(struct daemon *d, struct vb_cm_conn *cm)
 	return NULL;
 }
 
-static void reject(struct daemon *d, struct vb_cm_conn *cm, enum endpoint_reject why,
-		   const char *peer, const char *text)
+/*
+ * What a remote peer asks to be admitted with. Both ways in (rdmacm and
+ * ConnectQueuePair) describe their peer in one and pass it to admit(), so
+ * that every rule refuses the same peers, for the same reason, on both.
+ */
+struct admission {
+	struct sockaddr_storage peer;	/* rdmacm: the peer's address; ConnectQueuePair: its GID */
+	char peer_text[64];
+	const uint8_t *token;		/* raw bytes; NULL: the request carried none */
+	const char *device;		/* asked for, or the one the request came in on */
+	struct device *dev;		/* NULL: no such device is open */
+};
+
+static unsigned rdma_connections_of(const struct daemon *d, uid_t uid)
+{
+	const struct account *a;
+
+	list_for_each_entry(a, &d->accounts, link)
+		if (a->uid == uid)
+			return a->n_rdma_connections;
+	return 0;
+}
+
+/*
+ * The admission rules, cheapest and least telling first: a peer outside
+ * the allowed networks learns nothing about tokens. On success the token
+ * and the protection domain of its uid on the device; on refusal *e says
+ * why for Varlink and *ret_reason for rdmacm, and the refusal is counted.
+ */
+static int admit(struct daemon *d, const struct admission *a, struct token **ret_token,
+		 struct vb_pd **ret_pd, enum endpoint_reject *ret_reason, struct errinfo *e)
+{
+	const struct daemon_config *cfg = &d->cfg;
+	enum endpoint_reject why;
+	struct token *t = NULL;
+	unsigned used;
+	int r;
+
+	if (!network_allowed(d, &a->peer)) {
+		why = REJECT_NETWORK;
+		r = errinfo_set(e, RDMAMEM_ERROR_NETWORK_NOT_ALLOWED, -ECONNREFUSED,
+				"peer %s is outside the networks RDMA peers are admitted from "
+				"(allow-networks)",
+				a->peer_text);
+		goto refuse;
+	}
+	if (!a->token) {
+		why = REJECT_BAD_REQUEST;
+		r = errinfo_set(e, RDMAMEM_ERROR_INVALID_TOKEN, -EKEYREJECTED,
+				"no access token in the request");
+		goto refuse;
+	}
+	t = token_find(d, a->token);
+	if (!t) {
+		why = REJECT_BAD_TOKEN;
+		r = errinfo_set(e, RDMAMEM_ERROR_INVALID_TOKEN, -EKEYREJECTED,
+				"no such access token: never issued, revoked, or its creator "
+				"disconnected");
+		goto refuse;
+	}
+	if (!a->dev || a->dev->fatal) {
+		why = REJECT_DEVICE;
+		r = a->dev ? errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_DEVICE, -EIO,
+					 "RDMA device %s reported a fatal error and admits no "
+					 "connections",
+					 a->device) :
+			     errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_DEVICE, -ENODEV,
+					 "no RDMA device '%s' is open", a->device);
+		goto refuse;
+	}
+	/* The daemon's limit first: over it, nobody is let in. */
+	if (d->n_rconns >= cfg->max_rdma_connections) {
+		why = REJECT_LIMIT;
+		r = errinfo_set(e, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS, -EUSERS,
+				"the daemon serves %u RDMA connections, its limit "
+				"(max-rdma-connections)",
+				d->n_rconns);
+		goto refuse;
+	}
+	used = rdma_connections_of(d, t->uid);
+	if (used >= cfg->max_rdma_connections_per_uid) {
+		why = REJECT_LIMIT;
+		r = errinfo_quota(e, "rdma_connections", cfg->max_rdma_connections_per_uid, used, 1,
+				  "uid %u has %u RDMA connections into its memory, the limit per "
+				  "uid (max-rdma-connections-per-uid); close some first",
+				  (unsigned)t->uid, used);
+		goto refuse;
+	}
+	r = device_pd(a->dev, t->uid, ret_pd);
+	if (r < 0) {
+		why = REJECT_DEVICE;
+		r = errinfo_set(e, RDMAMEM_ERROR_INTERNAL, r, "no protection domain on %s: %s",
+				a->device, strerror(-r));
+		goto refuse;
+	}
+	*ret_token = t;
+	return 0;
+
+refuse:
+	d->rdma_rejected++;
+	*ret_reason = why;
+	return r;
+}
+
+static void reject(struct vb_cm_conn *cm, enum endpoint_reject why)
 {
 	uint8_t data[8] = ENDPOINT_REJECT_MAGIC;
 
 	data[4] = (uint8_t)why;
-	d->rdma_rejected++;
-	log_notice("RDMA connection from %s rejected: %s", peer, text);
 	vb->cm_reject(cm, data, sizeof(data));
 	vb->cm_conn_destroy(cm);
 }
 
 static void on_request(struct daemon *d, struct vb_cm_event *ev)
 {
-	char peer[80];
-	struct device *dev = device_of_vb(d, ev->device);
+	struct admission a = { .peer = ev->peer };
+	enum endpoint_reject why;
+	struct errinfo err = {};
 	struct token *t;
 	struct vb_pd *pd;
 	struct rconn *c;
 	uint32_t qpn;
 	int r;
 
-	netaddr_format(&ev->peer, peer, sizeof(peer));
-	if (d->n_rconns >= d->cfg.max_rdma_connections) {
-		reject(d, ev->conn, REJECT_LIMIT, peer, "connection limit reached");
-		return;
-	}
-	if (!network_allowed(d, &ev->peer)) {
-		reject(d, ev->conn, REJECT_NETWORK, peer, "not in an allowed network");
-		return;
-	}
-	if (ev->private_len < ENDPOINT_REQUEST_LEN ||
-	    memcmp(ev->private_data, ENDPOINT_MAGIC, 4) != 0 ||
-	    ev->private_data[4] != ENDPOINT_VERSION) {
-		reject(d, ev->conn, REJECT_BAD_REQUEST, peer, "no access token in the request");
-		return;
-	}
-	t = token_find(d, ev->private_data + 8);
-	if (!t) {
-		reject(d, ev->conn, REJECT_BAD_TOKEN, peer, "unknown or revoked access token");
-		return;
-	}
-	if (!dev || dev->fatal) {
-		reject(d, ev->conn, REJECT_DEVICE, peer, "device not served");
-		return;
-	}
-	r = device_pd(dev, t->uid, &pd);
+	netaddr_format(&ev->peer, a.peer_text, sizeof(a.peer_text));
+	a.dev = device_of_vb(d, ev->device);
+	a.device = a.dev ? a.dev->info.name : "(unknown)";
+	if (ev->private_len >= ENDPOINT_REQUEST_LEN &&
+	    memcmp(ev->private_data, ENDPOINT_MAGIC, 4) == 0 &&
+	    ev->private_data[4] == ENDPOINT_VERSION)
+		a.token = ev->private_data + 8;
+	r = admit(d, &a, &t, &pd, &why, &err);
+	errinfo_done(&err);
 	if (r < 0) {
-		reject(d, ev->conn, REJECT_DEVICE, peer, "no protection domain");
+		/* A reason byte is all the peer hears: the words go to the log.
+		 * (ConnectQueuePair's caller gets them in its error.) */
+		log_notice("RDMA connection from %s rejected: %s", a.peer_text, err.message);
+		reject(ev->conn, why);
 		return;
 	}
-	c = rconn_new(d, dev, t);
+	c = rconn_new(d, a.dev, t);
 	if (!c) {
-		reject(d, ev->conn, REJECT_LIMIT, peer, "out of memory");
+		log_warning("RDMA connection from %s: out of memory", a.peer_text);
+		reject(ev->conn, REJECT_LIMIT);
 		return;
 	}
 	c->cm = ev->conn;
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	snprintf(c->peer, sizeof(c->peer), "%s", a.peer_text);
 	/* The peer drives READs and atomics: answer as many as it asks for,
 	 * within what the device does. */
 	r = vb->cm_accept(c->cm, pd,
 			  (uint8_t)MIN((uint32_t)MAX(ev->initiator_depth, 1),
-				       MIN(dev->info.max_qp_rd_atom ?: 1, 16U)),
+				       MIN(a.dev->info.max_qp_rd_atom ?: 1, 16U)),
 			  &qpn);
 	if (r < 0) {
-		log_warning_errno(r, "RDMA connection from %s: accept failed: %m", peer);
+		log_warning_errno(r, "RDMA connection from %s: accept failed: %m", a.peer_text);
 		rconn_destroy(c, "accept failed");
 		return;
 	}
 	c->qpn = qpn;
 	log_info("RDMA connection %" PRIu64 " from %s admitted into uid %u's domain on %s (qpn %u)",
-		 c->id, peer, (unsigned)c->uid, dev->info.name, qpn);
+		 c->id, a.peer_text, (unsigned)c->uid, a.dev->info.name, qpn);
 }
 
 static void on_cm_event(uv_poll_t *h, int status, int events)
@@ -350,50 +451,63 @@ static int default_gid_index(const struct device *dev)
 	return 0;
 }
 
-int endpoint_connect_qp(struct conn *ctl, struct device *dev, struct token *t,
+/* A GID as the address admission checks: an IPv4-mapped GID is that IPv4
+ * address (network_allowed() sees it so), any other the IPv6 address. */
+static void gid_address(const uint8_t gid[16], struct sockaddr_storage *ret, char *text,
+			size_t size)
+{
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ret;
+	char buf[INET6_ADDRSTRLEN];
+
+	memset(ret, 0, sizeof(*ret));
+	sin6->sin6_family = AF_INET6;
+	memcpy(sin6->sin6_addr.s6_addr, gid, 16);
+	inet_ntop(AF_INET6, gid, buf, sizeof(buf));
+	snprintf(text, size, "GID %s", buf);
+}
+
+int endpoint_connect_qp(struct conn *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
 			const struct vb_qp_endpoint *peer, int gid_index,
 			struct vb_qp_endpoint *ret, struct errinfo *e)
 {
-	struct daemon *d = dev->daemon;
+	struct daemon *d = ctl->server->daemon;
+	struct admission a = { .token = token, .device = device, .dev = device_find(d, device) };
+	enum endpoint_reject why;
+	struct token *t;
 	struct vb_pd *pd;
 	struct rconn *c;
 	int r;
 
-	if (d->n_rconns >= d->cfg.max_rdma_connections)
-		return errinfo_set(e, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS, -EUSERS,
-				   "the daemon serves %u RDMA connections, its limit", d->n_rconns);
-	if (dev->fatal)
-		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_DEVICE, -EIO,
-				   "RDMA device %s reported a fatal error", dev->info.name);
-	r = device_pd(dev, t->uid, &pd);
+	gid_address(peer->gid, &a.peer, a.peer_text, sizeof(a.peer_text));
+	r = admit(d, &a, &t, &pd, &why, e);
 	if (r < 0)
-		return errinfo_set(e, RDMAMEM_ERROR_INTERNAL, r, "no protection domain on %s: %s",
-				   dev->info.name, strerror(-r));
-	c = rconn_new(d, dev, t);
+		return r;
+	c = rconn_new(d, a.dev, t);
 	if (!c)
 		return -ENOMEM;
 	c->oob = true;
 	c->ctl = ctl;
 	list_add_tail(&c->ctl_link, &ctl->rconns);
-	snprintf(c->peer, sizeof(c->peer), "pid %d (qpn %u)", (int)ctl->cred.pid, peer->qpn);
+	snprintf(c->peer, sizeof(c->peer), "%s (pid %d, qpn %u)", a.peer_text, (int)ctl->cred.pid,
+		 peer->qpn);
 
 	r = vb->qp_create(pd, 1, &c->qp);
 	if (r == 0)
 		r = vb->qp_connect(c->qp, peer, gid_index >= 0 ? (uint32_t)gid_index :
-								 (uint32_t)default_gid_index(dev),
+								 (uint32_t)default_gid_index(a.dev),
 				   ret);
 	if (r < 0) {
 		rconn_destroy(c, "setup failed");
 		/* What the peer gave (its GID above all) is what the
 		 * device could not connect to. */
 		return errinfo_invalid_param(e, "gid", r,
-					     "cannot connect a queue pair on %s to qpn %u: %s",
-					     dev->info.name, peer->qpn, strerror(-r));
+					     "cannot connect a queue pair on %s to qpn %u: %s", device,
+					     peer->qpn, strerror(-r));
 	}
 	c->qpn = ret->qpn;
 	c->established = true;
 	log_info("RDMA connection %" PRIu64 " (ConnectQueuePair by pid %d) admitted into uid %u's "
-		 "domain on %s (qpn %u → peer qpn %u)",
-		 c->id, (int)ctl->cred.pid, (unsigned)c->uid, dev->info.name, c->qpn, peer->qpn);
+		 "domain on %s (qpn %u → peer qpn %u, path MTU %u)",
+		 c->id, (int)ctl->cred.pid, (unsigned)c->uid, device, c->qpn, peer->qpn, ret->mtu);
 	return 0;
 }

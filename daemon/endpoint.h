@@ -19,13 +19,14 @@
 
 #include "idseq.h"
 #include "proto/list.h"
+#include "token.h"
 #include "verbs.h"
 
+struct account;
 struct conn;
 struct daemon;
 struct device;
 struct errinfo;
-struct token;
 
 /* rdmacm private data of a connect request: magic, version, token. */
 #define ENDPOINT_MAGIC "RDMT"
@@ -52,10 +53,11 @@ struct rconn {
 	struct device *dev;
 	struct token *token;
 	uid_t uid;
+	struct account *account;	/* of uid: counts its remote connections */
 	struct vb_cm_conn *cm;
 	struct vb_qp *qp;
 	uint32_t qpn;
-	char peer[80];
+	char peer[128];		/* its address, or GID and the pid that set it up */
 	bool established;
 	uint64_t created_msec;
 	struct conn *ctl;
@@ -77,11 +79,13 @@ void endpoint_reload(struct daemon *d);
 void endpoint_stop(struct daemon *d);
 
 /*
- * ConnectQueuePair: a queue pair in the token's uid PD on dev, connected to
- * peer; fills *ret with the daemon's side. ctl is the Varlink connection
- * that asked: the queue pair lives until it closes or the token is revoked.
+ * ConnectQueuePair: admits the peer by the same rules as rdmacm (its GID
+ * standing for its address), then makes a queue pair in the token's uid PD
+ * on device, connected to peer; fills *ret with the daemon's side. ctl is
+ * the Varlink connection that asked: the queue pair lives until it closes
+ * or the token is revoked. A refusal fills *e.
  */
-int endpoint_connect_qp(struct conn *ctl, struct device *dev, struct token *t,
+int endpoint_connect_qp(struct conn *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
 			const struct vb_qp_endpoint *peer, int gid_index,
 			struct vb_qp_endpoint *ret, struct errinfo *e);
 

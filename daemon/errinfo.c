@@ -40,6 +40,7 @@ int errinfo_quota(struct errinfo *e, const char *quota, uint64_t limit, uint64_t
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
+	/* Out of memory: the error goes without its numbers. */
 	if (p && (json_add_string(p, "quota", quota) < 0 || json_add_u64(p, "limit", limit) < 0 ||
 		  json_add_u64(p, "used", used) < 0 || json_add_u64(p, "requested", requested) < 0))
 		p = (cJSON_Delete(p), NULL);

@@ -6,13 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "daemon.h"
 #include "device.h"
 #include "cuda.h"
+#include "errinfo.h"
 #include "log.h"
 #include "mreg.h"
+#include "proto/errors.h"
 #include "proto/json.h"
 #include "region.h"
 
@@ -44,6 +47,7 @@ static int access_text(unsigned a, char *buf, size_t size)
 }
 
 static void mreg_fail(struct mreg *m, int err, const char *fmt, ...) _printf_(3, 4);
+static void mreg_revoke(struct mreg *m);
 
 static void mreg_fail(struct mreg *m, int err, const char *fmt, ...)
 {
@@ -193,6 +197,9 @@ static void on_reg_done(uv_work_t *work, int status)
 				  strerror(-m->err), hint);
 	}
 	mreg_settle(m);
+	/* The owner let go while this was under way: the MR goes at once. */
+	if (r->dead)
+		mreg_revoke(m);
 	region_unref(r);
 }
 
@@ -207,6 +214,43 @@ static void open_devices_text(struct daemon *d, char *buf, size_t size)
 			      dev->info.name);
 	if (n == 0)
 		snprintf(buf, size, "none");
+}
+
+/*
+ * Whether the kernel pins the pages of a read-only MR for reading only.
+ * Before Linux 6.2 ib_umem_get() pinned every MR with FOLL_WRITE, adding
+ * FOLL_FORCE for read-only ones, and GUP refuses a forced write to a shared
+ * mapping that is not writable: EFAULT for every read-only memfd
+ * (docs/kernel.md). A release that does not parse is given the benefit of
+ * the doubt: the attempt's own error then tells.
+ */
+static bool kernel_pins_read_only(const char **ret_release)
+{
+	static struct utsname u;
+	static int known = -1;	/* loop thread only */
+	unsigned major, minor;
+
+	if (known < 0)
+		known = uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2 ||
+			major > 6 || (major == 6 && minor >= 2);
+	*ret_release = u.release;
+	return known;
+}
+
+int mreg_check_region(const struct region *r, struct errinfo *e)
+{
+	const char *release;
+
+	if (r->memory != REGION_MEMFD || r->writable || kernel_pins_read_only(&release))
+		return 0;
+	return errinfo_set(e, RDMAMEM_ERROR_READ_ONLY, -EROFS,
+			   "region %" PRIu64 " is read-only (its memfd was opened read-only or "
+			   "sealed against writing), and this kernel (Linux %s) pins the memory of "
+			   "every RDMA registration for writing, which a read-only mapping refuses; "
+			   "registering read-only memory needs Linux 6.2 or later. Register a "
+			   "writable memfd with access [\"remote_read\"] instead: peers can then "
+			   "only read it",
+			   r->id, release);
 }
 
 struct mreg *mreg_find(struct region *r, const char *device)
@@ -290,37 +334,106 @@ int mreg_forget_failure(struct region *r, const char *device)
 	return -ENOENT;
 }
 
-void mreg_release_all(struct region *r)
+static void mreg_free(struct mreg *m)
 {
-	struct mreg *m;
+	list_del(&m->link);
+	free(m->error);
+	free(m);
+}
 
-	list_for_each_entry(m, &r->mregs, link) {
-		int err;
+/* Unregister calls waiting for the last MR to go are answered. */
+static void revoke_settle(struct region *r)
+{
+	struct mreg_waiter *w;
 
-		if (m->state != MREG_REGISTERED)
-			continue;
-		err = vb->mr_dereg(m->mr);
-		if (err < 0)
-			fprintf(stderr, "rdmamemd: warning: region %" PRIu64
-					" on %s: ibv_dereg_mr failed: %s\n",
-				r->id, m->device, strerror(-err));
-		m->mr = NULL;
+	if (!list_empty(&r->mregs))
+		return;
+	while (!list_empty(&r->revoke_waiters)) {
+		w = list_first_entry(&r->revoke_waiters, struct mreg_waiter, link);
+		list_del(&w->link);
+		w->settled(w);
 	}
+}
+
+/* Pool: ibv_dereg_mr unpins every page of the MR. */
+static void on_dereg_work(uv_work_t *work)
+{
+	struct mreg *m = container_of(work, struct mreg, work);
+
+	m->err = vb->mr_dereg(m->mr);
+}
+
+static void on_dereg_done(uv_work_t *work, int status)
+{
+	struct mreg *m = container_of(work, struct mreg, work);
+	struct region *r = m->region;
+
+	(void)status;
+	/* The device refused: nothing is left to try (the MR goes with the
+	 * protection domain at the latest), the memory still goes after. */
+	if (m->err < 0)
+		log_warning_errno(m->err, "Region %" PRIu64 " on %s: ibv_dereg_mr failed: %m",
+				  r->id, m->device);
+	else
+		log_debug("Region %" PRIu64 " deregistered from %s (rkey 0x%x)", r->id, m->device,
+			  m->rkey);
+	if (m->dev) {
+		m->dev->n_mrs--;
+		m->dev->mr_bytes -= r->size;
+	}
+	mreg_free(m);
+	revoke_settle(r);
+	/* The MR's own reference: the memory may go now, never before. */
+	region_unref(r);
+}
+
+static void mreg_revoke(struct mreg *m)
+{
+	struct region *r = m->region;
+
+	switch (m->state) {
+	case MREG_PENDING:
+		/* on_reg_done() comes back here. */
+	case MREG_DEREGISTERING:
+		return;
+	case MREG_FAILED:
+		mreg_free(m);
+		revoke_settle(r);
+		return;
+	case MREG_REGISTERED:
+		break;
+	}
+	m->state = MREG_DEREGISTERING;
+	region_ref(r);
+	if (uv_queue_work(r->daemon->loop, &m->work, on_dereg_work, on_dereg_done) < 0) {
+		/* Never left in force: on the loop, then. */
+		on_dereg_work(&m->work);
+		on_dereg_done(&m->work, 0);
+	}
+}
+
+void mreg_revoke_all(struct region *r)
+{
+	struct mreg *m, *n;
+
+	list_for_each_entry_safe(m, n, &r->mregs, link)
+		mreg_revoke(m);
+}
+
+bool mreg_wait_revoked(struct region *r, struct mreg_waiter *w)
+{
+	if (list_empty(&r->mregs))
+		return false;
+	list_add_tail(&w->link, &r->revoke_waiters);
+	return true;
 }
 
 void mreg_free_all(struct region *r)
 {
-	struct mreg *m, *n;
-
-	list_for_each_entry_safe(m, n, &r->mregs, link) {
-		if (m->state == MREG_REGISTERED && m->dev) {
-			m->dev->n_mrs--;
-			m->dev->mr_bytes -= r->size;
-		}
-		list_del(&m->link);
-		free(m->error);
-		free(m);
-	}
+	/* Every MR held a reference until it was deregistered: what is left
+	 * are entries of a region that was never dropped by an owner. */
+	while (!list_empty(&r->mregs))
+		mreg_free(list_first_entry(&r->mregs, struct mreg, link));
 }
 
 cJSON *mreg_missing_json(struct daemon *d, const char *device)
@@ -342,7 +455,8 @@ cJSON *mreg_missing_json(struct daemon *d, const char *device)
 cJSON *mreg_to_json(const struct mreg *m, bool recorded)
 {
 	_cleanup_json_ cJSON *o = cJSON_CreateObject();
-	static const char *const states[] = { "pending", "registered", "failed" };
+	static const char *const states[] = { "pending", "registered", "failed",
+					      "deregistering" };
 
 	if (!o || json_add_string(o, "device", m->device) < 0 ||
 	    json_add_string(o, "state", states[m->state]) < 0)

@@ -7,6 +7,14 @@
  * starting another, so one region never has two MRs on one device.
  * Registration runs on the thread pool; the MR is in the region owner's
  * protection domain on that device.
+ *
+ * Registrations live only as long as the owner's hold on the region: when
+ * the owner unregisters or disconnects, every MR is deregistered at once
+ * (on the pool: unpinning a large MR takes long), and one still being
+ * registered is deregistered as soon as it is done. Leases and in-flight
+ * operations keep the region's memory, never its rkeys. Each MR holds a
+ * reference on the region until it is deregistered, so the memory is
+ * unmapped only after every MR over it is gone.
  */
 #ifndef RDMAMEMD_MREG_H
 #define RDMAMEMD_MREG_H
@@ -21,12 +29,14 @@
 
 struct daemon;
 struct device;
+struct errinfo;
 struct region;
 
 enum mreg_state {
 	MREG_PENDING,
 	MREG_REGISTERED,
 	MREG_FAILED,
+	MREG_DEREGISTERING,	/* the owner let go: on the pool, gone once done */
 };
 
 struct mreg_waiter {
@@ -48,7 +58,7 @@ struct mreg {
 	uint64_t settled_msec;
 	struct list_head waiters;
 
-	uv_work_t work;		/* while pending */
+	uv_work_t work;		/* while pending or deregistering */
 	struct vb_pd *pd;
 	const char *how;	/* Registration.via: "host-memory", "dma-buf", "peer-memory" */
 	char gpu_error[512];	/* both causes when GPU memory would not register */
@@ -56,6 +66,13 @@ struct mreg {
 
 /* r's registration on the device named so, or NULL. */
 struct mreg *mreg_find(struct region *r, const char *device);
+
+/*
+ * Whether r can be registered on this host at all: a read-only memfd
+ * region cannot before Linux 6.2. Refused up front, with ReadOnlyRegion in
+ * *e, so that nothing is pinned or recorded.
+ */
+int mreg_check_region(const struct region *r, struct errinfo *e);
 
 /*
  * The registration of r on dev (an open device), started if there is none.
@@ -71,9 +88,18 @@ void mreg_waiter_cancel(struct mreg_waiter *w);
 /* RetryRegistration: forgets a recorded failure. -ENOENT if there is none. */
 int mreg_forget_failure(struct region *r, const char *device);
 
-/* Deregisters every MR of r. Pool-safe: called by the region's release. */
-void mreg_release_all(struct region *r);
-/* Loop side of the release: counters, memory. */
+/*
+ * The owner let go of r (r->dead): deregisters its MRs, now or once their
+ * registration is done, and forgets recorded failures.
+ */
+void mreg_revoke_all(struct region *r);
+/*
+ * After mreg_revoke_all(): false when no MR of r is left; else true, and
+ * w->settled runs on the loop once the last one is deregistered
+ * (mreg_waiter_cancel() stops waiting).
+ */
+bool mreg_wait_revoked(struct region *r, struct mreg_waiter *w);
+/* The region goes: frees what is left of its entries (none are in force). */
 void mreg_free_all(struct region *r);
 
 /* {device, backend, state, lkey, rkey, addr, length} or {device, error}. */

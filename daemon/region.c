@@ -20,7 +20,6 @@
 #include "log.h"
 #include "mreg.h"
 #include "proto/errors.h"
-#include "proto/json.h"
 #include "region.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
@@ -183,6 +182,7 @@ int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct r
 	list_init(&reg->owner_link);
 	list_init(&reg->leases);
 	list_init(&reg->mregs);
+	list_init(&reg->revoke_waiters);
 	lock_init(&reg->lock);
 	*ret = reg;
 	return 0;
@@ -301,10 +301,10 @@ struct region *region_ref(struct region *r)
 
 /* Pool-safe: drop order is registrations, then memory, then the fd. An MR
  * does not keep pages mapped: one that outlived the mapping would let a
- * peer's DMA land in freed memory. */
+ * peer's DMA land in freed memory. Every MR held a reference until it was
+ * deregistered, so none is left here. */
 static void region_release_memory(struct region *r)
 {
-	mreg_release_all(r);
 	if (r->cuda_registered >= 0 && cu_host_unregister(r->map_base, r->cuda_registered) < 0)
 		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": %s\n", r->id,
 			cu_last_error());
@@ -341,16 +341,6 @@ static void on_release_done(uv_work_t *w, int status)
 	region_finish(container_of(w, struct region, release));
 }
 
-static bool has_registrations(const struct region *r)
-{
-	const struct mreg *m;
-
-	list_for_each_entry(m, &r->mregs, link)
-		if (m->state == MREG_REGISTERED)
-			return true;
-	return false;
-}
-
 static void region_free(struct region *r)
 {
 	struct daemon *d = r->daemon;
@@ -359,9 +349,8 @@ static void region_free(struct region *r)
 	if (idmap_get(&d->regions, r->id) == r)
 		idmap_remove(&d->regions, r->id);
 	idseq_remove(&d->region_order, &r->order);
-	/* Deregistering a large MR unpins every page, and CUDA calls can
-	 * take long: not on the loop. */
-	if ((has_registrations(r) || region_is_gpu(r) || r->cuda_registered >= 0) &&
+	/* CUDA calls can take long: not on the loop. */
+	if ((region_is_gpu(r) || r->cuda_registered >= 0) &&
 	    uv_queue_work(d->loop, &r->release, on_release, on_release_done) == 0)
 		return;
 	region_release_memory(r);
@@ -389,6 +378,9 @@ void region_drop_owner(struct region *r)
 	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
 		d->gpu_regions[r->gpu]--;
 	r->owner = NULL;
+	/* No uid keeps the owner's rkeys alive: leases and operations in
+	 * flight keep only the memory. */
+	mreg_revoke_all(r);
 	region_unref(r);
 }
 

@@ -3,10 +3,13 @@
  * Regions: client memory the daemon has imported and keeps alive.
  *
  * A region is reference counted. Its owner's registration, every in-flight
- * read/write/copy and every lease hold a reference; Unregister or the owner's
- * disconnect drops the owner's and makes the region invisible to new users.
- * The mapping (the keepalive) goes with the last reference, after the
- * region's RDMA registrations (drop order: registrations, memory, fd).
+ * read/write/copy, every lease and every RDMA registration (MR) hold a
+ * reference. Unregister or the owner's disconnect drops the owner's, makes
+ * the region invisible to new users and deregisters its MRs at once: the
+ * registrations live as long as the owner's hold, the memory as long as
+ * anything local uses it. The mapping (the keepalive) goes with the last
+ * reference, which is after the last MR (drop order: registrations, memory,
+ * fd).
  *
  * The registry maps ids to weak references: a weak reference upgrades to a
  * strong one only while the region lives and still covers the address range
@@ -64,7 +67,7 @@ struct region {
 	uint64_t id;
 	unsigned n_ref;
 	struct daemon *daemon;
-	bool dead;		/* unregistered: no new users */
+	bool dead;		/* unregistered: no new users, no registrations */
 	struct idseq_node order;	/* in daemon->region_order while published */
 
 	/* The owner: a connection until Unregister or disconnect. */
@@ -99,7 +102,8 @@ struct region {
 	size_t n_shares;
 
 	struct list_head mregs;		/* struct mreg, one per device */
-	uv_work_t release;		/* MRs, then memory, off the loop */
+	struct list_head revoke_waiters;	/* struct mreg_waiter: Unregister calls */
+	uv_work_t release;		/* the memory, off the loop */
 
 	/* GPU regions. */
 	int gpu;			/* device ordinal, -1 for host memory */
@@ -164,7 +168,11 @@ static inline bool region_is_gpu(const struct region *r)
  */
 int region_cuda_host_register(struct region *r, int ordinal);
 
-/* Unregister or disconnect: hides the region and drops the owner's reference. */
+/*
+ * Unregister or disconnect: hides the region, starts deregistering its MRs
+ * (mreg_wait_revoked() tells when they are gone) and drops the owner's
+ * reference.
+ */
 void region_drop_owner(struct region *r);
 
 /*

@@ -147,6 +147,15 @@ static void reg_wait_reply(struct reg_wait *rw)
 	cJSON *list;
 
 	call->cancel = NULL;
+	if (rw->region->dead) {
+		/* Unregistered (or its owner gone) meanwhile: its registrations
+		 * went with it. */
+		rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_REGION,
+			   "region %" PRIu64 " was unregistered while it was being registered",
+			   rw->region->id);
+		reg_wait_free(rw);
+		return;
+	}
 	if (rw->whole_region) {
 		p = region_json(rw->region, false);
 	} else {
@@ -214,6 +223,13 @@ int rpc_register_on(struct rpc_call *call, struct region *r, const cJSON *device
 		res = parse_devices(call, devices, &names, &n);
 		if (res < 0)
 			return res;
+	}
+	if (n > 0) {
+		struct errinfo err = {};
+
+		res = mreg_check_region(r, &err);
+		if (res < 0)
+			return rpc_error_info(call, &err);
 	}
 	rw = calloc(1, sizeof(*rw) + n * sizeof(rw->items[0]));
 	if (!rw)
@@ -440,12 +456,10 @@ static int lookup_token(struct rpc_call *call, const char *hex, struct token **r
 		return rpc_invalid_param(call, "token", "parameter 'token' must be 32 hex digits, "
 							"as CreateAccessToken returns it");
 	t = token_find(call->daemon, raw);
-	if (!t) {
-		call->daemon->rdma_rejected++;
+	if (!t)
 		return rpc_errorf(call, RDMAMEM_ERROR_INVALID_TOKEN,
 				  "no such access token: never issued, revoked, or its creator "
 				  "disconnected");
-	}
 	*ret = t;
 	return 0;
 }
@@ -459,7 +473,7 @@ static int method_revoke_access_token(struct rpc_call *call)
 		{ "token", JSON_STRING, offsetof(__typeof__(p), token), JSON_MANDATORY },
 		{},
 	};
-	struct token *t;
+	struct token *t = NULL;
 	int r;
 
 	r = rpc_params(call, fields, &p);
@@ -509,15 +523,17 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	};
 	struct vb_qp_endpoint peer = {}, local;
 	_cleanup_json_ cJSON *reply = NULL;
+	uint8_t token[TOKEN_BYTES];
 	struct errinfo err = {};
-	struct device *dev;
-	struct token *t;
 	char gid[48];
 	int r;
 
 	r = rpc_params(call, fields, &p);
-	if (r < 0 || (r = lookup_token(call, p.token, &t)) < 0)
+	if (r < 0)
 		return r;
+	if (token_parse_hex(p.token, token) < 0)
+		return rpc_invalid_param(call, "token", "parameter 'token' must be 32 hex digits, "
+							"as CreateAccessToken returns it");
 	if (p.qpn == 0 || p.qpn > 0xffffff)
 		return rpc_invalid_param(call, "qpn", "parameter 'qpn' must be a 24-bit QP number");
 	if (parse_gid(p.gid, peer.gid) < 0)
@@ -525,15 +541,19 @@ static int method_connect_queue_pair(struct rpc_call *call)
 						      "or 32 hex digits");
 	if (p.gid_index > 255)
 		return rpc_invalid_param(call, "gid_index", "parameter 'gid_index' is too large");
-	dev = device_find(call->daemon, p.device);
-	if (!dev)
-		return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_DEVICE, "no RDMA device '%s' is open",
-				  p.device);
+	/* Absent (0) is the default; anything else is at least the smallest
+	 * IB MTU, and is rounded down to one. */
+	if (p.mtu != 0 && p.mtu < 256)
+		return rpc_invalid_param(call, "mtu", "parameter 'mtu' is a path MTU in bytes: 256, "
+						      "512, 1024, 2048 or 4096");
 	peer.qpn = p.qpn;
 	peer.psn = p.psn;
 	peer.lid = (uint16_t)p.lid;
 	peer.mtu = p.mtu;
-	r = endpoint_connect_qp(call->conn, dev, t, &peer, (int)p.gid_index, &local, &err);
+	/* Admission (networks by the peer's GID, token, device, connection
+	 * limits) is the one rdmacm requests go through. */
+	r = endpoint_connect_qp(call->conn, p.device, token, &peer, (int)p.gid_index, &local,
+				&err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 

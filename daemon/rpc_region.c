@@ -316,6 +316,36 @@ static int method_register(struct rpc_call *call)
 	return r;
 }
 
+/* An Unregister waiting for the region's MRs to be deregistered. */
+struct unregister_wait {
+	struct rpc_call *call;
+	struct region *region;		/* a reference */
+	struct mreg_waiter waiter;
+};
+
+static void unregister_wait_free(struct unregister_wait *uw)
+{
+	mreg_waiter_cancel(&uw->waiter);
+	region_unref(uw->region);
+	free(uw);
+}
+
+static void on_revoked(struct mreg_waiter *w)
+{
+	struct unregister_wait *uw = container_of(w, struct unregister_wait, waiter);
+
+	uw->call->cancel = NULL;
+	rpc_reply(uw->call, NULL);
+	unregister_wait_free(uw);
+}
+
+static void unregister_cancel(struct rpc_call *call)
+{
+	/* The deregistrations go on without anyone waiting for them. */
+	unregister_wait_free(call->userdata);
+	rpc_call_abandon(call);
+}
+
 static int method_unregister(struct rpc_call *call)
 {
 	struct {
@@ -325,6 +355,7 @@ static int method_unregister(struct rpc_call *call)
 		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
 		{},
 	};
+	struct unregister_wait *uw;
 	struct region *reg;
 	int r;
 
@@ -334,10 +365,27 @@ static int method_unregister(struct rpc_call *call)
 	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
 		return r;
-	/* In-flight work and leases keep the memory until they finish. */
+	/* In-flight work and leases keep the memory until they finish; the
+	 * registrations go now. */
 	region_drop_owner(reg);
-	region_unref(reg);
-	return rpc_reply(call, NULL);
+	uw = calloc(1, sizeof(*uw));
+	if (!uw) {
+		region_unref(reg);
+		return -ENOMEM;
+	}
+	uw->call = call;
+	uw->region = reg;
+	uw->waiter.settled = on_revoked;
+	list_init(&uw->waiter.link);
+	/* The answer means what it says: a peer's next access with one of
+	 * the region's rkeys fails, so it comes once the MRs are gone. */
+	if (!mreg_wait_revoked(reg, &uw->waiter)) {
+		unregister_wait_free(uw);
+		return rpc_reply(call, NULL);
+	}
+	call->cancel = unregister_cancel;
+	call->userdata = uw;
+	return RPC_PENDING;
 }
 
 static int method_share(struct rpc_call *call)

@@ -379,6 +379,7 @@ static int real_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer,
 	struct ibv_port_attr pa;
 	union ibv_gid gid;
 	struct ibv_qp_attr attr;
+	enum ibv_mtu path_mtu;
 	uint32_t psn;
 	int r;
 
@@ -393,9 +394,13 @@ static int real_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer,
 		psn = (uint32_t)random();
 	psn &= 0xffffff;
 
+	/* What the peer asked for, never more than the port does. Kept: the
+	 * attributes are cleared for RTS, and the answer must say the MTU
+	 * the queue pair is really in. */
+	path_mtu = MIN(mtu_enum(peer->mtu ?: 1024), pa.active_mtu);
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTR;
-	attr.path_mtu = MIN(mtu_enum(peer->mtu ?: 1024), pa.active_mtu);
+	attr.path_mtu = path_mtu;
 	attr.dest_qp_num = peer->qpn;
 	attr.rq_psn = peer->psn & 0xffffff;
 	attr.max_dest_rd_atomic = 16;
@@ -431,7 +436,7 @@ static int real_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer,
 		.lid = pa.lid,
 		.gid_index = gid_index,
 		.port = qp->port,
-		.mtu = 128U << attr.path_mtu,
+		.mtu = 128U << path_mtu,
 	};
 	memcpy(ret_local->gid, gid.raw, 16);
 	return 0;

@@ -87,7 +87,7 @@ struct vb_qp_endpoint {
 	uint8_t gid[16];
 	uint32_t gid_index;
 	uint8_t port;
-	unsigned mtu;
+	unsigned mtu;		/* path MTU in bytes: asked for (0: 1024), or in force */
 };
 
 enum vb_cm_event_kind {

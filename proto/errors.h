@@ -32,6 +32,7 @@
 #define RDMAMEM_ERROR_LOCK_TIMEOUT "io.rdmamemd.LockTimeout"
 #define RDMAMEM_ERROR_NO_SUCH_DEVICE "io.rdmamemd.NoSuchDevice"
 #define RDMAMEM_ERROR_INVALID_TOKEN "io.rdmamemd.InvalidToken"
+#define RDMAMEM_ERROR_NETWORK_NOT_ALLOWED "io.rdmamemd.NetworkNotAllowed"
 #define RDMAMEM_ERROR_CUDA_UNAVAILABLE "io.rdmamemd.CudaUnavailable"
 #define RDMAMEM_ERROR_CUDA "io.rdmamemd.CudaError"
 

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Region lifetime and weak references, in process, without a socket. */
+/*
+ * Region lifetime and weak references, in process, without a socket; and
+ * the lifetime of a region's registrations over the fuzzers' fake verbs
+ * (tests/fuzz/fake-verbs.c), whose (de)registrations a case can hold on
+ * their pool thread to decide when they finish.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -9,11 +14,15 @@
 #include "daemon/account.h"
 #include "daemon/conn.h"
 #include "daemon/daemon.h"
+#include "daemon/device.h"
 #include "daemon/errinfo.h"
+#include "daemon/mreg.h"
 #include "daemon/region.h"
+#include "daemon/verbs.h"
 #include "proto/errors.h"
 #include "rdmamem.h"
 #include "testlib.h"
+#include "tests/fuzz/fake.h"
 
 static struct daemon d;
 static struct conn owner, other;
@@ -153,6 +162,152 @@ START_TEST(test_rights)
 }
 END_TEST
 
+/* The fake device "fake0" opened, as the daemon opens devices. CK_FORK:
+ * the verbs table and the fake's counters start afresh in each case. */
+static void setup_fake(void)
+{
+	setup();
+	vb = &fake_vb_ops;
+	ck_assert_int_eq(devices_open(&d), 0);
+	ck_assert_uint_eq(d.n_devices, 1);
+}
+
+static void teardown_fake(void)
+{
+	fake_verbs_hold_reg(false);
+	fake_verbs_hold_dereg(false);
+	devices_stop(&d);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	devices_free(&d);
+	/* Every MR was deregistered before its region went, the PDs after. */
+	ck_assert_int_eq(atomic_load(&fake_verbs_live), 0);
+	teardown();
+}
+
+/* A waiter that notes what was true when it ran. */
+struct probe {
+	struct mreg_waiter w;
+	bool settled;
+	int mrs_then;		/* MRs the fake verbs still had */
+	uint64_t regions_then;	/* regions still holding memory */
+};
+
+static void on_probe(struct mreg_waiter *w)
+{
+	struct probe *p = container_of(w, struct probe, w);
+
+	p->settled = true;
+	p->mrs_then = atomic_load(&fake_verbs_mrs);
+	p->regions_then = d.n_regions;
+}
+
+static void probe_init(struct probe *p)
+{
+	*p = (struct probe){ .w.settled = on_probe };
+	list_init(&p->w.link);
+}
+
+/* Runs the loop for about msec, or until p settled. */
+static void run_loop(struct probe *p, int msec)
+{
+	for (int i = 0; i < msec && !(p && p->settled); i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+}
+
+/*
+ * The owner lets go while the registration is still on the pool, a lease
+ * holding the region: the MR it makes is deregistered as soon as it is
+ * done, before anyone waiting for the registrations to be gone hears of
+ * it; the memory stays for the lease and goes with it.
+ */
+START_TEST(test_revoke_in_flight)
+{
+	struct region *r = import(8192), *lease;
+	struct probe reg, gone;
+	struct mreg *m;
+
+	probe_init(&reg);
+	probe_init(&gone);
+	fake_verbs_hold_reg(true);
+	m = mreg_ensure(r, device_find(&d, "fake0"), &reg.w);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->state, MREG_PENDING);
+	lease = region_ref(r);
+	region_drop_owner(r);
+	ck_assert(mreg_wait_revoked(r, &gone.w));
+	run_loop(&gone, 50);
+	ck_assert(!gone.settled);
+
+	fake_verbs_hold_reg(false);
+	run_loop(&gone, 10000);
+	ck_assert(gone.settled);
+	ck_assert(reg.settled);
+	ck_assert_int_eq(gone.mrs_then, 0);
+	ck_assert(list_empty(&r->mregs));
+	ck_assert_uint_eq(device_find(&d, "fake0")->n_mrs, 0);
+	ck_assert_uint_eq(device_find(&d, "fake0")->mr_bytes, 0);
+
+	ck_assert_uint_eq(d.n_regions, 1);
+	((char *)r->addr)[8191] = 1;
+	region_unref(lease);
+	ck_assert_uint_eq(d.n_regions, 0);
+}
+END_TEST
+
+/*
+ * Drop order: with nothing else holding the region, its memory stays until
+ * its MR is deregistered (held here on the pool), and goes right after.
+ */
+START_TEST(test_revoke_before_memory)
+{
+	struct region *r = import(4096);
+	struct probe reg, gone;
+	struct mreg *m;
+
+	probe_init(&reg);
+	probe_init(&gone);
+	m = mreg_ensure(r, device_find(&d, "fake0"), &reg.w);
+	run_loop(&reg, 10000);
+	ck_assert_int_eq(m->state, MREG_REGISTERED);
+	ck_assert_int_eq(atomic_load(&fake_verbs_mrs), 1);
+
+	fake_verbs_hold_dereg(true);
+	region_drop_owner(r);
+	ck_assert(mreg_wait_revoked(r, &gone.w));
+	ck_assert_int_eq(m->state, MREG_DEREGISTERING);
+	run_loop(&gone, 50);
+	ck_assert(!gone.settled);
+	ck_assert_uint_eq(d.n_regions, 1);
+
+	fake_verbs_hold_dereg(false);
+	run_loop(&gone, 10000);
+	ck_assert(gone.settled);
+	ck_assert_int_eq(gone.mrs_then, 0);
+	ck_assert_uint_eq(gone.regions_then, 1);
+	ck_assert_uint_eq(d.n_regions, 0);
+	ck_assert_uint_eq(owner.account->pinned_bytes, 0);
+}
+END_TEST
+
+/* A recorded failure is forgotten with the owner's hold: nothing to wait for. */
+START_TEST(test_revoke_failed)
+{
+	struct region *r = import(4096);
+	struct probe reg, gone;
+
+	probe_init(&reg);
+	probe_init(&gone);
+	atomic_store(&fake_verbs_fail_mr, true);
+	mreg_ensure(r, device_find(&d, "fake0"), &reg.w);
+	run_loop(&reg, 10000);
+	ck_assert_int_eq(list_first_entry(&r->mregs, struct mreg, link)->state, MREG_FAILED);
+	region_drop_owner(r);
+	ck_assert_uint_eq(d.n_regions, 0);
+}
+END_TEST
+
 Suite *region_unit_suite(void)
 {
 	Suite *s = suite_create("region");
@@ -162,6 +317,13 @@ Suite *region_unit_suite(void)
 	tcase_add_test(tc, test_refcount_keeps_memory);
 	tcase_add_test(tc, test_weak_references);
 	tcase_add_test(tc, test_rights);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("mreg");
+	tcase_add_checked_fixture(tc, setup_fake, teardown_fake);
+	tcase_add_test(tc, test_revoke_in_flight);
+	tcase_add_test(tc, test_revoke_before_memory);
+	tcase_add_test(tc, test_revoke_failed);
 	suite_add_tcase(s, tc);
 	return s;
 }

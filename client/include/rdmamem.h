@@ -142,7 +142,12 @@ int rdmamem_memfd_create(const char *name, size_t size, int *ret_fd, void **ret_
 int rdmamem_register(struct rdmamem_client *client, int fd, uint64_t offset, uint64_t length,
 		     uint64_t *ret_region);
 
-/* Drops the region; its memory goes once in-flight work is done. */
+/*
+ * Drops the region. Its RDMA registrations are gone when this returns (a
+ * remote peer's next access with its rkeys fails, whoever still holds a
+ * lease); its memory goes once in-flight work and leases are done, and new
+ * calls on it, under a lease too, get -ENOENT.
+ */
 int rdmamem_unregister(struct rdmamem_client *client, uint64_t region);
 
 /*
@@ -201,7 +206,9 @@ struct rdmamem_registration {
  * Registers region on device, or returns the registration in force. A
  * failure is recorded by the daemon and not retried: the same error comes
  * back until root's RetryRegistration clears it; the reason (errno text,
- * range, memlock limit) is in rdmamem_client_error_message().
+ * range, memlock limit) is in rdmamem_client_error_message(). -EROFS: the
+ * region is read-only and the daemon's kernel (before Linux 6.2) cannot
+ * register read-only memory; nothing was tried or recorded.
  */
 int rdmamem_register_on(struct rdmamem_client *client, uint64_t region, const char *device,
 			struct rdmamem_registration *ret);

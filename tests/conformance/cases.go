@@ -363,6 +363,41 @@ var cases = []*testCase{
 		}},
 	{what: "connection limit and shutdown, on a daemon of their own", custom: limitAndShutdown,
 		covers: []string{"io.rdmamemd.TooManyConnections", "io.rdmamemd.ShuttingDown"}},
+	{what: "a peer outside the allowed networks, on a daemon of its own", custom: networkNotAllowed,
+		covers: []string{"io.rdmamemd.NetworkNotAllowed"}},
+}
+
+// networkNotAllowed: a daemon that admits RDMA peers from 10.99.0.0/16 only
+// refuses a ConnectQueuePair from a GID elsewhere before it looks at the
+// token or the device, so this needs no RDMA device.
+func networkNotAllowed(s *suite) error {
+	d, err := startDaemon(s.bin, "net", "--rdma-allow-network", "10.99.0.0/16")
+	if err != nil {
+		return err
+	}
+	defer d.stop(true)
+	c, err := dialRaw(d.socket)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	r, err := c.call("io.rdmamemd.CreateAccessToken", nil, nil)
+	if err != nil {
+		return err
+	}
+	s.check("io.rdmamemd.CreateAccessToken", r)
+	if !s.expect("io.rdmamemd.CreateAccessToken", r, "", nil) {
+		return nil
+	}
+	r, err = c.call("io.rdmamemd.ConnectQueuePair", map[string]interface{}{
+		"device": "nosuchdev0", "token": r.str("token"), "qpn": 0x123, "psn": 0,
+		"gid": "::ffff:10.1.2.3"}, nil)
+	if err != nil {
+		return err
+	}
+	s.check("io.rdmamemd.ConnectQueuePair", r)
+	s.expect("io.rdmamemd.ConnectQueuePair", r, "io.rdmamemd.NetworkNotAllowed", nil)
+	return nil
 }
 
 func (s *suite) runCase(c *testCase) {

@@ -3,10 +3,12 @@
  * A verbs backend without hardware for the fuzzers: one device "fake0" with
  * one active RoCE port. Protection domains, MRs and QPs are heap objects
  * with made-up keys, so the daemon's registration bookkeeping, drop order
- * and error paths run; fake_verbs_fail_mr makes every registration fail.
- * Registrations run on pool threads: counters are atomic.
+ * and error paths run; fake_verbs_fail_mr makes every registration fail,
+ * fake_verbs_hold_* keeps (de)registrations on their pool thread until
+ * released. Registrations run on pool threads: counters are atomic.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,39 @@ struct vb_qp {
 
 atomic_bool fake_verbs_fail_mr;
 atomic_int fake_verbs_live;	/* PDs, MRs and QPs not yet freed */
+atomic_int fake_verbs_mrs;
 static atomic_uint next_key = 1;
+
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
+static bool hold_reg, hold_dereg;
+
+static void set_hold(bool *which, bool hold)
+{
+	pthread_mutex_lock(&hold_lock);
+	*which = hold;
+	pthread_cond_broadcast(&hold_cond);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+void fake_verbs_hold_reg(bool hold)
+{
+	set_hold(&hold_reg, hold);
+}
+
+void fake_verbs_hold_dereg(bool hold)
+{
+	set_hold(&hold_dereg, hold);
+}
+
+/* On a pool thread: waits while the test holds this kind of call. */
+static void wait_released(const bool *which)
+{
+	pthread_mutex_lock(&hold_lock);
+	while (*which)
+		pthread_cond_wait(&hold_cond, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+}
 
 static int f_devices_open(struct vb_device ***ret, size_t *ret_n)
 {
@@ -120,6 +154,7 @@ static int f_mr_reg(struct vb_pd *pd, void *addr, size_t len, unsigned access, s
 
 	(void)pd;
 	(void)access;
+	wait_released(&hold_reg);
 	if (atomic_load(&fake_verbs_fail_mr))
 		return -ENOMEM;
 	/* The device reads the pages it pins: touch the first and last. */
@@ -134,6 +169,7 @@ static int f_mr_reg(struct vb_pd *pd, void *addr, size_t len, unsigned access, s
 		return -ENOMEM;
 	mr->key = atomic_fetch_add(&next_key, 1);
 	atomic_fetch_add(&fake_verbs_live, 1);
+	atomic_fetch_add(&fake_verbs_mrs, 1);
 	*ret = mr;
 	return 0;
 }
@@ -151,6 +187,8 @@ static int f_mr_reg_dmabuf(struct vb_pd *pd, int fd, uint64_t offset, size_t len
 
 static int f_mr_dereg(struct vb_mr *mr)
 {
+	wait_released(&hold_dereg);
+	atomic_fetch_sub(&fake_verbs_mrs, 1);
 	atomic_fetch_sub(&fake_verbs_live, 1);
 	free(mr);
 	return 0;
@@ -179,10 +217,14 @@ static int f_qp_create(struct vb_pd *pd, uint8_t port, struct vb_qp **ret)
 static int f_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer, uint32_t gid_index,
 			struct vb_qp_endpoint *ret_local)
 {
+	unsigned mtu = 256;
+
 	if (gid_index > 0)
 		return -EINVAL;
-	*ret_local = (struct vb_qp_endpoint){ .qpn = qp->qpn, .psn = 1, .port = 1,
-					      .mtu = peer->mtu ? peer->mtu : 1024 };
+	/* As the verbs do: an IB MTU, at most the port's (1024 here). */
+	while (mtu < 1024 && mtu * 2 <= (peer->mtu ?: 1024))
+		mtu *= 2;
+	*ret_local = (struct vb_qp_endpoint){ .qpn = qp->qpn, .psn = 1, .port = 1, .mtu = mtu };
 	return 0;
 }
 

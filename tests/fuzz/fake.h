@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Fake verbs and CUDA backends for the daemon fuzzer (and the cuda unit suite). */
+/* Fake verbs and CUDA backends for the daemon fuzzer (and the unit suites). */
 #ifndef RDMAMEM_FUZZ_FAKE_H
 #define RDMAMEM_FUZZ_FAKE_H
 
@@ -13,6 +13,15 @@ extern const struct vb_ops fake_vb_ops;
 extern atomic_bool fake_verbs_fail_mr;
 /* PDs, MRs and QPs allocated and not freed. */
 extern atomic_int fake_verbs_live;
+/* MRs registered and not deregistered. */
+extern atomic_int fake_verbs_mrs;
+/*
+ * Holds MR registrations, or deregistrations, on their pool thread until
+ * released with false: a test decides when they finish (the unit tests;
+ * the fuzzer never holds).
+ */
+void fake_verbs_hold_reg(bool hold);
+void fake_verbs_hold_dereg(bool hold);
 
 /* Installs the fake CUDA driver (before the daemon's first GPU import);
  * without cuda.h at build time the daemon has no driver table to fake.

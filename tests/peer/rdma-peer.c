@@ -5,9 +5,16 @@
  * {addr, rkey} — and drives RDMA READ and WRITE against it. Used by the RDMA
  * tests inside the Soft-RoCE VM.
  *
- *   rdma-peer (--rdmacm ADDR[:PORT] | --socket PATH --device NAME)
+ *   rdma-peer (--rdmacm ADDR[:PORT] | --socket PATH --device NAME [--mtu BYTES])
  *             [--token HEX] --addr A --rkey K
- *             (--read N [--expect TEXT] | --write TEXT) [--repeat-until-fail SEC]
+ *             (--read N [--expect TEXT] | --write TEXT)
+ *             [--repeat-until-fail SEC | --step]
+ *
+ * --mtu asks ConnectQueuePair for that path MTU; the peer's own queue pair
+ * then uses the MTU the daemon answers, which it prints ("mtu N").
+ * --step does one operation at start and one more each time it gets SIGUSR1,
+ * printing each result, until one fails: a test decides when the next access
+ * happens (after an Unregister returned, say).
  *
  * Exit status: 0 done (and matched), 2 connection refused, 3 work request
  * failed (its status is printed), 4 data mismatch, 5 repeat never failed,
@@ -17,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -45,6 +53,8 @@ static uint64_t arg_addr;
 static uint32_t arg_rkey;
 static size_t arg_read;
 static double arg_repeat;
+static unsigned arg_mtu;
+static bool arg_step;
 
 struct peer {
 	struct rdma_event_channel *ch;
@@ -212,14 +222,26 @@ static cJSON *varlink_call(const char *path, const char *method, const char *par
 	}
 	root = cJSON_Parse(reply);
 	err = cJSON_GetObjectItem(root, "error");
+	/* The error's parameters as they came: what a test looks at. */
 	if (cJSON_IsString(err))
 		die(EXIT_REFUSED, "%s: %s: %s", method, err->valuestring,
-		    cJSON_GetObjectItem(cJSON_GetObjectItem(root, "parameters"), "message")
-			    ->valuestring);
+		    cJSON_PrintUnformatted(cJSON_GetObjectItem(root, "parameters")));
 	return cJSON_DetachItemFromObject(root, "parameters");
 }
 
 /* The daemon's side of the queue pair comes back over Varlink. */
+static enum ibv_mtu mtu_enum(unsigned bytes)
+{
+	switch (bytes) {
+	case 256: return IBV_MTU_256;
+	case 512: return IBV_MTU_512;
+	case 1024: return IBV_MTU_1024;
+	case 2048: return IBV_MTU_2048;
+	case 4096: return IBV_MTU_4096;
+	default: die(1, "the daemon answered mtu %u, which is no IB MTU", bytes);
+	}
+}
+
 static void connect_oob(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -229,9 +251,10 @@ static void connect_oob(void)
 	};
 	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
 	union ibv_gid gid;
-	char gidtext[64], params[512];
+	char gidtext[64], params[512], mtu[32] = "";
 	cJSON *root, *g;
 	uint32_t psn;
+	unsigned path_mtu;
 
 	for (int i = 0; list && list[i]; i++)
 		if (strcmp(ibv_get_device_name(list[i]), arg_device) == 0)
@@ -252,16 +275,21 @@ static void connect_oob(void)
 		psn = 1;
 	psn &= 0xffffff;
 
+	if (arg_mtu)
+		snprintf(mtu, sizeof(mtu), ",\"mtu\":%u", arg_mtu);
 	snprintf(params, sizeof(params),
-		 "{\"device\":\"%s\",\"token\":\"%s\",\"qpn\":%u,\"psn\":%u,\"gid\":\"%s\"}",
+		 "{\"device\":\"%s\",\"token\":\"%s\",\"qpn\":%u,\"psn\":%u,\"gid\":\"%s\"%s}",
 		 arg_device, arg_token ?: "00000000000000000000000000000000", peer.qp->qp_num, psn,
-		 gidtext);
+		 gidtext, mtu);
 	root = varlink_call(arg_socket, "io.rdmamemd.ConnectQueuePair", params);
 	g = cJSON_GetObjectItem(root, "gid");
+	/* Both ends of the path use the MTU the daemon's queue pair is in. */
+	path_mtu = (unsigned)cJSON_GetObjectItem(root, "mtu")->valuedouble;
+	printf("mtu %u\n", path_mtu);
 
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTR;
-	attr.path_mtu = IBV_MTU_1024;
+	attr.path_mtu = mtu_enum(path_mtu);
 	attr.dest_qp_num = (uint32_t)cJSON_GetObjectItem(root, "qpn")->valuedouble;
 	attr.rq_psn = (uint32_t)cJSON_GetObjectItem(root, "psn")->valuedouble;
 	attr.max_dest_rd_atomic = 1;
@@ -354,9 +382,12 @@ int main(int argc, char **argv)
 		{ "expect", required_argument, NULL, 'e' },
 		{ "write", required_argument, NULL, 'w' },
 		{ "repeat-until-fail", required_argument, NULL, 'R' },
+		{ "mtu", required_argument, NULL, 'm' },
+		{ "step", no_argument, NULL, 'S' },
 		{},
 	};
-	int c, r;
+	sigset_t usr1;
+	int c, r, sig;
 
 	while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
 		switch (c) {
@@ -370,12 +401,19 @@ int main(int argc, char **argv)
 		case 'e': arg_expect = optarg; break;
 		case 'w': arg_write = optarg; break;
 		case 'R': arg_repeat = atof(optarg); break;
+		case 'm': arg_mtu = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'S': arg_step = true; break;
 		default: return 1;
 		}
 	}
 	if ((!arg_rdmacm && !(arg_socket && arg_device)) || (!arg_read && !arg_write) ||
 	    arg_read > sizeof(peer.buf))
 		die(1, "usage: see the comment at the top of rdma-peer.c");
+	/* Blocked before anything is printed: a SIGUSR1 sent as soon as the
+	 * test reads our first line waits for sigwait(). */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &usr1, NULL);
 
 	if (arg_rdmacm)
 		connect_rdmacm();
@@ -385,6 +423,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	r = one_op();
+	while (r == 0 && arg_step && sigwait(&usr1, &sig) == 0)
+		r = one_op();
 	if (r < 0 || arg_repeat <= 0)
 		return r < 0 ? -r : 0;
 	/* Keep going until the daemon takes access away (or the time runs out). */

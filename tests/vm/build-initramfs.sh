@@ -38,7 +38,7 @@ for tool in apt-get dpkg depmod modprobe cpio gzip ldd; do
 	command -v "$tool" >/dev/null || die "$tool not found (make deps installs kmod, cpio)"
 done
 
-# The RDMA stack in the order DESIGN.md measured: rdma_rxe needs
+# The RDMA stack in the order tests/vm/README.md gives: rdma_rxe needs
 # crc32_generic loaded first (it asks the crypto API for "crc32" by name, so
 # no symbol dependency pulls it in), and librdmacm needs the CM modules.
 MODULES="crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth
@@ -125,6 +125,12 @@ for f in "$@"; do
 	*) f=$PWD/$f ;;
 	esac
 	[ -e "$f" ] || die "$f not found (asked to add it to the VM)"
+	# /init mounts devtmpfs, proc and sysfs there: a file below them would
+	# be hidden, and the VM would answer "not found" for it.
+	case $f in
+	/dev/* | /proc/* | /sys/*)
+		die "$f: the VM mounts over ${f%%/"${f#/*/}"}, which would hide it; build somewhere else (B=DIR)" ;;
+	esac
 	install_file "$f"
 done
 

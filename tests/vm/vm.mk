@@ -1,6 +1,7 @@
 # Soft-RoCE test VM, included by the Makefile: real RDMA (rdma_rxe) on Debian's
 # stock kernel inside qemu, because the build machines have neither RDMA
-# hardware nor kernel InfiniBand support (DESIGN.md, "Facts measured").
+# hardware nor kernel InfiniBand support (tests/vm/README.md has the facts
+# the scripts rely on).
 #
 #   make vmtest    smoke-test the VM's RDMA stack, then run the test cases
 #                  tagged "rdma" inside it (`make check` ends with this)
