@@ -26,8 +26,9 @@ VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBS
 
 # The Varlink conformance suite's cases that need a device (ConnectQueuePair,
 # registrations in force): all of it, with -require-rdma, unless the run is
-# narrowed to some C suites or cases.
-VM_CONFORMANCE := $(if $(CK_RUN_SUITE)$(CK_RUN_CASE),,conformance -require-rdma $(CONFORMANCE_ARGS) &&)
+# narrowed to some C suites or cases. Deferred (=): CONFORMANCE_ARGS is
+# defined by conformance.mk, included after this file.
+VM_CONFORMANCE = $(if $(CK_RUN_SUITE)$(CK_RUN_CASE),,conformance -require-rdma $(CONFORMANCE_ARGS) &&)
 
 # TCG emulation is slow: the cases get 120 s each instead of the host's 30.
 vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance
