@@ -27,10 +27,27 @@ static void conn_update_poll(struct conn *c);
 static void conn_process(struct conn *c);
 static void on_poll(uv_poll_t *h, int status, int events);
 
+static struct fd_batch *in_fds_at(struct conn *c, unsigned i)
+{
+	return &c->in_fds[(c->in_fds_first + i) % CONN_FD_BATCHES_MAX];
+}
+
+static void in_fds_drop_first(struct conn *c)
+{
+	struct fd_batch *b = in_fds_at(c, 0);
+
+	/* A batch over the limit had its fds closed when it came. */
+	if (b->n_fds <= VARLINK_FDS_MAX)
+		close_many(b->fds, b->n_fds);
+	c->in_fds_first = (c->in_fds_first + 1) % CONN_FD_BATCHES_MAX;
+	c->n_in_fds--;
+}
+
 static struct conn *conn_free(struct conn *c)
 {
 	frame_reader_done(&c->in);
-	close_many(c->in_fds, c->n_in_fds);
+	while (c->n_in_fds > 0)
+		in_fds_drop_first(c);
 	outq_done(&c->out);
 	safe_close(c->fd);
 	account_unref(c->account);
@@ -210,23 +227,51 @@ fail:
 	c->close_after_flush = true;
 }
 
-/* Moves the fds that arrived with message ordinal into fds; closes stale ones. */
+/*
+ * Moves the fds that arrived with message ordinal into fds and returns how
+ * many arrived (more than VARLINK_FDS_MAX: none are kept); closes the batches
+ * of messages before it, which were never taken.
+ */
 static size_t conn_take_in_fds(struct conn *c, uint64_t ordinal, int *fds)
 {
-	size_t n = 0;
+	struct fd_batch *b;
+	size_t n;
 
-	if (c->n_in_fds == 0)
+	while (c->n_in_fds > 0 && in_fds_at(c, 0)->ordinal < ordinal)
+		in_fds_drop_first(c);
+	if (c->n_in_fds == 0 || in_fds_at(c, 0)->ordinal != ordinal)
 		return 0;
-	if (c->in_fds_ordinal == ordinal) {
-		n = c->n_in_fds;
-		memcpy(fds, c->in_fds, n * sizeof(int));
-	} else if (c->in_fds_ordinal > ordinal) {
-		return 0;
-	} else {
-		close_many(c->in_fds, c->n_in_fds);
-	}
-	c->n_in_fds = 0;
+	b = in_fds_at(c, 0);
+	n = b->n_fds;
+	if (n <= VARLINK_FDS_MAX)
+		memcpy(fds, b->fds, n * sizeof(int));
+	b->n_fds = 0;
+	in_fds_drop_first(c);
 	return n;
+}
+
+/* Queues the fds of one read for message ordinal (FRAME_NO_START: the read
+ * started no message). Takes the fds. */
+static int conn_add_in_fds(struct conn *c, uint64_t ordinal, int *fds, size_t n_fds)
+{
+	struct fd_batch *b;
+
+	/* fds ride on the first byte of their message: a read that began
+	 * none carries a batch the sender sent in the middle of a message. */
+	if (ordinal == FRAME_NO_START || c->n_in_fds == CONN_FD_BATCHES_MAX) {
+		close_many(fds, n_fds);
+		return -EBADMSG;
+	}
+	b = in_fds_at(c, c->n_in_fds++);
+	b->ordinal = ordinal;
+	b->n_fds = n_fds;
+	/* A batch over the limit is refused when its message is taken; its
+	 * fds need not wait for that. */
+	if (n_fds > VARLINK_FDS_MAX)
+		close_many(fds, n_fds);
+	else
+		memcpy(b->fds, fds, n_fds * sizeof(int));
+	return 0;
 }
 
 static void conn_handle_message(struct conn *c, const struct frame *f)
@@ -241,7 +286,6 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 
 	n_fds = conn_take_in_fds(c, f->ordinal, fds);
 	if (n_fds > VARLINK_FDS_MAX) {
-		close_many(fds, n_fds);
 		conn_protocol_error(c, RDMAMEM_ERROR_TOO_MANY_FDS,
 				    "a message may carry at most 16 file descriptors");
 		return;
@@ -337,6 +381,7 @@ static void conn_read(struct conn *c)
 {
 	int fds[SOCKIO_FDS_MAX];
 	size_t n_fds, space;
+	uint64_t started;
 	void *p;
 	ssize_t n;
 	int r;
@@ -369,21 +414,16 @@ static void conn_read(struct conn *c)
 		return;
 	}
 
-	frame_reader_commit(&c->in, n);
-	if (n_fds > 0) {
-		if (c->n_in_fds > 0) {
-			/* Two batches of fds for one message: the sender does
-			 * not keep one message per sendmsg. */
-			close_many(fds, n_fds);
-			conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE,
-					    "file descriptors must be sent once per message, with its first byte");
-			c->close_after_flush = true;
-			conn_process(c);
-			return;
-		}
-		memcpy(c->in_fds, fds, n_fds * sizeof(int));
-		c->n_in_fds = n_fds;
-		c->in_fds_ordinal = frame_reader_tail_ordinal(&c->in);
+	started = frame_reader_commit(&c->in, n);
+	if (n_fds > 0 && conn_add_in_fds(c, started, fds, n_fds) < 0) {
+		/* fds amid a message: the sender does not send each message
+		 * with one sendmsg, and the stream cannot say which message
+		 * they are for. Every message before this one was taken
+		 * before this read. */
+		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE,
+				    "file descriptors must be sent with the first byte of their "
+				    "message, once per message");
+		c->close_after_flush = true;
 	}
 	conn_process(c);
 }

@@ -794,6 +794,60 @@ START_TEST(test_fds_without_message)
 }
 END_TEST
 
+/*
+ * Register calls of 64 KiB to 1 MiB (padded with whitespace), each with its
+ * memfd, sent back to back: a message spans many reads, and the read that
+ * ends one brings the next one's first bytes and fds. Each batch belongs to
+ * the message it came with (told apart by the memfds' sizes). The daemon is
+ * stopped while the burst is queued, so that its reads see the worst case
+ * whatever the timing.
+ */
+START_TEST(test_pipelined_fd_messages_across_reads)
+{
+	static const size_t sizes[] = { 64 << 10, 1 << 20, 256 << 10, (1 << 20) - 1, 100 << 10,
+					700 << 10, 65537 };
+	static const char head[] = "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0";
+	int fd = test_connect(td.socket), sndbuf = 16 << 20;
+	bool stopped;
+
+	/* Root may queue the whole burst in the socket (8 MiB in all). */
+	stopped = setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) == 0;
+	if (stopped)
+		ck_assert_int_eq(kill(td.pid, SIGSTOP), 0);
+	for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
+		char *msg = malloc(sizes[i] + 1);
+		size_t n = sizeof(head) - 1;
+		int mfd;
+
+		ck_assert_ptr_nonnull(msg);
+		memcpy(msg, head, n);
+		memset(msg + n, i % 2 ? ' ' : '\n', sizes[i] - n - 2);
+		memcpy(msg + sizes[i] - 2, "}}", 3);
+		ck_assert_int_eq(rdmamem_memfd_create("p", 4096 * (i + 1), &mfd, NULL), 0);
+		test_send_msg(fd, msg, &mfd, 1);
+		close(mfd);
+		free(msg);
+	}
+	if (stopped)
+		ck_assert_int_eq(kill(td.pid, SIGCONT), 0);
+	for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
+		cJSON *r = reply_on(fd, 20000);
+		char want[32];
+
+		ck_assert_msg(r, "message %zu: connection closed", i);
+		ck_assert_msg(!test_reply_error(r), "message %zu: %s", i, cJSON_PrintUnformatted(r));
+		snprintf(want, sizeof(want), "%zu", 4096 * (i + 1));
+		ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "size")
+					 ->valuestring,
+				 want);
+		cJSON_Delete(r);
+	}
+	assert_good_served();
+	/* The regions go with the connection. */
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_too_many_fds)
 {
 	int fd = test_connect(td.socket), mfd, many[SOCKIO_FDS_MAX];
@@ -1418,6 +1472,7 @@ Suite *hostile_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_fds_without_message);
 	tcase_add_test(tc, test_too_many_fds);
+	tcase_add_test(tc, test_pipelined_fd_messages_across_reads);
 	tcase_add_test(tc, test_fds_of_every_kind);
 	tcase_add_test(tc, test_memfd_grown_after_registration);
 	suite_add_tcase(s, tc);
