@@ -99,6 +99,7 @@ void conn_close(struct conn *c)
 	c->link.next->prev = c->link.prev;
 	if (c->reject) {
 		s->n_rejected--;
+		c->account->n_rejected--;
 	} else {
 		s->n_conns--;
 		c->account->n_connections--;
@@ -544,6 +545,7 @@ void conn_reject(struct conn *c, const char *error_name)
 	c->server->n_conns--;
 	c->account->n_connections--;
 	c->server->n_rejected++;
+	c->account->n_rejected++;
 	c->out_stalled_since = uv_now(c->server->daemon->loop);
 }
 

@@ -221,7 +221,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *cfg;
-	list_init(&d->accounts);
+	idmap_init(&d->accounts);
 	list_init(&d->devices);
 	list_init(&d->listeners);
 	list_init(&d->rconns);
@@ -312,6 +312,7 @@ struct daemon *daemon_free(struct daemon *d)
 	devices_free(d);
 	region_registry_done(d);
 	lease_registry_done(d);
+	idmap_done(&d->accounts);
 	if (d->loop) {
 		r = uv_loop_close(d->loop);
 		if (r < 0)

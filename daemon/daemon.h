@@ -21,6 +21,12 @@
 
 #define RDMAMEMD_VERSION "0.1.0"
 
+/* fds the daemon holds for itself (sockets, signalfd, epoll, the loop's own,
+ * rdmacm channels), and for each RDMA device it opens: a generous allowance,
+ * for GetStatus's fds_needed. */
+#define DAEMON_FDS_OWN 64U
+#define DAEMON_FDS_PER_DEVICE 8U
+
 struct server;
 struct vb_device;
 
@@ -33,7 +39,7 @@ struct daemon {
 	char **argv;
 	const char *config_path;	/* NULL: none was read */
 	struct server *server;
-	struct list_head accounts;	/* struct account, one per uid seen */
+	struct idmap accounts;		/* uid → struct account, while the uid has anything */
 
 	struct idmap regions;		/* id → struct region, weak */
 	uint64_t next_region_id;

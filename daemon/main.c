@@ -31,17 +31,36 @@ static void help(void)
 	config_help(stdout);
 }
 
-/* select() is not used anywhere, so the soft fd limit may be the hard one:
- * every client costs an fd, and each registration of a memfd another. */
+/*
+ * Each client connection holds an fd, and so does each region of a memfd:
+ * the per-uid region cap, not the fd limit, is what a client should meet.
+ * select() is not used anywhere, so the soft limit may be the hard one.
+ */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
+	rlim_t was;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			log_debug_errno(-errno, "Cannot raise RLIMIT_NOFILE, ignoring: %m");
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warning_errno(-errno, "Cannot read RLIMIT_NOFILE: %m");
+		return;
 	}
+	was = rl.rlim_cur;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warning_errno(-errno, "Cannot raise RLIMIT_NOFILE from %llu to %llu, "
+						  "keeping it: %m",
+					  (unsigned long long)was, (unsigned long long)rl.rlim_max);
+			return;
+		}
+	}
+	if (was != rl.rlim_cur)
+		log_info("File descriptor limit raised from %llu to the hard limit, %llu",
+			 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+	else
+		log_info("File descriptor limit: %llu (the hard limit)",
+			 (unsigned long long)rl.rlim_cur);
 }
 
 int main(int argc, char **argv)

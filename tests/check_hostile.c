@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "daemon/server.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "proto/sockio.h"
@@ -1260,6 +1262,125 @@ START_TEST(test_connection_flood)
 }
 END_TEST
 
+#define REFUSED_FLOOD_PER_UID 20
+#define REFUSED_FLOOD_DAEMON_FDS 1024
+#define REFUSED_FLOOD_N 3000
+#define BYSTANDER_ROUNDS 200
+
+/* The daemon runs with few fds: a flood that costs one fd per refusal
+ * exhausts them within the flood. */
+static void few_fds(void)
+{
+	struct rlimit rl = { REFUSED_FLOOD_DAEMON_FDS, REFUSED_FLOOD_DAEMON_FDS };
+
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		_exit(96);
+}
+
+static void refused_flood_setup(void)
+{
+	static const char *const extra[] = { "--max-connections-per-uid", "20", "--max-connections",
+					     "64", NULL };
+	struct rlimit rl;
+
+	/* Room for the flood in this process. */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max < 8192)
+		rl.rlim_max = 8192;
+	rl.rlim_cur = rl.rlim_max;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	test_daemon_child_setup = few_fds;
+	start(extra);
+	test_daemon_child_setup = NULL;
+}
+
+/*
+ * Another uid, while root floods: waits for "go" on ctl, then connects anew
+ * and pings BYSTANDER_ROUNDS times (and on a connection made before the
+ * flood); writes how many were answered, and how many new connections were
+ * answered, to ctl. Exit status 0 when it could run at all.
+ */
+static int bystander(const char *socket, int ctl)
+{
+	int answered[2] = {}, old;
+	char go;
+
+	if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 || setuid(OTHER_UID) < 0)
+		return 98;
+	old = test_connect(socket);
+	if (write(ctl, "r", 1) != 1 || read(ctl, &go, 1) != 1)
+		return 97;
+	for (int i = 0; i < BYSTANDER_ROUNDS; i++) {
+		int fd = test_connect(socket);
+
+		answered[0] += flood_probe(fd) == 1;
+		close(fd);
+		answered[1] += flood_probe(old) == 1;
+	}
+	close(old);
+	return write(ctl, answered, sizeof(answered)) == sizeof(answered) ? 0 : 96;
+}
+
+/*
+ * One uid opens more connections than the daemon has fds, all over its cap,
+ * and keeps them; another uid connects anew and pings all the while. The
+ * refused connections beyond a few are closed at once, so the daemon's fds
+ * stay bounded and the other uid is always answered.
+ */
+START_TEST(test_refused_connections_cost_nothing)
+{
+	int *held = calloc(REFUSED_FLOOD_N, sizeof(int)), sv[2], answered[2], status, fds;
+	pid_t pid;
+	char c;
+
+	if (geteuid() != 0) {
+		printf("SKIP test_refused_connections_cost_nothing: needs root for a second uid\n");
+		free(held);
+		return;
+	}
+	ck_assert_ptr_nonnull(held);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(bystander(td.socket, sv[1]));
+	}
+	close(sv[1]);
+	ck_assert_int_eq(read(sv[0], &c, 1), 1);
+
+	/* Root: the well-behaved client and 19 more are admitted. */
+	for (int i = 0; i < REFUSED_FLOOD_N; i++)
+		held[i] = test_connect(td.socket);
+	ck_assert_int_eq(write(sv[0], "g", 1), 1);
+	/* More keep coming and going while the other uid is served. */
+	for (;;) {
+		struct pollfd pfd = { .fd = sv[0], .events = POLLIN };
+
+		if (poll(&pfd, 1, 0) > 0)
+			break;
+		close(test_connect(td.socket));
+	}
+	ck_assert_int_eq(read(sv[0], answered, sizeof(answered)), sizeof(answered));
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "bystander: status 0x%x",
+		      status);
+	ck_assert_int_eq(answered[0], BYSTANDER_ROUNDS);
+	ck_assert_int_eq(answered[1], BYSTANDER_ROUNDS);
+
+	/* With the flood still held: root's admitted ones and the few refused
+	 * ones waiting to be told hold fds, nothing else. */
+	fds = test_settled_fds(td.pid);
+	ck_assert_msg(fds <= base.fds + REFUSED_FLOOD_PER_UID - 1 + (int)SERVER_REJECTED_PER_UID_MAX,
+		      "the daemon holds %d fds, %d before the flood", fds, base.fds);
+	assert_good_served();
+	close_many(held, REFUSED_FLOOD_N);
+	free(held);
+	close(sv[0]);
+	/* The teardown checks that the fds are back where they were. */
+}
+END_TEST
+
 /* Raw Lock without waiting for the answer. */
 static int lock_raw(uint64_t region, const char *mode, int timeout_ms)
 {
@@ -1498,6 +1619,12 @@ Suite *hostile_suite(void)
 	tcase_add_checked_fixture(tc, flood_setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_connection_flood);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("refused-flood");
+	tcase_add_checked_fixture(tc, refused_flood_setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_refused_connections_cost_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }
