@@ -21,6 +21,7 @@
 #include "proto/sockio.h"
 
 struct account;
+struct conn_parse;
 struct rpc_call;
 struct server;
 
@@ -63,6 +64,7 @@ struct conn {
 	uint64_t out_stalled_since;	/* uv_now() when output first could not leave; 0 if flowing */
 
 	struct rpc_call *call;		/* in progress; NULL when idle */
+	struct conn_parse *parse;	/* the next message, being parsed on the pool */
 	const char *reject;		/* over a limit: answer every call with this error */
 	uint64_t n_calls;
 
@@ -86,6 +88,9 @@ void conn_reject(struct conn *c, const char *error_name);
 
 /* Queues one message; takes fds on success. Drops it if the connection closed. */
 int conn_send(struct conn *c, const char *text, size_t len, int *fds, size_t n_fds);
+/* Queues text[0..len), followed by its NUL, in its own buffer: takes text,
+ * also on failure. For large messages made elsewhere (no copy). */
+int conn_send_buffer(struct conn *c, char *text, size_t len);
 /* Queues a cJSON tree as a message (not consumed). */
 int conn_send_json(struct conn *c, const cJSON *msg);
 

@@ -229,6 +229,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	list_init(&d->gpu_ipcs);
 	region_registry_init(d);
 	lease_registry_init(d);
+	offload_init(&d->offload);
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;
 	d->signal_fd = -1;
 

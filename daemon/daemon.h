@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "idmap.h"
+#include "offload.h"
 #include "proto/list.h"
 #include "stats.h"
 #include "timeout.h"
@@ -66,6 +67,7 @@ struct daemon {
 	uint64_t rdma_rejected;		/* connections refused: token, network, limit */
 
 	struct stats stats;
+	struct offload offload;		/* client-made CPU work on the pool */
 
 	struct list_head gpu_ipcs;	/* struct gpu_ipc: open legacy IPC handles */
 	bool cuda_loaded;		/* the first GPU import loaded the driver */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,14 @@ int main(int argc, char **argv)
 	}
 	log_set_max_level(cfg.log_level);
 
+	/*
+	 * A fixed threshold: buffers of a client's large message (up to 16 MiB)
+	 * get their own mappings, so growing one is an mremap() rather than a
+	 * copy of megabytes on the loop, and freeing one gives the memory back.
+	 * glibc's default threshold rises to the size of the largest block
+	 * freed, after which both go through the heap.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 

@@ -13,6 +13,12 @@
 #include "rpc.h"
 #include "server.h"
 
+/*
+ * The most data a Ping echoes: the reply is printed on the loop, and a control
+ * character prints as six bytes, so 16 KiB costs well under a millisecond.
+ */
+#define PING_DATA_MAX (16U * 1024U)
+
 static int method_ping(struct rpc_call *call)
 {
 	struct {
@@ -28,6 +34,9 @@ static int method_ping(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0)
 		return r;
+	if (p.data && strnlen(p.data, PING_DATA_MAX + 1) > PING_DATA_MAX)
+		return rpc_invalid_param(call, "data", "parameter 'data' may be at most %u bytes",
+					 PING_DATA_MAX);
 	if (p.data) {
 		reply = cJSON_CreateObject();
 		if (!reply || json_add_string(reply, "data", p.data) < 0) {

@@ -272,7 +272,7 @@ static int method_retry_registration(struct rpc_call *call)
 	region_unref(reg);
 	if (r < 0)
 		return rpc_invalid_param(call, "device",
-					 "region %" PRIu64 " has no recorded failure on '%s'",
+					 "region %" PRIu64 " has no recorded failure on '%.64s'",
 					 p.region, p.device);
 	return rpc_reply(call, NULL);
 }
@@ -435,6 +435,9 @@ static int parse_gid(const char *s, uint8_t gid[16])
 	struct in6_addr a;
 	uint8_t raw[TOKEN_BYTES];
 
+	/* inet_pton() measures its input first: bound it, it is the client's. */
+	if (strnlen(s, INET6_ADDRSTRLEN) >= INET6_ADDRSTRLEN && strnlen(s, 33) != 32)
+		return -EINVAL;
 	if (inet_pton(AF_INET6, s, &a) == 1) {
 		memcpy(gid, &a, 16);
 		return 0;
@@ -485,7 +488,7 @@ static int method_connect_queue_pair(struct rpc_call *call)
 		return rpc_invalid_param(call, "gid_index", "parameter 'gid_index' is too large");
 	dev = device_find(call->daemon, p.device);
 	if (!dev)
-		return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_DEVICE, "no RDMA device '%s' is open",
+		return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_DEVICE, "no RDMA device '%.64s' is open",
 				  p.device);
 	peer.qpn = p.qpn;
 	peer.psn = p.psn;

@@ -95,6 +95,31 @@ int test_wait(pid_t pid, int timeout_ms);
 /* Reads one line from fd within timeout_ms (malloc()ed, no newline); NULL on EOF/timeout. */
 char *test_read_line(int fd, int timeout_ms);
 
+/*
+ * A bystander's view of the daemon's loop: runs attacker(socket, arg) in a
+ * child process while this process pings the daemon at socket on a
+ * connection of its own, one Ping every TEST_BYSTANDER_INTERVAL_US. The
+ * schedule is open-loop: each round trip counts from the moment its Ping was
+ * due, so a loop stalled for 100 ms shows in the 50 Pings it held up, not in
+ * one. Pings go on until the attacker returns, and at least
+ * TEST_BYSTANDER_MIN_PINGS of them. Prints the count, p50, p99 and maximum
+ * (labelled with what) and returns the p99 in microseconds. The test fails if
+ * a Ping is not answered or the attacker does not return 0. The attacker
+ * runs niced: its own work is not what is measured. A busy machine delays
+ * Pings too: a bound on the p99 is best checked over a few attempts.
+ */
+#define TEST_BYSTANDER_INTERVAL_US 2000
+#define TEST_BYSTANDER_MIN_PINGS 300
+long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socket, void *arg),
+			   void *arg, const char *what);
+
+/*
+ * Whether latency bounds mean anything in this run: not when the daemon runs
+ * under a wrapper (valgrind) or this build has sanitizers; *ret_why then
+ * says which.
+ */
+bool test_timing_is_real(const char **ret_why);
+
 /* Run in the daemon's child between fork and exec, when set. */
 extern void (*test_daemon_child_setup)(void);
 
