@@ -1667,6 +1667,120 @@ START_TEST(test_worst_messages_do_not_stall_others)
 }
 END_TEST
 
+/* A Ping of a 16 MiB array: about a second of parsing, on the pool. */
+static char *big_array_ping(size_t size)
+{
+	static const struct worst_case c = {
+		.head = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":[",
+		.item = "\"a\"",
+		.sep = ",",
+		.tail = "]}}",
+	};
+
+	return worst_message(&c, "", "", size);
+}
+
+static int daemon_fds(void)
+{
+	return test_count_fds(td.pid);
+}
+
+static bool fds_at_baseline(void)
+{
+	return daemon_fds() == base.fds;
+}
+
+/*
+ * A client hangs up while its large message (with a memfd) is parsed on the
+ * pool: once the parse is done, the tree, the buffer and the memfd go.
+ */
+START_TEST(test_close_while_parsing)
+{
+	const char *why;
+	char *m = big_array_ping(test_timing_is_real(&why) ? VARLINK_BODY_MAX : WORST_SMALL);
+	int fd = test_connect(td.socket), mfd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("p", 4096, &mfd, NULL), 0);
+	test_send_msg(fd, m, &mfd, 1);
+	close(mfd);
+	close(fd);
+	free(m);
+	assert_good_served();
+	test_wait_until(fds_at_baseline, 600000, "the daemon's fds back at the baseline");
+}
+END_TEST
+
+/*
+ * SIGTERM while a large message is parsed on the pool: the daemon waits for
+ * the parse, answers ShuttingDown (the call had not started) and exits
+ * cleanly.
+ */
+START_TEST(test_shutdown_while_parsing)
+{
+	struct test_daemon d;
+	const char *why;
+	char *m = big_array_ping(test_timing_is_real(&why) ? VARLINK_BODY_MAX : WORST_SMALL);
+	int fd;
+	cJSON *r;
+
+	test_daemon_start(&d, NULL);
+	fd = test_connect(d.socket);
+	test_send_msg(fd, m, NULL, 0);
+	free(m);
+	ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
+	r = reply_on(fd, 600000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(test_reply_error(r), RDMAMEM_ERROR_SHUTTING_DOWN);
+	cJSON_Delete(r);
+	expect_closed(fd);
+	close(fd);
+	test_daemon_wait_exit(&d, false);
+}
+END_TEST
+
+/* What the daemon echoes of a client's strings is bounded. */
+START_TEST(test_echoes_are_bounded)
+{
+	static const char ping[] = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"";
+	const size_t max = 16 * 1024;
+	size_t n = sizeof(ping) - 1;
+	char *m = malloc(n + max + 64);
+	int fd = test_connect(td.socket);
+	cJSON *r;
+
+	ck_assert_ptr_nonnull(m);
+	memcpy(m, ping, n);
+	/* 16 KiB of data come back; one byte more is refused. */
+	memset(m + n, 'x', max);
+	strcpy(m + n + max, "\"}}");
+	r = test_call(fd, m);
+	ck_assert_ptr_null(test_reply_error(r));
+	ck_assert_uint_eq(strlen(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "data")
+					 ->valuestring),
+			  max);
+	cJSON_Delete(r);
+	memset(m + n, 'x', max + 1);
+	strcpy(m + n + max + 1, "\"}}");
+	ck_assert_str_eq(expect_error_str(fd, m, VARLINK_ERROR_INVALID_PARAMETER), "data");
+	/* A parameter name of 16 KiB is not echoed as a parameter. */
+	snprintf(m, n + max + 64, "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"");
+	n = strlen(m);
+	memset(m + n, 'y', max);
+	strcpy(m + n + max, "\":1}}");
+	ck_assert_str_eq(expect_error_str(fd, m, VARLINK_ERROR_INVALID_PARAMETER), "parameters");
+	/* Nor an interface name. */
+	snprintf(m, n + max + 64, "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
+				  "\"parameters\":{\"interface\":\"");
+	n = strlen(m);
+	memset(m + n, 'z', max);
+	strcpy(m + n + max, "\"}}");
+	ck_assert_str_eq(expect_error_str(fd, m, VARLINK_ERROR_INVALID_PARAMETER), "interface");
+	free(m);
+	test_assert_serving_fd(fd);
+	close(fd);
+}
+END_TEST
+
 /* Raw Lock without waiting for the answer. */
 static int lock_raw(uint64_t region, const char *mode, int timeout_ms)
 {
@@ -1873,6 +1987,7 @@ Suite *hostile_suite(void)
 	tcase_add_test(tc, test_wrong_types_cover_the_idl);
 	tcase_add_test(tc, test_size_limit);
 	tcase_add_test(tc, test_trickle_with_fds);
+	tcase_add_test(tc, test_echoes_are_bounded);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fds");
@@ -1911,6 +2026,13 @@ Suite *hostile_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_worst_messages_do_not_stall_others);
+	tcase_add_test(tc, test_close_while_parsing);
+	suite_add_tcase(s, tc);
+
+	/* Starts and stops a daemon of its own. */
+	tc = tcase_create("shutdown");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, test_shutdown_while_parsing);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("refused-flood");
