@@ -26,6 +26,8 @@
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
+/* Mappings up to this size are unmapped on the loop, larger ones on the pool. */
+#define REGION_UNMAP_INLINE_MAX (1U << 20)
 #define MPOL_F_NODE (1 << 0)
 #define MPOL_F_ADDR (1 << 1)
 
@@ -364,9 +366,11 @@ static void region_free(struct region *r)
 	/* Leases, attempts and in-flight work hold references: none is left. */
 	if (idmap_get(&d->regions, r->id) == r)
 		idmap_remove(&d->regions, r->id);
-	/* Deregistering a large MR unpins every page, and CUDA calls can
-	 * take long: not on the loop. */
-	if ((has_registrations(r) || region_is_gpu(r) || r->cuda_registered >= 0) &&
+	/* Deregistering a large MR unpins every page, unmapping a large
+	 * mapping drops every page the daemon touched (25 ms a GiB here),
+	 * and CUDA calls can take long: not on the loop. */
+	if ((has_registrations(r) || region_is_gpu(r) || r->cuda_registered >= 0 ||
+	     r->map_len >= REGION_UNMAP_INLINE_MAX) &&
 	    uv_queue_work(d->loop, &r->release, on_release, on_release_done) == 0)
 		return;
 	region_release_memory(r);

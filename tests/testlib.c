@@ -617,6 +617,20 @@ void test_report_skipped(void)
 		       n_cuda_cases);
 }
 
+long long test_thread_cpu_ns(pid_t pid, pid_t tid)
+{
+	char path[64];
+	long long ns = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	ck_assert_msg(f, "%s: %m", path);
+	ck_assert_int_eq(fscanf(f, "%lld", &ns), 1);
+	fclose(f);
+	return ns;
+}
+
 bool test_timing_is_real(const char **ret_why)
 {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -113,6 +113,10 @@ char *test_read_line(int fd, int timeout_ms);
 long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socket, void *arg),
 			   void *arg, const char *what);
 
+/* CPU time a thread of a process has run, in nanoseconds (schedstat): the
+ * daemon's loop is its main thread, tid == pid. */
+long long test_thread_cpu_ns(pid_t pid, pid_t tid);
+
 /*
  * Whether latency bounds mean anything in this run: not when the daemon runs
  * under a wrapper (valgrind) or this build has sanitizers; *ret_why then
