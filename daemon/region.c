@@ -331,7 +331,6 @@ static void region_finish(struct region *r)
 	mreg_free_all(r);
 	gpu_ipc_unref(r->ipc);
 	pthread_mutex_destroy(&r->cuda_lock);
-	uncharge_quota(r->daemon, r->account, r->size);
 	account_unref(r->account);
 	free(r->shares);
 	log_full_fields(LOG_DEBUG, 0, LOG_REGION(r), "Region %" PRIu64 " released", r->id);
@@ -366,6 +365,9 @@ static void region_free(struct region *r)
 	/* Leases, attempts and in-flight work hold references: none is left. */
 	if (idmap_get(&d->regions, r->id) == r)
 		idmap_remove(&d->regions, r->id);
+	/* The owner's quota is free again now, whether or not the memory goes
+	 * on the pool: a client that unregistered may register at once. */
+	uncharge_quota(d, r->account, r->size);
 	/* Deregistering a large MR unpins every page, unmapping a large
 	 * mapping drops every page the daemon touched (25 ms a GiB here),
 	 * and CUDA calls can take long: not on the loop. */
