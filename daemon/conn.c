@@ -33,6 +33,24 @@
 /* Replies from this size on leave in the buffer they were made in. */
 #define CONN_SEND_BUFFER_MIN (64U * 1024U)
 
+/*
+ * A message parsed on the pool: its buffer (detached from the frame reader,
+ * so that megabytes are neither copied nor kept), then what parsing made.
+ * The connection serves nothing else meanwhile, so calls stay in order.
+ */
+struct conn_parse {
+	struct offload_job job;
+	struct conn *conn;		/* a reference */
+	char *buf;			/* holds text; freed by run (by done if cancelled) */
+	const char *text;
+	size_t len;
+	int fds[VARLINK_FDS_MAX];
+	size_t n_fds;
+	struct rpc_message msg;
+	const char *reason;
+	int r;
+};
+
 static void conn_update_poll(struct conn *c);
 static void conn_process(struct conn *c);
 static void on_poll(uv_poll_t *h, int status, int events);
@@ -116,9 +134,12 @@ void conn_close(struct conn *c)
 	}
 
 	/* The call in progress keeps the connection alive through its own
-	 * reference; tell it nobody waits for the answer any more. */
+	 * reference; tell it nobody waits for the answer any more. A message
+	 * still waiting for its turn to be parsed is dropped unparsed. */
 	if (c->call && c->call->cancel)
 		c->call->cancel(c->call);
+	if (c->parse)
+		offload_cancel(&c->parse->job);
 
 	/* Remote peers first: they reach this client's memory. Then leases:
 	 * they hold the regions' locks (work still running under a lease
@@ -329,23 +350,6 @@ static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
 	return true;
 }
 
-/*
- * A message parsed on the pool: its buffer (detached from the frame reader,
- * so that megabytes are neither copied nor kept), then what parsing made.
- * The connection serves nothing else meanwhile, so calls stay in order.
- */
-struct conn_parse {
-	struct offload_job job;
-	struct conn *conn;		/* a reference */
-	char *buf;			/* holds text; freed by run */
-	const char *text;
-	size_t len;
-	int fds[VARLINK_FDS_MAX];
-	size_t n_fds;
-	struct rpc_message msg;
-	const char *reason;
-	int r;
-};
 
 /* Makes a parsed message a call and runs it. Takes m's contents and fds. */
 static void conn_dispatch(struct conn *c, struct rpc_message *m, int *fds, size_t n_fds)
@@ -388,6 +392,8 @@ static void conn_parse_done(struct offload_job *j)
 	struct conn *c = p->conn;
 
 	c->parse = NULL;
+	/* Cancelled before it ran. */
+	free(p->buf);
 	if (c->closed || p->r < 0 || conn_refuse_calls(c, p->fds, p->n_fds)) {
 		rpc_message_done(c->server->daemon, &p->msg);
 		close_many(p->fds, p->n_fds);

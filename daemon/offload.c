@@ -39,6 +39,7 @@ static void offload_start_next(struct daemon *d)
 		struct offload_job *j = list_first_entry(&o->waiting, struct offload_job, link);
 
 		list_del(&j->link);
+		j->started = true;
 		o->running++;
 		if (uv_queue_work(d->loop, &j->work, on_work, on_work_done) < 0) {
 			/* No pool: the work has to be done all the same. */
@@ -49,9 +50,19 @@ static void offload_start_next(struct daemon *d)
 	}
 }
 
+bool offload_cancel(struct offload_job *j)
+{
+	if (j->started)
+		return false;
+	list_del(&j->link);
+	j->done(j);
+	return true;
+}
+
 void offload_submit(struct daemon *d, struct offload_job *j)
 {
 	j->daemon = d;
+	j->started = false;
 	list_add_tail(&j->link, &d->offload.waiting);
 	offload_start_next(d);
 }

@@ -10,6 +10,8 @@
 #ifndef RDMAMEMD_OFFLOAD_H
 #define RDMAMEMD_OFFLOAD_H
 
+#include <stdbool.h>
+
 #include <cjson/cJSON.h>
 #include <uv.h>
 
@@ -27,6 +29,7 @@ struct offload {
 struct offload_job {
 	uv_work_t work;
 	struct list_head link;		/* in offload.waiting until it runs */
+	bool started;
 	struct daemon *daemon;
 	void (*run)(struct offload_job *j);	/* on a pool thread */
 	void (*done)(struct offload_job *j);	/* on the loop, after run; may free j */
@@ -37,6 +40,10 @@ void offload_init(struct offload *o);
 /* Runs j->run on the pool, then j->done on the loop. Never fails: should the
  * pool refuse, both run right here. */
 void offload_submit(struct daemon *d, struct offload_job *j);
+
+/* Takes back a job that has not started: its run never happens, its done
+ * does, now. Returns false when it started already (done comes later). */
+bool offload_cancel(struct offload_job *j);
 
 /* Frees a tree on the pool (inline when that cannot be had). */
 void offload_json_delete(struct daemon *d, cJSON *root);

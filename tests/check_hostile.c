@@ -1738,19 +1738,23 @@ START_TEST(test_unregister_large_does_not_stall)
 END_TEST
 
 /*
- * A client hangs up while its large message (with a memfd) is parsed on the
- * pool: once the parse is done, the tree, the buffer and the memfd go.
+ * Clients hang up while their large messages (with a memfd each) are parsed
+ * on the pool, or wait for their turn there (two are parsed at a time): once
+ * the parses are done, the trees, the buffers and the memfds go.
  */
 START_TEST(test_close_while_parsing)
 {
 	const char *why;
 	char *m = big_array_ping(test_timing_is_real(&why) ? VARLINK_BODY_MAX : WORST_SMALL);
-	int fd = test_connect(td.socket), mfd;
+	int fd[4], mfd;
 
 	ck_assert_int_eq(rdmamem_memfd_create("p", 4096, &mfd, NULL), 0);
-	test_send_msg(fd, m, &mfd, 1);
+	for (size_t i = 0; i < ELEMENTSOF(fd); i++) {
+		fd[i] = test_connect(td.socket);
+		test_send_msg(fd[i], m, &mfd, 1);
+	}
 	close(mfd);
-	close(fd);
+	close_many(fd, ELEMENTSOF(fd));
 	free(m);
 	assert_good_served();
 	test_wait_until(fds_at_baseline, 600000, "the daemon's fds back at the baseline");
