@@ -1193,19 +1193,25 @@ static void flood(const char *socket, int n, int counts[3])
 #define FLOOD_PER_UID 1000
 #define FLOOD_GLOBAL 1500
 
-static void flood_setup(void)
+/* Room for thousands of connections in this process (and in a daemon it
+ * starts, which raises its soft limit to the hard one it inherits). */
+static void raise_fd_limit(void)
 {
-	static const char *const extra[] = { "--max-connections-per-uid", "1000",
-					     "--max-connections", "1500", NULL };
 	struct rlimit rl;
 
-	/* Room for 2500 connections here and in the daemon (which raises its
-	 * soft limit to the hard one it inherits). */
 	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
 	if (rl.rlim_max < 8192)
 		rl.rlim_max = 8192;
 	rl.rlim_cur = rl.rlim_max;
 	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+}
+
+static void flood_setup(void)
+{
+	static const char *const extra[] = { "--max-connections-per-uid", "1000",
+					     "--max-connections", "1500", NULL };
+
+	raise_fd_limit();
 	start(extra);
 }
 
@@ -1281,14 +1287,8 @@ static void refused_flood_setup(void)
 {
 	static const char *const extra[] = { "--max-connections-per-uid", "20", "--max-connections",
 					     "64", NULL };
-	struct rlimit rl;
 
-	/* Room for the flood in this process. */
-	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (rl.rlim_max < 8192)
-		rl.rlim_max = 8192;
-	rl.rlim_cur = rl.rlim_max;
-	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	raise_fd_limit();
 	test_daemon_child_setup = few_fds;
 	start(extra);
 	test_daemon_child_setup = NULL;
