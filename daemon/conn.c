@@ -350,7 +350,6 @@ static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
 	return true;
 }
 
-
 /* Makes a parsed message a call and runs it. Takes m's contents and fds. */
 static void conn_dispatch(struct conn *c, struct rpc_message *m, int *fds, size_t n_fds)
 {
@@ -392,13 +391,18 @@ static void conn_parse_done(struct offload_job *j)
 	struct conn *c = p->conn;
 
 	c->parse = NULL;
-	/* Cancelled before it ran. */
+	/* Still here if cancelled before it ran. */
 	free(p->buf);
-	if (c->closed || p->r < 0 || conn_refuse_calls(c, p->fds, p->n_fds)) {
+	if (c->closed) {
 		rpc_message_done(c->server->daemon, &p->msg);
 		close_many(p->fds, p->n_fds);
-		if (!c->closed && p->r < 0)
-			conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, p->reason);
+	} else if (p->r < 0) {
+		rpc_message_done(c->server->daemon, &p->msg);
+		close_many(p->fds, p->n_fds);
+		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, p->reason);
+	} else if (conn_refuse_calls(c, p->fds, p->n_fds)) {
+		/* Shutdown began while it was parsed: it had not started. */
+		rpc_message_done(c->server->daemon, &p->msg);
 	} else {
 		conn_dispatch(c, &p->msg, p->fds, p->n_fds);
 	}
