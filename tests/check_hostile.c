@@ -1661,7 +1661,7 @@ START_TEST(test_worst_messages_do_not_stall_others)
 		printf("SKIP the device-list worst cases: this daemon records failures for "
 		       "names that are no device, and deduplicates lists in quadratic time\n");
 	for (int attempt = 0; attempt < (why ? 1 : 3); attempt++) {
-		p99 = test_bystander_p99_us(td.socket, attack_worst_cases, &a, "worst messages");
+		p99 = test_bystander_p99_us(td.socket, attack_worst_cases, &a);
 		if (p99 < 10000)
 			break;
 	}

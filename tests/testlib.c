@@ -688,7 +688,7 @@ static bool bystander_ping(int fd)
 }
 
 long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socket, void *arg),
-			   void *arg, const char *what)
+			   void *arg)
 {
 	size_t n = 0, cap = 4096;
 	long *rtt = malloc(cap * sizeof(*rtt)), p50, p99;
@@ -722,7 +722,7 @@ long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socke
 			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 				;
 		}
-		ck_assert_msg(bystander_ping(fd), "%s: Ping %zu not answered", what, n);
+		ck_assert_msg(bystander_ping(fd), "bystander: Ping %zu not answered", n);
 		if (n == cap) {
 			cap *= 2;
 			rtt = realloc(rtt, cap * sizeof(*rtt));
@@ -735,14 +735,15 @@ long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socke
 			done = true;
 	}
 	close(fd);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: attacker status 0x%x",
-		      what, status);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "attacker: status 0x%x",
+		      status);
 
 	qsort(rtt, n, sizeof(*rtt), cmp_long);
 	p50 = rtt[n / 2];
 	p99 = rtt[(n * 99 + 99) / 100 - 1];
-	printf("%s: bystander Ping over %.1f s: %zu pings, p50 %ld us, p99 %ld us, max %ld us\n",
-	       what, (mono_usec() - start) / 1e6, n, p50, p99, rtt[n - 1]);
+	printf("bystander Ping over %.1f s of attack: %zu pings, p50 %ld us, p99 %ld us, "
+	       "max %ld us\n",
+	       (mono_usec() - start) / 1e6, n, p50, p99, rtt[n - 1]);
 	fflush(stdout);
 	free(rtt);
 	return p99;

@@ -102,8 +102,8 @@ char *test_read_line(int fd, int timeout_ms);
  * schedule is open-loop: each round trip counts from the moment its Ping was
  * due, so a loop stalled for 100 ms shows in the 50 Pings it held up, not in
  * one. Pings go on until the attacker returns, and at least
- * TEST_BYSTANDER_MIN_PINGS of them. Prints the count, p50, p99 and maximum
- * (labelled with what) and returns the p99 in microseconds. The test fails if
+ * TEST_BYSTANDER_MIN_PINGS of them. Prints the count, p50, p99 and maximum,
+ * and returns the p99 in microseconds. The test fails if
  * a Ping is not answered or the attacker does not return 0. The attacker
  * runs niced: its own work is not what is measured. A busy machine delays
  * Pings too: a bound on the p99 is best checked over a few attempts.
@@ -111,7 +111,7 @@ char *test_read_line(int fd, int timeout_ms);
 #define TEST_BYSTANDER_INTERVAL_US 2000
 #define TEST_BYSTANDER_MIN_PINGS 300
 long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socket, void *arg),
-			   void *arg, const char *what);
+			   void *arg);
 
 /* CPU time a thread of a process has run, in nanoseconds (schedstat): the
  * daemon's loop is its main thread, tid == pid. */
