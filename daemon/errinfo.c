@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "errinfo.h"
+#include "proto/errors.h"
+#include "proto/json.h"
 
 int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, ...)
 {
@@ -13,6 +16,25 @@ int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, .
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+int errinfo_quota(struct errinfo *e, const char *quota, uint64_t limit, uint64_t used,
+		  uint64_t requested, const char *fmt, ...)
+{
+	cJSON *p = cJSON_CreateObject();
+	va_list ap;
+
+	e->name = RDMAMEM_ERROR_QUOTA_EXCEEDED;
+	va_start(ap, fmt);
+	vsnprintf(e->message, sizeof(e->message), fmt, ap);
+	va_end(ap);
+	/* Without its numbers (out of memory) the reply still names the error. */
+	if (p && (json_add_string(p, "quota", quota) < 0 || json_add_u64(p, "limit", limit) < 0 ||
+		  json_add_u64(p, "used", used) < 0 || json_add_u64(p, "requested", requested) < 0))
+		p = (cJSON_Delete(p), NULL);
+	cJSON_Delete(e->params);
+	e->params = p;
+	return -EDQUOT;
 }
 
 void errinfo_done(struct errinfo *e)

@@ -8,6 +8,8 @@
 #ifndef RDMAMEMD_ERRINFO_H
 #define RDMAMEMD_ERRINFO_H
 
+#include <stdint.h>
+
 #include <cjson/cJSON.h>
 
 #include "proto/macro.h"
@@ -21,6 +23,9 @@ struct errinfo {
 /* Records the error and returns err (a negative errno) for "return errinfo_set(…)". */
 int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, ...)
 	_printf_(4, 5);
+/* io.rdmamemd.QuotaExceeded with its numbers; returns -EDQUOT. */
+int errinfo_quota(struct errinfo *e, const char *quota, uint64_t limit, uint64_t used,
+		  uint64_t requested, const char *fmt, ...) _printf_(6, 7);
 void errinfo_done(struct errinfo *e);
 
 #endif

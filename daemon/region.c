@@ -72,37 +72,20 @@ static int numa_node_of(void *addr)
 static int charge_quota(struct daemon *d, struct account *a, uint64_t length, struct errinfo *e)
 {
 	const struct daemon_config *cfg = &d->cfg;
-	cJSON *p;
 
-	if (a->n_regions + 1 > cfg->max_regions_per_uid) {
-		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
-			    "uid %u has %" PRIu64 " regions, the limit is %" PRIu64
-			    "; unregister some first",
-			    (unsigned)a->uid, a->n_regions, cfg->max_regions_per_uid);
-		p = cJSON_CreateObject();
-		if (p && (json_add_string(p, "quota", "regions") < 0 ||
-			  json_add_u64(p, "limit", cfg->max_regions_per_uid) < 0 ||
-			  json_add_u64(p, "used", a->n_regions) < 0 ||
-			  json_add_u64(p, "requested", 1) < 0))
-			p = (cJSON_Delete(p), NULL);
-		e->params = p;
-		return -EDQUOT;
-	}
+	if (a->n_regions + 1 > cfg->max_regions_per_uid)
+		return errinfo_quota(e, "regions", cfg->max_regions_per_uid, a->n_regions, 1,
+				     "uid %u has %" PRIu64 " regions, the limit is %" PRIu64
+				     "; unregister some first",
+				     (unsigned)a->uid, a->n_regions, cfg->max_regions_per_uid);
 	if (length > cfg->max_pinned_bytes_per_uid ||
-	    a->pinned_bytes > cfg->max_pinned_bytes_per_uid - length) {
-		errinfo_set(e, RDMAMEM_ERROR_QUOTA_EXCEEDED, -EDQUOT,
-			    "uid %u keeps %" PRIu64 " bytes in regions; %" PRIu64
-			    " more would pass the limit of %" PRIu64 " bytes",
-			    (unsigned)a->uid, a->pinned_bytes, length, cfg->max_pinned_bytes_per_uid);
-		p = cJSON_CreateObject();
-		if (p && (json_add_string(p, "quota", "pinned_bytes") < 0 ||
-			  json_add_u64(p, "limit", cfg->max_pinned_bytes_per_uid) < 0 ||
-			  json_add_u64(p, "used", a->pinned_bytes) < 0 ||
-			  json_add_u64(p, "requested", length) < 0))
-			p = (cJSON_Delete(p), NULL);
-		e->params = p;
-		return -EDQUOT;
-	}
+	    a->pinned_bytes > cfg->max_pinned_bytes_per_uid - length)
+		return errinfo_quota(e, "pinned_bytes", cfg->max_pinned_bytes_per_uid,
+				     a->pinned_bytes, length,
+				     "uid %u keeps %" PRIu64 " bytes in regions; %" PRIu64
+				     " more would pass the limit of %" PRIu64 " bytes",
+				     (unsigned)a->uid, a->pinned_bytes, length,
+				     cfg->max_pinned_bytes_per_uid);
 	a->n_regions++;
 	a->pinned_bytes += length;
 	d->n_regions++;
@@ -474,6 +457,8 @@ int region_share(struct region *r, bool is_group, uint32_t id, bool readonly)
 			return 0;
 		}
 	}
+	if (r->n_shares >= REGION_SHARES_MAX)
+		return -EDQUOT;
 	n = reallocarray(r->shares, r->n_shares + 1, sizeof(*n));
 	if (!n)
 		return -ENOMEM;

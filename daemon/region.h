@@ -176,7 +176,14 @@ int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum
 /* Whether caller may see the region in listings. */
 bool region_visible_to(const struct region *r, const struct conn *caller);
 
-/* Grants uid or gid access. -EEXIST when already shared the same way. */
+/*
+ * Most uids and gids one region is shared with: every access by another uid
+ * looks them all up, every listing for one filters by them.
+ */
+#define REGION_SHARES_MAX 256U
+
+/* Grants uid or gid access. -EEXIST when already shared the same way,
+ * -EDQUOT when it would be shared with more than REGION_SHARES_MAX. */
 int region_share(struct region *r, bool is_group, uint32_t id, bool readonly);
 
 /* Checks [offset, offset + length) against the region, overflow-safe. */

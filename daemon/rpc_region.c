@@ -358,6 +358,16 @@ static int method_share(struct rpc_call *call)
 	if (r < 0)
 		return r;
 	r = region_share(reg, group, (uint32_t)(group ? p.gid : p.uid), p.readonly);
+	if (r == -EDQUOT) {
+		struct errinfo err = {};
+
+		errinfo_quota(&err, "shares", REGION_SHARES_MAX, reg->n_shares, 1,
+			      "region %" PRIu64 " is shared with %zu uids and gids, the most one "
+			      "region may be; share with a group instead",
+			      reg->id, reg->n_shares);
+		region_unref(reg);
+		return rpc_error_info(call, &err);
+	}
 	region_unref(reg);
 	if (r < 0 && r != -EEXIST)
 		return r;

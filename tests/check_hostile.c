@@ -1920,6 +1920,48 @@ START_TEST(test_killed_mid_copy_and_lock_wait)
 END_TEST
 
 /*
+ * A region is shared with at most 256 uids and gids: every access by another
+ * uid, and every listing for one, looks them up. Beyond that QuotaExceeded
+ * with its numbers; changing an existing share still works.
+ */
+START_TEST(test_share_limit)
+{
+	char params[128], *reply = NULL;
+	cJSON *r, *p;
+
+	for (unsigned i = 0; i < 256; i++) {
+		snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"uid\":%u}",
+			 (unsigned long long)good_region, 100000 + i);
+		ck_assert_int_eq(rdmamem_call(good, "io.rdmamemd.Share", params, NULL, 0, NULL,
+					      NULL, NULL),
+				 0);
+	}
+	snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"gid\":5}",
+		 (unsigned long long)good_region);
+	ck_assert_int_eq(rdmamem_call(good, "io.rdmamemd.Share", params, NULL, 0, &reply, NULL,
+				      NULL),
+			 -EDQUOT);
+	ck_assert_str_eq(rdmamem_client_error_name(good), RDMAMEM_ERROR_QUOTA_EXCEEDED);
+	/* The error's parameters. */
+	p = r = cJSON_Parse(reply);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(cJSON_GetObjectItem(p, "quota")->valuestring, "shares");
+	ck_assert_str_eq(cJSON_GetObjectItem(p, "limit")->valuestring, "256");
+	ck_assert_str_eq(cJSON_GetObjectItem(p, "used")->valuestring, "256");
+	ck_assert_str_eq(cJSON_GetObjectItem(p, "requested")->valuestring, "1");
+	ck_assert(cJSON_IsString(cJSON_GetObjectItem(p, "message")));
+	cJSON_Delete(r);
+	free(reply);
+	snprintf(params, sizeof(params),
+		 "{\"region\":\"%llu\",\"uid\":100000,\"readonly\":true}",
+		 (unsigned long long)good_region);
+	ck_assert_int_eq(rdmamem_call(good, "io.rdmamemd.Share", params, NULL, 0, NULL, NULL, NULL),
+			 0);
+	assert_good_served();
+}
+END_TEST
+
+/*
  * Regression (fuzz-daemon): a connection that holds a lease and waits for
  * another on the same region, then disconnects. Releasing the held lease
  * granted the waiting one, whose call was already cancelled.
@@ -2060,6 +2102,7 @@ Suite *hostile_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_foreign_and_unknown_ids);
+	tcase_add_test(tc, test_share_limit);
 	tcase_add_test(tc, test_killed_mid_copy_and_lock_wait);
 	tcase_add_test(tc, test_disconnect_while_waiting_behind_own_lease);
 	tcase_add_test(tc, test_lock_timeout_after_client_stopped_reading);
