@@ -458,6 +458,33 @@ static void doctor_memlock(struct rdmamem_client *c, struct checks *ck)
 	cJSON_Delete(st);
 }
 
+/* Every connection and every region of a memfd holds an fd in the daemon:
+ * what one uid may have under the limits must fit. */
+static void doctor_fds(struct rdmamem_client *c, struct checks *ck)
+{
+	cJSON *st = NULL;
+	uint64_t need;
+	double limit;
+
+	if (call(c, "io.rdmamemd.GetStatus", NULL, &st) < 0)
+		return;
+	limit = get_number(st, "fd_limit");
+	need = get_u64(st, "fds_needed");
+	if (limit >= (double)need)
+		check(ck, "PASS", "file descriptors", NULL,
+		      "limit %.0f, the configured limits need at most %" PRIu64 " for one uid",
+		      limit, need);
+	else
+		check(ck, "WARN", "file descriptors",
+		      "raise LimitNOFILE= (the daemon takes the hard limit), or lower "
+		      "max-regions-per-uid or max-connections",
+		      "limit %.0f, but one uid at its caps needs %" PRIu64 " (connections, "
+		      "one per region): clients would meet \"too many open files\" before "
+		      "their quota",
+		      limit, need);
+	cJSON_Delete(st);
+}
+
 static void doctor_devices(struct rdmamem_client *c, struct checks *ck)
 {
 	cJSON *reply = NULL, *dev, *port;
@@ -553,6 +580,7 @@ static int verb_doctor(struct rdmamem_client *c, const char *arg)
 	}
 	check(&ck, "PASS", "daemon", NULL, "answers at %s", rdmamem_client_socket_path(c));
 	doctor_memlock(c, &ck);
+	doctor_fds(c, &ck);
 	doctor_devices(c, &ck);
 	doctor_gpus(c, &ck);
 	doctor_socket(c, &ck);

@@ -4,20 +4,27 @@
 #include "account.h"
 #include "daemon.h"
 
+struct account *account_find(struct daemon *d, uid_t uid)
+{
+	return idmap_get(&d->accounts, uid);
+}
+
 struct account *account_get(struct daemon *d, uid_t uid)
 {
-	struct account *a;
+	struct account *a = account_find(d, uid);
 
-	list_for_each_entry(a, &d->accounts, link)
-		if (a->uid == uid)
-			return account_ref(a);
-
+	if (a)
+		return account_ref(a);
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return NULL;
 	a->n_ref = 1;
 	a->uid = uid;
-	list_add_tail(&a->link, &d->accounts);
+	a->daemon = d;
+	if (idmap_put(&d->accounts, uid, a) < 0) {
+		free(a);
+		return NULL;
+	}
 	return a;
 }
 
@@ -32,7 +39,7 @@ struct account *account_unref(struct account *a)
 {
 	if (!a || --a->n_ref > 0)
 		return NULL;
-	list_del(&a->link);
+	idmap_remove(&a->daemon->accounts, a->uid);
 	free(a);
 	return NULL;
 }

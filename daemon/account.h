@@ -1,21 +1,24 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Per-uid accounting: connections (local and remote), regions and the bytes
- * they keep mapped, leases and access tokens. */
+/*
+ * Per-uid accounting: connections (local and remote), regions and the bytes
+ * they keep mapped, leases and access tokens. An account exists while
+ * something of its uid does, found by uid in O(1): a host with many uids
+ * (user namespaces map thousands) must not make every accept walk them.
+ */
 #ifndef RDMAMEMD_ACCOUNT_H
 #define RDMAMEMD_ACCOUNT_H
 
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "proto/list.h"
-
 struct daemon;
 
 struct account {
-	struct list_head link;	/* in daemon->accounts */
+	struct daemon *daemon;
 	unsigned n_ref;
 	uid_t uid;
-	unsigned n_connections;
+	unsigned n_connections;		/* admitted */
+	unsigned n_rejected;		/* refused, waiting to be told why */
 	unsigned n_rdma_connections;	/* remote queue pairs in this uid's PDs */
 	uint64_t n_regions;
 	uint64_t pinned_bytes;
@@ -25,6 +28,9 @@ struct account {
 
 /* Returns a new reference to uid's account, creating it; NULL on OOM. */
 struct account *account_get(struct daemon *d, uid_t uid);
+/* uid's account if it has one (no reference taken); NULL when nothing of
+ * that uid is left. */
+struct account *account_find(struct daemon *d, uid_t uid);
 struct account *account_ref(struct account *a);
 struct account *account_unref(struct account *a);
 

@@ -12,6 +12,7 @@
 #include "endpoint.h"
 #include "lease.h"
 #include "log.h"
+#include "offload.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "region.h"
@@ -23,15 +24,59 @@
  * first call and read the answer. */
 #define CONN_REJECT_GRACE_MSEC 5000U
 
+/*
+ * Messages up to this size are parsed on the loop, larger ones on the pool:
+ * the worst 16 KiB (an array of one-letter strings: a node and a string per
+ * four bytes) parses in well under a millisecond, and 16 MiB in a second.
+ */
+#define CONN_PARSE_INLINE_MAX (16U * 1024U)
+/* Replies from this size on leave in the buffer they were made in. */
+#define CONN_SEND_BUFFER_MIN (64U * 1024U)
+
+/*
+ * A message parsed on the pool: its buffer (detached from the frame reader,
+ * so that megabytes are neither copied nor kept), then what parsing made.
+ * The connection serves nothing else meanwhile, so calls stay in order.
+ */
+struct conn_parse {
+	struct offload_job job;
+	struct conn *conn;		/* a reference */
+	char *buf;			/* holds text; freed by run (by done if cancelled) */
+	const char *text;
+	size_t len;
+	int fds[VARLINK_FDS_MAX];
+	size_t n_fds;
+	struct rpc_message msg;
+	const char *reason;
+	int r;
+};
+
 static void conn_update_poll(struct conn *c);
 static void conn_process(struct conn *c);
 static void on_poll(uv_poll_t *h, int status, int events);
+
+static struct fd_batch *in_fds_at(struct conn *c, unsigned i)
+{
+	return &c->in_fds[(c->in_fds_first + i) % CONN_FD_BATCHES_MAX];
+}
+
+static void in_fds_drop_first(struct conn *c)
+{
+	struct fd_batch *b = in_fds_at(c, 0);
+
+	/* A batch over the limit had its fds closed when it came. */
+	if (b->n_fds <= VARLINK_FDS_MAX)
+		close_many(b->fds, b->n_fds);
+	c->in_fds_first = (c->in_fds_first + 1) % CONN_FD_BATCHES_MAX;
+	c->n_in_fds--;
+}
 
 static struct conn *conn_free(struct conn *c)
 {
 	idseq_remove(&c->server->conn_order, &c->order);
 	frame_reader_done(&c->in);
-	close_many(c->in_fds, c->n_in_fds);
+	while (c->n_in_fds > 0)
+		in_fds_drop_first(c);
 	outq_done(&c->out);
 	safe_close(c->fd);
 	account_unref(c->account);
@@ -84,15 +129,19 @@ void conn_close(struct conn *c)
 	idseq_remove(&s->conn_order, &c->order);
 	if (c->reject) {
 		s->n_rejected--;
+		c->account->n_rejected--;
 	} else {
 		s->n_conns--;
 		c->account->n_connections--;
 	}
 
 	/* The call in progress keeps the connection alive through its own
-	 * reference; tell it nobody waits for the answer any more. */
+	 * reference; tell it nobody waits for the answer any more. A message
+	 * still waiting for its turn to be parsed is dropped unparsed. */
 	if (c->call && c->call->cancel)
 		c->call->cancel(c->call);
+	if (c->parse)
+		offload_cancel(&c->parse->job);
 
 	/* Remote peers first: they reach this client's memory. Then leases:
 	 * they hold the regions' locks (work still running under a lease
@@ -117,9 +166,16 @@ static bool conn_output_full(const struct conn *c)
 	return outq_pending(&c->out) >= c->server->daemon->cfg.output_max;
 }
 
+/* A call in progress, or the message that becomes the next one is being
+ * parsed: the connection takes no other message meanwhile. */
+static bool conn_busy(const struct conn *c)
+{
+	return c->call || c->parse;
+}
+
 static bool conn_wants_input(const struct conn *c)
 {
-	return !c->call && !c->draining && !c->close_after_flush && !c->input_eof &&
+	return !conn_busy(c) && !c->draining && !c->close_after_flush && !c->input_eof &&
 	       !conn_output_full(c);
 }
 
@@ -152,7 +208,7 @@ static void conn_update_poll(struct conn *c)
 		events |= UV_READABLE;
 	if (!c->close_after_flush && !c->input_eof)
 		events |= UV_DISCONNECT;
-	else if (c->call)
+	else if (conn_busy(c))
 		/* Half-closed by the peer while a call runs or waits: RDHUP is
 		 * level-triggered and would spin, but the full hang-up must
 		 * still end the call and release what the client held. epoll
@@ -180,16 +236,35 @@ int conn_send(struct conn *c, const char *text, size_t len, int *fds, size_t n_f
 	return outq_push(&c->out, text, len, fds, n_fds);
 }
 
+int conn_send_buffer(struct conn *c, char *text, size_t len)
+{
+	int r;
+
+	if (c->closed) {
+		free(text);
+		return 0;
+	}
+	r = outq_push_buffer(&c->out, text, len);
+	if (r < 0)
+		free(text);
+	return r;
+}
+
 int conn_send_json(struct conn *c, const cJSON *msg)
 {
 	_cleanup_free_ char *text = NULL;
+	size_t len;
 
 	if (c->closed)
 		return 0;
 	text = cJSON_PrintUnformatted(msg);
 	if (!text)
 		return -ENOMEM;
-	return conn_send(c, text, strlen(text), NULL, 0);
+	len = strlen(text);
+	/* Small replies are coalesced, large ones queued as they are. */
+	if (len >= CONN_SEND_BUFFER_MIN)
+		return conn_send_buffer(c, TAKE_PTR(text), len);
+	return conn_send(c, text, len, NULL, 0);
 }
 
 /* Answers a message that never became a call. */
@@ -212,64 +287,78 @@ fail:
 	c->close_after_flush = true;
 }
 
-/* Moves the fds that arrived with message ordinal into fds; closes stale ones. */
+/*
+ * Moves the fds that arrived with message ordinal into fds and returns how
+ * many arrived (more than VARLINK_FDS_MAX: none are kept); closes the batches
+ * of messages before it, which were never taken.
+ */
 static size_t conn_take_in_fds(struct conn *c, uint64_t ordinal, int *fds)
 {
-	size_t n = 0;
+	struct fd_batch *b;
+	size_t n;
 
-	if (c->n_in_fds == 0)
+	while (c->n_in_fds > 0 && in_fds_at(c, 0)->ordinal < ordinal)
+		in_fds_drop_first(c);
+	if (c->n_in_fds == 0 || in_fds_at(c, 0)->ordinal != ordinal)
 		return 0;
-	if (c->in_fds_ordinal == ordinal) {
-		n = c->n_in_fds;
-		memcpy(fds, c->in_fds, n * sizeof(int));
-	} else if (c->in_fds_ordinal > ordinal) {
-		return 0;
-	} else {
-		close_many(c->in_fds, c->n_in_fds);
-	}
-	c->n_in_fds = 0;
+	b = in_fds_at(c, 0);
+	n = b->n_fds;
+	if (n <= VARLINK_FDS_MAX)
+		memcpy(fds, b->fds, n * sizeof(int));
+	b->n_fds = 0;
+	in_fds_drop_first(c);
 	return n;
 }
 
-static void conn_handle_message(struct conn *c, const struct frame *f)
+/* Queues the fds of one read for message ordinal (FRAME_NO_START: the read
+ * started no message). Takes the fds. */
+static int conn_add_in_fds(struct conn *c, uint64_t ordinal, int *fds, size_t n_fds)
 {
-	_cleanup_json_ cJSON *root = NULL;
-	int fds[SOCKIO_FDS_MAX];
-	struct varlink_call vc;
+	struct fd_batch *b;
+
+	/* fds ride on the first byte of their message: a read that began
+	 * none carries a batch the sender sent in the middle of a message. */
+	if (ordinal == FRAME_NO_START || c->n_in_fds == CONN_FD_BATCHES_MAX) {
+		close_many(fds, n_fds);
+		return -EBADMSG;
+	}
+	b = in_fds_at(c, c->n_in_fds++);
+	b->ordinal = ordinal;
+	b->n_fds = n_fds;
+	/* A batch over the limit is refused when its message is taken; its
+	 * fds need not wait for that. */
+	if (n_fds > VARLINK_FDS_MAX)
+		close_many(fds, n_fds);
+	else
+		memcpy(b->fds, fds, n_fds * sizeof(int));
+	return 0;
+}
+
+/*
+ * Answers a message without looking at it when the connection takes no
+ * calls: refused over a limit, or the daemon shutting down (whether or not
+ * the drain reached this connection yet: a call finishing on another one
+ * may have let this one go on). Closes fds then.
+ */
+static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
+{
+	if (!c->reject && !c->draining && !c->server->daemon->shutting_down)
+		return false;
+	close_many(fds, n_fds);
+	conn_protocol_error(c, c->reject ?: RDMAMEM_ERROR_SHUTTING_DOWN,
+			    c->reject ? "the daemon is at its connection limit, try again later"
+				      : "the daemon is shutting down");
+	c->close_after_flush = c->close_after_flush || c->reject;
+	return true;
+}
+
+/* Makes a parsed message a call and runs it. Takes m's contents and fds. */
+static void conn_dispatch(struct conn *c, struct rpc_message *m, int *fds, size_t n_fds)
+{
 	struct rpc_call *call;
-	const char *reason;
-	size_t n_fds;
 	int r;
 
-	n_fds = conn_take_in_fds(c, f->ordinal, fds);
-	if (n_fds > VARLINK_FDS_MAX) {
-		close_many(fds, n_fds);
-		conn_protocol_error(c, RDMAMEM_ERROR_TOO_MANY_FDS,
-				    "a message may carry at most 16 file descriptors");
-		return;
-	}
-
-	r = json_parse(f->data, f->len, &root, &reason);
-	if (r == 0)
-		r = varlink_call_parse(root, &vc, &reason);
-	if (r < 0) {
-		close_many(fds, n_fds);
-		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, reason);
-		return;
-	}
-
-	/* Shutting down, whether or not the drain reached this connection
-	 * yet: a call finishing on another one may have let this one go on. */
-	if (c->reject || c->draining || c->server->daemon->shutting_down) {
-		close_many(fds, n_fds);
-		conn_protocol_error(c, c->reject ?: RDMAMEM_ERROR_SHUTTING_DOWN,
-				    c->reject ? "the daemon is at its connection limit, try again later"
-					      : "the daemon is shutting down");
-		c->close_after_flush = c->close_after_flush || c->reject;
-		return;
-	}
-
-	r = rpc_call_new(c, TAKE_PTR(root), &vc, fds, n_fds, &call);
+	r = rpc_call_new(c, m, fds, n_fds, &call);
 	if (r < 0) {
 		conn_protocol_error(c, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		return;
@@ -279,6 +368,116 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 	if (rpc_dispatch(call) == RPC_PENDING)
 		return;
 	c->call = rpc_call_free(c->call);
+}
+
+static void conn_parse_run(struct offload_job *j)
+{
+	struct conn_parse *p = container_of(j, struct conn_parse, job);
+
+	p->msg.big = true;
+	p->r = json_parse(p->text, p->len, &p->msg.root, &p->reason);
+	if (p->r == 0)
+		p->r = varlink_call_parse(p->msg.root, &p->msg.vc, &p->reason);
+	if (p->r == 0 && rpc_message_measure(&p->msg) < 0) {
+		p->r = -ENOMEM;
+		p->reason = "out of memory";
+	}
+	/* The tree holds copies of what it needs. */
+	p->buf = (free(p->buf), NULL);
+	p->text = NULL;
+}
+
+static void conn_parse_done(struct offload_job *j)
+{
+	struct conn_parse *p = container_of(j, struct conn_parse, job);
+	struct conn *c = p->conn;
+
+	c->parse = NULL;
+	/* Still here if cancelled before it ran. */
+	free(p->buf);
+	if (c->closed) {
+		rpc_message_done(c->server->daemon, &p->msg);
+		close_many(p->fds, p->n_fds);
+	} else if (p->r < 0) {
+		rpc_message_done(c->server->daemon, &p->msg);
+		close_many(p->fds, p->n_fds);
+		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, p->reason);
+	} else if (conn_refuse_calls(c, p->fds, p->n_fds)) {
+		/* Shutdown began while it was parsed: it had not started. */
+		rpc_message_done(c->server->daemon, &p->msg);
+	} else {
+		conn_dispatch(c, &p->msg, p->fds, p->n_fds);
+	}
+	free(p);
+	/* Go on with the messages behind it (conn_process holds a reference
+	 * of its own: this one may be the last). */
+	if (!c->closed)
+		conn_process(c);
+	conn_unref(c);
+}
+
+/* Hands f to the pool with its fds; the connection waits for it. */
+static int conn_parse_on_pool(struct conn *c, const struct frame *f, int *fds, size_t n_fds)
+{
+	struct conn_parse *p = calloc(1, sizeof(*p));
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	r = frame_reader_detach(&c->in, f, &p->buf);
+	if (r < 0) {
+		free(p);
+		return r;
+	}
+	p->text = f->data;
+	p->len = f->len;
+	p->n_fds = n_fds;
+	memcpy(p->fds, fds, n_fds * sizeof(int));
+	p->conn = conn_ref(c);
+	p->job.run = conn_parse_run;
+	p->job.done = conn_parse_done;
+	c->parse = p;
+	offload_submit(c->server->daemon, &p->job);
+	return 0;
+}
+
+static void conn_handle_message(struct conn *c, const struct frame *f)
+{
+	struct rpc_message m = {};
+	int fds[SOCKIO_FDS_MAX];
+	const char *reason;
+	size_t n_fds;
+	int r;
+
+	n_fds = conn_take_in_fds(c, f->ordinal, fds);
+	if (n_fds > VARLINK_FDS_MAX) {
+		conn_protocol_error(c, RDMAMEM_ERROR_TOO_MANY_FDS,
+				    "a message may carry at most 16 file descriptors");
+		return;
+	}
+
+	if (conn_refuse_calls(c, fds, n_fds))
+		return;
+
+	if (f->len > CONN_PARSE_INLINE_MAX) {
+		r = conn_parse_on_pool(c, f, fds, n_fds);
+		if (r < 0) {
+			close_many(fds, n_fds);
+			conn_protocol_error(c, RDMAMEM_ERROR_INTERNAL, "out of memory");
+		}
+		return;
+	}
+
+	r = json_parse(f->data, f->len, &m.root, &reason);
+	if (r == 0)
+		r = varlink_call_parse(m.root, &m.vc, &reason);
+	if (r < 0) {
+		cJSON_Delete(m.root);
+		close_many(fds, n_fds);
+		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, reason);
+		return;
+	}
+	conn_dispatch(c, &m, fds, n_fds);
 }
 
 void conn_call_finished(struct conn *c)
@@ -304,7 +503,8 @@ static void conn_process(struct conn *c)
 	bool frames_left = true;
 
 	for (;;) {
-		while (!c->closed && !c->call && !c->close_after_flush && !conn_output_full(c)) {
+		while (!c->closed && !conn_busy(c) && !c->close_after_flush &&
+		       !conn_output_full(c)) {
 			struct frame f;
 			int r = frame_reader_next(&c->in, &f);
 
@@ -322,12 +522,12 @@ static void conn_process(struct conn *c)
 		}
 		conn_flush(c);
 		/* Loop again only if the flush made room for more calls. */
-		if (c->closed || c->call || c->close_after_flush || !frames_left ||
+		if (c->closed || conn_busy(c) || c->close_after_flush || !frames_left ||
 		    conn_output_full(c))
 			break;
 	}
 
-	if (!c->closed && !c->call && outq_pending(&c->out) == 0 &&
+	if (!c->closed && !conn_busy(c) && outq_pending(&c->out) == 0 &&
 	    (c->close_after_flush || ((c->input_eof || c->draining) && !frames_left)))
 		conn_close(c);
 
@@ -339,6 +539,7 @@ static void conn_read(struct conn *c)
 {
 	int fds[SOCKIO_FDS_MAX];
 	size_t n_fds, space;
+	uint64_t started;
 	void *p;
 	ssize_t n;
 	int r;
@@ -371,21 +572,16 @@ static void conn_read(struct conn *c)
 		return;
 	}
 
-	frame_reader_commit(&c->in, n);
-	if (n_fds > 0) {
-		if (c->n_in_fds > 0) {
-			/* Two batches of fds for one message: the sender does
-			 * not keep one message per sendmsg. */
-			close_many(fds, n_fds);
-			conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE,
-					    "file descriptors must be sent once per message, with its first byte");
-			c->close_after_flush = true;
-			conn_process(c);
-			return;
-		}
-		memcpy(c->in_fds, fds, n_fds * sizeof(int));
-		c->n_in_fds = n_fds;
-		c->in_fds_ordinal = frame_reader_tail_ordinal(&c->in);
+	started = frame_reader_commit(&c->in, n);
+	if (n_fds > 0 && conn_add_in_fds(c, started, fds, n_fds) < 0) {
+		/* fds amid a message: the sender does not send each message
+		 * with one sendmsg, and the stream cannot say which message
+		 * they are for. Every message before this one was taken
+		 * before this read. */
+		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE,
+				    "file descriptors must be sent with the first byte of their "
+				    "message, once per message");
+		c->close_after_flush = true;
 	}
 	conn_process(c);
 }
@@ -507,6 +703,7 @@ void conn_reject(struct conn *c, const char *error_name)
 	c->server->n_conns--;
 	c->account->n_connections--;
 	c->server->n_rejected++;
+	c->account->n_rejected++;
 	c->out_stalled_since = uv_now(c->server->daemon->loop);
 }
 
@@ -515,7 +712,7 @@ void conn_drain(struct conn *c)
 	if (c->closed || c->draining)
 		return;
 	c->draining = true;
-	if (!c->call)
+	if (!conn_busy(c))
 		conn_process(c);
 }
 

@@ -22,8 +22,12 @@
 #include "proto/sockio.h"
 
 struct account;
+struct conn_parse;
 struct rpc_call;
 struct server;
+
+/* fd batches a connection keeps for messages not yet taken (see in_fds). */
+#define CONN_FD_BATCHES_MAX 4U
 
 struct conn {
 	struct list_head link;	/* in server->conns */
@@ -45,14 +49,25 @@ struct conn {
 	struct list_head rconns;	/* struct rconn it set up with ConnectQueuePair */
 
 	struct frame_reader in;
-	int in_fds[SOCKIO_FDS_MAX];
-	size_t n_in_fds;
-	uint64_t in_fds_ordinal;	/* the message in_fds arrived with */
+	/*
+	 * fds received, each batch waiting for the message it came with, in
+	 * stream order. A read brings at most one batch, and the connection
+	 * reads only when every complete message before it was taken, so at
+	 * most two wait at once: the one of a message still arriving and the
+	 * one of the next. More means the stream is malformed.
+	 */
+	struct fd_batch {
+		uint64_t ordinal;	/* of the message whose first byte they came with */
+		size_t n_fds;		/* as received: over VARLINK_FDS_MAX, none are kept */
+		int fds[VARLINK_FDS_MAX];
+	} in_fds[CONN_FD_BATCHES_MAX];
+	unsigned in_fds_first, n_in_fds;	/* a ring */
 
 	struct outq out;
 	uint64_t out_stalled_since;	/* uv_now() when output first could not leave; 0 if flowing */
 
 	struct rpc_call *call;		/* in progress; NULL when idle */
+	struct conn_parse *parse;	/* the next message, being parsed on the pool */
 	const char *reject;		/* over a limit: answer every call with this error */
 	uint64_t n_calls;
 
@@ -76,6 +91,9 @@ void conn_reject(struct conn *c, const char *error_name);
 
 /* Queues one message; takes fds on success. Drops it if the connection closed. */
 int conn_send(struct conn *c, const char *text, size_t len, int *fds, size_t n_fds);
+/* Queues text[0..len), followed by its NUL, in its own buffer: takes text,
+ * also on failure. For large messages made elsewhere (no copy). */
+int conn_send_buffer(struct conn *c, char *text, size_t len);
 /* Queues a cJSON tree as a message (not consumed). */
 int conn_send_json(struct conn *c, const cJSON *msg);
 

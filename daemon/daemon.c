@@ -221,7 +221,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	if (!d)
 		return -ENOMEM;
 	d->cfg = *cfg;
-	list_init(&d->accounts);
+	idmap_init(&d->accounts);
 	list_init(&d->devices);
 	list_init(&d->listeners);
 	list_init(&d->rconns);
@@ -229,6 +229,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	region_registry_init(d);
 	token_registry_init(d);
 	lease_registry_init(d);
+	offload_init(&d->offload);
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;
 	d->signal_fd = -1;
 
@@ -313,6 +314,7 @@ struct daemon *daemon_free(struct daemon *d)
 	region_registry_done(d);
 	lease_registry_done(d);
 	token_registry_done(d);
+	idmap_done(&d->accounts);
 	if (d->loop) {
 		r = uv_loop_close(d->loop);
 		if (r < 0)

@@ -16,12 +16,19 @@
 #include "config.h"
 #include "idmap.h"
 #include "idseq.h"
+#include "offload.h"
 #include "proto/list.h"
 #include "stats.h"
 #include "timeout.h"
 #include "token.h"
 
 #define RDMAMEMD_VERSION "0.1.0"
+
+/* fds the daemon holds for itself (sockets, signalfd, epoll, the loop's own,
+ * rdmacm channels), and for each RDMA device it opens: a generous allowance,
+ * for GetStatus's fds_needed. */
+#define DAEMON_FDS_OWN 64U
+#define DAEMON_FDS_PER_DEVICE 8U
 
 struct server;
 struct vb_device;
@@ -35,7 +42,7 @@ struct daemon {
 	char **argv;
 	const char *config_path;	/* NULL: none was read */
 	struct server *server;
-	struct list_head accounts;	/* struct account, one per uid seen */
+	struct idmap accounts;		/* uid → struct account, while the uid has anything */
 
 	struct idmap regions;		/* id → struct region, weak */
 	struct idseq region_order;	/* the same regions by id, for ListRegions */
@@ -64,6 +71,7 @@ struct daemon {
 	uint64_t rdma_rejected;		/* connections refused: token, network, limit */
 
 	struct stats stats;
+	struct offload offload;		/* client-made CPU work on the pool */
 
 	struct list_head gpu_ipcs;	/* struct gpu_ipc: open legacy IPC handles */
 	unsigned gpu_regions[16];	/* live regions by GPU ordinal (GPU_LIST_MAX) */

@@ -152,14 +152,11 @@ struct admission {
 	struct device *dev;		/* NULL: no such device is open */
 };
 
-static unsigned rdma_connections_of(const struct daemon *d, uid_t uid)
+static unsigned rdma_connections_of(struct daemon *d, uid_t uid)
 {
-	const struct account *a;
+	const struct account *a = account_find(d, uid);
 
-	list_for_each_entry(a, &d->accounts, link)
-		if (a->uid == uid)
-			return a->n_rdma_connections;
-	return 0;
+	return a ? a->n_rdma_connections : 0;
 }
 
 /*
@@ -206,7 +203,7 @@ static int admit(struct daemon *d, const struct admission *a, struct token **ret
 					 "connections",
 					 a->device) :
 			     errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_DEVICE, -ENODEV,
-					 "no RDMA device '%s' is open", a->device);
+					 "no RDMA device '%.64s' is open", a->device);
 		goto refuse;
 	}
 	/* The daemon's limit first: over it, nobody is let in. */

@@ -129,3 +129,15 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 	errno = saved;
 	return error < 0 ? error : -error;
 }
+
+bool ratelimit_pass(struct ratelimit *rl, uint64_t now_msec, unsigned *ret_suppressed)
+{
+	if (rl->begin_msec && now_msec - rl->begin_msec < rl->interval_msec) {
+		rl->n_suppressed++;
+		return false;
+	}
+	rl->begin_msec = now_msec ?: 1;
+	*ret_suppressed = rl->n_suppressed;
+	rl->n_suppressed = 0;
+	return true;
+}

@@ -71,4 +71,18 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 #define log_warning_errno(e, ...) log_full_errno(LOG_WARNING, e, __VA_ARGS__)
 #define log_error_errno(e, ...) log_full_errno(LOG_ERR, e, __VA_ARGS__)
 
+/*
+ * At most one message per interval, so that a client who can cause a message
+ * at will (a connection flood) cannot make the daemon write the journal full.
+ */
+struct ratelimit {
+	uint64_t interval_msec;
+	uint64_t begin_msec;	/* start of the current interval */
+	unsigned n_suppressed;	/* held back since the last one let through */
+};
+
+/* Whether a message may go out now; when it may, *ret_suppressed says how
+ * many were held back before it. */
+bool ratelimit_pass(struct ratelimit *rl, uint64_t now_msec, unsigned *ret_suppressed);
+
 #endif

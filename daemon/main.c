@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,17 +32,36 @@ static void help(void)
 	config_help(stdout);
 }
 
-/* select() is not used anywhere, so the soft fd limit may be the hard one:
- * every client costs an fd, and each registration of a memfd another. */
+/*
+ * Each client connection holds an fd, and so does each region of a memfd:
+ * the per-uid region cap, not the fd limit, is what a client should meet.
+ * select() is not used anywhere, so the soft limit may be the hard one.
+ */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
+	rlim_t was;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-			log_debug_errno(-errno, "Cannot raise RLIMIT_NOFILE, ignoring: %m");
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warning_errno(-errno, "Cannot read RLIMIT_NOFILE: %m");
+		return;
 	}
+	was = rl.rlim_cur;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warning_errno(-errno, "Cannot raise RLIMIT_NOFILE from %llu to %llu, "
+						  "keeping it: %m",
+					  (unsigned long long)was, (unsigned long long)rl.rlim_max);
+			return;
+		}
+	}
+	if (was != rl.rlim_cur)
+		log_info("File descriptor limit raised from %llu to the hard limit, %llu",
+			 (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+	else
+		log_info("File descriptor limit: %llu (the hard limit)",
+			 (unsigned long long)rl.rlim_cur);
 }
 
 int main(int argc, char **argv)
@@ -82,6 +102,14 @@ int main(int argc, char **argv)
 	}
 	log_set_max_level(cfg.log_level);
 
+	/*
+	 * A fixed threshold: buffers of a client's large message (up to 16 MiB)
+	 * get their own mappings, so growing one is an mremap() rather than a
+	 * copy of megabytes on the loop, and freeing one gives the memory back.
+	 * glibc's default threshold rises to the size of the largest block
+	 * freed, after which both go through the heap.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 

@@ -15,8 +15,10 @@ void outq_init(struct outq *q)
 
 void outq_done(struct outq *q)
 {
-	for (size_t i = q->marks_start; i < q->n_marks; i++)
+	for (size_t i = q->marks_start; i < q->n_marks; i++) {
 		close_many(q->marks[i].fds, q->marks[i].n_fds);
+		free(q->marks[i].ext);
+	}
 	free(q->marks);
 	free(q->buf);
 	*q = (struct outq){};
@@ -62,6 +64,34 @@ void outq_commit(struct outq *q, size_t len)
 	q->len += len + 1;
 }
 
+static struct outq_mark *outq_add_mark(struct outq *q)
+{
+	if (q->n_marks == q->marks_cap) {
+		size_t ncap = MAX(q->marks_cap * 2, (size_t)4);
+		struct outq_mark *nm = reallocarray(q->marks, ncap, sizeof(*nm));
+
+		if (!nm)
+			return NULL;
+		q->marks = nm;
+		q->marks_cap = ncap;
+	}
+	q->marks[q->n_marks] = (struct outq_mark){ .offset = q->len };
+	return &q->marks[q->n_marks++];
+}
+
+int outq_push_buffer(struct outq *q, char *text, size_t len)
+{
+	struct outq_mark *m = outq_add_mark(q);
+
+	if (!m)
+		return -ENOMEM;
+	m->end = m->offset;
+	m->ext = text;
+	m->ext_len = len + 1;
+	q->ext_pending += len + 1;
+	return 0;
+}
+
 int outq_push(struct outq *q, const char *text, size_t len, int *fds, size_t n_fds)
 {
 	char *p;
@@ -74,19 +104,10 @@ int outq_push(struct outq *q, const char *text, size_t len, int *fds, size_t n_f
 		return r;
 
 	if (n_fds > 0) {
-		struct outq_mark *m;
+		struct outq_mark *m = outq_add_mark(q);
 
-		if (q->n_marks == q->marks_cap) {
-			size_t ncap = MAX(q->marks_cap * 2, (size_t)4);
-			struct outq_mark *nm = reallocarray(q->marks, ncap, sizeof(*nm));
-
-			if (!nm)
-				return -ENOMEM;
-			q->marks = nm;
-			q->marks_cap = ncap;
-		}
-		m = &q->marks[q->n_marks++];
-		m->offset = q->len;
+		if (!m)
+			return -ENOMEM;
 		m->end = q->len + len + 1;
 		m->n_fds = n_fds;
 		memcpy(m->fds, fds, n_fds * sizeof(int));
@@ -99,11 +120,28 @@ int outq_push(struct outq *q, const char *text, size_t len, int *fds, size_t n_f
 
 int outq_flush(struct outq *q, int fd)
 {
-	while (q->start < q->len) {
+	while (q->start < q->len || q->marks_start < q->n_marks) {
 		struct outq_mark *m = q->marks_start < q->n_marks ? &q->marks[q->marks_start] : NULL;
 		size_t end = q->len;
-		bool with_fds = m && m->offset == q->start;
+		bool with_fds = m && !m->ext && m->offset == q->start;
 		ssize_t n;
+
+		/* A message in a buffer of its own, whose turn it is. */
+		if (m && m->ext && m->offset == q->start) {
+			n = sockio_send(fd, m->ext + m->ext_sent, m->ext_len - m->ext_sent, NULL, 0,
+					MSG_DONTWAIT);
+			if (n == -EAGAIN || n == -EINTR)
+				return 0;
+			if (n < 0)
+				return (int)n;
+			m->ext_sent += n;
+			q->ext_pending -= n;
+			if (m->ext_sent == m->ext_len) {
+				m->ext = (free(m->ext), NULL);
+				q->marks_start++;
+			}
+			continue;
+		}
 
 		/* A message with fds leaves alone: its fds must not arrive
 		 * with the bytes of another message. */

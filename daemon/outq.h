@@ -3,7 +3,9 @@
  * A connection's queue of outgoing messages. Bytes are coalesced so that a
  * burst of replies leaves in one sendmsg; a message that carries fds leaves
  * in a sendmsg of its own, so the fds ride on its first byte and the peer's
- * read that returns them ends inside that message (see PROTOCOL.md).
+ * read that returns them ends inside that message (see PROTOCOL.md). A large
+ * message made elsewhere (a Read's reply, megabytes of base64 made on the
+ * pool) is queued as it is, in a buffer of its own, and never copied.
  */
 #ifndef RDMAMEMD_OUTQ_H
 #define RDMAMEMD_OUTQ_H
@@ -12,11 +14,14 @@
 
 #include "proto/varlink.h"
 
+/* A message that does not leave with the bytes around it. */
 struct outq_mark {
-	size_t offset;		/* where the message carrying the fds starts */
-	size_t end;		/* and where it ends, terminator included */
+	size_t offset;		/* where in buf the message starts (ext: goes before) */
+	size_t end;		/* fds: and where it ends, terminator included */
 	size_t n_fds;
 	int fds[VARLINK_FDS_MAX];
+	char *ext;		/* or the message is here, terminator included (owned) */
+	size_t ext_len, ext_sent;
 };
 
 struct outq {
@@ -24,6 +29,7 @@ struct outq {
 	size_t start, len, cap;
 	struct outq_mark *marks;
 	size_t marks_start, n_marks, marks_cap;
+	size_t ext_pending;	/* bytes of ext messages not yet sent */
 };
 
 void outq_init(struct outq *q);
@@ -36,6 +42,12 @@ void outq_done(struct outq *q);
  */
 int outq_push(struct outq *q, const char *text, size_t len, int *fds, size_t n_fds);
 
+/*
+ * Queues the message text[0..len), which must be followed by its NUL, in
+ * text's own buffer: takes text (frees it once sent) on success.
+ */
+int outq_push_buffer(struct outq *q, char *text, size_t len);
+
 /* Reserves len+1 bytes at the tail for in-place formatting. */
 int outq_reserve(struct outq *q, size_t len, char **ret);
 /* Commits len bytes written into reserved space and terminates them. */
@@ -43,7 +55,7 @@ void outq_commit(struct outq *q, size_t len);
 
 static inline size_t outq_pending(const struct outq *q)
 {
-	return q->len - q->start;
+	return q->len - q->start + q->ext_pending;
 }
 
 /*

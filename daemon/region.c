@@ -25,6 +25,8 @@
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
+/* Mappings up to this size are unmapped on the loop, larger ones on the pool. */
+#define REGION_UNMAP_INLINE_MAX (1U << 20)
 #define MPOL_F_NODE (1 << 0)
 #define MPOL_F_ADDR (1 << 1)
 
@@ -323,7 +325,6 @@ static void region_finish(struct region *r)
 	mreg_free_all(r);
 	gpu_ipc_unref(r->ipc);
 	pthread_mutex_destroy(&r->cuda_lock);
-	uncharge_quota(r->daemon, r->account, r->size);
 	account_unref(r->account);
 	free(r->shares);
 	log_full_fields(LOG_DEBUG, 0, LOG_REGION(r), "Region %" PRIu64 " released", r->id);
@@ -349,8 +350,14 @@ static void region_free(struct region *r)
 	if (idmap_get(&d->regions, r->id) == r)
 		idmap_remove(&d->regions, r->id);
 	idseq_remove(&d->region_order, &r->order);
-	/* CUDA calls can take long: not on the loop. */
-	if ((region_is_gpu(r) || r->cuda_registered >= 0) &&
+	/* The owner's quota is free again now, whether or not the memory goes
+	 * on the pool: a client that unregistered may register at once. */
+	uncharge_quota(d, r->account, r->size);
+	/* Unmapping a large mapping drops every page the daemon touched (25 ms
+	 * a GiB here), and CUDA calls can take long: not on the loop. (The
+	 * registrations went with the owner's hold, each on the pool.) */
+	if ((region_is_gpu(r) || r->cuda_registered >= 0 ||
+	     r->map_len >= REGION_UNMAP_INLINE_MAX) &&
 	    uv_queue_work(d->loop, &r->release, on_release, on_release_done) == 0)
 		return;
 	region_release_memory(r);

@@ -10,6 +10,7 @@
 #include "errinfo.h"
 #include "idseq.h"
 #include "log.h"
+#include "offload.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rpc.h"
@@ -28,21 +29,69 @@ static const char *const interfaces[] = {
 	"io.rdmamemd",
 };
 
-int rpc_call_new(struct conn *conn, cJSON *root, const struct varlink_call *vc, int *fds,
-		 size_t n_fds, struct rpc_call **ret)
+int rpc_message_measure(struct rpc_message *m)
 {
+	const cJSON *item;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(item, m->vc.parameters)
+		if (cJSON_IsString(item) &&
+		    strnlen(item->valuestring, RPC_STRING_MEASURE_MIN) == RPC_STRING_MEASURE_MIN)
+			n++;
+	if (n == 0)
+		return 0;
+	m->long_strings = calloc(n, sizeof(*m->long_strings));
+	if (!m->long_strings)
+		return -ENOMEM;
+	cJSON_ArrayForEach(item, m->vc.parameters)
+		if (cJSON_IsString(item) &&
+		    strnlen(item->valuestring, RPC_STRING_MEASURE_MIN) == RPC_STRING_MEASURE_MIN)
+			m->long_strings[m->n_long_strings++] = (struct rpc_string){
+				item->valuestring, strlen(item->valuestring)
+			};
+	return 0;
+}
+
+void rpc_message_done(struct daemon *d, struct rpc_message *m)
+{
+	/* Freeing the tree of a large message takes as long as a tenth of
+	 * parsing it. */
+	if (m->big)
+		offload_json_delete(d, m->root);
+	else
+		cJSON_Delete(m->root);
+	free(m->long_strings);
+	*m = (struct rpc_message){};
+}
+
+size_t rpc_strlen(const struct rpc_call *call, const char *s)
+{
+	for (size_t i = 0; i < call->n_long_strings; i++)
+		if (call->long_strings[i].s == s)
+			return call->long_strings[i].len;
+	return strlen(s);
+}
+
+int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fds,
+		 struct rpc_call **ret)
+{
+	struct daemon *d = conn->server->daemon;
 	struct rpc_call *call;
 
 	call = calloc(1, sizeof(*call));
 	if (!call) {
-		cJSON_Delete(root);
+		rpc_message_done(d, m);
 		close_many(fds, n_fds);
 		return -ENOMEM;
 	}
 	call->conn = conn_ref(conn);
-	call->daemon = conn->server->daemon;
-	call->root = root;
-	call->vc = *vc;
+	call->daemon = d;
+	call->root = m->root;
+	call->vc = m->vc;
+	call->big = m->big;
+	call->long_strings = m->long_strings;
+	call->n_long_strings = m->n_long_strings;
+	*m = (struct rpc_message){};
 	call->n_fds = n_fds;
 	memcpy(call->fds, fds, n_fds * sizeof(int));
 	*ret = call;
@@ -54,7 +103,9 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 	if (!call)
 		return NULL;
 	close_many(call->fds, call->n_fds);
-	cJSON_Delete(call->root);
+	rpc_message_done(call->daemon, &(struct rpc_message){ .root = call->root,
+							      .big = call->big,
+							      .long_strings = call->long_strings });
 	conn_unref(call->conn);
 	free(call);
 	return NULL;
@@ -126,6 +177,27 @@ finish:
 int rpc_reply(struct rpc_call *call, cJSON *params)
 {
 	return rpc_send(call, NULL, params);
+}
+
+int rpc_reply_text(struct rpc_call *call, char *text, size_t len)
+{
+	int r = 0;
+
+	if (call->replied) {
+		free(text);
+		return -EALREADY;
+	}
+	call->replied = true;
+	if (call->vc.oneway) {
+		free(text);
+	} else {
+		r = conn_send_buffer(call->conn, text, len);
+		if (r < 0)
+			log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
+					  call->conn->id);
+	}
+	rpc_finish(call);
+	return r;
 }
 
 /*
@@ -245,6 +317,13 @@ int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out
 		return 0;
 	if (!err.field)
 		return rpc_invalid_param(call, "parameters", "'parameters' %s", err.reason);
+	/* The name is the client's: one that is no name of ours and could be
+	 * megabytes is not echoed. */
+	if (strnlen(err.field, VARLINK_METHOD_MAX + 1) > VARLINK_METHOD_MAX)
+		return rpc_invalid_param(call, "parameters",
+					 "'parameters' has a parameter whose name is longer than %u "
+					 "bytes",
+					 VARLINK_METHOD_MAX);
 	return rpc_invalid_param(call, err.field, "parameter '%s' %s", err.field, err.reason);
 }
 

@@ -34,11 +34,40 @@ struct rpc_method {
 	unsigned flags;
 };
 
+/*
+ * A call's string parameter of RPC_STRING_MEASURE_MIN bytes or more, measured
+ * where its message was parsed (on the pool, for a large message): a string
+ * of megabytes is not measured again on the loop.
+ */
+#define RPC_STRING_MEASURE_MIN (16U * 1024U)
+struct rpc_string {
+	const char *s;
+	size_t len;
+};
+
+/* A message parsed into a call, as rpc_call_new() takes it. */
+struct rpc_message {
+	cJSON *root;
+	struct varlink_call vc;		/* points into root */
+	bool big;			/* from a large message: root is freed off the loop */
+	struct rpc_string *long_strings;
+	size_t n_long_strings;
+};
+
+/* Measures m's long string parameters (see rpc_string); -ENOMEM. Touches
+ * nothing but m: runs on the pool. */
+int rpc_message_measure(struct rpc_message *m);
+/* Frees what m holds: the tree off the loop when it is big. */
+void rpc_message_done(struct daemon *d, struct rpc_message *m);
+
 struct rpc_call {
 	struct conn *conn;	/* holds a reference */
 	struct daemon *daemon;
 	cJSON *root;
 	struct varlink_call vc;
+	bool big;		/* from a large message: root is freed off the loop */
+	struct rpc_string *long_strings;
+	size_t n_long_strings;
 	const struct rpc_method *method;
 	int fds[VARLINK_FDS_MAX];
 	size_t n_fds;
@@ -51,9 +80,9 @@ struct rpc_call {
 	void *userdata;
 };
 
-/* Takes ownership of root and fds (also on failure). */
-int rpc_call_new(struct conn *conn, cJSON *root, const struct varlink_call *vc, int *fds,
-		 size_t n_fds, struct rpc_call **ret);
+/* Takes what m holds, and fds (also on failure). */
+int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fds,
+		 struct rpc_call **ret);
 struct rpc_call *rpc_call_free(struct rpc_call *call);
 
 /* Runs the handler. Returns 0 when the call is finished, RPC_PENDING otherwise. */
@@ -69,6 +98,9 @@ int rpc_dispatch(struct rpc_call *call);
  * rpc_invalid_param() sends only {"parameter": param}.
  */
 int rpc_reply(struct rpc_call *call, cJSON *params);
+/* The whole reply message, made by the caller (on the pool, say): text is
+ * {"parameters":{…}} followed by its NUL; taken, also on failure. */
+int rpc_reply_text(struct rpc_call *call, char *text, size_t len);
 int rpc_error(struct rpc_call *call, const char *name, cJSON *params);
 int rpc_errorf(struct rpc_call *call, const char *name, const char *fmt, ...) _printf_(3, 4);
 int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt, ...)
@@ -84,6 +116,9 @@ int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right righ
 
 /* Ends a pending call whose connection went away, without a reply. */
 void rpc_call_abandon(struct rpc_call *call);
+
+/* strlen() of a string parameter of the call, measured already when long. */
+size_t rpc_strlen(const struct rpc_call *call, const char *s);
 
 /* Decodes call parameters; on failure answers InvalidParameter and returns -EINVAL. */
 int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out);

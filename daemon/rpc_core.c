@@ -13,6 +13,12 @@
 #include "rpc.h"
 #include "server.h"
 
+/*
+ * The most data a Ping echoes: the reply is printed on the loop, and a control
+ * character prints as six bytes, so 16 KiB costs well under a millisecond.
+ */
+#define PING_DATA_MAX (16U * 1024U)
+
 static int method_ping(struct rpc_call *call)
 {
 	struct {
@@ -28,6 +34,9 @@ static int method_ping(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0)
 		return r;
+	if (p.data && strnlen(p.data, PING_DATA_MAX + 1) > PING_DATA_MAX)
+		return rpc_invalid_param(call, "data", "parameter 'data' may be at most %u bytes",
+					 PING_DATA_MAX);
 	if (p.data) {
 		reply = cJSON_CreateObject();
 		if (!reply || json_add_string(reply, "data", p.data) < 0) {
@@ -62,6 +71,28 @@ static int add_memlock(cJSON *p)
 	return json_add_bool(p, "cap_ipc_lock", cap);
 }
 
+/*
+ * The fd limit, and what the limits let one uid make the daemon hold: its
+ * connections up to the global cap, the refused ones waiting to be told, a
+ * region (and so an fd) up to the per-uid region cap, and the daemon's own.
+ */
+static int add_fd_limit(cJSON *p, const struct daemon *d)
+{
+	const struct daemon_config *cfg = &d->cfg;
+	uint64_t need = (uint64_t)cfg->max_connections + SERVER_REJECTED_MAX + DAEMON_FDS_OWN +
+			DAEMON_FDS_PER_DEVICE * d->n_devices;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		rl.rlim_cur = 0;
+	need = cfg->max_regions_per_uid > UINT64_MAX - need ? UINT64_MAX :
+							      need + cfg->max_regions_per_uid;
+	if (json_add_int(p, "fd_limit", (int64_t)MIN(rl.rlim_cur, (rlim_t)INT64_MAX)) < 0 ||
+	    json_add_u64(p, "fds_needed", need) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 static int method_get_status(struct rpc_call *call)
 {
 	struct daemon *d = call->daemon;
@@ -82,7 +113,7 @@ static int method_get_status(struct rpc_call *call)
 	    json_add_int(p, "clients", d->server->n_conns) < 0 ||
 	    json_add_int(p, "regions", (int64_t)d->n_regions) < 0 ||
 	    json_add_u64(p, "pinned_bytes", d->pinned_bytes) < 0 ||
-	    json_add_int(p, "devices", d->n_devices) < 0 ||
+	    json_add_int(p, "devices", d->n_devices) < 0 || add_fd_limit(p, d) < 0 ||
 	    json_add_int(p, "rdma_connections", d->n_rconns) < 0)
 		return -ENOMEM;
 	r = add_memlock(p);

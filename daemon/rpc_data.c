@@ -39,7 +39,7 @@ static int parse_mode(struct rpc_call *call, const char *param, const char *s, b
 		return 0;
 	m = lock_mode_from_string(s);
 	if (m < 0 || (write && m == LOCK_SHARED))
-		return rpc_invalid_param(call, param, "parameter '%s' must be %s, not '%s'", param,
+		return rpc_invalid_param(call, param, "parameter '%s' must be %s, not '%.32s'", param,
 					 write ? "\"exclusive\" or \"disjoint\"" :
 						 "\"shared\", \"disjoint\" or \"exclusive\"",
 					 s);
@@ -120,28 +120,18 @@ static void xfer_done(struct xfer *x)
 		goto out;
 	}
 
-	p = cJSON_CreateObject();
-	if (!p) {
-		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
-		goto out;
-	}
 	if (x->kind == XFER_READ) {
-		/* Hand the encoded text to cJSON without another copy. */
-		cJSON *s = cJSON_CreateStringReference(x->out);
-
-		if (!s || json_add_u64(p, "length", x->length) < 0) {
-			cJSON_Delete(s);
-			rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
-			goto out;
-		}
-		cJSON_AddItemToObject(p, "data", s);
-	} else if (json_add_u64(p, "length", x->length) < 0) {
+		/* The reply was made with the data. */
+		call->daemon->stats.bytes_read += x->length;
+		rpc_reply_text(call, TAKE_PTR(x->out), x->out_len);
+		goto out;
+	}
+	p = cJSON_CreateObject();
+	if (!p || json_add_u64(p, "length", x->length) < 0) {
 		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		goto out;
 	}
-	if (x->kind == XFER_READ)
-		call->daemon->stats.bytes_read += x->length;
-	else if (x->kind == XFER_WRITE)
+	if (x->kind == XFER_WRITE)
 		call->daemon->stats.bytes_written += x->length;
 	else
 		call->daemon->stats.bytes_copied += x->length;
@@ -238,7 +228,7 @@ static int method_write(struct rpc_call *call)
 	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0 ||
 	    (r = parse_mode(call, "mode", p.mode, true, &mode)) < 0)
 		return r;
-	len = strlen(p.data);
+	len = rpc_strlen(call, p.data);
 	/* The length is known from the text; the full check runs where the
 	 * bytes are decoded, before any lands. */
 	if (len % 4)
@@ -287,10 +277,10 @@ static int method_copy(struct rpc_call *call)
 	    (r = parse_mode(call, "mode", p.mode, true, &mode)) < 0)
 		return r;
 	if (json_dispatch(p.from, end_fields, &from, &err) < 0)
-		return rpc_invalid_param(call, "from", "parameter 'from.%s' %s", err.field ?: "",
+		return rpc_invalid_param(call, "from", "parameter 'from.%.64s' %s", err.field ?: "",
 					 err.reason);
 	if (json_dispatch(p.to, end_fields, &to, &err) < 0)
-		return rpc_invalid_param(call, "to", "parameter 'to.%s' %s", err.field ?: "",
+		return rpc_invalid_param(call, "to", "parameter 'to.%.64s' %s", err.field ?: "",
 					 err.reason);
 
 	x = calloc(1, sizeof(*x));

@@ -337,7 +337,7 @@ static int method_retry_registration(struct rpc_call *call)
 	region_unref(reg);
 	if (r < 0)
 		return rpc_invalid_param(call, "device",
-					 "region %" PRIu64 " has no recorded failure on '%s'",
+					 "region %" PRIu64 " has no recorded failure on '%.64s'",
 					 p.region, p.device);
 	return rpc_reply(call, NULL);
 }
@@ -491,6 +491,9 @@ static int parse_gid(const char *s, uint8_t gid[16])
 	struct in6_addr a;
 	uint8_t raw[TOKEN_BYTES];
 
+	/* inet_pton() measures its input first: bound it, it is the client's. */
+	if (strnlen(s, INET6_ADDRSTRLEN) >= INET6_ADDRSTRLEN && strnlen(s, 33) != 32)
+		return -EINVAL;
 	if (inet_pton(AF_INET6, s, &a) == 1) {
 		memcpy(gid, &a, 16);
 		return 0;

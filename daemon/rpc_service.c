@@ -53,6 +53,10 @@ static int method_get_interface_description(struct rpc_call *call)
 	if (r < 0)
 		return r;
 
+	/* Echoed in InterfaceNotFound: only what could be an interface name. */
+	if (strnlen(p.interface, VARLINK_METHOD_MAX + 1) > VARLINK_METHOD_MAX)
+		return rpc_invalid_param(call, "interface",
+					 "parameter 'interface' is longer than any interface name");
 	if (strcmp(p.interface, "io.rdmamemd") == 0)
 		desc = rpc_idl_io_rdmamemd;
 	else if (strcmp(p.interface, VARLINK_SERVICE_INTERFACE) == 0)

@@ -18,10 +18,11 @@
 #include "proto/sockpath.h"
 #include "server.h"
 
-/* Connections accepted per wake-up before other work gets a turn. */
+/* Connections accepted per wake-up before other work gets a turn: a flood
+ * of connections costs the others at most one batch of accepts at a time. */
 #define SERVER_ACCEPT_BATCH 64
-/* Rejected clients waiting to hear why; beyond this they are just closed. */
-#define SERVER_REJECTED_MAX 64U
+/* Messages about refusals and drops: at most one per interval. */
+#define SERVER_LOG_INTERVAL_MSEC 5000U
 
 static int mkdir_parents(const char *path, mode_t mode)
 {
@@ -150,9 +151,30 @@ static int server_adopt_activated(struct server *s)
 	return 1;
 }
 
+/* Logs a refusal or drop, at most once per interval with a count of the rest. */
+static void server_log_refusal(struct server *s, const char *what, const struct ucred *cred)
+{
+	unsigned held_back;
+
+	if (!ratelimit_pass(&s->refusal_log, uv_now(s->daemon->loop), &held_back))
+		return;
+	log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(cred),
+			"%s, refusing pid %d uid %u (%u more refusals since the last message; "
+			"%u admitted, %u waiting to be told)",
+			what, (int)cred->pid, (unsigned)cred->uid, held_back, s->n_conns,
+			s->n_rejected);
+}
+
+/*
+ * Admits fd, refuses it with an answer, or closes it at once. Deciding costs
+ * no allocation: a refused connection that is closed at once leaves nothing
+ * behind, not even an account for its uid.
+ */
 static void server_accept_one(struct server *s, int fd)
 {
 	const struct daemon_config *cfg = &s->daemon->cfg;
+	const char *why = NULL;
+	struct account *a;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	struct conn *c;
@@ -163,7 +185,15 @@ static void server_accept_one(struct server *s, int fd)
 		safe_close(fd);
 		return;
 	}
-	if (s->n_rejected >= SERVER_REJECTED_MAX && s->n_conns >= cfg->max_connections) {
+
+	a = account_find(s->daemon, cred.uid);
+	if (s->n_conns >= cfg->max_connections)
+		why = "Connection limit reached";
+	else if (a && a->n_connections >= cfg->max_connections_per_uid)
+		why = "Per-uid connection limit reached";
+	if (why && (s->n_rejected >= SERVER_REJECTED_MAX ||
+		    (a && a->n_rejected >= SERVER_REJECTED_PER_UID_MAX))) {
+		server_log_refusal(s, why, &cred);
 		safe_close(fd);
 		return;
 	}
@@ -173,16 +203,31 @@ static void server_accept_one(struct server *s, int fd)
 		log_warning_errno(r, "Cannot set up connection from pid %d: %m", (int)cred.pid);
 		return;
 	}
-
-	if (s->n_conns > cfg->max_connections) {
-		log_notice("Connection limit (%u) reached, refusing pid %d uid %u",
-			   cfg->max_connections, (int)cred.pid, (unsigned)cred.uid);
-		conn_reject(c, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS);
-	} else if (c->account->n_connections > cfg->max_connections_per_uid) {
-		log_notice("Per-uid connection limit (%u) reached for uid %u, refusing pid %d",
-			   cfg->max_connections_per_uid, (unsigned)cred.uid, (int)cred.pid);
+	if (why) {
+		server_log_refusal(s, why, &cred);
 		conn_reject(c, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS);
 	}
+}
+
+/*
+ * Out of fds: the client at the head of the queue would keep the socket
+ * readable and the loop spinning. Free the spare, accept and drop it, take
+ * the spare back (libuv's uv__emfile_trick, one client per turn so that
+ * clients whose turn comes after fds were freed are served).
+ */
+static void server_drop_one(struct server *s, int error)
+{
+	unsigned held_back;
+
+	if (s->spare_fd < 0)
+		return;
+	s->spare_fd = safe_close(s->spare_fd);
+	safe_close(accept4(s->fd, NULL, NULL, SOCK_CLOEXEC));
+	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
+	if (ratelimit_pass(&s->emfile_log, uv_now(s->daemon->loop), &held_back))
+		log_warning_errno(error, "Out of file descriptors (%u admitted, %u waiting to be told "
+					 "they are refused), dropped a client and %u before: %m",
+				  s->n_conns, s->n_rejected, held_back);
 }
 
 static void on_listen(uv_poll_t *h, int status, int events)
@@ -206,14 +251,8 @@ static void on_listen(uv_poll_t *h, int status, int events)
 			return;
 		if (errno == EINTR || errno == ECONNABORTED)
 			continue;
-		if ((errno == EMFILE || errno == ENFILE) && s->spare_fd >= 0) {
-			/* Out of fds: the pending client would make us spin.
-			 * Free the spare, accept and drop it, take the spare
-			 * back (libuv's uv__emfile_trick). */
-			log_warning("Out of file descriptors, dropping a client");
-			s->spare_fd = safe_close(s->spare_fd);
-			safe_close(accept4(s->fd, NULL, NULL, SOCK_CLOEXEC));
-			s->spare_fd = open("/", O_PATH | O_CLOEXEC);
+		if (errno == EMFILE || errno == ENFILE) {
+			server_drop_one(s, -errno);
 			return;
 		}
 		log_warning_errno(-errno, "accept() failed: %m");
@@ -233,6 +272,8 @@ int server_new(struct daemon *d, struct server **ret)
 	s->daemon = d;
 	s->fd = -EBADF;
 	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
+	s->refusal_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
+	s->emfile_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	list_init(&s->conns);
 	idseq_init(&s->conn_order);
 

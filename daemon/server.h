@@ -9,10 +9,21 @@
 #include <uv.h>
 
 #include "idseq.h"
+#include "log.h"
 #include "proto/list.h"
 #include "proto/macro.h"
 
 struct daemon;
+
+/*
+ * Refused clients waiting to hear why (they are told on their first call,
+ * or dropped after a grace period): at most this many in all, and from one
+ * uid; beyond that a refused connection is closed at once, without a word.
+ * So refusals cost a bounded number of fds whoever floods, and one uid's
+ * flood leaves the others their answers.
+ */
+#define SERVER_REJECTED_MAX 64U
+#define SERVER_REJECTED_PER_UID_MAX 8U
 
 struct server {
 	struct daemon *daemon;
@@ -28,6 +39,7 @@ struct server {
 	unsigned n_conns;	/* accepted and admitted */
 	unsigned n_rejected;	/* accepted to be told they are over a limit */
 	uint64_t next_conn_id;
+	struct ratelimit refusal_log, emfile_log;
 };
 
 int server_new(struct daemon *d, struct server **ret);

@@ -70,18 +70,48 @@ static int copy_with_gpu(struct xfer *x, uint64_t begin, uint64_t end)
 	return r;
 }
 
+/*
+ * The whole reply of a Read, made where the base64 is (on the pool when
+ * large), so that megabytes are neither printed nor copied on the loop:
+ * {"parameters":{"length":"N","data":"…"}}. Returns where the base64 goes.
+ */
+static char *read_reply_alloc(struct xfer *x)
+{
+	char head[80];
+	size_t n = (size_t)snprintf(head, sizeof(head),
+				    "{\"parameters\":{\"length\":\"%" PRIu64 "\",\"data\":\"",
+				    x->length);
+
+	x->out_len = n + base64_encoded_len(x->length) + 3;
+	x->out = malloc(x->out_len + 1);
+	if (!x->out)
+		return NULL;
+	memcpy(x->out, head, n);
+	memcpy(x->out + x->out_len - 3, "\"}}", 4);
+	return x->out + n;
+}
+
+/* Encodes n bytes from src into the reply's data, keeping its tail. */
+static void read_reply_encode(struct xfer *x, char *data, const void *src)
+{
+	base64_encode(src, x->length, data);
+	/* base64_encode() terminated it where the tail goes. */
+	data[base64_encoded_len(x->length)] = '"';
+}
+
 /* Moves bytes [begin, end) of the transfer. Runs on a pool thread for large
  * transfers and for every GPU transfer: touches only the mappings (kept
  * alive by references) and x's own buffers. */
 static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 {
 	_cleanup_free_ char *staging = NULL;
+	char *data;
 	int r;
 
 	switch (x->kind) {
 	case XFER_READ:
-		x->out = malloc(base64_encoded_len(x->length) + 1);
-		if (!x->out) {
+		data = read_reply_alloc(x);
+		if (!data) {
 			x->result = -ENOMEM;
 			return;
 		}
@@ -96,9 +126,9 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 				xfer_cuda_failed(x, r, "reading GPU memory failed");
 				return;
 			}
-			base64_encode(staging, x->length, x->out);
+			read_reply_encode(x, data, staging);
 		} else {
-			base64_encode(host_at(&x->src, 0), x->length, x->out);
+			read_reply_encode(x, data, host_at(&x->src, 0));
 		}
 		break;
 	case XFER_WRITE:

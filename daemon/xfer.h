@@ -53,7 +53,8 @@ struct xfer {
 	uint64_t length;
 	const char *text;	/* WRITE: base64 input, owned by the call */
 	size_t text_len;
-	char *out;		/* READ: base64 output */
+	char *out;		/* READ: the whole reply, {"parameters":{…}} */
+	size_t out_len;		/* without its NUL */
 	xfer_done_fn done;
 
 	/* The locks this transfer takes itself, in region id order. */

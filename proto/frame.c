@@ -9,6 +9,10 @@
 /* Reads are offered at least this much space so that small messages do
  * not cost one recvmsg each. */
 #define FRAME_READ_MIN (64U * 1024U)
+/* And at most this much: the bytes one read brings past a terminator are
+ * what compaction and frame_reader_detach() move, and what one read costs
+ * the caller's thread, so they stay small whatever the socket holds. */
+#define FRAME_READ_MAX (256U * 1024U)
 
 void frame_reader_init(struct frame_reader *fr, size_t max_body)
 {
@@ -55,13 +59,15 @@ int frame_reader_reserve(struct frame_reader *fr, void **ret_ptr, size_t *ret_sp
 		return -ENOBUFS;
 
 	*ret_ptr = fr->buf + fr->len;
-	*ret_space = fr->cap - fr->len;
+	*ret_space = MIN(fr->cap - fr->len, (size_t)FRAME_READ_MAX);
 	return 0;
 }
 
-void frame_reader_commit(struct frame_reader *fr, size_t n)
+uint64_t frame_reader_commit(struct frame_reader *fr, size_t n)
 {
 	const char *p = fr->buf + fr->len, *end = p + n;
+	/* A message starts at the first byte unless one was in progress. */
+	uint64_t last_start = n > 0 && !fr->mid_message ? fr->n_terminated : FRAME_NO_START;
 
 	while (p < end) {
 		const char *nul = memchr(p, 0, end - p);
@@ -70,8 +76,15 @@ void frame_reader_commit(struct frame_reader *fr, size_t n)
 			break;
 		fr->n_terminated++;
 		p = nul + 1;
+		/* The next one starts after the terminator, if any byte of it
+		 * is here. */
+		if (p < end)
+			last_start = fr->n_terminated;
 	}
+	if (n > 0)
+		fr->mid_message = end[-1] != '\0';
 	fr->len += n;
+	return last_start;
 }
 
 int frame_reader_next(struct frame_reader *fr, struct frame *ret)
@@ -106,9 +119,27 @@ int frame_reader_next(struct frame_reader *fr, struct frame *ret)
 	return 1;
 }
 
-uint64_t frame_reader_tail_ordinal(const struct frame_reader *fr)
+int frame_reader_detach(struct frame_reader *fr, const struct frame *f, char **ret_buf)
 {
-	if (fr->len > 0 && fr->buf[fr->len - 1] == '\0')
-		return fr->n_terminated - 1;
-	return fr->n_terminated;
+	/* frame_reader_next() restarts an emptied buffer at 0, so the frame's
+	 * buffer may already hold nothing else: then start is 0 and len 0. */
+	size_t tail = fr->len - fr->start;
+	size_t cap = MAX(tail, (size_t)FRAME_READ_MIN * 2);
+	char *nbuf = malloc(cap);
+
+	/* The frame lies in the buffer handed out, before start. */
+	if (f->data < fr->buf || f->data + f->len >= fr->buf + fr->cap) {
+		free(nbuf);
+		return -EINVAL;
+	}
+	if (!nbuf)
+		return -ENOMEM;
+	memcpy(nbuf, fr->buf + fr->start, tail);
+	*ret_buf = fr->buf;
+	fr->buf = nbuf;
+	fr->cap = cap;
+	fr->scanned -= MIN(fr->scanned, fr->start);
+	fr->len = tail;
+	fr->start = 0;
+	return 0;
 }

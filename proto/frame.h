@@ -20,6 +20,7 @@ struct frame_reader {
 	size_t max_body;
 	uint64_t n_terminated;	/* NUL bytes committed so far */
 	uint64_t n_taken;	/* messages handed out so far */
+	bool mid_message;	/* the last byte committed was not a terminator */
 };
 
 struct frame {
@@ -39,7 +40,21 @@ void frame_reader_done(struct frame_reader *fr);
  * caller then gets -EMSGSIZE from frame_reader_next()), -ENOMEM on OOM.
  */
 int frame_reader_reserve(struct frame_reader *fr, void **ret_ptr, size_t *ret_space);
-void frame_reader_commit(struct frame_reader *fr, size_t n);
+
+/* frame_reader_commit() found no message starting in the bytes committed. */
+#define FRAME_NO_START UINT64_MAX
+
+/*
+ * Commits n bytes written into the reserved space. Returns the ordinal of the
+ * last message that starts within them, or FRAME_NO_START when they only
+ * continue a message that started before. That is the message fds received
+ * with these bytes belong to: a sender that writes each message with one
+ * sendmsg puts its fds on the socket buffer that holds the message's first
+ * byte, and the kernel ends a read after the buffer that carried fds, so a
+ * read's fds came with the last message that starts in it (a read that ends
+ * exactly at a terminator did not start the next one).
+ */
+uint64_t frame_reader_commit(struct frame_reader *fr, size_t n);
 
 /*
  * Takes the next complete message. Returns 1 and fills *ret, 0 when more
@@ -48,10 +63,15 @@ void frame_reader_commit(struct frame_reader *fr, size_t n);
  */
 int frame_reader_next(struct frame_reader *fr, struct frame *ret);
 
-/* Ordinal of the message that contains the last committed byte: with one
- * message per sendmsg, the message that fds received with that read belong
- * to. Only meaningful after at least one byte was committed. */
-uint64_t frame_reader_tail_ordinal(const struct frame_reader *fr);
+/*
+ * Hands the buffer that holds f, the frame frame_reader_next() just returned,
+ * to the caller (who frees it once done with f->data), and goes on with a new
+ * one into which the bytes after f are moved. A message of megabytes thus
+ * leaves without being copied, and the reader does not keep a buffer of its
+ * size. Returns -ENOMEM, with nothing changed, when the new buffer cannot be
+ * had.
+ */
+int frame_reader_detach(struct frame_reader *fr, const struct frame *f, char **ret_buf);
 
 /* Bytes committed but not yet handed out (complete or partial messages). */
 static inline size_t frame_reader_pending(const struct frame_reader *fr)

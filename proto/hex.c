@@ -17,7 +17,8 @@ static int digit(char c)
 
 int hex_decode(const char *hex, uint8_t *out, size_t n)
 {
-	if (strlen(hex) != 2 * n)
+	/* Bounded: hex may be megabytes of a client's message. */
+	if (strnlen(hex, 2 * n + 1) != 2 * n)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++) {
 		int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);

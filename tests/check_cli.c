@@ -2,6 +2,7 @@
 /* rdmamemctl against a live daemon, in text and JSON. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -176,6 +177,68 @@ START_TEST(test_every_command)
 }
 END_TEST
 
+/* The daemon's fd limit starts low, with room above it. */
+static void low_soft_fd_limit(void)
+{
+	struct rlimit rl = { .rlim_cur = 200, .rlim_max = 3000 };
+
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		_exit(96);
+}
+
+/* Starts a daemon under the low soft limit; its doctor's fd line and the
+ * fd_limit of GetStatus. */
+static char *doctor_fd_line(const char *const *args, int *ret_limit)
+{
+	struct test_daemon d;
+	const char *doctor[] = { CTL_BIN, "-s", d.socket, "doctor", NULL };
+	char *out, *err, *line, *nl;
+	cJSON *st;
+	int fd;
+
+	test_daemon_child_setup = low_soft_fd_limit;
+	test_daemon_start(&d, args);
+	test_daemon_child_setup = NULL;
+	fd = test_connect(d.socket);
+	st = test_call(fd, "{\"method\":\"io.rdmamemd.GetStatus\"}");
+	*ret_limit = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "parameters"), "fd_limit")->valueint;
+	cJSON_Delete(st);
+	close(fd);
+	test_run(doctor, &out, &err);
+	line = strstr(out, "file descriptors");
+	ck_assert_msg(line, "no fd check in:\n%s", out);
+	/* From the status column to the end of the line. */
+	while (line > out && line[-1] != '\n')
+		line--;
+	nl = strchr(line, '\n');
+	line = strndup(line, nl ? (size_t)(nl - line) : strlen(line));
+	free(out);
+	free(err);
+	test_daemon_stop(&d);
+	return line;
+}
+
+/* The daemon raises its soft fd limit to the hard one, reports it, and
+ * doctor warns when one uid at its caps could need more. */
+START_TEST(test_doctor_fd_limit)
+{
+	static const char *const small[] = { "--max-connections", "100", "--max-regions-per-uid",
+					     "1000", NULL };
+	char *line;
+	int limit;
+
+	line = doctor_fd_line(small, &limit);
+	ck_assert_int_eq(limit, 3000);
+	ck_assert_msg(strncmp(line, "PASS", 4) == 0 && strstr(line, "limit 3000"), "%s", line);
+	free(line);
+	/* The defaults: 4096 connections and 16384 regions per uid. */
+	line = doctor_fd_line(NULL, &limit);
+	ck_assert_int_eq(limit, 3000);
+	ck_assert_msg(strncmp(line, "WARN", 4) == 0 && strstr(line, "limit 3000"), "%s", line);
+	free(line);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -188,6 +251,10 @@ Suite *cli_suite(void)
 	tcase_add_test(tc, test_not_running);
 	tcase_add_test(tc, test_usage_errors);
 	tcase_add_loop_test(tc, test_every_command, 0, ELEMENTSOF(verbs));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("limits");
+	tcase_add_test(tc, test_doctor_fd_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -264,16 +264,18 @@ START_TEST(test_bad_frames)
 }
 END_TEST
 
-/* A Ping whose message is exactly n bytes long. */
+/* A Ping whose message is exactly n bytes long: its data "abc", then
+ * whitespace (Ping echoes at most 16 KiB). */
 static char *ping_of_size(size_t n)
 {
-	static const char head[] = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"";
-	static const char tail[] = "\"}}";
+	static const char head[] =
+		"{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"abc\"}";
+	static const char tail[] = "}";
 	char *buf = malloc(n + 1);
 
 	ck_assert_ptr_nonnull(buf);
 	memcpy(buf, head, sizeof(head) - 1);
-	memset(buf + sizeof(head) - 1, 'a', n - (sizeof(head) - 1) - (sizeof(tail) - 1));
+	memset(buf + sizeof(head) - 1, ' ', n - (sizeof(head) - 1) - (sizeof(tail) - 1));
 	memcpy(buf + n - (sizeof(tail) - 1), tail, sizeof(tail));
 	return buf;
 }
@@ -287,9 +289,8 @@ START_TEST(test_message_at_limit)
 	ck_assert_uint_eq(strlen(msg), VARLINK_BODY_MAX);
 	test_send_msg(fd, msg, NULL, 0);
 	n = test_recv_msg(fd, &reply, 20000);
-	/* The echo is a few bytes shorter than the call. */
-	ck_assert_int_gt(n, VARLINK_BODY_MAX - 64);
-	ck_assert_ptr_null(strstr(reply, "error"));
+	ck_assert_int_gt(n, 0);
+	ck_assert_str_eq(reply, "{\"parameters\":{\"data\":\"abc\"}}");
 	free(reply);
 	free(msg);
 	close(fd);

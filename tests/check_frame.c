@@ -144,27 +144,95 @@ START_TEST(test_empty_message)
 }
 END_TEST
 
-/* fds received with a read belong to the message holding its last byte. */
-START_TEST(test_tail_ordinal)
+/* Commits one chunk (it must fit) and returns what commit says. */
+static uint64_t commit(struct frame_reader *fr, const void *data, size_t len)
+{
+	void *p;
+	size_t space;
+
+	ck_assert_int_eq(frame_reader_reserve(fr, &p, &space), 0);
+	ck_assert_uint_ge(space, len);
+	memcpy(p, data, len);
+	return frame_reader_commit(fr, len);
+}
+
+/* fds received with a read belong to the last message that starts in it. */
+START_TEST(test_commit_start)
 {
 	struct frame_reader fr;
 	struct frame f;
 
 	frame_reader_init(&fr, 1024);
-	feed(&fr, "{}\0{", 4);
-	/* Last byte starts message 1. */
-	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 1);
-	feed(&fr, "}", 1);
-	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 1);
-	feed(&fr, "", 1);
-	/* Last byte terminates message 1: still message 1. */
-	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 1);
+	/* Message 0 starts at the first byte, message 1 after its NUL. */
+	ck_assert_uint_eq(commit(&fr, "{}\0{", 4), 1);
+	/* Only the rest of message 1, then its terminator: nothing starts. */
+	ck_assert_uint_eq(commit(&fr, "}", 1), FRAME_NO_START);
+	ck_assert_uint_eq(commit(&fr, "", 1), FRAME_NO_START);
 	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
 	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
 	ck_assert_uint_eq(f.ordinal, 1);
-	feed(&fr, "{}", 2);
-	ck_assert_uint_eq(frame_reader_tail_ordinal(&fr), 2);
+	/* A read that ends exactly at a terminator did not start the next. */
+	ck_assert_uint_eq(commit(&fr, "{}\0", 3), 2);
+	/* A message ending, several whole ones, the start of another. */
+	ck_assert_uint_eq(commit(&fr, "{\0{}\0{}\0{", 9), 6);
+	ck_assert_uint_eq(commit(&fr, "}\0{}\0", 5), 7);
+	/* Empty messages start too. */
+	ck_assert_uint_eq(commit(&fr, "\0", 1), 8);
+	ck_assert_uint_eq(commit(&fr, "\0\0", 2), 10);
 	frame_reader_done(&fr);
+}
+END_TEST
+
+/* A frame leaves with its buffer; what followed it stays with the reader. */
+START_TEST(test_detach)
+{
+	struct frame_reader fr;
+	struct frame f;
+	char *buf;
+
+	frame_reader_init(&fr, 1024);
+	feed(&fr, "{\"a\":1}\0{\"b\":2}\0{\"c", 19);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_int_eq(frame_reader_detach(&fr, &f, &buf), 0);
+	ck_assert_str_eq(f.data, "{\"b\":2}");
+	ck_assert_uint_eq(frame_reader_pending(&fr), 3);
+	free(buf);
+	feed(&fr, "\":3}", 4);
+	ck_assert_uint_eq(commit(&fr, "\0{", 2), 3);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_str_eq(f.data, "{\"c\":3}");
+	ck_assert_uint_eq(f.ordinal, 2);
+	/* The last frame of a buffer, nothing after it. */
+	feed(&fr, "}", 1);
+	feed(&fr, "", 1);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 1);
+	ck_assert_int_eq(frame_reader_detach(&fr, &f, &buf), 0);
+	ck_assert_str_eq(f.data, "{}");
+	ck_assert_uint_eq(f.ordinal, 3);
+	ck_assert_uint_eq(frame_reader_pending(&fr), 0);
+	free(buf);
+	ck_assert_int_eq(frame_reader_next(&fr, &f), 0);
+	frame_reader_done(&fr);
+}
+END_TEST
+
+/* However much space there is, one read is offered a bounded amount. */
+START_TEST(test_read_bounded)
+{
+	char *big = malloc(4 << 20);
+	struct frame_reader fr;
+	size_t space;
+	void *p;
+
+	ck_assert_ptr_nonnull(big);
+	memset(big, ' ', 4 << 20);
+	frame_reader_init(&fr, 16 << 20);
+	feed(&fr, big, 4 << 20);
+	ck_assert_int_eq(frame_reader_reserve(&fr, &p, &space), 0);
+	ck_assert_uint_le(space, 256 * 1024);
+	frame_reader_done(&fr);
+	free(big);
 }
 END_TEST
 
@@ -206,13 +274,15 @@ Suite *frame_suite(void)
 	tcase_add_test(tc, test_many_messages_one_read);
 	tcase_add_test(tc, test_split_byte_by_byte);
 	tcase_add_test(tc, test_empty_message);
-	tcase_add_test(tc, test_tail_ordinal);
+	tcase_add_test(tc, test_commit_start);
+	tcase_add_test(tc, test_detach);
 	tcase_add_test(tc, test_compaction);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("limits");
 	tcase_add_test(tc, test_exact_limit_and_one_over);
 	tcase_add_test(tc, test_reserve_refuses_beyond_limit);
+	tcase_add_test(tc, test_read_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -102,6 +103,76 @@ START_TEST(test_partial_and_done)
 }
 END_TEST
 
+/* Reads from sv[1] until len bytes came (fds closed); they must be want. */
+static void expect_stream(const char *want, size_t len)
+{
+	char *buf = malloc(len);
+	int fds[SOCKIO_FDS_MAX];
+	size_t got = 0, n_fds;
+
+	ck_assert_ptr_nonnull(buf);
+	while (got < len) {
+		ssize_t n = sockio_recv(sv[1], buf + got, len - got, fds, &n_fds, 0);
+
+		ck_assert_int_gt(n, 0);
+		close_many(fds, n_fds);
+		got += n;
+	}
+	ck_assert_int_eq(memcmp(buf, want, len), 0);
+	free(buf);
+}
+
+/* A message in a buffer of its own goes out in its turn, between the
+ * coalesced ones, however many flushes it takes; unsent ones are freed. */
+START_TEST(test_own_buffer)
+{
+	const size_t big = 1 << 20;
+	char *text = malloc(big + 1), *want = malloc(big + 32);
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), r;
+	struct outq q;
+	size_t n = 0;
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_ptr_nonnull(want);
+	memset(text, 'b', big);
+	text[big] = '\0';
+	outq_init(&q);
+	ck_assert_int_eq(outq_push(&q, "{}", 2, NULL, 0), 0);
+	ck_assert_int_eq(outq_push_buffer(&q, text, big), 0);
+	ck_assert_int_eq(outq_push(&q, "{\"fd\":0}", 8, &devnull, 1), 0);
+	ck_assert_int_eq(outq_push(&q, "{}", 2, NULL, 0), 0);
+	ck_assert_uint_eq(outq_pending(&q), 3 + big + 1 + 9 + 3);
+	memcpy(want, "{}\0", 3);
+	memset(want + 3, 'b', big);
+	memcpy(want + 3 + big, "\0{\"fd\":0}\0{}\0", 13);
+	/* The socket takes a part at a time: read what it took, flush on. */
+	while ((r = outq_flush(&q, sv[0])) == 0) {
+		char buf[65536];
+		size_t n_fds;
+		int fds[SOCKIO_FDS_MAX];
+		ssize_t got = sockio_recv(sv[1], buf, sizeof(buf), fds, &n_fds, 0);
+
+		ck_assert_int_gt(got, 0);
+		ck_assert_int_eq(memcmp(buf, want + n, got), 0);
+		close_many(fds, n_fds);
+		n += got;
+	}
+	ck_assert_int_eq(r, 1);
+	ck_assert_uint_eq(outq_pending(&q), 0);
+	expect_stream(want + n, 3 + big + 13 - n);
+	outq_done(&q);
+
+	/* Never sent: outq_done frees it (the sanitizers and valgrind
+	 * check). */
+	outq_init(&q);
+	text = malloc(16);
+	strcpy(text, "{\"x\":1}");
+	ck_assert_int_eq(outq_push_buffer(&q, text, 7), 0);
+	outq_done(&q);
+	free(want);
+}
+END_TEST
+
 START_TEST(test_broken_peer)
 {
 	struct outq q;
@@ -124,6 +195,7 @@ Suite *outq_suite(void)
 	tcase_add_test(tc, test_coalesce);
 	tcase_add_test(tc, test_fds_boundaries);
 	tcase_add_test(tc, test_partial_and_done);
+	tcase_add_test(tc, test_own_buffer);
 	tcase_add_test(tc, test_broken_peer);
 	suite_add_tcase(s, tc);
 	return s;

@@ -34,7 +34,7 @@ static void setup(void)
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	d.loop = &loop;
 	daemon_config_init(&d.cfg);
-	list_init(&d.accounts);
+	idmap_init(&d.accounts);
 	region_registry_init(&d);
 
 	memset(&owner, 0, sizeof(owner));
@@ -53,7 +53,8 @@ static void teardown(void)
 {
 	account_unref(owner.account);
 	account_unref(other.account);
-	ck_assert(list_empty(&d.accounts));
+	ck_assert_uint_eq(d.accounts.n_entries, 0);
+	idmap_done(&d.accounts);
 	region_registry_done(&d);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 }

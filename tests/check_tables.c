@@ -116,7 +116,7 @@ static void token_setup(void)
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	d.loop = &loop;
 	daemon_config_init(&d.cfg);
-	list_init(&d.accounts);
+	idmap_init(&d.accounts);
 	token_registry_init(&d);
 	srv = (struct server){ .daemon = &d };
 	memset(&owner, 0, sizeof(owner));
@@ -135,6 +135,7 @@ static void token_teardown(void)
 	ck_assert_uint_eq(owner.account->n_tokens, 0);
 	account_unref(owner.account);
 	token_registry_done(&d);
+	idmap_done(&d.accounts);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 

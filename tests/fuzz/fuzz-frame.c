@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct frame_reader fr;
 	size_t max_body, chunk, fed = 0, taken = 0;
-	uint64_t ordinal = 0;
+	uint64_t ordinal = 0, started;
 	const uint8_t *s;
 	bool broken = false;
 
@@ -49,17 +49,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_check(space > 0);
 		n = MIN(MIN(chunk, space), size - fed);
 		memcpy(p, s + fed, n);
-		frame_reader_commit(&fr, n);
+		started = frame_reader_commit(&fr, n);
 		fed += n;
 
-		/* The message holding the last byte fed: the number of NULs
-		 * before that byte. */
+		/* The last message that starts in the bytes fed now (at the
+		 * stream's first byte or after a NUL): its ordinal is the
+		 * number of NULs before it. */
 		{
-			uint64_t nuls = 0;
+			uint64_t nuls = 0, want = FRAME_NO_START;
 
-			for (size_t i = 0; i + 1 < fed; i++)
+			for (size_t i = 0; i < fed; i++) {
+				if (i >= fed - n && (i == 0 || s[i - 1] == 0))
+					want = nuls;
 				nuls += s[i] == 0;
-			fuzz_check(frame_reader_tail_ordinal(&fr) == nuls);
+			}
+			fuzz_check(started == want);
 		}
 
 		for (;;) {

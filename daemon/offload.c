@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <stdlib.h>
+
+#include "daemon.h"
+#include "offload.h"
+
+void offload_init(struct offload *o)
+{
+	list_init(&o->waiting);
+	o->running = 0;
+}
+
+static void on_work(uv_work_t *w)
+{
+	struct offload_job *j = container_of(w, struct offload_job, work);
+
+	j->run(j);
+}
+
+static void offload_start_next(struct daemon *d);
+
+static void on_work_done(uv_work_t *w, int status)
+{
+	struct offload_job *j = container_of(w, struct offload_job, work);
+	struct daemon *d = j->daemon;
+
+	/* Never cancelled: nothing calls uv_cancel() on these. */
+	(void)status;
+	d->offload.running--;
+	j->done(j);
+	offload_start_next(d);
+}
+
+static void offload_start_next(struct daemon *d)
+{
+	struct offload *o = &d->offload;
+
+	while (o->running < OFFLOAD_RUNNING_MAX && !list_empty(&o->waiting)) {
+		struct offload_job *j = list_first_entry(&o->waiting, struct offload_job, link);
+
+		list_del(&j->link);
+		j->started = true;
+		o->running++;
+		if (uv_queue_work(d->loop, &j->work, on_work, on_work_done) < 0) {
+			/* No pool: the work has to be done all the same. */
+			o->running--;
+			j->run(j);
+			j->done(j);
+		}
+	}
+}
+
+bool offload_cancel(struct offload_job *j)
+{
+	if (j->started)
+		return false;
+	list_del(&j->link);
+	j->done(j);
+	return true;
+}
+
+void offload_submit(struct daemon *d, struct offload_job *j)
+{
+	j->daemon = d;
+	j->started = false;
+	list_add_tail(&j->link, &d->offload.waiting);
+	offload_start_next(d);
+}
+
+struct json_delete {
+	struct offload_job job;
+	cJSON *root;
+};
+
+static void json_delete_run(struct offload_job *j)
+{
+	struct json_delete *jd = container_of(j, struct json_delete, job);
+
+	cJSON_Delete(jd->root);
+}
+
+static void json_delete_done(struct offload_job *j)
+{
+	free(container_of(j, struct json_delete, job));
+}
+
+void offload_json_delete(struct daemon *d, cJSON *root)
+{
+	struct json_delete *jd;
+
+	if (!root)
+		return;
+	jd = calloc(1, sizeof(*jd));
+	if (!jd) {
+		cJSON_Delete(root);
+		return;
+	}
+	jd->root = root;
+	jd->job.run = json_delete_run;
+	jd->job.done = json_delete_done;
+	offload_submit(d, &jd->job);
+}
