@@ -227,6 +227,13 @@ START_TEST(test_doctor_fd_limit)
 	char *line;
 	int limit;
 
+	if (getenv("RDMAMEM_TEST_DAEMON_WRAPPER")) {
+		/* valgrind keeps RLIMIT_NOFILE for itself: it reserves fds
+		 * above what it lets the program see and raise. */
+		printf("SKIP test_doctor_fd_limit: the daemon runs under "
+		       "RDMAMEM_TEST_DAEMON_WRAPPER, which owns its fd limit\n");
+		return;
+	}
 	line = doctor_fd_line(small, &limit);
 	ck_assert_int_eq(limit, 3000);
 	ck_assert_msg(strncmp(line, "PASS", 4) == 0 && strstr(line, "limit 3000"), "%s", line);
