@@ -21,6 +21,9 @@ struct errinfo {
 /* Records the error and returns err (a negative errno) for "return errinfo_set(…)". */
 int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, ...)
 	_printf_(4, 5);
+/* org.varlink.service.InvalidParameter naming param (its declared parameter). */
+int errinfo_invalid_param(struct errinfo *e, const char *param, const char *fmt, ...)
+	_printf_(3, 4);
 void errinfo_done(struct errinfo *e);
 
 #endif

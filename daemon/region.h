@@ -83,6 +83,11 @@ struct region {
 	int fd;
 	uint64_t file_offset;
 	uint64_t file_size;	/* st_size at import */
+	/* The file the region maps, so that a copy can tell two regions over
+	 * one memfd (different mappings of the same pages) apart from two
+	 * pieces of memory: region_position(). */
+	dev_t file_dev;
+	ino_t file_ino;
 	unsigned seals;
 	bool writable;		/* mapped PROT_WRITE */
 	int numa_node;		/* -1 when unknown */
@@ -176,8 +181,17 @@ int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum
 /* Whether caller may see the region in listings. */
 bool region_visible_to(const struct region *r, const struct conn *caller);
 
+/* Whether c has right on r now (owner, root, or through a share). */
+bool region_allows(const struct region *r, const struct conn *c, enum region_right right);
+
 /* Grants uid or gid access. -EEXIST when already shared the same way. */
 int region_share(struct region *r, bool is_group, uint32_t id, bool readonly);
+/*
+ * Takes back the share of uid or gid (-ENOENT when there is none). Rights
+ * are looked up on every use, so new operations see it at once; leases
+ * already granted are the caller's business (lease_revoke_lost()).
+ */
+int region_unshare(struct region *r, bool is_group, uint32_t id);
 
 /* Checks [offset, offset + length) against the region, overflow-safe. */
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,

@@ -481,8 +481,16 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	if (parse_gid(p.gid, peer.gid) < 0)
 		return rpc_invalid_param(call, "gid", "parameter 'gid' must be an IPv6-style GID "
 						      "or 32 hex digits");
-	if (p.gid_index > 255)
-		return rpc_invalid_param(call, "gid_index", "parameter 'gid_index' is too large");
+	/* Absent picks a default; a value sent must be one that exists. */
+	if (json_present(call->vc.parameters, "gid_index") && (p.gid_index < 0 || p.gid_index > 255))
+		return rpc_invalid_param(call, "gid_index",
+					 "parameter 'gid_index' must be a GID table index, 0 to 255; "
+					 "leave it out for the port's default");
+	if (json_present(call->vc.parameters, "mtu") &&
+	    (p.mtu < 256 || p.mtu > 4096 || (p.mtu & (p.mtu - 1))))
+		return rpc_invalid_param(call, "mtu",
+					 "parameter 'mtu' must be 256, 512, 1024, 2048 or 4096 bytes; "
+					 "leave it out for 1024");
 	dev = device_find(call->daemon, p.device);
 	if (!dev)
 		return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_DEVICE, "no RDMA device '%s' is open",

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "daemon.h"
 #include "lease.h"
 #include "cuda.h"
@@ -264,6 +265,26 @@ static void xfer_fail_locks(struct xfer *x, int err)
 	xfer_complete(x);
 }
 
+/* Rights are checked when the call comes; a transfer that waited for locks
+ * meanwhile is checked again before its bytes move (Unshare). */
+static int xfer_check_rights(struct xfer *x)
+{
+	const struct xfer_end *ends[2] = {
+		x->kind != XFER_WRITE ? &x->src : NULL,
+		x->kind != XFER_READ ? &x->dst : NULL,
+	};
+	const struct conn *c = x->call->conn;
+
+	for (size_t i = 0; i < ELEMENTSOF(ends); i++)
+		if (ends[i] && !region_allows(ends[i]->region, c,
+					      ends[i]->write ? REGION_WRITE : REGION_READ))
+			return errinfo_set(&x->err, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					   "region %" PRIu64 " is no longer shared with uid %u "
+					   "for this; nothing was moved",
+					   ends[i]->region->id, (unsigned)c->cred.uid);
+	return 0;
+}
+
 static void xfer_acquire_next(struct xfer *x)
 {
 	while (x->n_granted < x->n_locks) {
@@ -278,6 +299,11 @@ static void xfer_acquire_next(struct xfer *x)
 			return;
 		}
 		x->n_granted++;
+	}
+	x->result = xfer_check_rights(x);
+	if (x->result < 0) {
+		xfer_complete(x);
+		return;
 	}
 	xfer_run(x);
 }
