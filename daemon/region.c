@@ -598,6 +598,37 @@ int region_unshare(struct region *r, bool is_group, uint32_t id)
 	return -ENOENT;
 }
 
+bool region_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta)
+{
+	if (a == b) {
+		*ret_delta = 0;
+		return true;
+	}
+	if (a->memory != b->memory)
+		return false;
+	switch (a->memory) {
+	case REGION_MEMFD:
+		if (a->file_dev != b->file_dev || a->file_ino != b->file_ino)
+			return false;
+		*ret_delta = (int64_t)(b->file_offset - a->file_offset);
+		return true;
+	case REGION_CUDA_IPC:
+		/* One open per allocation: one address range. */
+		if (a->ipc != b->ipc)
+			return false;
+		*ret_delta = (int64_t)(b->dptr - a->dptr);
+		return true;
+	case REGION_CUDA_VMM:
+		/* Each import maps the allocation at addresses of its own;
+		 * imports of one exported fd (or its dups) share its file. */
+		if (!a->file_ino || a->file_dev != b->file_dev || a->file_ino != b->file_ino)
+			return false;
+		*ret_delta = (int64_t)((b->dptr - b->vmm.dptr) - (a->dptr - a->vmm.dptr));
+		return true;
+	}
+	return false;
+}
+
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,
 		       struct errinfo *e)
 {

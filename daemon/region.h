@@ -83,9 +83,10 @@ struct region {
 	int fd;
 	uint64_t file_offset;
 	uint64_t file_size;	/* st_size at import */
-	/* The file the region maps, so that a copy can tell two regions over
-	 * one memfd (different mappings of the same pages) apart from two
-	 * pieces of memory: region_position(). */
+	/* The file the region maps (memfd), or the fd a VMM allocation was
+	 * imported from, so that a copy can tell two regions over one memfd
+	 * (different mappings of the same pages) or two imports of one export
+	 * from two pieces of memory: region_same_memory(). */
 	dev_t file_dev;
 	ino_t file_ino;
 	unsigned seals;
@@ -192,6 +193,15 @@ int region_share(struct region *r, bool is_group, uint32_t id, bool readonly);
  * already granted are the caller's business (lease_revoke_lost()).
  */
 int region_unshare(struct region *r, bool is_group, uint32_t id);
+
+/*
+ * Whether a and b are views of one piece of memory — the same region, two
+ * regions over one memfd (found by st_dev/st_ino: their mappings are
+ * different addresses of the same pages), two regions over one CUDA IPC
+ * open — and if so where b's first byte lies relative to a's in it. Regions
+ * this cannot relate are taken to be separate memory.
+ */
+bool region_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta);
 
 /* Checks [offset, offset + length) against the region, overflow-safe. */
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,

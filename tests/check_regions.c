@@ -203,6 +203,85 @@ START_TEST(test_register_write_read_copy)
 }
 END_TEST
 
+/*
+ * Copies between two regions over one memfd whose file ranges overlap end
+ * as memmove() would leave the file, whichever way the ranges lie and
+ * however far apart: the daemon's two mappings of the same pages sit at
+ * unrelated addresses, so neither their order nor a split over threads may
+ * decide the direction. Large copies, which are split over threads when
+ * the ranges do not overlap, and small ones that run on the event loop.
+ */
+#define ALIAS_FILE (96U << 20)
+#define ALIAS_A_OFF (0U)
+#define ALIAS_A_LEN (80U << 20)
+#define ALIAS_B_OFF (8U << 20)
+#define ALIAS_B_LEN (80U << 20)
+
+START_TEST(test_copy_between_views_of_one_memfd)
+{
+	static const struct {
+		bool a_to_b;		/* else b to a */
+		uint64_t from, to, length;	/* offsets in the regions */
+	} copies[] = {
+		/* Destination before the source in the file, far apart. */
+		{ true, 24U << 20, 0, 40U << 20 },
+		/* Destination after the source. */
+		{ false, 0, 20U << 20, 40U << 20 },
+		/* A page and a byte apart, either way. */
+		{ true, 10U << 20, (2U << 20) + 4097, 33U << 20 },
+		{ false, (2U << 20) + 4097, 10U << 20, 33U << 20 },
+		{ true, 10U << 20, (2U << 20) + 1, 48U << 20 },
+		{ false, 5U << 20, (13U << 20) - 3, 32U << 20 },
+		/* Small: on the event loop. */
+		{ true, 8U << 20, 1, 60000 },
+		{ false, 1, 8U << 20, 60000 },
+		/* Overlapping nothing although one memfd: split over threads. */
+		{ true, 0, 48U << 20, 32U << 20 },
+	};
+	struct rdmamem_client *c = test_client(td.socket);
+	uint32_t *ref = malloc(ALIAS_FILE);
+	uint64_t a, b;
+	void *addr;
+	int fd;
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_int_eq(rdmamem_memfd_create("alias", ALIAS_FILE, &fd, &addr), 0);
+	/* Every 4 bytes different, so any shift shows. */
+	for (uint32_t k = 0; k < ALIAS_FILE / 4; k++)
+		((uint32_t *)addr)[k] = k * 2654435761U;
+	memcpy(ref, addr, ALIAS_FILE);
+	ck_assert_int_eq(rdmamem_register(c, fd, ALIAS_A_OFF, ALIAS_A_LEN, &a), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, ALIAS_B_OFF, ALIAS_B_LEN, &b), 0);
+
+	for (size_t k = 0; k < ELEMENTSOF(copies); k++) {
+		uint64_t from_base = copies[k].a_to_b ? ALIAS_A_OFF : ALIAS_B_OFF;
+		uint64_t to_base = copies[k].a_to_b ? ALIAS_B_OFF : ALIAS_A_OFF;
+		struct rdmamem_copy cp = {
+			.from_region = copies[k].a_to_b ? a : b,
+			.from_offset = copies[k].from,
+			.to_region = copies[k].a_to_b ? b : a,
+			.to_offset = copies[k].to,
+			.length = copies[k].length,
+			.mode = RDMAMEM_LOCK_EXCLUSIVE,
+		};
+
+		memmove((char *)ref + to_base + copies[k].to, (char *)ref + from_base + copies[k].from,
+			copies[k].length);
+		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+		ck_assert_msg(memcmp(addr, ref, ALIAS_FILE) == 0,
+			      "copy %zu (%s, %llu bytes from %llu to %llu) differs from memmove", k,
+			      copies[k].a_to_b ? "a to b" : "b to a",
+			      (unsigned long long)copies[k].length,
+			      (unsigned long long)(from_base + copies[k].from),
+			      (unsigned long long)(to_base + copies[k].to));
+	}
+	munmap(addr, ALIAS_FILE);
+	close(fd);
+	free(ref);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 /* The daemon's mapping keeps the memory: the client may drop its own. */
 START_TEST(test_keepalive)
 {
@@ -1571,6 +1650,7 @@ Suite *regions_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_register_write_read_copy);
 	tcase_add_test(tc, test_keepalive);
+	tcase_add_test(tc, test_copy_between_views_of_one_memfd);
 	tcase_add_test(tc, test_read_only_region);
 	tcase_add_test(tc, test_cli_regions);
 	suite_add_tcase(s, tc);
