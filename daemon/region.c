@@ -341,7 +341,9 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 	if (page & (page - 1))
 		page = (uint64_t)sysconf(_SC_PAGESIZE);
 	map_off = imp->offset & ~(page - 1);
-	reg->map_len = imp->offset - map_off + imp->length;
+	/* Whole pages: munmap() of a hugetlb mapping refuses a length that
+	 * is not a multiple of its page size (and hugetlbfs files are). */
+	reg->map_len = (imp->offset - map_off + imp->length + page - 1) & ~(page - 1);
 	r = map_memfd(reg, imp->fd, flags, &seals, map_off, e);
 	if (r < 0) {
 		/* The client's doing is logged at debug with the answer; what
