@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "conn.h"
 #include "daemon.h"
@@ -323,7 +322,6 @@ int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
 	struct errinfo e = {};
 	struct import_job *job;
 	struct gpu_ipc *ipc;
-	struct stat st;
 	int r;
 
 	job = calloc(1, sizeof(*job));
@@ -357,12 +355,6 @@ int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
 		job->reg->memory = REGION_CUDA_VMM;
 		job->reg->access = p->access;
 		job->reg->writable = true;
-		/* Imports of one export share its file: copies between them
-		 * must know they touch the same memory. */
-		if (fstat(job->p.fd, &st) == 0) {
-			job->reg->file_dev = st.st_dev;
-			job->reg->file_ino = st.st_ino;
-		}
 		r = uv_queue_work(d->loop, &job->work, on_vmm_work, on_vmm_done);
 		if (r < 0) {
 			job_free(job);

@@ -621,12 +621,12 @@ bool region_same_memory(const struct region *a, const struct region *b, int64_t 
 		*ret_delta = (int64_t)(b->dptr - a->dptr);
 		return true;
 	case REGION_CUDA_VMM:
-		/* Each import maps the allocation at addresses of its own;
-		 * imports of one exported fd (or its dups) share its file. */
-		if (!a->file_ino || a->file_dev != b->file_dev || a->file_ino != b->file_ino)
-			return false;
-		*ret_delta = (int64_t)((b->dptr - b->vmm.dptr) - (a->dptr - a->vmm.dptr));
-		return true;
+		/* Each import maps the allocation anew, and nothing tells two
+		 * imports of one allocation apart from two allocations: every
+		 * exported fd is /dev/nvidiactl, and the handle, buffer id and
+		 * memory block id differ per import (seen on an H200, driver
+		 * 580). */
+		break;
 	}
 	return false;
 }

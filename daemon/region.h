@@ -83,10 +83,9 @@ struct region {
 	int fd;
 	uint64_t file_offset;
 	uint64_t file_size;	/* st_size at import */
-	/* The file the region maps (memfd), or the fd a VMM allocation was
-	 * imported from, so that a copy can tell two regions over one memfd
-	 * (different mappings of the same pages) or two imports of one export
-	 * from two pieces of memory: region_same_memory(). */
+	/* The memfd's file, so that a copy can tell two regions over one
+	 * memfd (different mappings of the same pages) from two pieces of
+	 * memory: region_same_memory(). */
 	dev_t file_dev;
 	ino_t file_ino;
 	unsigned seals;
@@ -199,7 +198,8 @@ int region_unshare(struct region *r, bool is_group, uint32_t id);
  * regions over one memfd (found by st_dev/st_ino: their mappings are
  * different addresses of the same pages), two regions over one CUDA IPC
  * open — and if so where b's first byte lies relative to a's in it. Regions
- * this cannot relate are taken to be separate memory.
+ * this cannot relate (two VMM imports of one allocation) are taken to be
+ * separate memory.
  */
 bool region_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta);
 

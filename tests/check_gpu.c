@@ -435,9 +435,9 @@ END_TEST
 
 /*
  * Copies whose ranges share device memory end as memmove() would leave it:
- * within one region, between two regions over one IPC open, and between two
- * imports of one VMM export (different device addresses of the same
- * memory). cuMemcpy promises nothing for overlapping ranges.
+ * within one region (IPC and VMM) and between two regions over one IPC
+ * open. cuMemcpy promises nothing for overlapping ranges: a 1-byte shift
+ * within one region came out wrong through cuMemcpyDtoD on an H200.
  */
 #define OVL_SIZE (8U << 20)
 
@@ -503,13 +503,12 @@ START_TEST(test_copy_overlapping_gpu)
 	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, base[1], 0, &ids[1]), 0);
 	overlap_copies(c, ids, base, ip, copies, ELEMENTSOF(copies));
 
-	/* Two imports of one VMM export: two address ranges, one memory. */
+	/* Within one VMM region (the first four copies). */
 	vp = vmm_alloc(OVL_SIZE, &vsize, &vfd);
 	ck_assert_uint_eq(vsize, OVL_SIZE);
 	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, vfd, vsize, 0, 0, &ids[0]), 0);
-	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, vfd, vsize, base[1], 0, &ids[1]), 0);
 	close(vfd);
-	overlap_copies(c, ids, base, vp, copies, ELEMENTSOF(copies));
+	overlap_copies(c, ids, base, vp, copies, 4);
 	rdmamem_client_close(c);
 }
 END_TEST
