@@ -227,14 +227,13 @@ int region_publish(struct region *reg, struct conn *owner)
 	return 0;
 }
 
-/* Reads one number from a sysfs file; -1 when it cannot. */
-static long long read_sysfs_number(const char *dir, const char *name)
+long long hugetlb_pages(uint64_t page, const char *what)
 {
-	char path[256];
+	char path[160];
 	long long v = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(path, sizeof(path), HUGETLB_SYSFS "-%" PRIu64 "kB/%s", page >> 10, what);
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
@@ -251,16 +250,14 @@ static long long read_sysfs_number(const char *dir, const char *name)
  */
 static int hugetlb_unavailable(uint64_t page, uint64_t len, struct errinfo *e)
 {
-	char dir[96], size[32];
-	long long free_pages, resv;
+	long long free_pages = hugetlb_pages(page, "free_hugepages");
+	long long resv = hugetlb_pages(page, "resv_hugepages");
+	char size[32];
 
-	snprintf(dir, sizeof(dir), "/sys/kernel/mm/hugepages/hugepages-%" PRIu64 "kB", page >> 10);
 	if (page >= (1ULL << 30))
 		snprintf(size, sizeof(size), "%" PRIu64 " GiB", page >> 30);
 	else
 		snprintf(size, sizeof(size), "%" PRIu64 " MiB", page >> 20);
-	free_pages = read_sysfs_number(dir, "free_hugepages");
-	resv = read_sysfs_number(dir, "resv_hugepages");
 	if (free_pages < 0 || resv < 0)
 		return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
 				   "the memfd is backed by %s huge pages and the host has none free "
@@ -270,9 +267,9 @@ static int hugetlb_unavailable(uint64_t page, uint64_t len, struct errinfo *e)
 	return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
 			   "the memfd is backed by %s huge pages: mapping it needs up to %" PRIu64
 			   " of them, and the host has %lld free, %lld of those reserved by others; "
-			   "reserve more (%s/nr_hugepages, or hugepages= at boot) or register "
-			   "memory of normal pages",
-			   size, len / page, free_pages, resv, dir);
+			   "reserve more (" HUGETLB_SYSFS "-%" PRIu64 "kB/nr_hugepages, or "
+			   "hugepages= at boot) or register memory of normal pages",
+			   size, len / page, free_pages, resv, page >> 10);
 }
 
 /*

@@ -203,6 +203,14 @@ int region_unshare(struct region *r, bool is_group, uint32_t id);
  */
 bool region_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta);
 
+/*
+ * The host's huge pages of page bytes: what is one of "nr_hugepages",
+ * "free_hugepages", "resv_hugepages" (free ones include those reserved by
+ * mappings). -1 when the host has no such page size.
+ */
+#define HUGETLB_SYSFS "/sys/kernel/mm/hugepages/hugepages"
+long long hugetlb_pages(uint64_t page, const char *what);
+
 /* Checks [offset, offset + length) against the region, overflow-safe. */
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,
 		       struct errinfo *e);

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/region.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
@@ -348,6 +349,24 @@ static void expect_param_error(int sock, int fd, const char *method, const char 
 		      "%s %s: expected InvalidParameter '%s', got %s", method, params, param,
 		      cJSON_PrintUnformatted(reply));
 	cJSON_Delete(reply);
+}
+
+/* Parameters that must each be refused, naming param. */
+struct bad_param {
+	const char *extra, *param;
+};
+
+/* Calls method with {prefix, extra} for each; expects InvalidParameter naming param. */
+static void expect_bad_params(int sock, const char *method, const char *prefix,
+			      const struct bad_param *bad, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		char params[384];
+
+		snprintf(params, sizeof(params), "{%s%s%s}", prefix, bad[k].extra[0] ? "," : "",
+			 bad[k].extra);
+		expect_param_error(sock, -1, method, params, bad[k].param);
+	}
 }
 
 /* A raw call on sock: its error name, or NULL when it succeeded. */
@@ -717,60 +736,44 @@ START_TEST(test_absent_is_not_zero)
 
 	/* ConnectQueuePair: a sent mtu or gid_index must exist. */
 	{
+		static const struct bad_param bad[] = {
+			{ "\"mtu\":0", "mtu" },		  { "\"mtu\":1000", "mtu" },
+			{ "\"mtu\":8192", "mtu" },	  { "\"gid_index\":-1", "gid_index" },
+			{ "\"gid_index\":256", "gid_index" },
+		};
 		cJSON *r = test_call(sock, "{\"method\":\"io.rdmamemd.CreateAccessToken\"}");
 		const char *token = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
 							"token")->valuestring;
-		static const struct {
-			const char *extra, *param;
-		} bad[] = {
-			{ "\"mtu\":0", "mtu" },
-			{ "\"mtu\":1000", "mtu" },
-			{ "\"mtu\":8192", "mtu" },
-			{ "\"gid_index\":-1", "gid_index" },
-			{ "\"gid_index\":256", "gid_index" },
-		};
+		char prefix[160];
 
-		for (size_t b = 0; b < ELEMENTSOF(bad); b++) {
-			char params[256];
-
-			snprintf(params, sizeof(params),
-				 "{\"device\":\"nodev\",\"token\":\"%s\",\"qpn\":1,\"psn\":0,"
-				 "\"gid\":\"fe80::1\",%s}",
-				 token, bad[b].extra);
-			expect_param_error(sock, -1, "ConnectQueuePair", params, bad[b].param);
-		}
+		snprintf(prefix, sizeof(prefix),
+			 "\"device\":\"nodev\",\"token\":\"%s\",\"qpn\":1,\"psn\":0,\"gid\":\"fe80::1\"",
+			 token);
+		expect_bad_params(sock, "ConnectQueuePair", prefix, bad, ELEMENTSOF(bad));
 		/* Left out, or sound: on to the device, which does not exist. */
 		ck_assert_str_eq(raw_error(sock, "ConnectQueuePair",
-					   "{\"device\":\"nodev\",\"token\":\"%s\",\"qpn\":1,"
-					   "\"psn\":0,\"gid\":\"fe80::1\",\"mtu\":4096,\"gid_index\":0,"
-					   "\"lid\":0}",
-					   token),
+					   "{%s,\"mtu\":4096,\"gid_index\":0,\"lid\":0}", prefix),
 				 RDMAMEM_ERROR_NO_SUCH_DEVICE);
 		cJSON_Delete(r);
 	}
 
 	/* Share and Unshare take exactly one id, and a real one. */
 	for (int k = 0; k < 2; k++) {
-		static const struct {
-			const char *params, *param;
-		} bad[] = {
-			{ "{\"region\":\"%llu\",\"uid\":-1}", "uid" },
-			{ "{\"region\":\"%llu\",\"uid\":-1,\"gid\":5}", "uid" },
-			{ "{\"region\":\"%llu\",\"gid\":-7,\"uid\":5}", "uid" },
-			{ "{\"region\":\"%llu\",\"gid\":-7}", "gid" },
-			{ "{\"region\":\"%llu\",\"gid\":4294967295}", "gid" },
-			{ "{\"region\":\"%llu\",\"uid\":4294967296}", "uid" },
-			{ "{\"region\":\"%llu\"}", "uid" },
-			{ "{\"region\":\"%llu\",\"uid\":null,\"gid\":null}", "uid" },
+		static const struct bad_param bad[] = {
+			{ "\"uid\":-1", "uid" },
+			{ "\"uid\":-1,\"gid\":5", "uid" },
+			{ "\"gid\":-7,\"uid\":5", "uid" },
+			{ "\"gid\":-7", "gid" },
+			{ "\"gid\":4294967295", "gid" },
+			{ "\"uid\":4294967296", "uid" },
+			{ "", "uid" },
+			{ "\"uid\":null,\"gid\":null", "uid" },
 		};
 		const char *method = k ? "Unshare" : "Share";
+		char prefix[64];
 
-		for (size_t b = 0; b < ELEMENTSOF(bad); b++) {
-			char params[128];
-
-			snprintf(params, sizeof(params), bad[b].params, i);
-			expect_param_error(sock, -1, method, params, bad[b].param);
-		}
+		snprintf(prefix, sizeof(prefix), "\"region\":\"%llu\"", i);
+		expect_bad_params(sock, method, prefix, bad, ELEMENTSOF(bad));
 		ck_assert_ptr_null(raw_error(sock, method, "{\"region\":\"%llu\",\"uid\":0}", i));
 		ck_assert_ptr_null(raw_error(sock, method,
 					     "{\"region\":\"%llu\",\"gid\":4294967294,\"uid\":null}",
@@ -796,24 +799,12 @@ END_TEST
  * them. Uses a page size of which the host has none available, so the test
  * does not depend on the machine's configuration.
  */
-static long long hugepages_available(const char *dir)
+/* Free huge pages of page bytes that no mapping has reserved. */
+static long long hugepages_available(uint64_t page)
 {
-	char path[128];
-	long long free_pages = -1, resv = -1;
-	FILE *f;
+	long long free_pages = hugetlb_pages(page, "free_hugepages");
+	long long resv = hugetlb_pages(page, "resv_hugepages");
 
-	snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/%s/free_hugepages", dir);
-	f = fopen(path, "re");
-	if (f && fscanf(f, "%lld", &free_pages) != 1)
-		free_pages = -1;
-	if (f)
-		fclose(f);
-	snprintf(path, sizeof(path), "/sys/kernel/mm/hugepages/%s/resv_hugepages", dir);
-	f = fopen(path, "re");
-	if (f && fscanf(f, "%lld", &resv) != 1)
-		resv = -1;
-	if (f)
-		fclose(f);
 	return free_pages < 0 || resv < 0 ? -1 : free_pages - resv;
 }
 
@@ -833,7 +824,7 @@ START_TEST(test_hugetlb_without_huge_pages)
 	test_assert_serving_fd(sock);
 	before = test_settled_fds(td.pid);
 	for (size_t k = 0; k < ELEMENTSOF(sizes); k++) {
-		long long avail = hugepages_available(sizes[k].dir);
+		long long avail = hugepages_available(sizes[k].size);
 		const char *msg;
 		uint64_t id;
 		cJSON *reply;
@@ -848,7 +839,7 @@ START_TEST(test_hugetlb_without_huge_pages)
 		ck_assert_int_eq(ftruncate(fd, (off_t)sizes[k].size), 0);
 		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
 		/* Only if the host still has none now: the answer depends on it. */
-		if (hugepages_available(sizes[k].dir) != 0) {
+		if (hugepages_available(sizes[k].size) != 0) {
 			close(fd);
 			continue;
 		}
@@ -895,23 +886,14 @@ END_TEST
  * the host has no free 2 MiB page, root reserves one for the test and gives
  * it back after; otherwise the test is skipped.
  */
-#define HUGE_2M_DIR "/sys/kernel/mm/hugepages/hugepages-2048kB"
-
 static long long hugepages_total(void)
 {
-	long long n = -1;
-	FILE *f = fopen(HUGE_2M_DIR "/nr_hugepages", "re");
-
-	if (f && fscanf(f, "%lld", &n) != 1)
-		n = -1;
-	if (f)
-		fclose(f);
-	return n;
+	return hugetlb_pages(2 << 20, "nr_hugepages");
 }
 
 static bool hugepages_set(long long n)
 {
-	FILE *f = fopen(HUGE_2M_DIR "/nr_hugepages", "we");
+	FILE *f = fopen(HUGETLB_SYSFS "-2048kB/nr_hugepages", "we");
 	bool ok = f && fprintf(f, "%lld\n", n) > 0;
 
 	if (f && fclose(f) != 0)
@@ -950,10 +932,10 @@ START_TEST(test_hugetlb_region)
 	void *addr;
 	int fd;
 
-	if (hugepages_available("hugepages-2048kB") < 1) {
+	if (hugepages_available(2 << 20) < 1) {
 		if (geteuid() == 0 && hugepages_at_start >= 0)
 			hugepages_set(hugepages_at_start + 1);
-		if (hugepages_available("hugepages-2048kB") < 1) {
+		if (hugepages_available(2 << 20) < 1) {
 			hugepages_restore();
 			printf("SKIPPED test_hugetlb_region: no free 2 MiB huge page, and none "
 			       "could be reserved for the test\n");
