@@ -297,6 +297,19 @@ _public_ int rdmamem_share(struct rdmamem_client *c, uint64_t region, uint32_t i
 	return call_u64(c, "io.rdmamemd.Share", p, NULL, 0, 0, NULL, NULL);
 }
 
+_public_ int rdmamem_unshare(struct rdmamem_client *c, uint64_t region, uint32_t id, unsigned flags)
+{
+	cJSON *p;
+
+	if (flags & ~RDMAMEM_SHARE_GROUP)
+		return -EINVAL;
+	p = params_new();
+	if (add_id(p, "region", region) < 0 ||
+	    json_add_int(p, flags & RDMAMEM_SHARE_GROUP ? "gid" : "uid", id) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.Unshare", p, NULL, 0, 0, NULL, NULL);
+}
+
 _public_ int rdmamem_register_on(struct rdmamem_client *c, uint64_t region, const char *device,
 				 struct rdmamem_registration *ret)
 {

@@ -11,6 +11,7 @@
 #include "lease.h"
 #include "log.h"
 #include "proto/errors.h"
+#include "proto/macro.h"
 #include "region.h"
 #include "server.h"
 
@@ -133,6 +134,48 @@ void lease_release(struct lease *l)
 	}
 	log_debug("Lease %" PRIu64 " on region %" PRIu64 " released", l->id, r->id);
 	lease_unref(l);
+}
+
+int lease_revoke_lost(struct region *r)
+{
+	_cleanup_free_ struct lease **lost = NULL;
+	struct lease *l;
+	size_t n = 0, cap = 0;
+
+	/* Collected first, each with a reference: releasing one grants
+	 * waiters, whose work may drop other leases on r from the list. */
+	list_for_each_entry(l, &r->leases, region_link) {
+		if (l->released || !l->conn ||
+		    region_allows(r, l->conn, l->mode == LOCK_SHARED ? REGION_READ : REGION_WRITE))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 8;
+			struct lease **nl = reallocarray(lost, ncap, sizeof(*nl));
+
+			if (!nl) {
+				for (size_t i = 0; i < n; i++)
+					lease_unref(lost[i]);
+				return -ENOMEM;
+			}
+			lost = nl;
+			cap = ncap;
+		}
+		lost[n++] = lease_ref(l);
+	}
+	for (size_t i = 0; i < n; i++) {
+		l = lost[i];
+		if (!l->released) {
+			log_debug("Lease %" PRIu64 " of uid %u on region %" PRIu64
+				  " ends: the region is no longer shared with it",
+				  l->id, (unsigned)l->conn->cred.uid, r->id);
+			if (l->call && l->on_revoked)
+				l->on_revoked(l);
+			else
+				lease_release(l);
+		}
+		lease_unref(l);
+	}
+	return 0;
 }
 
 int lease_lookup(struct daemon *d, uint64_t id, const struct conn *caller, struct lease **ret,

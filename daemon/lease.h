@@ -40,6 +40,9 @@ struct lease {
 	struct timeout timeout;
 	uint64_t asked_msec;
 	void (*on_granted)(struct lease *l);
+	/* The holder lost the right to wait for it (Unshare): answer call
+	 * and release. Without it the lease is just released. */
+	void (*on_revoked)(struct lease *l);
 };
 
 /*
@@ -57,6 +60,15 @@ int lease_acquire(struct lease *l, bool try_only, void (*on_granted)(struct leas
 
 /* Unlock/disconnect/timeout: withdraws or gives back, drops the holder's ref. */
 void lease_release(struct lease *l);
+
+/*
+ * After r's shares shrank: ends every lease on r whose holder may no longer
+ * hold it (a shared lease needs read access, the others write access), as if
+ * it had unlocked — operations running under one finish first, then the lock
+ * is given back; a Lock still waiting is answered through on_revoked. Leases
+ * of holders that keep the right (owner, root, another share) stay.
+ */
+int lease_revoke_lost(struct region *r);
 
 struct lease *lease_ref(struct lease *l);
 struct lease *lease_unref(struct lease *l);

@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -135,14 +137,15 @@ static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_se
 				   "offset %" PRIu64 " is beyond the end of the memfd (%" PRIu64
 				   " bytes)",
 				   imp->offset, (uint64_t)st->st_size);
+	/* The handler refused an explicit length 0: 0 here means "to the end". */
 	if (imp->length == 0)
 		imp->length = (uint64_t)st->st_size - imp->offset;
 	if (imp->length == 0)
-		return errinfo_invalid_param(e, "length", -EINVAL,
+		return errinfo_invalid_param(e, imp->offset ? "offset" : "fd", -EINVAL,
 					     "the range is empty: the memfd has %" PRIu64
-					     " bytes from offset %" PRIu64
-					     "; ftruncate it first or pass a length",
-					     (uint64_t)st->st_size - imp->offset, imp->offset);
+					     " bytes and offset %" PRIu64
+					     " is its end; ftruncate it first or pass a smaller offset",
+					     (uint64_t)st->st_size, imp->offset);
 	if (imp->offset + imp->length < imp->offset)
 		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -EOVERFLOW,
 				   "offset %" PRIu64 " + length %" PRIu64 " overflows 64 bits",
@@ -219,13 +222,97 @@ int region_publish(struct region *reg, struct conn *owner)
 	return 0;
 }
 
+long long hugetlb_pages(uint64_t page, const char *what)
+{
+	char path[160];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), HUGETLB_SYSFS "-%" PRIu64 "kB/%s", page >> 10, what);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/*
+ * A hugetlb mapping reserves its huge pages when it is made, so a host
+ * without enough free ones of the memfd's size refuses it (ENOMEM): the
+ * client chose memory this host cannot give. Says how many there are.
+ */
+static int hugetlb_unavailable(uint64_t page, uint64_t len, struct errinfo *e)
+{
+	long long free_pages = hugetlb_pages(page, "free_hugepages");
+	long long resv = hugetlb_pages(page, "resv_hugepages");
+	char size[32];
+
+	if (page >= (1ULL << 30))
+		snprintf(size, sizeof(size), "%" PRIu64 " GiB", page >> 30);
+	else
+		snprintf(size, sizeof(size), "%" PRIu64 " MiB", page >> 20);
+	if (free_pages < 0 || resv < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
+				   "the memfd is backed by %s huge pages and the host has none free "
+				   "to map its %" PRIu64 " pages; reserve huge pages of that size or "
+				   "register memory of normal pages",
+				   size, len / page);
+	return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
+			   "the memfd is backed by %s huge pages: mapping it needs up to %" PRIu64
+			   " of them, and the host has %lld free, %lld of those reserved by others; "
+			   "reserve more (" HUGETLB_SYSFS "-%" PRIu64 "kB/nr_hugepages, or "
+			   "hugepages= at boot) or register memory of normal pages",
+			   size, len / page, free_pages, resv, page >> 10);
+}
+
+/*
+ * Maps [map_off, map_off + reg->map_len) of fd, writable when the open mode
+ * and the seals allow. Failures the client's fd causes get their own error.
+ */
+static int map_memfd(struct region *reg, int fd, int flags, int *seals, uint64_t map_off,
+		     struct errinfo *e)
+{
+	struct statfs sfs;
+	int prot;
+
+	for (;;) {
+		/* Write seals forbid a writable shared mapping: map read-only. */
+		reg->writable = (flags & O_ACCMODE) == O_RDWR &&
+				!(*seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
+		prot = PROT_READ | (reg->writable ? PROT_WRITE : 0);
+		reg->map_base = mmap(NULL, reg->map_len, prot, MAP_SHARED, fd, (off_t)map_off);
+		if (reg->map_base != MAP_FAILED)
+			return 0;
+		reg->map_base = NULL;
+		/* The client may add a write seal after validate_memfd() read
+		 * the seals: then map read-only, as if it had been there. */
+		if (errno == EPERM && reg->writable) {
+			int now = fcntl(fd, F_GET_SEALS);
+
+			if (now >= 0 && (now & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) {
+				*seals = now;
+				continue;
+			}
+			errno = EPERM;
+		}
+		break;
+	}
+	if (errno == ENOMEM && fstatfs(fd, &sfs) == 0 && sfs.f_type == HUGETLBFS_MAGIC)
+		return hugetlb_unavailable((uint64_t)sfs.f_bsize, reg->map_len, e);
+	return errinfo_set(e, RDMAMEM_ERROR_INTERNAL, -errno,
+			   "cannot map %" PRIu64 " bytes of the memfd: %s", reg->map_len,
+			   strerror(errno));
+}
+
 int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_import *imp,
 			struct region **ret, struct errinfo *e)
 {
 	struct region *reg;
 	struct stat st;
 	uint64_t page, map_off;
-	int seals = 0, flags, prot, r;
+	int seals = 0, flags, r;
 
 	r = validate_memfd(imp, &st, &seals, e);
 	if (r < 0)
@@ -241,24 +328,21 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 		return r;
 	reg->memory = REGION_MEMFD;
 
-	/* Write seals forbid a writable shared mapping: map read-only. */
-	reg->writable = (flags & O_ACCMODE) == O_RDWR &&
-			!(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
-	prot = PROT_READ | (reg->writable ? PROT_WRITE : 0);
 	/* hugetlbfs reports its page size as the block size. */
 	page = MAX((uint64_t)st.st_blksize, (uint64_t)sysconf(_SC_PAGESIZE));
 	if (page & (page - 1))
 		page = (uint64_t)sysconf(_SC_PAGESIZE);
 	map_off = imp->offset & ~(page - 1);
-	reg->map_len = imp->offset - map_off + imp->length;
-	reg->map_base = mmap(NULL, reg->map_len, prot, MAP_SHARED, imp->fd, (off_t)map_off);
-	if (reg->map_base == MAP_FAILED) {
-		reg->map_base = NULL;
-		r = errinfo_set(e, RDMAMEM_ERROR_INTERNAL, -errno,
-				"cannot map %" PRIu64 " bytes of the memfd: %s", imp->length,
-				strerror(errno));
-		log_full_fields(LOG_WARNING, r, LOG_CLIENT(&owner->cred), "Register: %s",
-				e->message);
+	/* Whole pages: munmap() of a hugetlb mapping refuses a length that
+	 * is not a multiple of its page size (and hugetlbfs files are). */
+	reg->map_len = (imp->offset - map_off + imp->length + page - 1) & ~(page - 1);
+	r = map_memfd(reg, imp->fd, flags, &seals, map_off, e);
+	if (r < 0) {
+		/* The client's doing is logged at debug with the answer; what
+		 * is left is the daemon's own trouble. */
+		if (strcmp(e->name, RDMAMEM_ERROR_INTERNAL) == 0)
+			log_full_fields(LOG_WARNING, r, LOG_CLIENT(&owner->cred), "Register: %s",
+					e->message);
 		region_unref(reg);
 		return r;
 	}
@@ -266,6 +350,8 @@ int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_impor
 	reg->fd = TAKE_FD(imp->fd);
 	reg->file_offset = imp->offset;
 	reg->file_size = st.st_size;
+	reg->file_dev = st.st_dev;
+	reg->file_ino = st.st_ino;
 	reg->seals = seals;
 	reg->access = imp->access;
 	reg->numa_node = numa_node_of(reg->addr);
@@ -418,9 +504,28 @@ static int rights_of(const struct region *r, const struct conn *c)
 	return best;
 }
 
+/* The rights_of() level a right needs. */
+static int level_of(enum region_right right)
+{
+	switch (right) {
+	case REGION_READ:
+		return 1;
+	case REGION_WRITE:
+		return 2;
+	case REGION_ADMIN:
+		break;
+	}
+	return 3;
+}
+
 bool region_visible_to(const struct region *r, const struct conn *caller)
 {
 	return rights_of(r, caller) > 0;
+}
+
+bool region_allows(const struct region *r, const struct conn *c, enum region_right right)
+{
+	return rights_of(r, c) >= level_of(right);
 }
 
 int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum region_right right,
@@ -441,13 +546,13 @@ int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum
 				   "uid %u may not use region %" PRIu64
 				   ": only its owner and those it is shared with may",
 				   (unsigned)caller->cred.uid, id);
-	if (right == REGION_ADMIN && have < 3)
-		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
-				   "only the owner of region %" PRIu64 " may do that", id);
-	if (right == REGION_WRITE && have < 2)
-		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
-				   "region %" PRIu64 " is shared with uid %u read-only", id,
-				   (unsigned)caller->cred.uid);
+	if (have < level_of(right))
+		return right == REGION_ADMIN ?
+			       errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					   "only the owner of region %" PRIu64 " may do that", id) :
+			       errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					   "region %" PRIu64 " is shared with uid %u read-only", id,
+					   (unsigned)caller->cred.uid);
 	*ret = region_ref(r);
 	return 0;
 }
@@ -479,6 +584,52 @@ int region_share(struct region *r, bool is_group, uint32_t id, bool readonly, st
 	r->shares = n;
 	r->shares[r->n_shares++] = (struct region_share){ is_group, id, readonly };
 	return 0;
+}
+
+int region_unshare(struct region *r, bool is_group, uint32_t id)
+{
+	for (size_t i = 0; i < r->n_shares; i++) {
+		struct region_share *s = &r->shares[i];
+
+		if (s->is_group != is_group || s->id != id)
+			continue;
+		/* Keep the order GetRegion shows them in. */
+		memmove(s, s + 1, (r->n_shares - i - 1) * sizeof(*s));
+		r->n_shares--;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+bool region_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta)
+{
+	if (a == b) {
+		*ret_delta = 0;
+		return true;
+	}
+	if (a->memory != b->memory)
+		return false;
+	switch (a->memory) {
+	case REGION_MEMFD:
+		if (a->file_dev != b->file_dev || a->file_ino != b->file_ino)
+			return false;
+		*ret_delta = (int64_t)(b->file_offset - a->file_offset);
+		return true;
+	case REGION_CUDA_IPC:
+		/* One open per allocation: one address range. */
+		if (a->ipc != b->ipc)
+			return false;
+		*ret_delta = (int64_t)(b->dptr - a->dptr);
+		return true;
+	case REGION_CUDA_VMM:
+		/* Each import maps the allocation anew, and nothing tells two
+		 * imports of one allocation apart from two allocations: every
+		 * exported fd is /dev/nvidiactl, and the handle, buffer id and
+		 * memory block id differ per import (seen on an H200, driver
+		 * 580). */
+		break;
+	}
+	return false;
 }
 
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,

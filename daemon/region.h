@@ -88,6 +88,11 @@ struct region {
 	int fd;
 	uint64_t file_offset;
 	uint64_t file_size;	/* st_size at import */
+	/* The memfd's file, so that a copy can tell two regions over one
+	 * memfd (different mappings of the same pages) from two pieces of
+	 * memory: region_same_memory(). */
+	dev_t file_dev;
+	ino_t file_ino;
 	unsigned seals;
 	bool writable;		/* mapped PROT_WRITE */
 	int numa_node;		/* -1 when unknown */
@@ -186,9 +191,36 @@ int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum
 /* Whether caller may see the region in listings. */
 bool region_visible_to(const struct region *r, const struct conn *caller);
 
+/* Whether c has right on r now (owner, root, or through a share). */
+bool region_allows(const struct region *r, const struct conn *c, enum region_right right);
+
 /* Grants uid or gid access. -EEXIST when already shared the same way;
  * QuotaExceeded ("shares") in *e when the region has its limit of them. */
 int region_share(struct region *r, bool is_group, uint32_t id, bool readonly, struct errinfo *e);
+/*
+ * Takes back the share of uid or gid (-ENOENT when there is none). Rights
+ * are looked up on every use, so new operations see it at once; leases
+ * already granted are the caller's business (lease_revoke_lost()).
+ */
+int region_unshare(struct region *r, bool is_group, uint32_t id);
+
+/*
+ * Whether a and b are views of one piece of memory — the same region, two
+ * regions over one memfd (found by st_dev/st_ino: their mappings are
+ * different addresses of the same pages), two regions over one CUDA IPC
+ * open — and if so where b's first byte lies relative to a's in it. Regions
+ * this cannot relate (two VMM imports of one allocation) are taken to be
+ * separate memory.
+ */
+bool region_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta);
+
+/*
+ * The host's huge pages of page bytes: what is one of "nr_hugepages",
+ * "free_hugepages", "resv_hugepages" (free ones include those reserved by
+ * mappings). -1 when the host has no such page size.
+ */
+#define HUGETLB_SYSFS "/sys/kernel/mm/hugepages/hugepages"
+long long hugetlb_pages(uint64_t page, const char *what);
 
 /* Checks [offset, offset + length) against the region, overflow-safe. */
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,

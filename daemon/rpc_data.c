@@ -20,7 +20,8 @@
 struct end_params {
 	uint64_t region;
 	uint64_t offset;
-	uint64_t lease;		/* 0: none */
+	uint64_t lease;
+	bool has_lease;		/* lease was sent: "0" names no lease, it does not mean none */
 };
 
 static const struct json_field end_fields[] = {
@@ -84,7 +85,7 @@ static int resolve_end(struct rpc_call *call, const struct end_params *p, uint64
 	r = region_check_range(e->region, p->offset, length, what, &err);
 	if (r < 0)
 		return rpc_error_info(call, &err);
-	if (p->lease) {
+	if (p->has_lease) {
 		r = lease_lookup(d, p->lease, call->conn, &l, &err);
 		if (r < 0)
 			return rpc_error_info(call, &err);
@@ -182,6 +183,7 @@ static int method_read(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0)
 		return r;
+	p.end.has_lease = json_present(call->vc.parameters, "lease");
 	if (p.length > limit)
 		return rpc_errorf(call, RDMAMEM_ERROR_TRANSFER_TOO_LARGE,
 				  "Read returns at most %" PRIu64 " bytes inline, %" PRIu64
@@ -228,6 +230,7 @@ static int method_write(struct rpc_call *call)
 	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0 ||
 	    (r = parse_mode(call, "mode", p.mode, true, &mode)) < 0)
 		return r;
+	p.end.has_lease = json_present(call->vc.parameters, "lease");
 	len = rpc_strlen(call, p.data);
 	/* The length is known from the text; the full check runs where the
 	 * bytes are decoded, before any lands. */
@@ -282,6 +285,8 @@ static int method_copy(struct rpc_call *call)
 	if (json_dispatch(p.to, end_fields, &to, &err) < 0)
 		return rpc_invalid_param(call, "to", "parameter 'to.%.64s' %s", err.field ?: "",
 					 err.reason);
+	from.has_lease = json_present(p.from, "lease");
+	to.has_lease = json_present(p.to, "lease");
 
 	x = calloc(1, sizeof(*x));
 	if (!x)
@@ -345,6 +350,24 @@ static void lock_timed_out(struct timeout *t)
 	lease_unref(l);
 }
 
+/* Unshare (or a read-only Share) took the waiting holder's right away. */
+static void lock_revoked(struct lease *l)
+{
+	struct rpc_call *call = l->call;
+
+	l->call = NULL;
+	call->cancel = NULL;
+	/* As in lock_timed_out: the answer may let a closing connection
+	 * release its leases, this one too. */
+	lease_ref(l);
+	rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
+		   "region %" PRIu64 " is no longer shared with uid %u for a %s lease; the lease "
+		   "request was withdrawn",
+		   l->region->id, (unsigned)call->conn->cred.uid, lock_mode_to_string(l->mode));
+	lease_release(l);
+	lease_unref(l);
+}
+
 static void lock_call_cancel(struct rpc_call *call)
 {
 	struct lease *l = call->userdata;
@@ -387,6 +410,7 @@ static int method_lock(struct rpc_call *call)
 	region_unref(reg);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
+	l->on_revoked = lock_revoked;
 	r = lease_acquire(l, p.timeout_ms == 0, lock_granted);
 	if (r == 1)
 		return reply_lease(call, l);

@@ -542,11 +542,14 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	if (parse_gid(p.gid, peer.gid) < 0)
 		return rpc_invalid_param(call, "gid", "parameter 'gid' must be an IPv6-style GID "
 						      "or 32 hex digits");
-	if (p.gid_index > 255)
-		return rpc_invalid_param(call, "gid_index", "parameter 'gid_index' is too large");
-	/* Absent (0) is the default; anything else is at least the smallest
-	 * IB MTU, and is rounded down to one. */
-	if (p.mtu != 0 && p.mtu < 256)
+	/* Absent picks a default; a value sent must be one that exists. */
+	if (json_present(call->vc.parameters, "gid_index") && (p.gid_index < 0 || p.gid_index > 255))
+		return rpc_invalid_param(call, "gid_index",
+					 "parameter 'gid_index' must be a GID table index, 0 to 255; "
+					 "leave it out for the port's default");
+	/* Absent is the default (1024); anything else is at least the
+	 * smallest IB MTU, and is rounded down to one. */
+	if (json_present(call->vc.parameters, "mtu") && p.mtu < 256)
 		return rpc_invalid_param(call, "mtu", "parameter 'mtu' is a path MTU in bytes: 256, "
 						      "512, 1024, 2048 or 4096");
 	peer.qpn = p.qpn;

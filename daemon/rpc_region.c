@@ -261,6 +261,12 @@ static int method_register(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0 || (r = parse_access(call, p.access, &imp.access)) < 0)
 		return r;
+	/* Below, length 0 stands for "absent: to the end", for every kind of
+	 * memory; a client that sends 0 asks for an empty range. */
+	if (p.length == 0 && json_present(call->vc.parameters, "length"))
+		return rpc_invalid_param(call, "length",
+					 "parameter 'length' is 0, an empty range; leave it out to "
+					 "register up to the end");
 	if (p.memory && strcmp(p.memory, "cuda-vmm") == 0)
 		memory = REGION_CUDA_VMM;
 	else if (p.memory && strcmp(p.memory, "cuda-ipc") == 0)
@@ -282,8 +288,8 @@ static int method_register(struct rpc_call *call)
 	}
 	if (memory == REGION_CUDA_VMM && p.size == 0)
 		return rpc_invalid_param(call, "size", "parameter 'size' is required with "
-						       "\"cuda-vmm\": the size the allocation "
-						       "was created with");
+						       "\"cuda-vmm\" and not 0: the size the "
+						       "allocation was created with");
 	if (memory != REGION_MEMFD) {
 		struct gpu_import_params gp = {
 			.memory = memory,
@@ -388,42 +394,71 @@ static int method_unregister(struct rpc_call *call)
 	return RPC_PENDING;
 }
 
-static int method_share(struct rpc_call *call)
+/*
+ * Share and Unshare: exactly one uid or gid, of the region's owner (or
+ * root). Presence decides which id is meant: an explicit negative one is
+ * refused, not taken for "absent".
+ */
+static int share_change(struct rpc_call *call, bool unshare)
 {
 	struct {
 		uint64_t region;
 		int64_t uid, gid;
 		bool readonly;
-	} p = { .uid = -1, .gid = -1 };
+	} p = {};
 	static const struct json_field fields[] = {
+		/* Share only: Unshare decodes from the next entry on. */
+		{ "readonly", JSON_BOOL, offsetof(__typeof__(p), readonly), 0 },
 		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
 		{ "uid", JSON_INT, offsetof(__typeof__(p), uid), 0 },
 		{ "gid", JSON_INT, offsetof(__typeof__(p), gid), 0 },
-		{ "readonly", JSON_BOOL, offsetof(__typeof__(p), readonly), 0 },
 		{},
 	};
 	struct errinfo err = {};
 	struct region *reg;
-	bool group;
+	bool has_uid, has_gid;
+	const char *name;
+	int64_t id;
 	int r;
 
-	r = rpc_params(call, fields, &p);
+	r = rpc_params(call, unshare ? fields + 1 : fields, &p);
 	if (r < 0)
 		return r;
-	if ((p.uid < 0) == (p.gid < 0))
+	has_uid = json_present(call->vc.parameters, "uid");
+	has_gid = json_present(call->vc.parameters, "gid");
+	if (has_uid == has_gid)
 		return rpc_invalid_param(call, "uid", "pass exactly one of 'uid' and 'gid'");
-	group = p.gid >= 0;
-	if ((group ? p.gid : p.uid) > UINT32_MAX - 1)
-		return rpc_invalid_param(call, group ? "gid" : "uid",
-					 "parameter '%s' is not a valid id", group ? "gid" : "uid");
+	name = has_gid ? "gid" : "uid";
+	id = has_gid ? p.gid : p.uid;
+	/* (uid_t)-1 means "no id" to the kernel: nobody has it. */
+	if (id < 0 || id >= UINT32_MAX)
+		return rpc_invalid_param(call, name, "parameter '%s' must be an id from 0 to %u",
+					 name, UINT32_MAX - 1);
 	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
 		return r;
-	r = region_share(reg, group, (uint32_t)(group ? p.gid : p.uid), p.readonly, &err);
+	r = unshare ? region_unshare(reg, has_gid, (uint32_t)id) :
+		      region_share(reg, has_gid, (uint32_t)id, p.readonly, &err);
+	/* Rights shrank (taken back, or turned read-only): the leases of
+	 * holders who lost the right theirs needs end. */
+	if (r == 0 && (unshare || p.readonly))
+		r = lease_revoke_lost(reg);
 	region_unref(reg);
-	if (r < 0 && r != -EEXIST)
+	/* Shared so already, or not shared at all: nothing changes, which is
+	 * what was asked. */
+	if (r < 0 && r != -EEXIST && r != -ENOENT)
 		return err.name ? rpc_error_info(call, &err) : r;
 	return rpc_reply(call, NULL);
+}
+
+static int method_share(struct rpc_call *call)
+{
+	return share_change(call, false);
+}
+
+static int method_unshare(struct rpc_call *call)
+{
+	return share_change(call, true);
 }
 
 static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
@@ -471,6 +506,7 @@ const struct rpc_method rpc_region_methods[] = {
 	{ "io.rdmamemd.Register", method_register, RPC_ACCEPTS_FDS },
 	{ "io.rdmamemd.Unregister", method_unregister, 0 },
 	{ "io.rdmamemd.Share", method_share, 0 },
+	{ "io.rdmamemd.Unshare", method_unshare, 0 },
 	{ "io.rdmamemd.ListRegions", method_list_regions, 0 },
 	{ "io.rdmamemd.GetRegion", method_get_region, 0 },
 	{},

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "daemon.h"
 #include "lease.h"
 #include "cuda.h"
@@ -99,6 +100,76 @@ static void read_reply_encode(struct xfer *x, char *data, const void *src)
 	data[base64_encoded_len(x->length)] = '"';
 }
 
+static bool xfer_touches_gpu(const struct xfer *x)
+{
+	return (x->src.region && region_is_gpu(x->src.region)) ||
+	       (x->dst.region && region_is_gpu(x->dst.region));
+}
+
+/* Moves n bytes at off from the source to the destination; through bounce
+ * when given. Pool side. */
+static int copy_step(struct xfer *x, uint64_t off, uint64_t n, char *bounce)
+{
+	int r;
+
+	if (!xfer_touches_gpu(x)) {
+		if (bounce) {
+			memcpy(bounce, host_at(&x->src, off), n);
+			memcpy(host_at(&x->dst, off), bounce, n);
+		} else {
+			memcpy(host_at(&x->dst, off), host_at(&x->src, off), n);
+		}
+		return 0;
+	}
+	/* Views of one allocation are both GPU memory. */
+	if (!bounce) {
+		r = cu_copy_dtod(dev_at(&x->dst, off), dev_at(&x->src, off), n);
+		if (r < 0)
+			xfer_cuda_failed(x, r, "GPU-to-GPU copy failed");
+		return r;
+	}
+	r = cu_copy_dtoh(bounce, dev_at(&x->src, off), n);
+	if (r >= 0)
+		r = cu_copy_htod(dev_at(&x->dst, off), bounce, n);
+	if (r < 0)
+		xfer_cuda_failed(x, r, "GPU-to-GPU copy through host memory failed");
+	return r;
+}
+
+/*
+ * A copy whose ranges share bytes, with memmove's result, for ends that are
+ * different views of the same memory: two mappings of one memfd, or device
+ * memory (cuMemcpy does not promise anything for overlapping ranges).
+ * memmove() picks its direction by comparing addresses, which says nothing
+ * when the addresses belong to different mappings. The direction comes from
+ * x->delta instead: front to back when the destination lies before the
+ * source, back to front otherwise, in steps that never overlap themselves
+ * and never overwrite source bytes not yet read — straight across when the
+ * ranges lie at least XFER_ALIAS_STEP apart (a step of that distance), else
+ * through a bounce buffer. One thread: parts running side by side would
+ * overwrite each other's source.
+ */
+static void copy_overlapping(struct xfer *x)
+{
+	uint64_t gap = x->delta < 0 ? -(uint64_t)x->delta : (uint64_t)x->delta;
+	_cleanup_free_ char *bounce = NULL;
+	uint64_t step = gap, done, n;
+
+	if (gap < XFER_ALIAS_STEP) {
+		step = MIN((uint64_t)XFER_ALIAS_STEP, x->length);
+		bounce = malloc(step);
+		if (!bounce) {
+			x->result = -ENOMEM;
+			return;
+		}
+	}
+	for (done = 0; done < x->length; done += n) {
+		n = MIN(step, x->length - done);
+		if (copy_step(x, x->delta < 0 ? done : x->length - done - n, n, bounce) < 0)
+			return;
+	}
+}
+
 /* Moves bytes [begin, end) of the transfer. Runs on a pool thread for large
  * transfers and for every GPU transfer: touches only the mappings (kept
  * alive by references) and x's own buffers. */
@@ -154,13 +225,15 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 		}
 		break;
 	case XFER_COPY:
-		if (region_is_gpu(x->src.region) || region_is_gpu(x->dst.region)) {
-			copy_with_gpu(x, begin, end);
-			return;
-		}
-		/* Both ends may lie in one region and overlap (then there is
+		/* Within one host mapping memmove() gets the direction right;
+		 * otherwise overlapping ranges need copy_overlapping() (and are
 		 * a single part). */
-		memmove(host_at(&x->dst, begin), host_at(&x->src, begin), end - begin);
+		if (x->overlap && (x->src.region != x->dst.region || xfer_touches_gpu(x)))
+			copy_overlapping(x);
+		else if (xfer_touches_gpu(x))
+			copy_with_gpu(x, begin, end);
+		else
+			memmove(host_at(&x->dst, begin), host_at(&x->src, begin), end - begin);
 		return;
 	}
 	x->result = 0;
@@ -207,19 +280,23 @@ static void on_work_done(uv_work_t *w, int status)
 		xfer_complete(x);
 }
 
-static bool xfer_touches_gpu(const struct xfer *x)
+/*
+ * Whether a copy's two ranges share bytes (then it must stay in one piece,
+ * in the right direction), and how far apart they lie. Compared where the
+ * bytes live, not by address: two regions over one memfd map the same pages
+ * at unrelated addresses. Ranges at distance 0 are the same bytes: copying
+ * them over themselves changes nothing, in any order.
+ */
+static void copy_find_overlap(struct xfer *x)
 {
-	return (x->src.region && region_is_gpu(x->src.region)) ||
-	       (x->dst.region && region_is_gpu(x->dst.region));
-}
+	int64_t base;
 
-/* Whether a copy's two ranges share bytes (then it must stay in one piece). */
-static bool copy_overlaps(const struct xfer *x)
-{
-	uint64_t s = region_address(x->src.region) + x->src.offset;
-	uint64_t d = region_address(x->dst.region) + x->dst.offset;
-
-	return s < d + x->length && d < s + x->length;
+	x->overlap = false;
+	if (x->kind != XFER_COPY || !region_same_memory(x->src.region, x->dst.region, &base))
+		return;
+	x->delta = base + (int64_t)(x->dst.offset - x->src.offset);
+	x->overlap = x->delta != 0 && (x->delta < 0 ? -(uint64_t)x->delta : (uint64_t)x->delta) <
+					      x->length;
 }
 
 static unsigned pool_parts(const struct xfer *x)
@@ -227,7 +304,7 @@ static unsigned pool_parts(const struct xfer *x)
 	static long cpus;
 	unsigned n;
 
-	if (x->kind != XFER_COPY || x->length < XFER_SPLIT_MIN || copy_overlaps(x) ||
+	if (x->kind != XFER_COPY || x->length < XFER_SPLIT_MIN || x->overlap ||
 	    region_is_gpu(x->src.region) || region_is_gpu(x->dst.region))
 		return 1;
 	if (!cpus)
@@ -243,6 +320,7 @@ static void xfer_run(struct xfer *x)
 	unsigned n;
 
 	timeout_disarm(&d->timeouts, &x->timeout);
+	copy_find_overlap(x);
 	/* CUDA calls never run on the loop. */
 	if (x->length <= XFER_INLINE_MAX && !xfer_touches_gpu(x)) {
 		xfer_execute(x, 0, x->length);
@@ -294,6 +372,26 @@ static void xfer_fail_locks(struct xfer *x, int err)
 	xfer_complete(x);
 }
 
+/* Rights are checked when the call comes; a transfer that waited for locks
+ * meanwhile is checked again before its bytes move (Unshare). */
+static int xfer_check_rights(struct xfer *x)
+{
+	const struct xfer_end *ends[2] = {
+		x->kind != XFER_WRITE ? &x->src : NULL,
+		x->kind != XFER_READ ? &x->dst : NULL,
+	};
+	const struct conn *c = x->call->conn;
+
+	for (size_t i = 0; i < ELEMENTSOF(ends); i++)
+		if (ends[i] && !region_allows(ends[i]->region, c,
+					      ends[i]->write ? REGION_WRITE : REGION_READ))
+			return errinfo_set(&x->err, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					   "region %" PRIu64 " is no longer shared with uid %u "
+					   "for this; nothing was moved",
+					   ends[i]->region->id, (unsigned)c->cred.uid);
+	return 0;
+}
+
 static void xfer_acquire_next(struct xfer *x)
 {
 	while (x->n_granted < x->n_locks) {
@@ -308,6 +406,11 @@ static void xfer_acquire_next(struct xfer *x)
 			return;
 		}
 		x->n_granted++;
+	}
+	x->result = xfer_check_rights(x);
+	if (x->result < 0) {
+		xfer_complete(x);
+		return;
 	}
 	xfer_run(x);
 }

@@ -28,6 +28,10 @@ struct rpc_call;
  * thread's memcpy does not saturate memory bandwidth. */
 #define XFER_SPLIT_MIN (32U * 1024U * 1024U)
 #define XFER_PARTS_MAX 4U
+/* A copy between two views of the same bytes whose ranges overlap moves
+ * them in steps of at least this much, through a buffer of this size when
+ * the ranges lie closer together than that. */
+#define XFER_ALIAS_STEP (1U << 20)
 
 enum xfer_kind {
 	XFER_READ,	/* region → base64 text */
@@ -73,6 +77,11 @@ struct xfer {
 		uint64_t begin, end;	/* byte range of this part */
 	} parts[XFER_PARTS_MAX];
 	unsigned n_parts, parts_left;
+	/* COPY: the two ranges share bytes (the ends are views of one piece of
+	 * memory, region_same_memory()), the destination lying delta bytes
+	 * after the source in it (before it when negative). */
+	bool overlap;
+	int64_t delta;
 	bool on_pool;
 	int result;		/* of the byte moving: 0, -EINVAL bad base64 */
 	struct errinfo err;	/* why it failed, when result < 0 */

@@ -24,6 +24,7 @@
 #define RDMAMEM_ERROR_QUOTA_EXCEEDED "io.rdmamemd.QuotaExceeded"
 #define RDMAMEM_ERROR_NOT_A_MEMFD "io.rdmamemd.NotAMemfd"
 #define RDMAMEM_ERROR_MISSING_SEAL "io.rdmamemd.MissingSeal"
+#define RDMAMEM_ERROR_MEMORY_UNAVAILABLE "io.rdmamemd.MemoryUnavailable"
 #define RDMAMEM_ERROR_OUT_OF_RANGE "io.rdmamemd.OutOfRange"
 #define RDMAMEM_ERROR_READ_ONLY "io.rdmamemd.ReadOnlyRegion"
 #define RDMAMEM_ERROR_TRANSFER_TOO_LARGE "io.rdmamemd.TransferTooLarge"

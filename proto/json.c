@@ -241,3 +241,10 @@ int json_add_bool(cJSON *obj, const char *name, bool value)
 {
 	return cJSON_AddBoolToObject(obj, name, value) ? 0 : -ENOMEM;
 }
+
+bool json_present(const cJSON *obj, const char *name)
+{
+	const cJSON *item = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
+
+	return item && !cJSON_IsNull(item);
+}

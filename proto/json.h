@@ -52,6 +52,14 @@ int json_add_string(cJSON *obj, const char *name, const char *value);
 int json_add_int(cJSON *obj, const char *name, int64_t value);
 int json_add_bool(cJSON *obj, const char *name, bool value);
 
+/*
+ * Whether obj has the member name with a value other than null. Decoding
+ * leaves an absent parameter at its default, which for some parameters is a
+ * value a client may also send (length 0, lease 0): handlers that must tell
+ * the two apart ask this.
+ */
+bool json_present(const cJSON *obj, const char *name);
+
 DEFINE_TRIVIAL_CLEANUP_FUNC(cJSON *, cJSON_Delete)
 #define _cleanup_json_ _cleanup_(cJSON_Deletep)
 

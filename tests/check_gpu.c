@@ -433,6 +433,86 @@ START_TEST(test_copy_directions)
 }
 END_TEST
 
+/*
+ * Copies whose ranges share device memory end as memmove() would leave it:
+ * within one region (IPC and VMM) and between two regions over one IPC
+ * open. cuMemcpy promises nothing for overlapping ranges: a 1-byte shift
+ * within one region came out wrong through cuMemcpyDtoD on an H200.
+ */
+#define OVL_SIZE (8U << 20)
+
+struct ovl_copy {
+	int from, to;			/* index into the regions */
+	uint64_t from_off, to_off, length;
+};
+
+static void overlap_copies(struct rdmamem_client *c, const uint64_t *ids, const uint64_t *base,
+			   CUdeviceptr p, const struct ovl_copy *copies, size_t n)
+{
+	uint8_t *shadow = malloc(OVL_SIZE), *got = malloc(OVL_SIZE);
+
+	fill(shadow, OVL_SIZE, 21);
+	put(p, 0, OVL_SIZE, 21);
+	for (size_t k = 0; k < n; k++) {
+		struct rdmamem_copy cp = { .from_region = ids[copies[k].from],
+					   .from_offset = copies[k].from_off,
+					   .to_region = ids[copies[k].to],
+					   .to_offset = copies[k].to_off,
+					   .length = copies[k].length,
+					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		memmove(shadow + base[copies[k].to] + copies[k].to_off,
+			shadow + base[copies[k].from] + copies[k].from_off, copies[k].length);
+		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+		CU_OK(cu->cuMemcpyDtoH(got, p, OVL_SIZE));
+		ck_assert_msg(memcmp(got, shadow, OVL_SIZE) == 0,
+			      "copy %zu (%llu bytes from %llu to %llu) differs from memmove", k,
+			      (unsigned long long)copies[k].length,
+			      (unsigned long long)(base[copies[k].from] + copies[k].from_off),
+			      (unsigned long long)(base[copies[k].to] + copies[k].to_off));
+	}
+	free(shadow);
+	free(got);
+}
+
+START_TEST(test_copy_overlapping_gpu)
+{
+	static const struct ovl_copy copies[] = {
+		/* Within one region: a byte, a page and 3 MiB apart, both ways. */
+		{ 0, 0, 100, 101, 2U << 20 },
+		{ 0, 0, (1U << 20) + 4097, 1U << 20, 3U << 20 },
+		{ 0, 0, 1U << 20, 4U << 20, 4U << 20 },
+		{ 0, 0, 5U << 20, 2U << 20, 3U << 20 },
+		/* Between two views: the second starts 1 MiB + 3 in. */
+		{ 0, 1, 0, 0, 5U << 20 },
+		{ 1, 0, 0, 0, 5U << 20 },
+		{ 0, 1, (1U << 20) + 3, 4096, 6U << 20 },
+		{ 1, 0, 4096, (1U << 20) + 3 + 4096 + 7, 6U << 20 },
+		/* The same bytes onto themselves. */
+		{ 1, 0, 0, (1U << 20) + 3, 1U << 20 },
+	};
+	struct rdmamem_client *c = test_client(td.socket);
+	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE];
+	uint64_t ids[2], base[2] = { 0, (1U << 20) + 3 };
+	CUdeviceptr ip = ipc_alloc(OVL_SIZE, handle), vp;
+	size_t vsize;
+	int vfd;
+
+	/* Two regions over one IPC open. */
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &ids[0]), 0);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, base[1], 0, &ids[1]), 0);
+	overlap_copies(c, ids, base, ip, copies, ELEMENTSOF(copies));
+
+	/* Within one VMM region (the first four copies). */
+	vp = vmm_alloc(OVL_SIZE, &vsize, &vfd);
+	ck_assert_uint_eq(vsize, OVL_SIZE);
+	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, vfd, vsize, 0, 0, &ids[0]), 0);
+	close(vfd);
+	overlap_copies(c, ids, base, vp, copies, 4);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 /* Registering GPU memory on an RDMA device with none open: a failure that
  * says so, answered each time and kept nowhere. */
 START_TEST(test_gpu_registration_without_rdma)
@@ -591,6 +671,7 @@ Suite *gpu_suite(void)
 	test_add_tagged(tc, "cuda", test_vmm_read_write);
 	test_add_tagged(tc, "cuda", test_ipc_twice);
 	test_add_tagged(tc, "cuda", test_copy_directions);
+	test_add_tagged(tc, "cuda", test_copy_overlapping_gpu);
 	test_add_tagged(tc, "cuda", test_gpu_registration_without_rdma);
 	suite_add_tcase(s, tc);
 

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -57,6 +58,18 @@ static void teardown(void)
 	idmap_done(&d.accounts);
 	region_registry_done(&d);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+
+/* The file behind fd, opened anew: another fd, the same inode. */
+static int open_by_proc(int fd)
+{
+	char path[64];
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = open(path, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(n, 0);
+	return n;
 }
 
 static struct region *import(size_t size)
@@ -153,6 +166,21 @@ START_TEST(test_rights)
 	other.groups = NULL;
 	other.n_groups = 0;
 	ck_assert(!region_visible_to(r, &other));
+
+	/* Taken back: the share goes, the others stay in their order. */
+	ck_assert_int_eq(region_share(r, false, 5, false, NULL), 0);
+	ck_assert_int_eq(region_share(r, false, 6, true, NULL), 0);
+	ck_assert_int_eq(region_unshare(r, false, 77), -ENOENT);
+	ck_assert_int_eq(region_unshare(r, true, 77), 0);
+	ck_assert_int_eq(region_unshare(r, true, 77), -ENOENT);
+	ck_assert_uint_eq(r->n_shares, 2);
+	ck_assert_uint_eq(r->shares[0].id, 5);
+	ck_assert_uint_eq(r->shares[1].id, 6);
+	other.groups = groups;
+	other.n_groups = 1;
+	ck_assert(!region_allows(r, &other, REGION_READ));
+	other.groups = NULL;
+	other.n_groups = 0;
 
 	ck_assert_int_eq(region_check_range(r, 0, 4096, "x", &e), 0);
 	ck_assert_int_eq(region_check_range(r, 4096, 0, "x", &e), 0);
@@ -309,6 +337,36 @@ START_TEST(test_revoke_failed)
 }
 END_TEST
 
+/* Regions over one memfd are one memory, wherever each is mapped. */
+START_TEST(test_same_memory)
+{
+	struct memfd_import imp = { .length = 8192 };
+	struct region *a = import(4096), *b, *c;
+	struct errinfo e = {};
+	int64_t delta = 1;
+	int fd;
+
+	ck_assert(region_same_memory(a, a, &delta));
+	ck_assert_int_eq(delta, 0);
+	ck_assert_int_eq(rdmamem_memfd_create("unit", 3 << 13, &fd, NULL), 0);
+	imp.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	ck_assert_int_eq(region_import_memfd(&d, &owner, &imp, &b, &e), 0);
+	/* Another fd of the same file, another range. */
+	imp = (struct memfd_import){ .fd = open_by_proc(fd), .offset = 12288 };
+	ck_assert_int_eq(region_import_memfd(&d, &owner, &imp, &c, &e), 0);
+	ck_assert_ptr_ne(b->addr, c->addr);
+	ck_assert(region_same_memory(b, c, &delta));
+	ck_assert_int_eq(delta, 12288);
+	ck_assert(region_same_memory(c, b, &delta));
+	ck_assert_int_eq(delta, -12288);
+	ck_assert(!region_same_memory(a, b, &delta));
+	close(fd);
+	region_drop_owner(a);
+	region_drop_owner(b);
+	region_drop_owner(c);
+}
+END_TEST
+
 Suite *region_unit_suite(void)
 {
 	Suite *s = suite_create("region");
@@ -318,6 +376,7 @@ Suite *region_unit_suite(void)
 	tcase_add_test(tc, test_refcount_keeps_memory);
 	tcase_add_test(tc, test_weak_references);
 	tcase_add_test(tc, test_rights);
+	tcase_add_test(tc, test_same_memory);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("mreg");

@@ -7,17 +7,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/memfd.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/region.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
@@ -200,6 +204,85 @@ START_TEST(test_register_write_read_copy)
 }
 END_TEST
 
+/*
+ * Copies between two regions over one memfd whose file ranges overlap end
+ * as memmove() would leave the file, whichever way the ranges lie and
+ * however far apart: the daemon's two mappings of the same pages sit at
+ * unrelated addresses, so neither their order nor a split over threads may
+ * decide the direction. Large copies, which are split over threads when
+ * the ranges do not overlap, and small ones that run on the event loop.
+ */
+#define ALIAS_FILE (96U << 20)
+#define ALIAS_A_OFF (0U)
+#define ALIAS_A_LEN (80U << 20)
+#define ALIAS_B_OFF (8U << 20)
+#define ALIAS_B_LEN (80U << 20)
+
+START_TEST(test_copy_between_views_of_one_memfd)
+{
+	static const struct {
+		bool a_to_b;		/* else b to a */
+		uint64_t from, to, length;	/* offsets in the regions */
+	} copies[] = {
+		/* Destination before the source in the file, far apart. */
+		{ true, 24U << 20, 0, 40U << 20 },
+		/* Destination after the source. */
+		{ false, 0, 20U << 20, 40U << 20 },
+		/* A page and a byte apart, either way. */
+		{ true, 10U << 20, (2U << 20) + 4097, 33U << 20 },
+		{ false, (2U << 20) + 4097, 10U << 20, 33U << 20 },
+		{ true, 10U << 20, (2U << 20) + 1, 48U << 20 },
+		{ false, 5U << 20, (13U << 20) - 3, 32U << 20 },
+		/* Small: on the event loop. */
+		{ true, 8U << 20, 1, 60000 },
+		{ false, 1, 8U << 20, 60000 },
+		/* Overlapping nothing although one memfd: split over threads. */
+		{ true, 0, 48U << 20, 32U << 20 },
+	};
+	struct rdmamem_client *c = test_client(td.socket);
+	uint32_t *ref = malloc(ALIAS_FILE);
+	uint64_t a, b;
+	void *addr;
+	int fd;
+
+	ck_assert_ptr_nonnull(ref);
+	ck_assert_int_eq(rdmamem_memfd_create("alias", ALIAS_FILE, &fd, &addr), 0);
+	/* Every 4 bytes different, so any shift shows. */
+	for (uint32_t k = 0; k < ALIAS_FILE / 4; k++)
+		((uint32_t *)addr)[k] = k * 2654435761U;
+	memcpy(ref, addr, ALIAS_FILE);
+	ck_assert_int_eq(rdmamem_register(c, fd, ALIAS_A_OFF, ALIAS_A_LEN, &a), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, ALIAS_B_OFF, ALIAS_B_LEN, &b), 0);
+
+	for (size_t k = 0; k < ELEMENTSOF(copies); k++) {
+		uint64_t from_base = copies[k].a_to_b ? ALIAS_A_OFF : ALIAS_B_OFF;
+		uint64_t to_base = copies[k].a_to_b ? ALIAS_B_OFF : ALIAS_A_OFF;
+		struct rdmamem_copy cp = {
+			.from_region = copies[k].a_to_b ? a : b,
+			.from_offset = copies[k].from,
+			.to_region = copies[k].a_to_b ? b : a,
+			.to_offset = copies[k].to,
+			.length = copies[k].length,
+			.mode = RDMAMEM_LOCK_EXCLUSIVE,
+		};
+
+		memmove((char *)ref + to_base + copies[k].to, (char *)ref + from_base + copies[k].from,
+			copies[k].length);
+		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+		ck_assert_msg(memcmp(addr, ref, ALIAS_FILE) == 0,
+			      "copy %zu (%s, %llu bytes from %llu to %llu) differs from memmove", k,
+			      copies[k].a_to_b ? "a to b" : "b to a",
+			      (unsigned long long)copies[k].length,
+			      (unsigned long long)(from_base + copies[k].from),
+			      (unsigned long long)(to_base + copies[k].to));
+	}
+	munmap(addr, ALIAS_FILE);
+	close(fd);
+	free(ref);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 /* The daemon's mapping keeps the memory: the client may drop its own. */
 START_TEST(test_keepalive)
 {
@@ -258,6 +341,67 @@ static void expect_register_error(int sock, int fd, const char *params, const ch
 	cJSON_Delete(reply);
 }
 
+/* Sends io.rdmamemd.method with fd (if >= 0); expects InvalidParameter naming param. */
+static void expect_param_error(int sock, int fd, const char *method, const char *params,
+			       const char *param)
+{
+	char msg[512], *text;
+	cJSON *reply, *p;
+
+	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.%s\",\"parameters\":%s}", method,
+		 params);
+	test_send_msg(sock, msg, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
+	ck_assert_int_gt(test_recv_msg(sock, &text, 5000), 0);
+	reply = cJSON_Parse(text);
+	free(text);
+	p = cJSON_GetObjectItem(cJSON_GetObjectItem(reply, "parameters"), "parameter");
+	ck_assert_msg(test_reply_error(reply) &&
+			      strcmp(test_reply_error(reply), VARLINK_ERROR_INVALID_PARAMETER) == 0 &&
+			      cJSON_IsString(p) && strcmp(p->valuestring, param) == 0,
+		      "%s %s: expected InvalidParameter '%s', got %s", method, params, param,
+		      cJSON_PrintUnformatted(reply));
+	cJSON_Delete(reply);
+}
+
+/* Parameters that must each be refused, naming param. */
+struct bad_param {
+	const char *extra, *param;
+};
+
+/* Calls method with {prefix, extra} for each; expects InvalidParameter naming param. */
+static void expect_bad_params(int sock, const char *method, const char *prefix,
+			      const struct bad_param *bad, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		char params[384];
+
+		snprintf(params, sizeof(params), "{%s%s%s}", prefix, bad[k].extra[0] ? "," : "",
+			 bad[k].extra);
+		expect_param_error(sock, -1, method, params, bad[k].param);
+	}
+}
+
+/* A raw call on sock: its error name, or NULL when it succeeded. */
+static const char *raw_error(int sock, const char *method, const char *fmt, ...)
+	_printf_(3, 4);
+static const char *raw_error(int sock, const char *method, const char *fmt, ...)
+{
+	static char name[128];
+	char params[384], msg[512];
+	cJSON *reply;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(params, sizeof(params), fmt, ap);
+	va_end(ap);
+	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.%s\",\"parameters\":%s}", method,
+		 params);
+	reply = test_call(sock, msg);
+	snprintf(name, sizeof(name), "%s", test_reply_error(reply) ?: "");
+	cJSON_Delete(reply);
+	return name[0] ? name : NULL;
+}
+
 START_TEST(test_register_rejections)
 {
 	int sock = test_connect(td.socket), before, pipefd[2], sp[2];
@@ -306,7 +450,12 @@ START_TEST(test_register_rejections)
 			      "{\"fd\":0,\"offset\":\"18446744073709551615\",\"length\":\"2\"}",
 			      RDMAMEM_ERROR_OUT_OF_RANGE, NULL);
 	expect_register_error(sock, sealed, "{\"fd\":0,\"offset\":\"4096\"}",
-			      VARLINK_ERROR_INVALID_PARAMETER, "length");
+			      VARLINK_ERROR_INVALID_PARAMETER, "offset");
+	/* Absent length is "to the end"; an explicit 0 is an empty range. */
+	expect_param_error(sock, sealed, "Register", "{\"fd\":0,\"length\":\"0\"}", "length");
+	expect_param_error(sock, sealed, "Register", "{\"fd\":0,\"offset\":\"4096\"}", "offset");
+	expect_param_error(sock, sealed, "Register",
+			   "{\"fd\":0,\"offset\":\"4095\",\"length\":0}", "length");
 	expect_register_error(sock, sealed, "{\"fd\":1}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
 	expect_register_error(sock, -1, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
 	expect_register_error(sock, sealed, "{}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
@@ -314,12 +463,13 @@ START_TEST(test_register_rejections)
 			      VARLINK_ERROR_INVALID_PARAMETER, "access");
 	expect_register_error(sock, sealed, "{\"fd\":0,\"length\":-5}",
 			      VARLINK_ERROR_INVALID_PARAMETER, "length");
-	/* An empty memfd: sizing it is the client's job. */
+	/* An empty memfd: sizing it is the client's job (the fd is what is
+	 * wrong: no offset or length would help). */
 	ck_assert_int_eq(close(empty), 0);
 	empty = memfd_create("empty", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	ck_assert_int_eq(fcntl(empty, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 	expect_register_error(sock, empty, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER,
-			      "length");
+			      "fd");
 
 	/* Nothing was kept: not the fds, not a region. */
 	ck_assert_int_eq(test_settled_fds(td.pid), before);
@@ -520,6 +670,312 @@ START_TEST(test_permissions_and_sharing)
 	}
 	ck_assert_int_eq(rdmamem_share(c, id, 1, RDMAMEM_SHARE_READONLY | 0x80), -EINVAL);
 	rdmamem_client_close(c);
+}
+END_TEST
+
+/*
+ * Where a parameter's default is a value a client may also send, sending it
+ * means what it says: length 0 is an empty range, lease 0 names a lease this
+ * connection does not hold, uid -1 is no uid.
+ */
+START_TEST(test_absent_is_not_zero)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	uint64_t id = register_new(c, 4096, 'z');
+	unsigned long long i = id;
+	int sock = test_connect(td.socket), m = memfd_of(4096, 0, NULL);
+	char zeros[129];
+
+	/* GPU imports too, refused before any driver is needed. */
+	memset(zeros, '0', 128);
+	zeros[128] = '\0';
+	{
+		char params[256];
+
+		snprintf(params, sizeof(params),
+			 "{\"memory\":\"cuda-ipc\",\"ipc_handle\":\"%s\",\"length\":\"0\"}", zeros);
+		expect_param_error(sock, -1, "Register", params, "length");
+	}
+	expect_param_error(sock, m, "Register",
+			   "{\"memory\":\"cuda-vmm\",\"fd\":0,\"size\":\"2097152\",\"length\":\"0\"}",
+			   "length");
+	expect_param_error(sock, m, "Register", "{\"memory\":\"cuda-vmm\",\"fd\":0,\"size\":\"0\"}",
+			   "size");
+
+	/* Lease 0 is not "no lease". */
+	ck_assert_str_eq(raw_error(sock, "Read", "{\"region\":\"%llu\",\"length\":\"1\",\"lease\":\"0\"}",
+				   i),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_str_eq(raw_error(sock, "Write", "{\"region\":\"%llu\",\"data\":\"eA==\",\"lease\":0}",
+				   i),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_str_eq(raw_error(sock, "Copy",
+				   "{\"from\":{\"region\":\"%llu\",\"lease\":\"0\"},\"to\":{\"region\":"
+				   "\"%llu\",\"offset\":\"8\"},\"length\":\"1\"}",
+				   i, i),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_str_eq(raw_error(sock, "Copy",
+				   "{\"from\":{\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\","
+				   "\"offset\":\"8\",\"lease\":\"0\"},\"length\":\"1\"}",
+				   i, i),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	/* Nothing was written under the lease that is none. */
+	{
+		char b[9];
+
+		ck_assert_int_eq(rdmamem_read(c, id, 0, b, 9, 0), 0);
+		ck_assert_int_eq(memcmp(b, "zzzzzzzzz", 9), 0);
+	}
+	/* A null lease is an absent one. */
+	ck_assert_ptr_null(raw_error(sock, "Read",
+				     "{\"region\":\"%llu\",\"length\":\"1\",\"lease\":null}", i));
+
+	/* Zero-length transfers are valid: checked like others, nothing moves. */
+	ck_assert_ptr_null(raw_error(sock, "Read",
+				     "{\"region\":\"%llu\",\"offset\":\"4096\",\"length\":\"0\"}", i));
+	ck_assert_str_eq(raw_error(sock, "Read",
+				   "{\"region\":\"%llu\",\"offset\":\"4097\",\"length\":\"0\"}", i),
+			 RDMAMEM_ERROR_OUT_OF_RANGE);
+	ck_assert_ptr_null(raw_error(sock, "Write", "{\"region\":\"%llu\",\"data\":\"\"}", i));
+	ck_assert_ptr_null(raw_error(sock, "Copy",
+				     "{\"from\":{\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\"},"
+				     "\"length\":\"0\"}",
+				     i, i));
+
+	/* timeout_ms -1 is the default spelled out; less is refused. */
+	ck_assert_ptr_null(raw_error(sock, "Read",
+				     "{\"region\":\"%llu\",\"length\":\"1\",\"timeout_ms\":-1}", i));
+	expect_param_error(sock, -1, "Read", "{\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-2}",
+			   "timeout_ms");
+
+	/* ConnectQueuePair: a sent mtu or gid_index must exist. */
+	{
+		static const struct bad_param bad[] = {
+			{ "\"mtu\":0", "mtu" },		  { "\"mtu\":128", "mtu" },
+			{ "\"gid_index\":-1", "gid_index" },
+			{ "\"gid_index\":256", "gid_index" },
+		};
+		cJSON *r = test_call(sock, "{\"method\":\"io.rdmamemd.CreateAccessToken\"}");
+		const char *token = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
+							"token")->valuestring;
+		char prefix[160];
+
+		snprintf(prefix, sizeof(prefix),
+			 "\"device\":\"nodev\",\"token\":\"%s\",\"qpn\":1,\"psn\":0,\"gid\":\"fe80::1\"",
+			 token);
+		expect_bad_params(sock, "ConnectQueuePair", prefix, bad, ELEMENTSOF(bad));
+		/* Left out, or sound: on to the device, which does not exist. */
+		ck_assert_str_eq(raw_error(sock, "ConnectQueuePair",
+					   "{%s,\"mtu\":4096,\"gid_index\":0,\"lid\":0}", prefix),
+				 RDMAMEM_ERROR_NO_SUCH_DEVICE);
+		cJSON_Delete(r);
+	}
+
+	/* Share and Unshare take exactly one id, and a real one. */
+	for (int k = 0; k < 2; k++) {
+		static const struct bad_param bad[] = {
+			{ "\"uid\":-1", "uid" },
+			{ "\"uid\":-1,\"gid\":5", "uid" },
+			{ "\"gid\":-7,\"uid\":5", "uid" },
+			{ "\"gid\":-7", "gid" },
+			{ "\"gid\":4294967295", "gid" },
+			{ "\"uid\":4294967296", "uid" },
+			{ "", "uid" },
+			{ "\"uid\":null,\"gid\":null", "uid" },
+		};
+		const char *method = k ? "Unshare" : "Share";
+		char prefix[64];
+
+		snprintf(prefix, sizeof(prefix), "\"region\":\"%llu\"", i);
+		expect_bad_params(sock, method, prefix, bad, ELEMENTSOF(bad));
+		ck_assert_ptr_null(raw_error(sock, method, "{\"region\":\"%llu\",\"uid\":0}", i));
+		ck_assert_ptr_null(raw_error(sock, method,
+					     "{\"region\":\"%llu\",\"gid\":4294967294,\"uid\":null}",
+					     i));
+	}
+	/* None of the refused Shares shared anything. */
+	{
+		cJSON *r = get_region(c, id);
+
+		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "shares")), 0);
+		cJSON_Delete(r);
+	}
+	close(m);
+	close(sock);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/*
+ * A hugetlb memfd on a host with no free huge pages of its size: the daemon
+ * cannot map it, and says why by name (not InternalError). memfd_create and
+ * ftruncate of a hugetlb file need no pages; the daemon's mapping reserves
+ * them. Uses a page size of which the host has none available, so the test
+ * does not depend on the machine's configuration.
+ */
+/* Free huge pages of page bytes that no mapping has reserved. */
+static long long hugepages_available(uint64_t page)
+{
+	long long free_pages = hugetlb_pages(page, "free_hugepages");
+	long long resv = hugetlb_pages(page, "resv_hugepages");
+
+	return free_pages < 0 || resv < 0 ? -1 : free_pages - resv;
+}
+
+START_TEST(test_hugetlb_without_huge_pages)
+{
+	static const struct {
+		unsigned flag;
+		uint64_t size;
+		const char *dir;
+	} sizes[] = {
+		{ MFD_HUGE_2MB, 2ULL << 20, "hugepages-2048kB" },
+		{ MFD_HUGE_1GB, 1ULL << 30, "hugepages-1048576kB" },
+	};
+	struct rdmamem_client *c = test_client(td.socket);
+	int sock = test_connect(td.socket), tried = 0, before;
+
+	test_assert_serving_fd(sock);
+	before = test_settled_fds(td.pid);
+	for (size_t k = 0; k < ELEMENTSOF(sizes); k++) {
+		long long avail = hugepages_available(sizes[k].size);
+		const char *msg;
+		uint64_t id;
+		cJSON *reply;
+		int fd;
+
+		if (avail != 0)
+			continue;
+		fd = memfd_create("huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB |
+						  sizes[k].flag);
+		if (fd < 0)
+			continue;
+		ck_assert_int_eq(ftruncate(fd, (off_t)sizes[k].size), 0);
+		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+		/* Only if the host still has none now: the answer depends on it. */
+		if (hugepages_available(sizes[k].size) != 0) {
+			close(fd);
+			continue;
+		}
+		raw_register(sock, fd, "{\"fd\":0}", &reply);
+		ck_assert_msg(test_reply_error(reply) &&
+				      strcmp(test_reply_error(reply),
+					     RDMAMEM_ERROR_MEMORY_UNAVAILABLE) == 0,
+			      "%s: %s", sizes[k].dir, cJSON_PrintUnformatted(reply));
+		/* It says which pages, how many there are, and what to do. */
+		msg = cJSON_GetObjectItem(cJSON_GetObjectItem(reply, "parameters"), "message")
+			      ->valuestring;
+		ck_assert_ptr_nonnull(strstr(msg, sizes[k].size == (2ULL << 20) ? "2 MiB" : "1 GiB"));
+		ck_assert_ptr_nonnull(strstr(msg, "huge pages"));
+		ck_assert_ptr_nonnull(strstr(msg, "0 free"));
+		ck_assert_ptr_nonnull(strstr(msg, sizes[k].dir));
+		cJSON_Delete(reply);
+		/* The library maps it to ENOMEM. */
+		ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), -ENOMEM);
+		ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_MEMORY_UNAVAILABLE);
+		close(fd);
+		tried++;
+	}
+	if (!tried) {
+		printf("SKIPPED test_hugetlb_without_huge_pages: every huge page size here has "
+		       "free pages (or hugetlb memfds are not supported), so a hugetlb mapping "
+		       "would succeed\n");
+		goto out;
+	}
+	/* Nothing kept: no region, no charge, no fd. */
+	ck_assert_uint_eq(status_field("regions"), 0);
+	ck_assert_uint_eq(status_field("pinned_bytes"), 0);
+	ck_assert_int_eq(test_settled_fds(td.pid), before);
+out:
+	test_assert_serving_fd(sock);
+	close(sock);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/*
+ * A hugetlb memfd where a huge page is free: a region over a few bytes of it
+ * maps the whole page, works, and goes without a trace (a mapping of a
+ * partial huge page cannot be unmapped: it stayed, holding the page). When
+ * the host has no free 2 MiB page, root reserves one for the test and gives
+ * it back after; otherwise the test is skipped.
+ */
+static long long hugepages_total(void)
+{
+	return hugetlb_pages(2 << 20, "nr_hugepages");
+}
+
+static bool hugepages_set(long long n)
+{
+	FILE *f = fopen(HUGETLB_SYSFS "-2048kB/nr_hugepages", "we");
+	bool ok = f && fprintf(f, "%lld\n", n) > 0;
+
+	if (f && fclose(f) != 0)
+		ok = false;
+	return ok && hugepages_total() == n;
+}
+
+/*
+ * nr_hugepages as the case found it. The test runs in a child process that
+ * a failed assertion or a timeout ends at once: the case's unchecked
+ * teardown, in the runner's own process, puts it back then.
+ */
+static long long hugepages_at_start = -1;
+
+static void hugepages_remember(void)
+{
+	hugepages_at_start = hugepages_total();
+}
+
+static void hugepages_restore(void)
+{
+	if (hugepages_at_start >= 0 && hugepages_total() != hugepages_at_start)
+		hugepages_set(hugepages_at_start);
+}
+
+static bool no_memfd_maps(void)
+{
+	return test_memfd_maps(td.pid) == 0;
+}
+
+START_TEST(test_hugetlb_region)
+{
+	struct rdmamem_client *c;
+	uint64_t id;
+	char buf[6];
+	void *addr;
+	int fd;
+
+	if (hugepages_available(2 << 20) < 1) {
+		if (geteuid() == 0 && hugepages_at_start >= 0)
+			hugepages_set(hugepages_at_start + 1);
+		if (hugepages_available(2 << 20) < 1) {
+			hugepages_restore();
+			printf("SKIPPED test_hugetlb_region: no free 2 MiB huge page, and none "
+			       "could be reserved for the test\n");
+			return;
+		}
+	}
+	c = test_client(td.socket);
+	fd = memfd_create("huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | MFD_HUGE_2MB);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 2 << 20), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 4097, 4096, &id), 0);
+	ck_assert_int_eq(rdmamem_write(c, id, 4090, "hugetl", 6, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	ck_assert_int_eq(rdmamem_write(c, id, 4091, "hugetl", 6, RDMAMEM_LOCK_EXCLUSIVE, 0), -ERANGE);
+	addr = mmap(NULL, 2 << 20, PROT_READ, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(addr, MAP_FAILED);
+	ck_assert_int_eq(memcmp((char *)addr + 4097 + 4090, "hugetl", 6), 0);
+	ck_assert_int_eq(rdmamem_read(c, id, 4090, buf, 6, 0), 0);
+	ck_assert_int_eq(memcmp(buf, "hugetl", 6), 0);
+	munmap(addr, 2 << 20);
+	close(fd);
+	ck_assert_int_eq(test_memfd_maps(td.pid), 1);
+	ck_assert_int_eq(rdmamem_unregister(c, id), 0);
+	test_wait_until(no_memfd_maps, 5000, "the daemon to unmap the huge page");
+	rdmamem_client_close(c);
+	hugepages_restore();
 }
 END_TEST
 
@@ -1008,6 +1464,215 @@ START_TEST(test_disconnect_leaves_nothing)
 }
 END_TEST
 
+/*
+ * n raw connections made by a process of OTHER_UID: the daemon knows a
+ * connection by the credentials of the process that connected it, so the
+ * test can then drive them itself, one step at a time.
+ */
+static void other_user_connections(int *fds, size_t n)
+{
+	char cmsg_buf[CMSG_SPACE(8 * sizeof(int))] = {};
+	struct iovec iov = { .iov_base = (char[1]){ 0 }, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
+			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
+	int sp[2], status;
+	pid_t pid;
+
+	ck_assert_uint_le(n, 8);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+		if (strlen(td.socket) >= sizeof(sa.sun_path))
+			_exit(96);
+		memcpy(sa.sun_path, td.socket, strlen(td.socket) + 1);
+		if (setgroups(0, NULL) < 0 || setgid(OTHER_GID) < 0 || setuid(OTHER_UID) < 0)
+			_exit(99);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+		for (size_t i = 0; i < n; i++) {
+			int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+			if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+				_exit(98);
+			memcpy(CMSG_DATA(cm) + i * sizeof(int), &s, sizeof(int));
+		}
+		_exit(sendmsg(sp[1], &mh, 0) == 1 ? 0 : 97);
+	}
+	close(sp[1]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+	ck_assert_int_eq(recvmsg(sp[0], &mh, MSG_CMSG_CLOEXEC), 1);
+	ck_assert_ptr_nonnull(CMSG_FIRSTHDR(&mh));
+	ck_assert_uint_eq(CMSG_FIRSTHDR(&mh)->cmsg_len, CMSG_LEN(n * sizeof(int)));
+	memcpy(fds, CMSG_DATA(CMSG_FIRSTHDR(&mh)), n * sizeof(int));
+	close(sp[0]);
+}
+
+/* A raw Lock on an open connection: the lease, or 0 with *error. */
+static uint64_t lock_on(int s, uint64_t region, const char *mode, int timeout_ms,
+			const char **error)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
+		 "\"mode\":\"%s\",\"timeout_ms\":%d}}",
+		 (unsigned long long)region, mode, timeout_ms);
+	test_send_msg(s, msg, NULL, 0);
+	return lock_reply(s, 5000, error);
+}
+
+/* The reply to a call sent earlier has not come within ms. */
+static void assert_no_reply(int s, int ms)
+{
+	char *text = NULL;
+
+	ck_assert_int_eq(test_recv_msg(s, &text, ms), -ETIMEDOUT);
+}
+
+/* The reply to a call sent earlier: its error name, or "" on success. */
+static const char *reply_error(int s)
+{
+	static char name[128];
+	char *text = NULL;
+	cJSON *r;
+
+	ck_assert_int_gt(test_recv_msg(s, &text, 5000), 0);
+	r = cJSON_Parse(text);
+	free(text);
+	snprintf(name, sizeof(name), "%s", test_reply_error(r) ?: "");
+	cJSON_Delete(r);
+	return name;
+}
+
+/*
+ * Unshare takes back what Share gave: new calls are refused at once, a
+ * waiting Lock and a waiting transfer of the other uid are refused, its held
+ * leases end (its Unlock answers NoSuchLease), and the region leaves its
+ * listings. Rights it keeps another way keep their leases.
+ */
+START_TEST(test_unshare)
+{
+	struct rdmamem_client *c;
+	uint64_t id, lo, own, l2;
+	unsigned long long i;
+	const char *err;
+	int o[4];
+	char b;
+
+	if (geteuid() != 0) {
+		printf("SKIPPED test_unshare: acting as uid %d needs root\n", OTHER_UID);
+		return;
+	}
+	c = test_client(td.socket);
+	id = register_new(c, 4096, 'u');
+	i = id;
+	other_user_connections(o, ELEMENTSOF(o));
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_UID, 0), 0);
+
+	/* The other uid holds a shared lease, the owner another; a write lease
+	 * and a write without a lease of the other uid queue behind them. */
+	lo = lock_on(o[0], id, "shared", -1, &err);
+	ck_assert_ptr_null(err);
+	ck_assert_int_eq(rdmamem_lock(c, id, RDMAMEM_LOCK_SHARED, -1, &own), 0);
+	{
+		char msg[160];
+
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
+			 "\"mode\":\"exclusive\"}}",
+			 i);
+		test_send_msg(o[1], msg, NULL, 0);
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Write\",\"parameters\":{\"region\":\"%llu\","
+			 "\"data\":\"d2FpdGVk\"}}",
+			 i);
+		test_send_msg(o[2], msg, NULL, 0);
+	}
+	assert_no_reply(o[1], 200);
+	assert_no_reply(o[2], 50);
+	ck_assert_int_eq(lock_count(c, id, "held"), 2);
+	ck_assert_int_eq(lock_count(c, id, "waiting"), 1);
+
+	ck_assert_int_eq(rdmamem_unshare(c, id, OTHER_UID, 0), 0);
+	/* The waiting Lock is answered; the held lease is gone. */
+	ck_assert_uint_eq(lock_reply(o[1], 5000, &err), 0);
+	ck_assert_str_eq(err, RDMAMEM_ERROR_PERMISSION_DENIED);
+	ck_assert_str_eq(raw_error(o[0], "Unlock", "{\"lease\":\"%llu\"}", (unsigned long long)lo),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_int_eq(lock_count(c, id, "held"), 1);
+	ck_assert_int_eq(lock_count(c, id, "waiting"), 0);
+	/* The owner's lease is untouched; once it goes, the queued write is
+	 * refused instead of landing. */
+	ck_assert_int_eq(rdmamem_unlock(c, own), 0);
+	ck_assert_str_eq(reply_error(o[2]), RDMAMEM_ERROR_PERMISSION_DENIED);
+	ck_assert_int_eq(rdmamem_read(c, id, 0, &b, 1, 0), 0);
+	ck_assert_int_eq(b, 'u');
+
+	/* New calls: refused at once, and the region is out of sight. */
+	ck_assert_str_eq(raw_error(o[3], "Read", "{\"region\":\"%llu\",\"length\":\"1\"}", i),
+			 RDMAMEM_ERROR_PERMISSION_DENIED);
+	ck_assert_str_eq(raw_error(o[3], "GetRegion", "{\"region\":\"%llu\"}", i),
+			 RDMAMEM_ERROR_PERMISSION_DENIED);
+	{
+		cJSON *r = test_call(o[3], "{\"method\":\"io.rdmamemd.ListRegions\"}");
+
+		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(
+					 cJSON_GetObjectItem(r, "parameters"), "regions")),
+				 0);
+		cJSON_Delete(r);
+	}
+	/* Only the owner unshares; unsharing what is not shared does nothing. */
+	ck_assert_str_eq(raw_error(o[3], "Unshare", "{\"region\":\"%llu\",\"uid\":%d}", i,
+				   OTHER_UID),
+			 RDMAMEM_ERROR_PERMISSION_DENIED);
+	ck_assert_int_eq(rdmamem_unshare(c, id, OTHER_UID, 0), 0);
+	ck_assert_int_eq(rdmamem_unshare(c, id, OTHER_GID, RDMAMEM_SHARE_GROUP), 0);
+	ck_assert_int_eq(rdmamem_unshare(c, id, OTHER_UID, RDMAMEM_SHARE_READONLY), -EINVAL);
+
+	/* A gid share taken back: a write lease it gave ends, although a
+	 * read-only uid share remains; a shared lease stays on that share. */
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_UID, RDMAMEM_SHARE_READONLY), 0);
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_GID, RDMAMEM_SHARE_GROUP), 0);
+	lo = lock_on(o[0], id, "exclusive", -1, &err);
+	ck_assert_ptr_null(err);
+	ck_assert_int_eq(rdmamem_unshare(c, id, OTHER_GID, RDMAMEM_SHARE_GROUP), 0);
+	ck_assert_str_eq(raw_error(o[0], "Unlock", "{\"lease\":\"%llu\"}", (unsigned long long)lo),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_GID, RDMAMEM_SHARE_GROUP), 0);
+	l2 = lock_on(o[3], id, "shared", -1, &err);
+	ck_assert_ptr_null(err);
+	ck_assert_int_eq(rdmamem_unshare(c, id, OTHER_GID, RDMAMEM_SHARE_GROUP), 0);
+	ck_assert_ptr_null(raw_error(o[3], "Read",
+				     "{\"region\":\"%llu\",\"length\":\"1\",\"lease\":\"%llu\"}", i,
+				     (unsigned long long)l2));
+	ck_assert_ptr_null(raw_error(o[3], "Unlock", "{\"lease\":\"%llu\"}",
+				     (unsigned long long)l2));
+
+	/* A share turned read-only ends the write leases it gave. */
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_UID, 0), 0);
+	lo = lock_on(o[0], id, "disjoint", -1, &err);
+	ck_assert_ptr_null(err);
+	l2 = lock_on(o[3], id, "disjoint", -1, &err);
+	ck_assert_ptr_null(err);
+	ck_assert_int_eq(rdmamem_share(c, id, OTHER_UID, RDMAMEM_SHARE_READONLY), 0);
+	ck_assert_str_eq(raw_error(o[0], "Unlock", "{\"lease\":\"%llu\"}", (unsigned long long)lo),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_str_eq(raw_error(o[3], "Unlock", "{\"lease\":\"%llu\"}", (unsigned long long)l2),
+			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_ptr_null(raw_error(o[3], "Read", "{\"region\":\"%llu\",\"length\":\"1\"}", i));
+	ck_assert_int_eq(lock_count(c, id, "held"), 0);
+
+	close_many(o, ELEMENTSOF(o));
+	rdmamem_client_close(c);
+}
+END_TEST
+
 /* rdmamemctl regions and region ID, text and JSON. */
 START_TEST(test_cli_regions)
 {
@@ -1076,6 +1741,7 @@ Suite *regions_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_register_write_read_copy);
 	tcase_add_test(tc, test_keepalive);
+	tcase_add_test(tc, test_copy_between_views_of_one_memfd);
 	tcase_add_test(tc, test_read_only_region);
 	tcase_add_test(tc, test_cli_regions);
 	suite_add_tcase(s, tc);
@@ -1087,6 +1753,15 @@ Suite *regions_suite(void)
 	tcase_add_test(tc, test_inline_limit);
 	tcase_add_test(tc, test_permissions_and_sharing);
 	tcase_add_test(tc, test_quotas);
+	tcase_add_test(tc, test_absent_is_not_zero);
+	tcase_add_test(tc, test_hugetlb_without_huge_pages);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("hugetlb");
+	tcase_add_unchecked_fixture(tc, hugepages_remember, hugepages_restore);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_hugetlb_region);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("locks");
@@ -1098,6 +1773,7 @@ Suite *regions_suite(void)
 	tcase_add_test(tc, test_no_torn_reads);
 	tcase_add_test(tc, test_disjoint_writers);
 	tcase_add_test(tc, test_disconnect_leaves_nothing);
+	tcase_add_test(tc, test_unshare);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -267,6 +267,15 @@ int rdmamem_register_cuda_ipc(struct rdmamem_client *client, const void *handle,
 /* Lets another uid (or gid) use region. Only its owner may. */
 int rdmamem_share(struct rdmamem_client *client, uint64_t region, uint32_t id, unsigned flags);
 
+/*
+ * Takes back the share of uid (or, with RDMAMEM_SHARE_GROUP, gid) id: its
+ * new calls on region are refused at once, and its leases end unless it has
+ * the right they need another way (owner, another share). Unsharing what is
+ * not shared succeeds. Only the owner may.
+ */
+int rdmamem_unshare(struct rdmamem_client *client, uint64_t region, uint32_t id,
+		    unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif

@@ -341,3 +341,82 @@ func (d *daemon) stop(signal bool) error {
 		return fmt.Errorf("the daemon did not exit within 60 s of SIGTERM")
 	}
 }
+
+// Huge page sizes a hugetlb memfd may ask for (MFD_HUGE_2MB, MFD_HUGE_1GB:
+// the size's log2 in bits 26 and up), with their sysfs directories.
+var hugePageSizes = []struct {
+	flag uintptr
+	size int64
+	dir  string
+}{
+	{21 << 26, 2 << 20, "hugepages-2048kB"},
+	{30 << 26, 1 << 30, "hugepages-1048576kB"},
+}
+
+const mfdHugetlb = 0x4
+
+// hugePagesAvailable: free huge pages in dir that no mapping reserved; -1
+// when the host has no such size.
+func hugePagesAvailable(dir string) int64 {
+	read := func(name string) int64 {
+		b, err := os.ReadFile("/sys/kernel/mm/hugepages/" + dir + "/" + name)
+		if err != nil {
+			return -1
+		}
+		var n int64
+		if _, err := fmt.Sscan(string(b), &n); err != nil {
+			return -1
+		}
+		return n
+	}
+	free, resv := read("free_hugepages"), read("resv_hugepages")
+	if free < 0 || resv < 0 {
+		return -1
+	}
+	return free - resv
+}
+
+// A huge page size of which the host has none to give, or -1.
+func hugePageSizeWithNone() int {
+	for i, h := range hugePageSizes {
+		if hugePagesAvailable(h.dir) == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func needNoHugePages(s *suite) string {
+	if hugePageSizeWithNone() < 0 {
+		return "every huge page size this host has still has free pages: the daemon could map a hugetlb memfd"
+	}
+	return ""
+}
+
+// hugetlbMemfd: one huge page of a size the host has none of. Creating and
+// sizing it needs no page; mapping it does.
+func hugetlbMemfd(s *suite) ([]*os.File, error) {
+	i := hugePageSizeWithNone()
+	if i < 0 {
+		return nil, fmt.Errorf("no huge page size without free pages")
+	}
+	h := hugePageSizes[i]
+	nr := sysMemfdCreate[runtime.GOARCH]
+	name := []byte("conformance-huge\x00")
+	fd, _, e := syscall.Syscall(nr, uintptr(unsafe.Pointer(&name[0])),
+		mfdCloexec|mfdAllowSealing|mfdHugetlb|h.flag, 0)
+	runtime.KeepAlive(name)
+	if e != 0 {
+		return nil, fmt.Errorf("memfd_create(MFD_HUGETLB, %s): %v", h.dir, e)
+	}
+	f := os.NewFile(fd, "hugetlb memfd")
+	if err := f.Truncate(h.size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, fAddSeals, fSealShrink|fSealGrow); e != 0 {
+		f.Close()
+		return nil, fmt.Errorf("F_ADD_SEALS: %v", e)
+	}
+	return []*os.File{f}, nil
+}
