@@ -26,7 +26,7 @@
 #include "rdmamem.h"
 #include "testlib.h"
 
-#define OTHER_UID 65534
+#define OTHER_UID TEST_OTHER_UID
 
 static struct test_daemon td;
 static const char *dev_name, *dev_addr;
@@ -284,7 +284,7 @@ static pid_t other_uid_region(const char *text, struct other_region *ret)
 		void *addr;
 		int fd;
 
-		if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 || setuid(OTHER_UID) < 0)
+		if (test_become_other_uid() < 0)
 			_exit(99);
 		if (rdmamem_client_connect(td.socket, &oc) < 0 ||
 		    rdmamem_memfd_create("other", 4096, &fd, &addr) < 0)
@@ -722,7 +722,7 @@ static void lease_holder_start(struct lease_holder *h)
 
 		close(to[1]);
 		close(from[0]);
-		if (setgroups(0, NULL) < 0 || setgid(OTHER_UID) < 0 || setuid(OTHER_UID) < 0)
+		if (test_become_other_uid() < 0)
 			_exit(99);
 		if (read(to[0], &id, sizeof(id)) != sizeof(id))
 			_exit(10);
@@ -760,14 +760,6 @@ static void lease_holder_finish(struct lease_holder *h)
 	close(h->from);
 }
 
-/* Cases that act as OTHER_UID need root; they skip elsewhere, saying so. */
-static bool can_act_as_other_uid(const char *test)
-{
-	if (geteuid() == 0)
-		return true;
-	fprintf(stderr, "%s: skipped: needs root to act as uid %d\n", test, OTHER_UID);
-	return false;
-}
 
 /*
  * Another uid holds a lease on the owner's shared region while a peer
@@ -809,14 +801,14 @@ static void other_uid_lease(bool disconnect)
 
 START_TEST(test_unregister_with_other_uid_lease)
 {
-	if (can_act_as_other_uid(__func__))
+	if (test_root_or_skip(__func__, "act as uid 65534"))
 		other_uid_lease(false);
 }
 END_TEST
 
 START_TEST(test_disconnect_with_other_uid_lease)
 {
-	if (can_act_as_other_uid(__func__))
+	if (test_root_or_skip(__func__, "act as uid 65534"))
 		other_uid_lease(true);
 }
 END_TEST
@@ -839,7 +831,7 @@ START_TEST(test_connection_caps)
 	int out1, out2, status;
 	pid_t first, second, child;
 
-	if (!can_act_as_other_uid(__func__))
+	if (!test_root_or_skip(__func__, "act as uid 65534"))
 		return;
 	test_daemon_stop(&td);
 	test_daemon_start(&td, args);

@@ -27,7 +27,7 @@
 #include "rdmamem.h"
 #include "testlib.h"
 
-#define OTHER_UID 65534
+#define OTHER_UID TEST_OTHER_UID
 #define OTHER_GID 65534
 
 static struct test_daemon td;
@@ -86,7 +86,7 @@ static int as_other_user(int (*fn)(void *arg), void *arg)
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		if (setgroups(0, NULL) < 0 || setgid(OTHER_GID) < 0 || setuid(OTHER_UID) < 0)
+		if (test_become_other_uid() < 0)
 			_exit(99);
 		_exit(fn(arg));
 	}
@@ -642,9 +642,15 @@ static int other_user_lists(void *arg)
 
 START_TEST(test_permissions_and_sharing)
 {
-	struct rdmamem_client *c = test_client(td.socket);
-	uint64_t id = register_new(c, 4096, 's');
-	struct share_args a = { .socket = td.socket, .region = id, .expect_byte = 's' };
+	struct rdmamem_client *c;
+	struct share_args a;
+	uint64_t id;
+
+	if (!test_root_or_skip(__func__, "act as uid 65534"))
+		return;
+	c = test_client(td.socket);
+	id = register_new(c, 4096, 's');
+	a = (struct share_args){ .socket = td.socket, .region = id, .expect_byte = 's' };
 
 	/* Not shared: nothing. */
 	a.expect_read = -EACCES;
@@ -1489,7 +1495,7 @@ static void other_user_connections(int *fds, size_t n)
 		if (strlen(td.socket) >= sizeof(sa.sun_path))
 			_exit(96);
 		memcpy(sa.sun_path, td.socket, strlen(td.socket) + 1);
-		if (setgroups(0, NULL) < 0 || setgid(OTHER_GID) < 0 || setuid(OTHER_UID) < 0)
+		if (test_become_other_uid() < 0)
 			_exit(99);
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
@@ -1565,10 +1571,8 @@ START_TEST(test_unshare)
 	int o[4];
 	char b;
 
-	if (geteuid() != 0) {
-		printf("SKIPPED test_unshare: acting as uid %d needs root\n", OTHER_UID);
+	if (!test_root_or_skip(__func__, "act as uid 65534"))
 		return;
-	}
 	c = test_client(td.socket);
 	id = register_new(c, 4096, 'u');
 	i = id;

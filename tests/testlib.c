@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <dirent.h>
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -651,6 +652,21 @@ bool test_timing_is_real(const char **ret_why)
 	}
 	*ret_why = NULL;
 	return true;
+}
+
+bool test_root_or_skip(const char *test, const char *why)
+{
+	if (geteuid() == 0)
+		return true;
+	printf("SKIP %s: needs root to %s\n", test, why);
+	return false;
+}
+
+int test_become_other_uid(void)
+{
+	if (setgroups(0, NULL) < 0 || setgid(TEST_OTHER_UID) < 0 || setuid(TEST_OTHER_UID) < 0)
+		return -errno;
+	return 0;
 }
 
 void test_assert_bystander_p99(const char *what, const char *socket,

@@ -134,6 +134,18 @@ bool test_timing_is_real(const char **ret_why);
 void test_assert_bystander_p99(const char *what, const char *socket,
 			       int (*attacker)(const char *socket, void *arg), void *arg);
 
+/*
+ * Whether this run is root, as a case that acts as another uid (fork and
+ * setuid(TEST_OTHER_UID)) or installs for real needs; when it is not, prints
+ * "SKIP test: needs root to why" and returns false, so that `make check`
+ * passes for a normal user and says what it left out.
+ */
+#define TEST_OTHER_UID 65534
+bool test_root_or_skip(const char *test, const char *why);
+/* In a child of a root test: becomes TEST_OTHER_UID (gid TEST_OTHER_UID, no
+ * supplementary groups). Returns 0 or a negative errno. */
+int test_become_other_uid(void);
+
 /* Run in the daemon's child between fork and exec, when set. */
 extern void (*test_daemon_child_setup)(void);
 /* When set, the daemons started send their stderr (the log) to this file. */
