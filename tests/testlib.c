@@ -656,9 +656,14 @@ bool test_timing_is_real(const char **ret_why)
 
 bool test_root_or_skip(const char *test, const char *why)
 {
+	size_t n = strlen(test);
+
 	if (geteuid() == 0)
 		return true;
-	printf("SKIP %s: needs root to %s\n", test, why);
+	/* __func__ of a START_TEST case is its name with "_fn" appended. */
+	if (n > 3 && strcmp(test + n - 3, "_fn") == 0)
+		n -= 3;
+	printf("SKIP %.*s: needs root to %s\n", (int)n, test, why);
 	return false;
 }
 
