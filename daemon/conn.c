@@ -55,11 +55,14 @@
  *
  * Waiting alone could deadlock: a uid's connections may all hold unfinished
  * messages, each waiting for room the others hold. So the oldest waiter that
- * finds no room is let past the budget it is over, alone: one connection of a
+ * finds no room gets a pass for the budget it is over: one connection of a
  * uid and one daemon-wide at a time, until its message is complete (or the
- * connection closes). A budget is passed by at most one message. And no
- * message holds room for long once its sender stops: input-stall-timeout
- * after its last byte arrived, the connection is dropped (conn_tick).
+ * connection closes). A uid's budget is passed by at most one message. Nor
+ * may many uids, each within its own budget, crowd one out of the daemon's:
+ * a uid within its share of it is not held back by it (conn_input_admit).
+ * And no message holds room for long once its sender stops:
+ * input-stall-timeout after its last byte arrived, the connection is dropped
+ * (conn_tick).
  */
 
 /*

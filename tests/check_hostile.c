@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -255,6 +257,55 @@ static void expect_closed(int fd)
 
 	while ((r = reply_on(fd, 10000)))
 		cJSON_Delete(r);
+}
+
+/*
+ * Pushes bufs[i][0..lens[i]) into fds[i], all at once without blocking,
+ * until everything is sent or nothing moved for idle_ms. Returns the bytes
+ * sent in all; each connection's count in sent[i] (optional).
+ */
+static size_t push_all(int n, const int *fds, const char *const *bufs, const size_t *lens,
+		       int idle_ms, size_t *sent)
+{
+	struct pollfd *pfd = calloc(n, sizeof(*pfd));
+	size_t *done = calloc(n, sizeof(*done)), total = 0;
+
+	ck_assert_ptr_nonnull(pfd);
+	ck_assert_ptr_nonnull(done);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK), 0);
+	for (;;) {
+		int k = 0;
+
+		for (int i = 0; i < n; i++)
+			pfd[i] = (struct pollfd){ .fd = done[i] < lens[i] ? fds[i] : -1,
+						  .events = POLLOUT };
+		for (int i = 0; i < n; i++)
+			k += done[i] < lens[i];
+		if (k == 0 || poll(pfd, n, idle_ms) <= 0)
+			break;
+		for (int i = 0; i < n; i++) {
+			ssize_t w;
+
+			if (!(pfd[i].revents & POLLOUT))
+				continue;
+			w = send(fds[i], bufs[i] + done[i], MIN(lens[i] - done[i], (size_t)1 << 20),
+				 MSG_NOSIGNAL);
+			ck_assert_msg(w > 0 || errno == EAGAIN, "send: %m");
+			if (w > 0) {
+				done[i] += (size_t)w;
+				total += (size_t)w;
+			}
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		ck_assert_int_eq(fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) & ~O_NONBLOCK), 0);
+		if (sent)
+			sent[i] = done[i];
+	}
+	free(pfd);
+	free(done);
+	return total;
 }
 
 START_TEST(test_invalid_utf8)
@@ -1675,17 +1726,11 @@ START_TEST(test_worst_messages_do_not_stall_others)
 }
 END_TEST
 
-/* A Ping of a 16 MiB array: about a second of parsing, on the pool. */
-static char *big_array_ping(size_t size)
+/* A Ping of a 16 MiB string: tens of milliseconds of parsing, on the pool
+ * (a message of more values is refused before it is parsed). */
+static char *big_ping(size_t size)
 {
-	static const struct worst_case c = {
-		.head = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":[",
-		.item = "\"a\"",
-		.sep = ",",
-		.tail = "]}}",
-	};
-
-	return worst_message(&c, "", "", size);
+	return worst_message(&worst_cases[0], "", "", size);
 }
 
 static int daemon_fds(void)
@@ -1752,7 +1797,7 @@ END_TEST
  */
 START_TEST(test_close_while_parsing)
 {
-	char *m = big_array_ping(worst_size());
+	char *m = big_ping(worst_size());
 	int fd[4], mfd;
 
 	ck_assert_int_eq(rdmamem_memfd_create("p", 4096, &mfd, NULL), 0);
@@ -1768,29 +1813,109 @@ START_TEST(test_close_while_parsing)
 }
 END_TEST
 
+#define VALUES_CONNS 4
+
 /*
- * SIGTERM while a large message is parsed on the pool: the daemon waits for
- * the parse, answers ShuttingDown (the call had not started) and exits
- * cleanly.
+ * Messages of 16 MiB made of tiny values ("0," is two bytes, and a value
+ * costs the parsed tree about 100) on several connections at once: each is
+ * refused with InvalidMessage before a tree is built, the connections stay
+ * usable, and the daemon's memory grows by little more than the texts,
+ * not by the gigabytes their trees would take.
+ */
+START_TEST(test_many_values_refused)
+{
+	static const struct worst_case zeros = {
+		.head = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":[",
+		.item = "0",
+		.sep = ",",
+		.tail = "]}}",
+	};
+	char *m = worst_message(&zeros, "", "", worst_size());
+	const char *bufs[VALUES_CONNS];
+	size_t lens[VALUES_CONNS];
+	int fds[VALUES_CONNS];
+	long rss0 = test_rss_kib(td.pid), peak = rss0;
+
+	for (int i = 0; i < VALUES_CONNS; i++) {
+		fds[i] = test_connect(td.socket);
+		bufs[i] = m;
+		lens[i] = strlen(m) + 1;
+	}
+	ck_assert_uint_eq(push_all(VALUES_CONNS, fds, bufs, lens, 60000, NULL),
+			  VALUES_CONNS * lens[0]);
+	for (int i = 0; i < VALUES_CONNS; i++) {
+		cJSON *r = reply_on(fds[i], 600000);
+		long rss = test_rss_kib(td.pid);
+
+		peak = rss > peak ? rss : peak;
+		ck_assert_ptr_nonnull(r);
+		ck_assert_str_eq(test_reply_error(r), RDMAMEM_ERROR_INVALID_MESSAGE);
+		cJSON_Delete(r);
+		test_assert_serving_fd(fds[i]);
+		close(fds[i]);
+	}
+	free(m);
+	printf("tiny values: %d messages of %zu MiB, the daemon's RSS grew by %ld MiB\n",
+	       VALUES_CONNS, lens[0] >> 20, (peak - rss0) >> 10);
+	ck_assert_msg(peak - rss0 < (long)(VALUES_CONNS * lens[0] * 2) / 1024,
+		      "the daemon's RSS grew by %ld KiB", peak - rss0);
+}
+END_TEST
+
+#define PARSING_CONNS 16
+
+/* Bytes sent on fd that the peer has not read yet. */
+static bool all_read(const int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int queued = 0;
+
+		ck_assert_int_eq(ioctl(fds[i], SIOCOUTQ, &queued), 0);
+		if (queued > 0)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * SIGTERM while large messages are parsed on the pool, or wait for their
+ * turn there (two at a time, tens of milliseconds each): the daemon waits for
+ * the parses and answers ShuttingDown to the calls that had not started,
+ * every connection gets its one answer, and the daemon exits cleanly.
  */
 START_TEST(test_shutdown_while_parsing)
 {
 	struct test_daemon d;
-	char *m = big_array_ping(worst_size());
-	int fd;
-	cJSON *r;
+	char *m = big_ping(worst_size());
+	const char *bufs[PARSING_CONNS];
+	size_t lens[PARSING_CONNS];
+	int fds[PARSING_CONNS], refused = 0;
 
 	test_daemon_start(&d, NULL);
-	fd = test_connect(d.socket);
-	test_send_msg(fd, m, NULL, 0);
-	free(m);
+	for (int i = 0; i < PARSING_CONNS; i++) {
+		fds[i] = test_connect(d.socket);
+		bufs[i] = m;
+		lens[i] = strlen(m) + 1;
+	}
+	ck_assert_uint_eq(push_all(PARSING_CONNS, fds, bufs, lens, 60000, NULL),
+			  PARSING_CONNS * lens[0]);
+	/* Taken in whole by the daemon: the calls are all made or to be made. */
+	for (int i = 0; i < 60000 && !all_read(fds, PARSING_CONNS); i++)
+		usleep(1000);
 	ck_assert_int_eq(kill(d.pid, SIGTERM), 0);
-	r = reply_on(fd, 600000);
-	ck_assert_ptr_nonnull(r);
-	ck_assert_str_eq(test_reply_error(r), RDMAMEM_ERROR_SHUTTING_DOWN);
-	cJSON_Delete(r);
-	expect_closed(fd);
-	close(fd);
+	free(m);
+	for (int i = 0; i < PARSING_CONNS; i++) {
+		cJSON *r = reply_on(fds[i], 600000);
+
+		ck_assert_msg(r, "connection %d: closed without an answer", i);
+		refused += test_reply_error(r) &&
+			   strcmp(test_reply_error(r), RDMAMEM_ERROR_SHUTTING_DOWN) == 0;
+		cJSON_Delete(r);
+		expect_closed(fds[i]);
+		close(fds[i]);
+	}
+	printf("shutdown while parsing: %d of %d calls refused\n", refused, PARSING_CONNS);
+	ck_assert_int_gt(refused, 0);
 	test_daemon_wait_exit(&d, false);
 }
 END_TEST
@@ -2591,54 +2716,6 @@ static void budget_setup(void)
 	start(extra);
 }
 
-/*
- * Pushes bufs[i][0..lens[i]) into fds[i], all at once without blocking,
- * until everything is sent or nothing moved for idle_ms. Returns the bytes
- * sent in all; each connection's count in sent[i] (optional).
- */
-static size_t push_all(int n, const int *fds, const char *const *bufs, const size_t *lens,
-		       int idle_ms, size_t *sent)
-{
-	struct pollfd *pfd = calloc(n, sizeof(*pfd));
-	size_t *done = calloc(n, sizeof(*done)), total = 0;
-
-	ck_assert_ptr_nonnull(pfd);
-	ck_assert_ptr_nonnull(done);
-	for (int i = 0; i < n; i++)
-		ck_assert_int_eq(fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK), 0);
-	for (;;) {
-		int k = 0;
-
-		for (int i = 0; i < n; i++)
-			pfd[i] = (struct pollfd){ .fd = done[i] < lens[i] ? fds[i] : -1,
-						  .events = POLLOUT };
-		for (int i = 0; i < n; i++)
-			k += done[i] < lens[i];
-		if (k == 0 || poll(pfd, n, idle_ms) <= 0)
-			break;
-		for (int i = 0; i < n; i++) {
-			ssize_t w;
-
-			if (!(pfd[i].revents & POLLOUT))
-				continue;
-			w = send(fds[i], bufs[i] + done[i], MIN(lens[i] - done[i], (size_t)1 << 20),
-				 MSG_NOSIGNAL);
-			ck_assert_msg(w > 0 || errno == EAGAIN, "send: %m");
-			if (w > 0) {
-				done[i] += (size_t)w;
-				total += (size_t)w;
-			}
-		}
-	}
-	for (int i = 0; i < n; i++) {
-		ck_assert_int_eq(fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) & ~O_NONBLOCK), 0);
-		if (sent)
-			sent[i] = done[i];
-	}
-	free(pfd);
-	free(done);
-	return total;
-}
 
 /* Opens n connections and sends on each a message of 16 MiB less its last
  * byte, never the terminator, as far as the daemon reads. */
@@ -3069,6 +3146,7 @@ Suite *hostile_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_worst_messages_do_not_stall_others);
 	tcase_add_test(tc, test_close_while_parsing);
+	tcase_add_test(tc, test_many_values_refused);
 	tcase_add_test(tc, test_unregister_large_does_not_stall);
 	suite_add_tcase(s, tc);
 
