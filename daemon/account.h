@@ -26,7 +26,7 @@ struct account {
 	unsigned n_leases;	/* held or waiting, not yet released */
 	unsigned n_tokens;
 	uint64_t input_bytes;		/* of its messages the daemon holds (conn.c says which) */
-	struct conn *input_exempt;	/* the one connection let past the budget, or NULL */
+	struct conn *input_exempt;	/* holds the pass past its budget (conn.c), or NULL */
 };
 
 /*

@@ -1813,6 +1813,22 @@ START_TEST(test_close_while_parsing)
 }
 END_TEST
 
+/*
+ * How much looser a bound on the daemon's RSS is in this run: sanitizers and
+ * valgrind keep freed memory a while (quarantine, free lists) and add their
+ * own, some 2.5 times what the daemon holds here. Still far below what a
+ * daemon that held the bytes in question would take.
+ */
+static long rss_factor(void)
+{
+	const char *why;
+
+	if (test_timing_is_real(&why))
+		return 1;
+	printf("RSS bounds three times looser: %s\n", why);
+	return 3;
+}
+
 #define VALUES_CONNS 4
 
 /*
@@ -1857,7 +1873,7 @@ START_TEST(test_many_values_refused)
 	free(m);
 	printf("tiny values: %d messages of %zu MiB, the daemon's RSS grew by %ld MiB\n",
 	       VALUES_CONNS, lens[0] >> 20, (peak - rss0) >> 10);
-	ck_assert_msg(peak - rss0 < (long)(VALUES_CONNS * lens[0] * 2) / 1024,
+	ck_assert_msg(peak - rss0 < (long)(VALUES_CONNS * lens[0] * 2) / 1024 * rss_factor(),
 		      "the daemon's RSS grew by %ld KiB", peak - rss0);
 }
 END_TEST
@@ -2807,7 +2823,7 @@ START_TEST(test_unfinished_messages_flood)
 	       BUDGET_CONNS, sent >> 20, (rss - rss0) >> 10, held >> 20);
 	ck_assert_msg(held <= ((BUDGET_MIB + 17) << 20), "the daemon holds %" PRIu64 " bytes",
 		      held);
-	ck_assert_msg(rss - rss0 < (BUDGET_MIB + 32) * 1024,
+	ck_assert_msg(rss - rss0 < (BUDGET_MIB + 32) * 1024 * rss_factor(),
 		      "the daemon's RSS grew by %ld KiB for %d unfinished messages", rss - rss0,
 		      BUDGET_CONNS);
 	assert_good_served();
@@ -2880,7 +2896,7 @@ START_TEST(test_unfinished_messages_many_uids)
 	 * may pass it. And one message past that. */
 	ck_assert_msg(held <= (2 * BUDGET_MIB + 17) << 20, "the daemon holds %" PRIu64 " bytes",
 		      held);
-	ck_assert_msg(rss - rss0 < (2 * BUDGET_MIB + 32) * 1024,
+	ck_assert_msg(rss - rss0 < (2 * BUDGET_MIB + 32) * 1024 * rss_factor(),
 		      "the daemon's RSS grew by %ld KiB", rss - rss0);
 	assert_good_served();
 	for (int u = 0; u < MANY_UIDS; u++) {
