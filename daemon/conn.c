@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -922,11 +923,24 @@ void conn_drain(struct conn *c)
 		conn_process(c);
 }
 
+/* Drops c, which stopped reading or sending (what it did, for sec seconds):
+ * said at notice, at most once per interval with a count of the rest. */
+static void conn_drop_stalled(struct conn *c, uint64_t now, const char *what, unsigned sec)
+{
+	unsigned held_back;
+
+	if (ratelimit_pass(&c->server->stall_log, now, &held_back))
+		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
+				"Connection %" PRIu64 " (pid %d uid %u) %s for %us, disconnecting "
+				"(%u more stalled clients dropped since the last message)",
+				c->id, (int)c->cred.pid, (unsigned)c->cred.uid, what, sec, held_back);
+	conn_close(c);
+}
+
 void conn_tick(struct conn *c, uint64_t now)
 {
 	const struct daemon_config *cfg = &c->server->daemon->cfg;
-	struct server *s = c->server;
-	unsigned held_back;
+	char what[80];
 
 	if (c->closed)
 		return;
@@ -935,14 +949,7 @@ void conn_tick(struct conn *c, uint64_t now)
 		return;
 	}
 	if (c->out_stalled_since && now - c->out_stalled_since >= cfg->output_stall_sec * 1000ULL) {
-		if (ratelimit_pass(&s->stall_log, now, &held_back))
-			log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
-					"Connection %" PRIu64 " (pid %d uid %u) has not read its "
-					"replies for %us, disconnecting (%u more stalled clients "
-					"dropped since the last message)",
-					c->id, (int)c->cred.pid, (unsigned)c->cred.uid,
-					cfg->output_stall_sec, held_back);
-		conn_close(c);
+		conn_drop_stalled(c, now, "has not read its replies", cfg->output_stall_sec);
 		return;
 	}
 	/* Reading, and bytes left over: the start of a message whose end does
@@ -950,13 +957,8 @@ void conn_tick(struct conn *c, uint64_t now)
 	 * and one waiting for room is not the sender's doing.) */
 	if (conn_wants_input(c) && frame_reader_pending(&c->in) > 0 &&
 	    now - c->in_since >= cfg->input_stall_sec * 1000ULL) {
-		if (ratelimit_pass(&s->stall_log, now, &held_back))
-			log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
-					"Connection %" PRIu64 " (pid %d uid %u) left a message of "
-					"%zu bytes unfinished for %us, disconnecting (%u more "
-					"stalled clients dropped since the last message)",
-					c->id, (int)c->cred.pid, (unsigned)c->cred.uid,
-					frame_reader_pending(&c->in), cfg->input_stall_sec, held_back);
-		conn_close(c);
+		snprintf(what, sizeof(what), "left a message of %zu bytes unfinished",
+			 frame_reader_pending(&c->in));
+		conn_drop_stalled(c, now, what, cfg->input_stall_sec);
 	}
 }
