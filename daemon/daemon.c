@@ -98,6 +98,8 @@ static void daemon_reload(struct daemon *d)
 		r = config_apply_reload(&d->cfg, &fresh, on_restart_needed, NULL);
 		log_set_max_level(d->cfg.log_level);
 		endpoint_reload(d);
+		/* Larger input budgets let waiting connections go on. */
+		conn_input_freed(d->server);
 		log_info("Configuration reloaded from %s: %d settings changed", path ?: "defaults",
 			 r);
 	}

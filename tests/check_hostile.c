@@ -3010,6 +3010,56 @@ START_TEST(test_pipelined_large_writes)
 }
 END_TEST
 
+static void write_conf(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ge(fputs(text, f), 0);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/*
+ * A budget raised by SIGHUP lets a connection that waits for room go on at
+ * once, not when room is next freed (here: when the connection that holds
+ * the pass with an unfinished message is dropped, 30 s on).
+ */
+START_TEST(test_reload_raises_input_budget)
+{
+	char conf[128], *m = padded_ping(2U << 20), *text = NULL;
+	const char *extra[] = { "--config", conf, NULL }, *rest;
+	struct test_daemon d;
+	size_t len = (2U << 20) + 1, sent;
+	int held, fd;
+	cJSON *r;
+
+	snprintf(conf, sizeof(conf), "/tmp/rdmamemd-budget.%d.conf", (int)getpid());
+	write_conf(conf, "[limits]\nmax-input-bytes-per-uid = 4M\nmax-input-bytes = 4M\n");
+	test_daemon_start(&d, extra);
+	hold_unfinished(d.socket, 1, &held);
+	fd = test_connect(d.socket);
+	push_all(1, &fd, (const char *const *)&m, &len, 1000, &sent);
+	ck_assert_uint_lt(sent, len);
+	/* Not read on: uid 0 is over its budget, and the pass is taken. */
+	ck_assert_int_eq(test_recv_msg(fd, &text, 500), -ETIMEDOUT);
+
+	write_conf(conf, "[limits]\nmax-input-bytes-per-uid = 64M\nmax-input-bytes = 64M\n");
+	ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+	ck_assert(test_notify_wait(&d, "READY=1", 5000));
+	rest = m + sent;
+	len -= sent;
+	ck_assert_uint_eq(push_all(1, &fd, &rest, &len, 5000, NULL), len);
+	r = reply_on(fd, 5000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_null(test_reply_error(r));
+	cJSON_Delete(r);
+	close_many((int[]){ fd, held }, 2);
+	free(m);
+	test_daemon_stop(&d);
+	unlink(conf);
+}
+END_TEST
+
 static void stall_setup(void)
 {
 	static const char *const extra[] = { "--input-stall-timeout", "1", "--log-level", "notice",
@@ -3172,6 +3222,7 @@ Suite *hostile_suite(void)
 	tc = tcase_create("shutdown");
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_shutdown_while_parsing);
+	tcase_add_test(tc, test_reload_raises_input_budget);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("input-budget");
