@@ -144,16 +144,18 @@ static int print_json(const cJSON *reply)
 
 static void show_status(const cJSON *reply)
 {
-	char up[64], pinned[64];
+	char up[64], pinned[64], input[64];
 
 	format_duration(get_u64(reply, "uptime_msec"), up, sizeof(up));
 	format_bytes(get_u64(reply, "pinned_bytes"), pinned, sizeof(pinned));
+	format_bytes(get_u64(reply, "input_bytes"), input, sizeof(input));
 	printf("rdmamemd %s (pid %.0f), up %s\n", get_string(reply, "version"),
 	       get_number(reply, "pid"), up);
 	printf("  %-14s %s\n", "socket:", get_string(reply, "socket"));
 	printf("  %-14s %.0f\n", "clients:", get_number(reply, "clients"));
 	printf("  %-14s %.0f\n", "regions:", get_number(reply, "regions"));
 	printf("  %-14s %s\n", "pinned:", pinned);
+	printf("  %-14s %s\n", "input held:", input);
 	printf("  %-14s %.0f\n", "devices:", get_number(reply, "devices"));
 }
 

@@ -73,6 +73,19 @@ static const struct config_key keys[] = {
 	{ .section = "limits", .key = "read-inline-max", .type = CFG_SIZE,
 	  .offset = F(read_inline_max), .reloadable = true, .min = 1, .max = 12U << 20,
 	  .help = "largest Read answered inline, at most 12M (default 4M)" },
+	{ .section = "limits", .key = "max-input-bytes-per-uid", .type = CFG_SIZE,
+	  .offset = F(max_input_bytes_per_uid), .reloadable = true, .min = 1U << 20,
+	  .max = UINT64_MAX,
+	  .help = "bytes of messages from one user the daemon buffers before it reads no more "
+		  "of them (default 256M)" },
+	{ .section = "limits", .key = "max-input-bytes", .type = CFG_SIZE,
+	  .offset = F(max_input_bytes), .reloadable = true, .min = 1U << 20, .max = UINT64_MAX,
+	  .help = "the same from all users (default: an eighth of physical memory, at least "
+		  "256M)" },
+	{ .section = "limits", .key = "input-stall-timeout", .type = CFG_UINT,
+	  .offset = F(input_stall_sec), .reloadable = true, .min = 1, .max = 86400,
+	  .help = "seconds a client may leave a message unfinished before it is dropped "
+		  "(default 30)" },
 	{ .section = "limits", .key = "output-stall-timeout", .type = CFG_UINT,
 	  .offset = F(output_stall_sec), .reloadable = true, .min = 1, .max = 86400,
 	  .help = "seconds a client may leave its replies unread before it is dropped (default 30)" },
@@ -109,6 +122,18 @@ static uint64_t default_pinned_max(void)
 	return (uint64_t)pages * (uint64_t)size / 2;
 }
 
+/* An eighth of physical memory, and never less than one user may buffer by
+ * default: messages on their way in are a small share of what the daemon
+ * serves. */
+static uint64_t default_input_max(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || size <= 0)
+		return CONFIG_INPUT_PER_UID_DEFAULT;
+	return MAX((uint64_t)pages * (uint64_t)size / 8, (uint64_t)CONFIG_INPUT_PER_UID_DEFAULT);
+}
+
 void daemon_config_init(struct daemon_config *cfg)
 {
 	*cfg = (struct daemon_config){
@@ -117,6 +142,9 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_connections_per_uid = 1024,
 		.output_max = 8U * 1024U * 1024U,
 		.output_stall_sec = 30,
+		.max_input_bytes_per_uid = CONFIG_INPUT_PER_UID_DEFAULT,
+		.max_input_bytes = default_input_max(),
+		.input_stall_sec = 30,
 		.drain_timeout_ms = 5000,
 		.max_regions_per_uid = 16384,
 		.max_pinned_bytes_per_uid = default_pinned_max(),

@@ -16,6 +16,9 @@
 
 #define CONFIG_DEFAULT_PATH SYSCONFDIR "/rdmamemd/rdmamemd.conf"
 
+/* max-input-bytes-per-uid: room for dozens of 16 MiB messages at once. */
+#define CONFIG_INPUT_PER_UID_DEFAULT (UINT64_C(256) << 20)
+
 struct daemon_config {
 	char *socket_path;		/* NULL: the default for this environment */
 	mode_t socket_mode;
@@ -23,6 +26,9 @@ struct daemon_config {
 	unsigned max_connections_per_uid;
 	size_t output_max;		/* queued reply bytes before a connection stops being read */
 	unsigned output_stall_sec;	/* a client that reads nothing for this long is dropped */
+	uint64_t max_input_bytes_per_uid;	/* buffered messages, before reading stops */
+	uint64_t max_input_bytes;	/* the same, all uids together */
+	unsigned input_stall_sec;	/* a message left unfinished this long: dropped */
 	unsigned drain_timeout_ms;	/* at shutdown, how long in-flight calls may take */
 	uint64_t max_regions_per_uid;
 	uint64_t max_pinned_bytes_per_uid;

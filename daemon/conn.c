@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -34,9 +35,43 @@
 #define CONN_SEND_BUFFER_MIN (64U * 1024U)
 
 /*
+ * Input budgets. What a client sends costs memory before it is served: the
+ * connection's input buffer, which grows with a message still arriving up to
+ * the 16 MiB message limit, then the message while it is parsed and served
+ * (its buffer, then its tree). A client may leave a message unfinished for as
+ * long as it likes, so without a bound one uid's 1024 connections could make
+ * the daemon hold 16 GiB, and the OOM killer would take every client's
+ * regions with it.
+ *
+ * So every connection's buffer counts against its uid's budget
+ * (max-input-bytes-per-uid) and the daemon's (max-input-bytes), and so does a
+ * message parsed on the pool from the moment it leaves the buffer until its
+ * tree is freed (the tree is at most a few MiB more than the text: see
+ * JSON_VALUES_MAX). A buffer may always grow to FRAME_BUFFER_INITIAL, which
+ * holds every call but a large Write or Ping, so small calls never wait (the
+ * connection caps bound what that adds up to). Beyond, a buffer grows only
+ * within both budgets: a connection that would pass one is not read, its
+ * sender's writes block (back-pressure, like a full output queue), and it
+ * waits in line until room is freed.
+ *
+ * Waiting alone could deadlock: a uid's connections may all hold unfinished
+ * messages, each waiting for room the others hold. So the oldest waiter that
+ * finds no room gets a pass for the budget it is over: one connection of a
+ * uid and one daemon-wide at a time, until its message is complete (or the
+ * connection closes). A uid's budget is passed by at most one message. Nor
+ * may many uids, each within its own budget, crowd one out of the daemon's:
+ * a uid within its share of it is not held back by it (conn_input_admit).
+ * And no message holds room for long once its sender stops:
+ * input-stall-timeout after its last byte arrived, the connection is dropped
+ * (conn_tick).
+ */
+
+/*
  * A message parsed on the pool: its buffer (detached from the frame reader,
  * so that megabytes are neither copied nor kept), then what parsing made.
  * The connection serves nothing else meanwhile, so calls stay in order.
+ * msg.charge counts the buffer against the input budgets from detach until
+ * the tree made of it is freed.
  */
 struct conn_parse {
 	struct offload_job job;
@@ -75,6 +110,7 @@ static struct conn *conn_free(struct conn *c)
 {
 	idseq_remove(&c->server->conn_order, &c->order);
 	frame_reader_done(&c->in);
+	account_input_sub(c->account, c->in_charged);
 	while (c->n_in_fds > 0)
 		in_fds_drop_first(c);
 	outq_done(&c->out);
@@ -102,6 +138,150 @@ struct conn *conn_unref(struct conn *c)
 static void on_poll_closed(uv_handle_t *h)
 {
 	conn_unref(h->data);
+}
+
+/* Counts c's input buffer as it is now. */
+static void conn_input_recharge(struct conn *c)
+{
+	if (c->in.cap > c->in_charged)
+		account_input_add(c->account, c->in.cap - c->in_charged);
+	else
+		account_input_sub(c->account, c->in_charged - c->in.cap);
+	c->in_charged = c->in.cap;
+}
+
+/*
+ * Whether c's buffer may grow by grow bytes. The daemon-wide budget may be
+ * passed by a uid within its share of it (divided among the uids with bytes
+ * held), so that many uids cannot crowd out one: the uids over their share
+ * came in while there was room, so all together hold at most twice the
+ * budget. Past a budget otherwise only a connection with the pass for it
+ * goes, and a waiter gets a pass that is free: the line is tried oldest
+ * first, so the oldest one. The daemon-wide pass comes with its uid's, so
+ * that its holder waits for nothing: were they held by two connections of
+ * one uid, each could wait for the other's.
+ */
+static bool conn_input_admit(struct conn *c, size_t grow)
+{
+	const struct daemon_config *cfg = &c->server->daemon->cfg;
+	struct account *a = c->account;
+	struct server *s = c->server;
+	struct daemon *d = s->daemon;
+	unsigned n_uids = d->n_input_uids + (a->input_bytes == 0);
+	bool uid_room = a->input_bytes + grow <= cfg->max_input_bytes_per_uid ||
+			a->input_exempt == c;
+	bool all_room = d->input_bytes + grow <= cfg->max_input_bytes ||
+			a->input_bytes + grow <= cfg->max_input_bytes / n_uids ||
+			s->input_exempt == c;
+
+	if (uid_room && all_room)
+		return true;
+	if (!c->in_waiting || (a->input_exempt && a->input_exempt != c) ||
+	    (!all_room && s->input_exempt))
+		return false;
+	a->input_exempt = c;
+	if (!all_room)
+		s->input_exempt = c;
+	return true;
+}
+
+/* c's message is complete, or c is going: it needs no pass. */
+static void conn_input_unexempt(struct conn *c)
+{
+	struct server *s = c->server;
+
+	if (c->account->input_exempt == c) {
+		c->account->input_exempt = NULL;
+		conn_input_freed(s);
+	}
+	if (s->input_exempt == c) {
+		s->input_exempt = NULL;
+		conn_input_freed(s);
+	}
+}
+
+/*
+ * Makes room in c's input buffer for the next read, growing it when it must
+ * and the budgets allow. Returns 0, -EAGAIN when they do not allow it now,
+ * -ENOBUFS when a message at the size limit fills the buffer, -ENOMEM.
+ */
+static int conn_input_reserve(struct conn *c, void **ret_ptr, size_t *ret_space)
+{
+	size_t grow = frame_reader_growth(&c->in);
+	int r;
+
+	if (grow > 0 && c->in.cap + grow > FRAME_BUFFER_INITIAL && !conn_input_admit(c, grow))
+		return -EAGAIN;
+	r = frame_reader_reserve(&c->in, ret_ptr, ret_space);
+	conn_input_recharge(c);
+	return r;
+}
+
+static void on_input_wake(uv_timer_t *t);
+
+void conn_input_freed(struct server *s)
+{
+	if (!list_empty(&s->input_waiters) && !uv_is_active((uv_handle_t *)&s->input_wake))
+		uv_timer_start(&s->input_wake, on_input_wake, 0, 0);
+}
+
+/* Stops reading c until its buffer may grow (see on_input_wake). */
+static void conn_input_wait(struct conn *c)
+{
+	const struct daemon_config *cfg = &c->server->daemon->cfg;
+	struct server *s = c->server;
+	unsigned held_back;
+
+	c->in_waiting = true;
+	list_add_tail(&c->in_wait_link, &s->input_waiters);
+	if (ratelimit_pass(&s->input_log, uv_now(s->daemon->loop), &held_back))
+		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
+				"Connection %" PRIu64 " (pid %d uid %u) waits to be read: uid %u "
+				"has %" PRIu64 " bytes of messages buffered (limit %" PRIu64
+				"), all users %" PRIu64 " (limit %" PRIu64 ") (%u more waits since "
+				"the last message)",
+				c->id, (int)c->cred.pid, (unsigned)c->cred.uid,
+				(unsigned)c->cred.uid, c->account->input_bytes,
+				cfg->max_input_bytes_per_uid, s->daemon->input_bytes,
+				cfg->max_input_bytes, held_back);
+	/* Let the line move: c may be the one let past. */
+	conn_input_freed(s);
+	conn_update_poll(c);
+}
+
+/*
+ * Room was freed: each waiter, oldest first, gets its buffer grown if the
+ * budgets now allow, and is read again. Each is taken off a private list
+ * before it is looked at and put back in line if it must wait on, so that
+ * a connection closed meanwhile (letting one go on can close others) is on
+ * no list the walk still follows.
+ */
+static void on_input_wake(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	struct list_head todo;
+
+	list_init(&todo);
+	while (!list_empty(&s->input_waiters)) {
+		struct list_head *e = s->input_waiters.next;
+
+		list_del(e);
+		list_add_tail(e, &todo);
+	}
+	while (!list_empty(&todo)) {
+		struct conn *c = list_first_entry(&todo, struct conn, in_wait_link);
+		size_t space;
+		void *p;
+
+		list_del(&c->in_wait_link);
+		list_add_tail(&c->in_wait_link, &s->input_waiters);
+		/* Another error comes again from the read, which handles it. */
+		if (conn_input_reserve(c, &p, &space) == -EAGAIN)
+			continue;
+		list_del(&c->in_wait_link);
+		c->in_waiting = false;
+		conn_update_poll(c);
+	}
 }
 
 void conn_close(struct conn *c)
@@ -134,6 +314,12 @@ void conn_close(struct conn *c)
 		s->n_conns--;
 		c->account->n_connections--;
 	}
+
+	if (c->in_waiting) {
+		list_del(&c->in_wait_link);
+		c->in_waiting = false;
+	}
+	conn_input_unexempt(c);
 
 	/* The call in progress keeps the connection alive through its own
 	 * reference; tell it nobody waits for the answer any more. A message
@@ -176,7 +362,7 @@ static bool conn_busy(const struct conn *c)
 static bool conn_wants_input(const struct conn *c)
 {
 	return !conn_busy(c) && !c->draining && !c->close_after_flush && !c->input_eof &&
-	       !conn_output_full(c);
+	       !conn_output_full(c) && !c->in_waiting;
 }
 
 static void conn_flush(struct conn *c)
@@ -204,16 +390,24 @@ static void conn_update_poll(struct conn *c)
 
 	if (c->closed)
 		return;
-	if (conn_wants_input(c))
+	if (conn_wants_input(c)) {
 		events |= UV_READABLE;
-	if (!c->close_after_flush && !c->input_eof)
+		/* Reading (again): a message left unfinished is timed from
+		 * now, not from before the daemon stopped reading. */
+		if (!(c->poll_events & UV_READABLE))
+			c->in_since = uv_now(c->server->daemon->loop);
+	}
+	if (!c->close_after_flush && !c->input_eof && !c->in_waiting)
 		events |= UV_DISCONNECT;
-	else if (conn_busy(c))
-		/* Half-closed by the peer while a call runs or waits: RDHUP is
-		 * level-triggered and would spin, but the full hang-up must
-		 * still end the call and release what the client held. epoll
-		 * reports HUP whatever is asked for; a Unix socket never has
-		 * urgent data, so asking for that wakes us for HUP only. */
+	else if (conn_busy(c) || c->in_waiting)
+		/* Half-closed by the peer while a call runs or waits, or
+		 * while the bytes it sent wait for room: RDHUP is
+		 * level-triggered and would spin (and a waiting connection
+		 * has yet to read what came before the end), but the full
+		 * hang-up must still end the call and release what the client
+		 * held. epoll reports HUP whatever is asked for; a Unix socket
+		 * never has urgent data, so asking for that wakes us for HUP
+		 * only. */
 		events |= UV_PRIORITIZED;
 	if (outq_pending(&c->out) > 0)
 		events |= UV_WRITABLE;
@@ -375,7 +569,7 @@ static void conn_parse_run(struct offload_job *j)
 	struct conn_parse *p = container_of(j, struct conn_parse, job);
 
 	p->msg.big = true;
-	p->r = json_parse(p->text, p->len, &p->msg.root, &p->reason);
+	p->r = json_parse_bounded(p->text, p->len, JSON_VALUES_MAX, &p->msg.root, &p->reason);
 	if (p->r == 0)
 		p->r = varlink_call_parse(p->msg.root, &p->msg.vc, &p->reason);
 	if (p->r == 0 && rpc_message_measure(&p->msg) < 0) {
@@ -429,6 +623,12 @@ static int conn_parse_on_pool(struct conn *c, const struct frame *f, int *fds, s
 		free(p);
 		return r;
 	}
+	/* What the buffer was charged now counts for the message, and the new
+	 * one is charged; the message is complete, so c needs no pass. */
+	p->msg.charge = (struct input_charge){ account_ref(c->account), c->in_charged };
+	c->in_charged = 0;
+	conn_input_recharge(c);
+	conn_input_unexempt(c);
 	p->text = f->data;
 	p->len = f->len;
 	p->n_fds = n_fds;
@@ -468,7 +668,7 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 		return;
 	}
 
-	r = json_parse(f->data, f->len, &m.root, &reason);
+	r = json_parse_bounded(f->data, f->len, JSON_VALUES_MAX, &m.root, &reason);
 	if (r == 0)
 		r = varlink_call_parse(m.root, &m.vc, &reason);
 	if (r < 0) {
@@ -544,7 +744,11 @@ static void conn_read(struct conn *c)
 	ssize_t n;
 	int r;
 
-	r = frame_reader_reserve(&c->in, &p, &space);
+	r = conn_input_reserve(c, &p, &space);
+	if (r == -EAGAIN) {
+		conn_input_wait(c);
+		return;
+	}
 	if (r == -ENOBUFS) {
 		/* A message at the size limit and still no terminator. */
 		conn_process(c);
@@ -572,6 +776,7 @@ static void conn_read(struct conn *c)
 		return;
 	}
 
+	c->in_since = uv_now(c->server->daemon->loop);
 	started = frame_reader_commit(&c->in, n);
 	if (n_fds > 0 && conn_add_in_fds(c, started, fds, n_fds) < 0) {
 		/* fds amid a message: the sender does not send each message
@@ -609,7 +814,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 			conn_close(c);
 			return;
 		}
-		c->input_eof = true;
+		if (events & UV_DISCONNECT)
+			c->input_eof = true;
 	}
 	/* Writable, or the peer stopped sending: flush and serve what the
 	 * output limit held back. */
@@ -654,6 +860,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	c->cred = *cred;
 	c->id = ++s->next_conn_id;
 	idseq_node_init(&c->order);
+	list_init(&c->in_wait_link);
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	outq_init(&c->out);
 	list_init(&c->link);
@@ -716,9 +923,24 @@ void conn_drain(struct conn *c)
 		conn_process(c);
 }
 
+/* Drops c, which stopped reading or sending (what it did, for sec seconds):
+ * said at notice, at most once per interval with a count of the rest. */
+static void conn_drop_stalled(struct conn *c, uint64_t now, const char *what, unsigned sec)
+{
+	unsigned held_back;
+
+	if (ratelimit_pass(&c->server->stall_log, now, &held_back))
+		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
+				"Connection %" PRIu64 " (pid %d uid %u) %s for %us, disconnecting "
+				"(%u more stalled clients dropped since the last message)",
+				c->id, (int)c->cred.pid, (unsigned)c->cred.uid, what, sec, held_back);
+	conn_close(c);
+}
+
 void conn_tick(struct conn *c, uint64_t now)
 {
 	const struct daemon_config *cfg = &c->server->daemon->cfg;
+	char what[80];
 
 	if (c->closed)
 		return;
@@ -727,9 +949,16 @@ void conn_tick(struct conn *c, uint64_t now)
 		return;
 	}
 	if (c->out_stalled_since && now - c->out_stalled_since >= cfg->output_stall_sec * 1000ULL) {
-		log_notice("Connection %" PRIu64 " (pid %d uid %u) has not read its replies for %us, "
-			   "disconnecting",
-			   c->id, (int)c->cred.pid, (unsigned)c->cred.uid, cfg->output_stall_sec);
-		conn_close(c);
+		conn_drop_stalled(c, now, "has not read its replies", cfg->output_stall_sec);
+		return;
+	}
+	/* Reading, and bytes left over: the start of a message whose end does
+	 * not come. (Complete messages do not wait while the connection reads,
+	 * and one waiting for room is not the sender's doing.) */
+	if (conn_wants_input(c) && frame_reader_pending(&c->in) > 0 &&
+	    now - c->in_since >= cfg->input_stall_sec * 1000ULL) {
+		snprintf(what, sizeof(what), "left a message of %zu bytes unfinished",
+			 frame_reader_pending(&c->in));
+		conn_drop_stalled(c, now, what, cfg->input_stall_sec);
 	}
 }

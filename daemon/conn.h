@@ -49,6 +49,10 @@ struct conn {
 	struct list_head rconns;	/* struct rconn it set up with ConnectQueuePair */
 
 	struct frame_reader in;
+	size_t in_charged;		/* of in's buffer, counted in the account's input_bytes */
+	uint64_t in_since;		/* uv_now() when input last came or reading resumed */
+	struct list_head in_wait_link;	/* in server->input_waiters while in_waiting */
+	bool in_waiting;		/* over an input budget: not read until room is freed */
 	/*
 	 * fds received, each batch waiting for the message it came with, in
 	 * stream order. A read brings at most one batch, and the connection
@@ -100,7 +104,12 @@ int conn_send_json(struct conn *c, const cJSON *msg);
 /* The call in progress finished: free it and go on with the next. */
 void conn_call_finished(struct conn *c);
 
-/* Housekeeping from the daemon's tick: drops clients that stopped reading. */
+/* Housekeeping from the daemon's tick: drops clients that stopped reading,
+ * and clients that stopped sending in the middle of a message. */
 void conn_tick(struct conn *c, uint64_t now);
+
+/* Input bytes were freed: connections waiting for room get their turn soon
+ * (not from inside the caller, which may be tearing a connection down). */
+void conn_input_freed(struct server *s);
 
 #endif

@@ -98,6 +98,8 @@ static void daemon_reload(struct daemon *d)
 		r = config_apply_reload(&d->cfg, &fresh, on_restart_needed, NULL);
 		log_set_max_level(d->cfg.log_level);
 		endpoint_reload(d);
+		/* Larger input budgets let waiting connections go on. */
+		conn_input_freed(d->server);
 		log_info("Configuration reloaded from %s: %d settings changed", path ?: "defaults",
 			 r);
 	}
@@ -139,6 +141,7 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->tick);
 	close_handle((uv_handle_t *)&d->drain_timer);
 	close_handle((uv_handle_t *)&d->watchdog);
+	close_handle((uv_handle_t *)&d->server->input_wake);
 	timeouts_close(&d->timeouts);
 }
 
@@ -278,8 +281,10 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 fail:
 	/* Nothing ran yet: closing the handles and running the loop once
 	 * releases them. */
-	if (d->server)
+	if (d->server) {
 		server_stop_listening(d->server);
+		close_handle((uv_handle_t *)&d->server->input_wake);
+	}
 	endpoint_stop(d);
 	devices_stop(d);
 	close_handle((uv_handle_t *)&d->signal_poll);

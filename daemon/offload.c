@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <stdlib.h>
 
+#include "account.h"
 #include "daemon.h"
 #include "offload.h"
 
@@ -59,17 +60,23 @@ bool offload_cancel(struct offload_job *j)
 	return true;
 }
 
-void offload_submit(struct daemon *d, struct offload_job *j)
+static void offload_enqueue(struct daemon *d, struct offload_job *j, bool first)
 {
 	j->daemon = d;
 	j->started = false;
-	list_add_tail(&j->link, &d->offload.waiting);
+	list_add_tail(&j->link, first ? d->offload.waiting.next : &d->offload.waiting);
 	offload_start_next(d);
+}
+
+void offload_submit(struct daemon *d, struct offload_job *j)
+{
+	offload_enqueue(d, j, false);
 }
 
 struct json_delete {
 	struct offload_job job;
 	cJSON *root;
+	struct input_charge charge;
 };
 
 static void json_delete_run(struct offload_job *j)
@@ -81,22 +88,25 @@ static void json_delete_run(struct offload_job *j)
 
 static void json_delete_done(struct offload_job *j)
 {
-	free(container_of(j, struct json_delete, job));
+	struct json_delete *jd = container_of(j, struct json_delete, job);
+
+	input_charge_release(&jd->charge);
+	free(jd);
 }
 
-void offload_json_delete(struct daemon *d, cJSON *root)
+void offload_json_delete(struct daemon *d, cJSON *root, struct input_charge *charge)
 {
-	struct json_delete *jd;
+	struct json_delete *jd = root ? calloc(1, sizeof(*jd)) : NULL;
 
-	if (!root)
-		return;
-	jd = calloc(1, sizeof(*jd));
 	if (!jd) {
 		cJSON_Delete(root);
+		input_charge_release(charge);
 		return;
 	}
 	jd->root = root;
+	jd->charge = *charge;
+	*charge = (struct input_charge){};
 	jd->job.run = json_delete_run;
 	jd->job.done = json_delete_done;
-	offload_submit(d, &jd->job);
+	offload_enqueue(d, &jd->job, true);
 }

@@ -56,10 +56,12 @@ void rpc_message_done(struct daemon *d, struct rpc_message *m)
 {
 	/* Freeing the tree of a large message takes as long as a tenth of
 	 * parsing it. */
-	if (m->big)
-		offload_json_delete(d, m->root);
-	else
+	if (m->big) {
+		offload_json_delete(d, m->root, &m->charge);
+	} else {
 		cJSON_Delete(m->root);
+		input_charge_release(&m->charge);
+	}
 	free(m->long_strings);
 	*m = (struct rpc_message){};
 }
@@ -91,6 +93,7 @@ int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fd
 	call->big = m->big;
 	call->long_strings = m->long_strings;
 	call->n_long_strings = m->n_long_strings;
+	call->charge = m->charge;
 	*m = (struct rpc_message){};
 	call->n_fds = n_fds;
 	memcpy(call->fds, fds, n_fds * sizeof(int));
@@ -105,7 +108,8 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 	close_many(call->fds, call->n_fds);
 	rpc_message_done(call->daemon, &(struct rpc_message){ .root = call->root,
 							      .big = call->big,
-							      .long_strings = call->long_strings });
+							      .long_strings = call->long_strings,
+							      .charge = call->charge });
 	conn_unref(call->conn);
 	free(call);
 	return NULL;

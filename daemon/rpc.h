@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "account.h"
 #include "proto/dispatch.h"
 #include "proto/macro.h"
 #include "proto/varlink.h"
@@ -52,6 +53,7 @@ struct rpc_message {
 	bool big;			/* from a large message: root is freed off the loop */
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
+	struct input_charge charge;	/* a large message's bytes, until root is freed */
 };
 
 /* Measures m's long string parameters (see rpc_string); -ENOMEM. Touches
@@ -68,6 +70,7 @@ struct rpc_call {
 	bool big;		/* from a large message: root is freed off the loop */
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
+	struct input_charge charge;	/* the message's bytes, until root is freed */
 	const struct rpc_method *method;
 	int fds[VARLINK_FDS_MAX];
 	size_t n_fds;

@@ -274,7 +274,10 @@ int server_new(struct daemon *d, struct server **ret)
 	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
 	s->refusal_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	s->emfile_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
+	s->input_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
+	s->stall_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	list_init(&s->conns);
+	list_init(&s->input_waiters);
 	idseq_init(&s->conn_order);
 
 	r = server_adopt_activated(s);
@@ -307,6 +310,10 @@ int server_new(struct daemon *d, struct server **ret)
 		server_stop_listening(s);
 		return log_error_errno(-EIO, "Cannot poll the socket: %s", uv_strerror(r));
 	}
+
+	/* Last: from here on the loop knows the server's memory. */
+	uv_timer_init(d->loop, &s->input_wake);
+	s->input_wake.data = s;
 
 	log_info("Listening on '%s'%s", s->path, s->activated ? " (socket activated)" : "");
 	*ret = TAKE_PTR(s);

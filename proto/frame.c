@@ -8,7 +8,7 @@
 
 /* Reads are offered at least this much space so that small messages do
  * not cost one recvmsg each. */
-#define FRAME_READ_MIN (64U * 1024U)
+#define FRAME_READ_MIN (FRAME_BUFFER_INITIAL / 2)
 /* And at most this much: the bytes one read brings past a terminator are
  * what compaction and frame_reader_detach() move, and what one read costs
  * the caller's thread, so they stay small whatever the socket holds. */
@@ -25,34 +25,48 @@ void frame_reader_done(struct frame_reader *fr)
 	*fr = (struct frame_reader){ .max_body = fr->max_body };
 }
 
-int frame_reader_reserve(struct frame_reader *fr, void **ret_ptr, size_t *ret_space)
+/* The pending bytes move to the front when the space after them runs short:
+ * handed-out frames are dead by contract. */
+static bool frame_reader_compacts(const struct frame_reader *fr)
+{
+	return fr->start > 0 && fr->cap - fr->len < FRAME_READ_MIN;
+}
+
+size_t frame_reader_growth(const struct frame_reader *fr)
 {
 	size_t pending = fr->len - fr->start;
 	/* A full-size message, its terminator, and room for one more read:
 	 * the most a sane peer can need at once. */
 	size_t limit = fr->max_body + 1 + FRAME_READ_MIN;
+	size_t len = frame_reader_compacts(fr) ? pending : fr->len;
+
+	if (pending > fr->max_body || fr->cap - len >= FRAME_READ_MIN || fr->cap >= limit)
+		return 0;
+	return MIN(MAX(fr->cap * 2, (size_t)FRAME_BUFFER_INITIAL), limit) - fr->cap;
+}
+
+int frame_reader_reserve(struct frame_reader *fr, void **ret_ptr, size_t *ret_space)
+{
+	size_t pending = fr->len - fr->start, grow;
 
 	if (pending > fr->max_body)
 		return -ENOBUFS;
 
-	/* Compact before growing: handed-out frames are dead by contract. */
-	if (fr->start > 0 && fr->cap - fr->len < FRAME_READ_MIN) {
+	if (frame_reader_compacts(fr)) {
 		memmove(fr->buf, fr->buf + fr->start, pending);
 		fr->scanned -= fr->start;
 		fr->len = pending;
 		fr->start = 0;
 	}
 
-	if (fr->cap - fr->len < FRAME_READ_MIN && fr->cap < limit) {
-		size_t ncap = MAX(fr->cap * 2, (size_t)FRAME_READ_MIN * 2);
-		char *nbuf;
+	grow = frame_reader_growth(fr);
+	if (grow > 0) {
+		char *nbuf = realloc(fr->buf, fr->cap + grow);
 
-		ncap = MIN(ncap, limit);
-		nbuf = realloc(fr->buf, ncap);
 		if (!nbuf)
 			return -ENOMEM;
 		fr->buf = nbuf;
-		fr->cap = ncap;
+		fr->cap += grow;
 	}
 
 	if (fr->cap == fr->len)
@@ -124,7 +138,7 @@ int frame_reader_detach(struct frame_reader *fr, const struct frame *f, char **r
 	/* frame_reader_next() restarts an emptied buffer at 0, so the frame's
 	 * buffer may already hold nothing else: then start is 0 and len 0. */
 	size_t tail = fr->len - fr->start;
-	size_t cap = MAX(tail, (size_t)FRAME_READ_MIN * 2);
+	size_t cap = MAX(tail, (size_t)FRAME_BUFFER_INITIAL);
 	char *nbuf = malloc(cap);
 
 	/* The frame lies in the buffer handed out, before start. */

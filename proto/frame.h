@@ -29,6 +29,13 @@ struct frame {
 	uint64_t ordinal;	/* 0 for the first message on the stream */
 };
 
+/*
+ * A reader's buffer starts at this size, and starts again at it when a
+ * message is detached (see frame_reader_detach()); it grows beyond only for
+ * a message longer than half of it, doubling up to the message size limit.
+ */
+#define FRAME_BUFFER_INITIAL (128U * 1024U)
+
 /* max_body: largest message accepted, terminator not counted. */
 void frame_reader_init(struct frame_reader *fr, size_t max_body);
 void frame_reader_done(struct frame_reader *fr);
@@ -40,6 +47,13 @@ void frame_reader_done(struct frame_reader *fr);
  * caller then gets -EMSGSIZE from frame_reader_next()), -ENOMEM on OOM.
  */
 int frame_reader_reserve(struct frame_reader *fr, void **ret_ptr, size_t *ret_space);
+
+/*
+ * How many bytes frame_reader_reserve() would add to the buffer now (0: the
+ * buffer has room, or holds a full-size partial message). The caller can
+ * decide whether it may grow before it does.
+ */
+size_t frame_reader_growth(const struct frame_reader *fr);
 
 /* frame_reader_commit() found no message starting in the bytes committed. */
 #define FRAME_NO_START UINT64_MAX

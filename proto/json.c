@@ -59,12 +59,14 @@ static int hex4(const char *p, uint32_t *ret)
 	return 0;
 }
 
-int json_check_text(const char *text, size_t len, const char **ret_reason)
+/* Counts values as 1 + commas + containers opened: at least as many as the
+ * tree cJSON would build has nodes. */
+static int check_text(const char *text, size_t len, size_t max_values, const char **ret_reason)
 {
 	const unsigned char *s = (const unsigned char *)text;
 	bool in_string = false;
 	unsigned depth = 0;
-	size_t i = 0;
+	size_t i = 0, n_values = 1;
 
 	while (i < len) {
 		unsigned char c = s[i];
@@ -99,12 +101,24 @@ int json_check_text(const char *text, size_t len, const char **ret_reason)
 				*ret_reason = "message nests objects and arrays too deeply";
 				return -ELOOP;
 			}
+			n_values++;
 		} else if ((c == '}' || c == ']') && depth > 0) {
 			depth--;
+		} else if (c == ',') {
+			n_values++;
 		}
 		i++;
+		if (n_values > max_values) {
+			*ret_reason = "message holds too many values";
+			return -E2BIG;
+		}
 	}
 	return 0;
+}
+
+int json_check_text(const char *text, size_t len, const char **ret_reason)
+{
+	return check_text(text, len, SIZE_MAX, ret_reason);
 }
 
 /* True when an object repeats a key anywhere in the tree. Parsers disagree
@@ -140,12 +154,13 @@ static int find_duplicate_key(const cJSON *item)
 	return 0;
 }
 
-int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reason)
+int json_parse_bounded(const char *text, size_t len, size_t max_values, cJSON **ret,
+		       const char **ret_reason)
 {
 	_cleanup_json_ cJSON *root = NULL;
 	int r;
 
-	r = json_check_text(text, len, ret_reason);
+	r = check_text(text, len, max_values, ret_reason);
 	if (r < 0)
 		return r;
 
@@ -169,6 +184,11 @@ int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reaso
 
 	*ret = TAKE_PTR(root);
 	return 0;
+}
+
+int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reason)
+{
+	return json_parse_bounded(text, len, SIZE_MAX, ret, ret_reason);
 }
 
 int json_parse_u64(const char *s, uint64_t *ret)

@@ -17,6 +17,14 @@
 
 /* Deepest nesting of objects and arrays a message may have. */
 #define JSON_DEPTH_MAX 32
+/*
+ * Most values (array elements, object members, the top-level value) a
+ * message a client sends may hold. A value costs the parsed tree about 100
+ * bytes however few bytes of text it took ("0," is two), so without a bound
+ * a 16 MiB message of tiny values makes a tree of over 600 MiB; with it the
+ * tree is at most a few MiB more than the text. No call needs a tenth of it.
+ */
+#define JSON_VALUES_MAX 65536U
 /* JSON numbers are doubles: integers beyond this are not exact. */
 #define JSON_SAFE_INT_MAX ((UINT64_C(1) << 53) - 1)
 
@@ -33,6 +41,11 @@ int json_check_text(const char *text, size_t len, const char **ret_reason);
  * -ENOMEM, with *ret_reason set.
  */
 int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reason);
+/* The same, refusing with -E2BIG a text of more than max_values values
+ * (counted from the text: containers count once more), before any of its
+ * tree is built. */
+int json_parse_bounded(const char *text, size_t len, size_t max_values, cJSON **ret,
+		       const char **ret_reason);
 
 /*
  * Reads a 64-bit unsigned value: a string of decimal digits (canonical), or a

@@ -266,6 +266,42 @@ START_TEST(test_compaction)
 }
 END_TEST
 
+/*
+ * frame_reader_growth() says what the next reserve adds, before it does: the
+ * initial buffer, then doubling for a message still arriving, nothing when
+ * there is room or the message is at the limit.
+ */
+START_TEST(test_growth_announced)
+{
+	const size_t max = 1 << 20;
+	struct frame_reader fr;
+	size_t space;
+	void *p;
+
+	frame_reader_init(&fr, max);
+	ck_assert_uint_eq(frame_reader_growth(&fr), FRAME_BUFFER_INITIAL);
+	for (;;) {
+		size_t cap = fr.cap, grow = frame_reader_growth(&fr);
+
+		if (frame_reader_reserve(&fr, &p, &space) < 0)
+			break;
+		ck_assert_uint_eq(fr.cap, cap + grow);
+		ck_assert_uint_le(fr.cap, max + 1 + FRAME_BUFFER_INITIAL / 2);
+		memset(p, 'x', space);
+		frame_reader_commit(&fr, space);
+	}
+	ck_assert_uint_eq(frame_reader_growth(&fr), 0);
+	frame_reader_done(&fr);
+
+	/* Room left: no growth; a small message never grows the buffer. */
+	frame_reader_init(&fr, max);
+	feed(&fr, "{}", 3);
+	ck_assert_uint_eq(fr.cap, FRAME_BUFFER_INITIAL);
+	ck_assert_uint_eq(frame_reader_growth(&fr), 0);
+	frame_reader_done(&fr);
+}
+END_TEST
+
 Suite *frame_suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -283,6 +319,7 @@ Suite *frame_suite(void)
 	tcase_add_test(tc, test_exact_limit_and_one_over);
 	tcase_add_test(tc, test_reserve_refuses_beyond_limit);
 	tcase_add_test(tc, test_read_bounded);
+	tcase_add_test(tc, test_growth_announced);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -83,6 +83,43 @@ START_TEST(test_depth_limit)
 }
 END_TEST
 
+/* The daemon's parse counts values from the text, before cJSON builds a
+ * node of them; strings do not count what they hold. */
+START_TEST(test_values_limit)
+{
+	const size_t max = 100;
+	char buf[1024];
+	cJSON *root = NULL;
+	const char *reason = NULL;
+	size_t n = 0;
+
+	/* An array of 99 elements is 100 values with the array. */
+	buf[n++] = '[';
+	for (size_t i = 0; i < max - 1; i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s0", i ? "," : "");
+	buf[n++] = ']';
+	buf[n] = '\0';
+	ck_assert_int_eq(json_parse_bounded(buf, n, max, &root, &reason), 0);
+	cJSON_Delete(root);
+	memcpy(buf + n - 1, ",0]", 4);
+	n += 2;
+	root = NULL;
+	ck_assert_int_eq(json_parse_bounded(buf, n, max, &root, &reason), -E2BIG);
+	ck_assert_ptr_null(root);
+	ck_assert_str_eq(reason, "message holds too many values");
+	/* Unbounded, it parses. */
+	ck_assert_int_eq(json_parse(buf, n, &root, &reason), 0);
+	cJSON_Delete(root);
+
+	/* Commas and brackets in strings are text. */
+	n = (size_t)snprintf(buf, sizeof(buf), "{\"s\":\"%0500d\"}", 0);
+	memset(buf + 6, ',', 250);
+	memset(buf + 256, '[', 250);
+	ck_assert_int_eq(json_parse_bounded(buf, n, 3, &root, &reason), 0);
+	cJSON_Delete(root);
+}
+END_TEST
+
 /* Many keys go through the hashed duplicate check. */
 START_TEST(test_duplicate_keys_many)
 {
@@ -226,6 +263,7 @@ Suite *json_suite(void)
 
 	tc = tcase_create("limits");
 	tcase_add_test(tc, test_depth_limit);
+	tcase_add_test(tc, test_values_limit);
 	tcase_add_test(tc, test_duplicate_keys_many);
 	suite_add_tcase(s, tc);
 	return s;

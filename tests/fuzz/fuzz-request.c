@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Decoding of one request as the daemon does it: json_parse (strict UTF-8,
- * depth, no \u0000, no repeated keys), varlink_call_parse, then json_dispatch
- * of the parameters into field tables of every type the methods use, with
- * the nested dispatch Copy does for its ends. Besides not crashing:
+ * Decoding of one request as the daemon does it: json_parse_bounded (strict
+ * UTF-8, value count, depth, no \u0000, no repeated keys), varlink_call_parse,
+ * then json_dispatch of the parameters into field tables of every type the
+ * methods use, with the nested dispatch Copy does for its ends. Besides not
+ * crashing:
  * - whatever parsed prints back to text that our own parser accepts (the
  *   daemon echoes client strings in replies and error messages);
  * - a value dispatch accepts is in range for its type;
@@ -130,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(text, data, len);
 	text[len] = '\0';
 
-	r = json_parse(text, len, &root, &reason);
+	r = json_parse_bounded(text, len, JSON_VALUES_MAX, &root, &reason);
 	if (r < 0) {
 		fuzz_check(reason);
 		fuzz_check(r == -EBADMSG || r == -EILSEQ || r == -ELOOP || r == -ENOTUNIQ ||
