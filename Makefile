@@ -4,6 +4,8 @@
 #   make           build daemon, client library and CLI into build/release
 #   make run       deps + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
+#   make check-host  the same without the VM
+#   make format-check  the C sources as .clang-format writes them (CI)
 #   make conformance  the Varlink conformance suite alone (reference Go library)
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
 #   make check-clone  check + vmbench in a fresh clone of HEAD under /tmp
@@ -103,8 +105,8 @@ LIB_A       := $(B)/librdmamem.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
-.PHONY: all deps run check check-clone installcheck asan bench gpu-bundle install uninstall \
-	clean
+.PHONY: all deps build-deps run check check-host check-clone installcheck asan bench gpu-bundle \
+	format format-check install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -125,7 +127,21 @@ deps:
 	$(SUDO) apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing
 
-$(B)/%.o: %.c | deps
+# A plain `make` never installs anything: objects wait for `deps` only when
+# a goal that installs (run, check and the other test goals) was asked for;
+# otherwise `build-deps` only says which libraries are missing.
+INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmbench \
+                    vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
+                    format-check
+BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
+
+build-deps:
+	$(Q)$(PKG_CONFIG) --exists $(PC_MODULES) 2>/dev/null || { \
+		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES); \
+		echo "Missing build libraries: \`make deps\` installs them (Debian: $(DEB_PKGS))"; \
+		exit 1; }
+
+$(B)/%.o: %.c | $(BUILD_PREREQ)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -204,11 +220,14 @@ run: deps all
 
 # CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
-check: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS)
+# check-host is everything but the VM.
+check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
+
+check: check-host
 	$(Q)$(MAKE) --no-print-directory vmtest
 
 # What a clean clone does, where many clone: under /tmp (tests/clone-check.sh).
@@ -233,6 +252,18 @@ BENCHES := $(B)/bench-ping $(B)/bench-region
 bench: all $(BENCHES)
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
+
+# The C sources as .clang-format (clang-format 14, Debian 12's) writes them:
+# format-check fails on any difference, format rewrites them.
+DEB_PKGS    += clang-format
+FORMAT_SRCS  = $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
+                 find . -name '*.[ch]' -not -path './build/*')
+
+format-check: deps
+	$(Q)clang-format --dry-run --Werror $(FORMAT_SRCS)
+
+format:
+	$(Q)clang-format -i $(FORMAT_SRCS)
 
 # An operator's edited configuration is never overwritten.
 install: all

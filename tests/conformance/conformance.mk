@@ -23,7 +23,7 @@ CONFORMANCE_ARGS  = -daemon $(abspath $(B)/rdmamemd) -proto $(CURDIR)/proto
 
 .PHONY: conformance
 
-$(B)/conformance: $(CONFORMANCE_SRCS) | deps
+$(B)/conformance: $(CONFORMANCE_SRCS) | $(BUILD_PREREQ)
 	@mkdir -p $(@D)
 	@echo "  GO      $@"
 	$(Q)cd tests/conformance && $(GO_ENV) $(GO) build -trimpath -o $(abspath $@) .
