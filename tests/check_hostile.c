@@ -3143,6 +3143,196 @@ START_TEST(test_unfinished_message_times_out)
 }
 END_TEST
 
+/*
+ * Output budgets: replies a client leaves unread, and honest large Reads.
+ */
+#define OUT_BUDGET_MIB 16
+#define OUT_CONNS 48
+#define OUT_READS 8
+#define READ_SIZE (4U << 20)
+
+/* OUT_BUDGET_MIB for one uid and for all. */
+static void out_budget_setup(void)
+{
+	static const char *const extra[] = { "--max-output-bytes-per-uid", "16M",
+					     "--max-output-bytes", "16M", NULL };
+
+	start(extra);
+}
+
+/* The byte at offset off of the regions the Read cases read. */
+static unsigned char pattern_at(size_t off)
+{
+	return (unsigned char)(off * 7 + (off >> 12));
+}
+
+/* Registers a memfd of size bytes, filled with pattern_at(), on the raw
+ * connection fd; returns the region id as the daemon spells it (static). */
+static const char *register_pattern_on(int fd, size_t size)
+{
+	static char region[24];
+	unsigned char *mem;
+	cJSON *r;
+	int mfd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("pattern", size, &mfd, (void **)&mem), 0);
+	for (size_t i = 0; i < size; i++)
+		mem[i] = pattern_at(i);
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd,
+		      1);
+	close(mfd);
+	munmap(mem, size);
+	r = reply_on(fd, 10000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_null(test_reply_error(r));
+	snprintf(region, sizeof(region), "%s",
+		 cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "region")->valuestring);
+	cJSON_Delete(r);
+	return region;
+}
+
+/* n Reads of READ_SIZE bytes of region, at offsets first, first + 1, …
+ * (in READ_SIZE steps, modulo wrap of them), one after another. */
+static char *read_calls(const char *region, int n, int first, int wrap, size_t *ret_len)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(f);
+	for (int k = 0; k < n; k++) {
+		fprintf(f,
+			"{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"region\":\"%s\","
+			"\"offset\":\"%zu\",\"length\":\"%u\"}}",
+			region, (size_t)((first + k) % wrap) * READ_SIZE, READ_SIZE);
+		fputc('\0', f);
+	}
+	ck_assert_int_eq(fclose(f), 0);
+	*ret_len = len;
+	return buf;
+}
+
+/* Whether a Read's reply carries READ_SIZE bytes of the pattern from off. */
+static bool read_reply_right(cJSON *r, size_t off)
+{
+	cJSON *p = cJSON_GetObjectItem(r, "parameters");
+	const char *data = cJSON_GetStringValue(cJSON_GetObjectItem(p, "data"));
+	unsigned char *bytes;
+	bool ok = true;
+
+	if (test_reply_error(r) || !data ||
+	    base64_decoded_len(data, strlen(data)) != (ssize_t)READ_SIZE)
+		return false;
+	bytes = malloc(READ_SIZE);
+	ck_assert_ptr_nonnull(bytes);
+	base64_decode(data, strlen(data), bytes);
+	for (size_t i = 0; i < READ_SIZE && ok; i++)
+		ok = bytes[i] == pattern_at(off + i);
+	free(bytes);
+	return ok;
+}
+
+/* As another uid: a Ping, and a Read of READ_SIZE bytes of a region of its
+ * own, answered and right. */
+static int other_uid_reads(const char *socket)
+{
+	const char *region;
+	char *calls;
+	size_t len;
+	cJSON *r;
+	int fd;
+
+	if (test_become_other_uid() < 0)
+		return 98;
+	fd = test_connect(socket);
+	if (flood_probe(fd) != 1)
+		return 1;
+	region = register_pattern_on(fd, READ_SIZE);
+	calls = read_calls(region, 1, 0, 1, &len);
+	test_send_raw(fd, calls, len);
+	r = reply_on(fd, 20000);
+	if (!r || !read_reply_right(r, 0))
+		return 2;
+	cJSON_Delete(r);
+	free(calls);
+	close(fd);
+	return 0;
+}
+
+static bool output_budget_full(void)
+{
+	return status_u64("output_bytes") >= (uint64_t)OUT_BUDGET_MIB << 20;
+}
+
+static bool output_given_back(void)
+{
+	return status_u64("output_bytes") < 1U << 20;
+}
+
+/*
+ * One uid opens many connections and pipelines Reads of 4 MiB on each
+ * (5.6 MB replies), reading none of the replies: the daemon builds and
+ * holds no more of them than the uid's budget (and one past it, so that
+ * waiting never deadlocks), so its memory stays bounded, and other uids'
+ * calls, large Reads too, and the uid's own small calls are answered.
+ */
+START_TEST(test_unread_replies_flood)
+{
+	int ctl = test_connect(td.socket), fds[OUT_CONNS], status;
+	long rss0, rss, peak = 0;
+	const char *region;
+	size_t len;
+	char *calls;
+	cJSON *r;
+	pid_t pid;
+
+	region = register_pattern_on(ctl, READ_SIZE);
+	calls = read_calls(region, 1, 0, 1, &len);
+	/* One Read answered: the region's pages and the daemon's buffers for
+	 * one reply are in the baseline. */
+	test_send_raw(ctl, calls, len);
+	r = reply_on(ctl, 20000);
+	ck_assert(read_reply_right(r, 0));
+	cJSON_Delete(r);
+	free(calls);
+	rss0 = test_rss_kib(td.pid);
+
+	calls = read_calls(region, OUT_READS, 0, 1, &len);
+	send_on_many(td.socket, OUT_CONNS, fds, calls, len, 1000);
+	free(calls);
+	test_wait_until(output_budget_full, 30000, "the uid's replies to fill its budget");
+	/* The daemon does no more than that: sampled while others are served. */
+	for (int i = 0; i < 20; i++) {
+		rss = test_rss_kib(td.pid);
+		peak = MAX(peak, rss);
+		assert_good_served();
+		usleep(25000);
+	}
+	printf("unread replies: %d connections × %d Reads of 4 MiB; the daemon's RSS grew by "
+	       "%ld MiB, it holds %" PRIu64 " MiB of replies\n",
+	       OUT_CONNS, OUT_READS, (peak - rss0) >> 10, status_u64("output_bytes") >> 20);
+	/* The budget, a reply past it, and the reply being built. */
+	ck_assert_uint_le(status_u64("output_bytes"), (uint64_t)(OUT_BUDGET_MIB + 12) << 20);
+	ck_assert_msg(peak - rss0 < (OUT_BUDGET_MIB + 48) * 1024 * rss_factor(),
+		      "the daemon's RSS grew by %ld KiB for %d connections that read nothing",
+		      peak - rss0, OUT_CONNS);
+
+	if (test_root_or_skip(__func__, "try another uid's calls")) {
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			_exit(other_uid_reads(td.socket));
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "other uid: 0x%x",
+			      status);
+	}
+	close_many(fds, OUT_CONNS);
+	close(ctl);
+	/* What they held, queued and reserved, is given back. */
+	test_wait_until(output_given_back, 10000, "the replies' bytes given back");
+}
+END_TEST
+
 Suite *hostile_suite(void)
 {
 	Suite *s = suite_create("hostile");
@@ -3236,6 +3426,12 @@ Suite *hostile_suite(void)
 	tcase_add_checked_fixture(tc, stall_setup, lists_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_unfinished_message_times_out);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("output-budget");
+	tcase_add_checked_fixture(tc, out_budget_setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_unread_replies_flood);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("refused-flood");
