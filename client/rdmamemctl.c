@@ -144,11 +144,12 @@ static int print_json(const cJSON *reply)
 
 static void show_status(const cJSON *reply)
 {
-	char up[64], pinned[64], input[64];
+	char up[64], pinned[64], input[64], output[64];
 
 	format_duration(get_u64(reply, "uptime_msec"), up, sizeof(up));
 	format_bytes(get_u64(reply, "pinned_bytes"), pinned, sizeof(pinned));
 	format_bytes(get_u64(reply, "input_bytes"), input, sizeof(input));
+	format_bytes(get_u64(reply, "output_bytes"), output, sizeof(output));
 	printf("rdmamemd %s (pid %.0f), up %s\n", get_string(reply, "version"),
 	       get_number(reply, "pid"), up);
 	printf("  %-14s %s\n", "socket:", get_string(reply, "socket"));
@@ -156,6 +157,7 @@ static void show_status(const cJSON *reply)
 	printf("  %-14s %.0f\n", "regions:", get_number(reply, "regions"));
 	printf("  %-14s %s\n", "pinned:", pinned);
 	printf("  %-14s %s\n", "input held:", input);
+	printf("  %-14s %s\n", "output held:", output);
 	printf("  %-14s %.0f\n", "devices:", get_number(reply, "devices"));
 }
 

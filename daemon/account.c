@@ -2,7 +2,6 @@
 #include <stdlib.h>
 
 #include "account.h"
-#include "conn.h"
 #include "daemon.h"
 
 struct account *account_find(struct daemon *d, uid_t uid)
@@ -43,32 +42,4 @@ struct account *account_unref(struct account *a)
 	idmap_remove(&a->daemon->accounts, a->uid);
 	free(a);
 	return NULL;
-}
-
-void account_input_add(struct account *a, uint64_t n)
-{
-	if (n == 0)
-		return;
-	a->daemon->n_input_uids += a->input_bytes == 0;
-	a->input_bytes += n;
-	a->daemon->input_bytes += n;
-}
-
-void account_input_sub(struct account *a, uint64_t n)
-{
-	if (n == 0)
-		return;
-	a->input_bytes -= n;
-	a->daemon->input_bytes -= n;
-	a->daemon->n_input_uids -= a->input_bytes == 0;
-	conn_input_freed(a->daemon->server);
-}
-
-void input_charge_release(struct input_charge *ch)
-{
-	if (!ch->account)
-		return;
-	account_input_sub(ch->account, ch->bytes);
-	account_unref(ch->account);
-	*ch = (struct input_charge){};
 }

@@ -86,6 +86,15 @@ static const struct config_key keys[] = {
 	  .offset = F(input_stall_sec), .reloadable = true, .min = 1, .max = 86400,
 	  .help = "seconds a client may leave a message unfinished before it is dropped "
 		  "(default 30)" },
+	{ .section = "limits", .key = "max-output-bytes-per-uid", .type = CFG_SIZE,
+	  .offset = F(max_output_bytes_per_uid), .reloadable = true, .min = 1U << 20,
+	  .max = UINT64_MAX,
+	  .help = "bytes of replies to one user the daemon holds (queued, or Read replies being "
+		  "made) before that user's calls wait (default 256M)" },
+	{ .section = "limits", .key = "max-output-bytes", .type = CFG_SIZE,
+	  .offset = F(max_output_bytes), .reloadable = true, .min = 1U << 20, .max = UINT64_MAX,
+	  .help = "the same to all users (default: an eighth of physical memory, at least "
+		  "256M)" },
 	{ .section = "limits", .key = "output-stall-timeout", .type = CFG_UINT,
 	  .offset = F(output_stall_sec), .reloadable = true, .min = 1, .max = 86400,
 	  .help = "seconds a client may leave its replies unread before it is dropped (default 30)" },
@@ -122,16 +131,16 @@ static uint64_t default_pinned_max(void)
 	return (uint64_t)pages * (uint64_t)size / 2;
 }
 
-/* An eighth of physical memory, and never less than one user may buffer by
- * default: messages on their way in are a small share of what the daemon
- * serves. */
-static uint64_t default_input_max(void)
+/* An eighth of physical memory, and never less than one user may hold by
+ * default: messages on their way in or out are a small share of what the
+ * daemon serves. */
+static uint64_t default_all_max(uint64_t per_uid)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
 
 	if (pages <= 0 || size <= 0)
-		return CONFIG_INPUT_PER_UID_DEFAULT;
-	return MAX((uint64_t)pages * (uint64_t)size / 8, (uint64_t)CONFIG_INPUT_PER_UID_DEFAULT);
+		return per_uid;
+	return MAX((uint64_t)pages * (uint64_t)size / 8, per_uid);
 }
 
 void daemon_config_init(struct daemon_config *cfg)
@@ -143,8 +152,10 @@ void daemon_config_init(struct daemon_config *cfg)
 		.output_max = 8U * 1024U * 1024U,
 		.output_stall_sec = 30,
 		.max_input_bytes_per_uid = CONFIG_INPUT_PER_UID_DEFAULT,
-		.max_input_bytes = default_input_max(),
+		.max_input_bytes = default_all_max(CONFIG_INPUT_PER_UID_DEFAULT),
 		.input_stall_sec = 30,
+		.max_output_bytes_per_uid = CONFIG_OUTPUT_PER_UID_DEFAULT,
+		.max_output_bytes = default_all_max(CONFIG_OUTPUT_PER_UID_DEFAULT),
 		.drain_timeout_ms = 5000,
 		.max_regions_per_uid = 16384,
 		.max_pinned_bytes_per_uid = default_pinned_max(),

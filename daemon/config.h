@@ -16,8 +16,10 @@
 
 #define CONFIG_DEFAULT_PATH SYSCONFDIR "/rdmamemd/rdmamemd.conf"
 
-/* max-input-bytes-per-uid: room for dozens of 16 MiB messages at once. */
+/* max-input-bytes-per-uid: room for dozens of 16 MiB messages at once;
+ * max-output-bytes-per-uid: for dozens of the largest Read replies. */
 #define CONFIG_INPUT_PER_UID_DEFAULT (UINT64_C(256) << 20)
+#define CONFIG_OUTPUT_PER_UID_DEFAULT (UINT64_C(256) << 20)
 
 struct daemon_config {
 	char *socket_path;		/* NULL: the default for this environment */
@@ -29,6 +31,8 @@ struct daemon_config {
 	uint64_t max_input_bytes_per_uid;	/* buffered messages, before reading stops */
 	uint64_t max_input_bytes;	/* the same, all uids together */
 	unsigned input_stall_sec;	/* a message left unfinished this long: dropped */
+	uint64_t max_output_bytes_per_uid;	/* replies held, before calls wait */
+	uint64_t max_output_bytes;	/* the same, all uids together */
 	unsigned drain_timeout_ms;	/* at shutdown, how long in-flight calls may take */
 	uint64_t max_regions_per_uid;
 	uint64_t max_pinned_bytes_per_uid;

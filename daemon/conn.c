@@ -35,13 +35,12 @@
 #define CONN_SEND_BUFFER_MIN (64U * 1024U)
 
 /*
- * Input budgets. What a client sends costs memory before it is served: the
- * connection's input buffer, which grows with a message still arriving up to
- * the 16 MiB message limit, then the message while it is parsed and served
- * (its buffer, then its tree). A client may leave a message unfinished for as
- * long as it likes, so without a bound one uid's 1024 connections could make
- * the daemon hold 16 GiB, and the OOM killer would take every client's
- * regions with it.
+ * Input budgets (budget.h). What a client sends costs memory before it is
+ * served: the connection's input buffer, which grows with a message still
+ * arriving up to the 16 MiB message limit, then the message while it is
+ * parsed and served (its buffer, then its tree). A client may leave a
+ * message unfinished for as long as it likes, so without a bound one uid's
+ * 1024 connections could make the daemon hold 16 GiB.
  *
  * So every connection's buffer counts against its uid's budget
  * (max-input-bytes-per-uid) and the daemon's (max-input-bytes), and so does a
@@ -51,19 +50,25 @@
  * holds every call but a large Write or Ping, so small calls never wait (the
  * connection caps bound what that adds up to). Beyond, a buffer grows only
  * within both budgets: a connection that would pass one is not read, its
- * sender's writes block (back-pressure, like a full output queue), and it
- * waits in line until room is freed.
+ * sender's writes block, and it waits in line until room is freed; the
+ * oldest waiter's pass lasts until its message is complete. And no message
+ * holds room for long once its sender stops: input-stall-timeout after its
+ * last byte arrived, the connection is dropped (conn_tick).
  *
- * Waiting alone could deadlock: a uid's connections may all hold unfinished
- * messages, each waiting for room the others hold. So the oldest waiter that
- * finds no room gets a pass for the budget it is over: one connection of a
- * uid and one daemon-wide at a time, until its message is complete (or the
- * connection closes). A uid's budget is passed by at most one message. Nor
- * may many uids, each within its own budget, crowd one out of the daemon's:
- * a uid within its share of it is not held back by it (conn_input_admit).
- * And no message holds room for long once its sender stops:
- * input-stall-timeout after its last byte arrived, the connection is dropped
- * (conn_tick).
+ * Output budgets, the same for replies: a connection keeps taking calls
+ * while its queue is under output_max, and a Read's reply is megabytes of
+ * base64, so one uid's connections that never read could make the daemon
+ * hold 11 MB each. So what every connection's queue holds counts against
+ * its uid's budget (max-output-bytes-per-uid) and the daemon's
+ * (max-output-bytes), and so does a large reply from before it is made: a
+ * Read reserves its reply's size when the call comes (conn_output_reserve),
+ * waiting in line while that would pass a budget, and gives it back when the
+ * reply is queued (then the queue holds it) or not made. A connection takes
+ * no new call while its uid is over a budget, unless it holds nothing at all
+ * (its queue empty, nothing reserved): the one small reply that comes of it
+ * is bounded, as above, by the connection caps. The oldest waiter's pass is
+ * for one reply, until it has left the queue. A client that does not read
+ * what it holds is dropped after output-stall-timeout (conn_tick).
  */
 
 /*
@@ -110,10 +115,13 @@ static struct conn *conn_free(struct conn *c)
 {
 	idseq_remove(&c->server->conn_order, &c->order);
 	frame_reader_done(&c->in);
-	account_input_sub(c->account, c->in_charged);
 	while (c->n_in_fds > 0)
 		in_fds_drop_first(c);
 	outq_done(&c->out);
+	if (c->account) {
+		budget_sub(c->account, BUDGET_INPUT, c->in_charged);
+		budget_sub(c->account, BUDGET_OUTPUT, c->out_charged);
+	}
 	safe_close(c->fd);
 	account_unref(c->account);
 	free(c->groups);
@@ -143,61 +151,7 @@ static void on_poll_closed(uv_handle_t *h)
 /* Counts c's input buffer as it is now. */
 static void conn_input_recharge(struct conn *c)
 {
-	if (c->in.cap > c->in_charged)
-		account_input_add(c->account, c->in.cap - c->in_charged);
-	else
-		account_input_sub(c->account, c->in_charged - c->in.cap);
-	c->in_charged = c->in.cap;
-}
-
-/*
- * Whether c's buffer may grow by grow bytes. The daemon-wide budget may be
- * passed by a uid within its share of it (divided among the uids with bytes
- * held), so that many uids cannot crowd out one: the uids over their share
- * came in while there was room, so all together hold at most twice the
- * budget. Past a budget otherwise only a connection with the pass for it
- * goes, and a waiter gets a pass that is free: the line is tried oldest
- * first, so the oldest one. The daemon-wide pass comes with its uid's, so
- * that its holder waits for nothing: were they held by two connections of
- * one uid, each could wait for the other's.
- */
-static bool conn_input_admit(struct conn *c, size_t grow)
-{
-	const struct daemon_config *cfg = &c->server->daemon->cfg;
-	struct account *a = c->account;
-	struct server *s = c->server;
-	struct daemon *d = s->daemon;
-	unsigned n_uids = d->n_input_uids + (a->input_bytes == 0);
-	bool uid_room = a->input_bytes + grow <= cfg->max_input_bytes_per_uid ||
-			a->input_exempt == c;
-	bool all_room = d->input_bytes + grow <= cfg->max_input_bytes ||
-			a->input_bytes + grow <= cfg->max_input_bytes / n_uids ||
-			s->input_exempt == c;
-
-	if (uid_room && all_room)
-		return true;
-	if (!c->in_waiting || (a->input_exempt && a->input_exempt != c) ||
-	    (!all_room && s->input_exempt))
-		return false;
-	a->input_exempt = c;
-	if (!all_room)
-		s->input_exempt = c;
-	return true;
-}
-
-/* c's message is complete, or c is going: it needs no pass. */
-static void conn_input_unexempt(struct conn *c)
-{
-	struct server *s = c->server;
-
-	if (c->account->input_exempt == c) {
-		c->account->input_exempt = NULL;
-		conn_input_freed(s);
-	}
-	if (s->input_exempt == c) {
-		s->input_exempt = NULL;
-		conn_input_freed(s);
-	}
+	budget_recharge(c->account, BUDGET_INPUT, &c->in_charged, c->in.cap);
 }
 
 /*
@@ -210,78 +164,52 @@ static int conn_input_reserve(struct conn *c, void **ret_ptr, size_t *ret_space)
 	size_t grow = frame_reader_growth(&c->in);
 	int r;
 
-	if (grow > 0 && c->in.cap + grow > FRAME_BUFFER_INITIAL && !conn_input_admit(c, grow))
+	if (grow > 0 && c->in.cap + grow > FRAME_BUFFER_INITIAL &&
+	    !budget_admit(c, BUDGET_INPUT, grow))
 		return -EAGAIN;
 	r = frame_reader_reserve(&c->in, ret_ptr, ret_space);
 	conn_input_recharge(c);
 	return r;
 }
 
-static void on_input_wake(uv_timer_t *t);
-
-void conn_input_freed(struct server *s)
+/* Counts c's output queue and reservation as they are now. The pass was
+ * for one reply: it is given back once c holds nothing. */
+static void conn_output_recharge(struct conn *c)
 {
-	if (!list_empty(&s->input_waiters) && !uv_is_active((uv_handle_t *)&s->input_wake))
-		uv_timer_start(&s->input_wake, on_input_wake, 0, 0);
+	budget_recharge(c->account, BUDGET_OUTPUT, &c->out_charged,
+			outq_held(&c->out) + c->out_reserved);
+	if (outq_pending(&c->out) == 0 && c->out_reserved == 0)
+		budget_unexempt(c, BUDGET_OUTPUT);
 }
 
-/* Stops reading c until its buffer may grow (see on_input_wake). */
-static void conn_input_wait(struct conn *c)
+/* Reserves bytes for c's call in progress if the budgets allow it now. */
+static bool conn_output_try_reserve(struct conn *c, uint64_t bytes)
 {
-	const struct daemon_config *cfg = &c->server->daemon->cfg;
-	struct server *s = c->server;
-	unsigned held_back;
-
-	c->in_waiting = true;
-	list_add_tail(&c->in_wait_link, &s->input_waiters);
-	if (ratelimit_pass(&s->input_log, uv_now(s->daemon->loop), &held_back))
-		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
-				"Connection %" PRIu64 " (pid %d uid %u) waits to be read: uid %u "
-				"has %" PRIu64 " bytes of messages buffered (limit %" PRIu64
-				"), all users %" PRIu64 " (limit %" PRIu64 ") (%u more waits since "
-				"the last message)",
-				c->id, (int)c->cred.pid, (unsigned)c->cred.uid,
-				(unsigned)c->cred.uid, c->account->input_bytes,
-				cfg->max_input_bytes_per_uid, s->daemon->input_bytes,
-				cfg->max_input_bytes, held_back);
-	/* Let the line move: c may be the one let past. */
-	conn_input_freed(s);
-	conn_update_poll(c);
+	if (!budget_admit(c, BUDGET_OUTPUT, bytes))
+		return false;
+	c->out_reserved += bytes;
+	conn_output_recharge(c);
+	return true;
 }
 
-/*
- * Room was freed: each waiter, oldest first, gets its buffer grown if the
- * budgets now allow, and is read again. Each is taken off a private list
- * before it is looked at and put back in line if it must wait on, so that
- * a connection closed meanwhile (letting one go on can close others) is on
- * no list the walk still follows.
- */
-static void on_input_wake(uv_timer_t *t)
+int conn_output_reserve(struct conn *c, uint64_t bytes)
 {
-	struct server *s = t->data;
-	struct list_head todo;
+	if (conn_output_try_reserve(c, bytes))
+		return 1;
+	budget_wait(c, BUDGET_OUTPUT, bytes);
+	return 0;
+}
 
-	list_init(&todo);
-	while (!list_empty(&s->input_waiters)) {
-		struct list_head *e = s->input_waiters.next;
+void conn_output_unreserve(struct conn *c, uint64_t bytes)
+{
+	c->out_reserved -= bytes;
+	conn_output_recharge(c);
+}
 
-		list_del(e);
-		list_add_tail(e, &todo);
-	}
-	while (!list_empty(&todo)) {
-		struct conn *c = list_first_entry(&todo, struct conn, in_wait_link);
-		size_t space;
-		void *p;
-
-		list_del(&c->in_wait_link);
-		list_add_tail(&c->in_wait_link, &s->input_waiters);
-		/* Another error comes again from the read, which handles it. */
-		if (conn_input_reserve(c, &p, &space) == -EAGAIN)
-			continue;
-		list_del(&c->in_wait_link);
-		c->in_waiting = false;
-		conn_update_poll(c);
-	}
+/* A connection waiting for room: not read, and no call taken. */
+static bool conn_held_back(const struct conn *c)
+{
+	return c->wait[BUDGET_INPUT].waiting || c->wait[BUDGET_OUTPUT].waiting;
 }
 
 void conn_close(struct conn *c)
@@ -315,11 +243,10 @@ void conn_close(struct conn *c)
 		c->account->n_connections--;
 	}
 
-	if (c->in_waiting) {
-		list_del(&c->in_wait_link);
-		c->in_waiting = false;
+	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
+		budget_unwait(c, k);
+		budget_unexempt(c, k);
 	}
-	conn_input_unexempt(c);
 
 	/* The call in progress keeps the connection alive through its own
 	 * reference; tell it nobody waits for the answer any more. A message
@@ -352,6 +279,29 @@ static bool conn_output_full(const struct conn *c)
 	return outq_pending(&c->out) >= c->server->daemon->cfg.output_max;
 }
 
+/* Whether c's uid's replies leave c room for another call (see the output
+ * budgets above): c holds nothing, or its uid is within the budgets. */
+static bool conn_output_room(const struct conn *c)
+{
+	return (outq_pending(&c->out) == 0 && c->out_reserved == 0) ||
+	       budget_has_room(c, BUDGET_OUTPUT, 0);
+}
+
+/* Whether c may take another call as far as its replies go; if the output
+ * budgets hold it back, it waits in line (a flush of its own makes room
+ * too: conn_process asks again). */
+static bool conn_output_admits(struct conn *c)
+{
+	if (conn_output_full(c))
+		return false;
+	if (conn_output_room(c)) {
+		budget_unwait(c, BUDGET_OUTPUT);
+		return true;
+	}
+	budget_wait(c, BUDGET_OUTPUT, 0);
+	return false;
+}
+
 /* A call in progress, or the message that becomes the next one is being
  * parsed: the connection takes no other message meanwhile. */
 static bool conn_busy(const struct conn *c)
@@ -362,7 +312,7 @@ static bool conn_busy(const struct conn *c)
 static bool conn_wants_input(const struct conn *c)
 {
 	return !conn_busy(c) && !c->draining && !c->close_after_flush && !c->input_eof &&
-	       !conn_output_full(c) && !c->in_waiting;
+	       !conn_output_full(c) && !conn_held_back(c);
 }
 
 static void conn_flush(struct conn *c)
@@ -373,6 +323,7 @@ static void conn_flush(struct conn *c)
 		return;
 
 	r = outq_flush(&c->out, c->fd);
+	conn_output_recharge(c);
 	if (r < 0) {
 		log_debug_errno(r, "Connection %" PRIu64 ": write failed: %m", c->id);
 		conn_close(c);
@@ -397,9 +348,9 @@ static void conn_update_poll(struct conn *c)
 		if (!(c->poll_events & UV_READABLE))
 			c->in_since = uv_now(c->server->daemon->loop);
 	}
-	if (!c->close_after_flush && !c->input_eof && !c->in_waiting)
+	if (!c->close_after_flush && !c->input_eof && !conn_held_back(c))
 		events |= UV_DISCONNECT;
-	else if (conn_busy(c) || c->in_waiting)
+	else if (conn_busy(c) || conn_held_back(c))
 		/* Half-closed by the peer while a call runs or waits, or
 		 * while the bytes it sent wait for room: RDHUP is
 		 * level-triggered and would spin (and a waiting connection
@@ -425,9 +376,13 @@ static void conn_update_poll(struct conn *c)
 
 int conn_send(struct conn *c, const char *text, size_t len, int *fds, size_t n_fds)
 {
+	int r;
+
 	if (c->closed)
 		return 0;
-	return outq_push(&c->out, text, len, fds, n_fds);
+	r = outq_push(&c->out, text, len, fds, n_fds);
+	conn_output_recharge(c);
+	return r;
 }
 
 int conn_send_buffer(struct conn *c, char *text, size_t len)
@@ -441,6 +396,7 @@ int conn_send_buffer(struct conn *c, char *text, size_t len)
 	r = outq_push_buffer(&c->out, text, len);
 	if (r < 0)
 		free(text);
+	conn_output_recharge(c);
 	return r;
 }
 
@@ -625,10 +581,11 @@ static int conn_parse_on_pool(struct conn *c, const struct frame *f, int *fds, s
 	}
 	/* What the buffer was charged now counts for the message, and the new
 	 * one is charged; the message is complete, so c needs no pass. */
-	p->msg.charge = (struct input_charge){ account_ref(c->account), c->in_charged };
+	p->msg.charge = (struct budget_charge){ account_ref(c->account), BUDGET_INPUT,
+						c->in_charged };
 	c->in_charged = 0;
 	conn_input_recharge(c);
-	conn_input_unexempt(c);
+	budget_unexempt(c, BUDGET_INPUT);
 	p->text = f->data;
 	p->len = f->len;
 	p->n_fds = n_fds;
@@ -694,7 +651,8 @@ void conn_call_finished(struct conn *c)
 
 /*
  * Serves buffered calls until one goes asynchronous, the output queue fills
- * or the input runs dry, and hangs up once nothing is left to do.
+ * (or the output budgets hold the connection back) or the input runs dry,
+ * and hangs up once nothing is left to do.
  */
 static void conn_process(struct conn *c)
 {
@@ -704,7 +662,7 @@ static void conn_process(struct conn *c)
 
 	for (;;) {
 		while (!c->closed && !conn_busy(c) && !c->close_after_flush &&
-		       !conn_output_full(c)) {
+		       conn_output_admits(c)) {
 			struct frame f;
 			int r = frame_reader_next(&c->in, &f);
 
@@ -723,7 +681,7 @@ static void conn_process(struct conn *c)
 		conn_flush(c);
 		/* Loop again only if the flush made room for more calls. */
 		if (c->closed || conn_busy(c) || c->close_after_flush || !frames_left ||
-		    conn_output_full(c))
+		    !conn_output_admits(c))
 			break;
 	}
 
@@ -746,7 +704,9 @@ static void conn_read(struct conn *c)
 
 	r = conn_input_reserve(c, &p, &space);
 	if (r == -EAGAIN) {
-		conn_input_wait(c);
+		/* Stops reading c until its buffer may grow. */
+		budget_wait(c, BUDGET_INPUT, 0);
+		conn_update_poll(c);
 		return;
 	}
 	if (r == -ENOBUFS) {
@@ -860,7 +820,10 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	c->cred = *cred;
 	c->id = ++s->next_conn_id;
 	idseq_node_init(&c->order);
-	list_init(&c->in_wait_link);
+	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
+		c->wait[k].conn = c;
+		list_init(&c->wait[k].link);
+	}
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	outq_init(&c->out);
 	list_init(&c->link);
@@ -900,6 +863,40 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 			c->id, (int)cred->pid, (unsigned)cred->uid, (unsigned)cred->gid);
 	*ret = c;
 	return 0;
+}
+
+void conn_budget_retry(struct conn *c, enum budget_kind k)
+{
+	uint64_t want = c->wait[k].want;
+	size_t space;
+	void *p;
+
+	switch (k) {
+	case BUDGET_INPUT:
+		/* Another error comes again from the read, which handles it. */
+		if (conn_input_reserve(c, &p, &space) == -EAGAIN)
+			return;
+		budget_unwait(c, k);
+		conn_update_poll(c);
+		return;
+	case BUDGET_OUTPUT:
+		if (want == 0) {
+			/* Waiting to take its next call. */
+			if (!conn_output_room(c))
+				return;
+			budget_unwait(c, k);
+			conn_process(c);
+			return;
+		}
+		/* The call in progress waits to reserve its reply. */
+		if (!conn_output_try_reserve(c, want))
+			return;
+		budget_unwait(c, k);
+		rpc_call_reserved(c->call, want);
+		return;
+	case BUDGET_KINDS:
+		break;
+	}
 }
 
 void conn_reject(struct conn *c, const char *error_name)

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "budget.h"
 #include "idseq.h"
 #include "outq.h"
 #include "proto/frame.h"
@@ -49,10 +50,11 @@ struct conn {
 	struct list_head rconns;	/* struct rconn it set up with ConnectQueuePair */
 
 	struct frame_reader in;
-	size_t in_charged;		/* of in's buffer, counted in the account's input_bytes */
+	uint64_t in_charged;		/* of in's buffer, counted in the input budgets */
 	uint64_t in_since;		/* uv_now() when input last came or reading resumed */
-	struct list_head in_wait_link;	/* in server->input_waiters while in_waiting */
-	bool in_waiting;		/* over an input budget: not read until room is freed */
+	/* Over a budget: input, not read; output, takes no call or makes no
+	 * large reply; until room is freed (budget.h). */
+	struct budget_wait wait[BUDGET_KINDS];
 	/*
 	 * fds received, each batch waiting for the message it came with, in
 	 * stream order. A read brings at most one batch, and the connection
@@ -69,6 +71,8 @@ struct conn {
 
 	struct outq out;
 	uint64_t out_stalled_since;	/* uv_now() when output first could not leave; 0 if flowing */
+	uint64_t out_reserved;		/* for the reply the call in progress makes elsewhere */
+	uint64_t out_charged;		/* out's memory and out_reserved, in the output budgets */
 
 	struct rpc_call *call;		/* in progress; NULL when idle */
 	struct conn_parse *parse;	/* the next message, being parsed on the pool */
@@ -108,8 +112,18 @@ void conn_call_finished(struct conn *c);
  * and clients that stopped sending in the middle of a message. */
 void conn_tick(struct conn *c, uint64_t now);
 
-/* Input bytes were freed: connections waiting for room get their turn soon
- * (not from inside the caller, which may be tearing a connection down). */
-void conn_input_freed(struct server *s);
+/*
+ * Reserves bytes in the output budgets for the reply of c's call in
+ * progress, which is made elsewhere before it is queued (a Read's). Returns
+ * 1 when reserved; 0 when c waits in line for room, and rpc_call_reserved()
+ * tells the call once it is reserved (conn_close() drops the wait).
+ */
+int conn_output_reserve(struct conn *c, uint64_t bytes);
+/* Gives back bytes reserved: the reply is queued, or never will be. */
+void conn_output_unreserve(struct conn *c, uint64_t bytes);
+
+/* c waits in line for room of kind k: tries again. When c may go on, it
+ * leaves the line and goes on; else it stays. */
+void conn_budget_retry(struct conn *c, enum budget_kind k);
 
 #endif

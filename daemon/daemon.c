@@ -98,8 +98,9 @@ static void daemon_reload(struct daemon *d)
 		r = config_apply_reload(&d->cfg, &fresh, on_restart_needed, NULL);
 		log_set_max_level(d->cfg.log_level);
 		endpoint_reload(d);
-		/* Larger input budgets let waiting connections go on. */
-		conn_input_freed(d->server);
+		/* Larger budgets let waiting connections go on. */
+		for (unsigned k = 0; k < BUDGET_KINDS; k++)
+			budget_freed(d->server, k);
 		log_info("Configuration reloaded from %s: %d settings changed", path ?: "defaults",
 			 r);
 	}
@@ -141,7 +142,7 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->tick);
 	close_handle((uv_handle_t *)&d->drain_timer);
 	close_handle((uv_handle_t *)&d->watchdog);
-	close_handle((uv_handle_t *)&d->server->input_wake);
+	budget_stop(d->server);
 	timeouts_close(&d->timeouts);
 }
 
@@ -283,7 +284,7 @@ fail:
 	 * releases them. */
 	if (d->server) {
 		server_stop_listening(d->server);
-		close_handle((uv_handle_t *)&d->server->input_wake);
+		budget_stop(d->server);
 	}
 	endpoint_stop(d);
 	devices_stop(d);

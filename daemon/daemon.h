@@ -49,8 +49,6 @@ struct daemon {
 	uint64_t next_region_id;
 	uint64_t n_regions;
 	uint64_t pinned_bytes;
-	uint64_t input_bytes;		/* of client messages held: every account's input_bytes */
-	unsigned n_input_uids;		/* accounts whose input_bytes is not 0 */
 	struct idmap leases;		/* id → struct lease */
 	uint64_t next_lease_id;
 	struct timeouts timeouts;	/* lock-wait deadlines */

@@ -76,7 +76,7 @@ void offload_submit(struct daemon *d, struct offload_job *j)
 struct json_delete {
 	struct offload_job job;
 	cJSON *root;
-	struct input_charge charge;
+	struct budget_charge charge;
 };
 
 static void json_delete_run(struct offload_job *j)
@@ -90,22 +90,22 @@ static void json_delete_done(struct offload_job *j)
 {
 	struct json_delete *jd = container_of(j, struct json_delete, job);
 
-	input_charge_release(&jd->charge);
+	budget_charge_release(&jd->charge);
 	free(jd);
 }
 
-void offload_json_delete(struct daemon *d, cJSON *root, struct input_charge *charge)
+void offload_json_delete(struct daemon *d, cJSON *root, struct budget_charge *charge)
 {
 	struct json_delete *jd = root ? calloc(1, sizeof(*jd)) : NULL;
 
 	if (!jd) {
 		cJSON_Delete(root);
-		input_charge_release(charge);
+		budget_charge_release(charge);
 		return;
 	}
 	jd->root = root;
 	jd->charge = *charge;
-	*charge = (struct input_charge){};
+	*charge = (struct budget_charge){};
 	jd->job.run = json_delete_run;
 	jd->job.done = json_delete_done;
 	offload_enqueue(d, &jd->job, true);

@@ -45,11 +45,11 @@ void offload_submit(struct daemon *d, struct offload_job *j);
  * does, now. Returns false when it started already (done comes later). */
 bool offload_cancel(struct offload_job *j);
 
-struct input_charge;
+struct budget_charge;
 
 /* Frees a tree on the pool (inline when that cannot be had), then gives back
  * the input bytes charge counts for it (taken; may be empty). Frees go before
  * every job that waits: they give memory back, the others take more. */
-void offload_json_delete(struct daemon *d, cJSON *root, struct input_charge *charge);
+void offload_json_delete(struct daemon *d, cJSON *root, struct budget_charge *charge);
 
 #endif

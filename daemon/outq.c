@@ -24,14 +24,28 @@ void outq_done(struct outq *q)
 	*q = (struct outq){};
 }
 
+/* Nothing is left to send: start over at the beginning, and give back a
+ * buffer or mark array that grew large. */
+static void outq_reset(struct outq *q)
+{
+	q->start = q->len = 0;
+	q->marks_start = q->n_marks = 0;
+	if (q->cap > OUTQ_KEEP_MAX) {
+		q->buf = (free(q->buf), NULL);
+		q->cap = 0;
+	}
+	if (q->marks_cap * sizeof(*q->marks) > OUTQ_KEEP_MAX) {
+		q->marks = (free(q->marks), NULL);
+		q->marks_cap = 0;
+	}
+}
+
 int outq_reserve(struct outq *q, size_t len, char **ret)
 {
 	size_t need = len + 1;
 
-	if (q->start == q->len && q->marks_start == q->n_marks) {
-		q->start = q->len = 0;
-		q->marks_start = q->n_marks = 0;
-	}
+	if (q->start == q->len && q->marks_start == q->n_marks)
+		outq_reset(q);
 	if (q->cap - q->len < need && q->start > 0) {
 		/* Sent bytes are dead: slide the rest down, marks with it. */
 		memmove(q->buf, q->buf + q->start, q->len - q->start);
@@ -89,6 +103,7 @@ int outq_push_buffer(struct outq *q, char *text, size_t len)
 	m->ext = text;
 	m->ext_len = len + 1;
 	q->ext_pending += len + 1;
+	q->ext_held += len + 1;
 	return 0;
 }
 
@@ -138,6 +153,7 @@ int outq_flush(struct outq *q, int fd)
 			q->ext_pending -= n;
 			if (m->ext_sent == m->ext_len) {
 				m->ext = (free(m->ext), NULL);
+				q->ext_held -= m->ext_len;
 				q->marks_start++;
 			}
 			continue;
@@ -163,7 +179,6 @@ int outq_flush(struct outq *q, int fd)
 		}
 		q->start += n;
 	}
-	q->start = q->len = 0;
-	q->marks_start = q->n_marks = 0;
+	outq_reset(q);
 	return 1;
 }

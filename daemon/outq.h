@@ -6,6 +6,10 @@
  * read that returns them ends inside that message (see PROTOCOL.md). A large
  * message made elsewhere (a Read's reply, megabytes of base64 made on the
  * pool) is queued as it is, in a buffer of its own, and never copied.
+ *
+ * What a queue holds (outq_held()) counts against its client's output budget
+ * (budget.h), so a queue that empties gives back what it grew to: a
+ * connection that once queued megabytes of small replies keeps no megabytes.
  */
 #ifndef RDMAMEMD_OUTQ_H
 #define RDMAMEMD_OUTQ_H
@@ -13,6 +17,9 @@
 #include <stddef.h>
 
 #include "proto/varlink.h"
+
+/* A buffer or mark array larger than this is freed when the queue empties. */
+#define OUTQ_KEEP_MAX (64U * 1024U)
 
 /* A message that does not leave with the bytes around it. */
 struct outq_mark {
@@ -30,6 +37,7 @@ struct outq {
 	struct outq_mark *marks;
 	size_t marks_start, n_marks, marks_cap;
 	size_t ext_pending;	/* bytes of ext messages not yet sent */
+	size_t ext_held;	/* bytes of ext buffers not yet freed */
 };
 
 void outq_init(struct outq *q);
@@ -56,6 +64,13 @@ void outq_commit(struct outq *q, size_t len);
 static inline size_t outq_pending(const struct outq *q)
 {
 	return q->len - q->start + q->ext_pending;
+}
+
+/* Bytes of memory the queue holds: its buffer, its marks and the messages
+ * in buffers of their own not yet sent in full. */
+static inline size_t outq_held(const struct outq *q)
+{
+	return q->cap + q->marks_cap * sizeof(struct outq_mark) + q->ext_held;
 }
 
 /*

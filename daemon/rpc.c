@@ -60,7 +60,7 @@ void rpc_message_done(struct daemon *d, struct rpc_message *m)
 		offload_json_delete(d, m->root, &m->charge);
 	} else {
 		cJSON_Delete(m->root);
-		input_charge_release(&m->charge);
+		budget_charge_release(&m->charge);
 	}
 	free(m->long_strings);
 	*m = (struct rpc_message){};
@@ -101,10 +101,37 @@ int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fd
 	return 0;
 }
 
+/* The call's reply is queued, or never will be: its reservation goes. */
+static void rpc_unreserve(struct rpc_call *call)
+{
+	if (call->reserved)
+		conn_output_unreserve(call->conn, call->reserved);
+	call->reserved = 0;
+}
+
+int rpc_reserve_reply(struct rpc_call *call, uint64_t bytes, void (*granted)(struct rpc_call *call))
+{
+	if (bytes < RPC_RESERVE_MIN)
+		return 1;
+	if (conn_output_reserve(call->conn, bytes) == 0) {
+		call->on_reserved = granted;
+		return 0;
+	}
+	call->reserved = bytes;
+	return 1;
+}
+
+void rpc_call_reserved(struct rpc_call *call, uint64_t bytes)
+{
+	call->reserved = bytes;
+	call->on_reserved(call);
+}
+
 struct rpc_call *rpc_call_free(struct rpc_call *call)
 {
 	if (!call)
 		return NULL;
+	rpc_unreserve(call);
 	close_many(call->fds, call->n_fds);
 	rpc_message_done(call->daemon, &(struct rpc_message){ .root = call->root,
 							      .big = call->big,
@@ -200,6 +227,8 @@ int rpc_reply_text(struct rpc_call *call, char *text, size_t len)
 			log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
 					  call->conn->id);
 	}
+	/* The queue holds the reply now (or nobody does). */
+	rpc_unreserve(call);
 	rpc_finish(call);
 	return r;
 }

@@ -53,7 +53,7 @@ struct rpc_message {
 	bool big;			/* from a large message: root is freed off the loop */
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
-	struct input_charge charge;	/* a large message's bytes, until root is freed */
+	struct budget_charge charge;	/* a large message's bytes, until root is freed */
 };
 
 /* Measures m's long string parameters (see rpc_string); -ENOMEM. Touches
@@ -70,12 +70,14 @@ struct rpc_call {
 	bool big;		/* from a large message: root is freed off the loop */
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
-	struct input_charge charge;	/* the message's bytes, until root is freed */
+	struct budget_charge charge;	/* the message's bytes, until root is freed */
 	const struct rpc_method *method;
 	int fds[VARLINK_FDS_MAX];
 	size_t n_fds;
 	bool replied;
 	bool pending;		/* the handler returned RPC_PENDING */
+	uint64_t reserved;	/* output bytes reserved for its reply (rpc_reserve_reply) */
+	void (*on_reserved)(struct rpc_call *call);
 
 	/* Set by handlers that return RPC_PENDING: called on the loop thread
 	 * when the connection goes away before the reply. */
@@ -104,6 +106,24 @@ int rpc_reply(struct rpc_call *call, cJSON *params);
 /* The whole reply message, made by the caller (on the pool, say): text is
  * {"parameters":{…}} followed by its NUL; taken, also on failure. */
 int rpc_reply_text(struct rpc_call *call, char *text, size_t len);
+
+/*
+ * A reply of this size or more that the handler makes elsewhere (a Read's)
+ * is reserved in the output budgets before it is made; a smaller one is
+ * like any other reply.
+ */
+#define RPC_RESERVE_MIN (64U * 1024U)
+/*
+ * Reserves bytes, the size of the reply the handler is to make and send
+ * with rpc_reply_text(), in the caller's output budgets (conn.c). Returns 1
+ * when reserved (or too small to need it); 0 when the connection waits for
+ * room: the handler then returns RPC_PENDING, with call->cancel set, and
+ * granted(call) runs on the loop once the bytes are reserved. They are given
+ * back when the reply is queued, or when the call is freed without it.
+ */
+int rpc_reserve_reply(struct rpc_call *call, uint64_t bytes, void (*granted)(struct rpc_call *call));
+/* For conn.c: the bytes the call waited for are reserved. */
+void rpc_call_reserved(struct rpc_call *call, uint64_t bytes);
 int rpc_error(struct rpc_call *call, const char *name, cJSON *params);
 int rpc_errorf(struct rpc_call *call, const char *name, const char *fmt, ...) _printf_(3, 4);
 int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt, ...)

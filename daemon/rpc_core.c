@@ -113,7 +113,8 @@ static int method_get_status(struct rpc_call *call)
 	    json_add_int(p, "clients", d->server->n_conns) < 0 ||
 	    json_add_int(p, "regions", (int64_t)d->n_regions) < 0 ||
 	    json_add_u64(p, "pinned_bytes", d->pinned_bytes) < 0 ||
-	    json_add_u64(p, "input_bytes", d->input_bytes) < 0 ||
+	    json_add_u64(p, "input_bytes", d->server->budgets[BUDGET_INPUT].bytes) < 0 ||
+	    json_add_u64(p, "output_bytes", d->server->budgets[BUDGET_OUTPUT].bytes) < 0 ||
 	    json_add_int(p, "devices", d->n_devices) < 0 || add_fd_limit(p, d) < 0 ||
 	    json_add_int(p, "rdma_connections", d->n_rconns) < 0)
 		return -ENOMEM;

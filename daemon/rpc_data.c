@@ -141,24 +141,46 @@ out:
 	xfer_free(x);
 }
 
-/* Starts x for call; answers the call itself when x cannot start. */
-static int start_xfer(struct rpc_call *call, struct xfer *x, int64_t timeout_ms)
+/*
+ * Starts x for call; answers the call itself when x cannot start. Touches
+ * neither once x started: a transfer may finish at once and answer, and the
+ * answer frees a call that was pending (one that waited for room for its
+ * reply). The dispatcher sees the answer given.
+ */
+static int start_xfer(struct rpc_call *call, struct xfer *x)
 {
 	int r;
 
-	x->call = call;
-	x->done = xfer_done;
-	r = xfer_start(x, timeout_ms);
+	call->cancel = xfer_call_cancel;
+	call->userdata = x;
+	r = xfer_start(x);
 	if (r < 0) {
+		call->cancel = NULL;
 		rpc_error_info(call, &x->err);
 		xfer_free(x);
 		return r;
 	}
-	if (call->replied)
-		return 0;
-	call->cancel = xfer_call_cancel;
-	call->userdata = x;
 	return RPC_PENDING;
+}
+
+/* The room for a Read's reply was reserved after a wait. */
+static void read_reserved(struct rpc_call *call)
+{
+	start_xfer(call, call->userdata);
+}
+
+/* A new transfer for call; the caller fills in the rest. */
+static struct xfer *xfer_new(struct rpc_call *call, enum xfer_kind kind, int64_t timeout_ms)
+{
+	struct xfer *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->call = call;
+	x->done = xfer_done;
+	x->kind = kind;
+	x->timeout_ms = timeout_ms;
+	return x;
 }
 
 static int method_read(struct rpc_call *call)
@@ -191,17 +213,24 @@ static int method_read(struct rpc_call *call)
 				  "and use its mapping",
 				  limit, p.length);
 
-	x = calloc(1, sizeof(*x));
+	x = xfer_new(call, XFER_READ, p.timeout_ms);
 	if (!x)
 		return -ENOMEM;
-	x->kind = XFER_READ;
 	x->length = p.length;
 	r = resolve_end(call, &p.end, p.length, false, LOCK_SHARED, "read", &x->src);
 	if (r < 0) {
 		xfer_free(x);
 		return r;
 	}
-	return start_xfer(call, x, p.timeout_ms);
+	/* Room for the reply first, while no lock is held: its base64 is made
+	 * before anything of it can leave. Locks are taken, and rights checked
+	 * again, once it is there. */
+	if (rpc_reserve_reply(call, xfer_read_reply_size(p.length), read_reserved) == 0) {
+		call->cancel = xfer_call_cancel;
+		call->userdata = x;
+		return RPC_PENDING;
+	}
+	return start_xfer(call, x);
 }
 
 static int method_write(struct rpc_call *call)
@@ -238,10 +267,9 @@ static int method_write(struct rpc_call *call)
 		return rpc_invalid_param(call, "data", "parameter 'data' is not valid base64: its "
 						       "length is not a multiple of 4");
 
-	x = calloc(1, sizeof(*x));
+	x = xfer_new(call, XFER_WRITE, p.timeout_ms);
 	if (!x)
 		return -ENOMEM;
-	x->kind = XFER_WRITE;
 	x->text = p.data;
 	x->text_len = len;
 	x->length = len / 4 * 3 - (len && p.data[len - 1] == '=') - (len > 1 && p.data[len - 2] == '=');
@@ -250,7 +278,7 @@ static int method_write(struct rpc_call *call)
 		xfer_free(x);
 		return r;
 	}
-	return start_xfer(call, x, p.timeout_ms);
+	return start_xfer(call, x);
 }
 
 static int method_copy(struct rpc_call *call)
@@ -288,10 +316,9 @@ static int method_copy(struct rpc_call *call)
 	from.has_lease = json_present(p.from, "lease");
 	to.has_lease = json_present(p.to, "lease");
 
-	x = calloc(1, sizeof(*x));
+	x = xfer_new(call, XFER_COPY, p.timeout_ms);
 	if (!x)
 		return -ENOMEM;
-	x->kind = XFER_COPY;
 	x->length = p.length;
 	r = resolve_end(call, &from, p.length, false, LOCK_SHARED, "source", &x->src);
 	if (r >= 0)
@@ -300,7 +327,7 @@ static int method_copy(struct rpc_call *call)
 		xfer_free(x);
 		return r;
 	}
-	return start_xfer(call, x, p.timeout_ms);
+	return start_xfer(call, x);
 }
 
 static int reply_lease(struct rpc_call *call, struct lease *l)

@@ -274,10 +274,9 @@ int server_new(struct daemon *d, struct server **ret)
 	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
 	s->refusal_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	s->emfile_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
-	s->input_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	s->stall_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	list_init(&s->conns);
-	list_init(&s->input_waiters);
+	budget_init(s, SERVER_LOG_INTERVAL_MSEC);
 	idseq_init(&s->conn_order);
 
 	r = server_adopt_activated(s);
@@ -312,8 +311,7 @@ int server_new(struct daemon *d, struct server **ret)
 	}
 
 	/* Last: from here on the loop knows the server's memory. */
-	uv_timer_init(d->loop, &s->input_wake);
-	s->input_wake.data = s;
+	budget_start(s, d->loop);
 
 	log_info("Listening on '%s'%s", s->path, s->activated ? " (socket activated)" : "");
 	*ret = TAKE_PTR(s);

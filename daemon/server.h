@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "budget.h"
 #include "idseq.h"
 #include "log.h"
 #include "proto/list.h"
@@ -41,13 +42,8 @@ struct server {
 	uint64_t next_conn_id;
 	struct ratelimit refusal_log, emfile_log;
 
-	/* Input budgets (conn.c): connections that wait for room to read,
-	 * oldest first; the one let past the daemon-wide budget; the timer
-	 * that lets waiters go on once room is freed. */
-	struct list_head input_waiters;
-	struct conn *input_exempt;
-	uv_timer_t input_wake;
-	struct ratelimit input_log, stall_log;
+	struct budget budgets[BUDGET_KINDS];	/* input and output, daemon-wide */
+	struct ratelimit stall_log;
 };
 
 int server_new(struct daemon *d, struct server **ret);

@@ -71,6 +71,21 @@ static int copy_with_gpu(struct xfer *x, uint64_t begin, uint64_t end)
 	return r;
 }
 
+/* The start of a Read's reply, up to its base64; returns its length. */
+static size_t read_reply_head(uint64_t length, char head[static 80])
+{
+	return (size_t)snprintf(head, 80, "{\"parameters\":{\"length\":\"%" PRIu64 "\",\"data\":\"",
+				length);
+}
+
+uint64_t xfer_read_reply_size(uint64_t length)
+{
+	char head[80];
+
+	/* The head, the base64, "}} and the terminator. */
+	return read_reply_head(length, head) + base64_encoded_len(length) + 3 + 1;
+}
+
 /*
  * The whole reply of a Read, made where the base64 is (on the pool when
  * large), so that megabytes are neither printed nor copied on the loop:
@@ -79,11 +94,9 @@ static int copy_with_gpu(struct xfer *x, uint64_t begin, uint64_t end)
 static char *read_reply_alloc(struct xfer *x)
 {
 	char head[80];
-	size_t n = (size_t)snprintf(head, sizeof(head),
-				    "{\"parameters\":{\"length\":\"%" PRIu64 "\",\"data\":\"",
-				    x->length);
+	size_t n = read_reply_head(x->length, head);
 
-	x->out_len = n + base64_encoded_len(x->length) + 3;
+	x->out_len = xfer_read_reply_size(x->length) - 1;
 	x->out = malloc(x->out_len + 1);
 	if (!x->out)
 		return NULL;
@@ -456,8 +469,9 @@ static void add_lock(struct xfer *x, struct region *r, enum lock_mode mode)
 	x->n_locks++;
 }
 
-int xfer_start(struct xfer *x, int64_t timeout_ms)
+int xfer_start(struct xfer *x)
 {
+	int64_t timeout_ms = x->timeout_ms;
 	struct xfer_end *ends[2];
 	struct lease *cover[2] = {};
 	unsigned n = 0;

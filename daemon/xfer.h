@@ -55,6 +55,7 @@ struct xfer {
 	enum xfer_kind kind;
 	struct xfer_end src, dst;	/* READ uses src, WRITE dst, COPY both */
 	uint64_t length;
+	int64_t timeout_ms;	/* for the locks: < 0 without limit, 0 only if free now */
 	const char *text;	/* WRITE: base64 input, owned by the call */
 	size_t text_len;
 	char *out;		/* READ: the whole reply, {"parameters":{…}} */
@@ -89,12 +90,16 @@ struct xfer {
 
 /*
  * Starts x (filled in by the caller, which passes its references to x).
- * timeout_ms < 0 waits for locks without limit. x->done runs exactly once,
- * on the loop, after which the caller frees x with xfer_free(). Returns 0,
- * or a negative errno with x->err set when the transfer cannot start (a
- * lease that does not allow it); then done does not run.
+ * x->done runs exactly once, on the loop (perhaps before this returns),
+ * after which the caller frees x with xfer_free(). Returns 0, or a negative
+ * errno with x->err set when the transfer cannot start (a lease that does
+ * not allow it); then done does not run.
  */
-int xfer_start(struct xfer *x, int64_t timeout_ms);
+int xfer_start(struct xfer *x);
+
+/* What a Read of length bytes replies, in bytes: {"parameters":{…}} with
+ * the base64 and the terminator. */
+uint64_t xfer_read_reply_size(uint64_t length);
 
 /* Stops a transfer still waiting for locks (its connection went away);
  * done runs with result -ECANCELED. No effect once the bytes move. */

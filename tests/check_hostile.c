@@ -3143,6 +3143,422 @@ START_TEST(test_unfinished_message_times_out)
 }
 END_TEST
 
+/*
+ * Output budgets: replies a client leaves unread, and honest large Reads.
+ */
+#define OUT_BUDGET_MIB 16
+#define OUT_CONNS 48
+#define OUT_READS 8
+#define READ_SIZE (4U << 20)
+
+/* OUT_BUDGET_MIB for one uid and for all. */
+static void out_budget_setup(void)
+{
+	static const char *const extra[] = { "--max-output-bytes-per-uid", "16M",
+					     "--max-output-bytes", "16M", NULL };
+
+	start(extra);
+}
+
+/* The byte at offset off of the regions the Read cases read. */
+static unsigned char pattern_at(size_t off)
+{
+	return (unsigned char)(off * 7 + (off >> 12));
+}
+
+/* Registers a memfd of size bytes, filled with pattern_at(), on the raw
+ * connection fd; returns the region id as the daemon spells it (static). */
+static const char *register_pattern_on(int fd, size_t size)
+{
+	static char region[24];
+	unsigned char *mem;
+	cJSON *r;
+	int mfd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("pattern", size, &mfd, (void **)&mem), 0);
+	for (size_t i = 0; i < size; i++)
+		mem[i] = pattern_at(i);
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd,
+		      1);
+	close(mfd);
+	munmap(mem, size);
+	r = reply_on(fd, 10000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_null(test_reply_error(r));
+	snprintf(region, sizeof(region), "%s",
+		 cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "region")->valuestring);
+	cJSON_Delete(r);
+	return region;
+}
+
+/* n Reads of READ_SIZE bytes of region, at offsets first, first + 1, …
+ * (in READ_SIZE steps, modulo wrap of them), one after another. */
+static char *read_calls(const char *region, int n, int first, int wrap, size_t *ret_len)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(f);
+	for (int k = 0; k < n; k++) {
+		fprintf(f,
+			"{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"region\":\"%s\","
+			"\"offset\":\"%zu\",\"length\":\"%u\"}}",
+			region, (size_t)((first + k) % wrap) * READ_SIZE, READ_SIZE);
+		fputc('\0', f);
+	}
+	ck_assert_int_eq(fclose(f), 0);
+	*ret_len = len;
+	return buf;
+}
+
+/* Whether a Read's reply carries READ_SIZE bytes of the pattern from off. */
+static bool read_reply_right(cJSON *r, size_t off)
+{
+	cJSON *p = cJSON_GetObjectItem(r, "parameters");
+	const char *data = cJSON_GetStringValue(cJSON_GetObjectItem(p, "data"));
+	unsigned char *bytes;
+	bool ok = true;
+
+	if (test_reply_error(r) || !data ||
+	    base64_decoded_len(data, strlen(data)) != (ssize_t)READ_SIZE)
+		return false;
+	bytes = malloc(READ_SIZE);
+	ck_assert_ptr_nonnull(bytes);
+	base64_decode(data, strlen(data), bytes);
+	for (size_t i = 0; i < READ_SIZE && ok; i++)
+		ok = bytes[i] == pattern_at(off + i);
+	free(bytes);
+	return ok;
+}
+
+/* As another uid: a Ping, and a Read of READ_SIZE bytes of a region of its
+ * own, answered and right. */
+static int other_uid_reads(const char *socket)
+{
+	const char *region;
+	char *calls;
+	size_t len;
+	cJSON *r;
+	int fd;
+
+	if (test_become_other_uid() < 0)
+		return 98;
+	fd = test_connect(socket);
+	if (flood_probe(fd) != 1)
+		return 1;
+	region = register_pattern_on(fd, READ_SIZE);
+	calls = read_calls(region, 1, 0, 1, &len);
+	test_send_raw(fd, calls, len);
+	r = reply_on(fd, 20000);
+	if (!r || !read_reply_right(r, 0))
+		return 2;
+	cJSON_Delete(r);
+	free(calls);
+	close(fd);
+	return 0;
+}
+
+static bool output_budget_full(void)
+{
+	return status_u64("output_bytes") >= (uint64_t)OUT_BUDGET_MIB << 20;
+}
+
+static bool output_given_back(void)
+{
+	return status_u64("output_bytes") < 1U << 20;
+}
+
+/*
+ * One uid opens many connections and pipelines Reads of 4 MiB on each
+ * (5.6 MB replies), reading none of the replies: the daemon builds and
+ * holds no more of them than the uid's budget (and one past it, so that
+ * waiting never deadlocks), so its memory stays bounded, and other uids'
+ * calls, large Reads too, and the uid's own small calls are answered.
+ */
+START_TEST(test_unread_replies_flood)
+{
+	int ctl = test_connect(td.socket), fds[OUT_CONNS], status;
+	long rss0, rss, peak = 0;
+	const char *region;
+	size_t len;
+	char *calls;
+	cJSON *r;
+	pid_t pid;
+
+	region = register_pattern_on(ctl, READ_SIZE);
+	calls = read_calls(region, 1, 0, 1, &len);
+	/* One Read answered: the region's pages and the daemon's buffers for
+	 * one reply are in the baseline. */
+	test_send_raw(ctl, calls, len);
+	r = reply_on(ctl, 20000);
+	ck_assert(read_reply_right(r, 0));
+	cJSON_Delete(r);
+	free(calls);
+	rss0 = test_rss_kib(td.pid);
+
+	calls = read_calls(region, OUT_READS, 0, 1, &len);
+	send_on_many(td.socket, OUT_CONNS, fds, calls, len, 1000);
+	free(calls);
+	test_wait_until(output_budget_full, 30000, "the uid's replies to fill its budget");
+	/* The daemon does no more than that: sampled while others are served. */
+	for (int i = 0; i < 20; i++) {
+		rss = test_rss_kib(td.pid);
+		peak = MAX(peak, rss);
+		assert_good_served();
+		usleep(25000);
+	}
+	printf("unread replies: %d connections × %d Reads of 4 MiB; the daemon's RSS grew by "
+	       "%ld MiB, it holds %" PRIu64 " MiB of replies\n",
+	       OUT_CONNS, OUT_READS, (peak - rss0) >> 10, status_u64("output_bytes") >> 20);
+	/* The budget, a reply past it, and the reply being built. */
+	ck_assert_uint_le(status_u64("output_bytes"), (uint64_t)(OUT_BUDGET_MIB + 12) << 20);
+	ck_assert_msg(peak - rss0 < (OUT_BUDGET_MIB + 48) * 1024 * rss_factor(),
+		      "the daemon's RSS grew by %ld KiB for %d connections that read nothing",
+		      peak - rss0, OUT_CONNS);
+
+	if (test_root_or_skip(__func__, "try another uid's calls")) {
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0)
+			_exit(other_uid_reads(td.socket));
+		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "other uid: 0x%x",
+			      status);
+	}
+	close_many(fds, OUT_CONNS);
+	close(ctl);
+	/* What they held, queued and reserved, is given back. */
+	test_wait_until(output_given_back, 10000, "the replies' bytes given back");
+}
+END_TEST
+
+/*
+ * Reads n_each replies on each of fds, from whichever connection has one,
+ * as a client that reads its replies as they come does. Reply k on
+ * connection i must carry READ_SIZE bytes of the pattern from offset
+ * (first[i] + k) % wrap * READ_SIZE.
+ */
+static void read_replies_as_they_come(int n, const int *fds, int n_each, const int *first,
+				      int wrap)
+{
+	struct pollfd *pfd = calloc(n, sizeof(*pfd));
+	char **buf = calloc(n, sizeof(*buf));
+	size_t *len = calloc(n, sizeof(*len)), *cap = calloc(n, sizeof(*cap));
+	int *got = calloc(n, sizeof(*got)), left = n * n_each;
+
+	ck_assert(pfd && buf && len && cap && got);
+	while (left > 0) {
+		for (int i = 0; i < n; i++)
+			pfd[i] = (struct pollfd){ .fd = got[i] < n_each ? fds[i] : -1,
+						  .events = POLLIN };
+		ck_assert_msg(poll(pfd, n, 60000) > 0, "no reply for 60 s, %d left", left);
+		for (int i = 0; i < n; i++) {
+			char *nul;
+			ssize_t r;
+
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if (cap[i] - len[i] < 1U << 20) {
+				cap[i] = MAX(cap[i] * 2, len[i] + (1U << 20));
+				buf[i] = realloc(buf[i], cap[i]);
+				ck_assert_ptr_nonnull(buf[i]);
+			}
+			r = recv(fds[i], buf[i] + len[i], cap[i] - len[i], MSG_DONTWAIT);
+			ck_assert_msg(r > 0, "connection %d: closed or failed (%zd) after %d replies",
+				      i, r, got[i]);
+			len[i] += (size_t)r;
+			while ((nul = memchr(buf[i], 0, len[i]))) {
+				size_t end = (size_t)(nul - buf[i]) + 1;
+				cJSON *reply = cJSON_Parse(buf[i]);
+				size_t off = (size_t)((first[i] + got[i]) % wrap) * READ_SIZE;
+
+				ck_assert_ptr_nonnull(reply);
+				ck_assert_msg(read_reply_right(reply, off),
+					      "Read %d on connection %d is not the bytes at %zu",
+					      got[i], i, off);
+				cJSON_Delete(reply);
+				memmove(buf[i], buf[i] + end, len[i] - end);
+				len[i] -= end;
+				got[i]++;
+				left--;
+			}
+		}
+	}
+	for (int i = 0; i < n; i++)
+		free(buf[i]);
+	free(pfd);
+	free(buf);
+	free(len);
+	free(cap);
+	free(got);
+}
+
+#define HONEST_READS 4
+
+/*
+ * An honest client: several connections, each with Reads of 4 MiB (5.6 MB
+ * replies) pipelined, all sent at once, the replies read as they come.
+ * Every byte is right, whether the budgets leave room for all of them (the
+ * defaults) or for less than one (the line moves, one reply past the budget
+ * at a time).
+ */
+static void pipelined_reads(const char *socket)
+{
+	int fds[HONEST_CONNS], first[HONEST_CONNS], ctl = test_connect(socket);
+	const char *region = register_pattern_on(ctl, HONEST_READS * READ_SIZE);
+	char *bufs[HONEST_CONNS];
+	size_t lens[HONEST_CONNS], total = 0;
+
+	for (int i = 0; i < HONEST_CONNS; i++) {
+		fds[i] = test_connect(socket);
+		first[i] = i;
+		bufs[i] = read_calls(region, HONEST_READS, i, HONEST_READS, &lens[i]);
+		total += lens[i];
+	}
+	ck_assert_uint_eq(push_all(HONEST_CONNS, fds, (const char *const *)bufs, lens, 10000,
+				   NULL),
+			  total);
+	read_replies_as_they_come(HONEST_CONNS, fds, HONEST_READS, first, HONEST_READS);
+	for (int i = 0; i < HONEST_CONNS; i++)
+		free(bufs[i]);
+	close_many(fds, HONEST_CONNS);
+	close(ctl);
+}
+
+START_TEST(test_pipelined_large_reads)
+{
+	static const char *const tight[] = { "--socket-mode", "0666",
+					     "--max-output-bytes-per-uid", "1M",
+					     "--max-output-bytes", "1M", NULL };
+	struct test_daemon d;
+
+	/* The defaults. */
+	pipelined_reads(td.socket);
+	assert_good_served();
+	/* Budgets smaller than one reply. */
+	test_daemon_start(&d, tight);
+	pipelined_reads(d.socket);
+	test_daemon_stop(&d);
+}
+END_TEST
+
+/* GetStatus's value of name, on a raw connection. */
+static uint64_t status_u64_on(int fd, const char *name)
+{
+	cJSON *r = test_call(fd, "{\"method\":\"io.rdmamemd.GetStatus\"}");
+	uint64_t v;
+
+	ck_assert_ptr_null(test_reply_error(r));
+	ck_assert_int_eq(json_to_u64(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
+							 name),
+				     &v),
+			 0);
+	cJSON_Delete(r);
+	return v;
+}
+
+static int status_fd;
+
+static bool output_holds_a_reply(void)
+{
+	return status_u64_on(status_fd, "output_bytes") >= READ_SIZE;
+}
+
+/*
+ * A budget raised by SIGHUP lets a Read that waits for room for its reply
+ * go on at once, not when room is next freed (here: when the connection
+ * whose unread reply holds the pass is dropped, 30 s on).
+ */
+START_TEST(test_reload_raises_output_budget)
+{
+	char conf[128], *calls, *text = NULL;
+	const char *extra[] = { "--config", conf, NULL }, *region;
+	struct test_daemon d;
+	int held, fd, st;
+	size_t len;
+	cJSON *r;
+
+	snprintf(conf, sizeof(conf), "/tmp/rdmamemd-outbudget.%d.conf", (int)getpid());
+	write_conf(conf, "[limits]\nmax-output-bytes-per-uid = 1M\nmax-output-bytes = 1M\n");
+	test_daemon_start(&d, extra);
+	held = test_connect(d.socket);
+	fd = test_connect(d.socket);
+	st = test_connect(d.socket);
+	region = register_pattern_on(held, READ_SIZE);
+	calls = read_calls(region, 1, 0, 1, &len);
+	/* Never read: its reply, past the budget, holds the pass. */
+	test_send_raw(held, calls, len);
+	status_fd = st;
+	test_wait_until(output_holds_a_reply, 20000, "the unread reply");
+	test_send_raw(fd, calls, len);
+	ck_assert_int_eq(test_recv_msg(fd, &text, 500), -ETIMEDOUT);
+
+	write_conf(conf, "[limits]\nmax-output-bytes-per-uid = 64M\nmax-output-bytes = 64M\n");
+	ck_assert_int_eq(kill(d.pid, SIGHUP), 0);
+	ck_assert(test_notify_wait(&d, "READY=1", 5000));
+	r = reply_on(fd, 5000);
+	ck_assert_ptr_nonnull(r);
+	ck_assert(read_reply_right(r, 0));
+	cJSON_Delete(r);
+	close_many((int[]){ fd, held, st }, 3);
+	free(calls);
+	test_daemon_stop(&d);
+	unlink(conf);
+}
+END_TEST
+
+#define STALL_CONNS 4
+
+static void out_stall_setup(void)
+{
+	static const char *const extra[] = { "--output-stall-timeout", "1",
+					     "--max-output-bytes-per-uid", "16M",
+					     "--max-output-bytes", "16M", NULL };
+
+	start(extra);
+}
+
+static uint64_t out_baseline;
+
+static bool output_at_baseline(void)
+{
+	return status_int("clients") == base.clients &&
+	       status_u64("output_bytes") == out_baseline;
+}
+
+/*
+ * Clients that stop reading are still dropped after output-stall-timeout
+ * (here 1 s): those whose replies are queued, then those whose Reads waited
+ * for room behind them. What they held, queued or reserved, is given back.
+ */
+START_TEST(test_unread_replies_dropped)
+{
+	int ctl = test_connect(td.socket), fds[STALL_CONNS];
+	const char *region = register_pattern_on(ctl, READ_SIZE);
+	long long t0;
+	size_t len;
+	char *calls;
+
+	out_baseline = status_u64("output_bytes");
+	calls = read_calls(region, OUT_READS, 0, 1, &len);
+	t0 = now_msec();
+	send_on_many(td.socket, STALL_CONNS, fds, calls, len, 1000);
+	free(calls);
+	test_wait_until(output_budget_full, 30000, "the replies to fill the budget");
+	assert_good_served();
+	/* The connection that holds the region reads what it is sent. */
+	base.clients++;
+	test_wait_until(output_at_baseline, 30000, "the stalled clients dropped");
+	base.clients--;
+	printf("unread replies on %d connections: all dropped, their bytes given back, within "
+	       "%lld ms\n",
+	       STALL_CONNS, now_msec() - t0);
+	close_many(fds, STALL_CONNS);
+	close(ctl);
+}
+END_TEST
+
 Suite *hostile_suite(void)
 {
 	Suite *s = suite_create("hostile");
@@ -3179,6 +3595,7 @@ Suite *hostile_suite(void)
 	tcase_add_test(tc, test_lock_timeout_after_client_stopped_reading);
 	tcase_add_test(tc, test_half_close_then_vanish_while_waiting);
 	tcase_add_test(tc, test_pipelined_large_writes);
+	tcase_add_test(tc, test_pipelined_large_reads);
 	suite_add_tcase(s, tc);
 
 	/* Waits out the daemon's 30 s output stall timeout. */
@@ -3223,6 +3640,7 @@ Suite *hostile_suite(void)
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_shutdown_while_parsing);
 	tcase_add_test(tc, test_reload_raises_input_budget);
+	tcase_add_test(tc, test_reload_raises_output_budget);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("input-budget");
@@ -3236,6 +3654,18 @@ Suite *hostile_suite(void)
 	tcase_add_checked_fixture(tc, stall_setup, lists_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_unfinished_message_times_out);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("output-budget");
+	tcase_add_checked_fixture(tc, out_budget_setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_unread_replies_flood);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("output-stall");
+	tcase_add_checked_fixture(tc, out_stall_setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_unread_replies_dropped);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("refused-flood");

@@ -173,6 +173,47 @@ START_TEST(test_own_buffer)
 }
 END_TEST
 
+/*
+ * What a queue holds is counted (its buffer, marks and own-buffer messages
+ * until sent in full), and a queue that empties gives back a buffer that
+ * grew large: a client that once had megabytes of small replies queued
+ * keeps no megabytes.
+ */
+START_TEST(test_held)
+{
+	const size_t big = 256 * 1024;
+	char *text = malloc(big + 1), small[1024], buf[65536];
+	struct outq q;
+	size_t n_fds;
+	int fds[SOCKIO_FDS_MAX], r;
+
+	ck_assert_ptr_nonnull(text);
+	memset(text, 'b', big);
+	text[big] = '\0';
+	memset(small, 's', sizeof(small));
+	outq_init(&q);
+	ck_assert_uint_eq(outq_held(&q), 0);
+	ck_assert_int_eq(outq_push_buffer(&q, text, big), 0);
+	ck_assert_uint_ge(outq_held(&q), big + 1);
+	/* Small messages until the buffer is far past what is kept. */
+	for (int i = 0; i < 512; i++)
+		ck_assert_int_eq(outq_push(&q, small, sizeof(small), NULL, 0), 0);
+	ck_assert_uint_ge(outq_held(&q), big + 1 + 512 * (sizeof(small) + 1));
+	while ((r = outq_flush(&q, sv[0])) == 0) {
+		ck_assert_int_gt(sockio_recv(sv[1], buf, sizeof(buf), fds, &n_fds, 0), 0);
+		/* The message of its own counts in full until it is sent. */
+		if (outq_pending(&q) > 512 * (sizeof(small) + 1))
+			ck_assert_uint_ge(outq_held(&q), big + 1);
+	}
+	ck_assert_int_eq(r, 1);
+	ck_assert_uint_le(outq_held(&q), OUTQ_KEEP_MAX);
+	/* Emptied, it is used again. */
+	ck_assert_int_eq(outq_push(&q, "{}", 2, NULL, 0), 0);
+	ck_assert_int_eq(outq_flush(&q, sv[0]), 1);
+	outq_done(&q);
+}
+END_TEST
+
 START_TEST(test_broken_peer)
 {
 	struct outq q;
@@ -196,6 +237,7 @@ Suite *outq_suite(void)
 	tcase_add_test(tc, test_fds_boundaries);
 	tcase_add_test(tc, test_partial_and_done);
 	tcase_add_test(tc, test_own_buffer);
+	tcase_add_test(tc, test_held);
 	tcase_add_test(tc, test_broken_peer);
 	suite_add_tcase(s, tc);
 	return s;
