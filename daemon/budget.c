@@ -6,6 +6,7 @@
 #include "conn.h"
 #include "daemon.h"
 #include "server.h"
+#include "session.h"
 
 static const struct {
 	const char *waits;	/* what a connection in line does not do */
@@ -107,8 +108,8 @@ void budget_charge_release(struct budget_charge *ch)
 static void budget_room(const struct conn *c, enum budget_kind k, uint64_t grow, bool *ret_uid,
 			bool *ret_all)
 {
-	const struct budget_use *u = &c->account->budget[k];
-	const struct budget *b = budget_of(c->account, k);
+	const struct budget_use *u = &c->session->account->budget[k];
+	const struct budget *b = budget_of(c->session->account, k);
 	unsigned n_uids = b->n_uids + (u->bytes == 0);
 	uint64_t per_uid, all;
 
@@ -133,8 +134,8 @@ bool budget_has_room(const struct conn *c, enum budget_kind k, uint64_t grow)
  */
 bool budget_admit(struct conn *c, enum budget_kind k, uint64_t grow)
 {
-	struct budget_use *u = &c->account->budget[k];
-	struct budget *b = budget_of(c->account, k);
+	struct budget_use *u = &c->session->account->budget[k];
+	struct budget *b = budget_of(c->session->account, k);
 	bool covers = kinds[k].pass_covers, uid_room, all_room;
 
 	budget_room(c, k, grow, &uid_room, &all_room);
@@ -153,8 +154,8 @@ bool budget_admit(struct conn *c, enum budget_kind k, uint64_t grow)
 
 void budget_unexempt(struct conn *c, enum budget_kind k)
 {
-	struct budget_use *u = &c->account->budget[k];
-	struct budget *b = budget_of(c->account, k);
+	struct budget_use *u = &c->session->account->budget[k];
+	struct budget *b = budget_of(c->session->account, k);
 
 	if (u->exempt == c) {
 		u->exempt = NULL;
@@ -176,8 +177,8 @@ void budget_freed(struct server *s, enum budget_kind k)
 
 void budget_wait(struct conn *c, enum budget_kind k, uint64_t want)
 {
-	struct budget *b = budget_of(c->account, k);
-	const struct budget_use *u = &c->account->budget[k];
+	struct budget *b = budget_of(c->session->account, k);
+	const struct budget_use *u = &c->session->account->budget[k];
 	struct budget_wait *w = &c->wait[k];
 	uint64_t per_uid, all;
 	unsigned held_back;
@@ -189,13 +190,13 @@ void budget_wait(struct conn *c, enum budget_kind k, uint64_t want)
 	list_add_tail(&w->link, &b->waiters);
 	budget_limits(&c->server->daemon->cfg, k, &per_uid, &all);
 	if (ratelimit_pass(&b->log, uv_now(c->server->daemon->loop), &held_back))
-		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
+		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->session->cred),
 				"Connection %" PRIu64 " (pid %d uid %u) %s: uid %u has %" PRIu64
 				" bytes %s (limit %" PRIu64 "), all users %" PRIu64
 				" (limit %" PRIu64 ") (%u more waits since the last message)",
-				c->id, (int)c->cred.pid, (unsigned)c->cred.uid, kinds[k].waits,
-				(unsigned)c->cred.uid, u->bytes, kinds[k].held, per_uid, b->bytes,
-				all, held_back);
+				c->id, (int)c->session->cred.pid, (unsigned)c->session->cred.uid,
+				kinds[k].waits, (unsigned)c->session->cred.uid, u->bytes, kinds[k].held,
+				per_uid, b->bytes, all, held_back);
 	/* Let the line move: c may be the one let past. */
 	budget_freed(b->server, k);
 }

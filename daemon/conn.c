@@ -10,16 +10,13 @@
 #include "account.h"
 #include "conn.h"
 #include "daemon.h"
-#include "endpoint.h"
-#include "lease.h"
 #include "log.h"
 #include "offload.h"
 #include "proto/errors.h"
 #include "proto/json.h"
-#include "region.h"
 #include "rpc.h"
 #include "server.h"
-#include "token.h"
+#include "session.h"
 
 /* A client rejected for being over a limit gets this long to send its
  * first call and read the answer. */
@@ -118,13 +115,12 @@ static struct conn *conn_free(struct conn *c)
 	while (c->n_in_fds > 0)
 		in_fds_drop_first(c);
 	outq_done(&c->out);
-	if (c->account) {
-		budget_sub(c->account, BUDGET_INPUT, c->in_charged);
-		budget_sub(c->account, BUDGET_OUTPUT, c->out_charged);
+	if (c->session) {
+		budget_sub(c->session->account, BUDGET_INPUT, c->in_charged);
+		budget_sub(c->session->account, BUDGET_OUTPUT, c->out_charged);
 	}
 	safe_close(c->fd);
-	account_unref(c->account);
-	free(c->groups);
+	session_unref(c->session);
 	free(c);
 	return NULL;
 }
@@ -151,7 +147,7 @@ static void on_poll_closed(uv_handle_t *h)
 /* Counts c's input buffer as it is now. */
 static void conn_input_recharge(struct conn *c)
 {
-	budget_recharge(c->account, BUDGET_INPUT, &c->in_charged, c->in.cap);
+	budget_recharge(c->session->account, BUDGET_INPUT, &c->in_charged, c->in.cap);
 }
 
 /*
@@ -176,7 +172,7 @@ static int conn_input_reserve(struct conn *c, void **ret_ptr, size_t *ret_space)
  * for one reply: it is given back once c holds nothing. */
 static void conn_output_recharge(struct conn *c)
 {
-	budget_recharge(c->account, BUDGET_OUTPUT, &c->out_charged,
+	budget_recharge(c->session->account, BUDGET_OUTPUT, &c->out_charged,
 			outq_held(&c->out) + c->out_reserved);
 	if (outq_pending(&c->out) == 0 && c->out_reserved == 0)
 		budget_unexempt(c, BUDGET_OUTPUT);
@@ -220,9 +216,9 @@ void conn_close(struct conn *c)
 		return;
 	c->closed = true;
 
-	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->cred),
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->session->cred),
 			"Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls", c->id,
-			(int)c->cred.pid, (unsigned)c->cred.uid, c->n_calls);
+			(int)c->session->cred.pid, (unsigned)c->session->cred.uid, c->n_calls);
 
 	/*
 	 * Unlinked, but keeping its own pointers: the daemon walks its
@@ -237,10 +233,10 @@ void conn_close(struct conn *c)
 	idseq_remove(&s->conn_order, &c->order);
 	if (c->reject) {
 		s->n_rejected--;
-		c->account->n_rejected--;
+		c->session->account->n_rejected--;
 	} else {
 		s->n_conns--;
-		c->account->n_connections--;
+		c->session->account->n_connections--;
 	}
 
 	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
@@ -256,19 +252,9 @@ void conn_close(struct conn *c)
 	if (c->parse)
 		offload_cancel(&c->parse->job);
 
-	/* Remote peers first: they reach this client's memory. Then leases:
-	 * they hold the regions' locks (work still running under a lease
-	 * keeps it until it finishes). Then the regions. */
-	while (!list_empty(&c->tokens))
-		token_revoke(list_first_entry(&c->tokens, struct token, owner_link),
-			     "its creator disconnected");
-	while (!list_empty(&c->rconns))
-		rconn_destroy(list_first_entry(&c->rconns, struct rconn, ctl_link),
-			      "the connection that set it up closed");
-	while (!list_empty(&c->leases))
-		lease_release(list_first_entry(&c->leases, struct lease, conn_link));
-	while (!list_empty(&c->regions))
-		region_drop_owner(list_first_entry(&c->regions, struct region, owner_link));
+	/* What the client held goes, in the session's teardown order
+	 * (session.h): remote access, leases, regions. */
+	session_close(c->session);
 
 	uv_close((uv_handle_t *)&c->poll, on_poll_closed);
 	server_conn_removed(s);
@@ -424,8 +410,9 @@ static void conn_protocol_error(struct conn *c, const char *name, const char *me
 	cJSON *params;
 
 	counters_bump(&c->server->daemon->stats.errors, name, false);
-	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->cred), "Connection %" PRIu64 " (pid %d): %s: %s",
-			c->id, (int)c->cred.pid, name, message);
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->session->cred),
+			"Connection %" PRIu64 " (pid %d): %s: %s", c->id, (int)c->session->cred.pid,
+			name, message);
 	if (!msg || json_add_string(msg, "error", name) < 0)
 		goto fail;
 	params = cJSON_AddObjectToObject(msg, "parameters");
@@ -581,7 +568,7 @@ static int conn_parse_on_pool(struct conn *c, const struct frame *f, int *fds, s
 	}
 	/* What the buffer was charged now counts for the message, and the new
 	 * one is charged; the message is complete, so c needs no pass. */
-	p->msg.charge = (struct budget_charge){ account_ref(c->account), BUDGET_INPUT,
+	p->msg.charge = (struct budget_charge){ account_ref(c->session->account), BUDGET_INPUT,
 						c->in_charged };
 	c->in_charged = 0;
 	conn_input_recharge(c);
@@ -783,30 +770,34 @@ static void on_poll(uv_poll_t *h, int status, int events)
 }
 
 /* Shares to a gid reach members through any of their groups. Without the
- * list (old kernels), only the primary gid counts. */
-static void conn_read_groups(struct conn *c)
+ * list (old kernels), only the primary gid counts: returns NULL. */
+static gid_t *conn_read_groups(int fd, size_t *ret_n)
 {
 	socklen_t len = 0;
 	gid_t *groups;
 
-	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) == 0 || errno != ERANGE ||
+	*ret_n = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) == 0 || errno != ERANGE ||
 	    len == 0)
-		return;
+		return NULL;
 	groups = malloc(len);
 	if (!groups)
-		return;
-	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
+		return NULL;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0) {
 		free(groups);
-		return;
+		return NULL;
 	}
-	c->groups = groups;
-	c->n_groups = len / sizeof(gid_t);
+	*ret_n = len / sizeof(gid_t);
+	return groups;
 }
 
 int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **ret)
 {
 	struct daemon *d = s->daemon;
+	struct account *a;
 	struct conn *c;
+	size_t n_groups;
+	gid_t *groups;
 	int r;
 
 	c = calloc(1, sizeof(*c));
@@ -817,7 +808,6 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	c->n_ref = 1;
 	c->fd = fd;
 	c->server = s;
-	c->cred = *cred;
 	c->id = ++s->next_conn_id;
 	idseq_node_init(&c->order);
 	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
@@ -827,14 +817,14 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	outq_init(&c->out);
 	list_init(&c->link);
-	list_init(&c->regions);
-	list_init(&c->leases);
-	list_init(&c->tokens);
-	list_init(&c->rconns);
-	conn_read_groups(c);
 
-	c->account = account_get(d, cred->uid);
-	if (!c->account || idseq_add(&s->conn_order, c->id, &c->order) < 0) {
+	groups = conn_read_groups(fd, &n_groups);
+	a = account_get(d, cred->uid);
+	r = a ? session_new(c->id, cred, groups, n_groups, a, &c->session) : -ENOMEM;
+	if (!a)
+		free(groups);
+	account_unref(a);
+	if (r < 0 || idseq_add(&s->conn_order, c->id, &c->order) < 0) {
 		conn_free(c);
 		return -ENOMEM;
 	}
@@ -857,7 +847,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 
 	list_add_tail(&c->link, &s->conns);
 	s->n_conns++;
-	c->account->n_connections++;
+	c->session->account->n_connections++;
 
 	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(cred), "Connection %" PRIu64 " from pid %d uid %u gid %u",
 			c->id, (int)cred->pid, (unsigned)cred->uid, (unsigned)cred->gid);
@@ -905,9 +895,9 @@ void conn_reject(struct conn *c, const char *error_name)
 		return;
 	c->reject = error_name;
 	c->server->n_conns--;
-	c->account->n_connections--;
+	c->session->account->n_connections--;
 	c->server->n_rejected++;
-	c->account->n_rejected++;
+	c->session->account->n_rejected++;
 	c->out_stalled_since = uv_now(c->server->daemon->loop);
 }
 
@@ -927,10 +917,11 @@ static void conn_drop_stalled(struct conn *c, uint64_t now, const char *what, un
 	unsigned held_back;
 
 	if (ratelimit_pass(&c->server->stall_log, now, &held_back))
-		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->cred),
+		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->session->cred),
 				"Connection %" PRIu64 " (pid %d uid %u) %s for %us, disconnecting "
 				"(%u more stalled clients dropped since the last message)",
-				c->id, (int)c->cred.pid, (unsigned)c->cred.uid, what, sec, held_back);
+				c->id, (int)c->session->cred.pid, (unsigned)c->session->cred.uid, what,
+				sec, held_back);
 	conn_close(c);
 }
 

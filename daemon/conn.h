@@ -22,10 +22,10 @@
 #include "proto/list.h"
 #include "proto/sockio.h"
 
-struct account;
 struct conn_parse;
 struct rpc_call;
 struct server;
+struct session;
 
 /* fd batches a connection keeps for messages not yet taken (see in_fds). */
 #define CONN_FD_BATCHES_MAX 4U
@@ -39,15 +39,10 @@ struct conn {
 	int fd;
 	uv_poll_t poll;
 	int poll_events;
-	struct ucred cred;
-	gid_t *groups;			/* supplementary groups (SO_PEERGROUPS) */
-	size_t n_groups;
-	struct account *account;
-	struct list_head regions;	/* struct region this connection owns */
-	struct list_head leases;	/* struct lease it holds or waits for */
-	struct list_head tokens;	/* struct token it created */
-	unsigned n_regions, n_leases, n_tokens;	/* on those lists, for ListClients */
-	struct list_head rconns;	/* struct rconn it set up with ConnectQueuePair */
+	/* The client: who it is and what it holds (regions, leases, tokens,
+	 * queue pairs). Made at accept, closed by conn_close(), freed with
+	 * the connection (work still running may keep it a while longer). */
+	struct session *session;
 
 	struct frame_reader in;
 	uint64_t in_charged;		/* of in's buffer, counted in the input budgets */

@@ -228,7 +228,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	idmap_init(&d->accounts);
 	list_init(&d->devices);
 	list_init(&d->listeners);
-	list_init(&d->rconns);
+	endpoint_init(d);
 	list_init(&d->gpu_ipcs);
 	region_registry_init(d);
 	token_registry_init(d);

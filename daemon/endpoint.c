@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "account.h"
-#include "conn.h"
 #include "daemon.h"
 #include "device.h"
 #include "endpoint.h"
@@ -16,7 +15,7 @@
 #include "log.h"
 #include "netaddr.h"
 #include "proto/errors.h"
-#include "server.h"
+#include "session.h"
 #include "token.h"
 
 /* Address bytes of ss, with IPv4-mapped IPv6 seen as IPv4. */
@@ -97,7 +96,7 @@ static struct rconn *rconn_new(struct daemon *d, struct device *dev, struct toke
 	c->token = t;
 	c->uid = t->uid;
 	c->created_msec = uv_now(d->loop);
-	list_init(&c->ctl_link);
+	session_link_init(&c->ctl_link);
 	list_add_tail(&c->link, &d->rconns);
 	list_add_tail(&c->token_link, &t->rconns);
 	d->n_rconns++;
@@ -120,8 +119,7 @@ void rconn_destroy(struct rconn *c, const char *why)
 	list_del(&c->link);
 	idseq_remove(&d->rconn_order, &c->order);
 	list_del(&c->token_link);
-	if (list_linked(&c->ctl_link))
-		list_del(&c->ctl_link);
+	session_remove(&c->ctl_link);
 	d->n_rconns--;
 	c->dev->n_connections--;
 	c->account->n_rdma_connections--;
@@ -366,6 +364,19 @@ void endpoint_reload(struct daemon *d)
 		log_warning("Keeping the allowed networks in force");
 }
 
+/* The session that set a queue pair up closed. */
+static void rconn_session_drop(struct session_link *link)
+{
+	rconn_destroy(container_of(link, struct rconn, ctl_link),
+		      "the connection that set it up closed");
+}
+
+void endpoint_init(struct daemon *d)
+{
+	session_kind_register(SESSION_RCONN, rconn_session_drop);
+	list_init(&d->rconns);
+}
+
 int endpoint_start(struct daemon *d)
 {
 	char *const *addr;
@@ -463,11 +474,10 @@ static void gid_address(const uint8_t gid[16], struct sockaddr_storage *ret, cha
 	snprintf(text, size, "GID %s", buf);
 }
 
-int endpoint_connect_qp(struct conn *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
+int endpoint_connect_qp(struct daemon *d, struct session *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
 			const struct vb_qp_endpoint *peer, int gid_index,
 			struct vb_qp_endpoint *ret, struct errinfo *e)
 {
-	struct daemon *d = ctl->server->daemon;
 	struct admission a = { .token = token, .device = device, .dev = device_find(d, device) };
 	enum endpoint_reject why;
 	struct token *t;
@@ -483,8 +493,7 @@ int endpoint_connect_qp(struct conn *ctl, const char *device, const uint8_t toke
 	if (!c)
 		return -ENOMEM;
 	c->oob = true;
-	c->ctl = ctl;
-	list_add_tail(&c->ctl_link, &ctl->rconns);
+	session_add(ctl, SESSION_RCONN, &c->ctl_link);
 	snprintf(c->peer, sizeof(c->peer), "%s (pid %d, qpn %u)", a.peer_text, (int)ctl->cred.pid,
 		 peer->qpn);
 

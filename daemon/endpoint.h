@@ -19,11 +19,12 @@
 
 #include "idseq.h"
 #include "proto/list.h"
+#include "session.h"
 #include "token.h"
 #include "verbs.h"
 
 struct account;
-struct conn;
+struct session;
 struct daemon;
 struct device;
 struct errinfo;
@@ -47,7 +48,8 @@ struct rconn {
 	struct list_head link;		/* in daemon->rconns */
 	struct idseq_node order;	/* in daemon->rconn_order */
 	struct list_head token_link;	/* in token->rconns */
-	struct list_head ctl_link;	/* in ctl->rconns (ConnectQueuePair only) */
+	/* SESSION_RCONN, in the session that set it up (ConnectQueuePair only) */
+	struct session_link ctl_link;
 	uint64_t id;
 	bool oob;			/* from ConnectQueuePair */
 	struct device *dev;
@@ -60,7 +62,6 @@ struct rconn {
 	char peer[128];		/* its address, or GID and the pid that set it up */
 	bool established;
 	uint64_t created_msec;
-	struct conn *ctl;
 };
 
 struct listener {
@@ -71,6 +72,8 @@ struct listener {
 	char address[64];
 };
 
+/* At daemon start: the lists, and the drop hook of SESSION_RCONN. */
+void endpoint_init(struct daemon *d);
 /* Listens with librdmacm on the configured addresses. */
 int endpoint_start(struct daemon *d);
 /* SIGHUP: applies a new allow-list to new connections. */
@@ -85,7 +88,7 @@ void endpoint_stop(struct daemon *d);
  * the Varlink connection that asked: the queue pair lives until it closes
  * or the token is revoked. A refusal fills *e.
  */
-int endpoint_connect_qp(struct conn *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
+int endpoint_connect_qp(struct daemon *d, struct session *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
 			const struct vb_qp_endpoint *peer, int gid_index,
 			struct vb_qp_endpoint *ret, struct errinfo *e);
 

@@ -67,7 +67,7 @@ static void job_reply_error(struct import_job *job, const char *name, int err, c
 	 * own error, logged at debug like every other. */
 	if (strcmp(name, RDMAMEM_ERROR_OUT_OF_RANGE) != 0)
 		log_full_fields(LOG_WARNING, err,
-				job->call ? LOG_CLIENT(&job->call->conn->cred) : NULL,
+				job->call ? LOG_CLIENT(&job->call->session->cred) : NULL,
 				"GPU memory import failed: %s", text);
 	if (job->call) {
 		job->call->cancel = NULL;
@@ -83,7 +83,7 @@ static void job_finish(struct import_job *job, struct region *reg)
 	int r;
 
 	call->cancel = NULL;
-	r = region_publish(reg, call->conn);
+	r = region_publish(reg, call->session);
 	if (r < 0) {
 		region_unref(reg);
 		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
@@ -186,7 +186,7 @@ static void ipc_import(struct import_job *job)
 	}
 	if (!length)
 		length = ipc->map.size - offset;
-	r = region_prepare(job->d, job->call->conn, length, &reg, &e);
+	r = region_prepare(job->d, job->call->session, length, &reg, &e);
 	if (r < 0) {
 		job->call->cancel = NULL;
 		rpc_error_info(job->call, &e);
@@ -347,7 +347,7 @@ int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
 		}
 		if (!length)
 			length = p->alloc_size - p->offset;
-		r = region_prepare(d, call->conn, length, &job->reg, &e);
+		r = region_prepare(d, call->session, length, &job->reg, &e);
 		if (r < 0) {
 			job_free(job);
 			return rpc_error_info(call, &e);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 
 #include "account.h"
-#include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
 #include "idmap.h"
@@ -13,10 +12,17 @@
 #include "proto/errors.h"
 #include "proto/macro.h"
 #include "region.h"
-#include "server.h"
+#include "session.h"
+
+/* The holder's session closed: as if it had unlocked. */
+static void lease_session_drop(struct session_link *link)
+{
+	lease_release(container_of(link, struct lease, holder_link));
+}
 
 void lease_registry_init(struct daemon *d)
 {
+	session_kind_register(SESSION_LEASE, lease_session_drop);
 	idmap_init(&d->leases);
 	d->next_lease_id = 1;
 }
@@ -26,11 +32,11 @@ void lease_registry_done(struct daemon *d)
 	idmap_done(&d->leases);
 }
 
-int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret,
+int lease_new(struct session *holder, struct region *r, enum lock_mode mode, struct lease **ret,
 	      struct errinfo *e)
 {
-	struct daemon *d = conn->server->daemon;
-	struct account *a = conn->account;
+	struct daemon *d = r->daemon;
+	struct account *a = holder->account;
 	unsigned max = d->cfg.max_leases_per_uid;
 	struct lease *l;
 
@@ -47,15 +53,14 @@ int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct l
 	l->daemon = d;
 	l->id = d->next_lease_id++;
 	l->mode = mode;
-	l->conn = conn;
+	session_link_init(&l->holder_link);
 	list_init(&l->req.link);
 	if (idmap_put(&d->leases, l->id, l) < 0) {
 		free(l);
 		return -ENOMEM;
 	}
 	l->region = region_ref(r);
-	list_add_tail(&l->conn_link, &conn->leases);
-	conn->n_leases++;
+	session_add(holder, SESSION_LEASE, &l->holder_link);
 	a->n_leases++;
 	list_add_tail(&l->region_link, &r->leases);
 	*ret = l;
@@ -123,10 +128,8 @@ void lease_release(struct lease *l)
 		return;
 	l->released = true;
 	idmap_remove(&l->daemon->leases, l->id);
-	list_del(&l->conn_link);
-	l->conn->n_leases--;
-	l->conn->account->n_leases--;
-	l->conn = NULL;
+	lease_holder(l)->account->n_leases--;
+	session_remove(&l->holder_link);
 	timeout_disarm(&l->daemon->timeouts, &l->timeout);
 	if (l->req.waiting) {
 		r->n_leases_waiting--;
@@ -145,8 +148,8 @@ int lease_revoke_lost(struct region *r)
 	/* Collected first, each with a reference: releasing one grants
 	 * waiters, whose work may drop other leases on r from the list. */
 	list_for_each_entry(l, &r->leases, region_link) {
-		if (l->released || !l->conn ||
-		    region_allows(r, l->conn, l->mode == LOCK_SHARED ? REGION_READ : REGION_WRITE))
+		if (l->released || !lease_holder(l) ||
+		    region_allows(r, lease_holder(l), l->mode == LOCK_SHARED ? REGION_READ : REGION_WRITE))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 8;
@@ -167,7 +170,7 @@ int lease_revoke_lost(struct region *r)
 		if (!l->released) {
 			log_debug("Lease %" PRIu64 " of uid %u on region %" PRIu64
 				  " ends: the region is no longer shared with it",
-				  l->id, (unsigned)l->conn->cred.uid, r->id);
+				  l->id, (unsigned)lease_holder(l)->cred.uid, r->id);
 			if (l->call && l->on_revoked)
 				l->on_revoked(l);
 			else
@@ -178,14 +181,14 @@ int lease_revoke_lost(struct region *r)
 	return 0;
 }
 
-int lease_lookup(struct daemon *d, uint64_t id, const struct conn *caller, struct lease **ret,
+int lease_lookup(struct daemon *d, uint64_t id, const struct session *caller, struct lease **ret,
 		 struct errinfo *e)
 {
 	struct lease *l = idmap_get(&d->leases, id);
 
-	/* Leases belong to a connection: another one, even of the same uid,
-	 * hears the same as for a lease that never existed. */
-	if (!l || l->released || l->conn != caller)
+	/* Leases belong to a session (a connection): another one, even of
+	 * the same uid, hears the same as for a lease that never existed. */
+	if (!l || l->released || lease_holder(l) != caller)
 		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_LEASE, -ENOENT,
 				   "this connection holds no lease %" PRIu64, id);
 	*ret = l;

@@ -15,9 +15,9 @@
 
 #include "lock.h"
 #include "proto/list.h"
+#include "session.h"
 #include "timeout.h"
 
-struct conn;
 struct daemon;
 struct errinfo;
 struct region;
@@ -28,8 +28,8 @@ struct lease {
 	unsigned n_ref;
 	struct daemon *daemon;
 	struct region *region;		/* a reference */
-	struct conn *conn;		/* the holder; NULL once released */
-	struct list_head conn_link;	/* in conn->leases */
+	/* SESSION_LEASE, in the holder's session until released. */
+	struct session_link holder_link;
 	struct list_head region_link;	/* in region->leases */
 	struct lock_request req;
 	enum lock_mode mode;
@@ -46,10 +46,10 @@ struct lease {
 };
 
 /*
- * A new lease of conn on r (registered, not yet asking for the lock);
- * QuotaExceeded ("leases") in *e when conn's uid holds its limit.
+ * A new lease of holder on r (registered, not yet asking for the lock);
+ * QuotaExceeded ("leases") in *e when holder's uid holds its limit.
  */
-int lease_new(struct conn *conn, struct region *r, enum lock_mode mode, struct lease **ret,
+int lease_new(struct session *holder, struct region *r, enum lock_mode mode, struct lease **ret,
 	      struct errinfo *e);
 
 /*
@@ -74,14 +74,21 @@ struct lease *lease_ref(struct lease *l);
 struct lease *lease_unref(struct lease *l);
 
 /* The caller's own, live, granted-or-waiting lease id; NoSuchLease otherwise. */
-int lease_lookup(struct daemon *d, uint64_t id, const struct conn *caller, struct lease **ret,
+int lease_lookup(struct daemon *d, uint64_t id, const struct session *caller, struct lease **ret,
 		 struct errinfo *e);
+
+/* The session that holds or waits for l; NULL once released. */
+static inline struct session *lease_holder(const struct lease *l)
+{
+	return l->holder_link.session;
+}
 
 static inline bool lease_is_held(const struct lease *l)
 {
 	return l->req.held && !l->released;
 }
 
+/* Also registers the drop hook of SESSION_LEASE. */
 void lease_registry_init(struct daemon *d);
 void lease_registry_done(struct daemon *d);
 

@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "account.h"
-#include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
 #include "gpu.h"
@@ -23,6 +22,7 @@
 #include "mreg.h"
 #include "proto/errors.h"
 #include "region.h"
+#include "session.h"
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -32,8 +32,15 @@
 #define MPOL_F_NODE (1 << 0)
 #define MPOL_F_ADDR (1 << 1)
 
+/* The owner's session closed: as if it had unregistered. */
+static void region_session_drop(struct session_link *link)
+{
+	region_drop_owner(container_of(link, struct region, owner_link));
+}
+
 void region_registry_init(struct daemon *d)
 {
+	session_kind_register(SESSION_REGION, region_session_drop);
 	idmap_init(&d->regions);
 	idseq_init(&d->region_order);
 	d->next_region_id = 1;
@@ -159,7 +166,7 @@ static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_se
 	return 0;
 }
 
-int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct region **ret,
+int region_prepare(struct daemon *d, struct session *owner, uint64_t size, struct region **ret,
 		   struct errinfo *e)
 {
 	struct region *reg;
@@ -184,7 +191,7 @@ int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct r
 	reg->size = size;
 	reg->created_msec = uv_now(d->loop);
 	idseq_node_init(&reg->order);
-	list_init(&reg->owner_link);
+	session_link_init(&reg->owner_link);
 	list_init(&reg->leases);
 	list_init(&reg->mregs);
 	list_init(&reg->revoke_waiters);
@@ -193,11 +200,10 @@ int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct r
 	return 0;
 }
 
-int region_publish(struct region *reg, struct conn *owner)
+int region_publish(struct region *reg, struct session *owner)
 {
 	struct daemon *d = reg->daemon;
 
-	reg->owner = owner;
 	reg->owner_conn_id = owner->id;
 	reg->owner_uid = owner->cred.uid;
 	reg->owner_gid = owner->cred.gid;
@@ -210,8 +216,7 @@ int region_publish(struct region *reg, struct conn *owner)
 		idmap_remove(&d->regions, reg->id);
 		return -ENOMEM;
 	}
-	list_add_tail(&reg->owner_link, &owner->regions);
-	owner->n_regions++;
+	session_add(owner, SESSION_REGION, &reg->owner_link);
 	if (reg->gpu >= 0 && reg->gpu < GPU_LIST_MAX)
 		d->gpu_regions[reg->gpu]++;
 	log_full_fields(LOG_DEBUG, 0, LOG_REGION(reg),
@@ -306,7 +311,7 @@ static int map_memfd(struct region *reg, int fd, int flags, int *seals, uint64_t
 			   strerror(errno));
 }
 
-int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_import *imp,
+int region_import_memfd(struct daemon *d, struct session *owner, struct memfd_import *imp,
 			struct region **ret, struct errinfo *e)
 {
 	struct region *reg;
@@ -466,29 +471,17 @@ void region_drop_owner(struct region *r)
 	r->dead = true;
 	idmap_remove(&d->regions, r->id);
 	idseq_remove(&d->region_order, &r->order);
-	list_del(&r->owner_link);
-	r->owner->n_regions--;
+	session_remove(&r->owner_link);
 	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
 		d->gpu_regions[r->gpu]--;
-	r->owner = NULL;
 	/* No uid keeps the owner's rkeys alive: leases and operations in
 	 * flight keep only the memory. */
 	mreg_revoke_all(r);
 	region_unref(r);
 }
 
-static bool in_groups(const struct conn *c, gid_t gid)
-{
-	if (c->cred.gid == gid)
-		return true;
-	for (size_t i = 0; i < c->n_groups; i++)
-		if (c->groups[i] == gid)
-			return true;
-	return false;
-}
-
 /* 0 none, 1 read, 2 read-write, 3 owner. */
-static int rights_of(const struct region *r, const struct conn *c)
+static int rights_of(const struct region *r, const struct session *c)
 {
 	int best = 0;
 
@@ -496,7 +489,7 @@ static int rights_of(const struct region *r, const struct conn *c)
 		return 3;
 	for (size_t i = 0; i < r->n_shares; i++) {
 		const struct region_share *s = &r->shares[i];
-		bool match = s->is_group ? in_groups(c, s->id) : c->cred.uid == s->id;
+		bool match = s->is_group ? session_in_group(c, s->id) : c->cred.uid == s->id;
 
 		if (match)
 			best = MAX(best, s->readonly ? 1 : 2);
@@ -518,17 +511,17 @@ static int level_of(enum region_right right)
 	return 3;
 }
 
-bool region_visible_to(const struct region *r, const struct conn *caller)
+bool region_visible_to(const struct region *r, const struct session *caller)
 {
 	return rights_of(r, caller) > 0;
 }
 
-bool region_allows(const struct region *r, const struct conn *c, enum region_right right)
+bool region_allows(const struct region *r, const struct session *s, enum region_right right)
 {
-	return rights_of(r, c) >= level_of(right);
+	return rights_of(r, s) >= level_of(right);
 }
 
-int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum region_right right,
+int region_lookup(struct daemon *d, uint64_t id, const struct session *caller, enum region_right right,
 		  struct region **ret, struct errinfo *e)
 {
 	struct region *r = idmap_get(&d->regions, id);

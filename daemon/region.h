@@ -29,8 +29,8 @@
 #include "idseq.h"
 #include "lock.h"
 #include "proto/list.h"
+#include "session.h"
 
-struct conn;
 struct daemon;
 struct errinfo;
 struct account;
@@ -70,9 +70,9 @@ struct region {
 	bool dead;		/* unregistered: no new users, no registrations */
 	struct idseq_node order;	/* in daemon->region_order while published */
 
-	/* The owner: a connection until Unregister or disconnect. */
-	struct conn *owner;
-	struct list_head owner_link;	/* in owner->regions */
+	/* The owner: a client's session until Unregister or disconnect
+	 * (owner_link.session, NULL since). */
+	struct session_link owner_link;	/* SESSION_REGION */
 	uint64_t owner_conn_id;
 	uid_t owner_uid;
 	gid_t owner_gid;
@@ -141,7 +141,7 @@ struct memfd_import {
  * owner's quota and publishes the region in the registry. Returns 0 with a
  * reference for the owner in *ret, or a negative errno with *e filled in.
  */
-int region_import_memfd(struct daemon *d, struct conn *owner, struct memfd_import *imp,
+int region_import_memfd(struct daemon *d, struct session *owner, struct memfd_import *imp,
 			struct region **ret, struct errinfo *e);
 
 struct region *region_ref(struct region *r);
@@ -151,10 +151,10 @@ struct region *region_unref(struct region *r);
  * The first steps of every import: checks and charges the owner's quota for
  * size bytes, then makes an unpublished region that holds that charge.
  */
-int region_prepare(struct daemon *d, struct conn *owner, uint64_t size, struct region **ret,
+int region_prepare(struct daemon *d, struct session *owner, uint64_t size, struct region **ret,
 		   struct errinfo *e);
 /* Gives the region its id and its owner: from here on clients see it. */
-int region_publish(struct region *r, struct conn *owner);
+int region_publish(struct region *r, struct session *owner);
 
 /* The address peers and weak references know it by: host pointer or dptr. */
 static inline uint64_t region_address(const struct region *r)
@@ -185,14 +185,14 @@ void region_drop_owner(struct region *r);
  * reference, or -ENOENT (NoSuchRegion) / -EACCES (PermissionDenied) with *e
  * filled in.
  */
-int region_lookup(struct daemon *d, uint64_t id, const struct conn *caller, enum region_right right,
+int region_lookup(struct daemon *d, uint64_t id, const struct session *caller, enum region_right right,
 		  struct region **ret, struct errinfo *e);
 
 /* Whether caller may see the region in listings. */
-bool region_visible_to(const struct region *r, const struct conn *caller);
+bool region_visible_to(const struct region *r, const struct session *caller);
 
-/* Whether c has right on r now (owner, root, or through a share). */
-bool region_allows(const struct region *r, const struct conn *c, enum region_right right);
+/* Whether s has right on r now (owner, root, or through a share). */
+bool region_allows(const struct region *r, const struct session *s, enum region_right right);
 
 /* Grants uid or gid access. -EEXIST when already shared the same way;
  * QuotaExceeded ("shares") in *e when the region has its limit of them. */

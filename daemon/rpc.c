@@ -15,6 +15,7 @@
 #include "proto/json.h"
 #include "rpc.h"
 #include "server.h"
+#include "session.h"
 
 static const struct rpc_method *const method_tables[] = {
 	rpc_service_methods,
@@ -87,6 +88,7 @@ int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fd
 		return -ENOMEM;
 	}
 	call->conn = conn_ref(conn);
+	call->session = session_ref(conn->session);
 	call->daemon = d;
 	call->root = m->root;
 	call->vc = m->vc;
@@ -137,6 +139,7 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 							      .big = call->big,
 							      .long_strings = call->long_strings,
 							      .charge = call->charge });
+	session_unref(call->session);
 	conn_unref(call->conn);
 	free(call);
 	return NULL;
@@ -242,9 +245,9 @@ int rpc_reply_text(struct rpc_call *call, char *text, size_t len)
 static int send_error(struct rpc_call *call, const char *name, cJSON *params, const char *why)
 {
 	counters_bump(&call->daemon->stats.errors, name, false);
-	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&call->conn->cred),
-			"Connection %" PRIu64 " (pid %d uid %u): %s → %s%s%s", call->conn->id,
-			(int)call->conn->cred.pid, (unsigned)call->conn->cred.uid, call->vc.method,
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&call->session->cred),
+			"Connection %" PRIu64 " (pid %d uid %u): %s → %s%s%s", call->session->id,
+			(int)call->session->cred.pid, (unsigned)call->session->cred.uid, call->vc.method,
 			name, why ? ": " : "", why ?: "");
 	rpc_send(call, name, params);
 	return rdmamem_error_to_errno(name);
@@ -332,7 +335,7 @@ int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right righ
 	struct errinfo err = {};
 	int r;
 
-	r = region_lookup(call->daemon, id, call->conn, right, ret, &err);
+	r = region_lookup(call->daemon, id, call->session, right, ret, &err);
 	return r < 0 ? rpc_error_info(call, &err) : 0;
 }
 

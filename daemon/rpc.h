@@ -23,6 +23,7 @@ struct conn;
 struct daemon;
 struct errinfo;
 struct rpc_call;
+struct session;
 
 #define RPC_PENDING 1
 
@@ -64,6 +65,7 @@ void rpc_message_done(struct daemon *d, struct rpc_message *m);
 
 struct rpc_call {
 	struct conn *conn;	/* holds a reference */
+	struct session *session;	/* the caller; a reference */
 	struct daemon *daemon;
 	cJSON *root;
 	struct varlink_call vc;

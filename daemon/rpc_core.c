@@ -12,6 +12,7 @@
 #include "proto/json.h"
 #include "rpc.h"
 #include "server.h"
+#include "session.h"
 
 /*
  * The most data a Ping echoes: the reply is printed on the loop, and a control
@@ -161,17 +162,18 @@ static int method_get_stats(struct rpc_call *call)
 static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
 {
 	const struct conn *c = container_of(node, struct conn, order);
+	const struct session *s = c->session;
 	_cleanup_json_ cJSON *o = NULL;
 
-	if (call->conn->cred.uid != 0 && c->cred.uid != call->conn->cred.uid)
+	if (call->session->cred.uid != 0 && s->cred.uid != call->session->cred.uid)
 		return 0;
 	o = cJSON_CreateObject();
-	if (!o || json_add_u64(o, "id", c->id) < 0 || json_add_int(o, "pid", c->cred.pid) < 0 ||
-	    json_add_int(o, "uid", c->cred.uid) < 0 || json_add_int(o, "gid", c->cred.gid) < 0 ||
+	if (!o || json_add_u64(o, "id", c->id) < 0 || json_add_int(o, "pid", s->cred.pid) < 0 ||
+	    json_add_int(o, "uid", s->cred.uid) < 0 || json_add_int(o, "gid", s->cred.gid) < 0 ||
 	    json_add_u64(o, "calls", c->n_calls) < 0 ||
-	    json_add_int(o, "regions", c->n_regions) < 0 ||
-	    json_add_int(o, "leases", c->n_leases) < 0 ||
-	    json_add_int(o, "tokens", c->n_tokens) < 0 ||
+	    json_add_int(o, "regions", session_count(s, SESSION_REGION)) < 0 ||
+	    json_add_int(o, "leases", session_count(s, SESSION_LEASE)) < 0 ||
+	    json_add_int(o, "tokens", session_count(s, SESSION_TOKEN)) < 0 ||
 	    json_add_bool(o, "self", c == call->conn) < 0 ||
 	    json_add_string(o, "state", c->reject ? "refused" :
 					c->call && c != call->conn ? "in a call" : "idle") < 0)

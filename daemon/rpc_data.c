@@ -69,7 +69,7 @@ static int resolve_end(struct rpc_call *call, const struct end_params *p, uint64
 	struct lease *l = NULL;
 	int r;
 
-	r = region_lookup(d, p->region, call->conn, write ? REGION_WRITE : REGION_READ, &e->region,
+	r = region_lookup(d, p->region, call->session, write ? REGION_WRITE : REGION_READ, &e->region,
 			  &err);
 	if (r < 0)
 		return rpc_error_info(call, &err);
@@ -86,7 +86,7 @@ static int resolve_end(struct rpc_call *call, const struct end_params *p, uint64
 	if (r < 0)
 		return rpc_error_info(call, &err);
 	if (p->has_lease) {
-		r = lease_lookup(d, p->lease, call->conn, &l, &err);
+		r = lease_lookup(d, p->lease, call->session, &l, &err);
 		if (r < 0)
 			return rpc_error_info(call, &err);
 		e->lease = lease_ref(l);
@@ -390,7 +390,7 @@ static void lock_revoked(struct lease *l)
 	rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
 		   "region %" PRIu64 " is no longer shared with uid %u for a %s lease; the lease "
 		   "request was withdrawn",
-		   l->region->id, (unsigned)call->conn->cred.uid, lock_mode_to_string(l->mode));
+		   l->region->id, (unsigned)call->session->cred.uid, lock_mode_to_string(l->mode));
 	lease_release(l);
 	lease_unref(l);
 }
@@ -433,7 +433,7 @@ static int method_lock(struct rpc_call *call)
 	if (r < 0)
 		return r;
 
-	r = lease_new(call->conn, reg, mode, &l, &err);
+	r = lease_new(call->session, reg, mode, &l, &err);
 	region_unref(reg);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
@@ -474,7 +474,7 @@ static int method_unlock(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0)
 		return r;
-	r = lease_lookup(call->daemon, p.lease, call->conn, &l, &err);
+	r = lease_lookup(call->daemon, p.lease, call->session, &l, &err);
 	if (r < 0)
 		return rpc_error_info(call, &err);
 	lease_release(l);

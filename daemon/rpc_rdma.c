@@ -326,7 +326,7 @@ static int method_retry_registration(struct rpc_call *call)
 		return r;
 	/* Retrying costs the device and the host a new pinning attempt: the
 	 * operator decides, not every client. */
-	if (call->conn->cred.uid != 0)
+	if (call->session->cred.uid != 0)
 		return rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
 				  "RetryRegistration is for root: a recorded failure stays until an "
 				  "administrator clears it");
@@ -438,7 +438,7 @@ static int method_create_access_token(struct rpc_call *call)
 	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
 	if (r < 0)
 		return r;
-	r = token_create(call->conn, &t, &err);
+	r = token_create(call->daemon, call->session, &t, &err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 	p = cJSON_CreateObject();
@@ -479,7 +479,7 @@ static int method_revoke_access_token(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0 || (r = lookup_token(call, p.token, &t)) < 0)
 		return r;
-	if (call->conn->cred.uid != 0 && call->conn->cred.uid != t->uid)
+	if (call->session->cred.uid != 0 && call->session->cred.uid != t->uid)
 		return rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
 				  "only uid %u (or root) may revoke this token", (unsigned)t->uid);
 	token_revoke(t, "RevokeAccessToken");
@@ -558,7 +558,7 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	peer.mtu = p.mtu;
 	/* Admission (networks by the peer's GID, token, device, connection
 	 * limits) is the one rdmacm requests go through. */
-	r = endpoint_connect_qp(call->conn, p.device, token, &peer, (int)p.gid_index, &local,
+	r = endpoint_connect_qp(call->daemon, call->session, p.device, token, &peer, (int)p.gid_index, &local,
 				&err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
@@ -580,7 +580,7 @@ static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON
 	const struct rconn *c = container_of(node, struct rconn, order);
 	_cleanup_json_ cJSON *o = NULL;
 
-	if (call->conn->cred.uid != 0 && call->conn->cred.uid != c->uid)
+	if (call->session->cred.uid != 0 && call->session->cred.uid != c->uid)
 		return 0;
 	o = cJSON_CreateObject();
 	if (!o || json_add_u64(o, "id", c->id) < 0 ||

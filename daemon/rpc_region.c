@@ -110,8 +110,8 @@ static cJSON *lease_to_json(const struct lease *l)
 	if (!o || json_add_u64(o, "lease", l->id) < 0 ||
 	    json_add_string(o, "mode", lock_mode_to_string(l->mode)) < 0 ||
 	    json_add_string(o, "state", l->req.held ? "held" : "waiting") < 0 ||
-	    json_add_int(o, "pid", l->conn ? l->conn->cred.pid : 0) < 0 ||
-	    json_add_int(o, "uid", l->conn ? l->conn->cred.uid : 0) < 0)
+	    json_add_int(o, "pid", lease_holder(l) ? lease_holder(l)->cred.pid : 0) < 0 ||
+	    json_add_int(o, "uid", lease_holder(l) ? lease_holder(l)->cred.uid : 0) < 0)
 		return (cJSON_Delete(o), NULL);
 	return o;
 }
@@ -309,7 +309,7 @@ static int method_register(struct rpc_call *call)
 	imp.fd = fd;
 	imp.offset = p.offset;
 	imp.length = p.length;
-	r = region_import_memfd(call->daemon, call->conn, &imp, &reg, &err);
+	r = region_import_memfd(call->daemon, call->session, &imp, &reg, &err);
 	fd = imp.fd;
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
@@ -465,7 +465,7 @@ static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **r
 {
 	const struct region *r = container_of(node, struct region, order);
 
-	if (!region_visible_to(r, call->conn))
+	if (!region_visible_to(r, call->session))
 		return 0;
 	*ret = region_json(r, false);
 	return *ret ? 0 : -ENOMEM;

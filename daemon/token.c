@@ -7,18 +7,24 @@
 #include <sys/random.h>
 
 #include "account.h"
-#include "conn.h"
 #include "daemon.h"
 #include "endpoint.h"
 #include "errinfo.h"
 #include "log.h"
 #include "proto/hex.h"
 #include "proto/siphash.h"
-#include "server.h"
+#include "session.h"
 #include "token.h"
+
+/* Its creator's session closed. */
+static void token_session_drop(struct session_link *link)
+{
+	token_revoke(container_of(link, struct token, owner_link), "its creator disconnected");
+}
 
 void token_registry_init(struct daemon *d)
 {
+	session_kind_register(SESSION_TOKEN, token_session_drop);
 	list_init(&d->tokens.all);
 	idmap_init(&d->tokens.by_hash);
 	d->tokens.n_compared = 0;
@@ -34,9 +40,8 @@ static uint64_t token_hash(const uint8_t raw[TOKEN_BYTES])
 	return siphash24(raw, TOKEN_BYTES, siphash_process_key());
 }
 
-int token_create(struct conn *owner, struct token **ret, struct errinfo *e)
+int token_create(struct daemon *d, struct session *owner, struct token **ret, struct errinfo *e)
 {
-	struct daemon *d = owner->server->daemon;
 	struct account *a = owner->account;
 	unsigned max = d->cfg.max_tokens_per_uid;
 	struct token *t;
@@ -65,13 +70,12 @@ int token_create(struct conn *owner, struct token **ret, struct errinfo *e)
 		return r;
 	}
 	hex_encode(t->raw, TOKEN_BYTES, t->hex);
-	t->owner = owner;
+	t->daemon = d;
 	t->uid = owner->cred.uid;
 	t->created_msec = uv_now(d->loop);
 	list_init(&t->rconns);
 	list_add_tail(&t->link, &d->tokens.all);
-	list_add_tail(&t->owner_link, &owner->tokens);
-	owner->n_tokens++;
+	session_add(owner, SESSION_TOKEN, &t->owner_link);
 	a->n_tokens++;
 	log_debug("Access token for uid %u created by pid %d", (unsigned)t->uid,
 		  (int)owner->cred.pid);
@@ -106,7 +110,7 @@ int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES])
 
 void token_revoke(struct token *t, const char *why)
 {
-	struct daemon *d = t->owner->server->daemon;
+	struct daemon *d = t->daemon;
 
 	log_info("Access token of uid %u revoked (%s); closing %s", (unsigned)t->uid, why,
 		 list_empty(&t->rconns) ? "no connections" : "its connections");
@@ -115,8 +119,8 @@ void token_revoke(struct token *t, const char *why)
 			      "its access token was revoked");
 	idmap_remove(&d->tokens.by_hash, token_hash(t->raw));
 	list_del(&t->link);
-	list_del(&t->owner_link);
-	t->owner->n_tokens--;
-	t->owner->account->n_tokens--;
+	/* In its creator's session until now: that holds the account. */
+	t->owner_link.session->account->n_tokens--;
+	session_remove(&t->owner_link);
 	free(t);
 }

@@ -14,8 +14,8 @@
 
 #include "idmap.h"
 #include "proto/list.h"
+#include "session.h"
 
-struct conn;
 struct daemon;
 struct errinfo;
 
@@ -35,8 +35,8 @@ struct token_registry {
 
 struct token {
 	struct list_head link;		/* in daemon->tokens.all */
-	struct list_head owner_link;	/* in owner->tokens */
-	struct conn *owner;
+	struct session_link owner_link;	/* SESSION_TOKEN, in its creator's session */
+	struct daemon *daemon;
 	uid_t uid;
 	uint8_t raw[TOKEN_BYTES];
 	char hex[TOKEN_BYTES * 2 + 1];
@@ -45,11 +45,12 @@ struct token {
 	uint64_t n_admitted;
 };
 
+/* Also registers the drop hook of SESSION_TOKEN. */
 void token_registry_init(struct daemon *d);
 void token_registry_done(struct daemon *d);
 
 /* A token for owner's uid; QuotaExceeded ("tokens") in *e past the per-uid cap. */
-int token_create(struct conn *owner, struct token **ret, struct errinfo *e);
+int token_create(struct daemon *d, struct session *owner, struct token **ret, struct errinfo *e);
 /* The live token with these bytes, compared in constant time; or NULL. */
 struct token *token_find(struct daemon *d, const uint8_t raw[TOKEN_BYTES]);
 /* Parses 32 hex digits; -EINVAL otherwise. */

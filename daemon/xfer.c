@@ -393,7 +393,7 @@ static int xfer_check_rights(struct xfer *x)
 		x->kind != XFER_WRITE ? &x->src : NULL,
 		x->kind != XFER_READ ? &x->dst : NULL,
 	};
-	const struct conn *c = x->call->conn;
+	const struct session *c = x->call->session;
 
 	for (size_t i = 0; i < ELEMENTSOF(ends); i++)
 		if (ends[i] && !region_allows(ends[i]->region, c,

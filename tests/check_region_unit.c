@@ -13,20 +13,21 @@
 #include <unistd.h>
 
 #include "daemon/account.h"
-#include "daemon/conn.h"
 #include "daemon/daemon.h"
 #include "daemon/device.h"
 #include "daemon/errinfo.h"
 #include "daemon/mreg.h"
 #include "daemon/region.h"
+#include "daemon/session.h"
 #include "daemon/verbs.h"
 #include "proto/errors.h"
 #include "rdmamem.h"
+#include "session-fixture.h"
 #include "testlib.h"
 #include "tests/fuzz/fake.h"
 
 static struct daemon d;
-static struct conn owner, other;
+static struct session *owner, *other;
 static uv_loop_t loop;
 
 static void setup(void)
@@ -38,22 +39,14 @@ static void setup(void)
 	idmap_init(&d.accounts);
 	region_registry_init(&d);
 
-	memset(&owner, 0, sizeof(owner));
-	owner.cred = (struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 };
-	owner.id = 1;
-	list_init(&owner.regions);
-	owner.account = account_get(&d, 1000);
-
-	memset(&other, 0, sizeof(other));
-	other.cred = (struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 };
-	list_init(&other.regions);
-	other.account = account_get(&d, 2000);
+	owner = test_session_new(&d, 1, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	other = test_session_new(&d, 2, &(struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 });
 }
 
 static void teardown(void)
 {
-	account_unref(owner.account);
-	account_unref(other.account);
+	owner = session_unref(owner);
+	other = session_unref(other);
 	ck_assert_uint_eq(d.accounts.n_entries, 0);
 	idmap_done(&d.accounts);
 	region_registry_done(&d);
@@ -79,7 +72,7 @@ static struct region *import(size_t size)
 	struct region *r = NULL;
 
 	ck_assert_int_eq(rdmamem_memfd_create("unit", size, &imp.fd, NULL), 0);
-	ck_assert_int_eq(region_import_memfd(&d, &owner, &imp, &r, &e), 0);
+	ck_assert_int_eq(region_import_memfd(&d, owner, &imp, &r, &e), 0);
 	ck_assert_int_eq(imp.fd, -EBADF);	/* taken */
 	return r;
 }
@@ -90,25 +83,27 @@ START_TEST(test_refcount_keeps_memory)
 	struct errinfo e = {};
 
 	ck_assert_uint_eq(d.n_regions, 1);
-	ck_assert_uint_eq(owner.account->pinned_bytes, 8192);
-	ck_assert_ptr_eq(list_first_entry(&owner.regions, struct region, owner_link), r);
+	ck_assert_uint_eq(owner->account->pinned_bytes, 8192);
+	ck_assert_ptr_eq(list_first_entry(&owner->sets[SESSION_REGION].items, struct region,
+					  owner_link.link),
+			 r);
 
 	/* An operation's reference outlives Unregister. */
 	extra = region_ref(r);
 	region_drop_owner(r);
 	ck_assert(r->dead);
-	ck_assert(list_empty(&owner.regions));
-	ck_assert_int_eq(region_lookup(&d, r->id, &owner, REGION_READ, &extra, &e), -ENOENT);
+	ck_assert(list_empty(&owner->sets[SESSION_REGION].items));
+	ck_assert_int_eq(region_lookup(&d, r->id, owner, REGION_READ, &extra, &e), -ENOENT);
 	ck_assert_str_eq(e.name, RDMAMEM_ERROR_NO_SUCH_REGION);
 	/* Still mapped and charged: the memory is in use. */
 	((char *)r->addr)[8191] = 1;
 	ck_assert_uint_eq(d.n_regions, 1);
-	ck_assert_uint_eq(owner.account->pinned_bytes, 8192);
+	ck_assert_uint_eq(owner->account->pinned_bytes, 8192);
 
 	region_unref(r);
 	ck_assert_uint_eq(d.n_regions, 0);
-	ck_assert_uint_eq(owner.account->pinned_bytes, 0);
-	ck_assert_uint_eq(owner.account->n_regions, 0);
+	ck_assert_uint_eq(owner->account->pinned_bytes, 0);
+	ck_assert_uint_eq(owner->account->n_regions, 0);
 }
 END_TEST
 
@@ -147,25 +142,25 @@ START_TEST(test_rights)
 	struct errinfo e = {};
 	gid_t groups[] = { 77 };
 
-	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_READ, &got, &e), -EACCES);
+	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_READ, &got, &e), -EACCES);
 	ck_assert_ptr_null(got);
 	ck_assert_int_eq(region_share(r, true, 77, true, &e), 0);
 	ck_assert_int_eq(region_share(r, true, 77, true, &e), -EEXIST);
-	other.groups = groups;
-	other.n_groups = 1;
-	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_READ, &got, &e), 0);
+	other->groups = groups;
+	other->n_groups = 1;
+	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_READ, &got, &e), 0);
 	region_unref(got);
-	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_WRITE, &got, &e), -EACCES);
+	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_WRITE, &got, &e), -EACCES);
 	/* Upgrading the same share to read-write replaces it. */
 	ck_assert_int_eq(region_share(r, true, 77, false, &e), 0);
 	ck_assert_uint_eq(r->n_shares, 1);
-	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_WRITE, &got, &e), 0);
+	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_WRITE, &got, &e), 0);
 	region_unref(got);
-	ck_assert_int_eq(region_lookup(&d, r->id, &other, REGION_ADMIN, &got, &e), -EACCES);
-	ck_assert(region_visible_to(r, &other));
-	other.groups = NULL;
-	other.n_groups = 0;
-	ck_assert(!region_visible_to(r, &other));
+	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_ADMIN, &got, &e), -EACCES);
+	ck_assert(region_visible_to(r, other));
+	other->groups = NULL;
+	other->n_groups = 0;
+	ck_assert(!region_visible_to(r, other));
 
 	/* Taken back: the share goes, the others stay in their order. */
 	ck_assert_int_eq(region_share(r, false, 5, false, NULL), 0);
@@ -176,11 +171,11 @@ START_TEST(test_rights)
 	ck_assert_uint_eq(r->n_shares, 2);
 	ck_assert_uint_eq(r->shares[0].id, 5);
 	ck_assert_uint_eq(r->shares[1].id, 6);
-	other.groups = groups;
-	other.n_groups = 1;
-	ck_assert(!region_allows(r, &other, REGION_READ));
-	other.groups = NULL;
-	other.n_groups = 0;
+	other->groups = groups;
+	other->n_groups = 1;
+	ck_assert(!region_allows(r, other, REGION_READ));
+	other->groups = NULL;
+	other->n_groups = 0;
 
 	ck_assert_int_eq(region_check_range(r, 0, 4096, "x", &e), 0);
 	ck_assert_int_eq(region_check_range(r, 4096, 0, "x", &e), 0);
@@ -316,7 +311,7 @@ START_TEST(test_revoke_before_memory)
 	ck_assert_int_eq(gone.mrs_then, 0);
 	ck_assert_uint_eq(gone.regions_then, 1);
 	ck_assert_uint_eq(d.n_regions, 0);
-	ck_assert_uint_eq(owner.account->pinned_bytes, 0);
+	ck_assert_uint_eq(owner->account->pinned_bytes, 0);
 }
 END_TEST
 
@@ -350,10 +345,10 @@ START_TEST(test_same_memory)
 	ck_assert_int_eq(delta, 0);
 	ck_assert_int_eq(rdmamem_memfd_create("unit", 3 << 13, &fd, NULL), 0);
 	imp.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	ck_assert_int_eq(region_import_memfd(&d, &owner, &imp, &b, &e), 0);
+	ck_assert_int_eq(region_import_memfd(&d, owner, &imp, &b, &e), 0);
 	/* Another fd of the same file, another range. */
 	imp = (struct memfd_import){ .fd = open_by_proc(fd), .offset = 12288 };
-	ck_assert_int_eq(region_import_memfd(&d, &owner, &imp, &c, &e), 0);
+	ck_assert_int_eq(region_import_memfd(&d, owner, &imp, &c, &e), 0);
 	ck_assert_ptr_ne(b->addr, c->addr);
 	ck_assert(region_same_memory(b, c, &delta));
 	ck_assert_int_eq(delta, 12288);

@@ -10,16 +10,15 @@
 #include <syslog.h>
 
 #include "daemon/account.h"
-#include "daemon/conn.h"
 #include "daemon/daemon.h"
 #include "daemon/errinfo.h"
 #include "daemon/idseq.h"
 #include "daemon/log.h"
-#include "daemon/server.h"
 #include "daemon/token.h"
 #include "proto/errors.h"
 #include "proto/siphash.h"
 #include "proto/strset.h"
+#include "session-fixture.h"
 #include "testlib.h"
 
 START_TEST(test_siphash_vectors)
@@ -106,8 +105,7 @@ START_TEST(test_idseq_order_and_holes)
 END_TEST
 
 static struct daemon d;
-static struct server srv;
-static struct conn owner;
+static struct session *owner;
 static uv_loop_t loop;
 
 static void token_setup(void)
@@ -118,22 +116,19 @@ static void token_setup(void)
 	daemon_config_init(&d.cfg);
 	idmap_init(&d.accounts);
 	token_registry_init(&d);
-	srv = (struct server){ .daemon = &d };
-	memset(&owner, 0, sizeof(owner));
-	owner.server = &srv;
-	owner.cred = (struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 };
-	list_init(&owner.tokens);
-	owner.account = account_get(&d, 1000);
+	owner = test_session_new(&d, 1, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
 	/* One info line per token revoked is not what this is about. */
 	log_set_max_level(LOG_WARNING);
 }
 
 static void token_teardown(void)
 {
-	while (!list_empty(&owner.tokens))
-		token_revoke(list_first_entry(&owner.tokens, struct token, owner_link), "test");
-	ck_assert_uint_eq(owner.account->n_tokens, 0);
-	account_unref(owner.account);
+	while (!list_empty(&owner->sets[SESSION_TOKEN].items))
+		token_revoke(list_first_entry(&owner->sets[SESSION_TOKEN].items, struct token,
+					      owner_link.link),
+			     "test");
+	ck_assert_uint_eq(owner->account->n_tokens, 0);
+	owner = session_unref(owner);
 	token_registry_done(&d);
 	idmap_done(&d.accounts);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
@@ -153,8 +148,8 @@ START_TEST(test_token_lookup_constant)
 
 	d.cfg.max_tokens_per_uid = N_TOKENS;
 	for (int i = 0; i < N_TOKENS; i++)
-		ck_assert_int_eq(token_create(&owner, &tokens[i], &e), 0);
-	ck_assert_uint_eq(owner.n_tokens, N_TOKENS);
+		ck_assert_int_eq(token_create(&d, owner, &tokens[i], &e), 0);
+	ck_assert_uint_eq(session_count(owner, SESSION_TOKEN), N_TOKENS);
 
 	before = d.tokens.n_compared;
 	for (int i = 0; i < 1000; i++) {
@@ -188,9 +183,9 @@ START_TEST(test_token_quota)
 	struct token *t;
 
 	d.cfg.max_tokens_per_uid = 2;
-	ck_assert_int_eq(token_create(&owner, &t, &e), 0);
-	ck_assert_int_eq(token_create(&owner, &t, &e), 0);
-	ck_assert_int_eq(token_create(&owner, &t, &e), -EDQUOT);
+	ck_assert_int_eq(token_create(&d, owner, &t, &e), 0);
+	ck_assert_int_eq(token_create(&d, owner, &t, &e), 0);
+	ck_assert_int_eq(token_create(&d, owner, &t, &e), -EDQUOT);
 	ck_assert_str_eq(e.name, RDMAMEM_ERROR_QUOTA_EXCEEDED);
 	ck_assert_str_eq(cJSON_GetObjectItem(e.params, "quota")->valuestring, "tokens");
 	ck_assert_str_eq(cJSON_GetObjectItem(e.params, "limit")->valuestring, "2");
@@ -198,7 +193,7 @@ START_TEST(test_token_quota)
 	ck_assert_str_eq(cJSON_GetObjectItem(e.params, "requested")->valuestring, "1");
 	errinfo_done(&e);
 	token_revoke(t, "test");
-	ck_assert_int_eq(token_create(&owner, &t, &e), 0);
+	ck_assert_int_eq(token_create(&d, owner, &t, &e), 0);
 }
 END_TEST
 

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A client's session for the unit suites, without a connection. */
+#ifndef RDMAMEMD_TESTS_SESSION_FIXTURE_H
+#define RDMAMEMD_TESTS_SESSION_FIXTURE_H
+
+#include <check.h>
+
+#include "daemon/account.h"
+#include "daemon/session.h"
+
+/* A session of cred's uid, its account in d's table. */
+static inline struct session *test_session_new(struct daemon *d, uint64_t id,
+					       const struct ucred *cred)
+{
+	struct account *a = account_get(d, cred->uid);
+	struct session *s = NULL;
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(session_new(id, cred, NULL, 0, a, &s), 0);
+	account_unref(a);
+	return s;
+}
+
+#endif
