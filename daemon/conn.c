@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -247,8 +248,8 @@ void conn_close(struct conn *c)
 	/* The call in progress keeps the connection alive through its own
 	 * reference; tell it nobody waits for the answer any more. A message
 	 * still waiting for its turn to be parsed is dropped unparsed. */
-	if (c->call && c->call->cancel)
-		c->call->cancel(c->call);
+	if (c->call)
+		rpc_call_cancel(c->call);
 	if (c->parse)
 		offload_cancel(&c->parse->job);
 
@@ -489,22 +490,73 @@ static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
 	return true;
 }
 
+/* The call in progress is over: frees it, which lets go of its reference
+ * on the connection (the last one, perhaps, of a closed connection). */
+static void conn_call_free(struct conn *c)
+{
+	c->call = rpc_call_free(c->call);
+	conn_unref(c);
+}
+
+static void conn_call_finished(struct conn *c);
+
+static int transport_send_json(void *owner, const cJSON *msg)
+{
+	return conn_send_json(owner, msg);
+}
+
+static int transport_send_buffer(void *owner, char *text, size_t len)
+{
+	return conn_send_buffer(owner, text, len);
+}
+
+static int transport_reserve(void *owner, uint64_t bytes)
+{
+	return conn_output_reserve(owner, bytes);
+}
+
+static void transport_unreserve(void *owner, uint64_t bytes)
+{
+	conn_output_unreserve(owner, bytes);
+}
+
+static void transport_ended(void *owner, struct rpc_call *call)
+{
+	struct conn *c = owner;
+
+	assert(c->call == call);
+	conn_call_finished(c);
+}
+
+/* How the rpc layer answers this connection's calls and tells it a deferred
+ * one ended. */
+static const struct rpc_transport conn_transport = {
+	.send_json = transport_send_json,
+	.send_buffer = transport_send_buffer,
+	.reserve = transport_reserve,
+	.unreserve = transport_unreserve,
+	.ended = transport_ended,
+};
+
 /* Makes a parsed message a call and runs it. Takes m's contents and fds. */
 static void conn_dispatch(struct conn *c, struct rpc_message *m, int *fds, size_t n_fds)
 {
 	struct rpc_call *call;
 	int r;
 
-	r = rpc_call_new(c, m, fds, n_fds, &call);
+	r = rpc_call_new(&conn_transport, c, c->session, c->server->daemon, m, fds, n_fds, &call);
 	if (r < 0) {
 		conn_protocol_error(c, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		return;
 	}
+	/* The call holds a reference until it is freed: a deferred one may
+	 * outlive conn_close(). */
 	c->call = call;
+	conn_ref(c);
 	c->n_calls++;
-	if (rpc_dispatch(call) == RPC_PENDING)
+	if (rpc_dispatch(call))
 		return;
-	c->call = rpc_call_free(c->call);
+	conn_call_free(c);
 }
 
 static void conn_parse_run(struct offload_job *j)
@@ -624,13 +676,12 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 	conn_dispatch(c, &m, fds, n_fds);
 }
 
-void conn_call_finished(struct conn *c)
+/* A deferred call ended: free it and go on with the next. */
+static void conn_call_finished(struct conn *c)
 {
-	struct rpc_call *call = TAKE_PTR(c->call);
-
 	/* The call may hold the last reference of a closed connection. */
 	conn_ref(c);
-	rpc_call_free(call);
+	conn_call_free(c);
 	if (!c->closed)
 		conn_process(c);
 	conn_unref(c);

@@ -69,7 +69,7 @@ struct conn {
 	uint64_t out_reserved;		/* for the reply the call in progress makes elsewhere */
 	uint64_t out_charged;		/* out's memory and out_reserved, in the output budgets */
 
-	struct rpc_call *call;		/* in progress; NULL when idle */
+	struct rpc_call *call;		/* in progress (holds a reference); NULL when idle */
 	struct conn_parse *parse;	/* the next message, being parsed on the pool */
 	const char *reject;		/* over a limit: answer every call with this error */
 	uint64_t n_calls;
@@ -99,9 +99,6 @@ int conn_send(struct conn *c, const char *text, size_t len, int *fds, size_t n_f
 int conn_send_buffer(struct conn *c, char *text, size_t len);
 /* Queues a cJSON tree as a message (not consumed). */
 int conn_send_json(struct conn *c, const cJSON *msg);
-
-/* The call in progress finished: free it and go on with the next. */
-void conn_call_finished(struct conn *c);
 
 /* Housekeeping from the daemon's tick: drops clients that stopped reading,
  * and clients that stopped sending in the middle of a message. */

@@ -5,21 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
 #include "gpu.h"
 #include "log.h"
 #include "proto/errors.h"
-#include "proto/json.h"
-#include "region.h"
-#include "server.h"
-#include "rpc.h"
-#include "rpc_rdma.h"
 #include "proto/hex.h"
+#include "region.h"
+#include "session.h"
 
-struct import_job {
-	struct rpc_call *call;		/* NULL once the client went away */
+struct gpu_import {
+	gpu_import_done_fn done;	/* NULL once cancelled */
+	void *userdata;
+	struct session *owner;		/* a reference */
 	struct daemon *d;
 	struct gpu_import_params p;
 	uint8_t handle[CU_IPC_HANDLE_SIZE];
@@ -46,80 +44,72 @@ static int load_driver(char *error, size_t size, const char **name)
 	return r;
 }
 
-static void job_fail_pool(struct import_job *job, int err, const char *what)
+static void job_fail_pool(struct gpu_import *job, int err, const char *what)
 {
 	job->err = err;
 	job->error_name = RDMAMEM_ERROR_CUDA;
 	snprintf(job->error, sizeof(job->error), "%s: %s", what, cu_last_error());
 }
 
-static void job_free(struct import_job *job)
+static void job_free(struct gpu_import *job)
 {
 	safe_close(job->p.fd);
 	region_unref(job->reg);
+	session_unref(job->owner);
 	free(job);
 }
 
-static void job_reply_error(struct import_job *job, const char *name, int err, const char *text)
+/* Tells the waiter, once: the region (published), or why not. */
+static void job_done(struct gpu_import *job, struct region *reg, struct errinfo *e)
 {
+	gpu_import_done_fn done = TAKE_PTR(job->done);
+
+	if (done)
+		done(job->userdata, reg, e);
+	errinfo_done(e);
+}
+
+static void job_fail(struct gpu_import *job, const char *name, int err, const char *text)
+{
+	struct errinfo e = {};
+
 	/* The driver refusing an import is a registration failure the
 	 * operator hears of; a range outside the allocation is the client's
 	 * own error, logged at debug like every other. */
 	if (strcmp(name, RDMAMEM_ERROR_OUT_OF_RANGE) != 0)
-		log_full_fields(LOG_WARNING, err,
-				job->call ? LOG_CLIENT(&job->call->session->cred) : NULL,
+		log_full_fields(LOG_WARNING, err, LOG_CLIENT(&job->owner->cred),
 				"GPU memory import failed: %s", text);
-	if (job->call) {
-		job->call->cancel = NULL;
-		rpc_errorf(job->call, name, "%s", text);
-	}
+	errinfo_set(&e, name, err, "%s", text);
+	job_done(job, NULL, &e);
 }
 
-/* The region exists: publish it, register it on RDMA devices, answer. */
-static void job_finish(struct import_job *job, struct region *reg)
+/* The region exists: publish it for its owner, hand it over. */
+static void job_finish(struct gpu_import *job, struct region *reg)
 {
-	struct rpc_call *call = job->call;
-	bool pending = call->pending;
-	int r;
+	struct errinfo e = {};
 
-	call->cancel = NULL;
-	r = region_publish(reg, call->session);
-	if (r < 0) {
+	if (region_publish(reg, job->owner) < 0) {
 		region_unref(reg);
-		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
+		errinfo_set(&e, RDMAMEM_ERROR_INTERNAL, -ENOMEM, "out of memory");
+		job_done(job, NULL, &e);
 		return;
 	}
-	/* An answer given in there (a bad 'devices', registrations settled at
-	 * once) ends a pending call and frees it while it is still looked
-	 * at below: the call is finished here instead, once done with. */
-	call->pending = false;
-	r = rpc_register_on(call, reg, job->p.devices, true);
-	if (r < 0) {
-		if (!call->replied)
-			rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s", strerror(-r));
-		region_drop_owner(reg);
-	}
-	call->pending = pending;
-	if (pending && call->replied)
-		conn_call_finished(call->conn);
+	job_done(job, reg, &e);
 }
 
-static void job_cancel(struct rpc_call *call)
+void gpu_import_cancel(struct gpu_import *job)
 {
-	struct import_job *job = call->userdata;
-
 	/* The work on the pool cannot be stopped: it cleans up when done. */
-	job->call = NULL;
+	job->done = NULL;
 	if (job->ipc && list_linked(&job->link)) {
 		list_del(&job->link);
 		job_free(job);
 	}
-	rpc_call_abandon(call);
 }
 
 static void on_vmm_work(uv_work_t *w)
 {
-	struct import_job *job = container_of(w, struct import_job, work);
+	struct gpu_import *job = container_of(w, struct gpu_import, work);
 	struct cu_device_info info;
 	struct region *reg = job->reg;
 	int r;
@@ -141,18 +131,18 @@ static void on_vmm_work(uv_work_t *w)
 
 static void on_vmm_done(uv_work_t *w, int status)
 {
-	struct import_job *job = container_of(w, struct import_job, work);
+	struct gpu_import *job = container_of(w, struct gpu_import, work);
 	struct region *reg = job->reg;
 
 	(void)status;
 	/* Any answer but "no driver" means the driver is in. */
 	job->d->cuda_loaded = job->d->cuda_loaded || job->err == 0 || job->driver_loaded;
-	if (!job->call) {
+	if (!job->done) {
 		job_free(job);
 		return;
 	}
 	if (job->err < 0) {
-		job_reply_error(job, job->error_name, job->err, job->error);
+		job_fail(job, job->error_name, job->err, job->error);
 		job_free(job);
 		return;
 	}
@@ -165,7 +155,7 @@ static void on_vmm_done(uv_work_t *w, int status)
 }
 
 /* A region over an open IPC allocation: no CUDA call needed. */
-static void ipc_import(struct import_job *job)
+static void ipc_import(struct gpu_import *job)
 {
 	struct gpu_ipc *ipc = job->ipc;
 	struct errinfo e = {};
@@ -181,15 +171,14 @@ static void ipc_import(struct import_job *job)
 			 "range [%" PRIu64 ", +%" PRIu64 ") is outside the IPC allocation (%" PRIu64
 			 " bytes)",
 			 offset, length, ipc->map.size);
-		job_reply_error(job, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE, text);
+		job_fail(job, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE, text);
 		return;
 	}
 	if (!length)
 		length = ipc->map.size - offset;
-	r = region_prepare(job->d, job->call->session, length, &reg, &e);
+	r = region_prepare(job->d, job->owner, length, &reg, &e);
 	if (r < 0) {
-		job->call->cancel = NULL;
-		rpc_error_info(job->call, &e);
+		job_done(job, NULL, &e);
 		return;
 	}
 	reg->memory = REGION_CUDA_IPC;
@@ -256,7 +245,7 @@ static void on_ipc_opened(uv_work_t *w, int status)
 {
 	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
 	struct daemon *d = ipc->daemon;
-	struct import_job *job, *n;
+	struct gpu_import *job, *n;
 
 	(void)status;
 	d->cuda_loaded = d->cuda_loaded || ipc->driver_loaded;
@@ -265,8 +254,8 @@ static void on_ipc_opened(uv_work_t *w, int status)
 	list_for_each_entry_safe(job, n, &ipc->waiters, link) {
 		list_del(&job->link);
 		if (ipc->err < 0)
-			job_reply_error(job, ipc->error_name, ipc->err, ipc->error);
-		else if (job->call)
+			job_fail(job, ipc->error_name, ipc->err, ipc->error);
+		else
 			ipc_import(job);
 		job_free(job);
 	}
@@ -316,11 +305,11 @@ static int parse_handle(const char *hex, uint8_t out[CU_IPC_HANDLE_SIZE])
 	return hex ? hex_decode(hex, out, CU_IPC_HANDLE_SIZE) : -EINVAL;
 }
 
-int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
+int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_params *p,
+		     gpu_import_done_fn done, void *userdata, struct gpu_import **ret,
+		     struct errinfo *e)
 {
-	struct daemon *d = call->daemon;
-	struct errinfo e = {};
-	struct import_job *job;
+	struct gpu_import *job;
 	struct gpu_ipc *ipc;
 	int r;
 
@@ -329,7 +318,9 @@ int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
 		safe_close(p->fd);
 		return -ENOMEM;
 	}
-	job->call = call;
+	job->done = done;
+	job->userdata = userdata;
+	job->owner = session_ref(owner);
 	job->d = d;
 	job->p = *p;
 	p->fd = -EBADF;
@@ -340,17 +331,17 @@ int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
 
 		if (p->offset >= p->alloc_size || (length && length > p->alloc_size - p->offset)) {
 			job_free(job);
-			return rpc_errorf(call, RDMAMEM_ERROR_OUT_OF_RANGE,
-					  "range [%" PRIu64 ", +%" PRIu64 ") is outside the VMM "
-					  "allocation of %" PRIu64 " bytes",
-					  p->offset, length, p->alloc_size);
+			return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+					   "range [%" PRIu64 ", +%" PRIu64 ") is outside the VMM "
+					   "allocation of %" PRIu64 " bytes",
+					   p->offset, length, p->alloc_size);
 		}
 		if (!length)
 			length = p->alloc_size - p->offset;
-		r = region_prepare(d, call->session, length, &job->reg, &e);
+		r = region_prepare(d, owner, length, &job->reg, e);
 		if (r < 0) {
 			job_free(job);
-			return rpc_error_info(call, &e);
+			return r;
 		}
 		job->reg->memory = REGION_CUDA_VMM;
 		job->reg->access = p->access;
@@ -360,16 +351,15 @@ int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
 			job_free(job);
 			return -ENOMEM;
 		}
-		call->cancel = job_cancel;
-		call->userdata = job;
-		return RPC_PENDING;
+		*ret = job;
+		return 0;
 	}
 
 	if (parse_handle(p->ipc_handle, job->handle) < 0) {
 		job_free(job);
-		return rpc_invalid_param(call, "ipc_handle",
-					 "parameter 'ipc_handle' must be the 64 bytes of a "
-					 "CUipcMemHandle as 128 hex digits");
+		return errinfo_invalid_param(e, "ipc_handle", -EINVAL,
+					     "parameter 'ipc_handle' must be the 64 bytes of a "
+					     "CUipcMemHandle as 128 hex digits");
 	}
 	list_for_each_entry(ipc, &d->gpu_ipcs, link)
 		if (memcmp(ipc->handle, job->handle, CU_IPC_HANDLE_SIZE) == 0)
@@ -387,23 +377,21 @@ int gpu_import(struct rpc_call *call, struct gpu_import_params *p)
 		list_add_tail(&ipc->link, &d->gpu_ipcs);
 		job->ipc = ipc;
 		list_add_tail(&job->link, &ipc->waiters);
+		*ret = job;
 		ipc_start_open(ipc);
 	} else if (ipc->state == GPU_IPC_OPEN) {
-		/* Already open: a second region over the same allocation. */
+		/* Already open: a second region over the same allocation, told
+		 * before this returns. */
 		job->ipc = ipc;
+		*ret = job;
 		ipc_import(job);
 		job_free(job);
-		/* Answered, or waiting for its RDMA registrations. */
-		return call->replied ? 0 : RPC_PENDING;
 	} else {
 		job->ipc = ipc;
 		list_add_tail(&job->link, &ipc->waiters);
+		*ret = job;
 	}
-	if (call->replied)
-		return 0;
-	call->cancel = job_cancel;
-	call->userdata = job;
-	return RPC_PENDING;
+	return 0;
 }
 
 bool gpu_peer_memory_loaded(void)
@@ -420,124 +408,72 @@ bool gpu_peer_memory_loaded(void)
 	return found;
 }
 
-struct list_job {
-	struct rpc_call *call;
-	bool probe;
-	bool ran;		/* asked the driver (on the pool) */
-	int err;
-	char error[512];
-	int n;
-	struct cu_device_info info[GPU_LIST_MAX];
-	unsigned refs[GPU_LIST_MAX];
+struct gpu_list_job {
+	struct daemon *d;
+	gpu_list_done_fn done;
+	void *userdata;
+	struct gpu_list_result res;
 	uv_work_t work;
 };
 
 static void on_list_work(uv_work_t *w)
 {
-	struct list_job *job = container_of(w, struct list_job, work);
+	struct gpu_list_job *job = container_of(w, struct gpu_list_job, work);
+	struct gpu_list_result *res = &job->res;
 	const char *name;
 	int n;
 
-	job->ran = true;
-	job->err = load_driver(job->error, sizeof(job->error), &name);
-	if (job->err < 0)
+	res->ran = true;
+	res->err = load_driver(res->error, sizeof(res->error), &name);
+	if (res->err < 0)
 		return;
 	n = cu_device_count();
 	if (n < 0) {
-		job->err = n;
-		snprintf(job->error, sizeof(job->error), "%s", cu_last_error());
+		res->err = n;
+		snprintf(res->error, sizeof(res->error), "%s", cu_last_error());
 		return;
 	}
-	for (int i = 0; i < n && job->n < GPU_LIST_MAX; i++)
-		if (cu_device_info(i, &job->info[job->n]) == 0) {
-			job->refs[job->n] = cu_primary_ctx_refs(i);
-			job->n++;
+	for (int i = 0; i < n && res->n < GPU_LIST_MAX; i++)
+		if (cu_device_info(i, &res->info[res->n]) == 0) {
+			res->refs[res->n] = cu_primary_ctx_refs(i);
+			res->n++;
 		}
 }
 
-/* Kept up to date by region_publish() and region_drop_owner(): counting
- * them here would walk every region of every client. */
-static unsigned regions_on_gpu(struct daemon *d, int ordinal)
+unsigned gpu_regions_on(const struct daemon *d, int ordinal)
 {
+	/* Kept up to date by region_publish() and region_drop_owner():
+	 * counting them here would walk every region of every client. */
 	return ordinal >= 0 && ordinal < GPU_LIST_MAX ? d->gpu_regions[ordinal] : 0;
 }
 
 static void on_list_done(uv_work_t *w, int status)
 {
-	struct list_job *job = container_of(w, struct list_job, work);
-	struct rpc_call *call = job->call;
-	struct daemon *d = call->daemon;
-	_cleanup_json_ cJSON *p = cJSON_CreateObject();
-	cJSON *driver, *gpus, *peer;
-	bool ok = p != NULL;
+	struct gpu_list_job *job = container_of(w, struct gpu_list_job, work);
 
 	(void)status;
-	call->cancel = NULL;
-	if (job->ran && job->err == 0)
-		d->cuda_loaded = true;
-	driver = p ? cJSON_AddObjectToObject(p, "driver") : NULL;
-	gpus = p ? cJSON_AddArrayToObject(p, "gpus") : NULL;
-	peer = p ? cJSON_AddObjectToObject(p, "peer_memory") : NULL;
-	ok = ok && driver && gpus && peer;
-	if (ok && !job->ran)
-		ok = json_add_bool(driver, "loaded", false) == 0 &&
-		     json_add_string(driver, "message",
-				     "loaded when the first GPU import arrives; probe to load it "
-				     "now") == 0;
-	else if (ok && job->err < 0)
-		ok = json_add_bool(driver, "loaded", false) == 0 &&
-		     json_add_string(driver, "message", job->error) == 0;
-	else if (ok)
-		ok = json_add_bool(driver, "loaded", true) == 0;
-	for (int i = 0; ok && i < job->n; i++) {
-		const struct cu_device_info *g = &job->info[i];
-		cJSON *o = cJSON_CreateObject();
-
-		ok = o != NULL;
-		if (!ok)
-			break;
-		cJSON_AddItemToArray(gpus, o);
-		ok = json_add_int(o, "ordinal", g->ordinal) == 0 &&
-		     json_add_string(o, "name", g->name) == 0 &&
-		     json_add_string(o, "pci_bus_id", g->pci_bus_id) == 0 &&
-		     json_add_u64(o, "memory", g->total_mem) == 0 &&
-		     json_add_bool(o, "dma_buf", g->dma_buf) == 0 &&
-		     json_add_bool(o, "vmm", g->vmm) == 0 &&
-		     json_add_bool(o, "vmm_posix_fd", g->vmm_posix_fd) == 0 &&
-		     json_add_bool(o, "gpudirect_rdma_vmm", g->gdr_vmm) == 0 &&
-		     json_add_int(o, "primary_context_refs", job->refs[i]) == 0 &&
-		     json_add_int(o, "regions", regions_on_gpu(d, g->ordinal)) == 0;
-	}
-	ok = ok && json_add_string(peer, "module", "nvidia_peermem") == 0 &&
-	     json_add_bool(peer, "loaded", gpu_peer_memory_loaded()) == 0;
-	if (ok)
-		rpc_reply(call, TAKE_PTR(p));
-	else
-		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
+	if (job->res.ran && job->res.err == 0)
+		job->d->cuda_loaded = true;
+	job->done(job->userdata, &job->res);
 	free(job);
 }
 
-int gpu_list(struct rpc_call *call, bool probe)
+int gpu_list(struct daemon *d, bool probe, gpu_list_done_fn done, void *userdata)
 {
-	struct list_job *job;
+	struct gpu_list_job *job = calloc(1, sizeof(*job));
 
-	if (!probe && !call->daemon->cuda_loaded) {
-		job = calloc(1, sizeof(*job));
-		if (!job)
-			return -ENOMEM;
-		job->call = call;
+	if (!job)
+		return -ENOMEM;
+	job->d = d;
+	job->done = done;
+	job->userdata = userdata;
+	if (!probe && !d->cuda_loaded) {
 		on_list_done(&job->work, 0);
 		return 0;
 	}
-	job = calloc(1, sizeof(*job));
-	if (!job)
-		return -ENOMEM;
-	job->call = call;
-	job->probe = probe;
-	/* No cancel hook: if the client leaves, the answer is dropped. */
-	if (uv_queue_work(call->daemon->loop, &job->work, on_list_work, on_list_done) < 0) {
+	if (uv_queue_work(d->loop, &job->work, on_list_work, on_list_done) < 0) {
 		free(job);
 		return -ENOMEM;
 	}
-	return RPC_PENDING;
+	return 0;
 }

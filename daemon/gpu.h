@@ -6,6 +6,9 @@
  * called) when the first GPU import arrives, not before. A legacy handle is
  * opened once and the open shared by every region over that allocation,
  * since the driver maps an IPC allocation only once per process.
+ *
+ * The model only: imports and listings report through completion callbacks
+ * on the loop; rpc_gpu.c turns them into answers.
  */
 #ifndef RDMAMEMD_GPU_H
 #define RDMAMEMD_GPU_H
@@ -13,15 +16,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "cuda.h"
 #include "proto/list.h"
 
 struct daemon;
+struct errinfo;
 struct region;
-struct rpc_call;
+struct session;
 
 enum gpu_ipc_state {
 	GPU_IPC_OPENING,
@@ -56,21 +59,55 @@ struct gpu_import_params {
 	uint32_t gpu;			/* REGION_CUDA_IPC: device to open it with */
 	uint64_t offset, length;	/* the region within the allocation; 0: to its end */
 	unsigned access;
-	const cJSON *devices;		/* RDMA devices to register on, or NULL */
 };
 
+struct gpu_import;
 /*
- * Register for GPU memory: imports on the pool and answers call with the
- * region (after its RDMA registrations, if devices were named). Returns
- * RPC_PENDING, or a negative errno with call answered or not (rpc rules).
+ * How an import ends, on the loop: r, published for its owner, with the
+ * owner's reference (given up with region_drop_owner()); or r NULL and e
+ * saying why (the callee may take e's params).
  */
-int gpu_import(struct rpc_call *call, struct gpu_import_params *p);
+typedef void (*gpu_import_done_fn)(void *userdata, struct region *r, struct errinfo *e);
+
+/*
+ * Imports GPU memory for owner, on the pool. Returns 0 with *ret the
+ * import, set before done can run: done runs once, on the loop — perhaps
+ * before this returns (a second region over an open IPC allocation) —
+ * unless gpu_import_cancel() came first; *ret is valid until then. Returns
+ * a negative errno when refused at once, with e filled in (a range outside
+ * the allocation, a quota, a bad handle; not for -ENOMEM); done does not
+ * run then. Takes p->fd.
+ */
+int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_params *p,
+		     gpu_import_done_fn done, void *userdata, struct gpu_import **ret,
+		     struct errinfo *e);
+/* Its client went away: done will not run (work on the pool finishes and
+ * cleans up after itself). */
+void gpu_import_cancel(struct gpu_import *job);
 
 /* A region over a shared IPC open let go of it (loop side). */
 void gpu_ipc_unref(struct gpu_ipc *ipc);
 
-/* ListGpus: the driver, the devices and peer-memory support. */
-int gpu_list(struct rpc_call *call, bool probe);
+/* What the driver says of the GPUs (ListGpus). */
+struct gpu_list_result {
+	bool ran;		/* asked the driver (on the pool) */
+	int err;		/* the driver would not load or count, error says why */
+	char error[512];
+	int n;
+	struct cu_device_info info[GPU_LIST_MAX];
+	unsigned refs[GPU_LIST_MAX];	/* primary context references */
+};
+typedef void (*gpu_list_done_fn)(void *userdata, const struct gpu_list_result *res);
+
+/*
+ * Asks the driver about the GPUs on the pool: when probe (loading it), or
+ * when it is loaded already; otherwise done runs at once with res->ran
+ * false. done runs once, on the loop. -ENOMEM.
+ */
+int gpu_list(struct daemon *d, bool probe, gpu_list_done_fn done, void *userdata);
+
+/* Live regions on GPU ordinal (counted for the first GPU_LIST_MAX). */
+unsigned gpu_regions_on(const struct daemon *d, int ordinal);
 
 /* Whether nvidia_peermem (or the older nv_peer_mem) is loaded. */
 bool gpu_peer_memory_loaded(void);

@@ -67,29 +67,77 @@ int lease_new(struct session *holder, struct region *r, enum lock_mode mode, str
 	return 0;
 }
 
+/* Tells the waiter how it ended, once; a failure releases the lease after. */
+static void lease_wait_done(struct lease *l, int result, struct errinfo *e)
+{
+	lease_done_fn done = l->done;
+
+	timeout_disarm(&l->daemon->timeouts, &l->timeout);
+	l->done = NULL;
+	/* The answer lets the client's connection go on, and if the client
+	 * has gone meanwhile close, releasing its leases, this one too: keep
+	 * it. */
+	lease_ref(l);
+	if (done)
+		done(l->userdata, l, result, e);
+	if (result < 0)
+		lease_release(l);
+	errinfo_done(e);
+	lease_unref(l);
+}
+
 static void lease_granted(struct lock_request *req)
 {
 	struct lease *l = req->userdata;
 
 	l->region->n_leases_waiting--;
 	l->region->n_leases_held++;
-	if (l->on_granted)
-		l->on_granted(l);
+	/* Nobody to tell when the client left meanwhile: it cancelled the
+	 * wait, then gave back a lease of its own that this one waited
+	 * behind. The lease goes with the session's others. */
+	if (l->done)
+		lease_wait_done(l, 0, &(struct errinfo){});
 }
 
-int lease_acquire(struct lease *l, bool try_only, void (*on_granted)(struct lease *l))
+static void lease_timed_out(struct timeout *t)
+{
+	struct lease *l = container_of(t, struct lease, timeout);
+	struct region *r = l->region;
+	uint64_t waited = uv_now(l->daemon->loop) - l->asked_msec;
+	struct errinfo e = {};
+
+	errinfo_set(&e, RDMAMEM_ERROR_LOCK_TIMEOUT, -ETIMEDOUT,
+		    "no %s lease on region %" PRIu64 " within %" PRIu64 " ms (lock %s, %u holders, "
+		    "%u waiting)",
+		    lock_mode_to_string(l->mode), r->id, waited, lock_state_to_string(r->lock.state),
+		    r->lock.n_holders, r->lock.n_waiters - 1);
+	lease_wait_done(l, -ETIMEDOUT, &e);
+}
+
+int lease_acquire(struct lease *l, int64_t timeout_ms, lease_done_fn done, void *userdata)
 {
 	struct region *r = l->region;
 	int res;
 
-	l->on_granted = on_granted;
 	l->asked_msec = uv_now(l->daemon->loop);
-	res = lock_acquire(&r->lock, &l->req, l->mode, try_only, lease_granted, l);
-	if (res == 1)
+	res = lock_acquire(&r->lock, &l->req, l->mode, timeout_ms == 0, lease_granted, l);
+	if (res == 1) {
 		r->n_leases_held++;
-	else if (res == 0)
+	} else if (res == 0) {
 		r->n_leases_waiting++;
+		l->done = done;
+		l->userdata = userdata;
+		if (timeout_ms > 0)
+			timeout_arm(&l->daemon->timeouts, &l->timeout, (uint64_t)timeout_ms,
+				    lease_timed_out);
+	}
 	return res;
+}
+
+void lease_wait_cancel(struct lease *l)
+{
+	l->done = NULL;
+	timeout_disarm(&l->daemon->timeouts, &l->timeout);
 }
 
 struct lease *lease_ref(struct lease *l)
@@ -168,13 +216,21 @@ int lease_revoke_lost(struct region *r)
 	for (size_t i = 0; i < n; i++) {
 		l = lost[i];
 		if (!l->released) {
+			uid_t uid = lease_holder(l)->cred.uid;
+			struct errinfo e = {};
+
 			log_debug("Lease %" PRIu64 " of uid %u on region %" PRIu64
 				  " ends: the region is no longer shared with it",
-				  l->id, (unsigned)lease_holder(l)->cred.uid, r->id);
-			if (l->call && l->on_revoked)
-				l->on_revoked(l);
-			else
+				  l->id, (unsigned)uid, r->id);
+			if (!l->done) {
 				lease_release(l);
+			} else {
+				errinfo_set(&e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					    "region %" PRIu64 " is no longer shared with uid %u for "
+					    "a %s lease; the lease request was withdrawn",
+					    r->id, (unsigned)uid, lock_mode_to_string(l->mode));
+				lease_wait_done(l, -EACCES, &e);
+			}
 		}
 		lease_unref(l);
 	}

@@ -20,8 +20,16 @@
 
 struct daemon;
 struct errinfo;
+struct lease;
 struct region;
-struct rpc_call;
+
+/*
+ * How a Lock that waited ends, on the loop: 0 granted; or -ETIMEDOUT (its
+ * timeout passed) or -EACCES (its holder lost the right to it: Unshare),
+ * with e saying why for the client (the callee may take e's params); the
+ * lease is released right after the callback returns.
+ */
+typedef void (*lease_done_fn)(void *userdata, struct lease *l, int result, struct errinfo *e);
 
 struct lease {
 	uint64_t id;
@@ -35,14 +43,11 @@ struct lease {
 	enum lock_mode mode;
 	bool released;			/* Unlock or disconnect: no new users */
 
-	/* While waiting: the Lock call to answer and its deadline. */
-	struct rpc_call *call;
+	/* While waiting: who is told how it ends, and the deadline. */
+	lease_done_fn done;		/* NULL: nobody waits to be told */
+	void *userdata;
 	struct timeout timeout;
 	uint64_t asked_msec;
-	void (*on_granted)(struct lease *l);
-	/* The holder lost the right to wait for it (Unshare): answer call
-	 * and release. Without it the lease is just released. */
-	void (*on_revoked)(struct lease *l);
 };
 
 /*
@@ -53,10 +58,16 @@ int lease_new(struct session *holder, struct region *r, enum lock_mode mode, str
 	      struct errinfo *e);
 
 /*
- * Asks for the lock: 1 when granted at once, 0 when queued (on_granted runs
- * later), -EAGAIN when try_only and it would queue.
+ * Asks for the lock: 1 when granted at once; -EAGAIN when timeout_ms is 0
+ * and it would queue; 0 when queued: done(userdata, …) runs once, later —
+ * granted, timed out after timeout_ms (> 0; < 0 waits without limit), or
+ * revoked — unless lease_wait_cancel() came first.
  */
-int lease_acquire(struct lease *l, bool try_only, void (*on_granted)(struct lease *l));
+int lease_acquire(struct lease *l, int64_t timeout_ms, lease_done_fn done, void *userdata);
+
+/* Nobody waits to be told any more (the client went away): done will not
+ * run; the lease stays queued until released (its session closing). */
+void lease_wait_cancel(struct lease *l);
 
 /* Unlock/disconnect/timeout: withdraws or gives back, drops the holder's ref. */
 void lease_release(struct lease *l);
@@ -65,7 +76,7 @@ void lease_release(struct lease *l);
  * After r's shares shrank: ends every lease on r whose holder may no longer
  * hold it (a shared lease needs read access, the others write access), as if
  * it had unlocked — operations running under one finish first, then the lock
- * is given back; a Lock still waiting is answered through on_revoked. Leases
+ * is given back; a Lock still waiting is told through its done. Leases
  * of holders that keep the right (owner, root, another share) stay.
  */
 int lease_revoke_lost(struct region *r);

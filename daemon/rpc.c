@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
 #include "idseq.h"
@@ -14,7 +14,6 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rpc.h"
-#include "server.h"
 #include "session.h"
 
 static const struct rpc_method *const method_tables[] = {
@@ -23,6 +22,7 @@ static const struct rpc_method *const method_tables[] = {
 	rpc_region_methods,
 	rpc_data_methods,
 	rpc_rdma_methods,
+	rpc_gpu_methods,
 };
 
 static const char *const interfaces[] = {
@@ -75,10 +75,10 @@ size_t rpc_strlen(const struct rpc_call *call, const char *s)
 	return strlen(s);
 }
 
-int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fds,
+int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
+		 struct daemon *d, struct rpc_message *m, int *fds, size_t n_fds,
 		 struct rpc_call **ret)
 {
-	struct daemon *d = conn->server->daemon;
 	struct rpc_call *call;
 
 	call = calloc(1, sizeof(*call));
@@ -87,8 +87,9 @@ int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fd
 		close_many(fds, n_fds);
 		return -ENOMEM;
 	}
-	call->conn = conn_ref(conn);
-	call->session = session_ref(conn->session);
+	call->transport = transport;
+	call->owner = owner;
+	call->session = session_ref(session);
 	call->daemon = d;
 	call->root = m->root;
 	call->vc = m->vc;
@@ -107,16 +108,18 @@ int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fd
 static void rpc_unreserve(struct rpc_call *call)
 {
 	if (call->reserved)
-		conn_output_unreserve(call->conn, call->reserved);
+		call->transport->unreserve(call->owner, call->reserved);
 	call->reserved = 0;
 }
 
-int rpc_reserve_reply(struct rpc_call *call, uint64_t bytes, void (*granted)(struct rpc_call *call))
+int rpc_deferred_reserve(struct rpc_deferred *d, uint64_t bytes, void (*granted)(void *userdata))
 {
+	struct rpc_call *call = d->call;
+
 	if (bytes < RPC_RESERVE_MIN)
 		return 1;
-	if (conn_output_reserve(call->conn, bytes) == 0) {
-		call->on_reserved = granted;
+	if (call->transport->reserve(call->owner, bytes) == 0) {
+		d->granted = granted;
 		return 0;
 	}
 	call->reserved = bytes;
@@ -125,8 +128,10 @@ int rpc_reserve_reply(struct rpc_call *call, uint64_t bytes, void (*granted)(str
 
 void rpc_call_reserved(struct rpc_call *call, uint64_t bytes)
 {
+	struct rpc_deferred *d = &call->deferred;
+
 	call->reserved = bytes;
-	call->on_reserved(call);
+	d->granted(d->userdata);
 }
 
 struct rpc_call *rpc_call_free(struct rpc_call *call)
@@ -140,7 +145,6 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 							      .long_strings = call->long_strings,
 							      .charge = call->charge });
 	session_unref(call->session);
-	conn_unref(call->conn);
 	free(call);
 	return NULL;
 }
@@ -162,14 +166,6 @@ static bool rpc_interface_known(const char *method, size_t len)
 	return false;
 }
 
-/* After the reply of a call that went asynchronous, the connection may
- * serve its next call. */
-static void rpc_finish(struct rpc_call *call)
-{
-	if (call->pending)
-		conn_call_finished(call->conn);
-}
-
 static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
 {
 	_cleanup_json_ cJSON *p = params;
@@ -177,34 +173,26 @@ static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
 	int r = 0;
 
 	/* One answer per call; a oneway call asked for none. */
-	if (call->replied)
+	if (call->answered)
 		return -EALREADY;
-	call->replied = true;
+	call->answered = true;
 	if (call->vc.oneway)
-		goto finish;
+		return 0;
 
 	msg = cJSON_CreateObject();
-	if (!msg) {
-		r = -ENOMEM;
-		goto finish;
-	}
-	if (error && json_add_string(msg, "error", error) < 0) {
-		r = -ENOMEM;
-		goto finish;
-	}
+	if (!msg)
+		return -ENOMEM;
+	if (error && json_add_string(msg, "error", error) < 0)
+		return -ENOMEM;
 	if (!p)
 		p = cJSON_CreateObject();
-	if (!p) {
-		r = -ENOMEM;
-		goto finish;
-	}
+	if (!p)
+		return -ENOMEM;
 	cJSON_AddItemToObject(msg, "parameters", TAKE_PTR(p));
-	r = conn_send_json(call->conn, msg);
+	r = call->transport->send_json(call->owner, msg);
 	if (r < 0)
 		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
-				  call->conn->id);
-finish:
-	rpc_finish(call);
+				  call->session->id);
 	return r;
 }
 
@@ -217,22 +205,21 @@ int rpc_reply_text(struct rpc_call *call, char *text, size_t len)
 {
 	int r = 0;
 
-	if (call->replied) {
+	if (call->answered) {
 		free(text);
 		return -EALREADY;
 	}
-	call->replied = true;
+	call->answered = true;
 	if (call->vc.oneway) {
 		free(text);
 	} else {
-		r = conn_send_buffer(call->conn, text, len);
+		r = call->transport->send_buffer(call->owner, text, len);
 		if (r < 0)
 			log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
-					  call->conn->id);
+					  call->session->id);
 	}
 	/* The queue holds the reply now (or nobody does). */
 	rpc_unreserve(call);
-	rpc_finish(call);
 	return r;
 }
 
@@ -244,11 +231,13 @@ int rpc_reply_text(struct rpc_call *call, char *text, size_t len)
  */
 static int send_error(struct rpc_call *call, const char *name, cJSON *params, const char *why)
 {
+	const struct ucred *cred = &call->session->cred;
+
 	counters_bump(&call->daemon->stats.errors, name, false);
-	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&call->session->cred),
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(cred),
 			"Connection %" PRIu64 " (pid %d uid %u): %s → %s%s%s", call->session->id,
-			(int)call->session->cred.pid, (unsigned)call->session->cred.uid, call->vc.method,
-			name, why ? ": " : "", why ?: "");
+			(int)cred->pid, (unsigned)cred->uid, call->vc.method, name, why ? ": " : "",
+			why ?: "");
 	rpc_send(call, name, params);
 	return rdmamem_error_to_errno(name);
 }
@@ -339,10 +328,112 @@ int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right righ
 	return r < 0 ? rpc_error_info(call, &err) : 0;
 }
 
-void rpc_call_abandon(struct rpc_call *call)
+/* "Method failed: reason", for a negative errno nobody answered. */
+static int rpc_fail(struct rpc_call *call, int err)
 {
-	call->replied = true;
-	rpc_finish(call);
+	return rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s failed: %s", call->vc.method,
+			  strerror(-err));
+}
+
+struct rpc_deferred *rpc_defer(struct rpc_call *call, void (*on_cancel)(void *userdata),
+			       void *userdata)
+{
+	struct rpc_deferred *d = &call->deferred;
+
+	assert(!call->answered && !d->call);
+	*d = (struct rpc_deferred){
+		.call = call,
+		.on_cancel = on_cancel,
+		.userdata = userdata,
+		.live = true,
+	};
+	return d;
+}
+
+void rpc_deferred_on_cancel(struct rpc_deferred *d, void (*on_cancel)(void *userdata),
+			    void *userdata)
+{
+	d->on_cancel = on_cancel;
+	d->userdata = userdata;
+}
+
+/* The holder is done with d; a call whose handler returned ends here. */
+static void rpc_deferred_end(struct rpc_deferred *d)
+{
+	struct rpc_call *call = d->call;
+
+	assert(d->live);
+	d->live = false;
+	d->on_cancel = NULL;
+	if (!call->in_handler)
+		call->transport->ended(call->owner, call);
+}
+
+int rpc_deferred_reply(struct rpc_deferred *d, cJSON *params)
+{
+	int r = 0;
+
+	if (d->call->cancelled)
+		cJSON_Delete(params);
+	else
+		r = rpc_reply(d->call, params);
+	rpc_deferred_end(d);
+	return r;
+}
+
+int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len)
+{
+	int r = 0;
+
+	if (d->call->cancelled)
+		free(text);
+	else
+		r = rpc_reply_text(d->call, text, len);
+	rpc_deferred_end(d);
+	return r;
+}
+
+int rpc_deferred_error(struct rpc_deferred *d, struct errinfo *e)
+{
+	int r;
+
+	if (d->call->cancelled) {
+		r = rdmamem_error_to_errno(e->name ?: RDMAMEM_ERROR_INTERNAL);
+		errinfo_done(e);
+	} else
+		r = rpc_error_info(d->call, e);
+	rpc_deferred_end(d);
+	return r;
+}
+
+int rpc_deferred_fail(struct rpc_deferred *d, int err)
+{
+	int r = err;
+
+	if (!d->call->cancelled)
+		r = rpc_fail(d->call, err);
+	rpc_deferred_end(d);
+	return r;
+}
+
+void rpc_deferred_drop(struct rpc_deferred *d)
+{
+	rpc_deferred_end(d);
+}
+
+void rpc_call_cancel(struct rpc_call *call)
+{
+	struct rpc_deferred *d = &call->deferred;
+	void (*on_cancel)(void *userdata) = d->on_cancel;
+
+	if (call->cancelled)
+		return;
+	call->cancelled = true;
+	/* The hook may end the handle, and with it free the call. */
+	if (d->live && on_cancel) {
+		d->on_cancel = NULL;
+		on_cancel(d->userdata);
+	}
 }
 
 int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out)
@@ -426,11 +517,10 @@ int rpc_take_fd(struct rpc_call *call, const char *param, uint32_t index, int *r
 	return 0;
 }
 
-int rpc_dispatch(struct rpc_call *call)
+bool rpc_dispatch(struct rpc_call *call)
 {
 	const struct varlink_call *vc = &call->vc;
 	const struct rpc_method *m;
-	int r;
 
 	m = rpc_find_method(vc->method);
 	/* Known methods by their static name; others under one label, so a
@@ -451,29 +541,41 @@ int rpc_dispatch(struct rpc_call *call)
 		rpc_error(call, known ? VARLINK_ERROR_METHOD_NOT_FOUND :
 					VARLINK_ERROR_INTERFACE_NOT_FOUND,
 			  TAKE_PTR(params));
-		return 0;
+		return false;
 	}
 	call->method = m;
 
 	if (vc->upgrade) {
 		rpc_invalid_param(call, "upgrade", "no method of this service supports 'upgrade'");
-		return 0;
+		return false;
 	}
 	if (call->n_fds > 0 && !(m->flags & RPC_ACCEPTS_FDS)) {
 		rpc_errorf(call, RDMAMEM_ERROR_TOO_MANY_FDS,
 			   "%s takes no file descriptors, but the message carries %zu",
 			   vc->method, call->n_fds);
-		return 0;
+		return false;
 	}
 
+	return rpc_call_run(call, m);
+}
+
+bool rpc_call_run(struct rpc_call *call, const struct rpc_method *m)
+{
+	int r;
+
+	call->method = m;
+	call->in_handler = true;
 	r = m->handler(call);
-	if (r == RPC_PENDING && !call->replied) {
-		call->pending = true;
-		return RPC_PENDING;
-	}
-	if (r < 0 && !call->replied)
-		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s failed: %s", vc->method, strerror(-r));
-	else if (!call->replied)
+	call->in_handler = false;
+	/* Deferred: the holder answers (a handler that deferred returns 0). */
+	if (call->deferred.live)
+		return true;
+	/* Deferred and ended already, answered or not: nothing to add. */
+	if (call->deferred.call)
+		return false;
+	if (r < 0 && !call->answered)
+		rpc_fail(call, r);
+	else if (!call->answered)
 		rpc_reply(call, NULL);
-	return 0;
+	return false;
 }

@@ -1,9 +1,32 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Method dispatch and replies. A call is dispatched once; its handler either
- * replies before returning, or returns RPC_PENDING and replies later from a
- * completion callback on the loop thread. Handlers return a negative errno
- * they did not answer themselves and the dispatcher answers InternalError.
+ * Method dispatch and replies. Loop thread only.
+ *
+ * The life of a call. The connection makes a call of each message
+ * (rpc_call_new()) and runs it (rpc_dispatch()); it serves no other call of
+ * that client until this one ends. The handler either answers before it
+ * returns (rpc_reply(), rpc_error…() on the call), or defers: rpc_defer()
+ * gives it the call's handle, and the handler returns 0. From then on the
+ * holder of the handle answers through it — rpc_deferred_reply(),
+ * _reply_text(), _error(), _fail() — or ends it without an answer,
+ * rpc_deferred_drop(). Every rpc_defer() is ended exactly once, by one of
+ * those; until then the call (its parameters, its fds, the message's
+ * memory) stays, so the holder may keep pointing into it, and the
+ * connection takes no other call. An answer given before the handler
+ * returned (the work was done at once) ends the call when the handler
+ * returns.
+ *
+ * When the client goes away first, the connection cancels the call
+ * (rpc_call_cancel()): on_cancel(userdata) runs once, on the loop, while the
+ * handle is live. It stops what can be stopped (work on the pool cannot be)
+ * and ends the handle there or later, when the work is done; answers given
+ * after a cancel are dropped, harmlessly. The connection learns that a
+ * deferred call ended from the rpc layer (transport->ended), never from the
+ * model: the model answers no calls, it reports through completion
+ * callbacks that the method files turn into answers.
+ *
+ * Handlers return a negative errno they did not answer themselves and the
+ * dispatcher answers InternalError.
  */
 #ifndef RDMAMEMD_RPC_H
 #define RDMAMEMD_RPC_H
@@ -19,13 +42,10 @@
 #include "proto/varlink.h"
 #include "region.h"
 
-struct conn;
 struct daemon;
 struct errinfo;
 struct rpc_call;
 struct session;
-
-#define RPC_PENDING 1
 
 /* The method takes file descriptors; calls to other methods may not carry any. */
 #define RPC_ACCEPTS_FDS (1U << 0)
@@ -63,8 +83,36 @@ int rpc_message_measure(struct rpc_message *m);
 /* Frees what m holds: the tree off the loop when it is big. */
 void rpc_message_done(struct daemon *d, struct rpc_message *m);
 
+/*
+ * What carries a call's answers: the client's connection (conn.c), or a
+ * test's. owner is the transport's own pointer, given to rpc_call_new().
+ */
+struct rpc_transport {
+	/* Queue one message: a tree (not consumed), or text followed by its
+	 * NUL (taken, also on failure). Dropped when the client left. */
+	int (*send_json)(void *owner, const cJSON *msg);
+	int (*send_buffer)(void *owner, char *text, size_t len);
+	/* Output budgets (rpc_deferred_reserve()): 1 when reserved now; 0 when
+	 * the call waits, and rpc_call_reserved() tells it once reserved. */
+	int (*reserve)(void *owner, uint64_t bytes);
+	void (*unreserve)(void *owner, uint64_t bytes);
+	/* A deferred call ended after its handler returned: the transport
+	 * frees it (rpc_call_free()) and goes on with the next. */
+	void (*ended)(void *owner, struct rpc_call *call);
+};
+
+/* A call's handle while it is deferred (rpc_defer()). */
+struct rpc_deferred {
+	struct rpc_call *call;		/* valid until the handle ends */
+	void (*on_cancel)(void *userdata);
+	void *userdata;
+	bool live;			/* deferred and not ended yet */
+	void (*granted)(void *userdata);	/* rpc_deferred_reserve() waits */
+};
+
 struct rpc_call {
-	struct conn *conn;	/* holds a reference */
+	const struct rpc_transport *transport;
+	void *owner;		/* the transport's: the connection */
 	struct session *session;	/* the caller; a reference */
 	struct daemon *daemon;
 	cJSON *root;
@@ -76,24 +124,53 @@ struct rpc_call {
 	const struct rpc_method *method;
 	int fds[VARLINK_FDS_MAX];
 	size_t n_fds;
-	bool replied;
-	bool pending;		/* the handler returned RPC_PENDING */
-	uint64_t reserved;	/* output bytes reserved for its reply (rpc_reserve_reply) */
-	void (*on_reserved)(struct rpc_call *call);
+	uint64_t reserved;	/* output bytes reserved for its reply */
 
-	/* Set by handlers that return RPC_PENDING: called on the loop thread
-	 * when the connection goes away before the reply. */
-	void (*cancel)(struct rpc_call *call);
-	void *userdata;
+	/* rpc.c's own; handlers use the functions below. */
+	bool answered;		/* one answer per call */
+	bool in_handler;	/* rpc_dispatch() runs its handler */
+	bool cancelled;		/* the client went away */
+	struct rpc_deferred deferred;
 };
 
-/* Takes what m holds, and fds (also on failure). */
-int rpc_call_new(struct conn *conn, struct rpc_message *m, int *fds, size_t n_fds,
+/* Takes what m holds, and fds (also on failure); takes a reference on session. */
+int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
+		 struct daemon *d, struct rpc_message *m, int *fds, size_t n_fds,
 		 struct rpc_call **ret);
 struct rpc_call *rpc_call_free(struct rpc_call *call);
 
-/* Runs the handler. Returns 0 when the call is finished, RPC_PENDING otherwise. */
-int rpc_dispatch(struct rpc_call *call);
+/* Runs the handler. Returns false when the call has ended (the transport
+ * frees it), true when it was deferred and ends later (transport->ended). */
+bool rpc_dispatch(struct rpc_call *call);
+
+/* rpc_dispatch() once the method is found and the call fits it: runs m's
+ * handler and answers what it left unanswered (a test runs its own m). */
+bool rpc_call_run(struct rpc_call *call, const struct rpc_method *m);
+
+/* The client went away: runs the deferred call's on_cancel, once. */
+void rpc_call_cancel(struct rpc_call *call);
+
+/*
+ * The handler will answer later (see the life of a call above). on_cancel
+ * (may be NULL: the answer is then simply dropped) runs on the loop if the
+ * client goes away first; the holder must still end the handle exactly
+ * once. A call is deferred at most once.
+ */
+struct rpc_deferred *rpc_defer(struct rpc_call *call, void (*on_cancel)(void *userdata),
+			       void *userdata);
+/* The handle changes hands (one wait after another): from now on a cancel
+ * runs this on_cancel instead. */
+void rpc_deferred_on_cancel(struct rpc_deferred *d, void (*on_cancel)(void *userdata),
+			    void *userdata);
+/* These four end d; after a cancel they answer nothing. The error forms
+ * return the errno the error stands for, negative, as rpc_error…() do. */
+int rpc_deferred_reply(struct rpc_deferred *d, cJSON *params);
+int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len);
+int rpc_deferred_error(struct rpc_deferred *d, struct errinfo *e);
+/* InternalError for a negative errno nobody answered ("Method failed: …"). */
+int rpc_deferred_fail(struct rpc_deferred *d, int err);
+/* Ends d without an answer (after on_cancel, or for a oneway call). */
+void rpc_deferred_drop(struct rpc_deferred *d);
 
 /*
  * Replies. params is consumed (may be NULL for an empty object). The error
@@ -116,15 +193,15 @@ int rpc_reply_text(struct rpc_call *call, char *text, size_t len);
  */
 #define RPC_RESERVE_MIN (64U * 1024U)
 /*
- * Reserves bytes, the size of the reply the handler is to make and send
- * with rpc_reply_text(), in the caller's output budgets (conn.c). Returns 1
- * when reserved (or too small to need it); 0 when the connection waits for
- * room: the handler then returns RPC_PENDING, with call->cancel set, and
- * granted(call) runs on the loop once the bytes are reserved. They are given
+ * Reserves bytes, the size of the reply the holder of d is to make and send
+ * with rpc_deferred_reply_text(), in the caller's output budgets (conn.c).
+ * Returns 1 when reserved (or too small to need it); 0 when the connection
+ * waits for room: granted(d's userdata) runs on the loop once the bytes are
+ * reserved (a cancel stops the wait: on_cancel runs instead). They are given
  * back when the reply is queued, or when the call is freed without it.
  */
-int rpc_reserve_reply(struct rpc_call *call, uint64_t bytes, void (*granted)(struct rpc_call *call));
-/* For conn.c: the bytes the call waited for are reserved. */
+int rpc_deferred_reserve(struct rpc_deferred *d, uint64_t bytes, void (*granted)(void *userdata));
+/* For the transport: the bytes the call waited for are reserved. */
 void rpc_call_reserved(struct rpc_call *call, uint64_t bytes);
 int rpc_error(struct rpc_call *call, const char *name, cJSON *params);
 int rpc_errorf(struct rpc_call *call, const char *name, const char *fmt, ...) _printf_(3, 4);
@@ -134,13 +211,10 @@ int rpc_invalid_param(struct rpc_call *call, const char *param, const char *fmt,
 /* Replies with the error e describes; consumes e->params. */
 int rpc_error_info(struct rpc_call *call, struct errinfo *e);
 
-/* region_lookup() for the caller's connection; on failure answers the
+/* region_lookup() for the caller; on failure answers the
  * error (NoSuchRegion, PermissionDenied) and returns its errno. */
 int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right right,
 		      struct region **ret);
-
-/* Ends a pending call whose connection went away, without a reply. */
-void rpc_call_abandon(struct rpc_call *call);
 
 /* strlen() of a string parameter of the call, measured already when long. */
 size_t rpc_strlen(const struct rpc_call *call, const char *s);
@@ -176,6 +250,7 @@ extern const struct rpc_method rpc_core_methods[];
 extern const struct rpc_method rpc_region_methods[];
 extern const struct rpc_method rpc_data_methods[];
 extern const struct rpc_method rpc_rdma_methods[];
+extern const struct rpc_method rpc_gpu_methods[];
 
 /* The interface descriptions served by GetInterfaceDescription. */
 extern const char rpc_idl_io_rdmamemd[];

@@ -174,9 +174,9 @@ static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **r
 	    json_add_int(o, "regions", session_count(s, SESSION_REGION)) < 0 ||
 	    json_add_int(o, "leases", session_count(s, SESSION_LEASE)) < 0 ||
 	    json_add_int(o, "tokens", session_count(s, SESSION_TOKEN)) < 0 ||
-	    json_add_bool(o, "self", c == call->conn) < 0 ||
+	    json_add_bool(o, "self", s == call->session) < 0 ||
 	    json_add_string(o, "state", c->reject ? "refused" :
-					c->call && c != call->conn ? "in a call" : "idle") < 0)
+					c->call && s != call->session ? "in a call" : "idle") < 0)
 		return -ENOMEM;
 	*ret = TAKE_PTR(o);
 	return 0;

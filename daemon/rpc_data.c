@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
 #include "lease.h"
@@ -94,93 +93,74 @@ static int resolve_end(struct rpc_call *call, const struct end_params *p, uint64
 	return 0;
 }
 
-static void xfer_call_cancel(struct rpc_call *call)
+/* The client went away: a transfer not started or waiting for locks ends
+ * now, one moving bytes when they are moved (it reads the call's text). */
+static void xfer_call_cancel(void *userdata)
 {
-	xfer_cancel(call->userdata);
+	xfer_cancel(userdata);
 }
 
-static void xfer_done(struct xfer *x)
+static void xfer_finished(void *userdata, struct xfer *x, int result, struct errinfo *e)
 {
-	struct rpc_call *call = x->call;
+	struct rpc_deferred *d = userdata;
+	struct stats *st = &d->call->daemon->stats;
 	_cleanup_json_ cJSON *p = NULL;
 
-	call->cancel = NULL;
-	if (x->result == -ECANCELED) {
-		rpc_call_abandon(call);
+	if (result == -ECANCELED) {
+		rpc_deferred_drop(d);
 		goto out;
 	}
-	if (x->result < 0) {
-		if (x->err.name)
-			rpc_error_info(call, &x->err);
-		else if (x->result == -EINVAL)
-			rpc_invalid_param(call, "data", "parameter 'data' is not valid base64 "
-						      "(RFC 4648, padded, no line breaks)");
-		else
-			rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "transfer failed: %s",
-				   strerror(-x->result));
+	if (result < 0) {
+		rpc_deferred_error(d, e);
 		goto out;
 	}
 
 	if (x->kind == XFER_READ) {
 		/* The reply was made with the data. */
-		call->daemon->stats.bytes_read += x->length;
-		rpc_reply_text(call, TAKE_PTR(x->out), x->out_len);
+		st->bytes_read += x->length;
+		rpc_deferred_reply_text(d, TAKE_PTR(x->out), x->out_len);
 		goto out;
 	}
 	p = cJSON_CreateObject();
 	if (!p || json_add_u64(p, "length", x->length) < 0) {
-		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
+		rpc_deferred_fail(d, -ENOMEM);
 		goto out;
 	}
 	if (x->kind == XFER_WRITE)
-		call->daemon->stats.bytes_written += x->length;
+		st->bytes_written += x->length;
 	else
-		call->daemon->stats.bytes_copied += x->length;
-	rpc_reply(call, TAKE_PTR(p));
+		st->bytes_copied += x->length;
+	rpc_deferred_reply(d, TAKE_PTR(p));
 out:
 	xfer_free(x);
 }
 
 /*
- * Starts x for call; answers the call itself when x cannot start. Touches
- * neither once x started: a transfer may finish at once and answer, and the
- * answer frees a call that was pending (one that waited for room for its
- * reply). The dispatcher sees the answer given.
+ * Starts x, whose call is deferred; answers when x cannot start. Touches
+ * neither once x started: a transfer may finish at once, and its answer
+ * ends the handle (and frees a call whose handler returned already).
  */
-static int start_xfer(struct rpc_call *call, struct xfer *x)
+static void start_xfer(void *userdata)
 {
-	int r;
+	struct xfer *x = userdata;
 
-	call->cancel = xfer_call_cancel;
-	call->userdata = x;
-	r = xfer_start(x);
-	if (r < 0) {
-		call->cancel = NULL;
-		rpc_error_info(call, &x->err);
+	if (xfer_start(x) < 0) {
+		rpc_deferred_error(x->userdata, &x->err);
 		xfer_free(x);
-		return r;
 	}
-	return RPC_PENDING;
 }
 
-/* The room for a Read's reply was reserved after a wait. */
-static void read_reserved(struct rpc_call *call)
+/* A new transfer for call, answered through its handle once deferred. */
+static struct xfer *new_xfer(struct rpc_call *call, enum xfer_kind kind, int64_t timeout_ms)
 {
-	start_xfer(call, call->userdata);
+	return xfer_new(call->session, kind, timeout_ms, xfer_finished, NULL);
 }
 
-/* A new transfer for call; the caller fills in the rest. */
-static struct xfer *xfer_new(struct rpc_call *call, enum xfer_kind kind, int64_t timeout_ms)
+/* x is filled in and its ends resolved: the call waits for it. */
+static struct rpc_deferred *defer_xfer(struct rpc_call *call, struct xfer *x)
 {
-	struct xfer *x = calloc(1, sizeof(*x));
-
-	if (!x)
-		return NULL;
-	x->call = call;
-	x->done = xfer_done;
-	x->kind = kind;
-	x->timeout_ms = timeout_ms;
-	return x;
+	x->userdata = rpc_defer(call, xfer_call_cancel, x);
+	return x->userdata;
 }
 
 static int method_read(struct rpc_call *call)
@@ -213,7 +193,7 @@ static int method_read(struct rpc_call *call)
 				  "and use its mapping",
 				  limit, p.length);
 
-	x = xfer_new(call, XFER_READ, p.timeout_ms);
+	x = new_xfer(call, XFER_READ, p.timeout_ms);
 	if (!x)
 		return -ENOMEM;
 	x->length = p.length;
@@ -225,12 +205,9 @@ static int method_read(struct rpc_call *call)
 	/* Room for the reply first, while no lock is held: its base64 is made
 	 * before anything of it can leave. Locks are taken, and rights checked
 	 * again, once it is there. */
-	if (rpc_reserve_reply(call, xfer_read_reply_size(p.length), read_reserved) == 0) {
-		call->cancel = xfer_call_cancel;
-		call->userdata = x;
-		return RPC_PENDING;
-	}
-	return start_xfer(call, x);
+	if (rpc_deferred_reserve(defer_xfer(call, x), xfer_read_reply_size(p.length), start_xfer))
+		start_xfer(x);
+	return 0;
 }
 
 static int method_write(struct rpc_call *call)
@@ -267,7 +244,7 @@ static int method_write(struct rpc_call *call)
 		return rpc_invalid_param(call, "data", "parameter 'data' is not valid base64: its "
 						       "length is not a multiple of 4");
 
-	x = xfer_new(call, XFER_WRITE, p.timeout_ms);
+	x = new_xfer(call, XFER_WRITE, p.timeout_ms);
 	if (!x)
 		return -ENOMEM;
 	x->text = p.data;
@@ -278,7 +255,9 @@ static int method_write(struct rpc_call *call)
 		xfer_free(x);
 		return r;
 	}
-	return start_xfer(call, x);
+	defer_xfer(call, x);
+	start_xfer(x);
+	return 0;
 }
 
 static int method_copy(struct rpc_call *call)
@@ -316,7 +295,7 @@ static int method_copy(struct rpc_call *call)
 	from.has_lease = json_present(p.from, "lease");
 	to.has_lease = json_present(p.to, "lease");
 
-	x = xfer_new(call, XFER_COPY, p.timeout_ms);
+	x = new_xfer(call, XFER_COPY, p.timeout_ms);
 	if (!x)
 		return -ENOMEM;
 	x->length = p.length;
@@ -327,82 +306,45 @@ static int method_copy(struct rpc_call *call)
 		xfer_free(x);
 		return r;
 	}
-	return start_xfer(call, x);
+	defer_xfer(call, x);
+	start_xfer(x);
+	return 0;
 }
 
-static int reply_lease(struct rpc_call *call, struct lease *l)
+/* {lease, mode}; NULL on OOM. */
+static cJSON *lease_json(const struct lease *l)
 {
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 
 	if (!p || json_add_u64(p, "lease", l->id) < 0 ||
 	    json_add_string(p, "mode", lock_mode_to_string(l->mode)) < 0)
-		return -ENOMEM;
-	return rpc_reply(call, TAKE_PTR(p));
+		return NULL;
+	return TAKE_PTR(p);
 }
 
-static void lock_granted(struct lease *l)
+static void lock_done(void *userdata, struct lease *l, int result, struct errinfo *e)
 {
-	struct rpc_call *call = l->call;
+	struct rpc_deferred *d = userdata;
+	cJSON *p;
 
-	/* The connection is closing: it cancelled this call, then gave back
-	 * a lease of its own that this one waited behind. The lease goes
-	 * with the connection's others; nobody is left to tell. */
-	if (!call)
+	if (result < 0) {
+		rpc_deferred_error(d, e);
 		return;
-	timeout_disarm(&l->daemon->timeouts, &l->timeout);
-	l->call = NULL;
-	call->cancel = NULL;
-	if (reply_lease(call, l) < 0)
-		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
+	}
+	p = lease_json(l);
+	if (p)
+		rpc_deferred_reply(d, p);
+	else
+		rpc_deferred_fail(d, -ENOMEM);
 }
 
-static void lock_timed_out(struct timeout *t)
+/* The client went away: its session releases the lease. */
+static void lock_call_cancel(void *userdata)
 {
-	struct lease *l = container_of(t, struct lease, timeout);
-	struct rpc_call *call = l->call;
-	struct region *r = l->region;
-	uint64_t waited = uv_now(l->daemon->loop) - l->asked_msec;
+	struct lease *l = userdata;
 
-	l->call = NULL;
-	call->cancel = NULL;
-	/* Answering lets the connection go on, and if the client has gone
-	 * meanwhile close, releasing its leases, this one too: keep it. */
-	lease_ref(l);
-	rpc_errorf(call, RDMAMEM_ERROR_LOCK_TIMEOUT,
-		   "no %s lease on region %" PRIu64 " within %" PRIu64 " ms (lock %s, %u holders, "
-		   "%u waiting)",
-		   lock_mode_to_string(l->mode), r->id, waited, lock_state_to_string(r->lock.state),
-		   r->lock.n_holders, r->lock.n_waiters - 1);
-	lease_release(l);
-	lease_unref(l);
-}
-
-/* Unshare (or a read-only Share) took the waiting holder's right away. */
-static void lock_revoked(struct lease *l)
-{
-	struct rpc_call *call = l->call;
-
-	l->call = NULL;
-	call->cancel = NULL;
-	/* As in lock_timed_out: the answer may let a closing connection
-	 * release its leases, this one too. */
-	lease_ref(l);
-	rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
-		   "region %" PRIu64 " is no longer shared with uid %u for a %s lease; the lease "
-		   "request was withdrawn",
-		   l->region->id, (unsigned)call->session->cred.uid, lock_mode_to_string(l->mode));
-	lease_release(l);
-	lease_unref(l);
-}
-
-static void lock_call_cancel(struct rpc_call *call)
-{
-	struct lease *l = call->userdata;
-
-	/* The connection is closing and releases its leases itself. */
-	l->call = NULL;
-	timeout_disarm(&l->daemon->timeouts, &l->timeout);
-	rpc_call_abandon(call);
+	lease_wait_cancel(l);
+	rpc_deferred_drop(l->userdata);
 }
 
 static int method_lock(struct rpc_call *call)
@@ -437,10 +379,12 @@ static int method_lock(struct rpc_call *call)
 	region_unref(reg);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
-	l->on_revoked = lock_revoked;
-	r = lease_acquire(l, p.timeout_ms == 0, lock_granted);
-	if (r == 1)
-		return reply_lease(call, l);
+	r = lease_acquire(l, p.timeout_ms, lock_done, NULL);
+	if (r == 1) {
+		cJSON *j = lease_json(l);
+
+		return j ? rpc_reply(call, j) : -ENOMEM;
+	}
 	if (r < 0) {
 		rpc_errorf(call, RDMAMEM_ERROR_LOCK_TIMEOUT,
 			   "region %" PRIu64 " is locked (%s) or has waiters; timeout_ms 0 does "
@@ -449,13 +393,9 @@ static int method_lock(struct rpc_call *call)
 		lease_release(l);
 		return -ETIMEDOUT;
 	}
-	l->call = call;
-	call->userdata = l;
-	call->cancel = lock_call_cancel;
-	if (p.timeout_ms > 0)
-		timeout_arm(&call->daemon->timeouts, &l->timeout, (uint64_t)p.timeout_ms,
-			    lock_timed_out);
-	return RPC_PENDING;
+	/* Queued: told how it ends through lock_done. */
+	l->userdata = rpc_defer(call, lock_call_cancel, l);
+	return 0;
 }
 
 static int method_unlock(struct rpc_call *call)

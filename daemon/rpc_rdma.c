@@ -27,7 +27,7 @@
 
 /* A call waiting for registrations on several devices to settle. */
 struct reg_wait {
-	struct rpc_call *call;
+	struct rpc_deferred *call;
 	struct region *region;		/* a reference */
 	bool whole_region;		/* Register answers with the region */
 	size_t n, pending;
@@ -64,9 +64,9 @@ static bool device_name_is_valid(const char *s)
  * devices: "all", or an array of names ([] registers nowhere yet). Fills
  * *ret with the names, each once, in the order first asked.
  */
-static int parse_devices(struct rpc_call *call, const cJSON *devices, char ***ret, size_t *ret_n)
+static int parse_devices(struct daemon *d, const cJSON *devices, char ***ret, size_t *ret_n,
+			 struct errinfo *e)
 {
-	struct daemon *d = call->daemon;
 	size_t max = MAX((size_t)DEVICES_LIST_MAX, (size_t)d->n_devices), n = 0, k = 0;
 	_cleanup_(strset_done) struct strset seen = {};
 	_cleanup_free_ char **names = NULL;
@@ -85,24 +85,24 @@ static int parse_devices(struct rpc_call *call, const cJSON *devices, char ***re
 		return 0;
 	}
 	if (!cJSON_IsArray(devices))
-		return rpc_invalid_param(call, "devices",
-					 "parameter 'devices' must be \"all\" or a list of device "
-					 "names such as [\"mlx5_0\"]");
+		return errinfo_invalid_param(e, "devices", -EINVAL,
+					     "parameter 'devices' must be \"all\" or a list of "
+					     "device names such as [\"mlx5_0\"]");
 	/* Counted as far as the bound only: the list may be millions long. */
 	cJSON_ArrayForEach(item, devices)
 		if (++k > max)
-			return rpc_invalid_param(call, "devices",
-						 "parameter 'devices' lists more than %zu names; "
-						 "\"all\" names every device",
-						 max);
+			return errinfo_invalid_param(e, "devices", -EINVAL,
+						     "parameter 'devices' lists more than %zu "
+						     "names; \"all\" names every device",
+						     max);
 	names = calloc(k + 1, sizeof(*names));
 	if (!names || strset_init(&seen, k) < 0)
 		return -ENOMEM;
 	cJSON_ArrayForEach(item, devices) {
 		if (!cJSON_IsString(item) || !device_name_is_valid(item->valuestring))
-			return rpc_invalid_param(call, "devices",
-						 "parameter 'devices' lists something that is not a "
-						 "device name");
+			return errinfo_invalid_param(e, "devices", -EINVAL,
+						     "parameter 'devices' lists something that is "
+						     "not a device name");
 		if (strset_add(&seen, item->valuestring))
 			names[n++] = item->valuestring;
 	}
@@ -125,7 +125,7 @@ static cJSON *registration_of(struct reg_wait *rw, const struct reg_item *it)
 	const struct mreg *m;
 
 	if (it->missing)
-		return mreg_missing_json(rw->call->daemon, it->device);
+		return mreg_missing_json(rw->call->call->daemon, it->device);
 	m = mreg_find(rw->region, it->device);
 	if (m)
 		return mreg_to_json(m, it->recorded);
@@ -142,17 +142,18 @@ static cJSON *registration_of(struct reg_wait *rw, const struct reg_item *it)
 
 static void reg_wait_reply(struct reg_wait *rw)
 {
-	struct rpc_call *call = rw->call;
+	struct rpc_deferred *d = rw->call;
 	_cleanup_json_ cJSON *p = NULL;
+	struct errinfo e = {};
 	cJSON *list;
 
-	call->cancel = NULL;
 	if (rw->region->dead) {
 		/* Unregistered (or its owner gone) meanwhile: its registrations
 		 * went with it. */
-		rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_REGION,
-			   "region %" PRIu64 " was unregistered while it was being registered",
-			   rw->region->id);
+		errinfo_set(&e, RDMAMEM_ERROR_NO_SUCH_REGION, -ENOENT,
+			    "region %" PRIu64 " was unregistered while it was being registered",
+			    rw->region->id);
+		rpc_deferred_error(d, &e);
 		reg_wait_free(rw);
 		return;
 	}
@@ -179,16 +180,16 @@ static void reg_wait_reply(struct reg_wait *rw)
 
 		if (!rw->items[i].missing)
 			continue;
-		o = mreg_missing_json(call->daemon, rw->items[i].device);
+		o = mreg_missing_json(d->call->daemon, rw->items[i].device);
 		if (!o)
 			p = (cJSON_Delete(p), NULL);
 		else
 			cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p, "registrations"), o);
 	}
 	if (p)
-		rpc_reply(call, TAKE_PTR(p));
+		rpc_deferred_reply(d, TAKE_PTR(p));
 	else
-		rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "out of memory");
+		rpc_deferred_fail(d, -ENOMEM);
 	reg_wait_free(rw);
 }
 
@@ -201,40 +202,40 @@ static void on_settled(struct mreg_waiter *w)
 		reg_wait_reply(rw);
 }
 
-static void reg_wait_cancel(struct rpc_call *call)
+static void reg_wait_cancel(void *userdata)
 {
-	struct reg_wait *rw = call->userdata;
+	struct reg_wait *rw = userdata;
 
 	/* The registrations go on and are recorded on the region. */
+	rpc_deferred_drop(rw->call);
 	reg_wait_free(rw);
-	rpc_call_abandon(call);
 }
 
-int rpc_register_on(struct rpc_call *call, struct region *r, const cJSON *devices,
+int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devices,
 		    bool whole_region)
 {
+	struct rpc_call *call = d->call;
 	_cleanup_free_ char **names = NULL;
+	struct errinfo err = {};
 	struct reg_wait *rw;
 	size_t n = 0, n_missing = 0;
 	const char *missing = NULL;
 	int res;
 
 	if (devices) {
-		res = parse_devices(call, devices, &names, &n);
+		res = parse_devices(call->daemon, devices, &names, &n, &err);
 		if (res < 0)
-			return res;
+			return err.name ? rpc_deferred_error(d, &err) : rpc_deferred_fail(d, res);
 	}
 	if (n > 0) {
-		struct errinfo err = {};
-
 		res = mreg_check_region(r, &err);
 		if (res < 0)
-			return rpc_error_info(call, &err);
+			return rpc_deferred_error(d, &err);
 	}
 	rw = calloc(1, sizeof(*rw) + n * sizeof(rw->items[0]));
 	if (!rw)
-		return -ENOMEM;
-	rw->call = call;
+		return rpc_deferred_fail(d, -ENOMEM);
+	rw->call = d;
 	rw->region = region_ref(r);
 	rw->whole_region = whole_region;
 	/* Count first: a settled() during the loop must not reply early. */
@@ -262,7 +263,7 @@ int rpc_register_on(struct rpc_call *call, struct region *r, const cJSON *device
 		m = mreg_ensure(r, dev, &it->waiter);
 		if (!m) {
 			reg_wait_free(rw);
-			return -ENOMEM;
+			return rpc_deferred_fail(d, -ENOMEM);
 		}
 		if (m->state == MREG_PENDING)
 			rw->pending++;
@@ -273,13 +274,12 @@ int rpc_register_on(struct rpc_call *call, struct region *r, const cJSON *device
 				"'%s'",
 				r->id, call->vc.method, n_missing, n_missing == 1 ? "" : "s",
 				n_missing == 1 ? "is" : "are", missing);
-	if (--rw->pending == 0) {
+	/* Settled at once, or the handle waits with rw from here on. */
+	if (--rw->pending == 0)
 		reg_wait_reply(rw);
-		return 0;
-	}
-	call->cancel = reg_wait_cancel;
-	call->userdata = rw;
-	return RPC_PENDING;
+	else
+		rpc_deferred_on_cancel(d, reg_wait_cancel, rw);
+	return 0;
 }
 
 static int method_register_on(struct rpc_call *call)
@@ -302,9 +302,9 @@ static int method_register_on(struct rpc_call *call)
 	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
 	if (r < 0)
 		return r;
-	r = rpc_register_on(call, reg, p.devices, false);
+	rpc_register_on(rpc_defer(call, NULL, NULL), reg, p.devices, false);
 	region_unref(reg);
-	return r;
+	return 0;
 }
 
 static int method_retry_registration(struct rpc_call *call)
@@ -558,7 +558,8 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	peer.mtu = p.mtu;
 	/* Admission (networks by the peer's GID, token, device, connection
 	 * limits) is the one rdmacm requests go through. */
-	r = endpoint_connect_qp(call->daemon, call->session, p.device, token, &peer, (int)p.gid_index, &local,
+	r = endpoint_connect_qp(call->daemon, call->session, p.device, token, &peer,
+				(int)p.gid_index, &local,
 				&err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
@@ -600,25 +601,7 @@ static int method_list_connections(struct rpc_call *call)
 	return rpc_reply_page(call, &call->daemon->rconn_order, "connections", connection_item);
 }
 
-static int method_list_gpus(struct rpc_call *call)
-{
-	struct {
-		bool probe;
-	} p = {};
-	static const struct json_field fields[] = {
-		{ "probe", JSON_BOOL, offsetof(__typeof__(p), probe), 0 },
-		{},
-	};
-	int r;
-
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
-	return gpu_list(call, p.probe);
-}
-
 const struct rpc_method rpc_rdma_methods[] = {
-	{ "io.rdmamemd.ListGpus", method_list_gpus, 0 },
 	{ "io.rdmamemd.RegisterOn", method_register_on, 0 },
 	{ "io.rdmamemd.RetryRegistration", method_retry_registration, 0 },
 	{ "io.rdmamemd.ListDevices", method_list_devices, 0 },

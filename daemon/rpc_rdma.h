@@ -8,15 +8,17 @@
 #include <cjson/cJSON.h>
 
 struct region;
-struct rpc_call;
+struct rpc_deferred;
 
 /*
- * Registers r on the devices named by devices ("all", or a list) and answers
- * call once every registration has settled: with the whole region
- * (Register) or with the registrations asked for (RegisterOn). Returns 0,
- * RPC_PENDING, or a negative errno not yet answered.
+ * Registers r on the devices named by devices ("all", a list, or NULL for
+ * none) and answers d once every registration has settled: with the whole
+ * region (Register) or with the registrations asked for (RegisterOn). Ends
+ * d, now or later (its on_cancel is replaced while it waits). Returns 0, or
+ * a negative errno when it answered an error at once (bad 'devices', a
+ * region that cannot be registered, OOM): Register then keeps no region.
  */
-int rpc_register_on(struct rpc_call *call, struct region *r, const cJSON *devices,
+int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devices,
 		    bool whole_region);
 
 /* The region as queries show it; detailed adds source, shares and leases. */

@@ -16,6 +16,7 @@
 #include "proto/json.h"
 #include "region.h"
 #include "rpc.h"
+#include "rpc_gpu.h"
 #include "rpc_rdma.h"
 
 static const struct {
@@ -300,10 +301,9 @@ static int method_register(struct rpc_call *call)
 			.offset = p.offset,
 			.length = p.length,
 			.access = imp.access,
-			.devices = p.devices,
 		};
 
-		return gpu_import(call, &gp);
+		return rpc_gpu_import(call, &gp, p.devices);
 	}
 
 	imp.fd = fd;
@@ -315,16 +315,15 @@ static int method_register(struct rpc_call *call)
 		return err.name ? rpc_error_info(call, &err) : r;
 
 	/* The answer waits for the devices asked for, if any. */
-	r = rpc_register_on(call, reg, p.devices, true);
-	if (r < 0)
+	if (rpc_register_on(rpc_defer(call, NULL, NULL), reg, p.devices, true) < 0)
 		/* The client learns no region id from an error: keep none. */
 		region_drop_owner(reg);
-	return r;
+	return 0;
 }
 
 /* An Unregister waiting for the region's MRs to be deregistered. */
 struct unregister_wait {
-	struct rpc_call *call;
+	struct rpc_deferred *call;
 	struct region *region;		/* a reference */
 	struct mreg_waiter waiter;
 };
@@ -340,16 +339,17 @@ static void on_revoked(struct mreg_waiter *w)
 {
 	struct unregister_wait *uw = container_of(w, struct unregister_wait, waiter);
 
-	uw->call->cancel = NULL;
-	rpc_reply(uw->call, NULL);
+	rpc_deferred_reply(uw->call, NULL);
 	unregister_wait_free(uw);
 }
 
-static void unregister_cancel(struct rpc_call *call)
+static void unregister_cancel(void *userdata)
 {
+	struct unregister_wait *uw = userdata;
+
 	/* The deregistrations go on without anyone waiting for them. */
-	unregister_wait_free(call->userdata);
-	rpc_call_abandon(call);
+	rpc_deferred_drop(uw->call);
+	unregister_wait_free(uw);
 }
 
 static int method_unregister(struct rpc_call *call)
@@ -379,7 +379,6 @@ static int method_unregister(struct rpc_call *call)
 		region_unref(reg);
 		return -ENOMEM;
 	}
-	uw->call = call;
 	uw->region = reg;
 	uw->waiter.settled = on_revoked;
 	list_init(&uw->waiter.link);
@@ -389,9 +388,8 @@ static int method_unregister(struct rpc_call *call)
 		unregister_wait_free(uw);
 		return rpc_reply(call, NULL);
 	}
-	call->cancel = unregister_cancel;
-	call->userdata = uw;
-	return RPC_PENDING;
+	uw->call = rpc_defer(call, unregister_cancel, uw);
+	return 0;
 }
 
 /*

@@ -54,8 +54,8 @@ struct session *session_unref(struct session *s)
 	 * left once the last reference goes. */
 	for (unsigned k = 0; k < SESSION_KIND_MAX; k++)
 		if (s->sets[k].n > 0)
-			log_error("Session %" PRIu64 " freed holding %u resources of kind %u", s->id,
-				  s->sets[k].n, k);
+			log_error("Session %" PRIu64 " freed holding %u resources of kind %u",
+				  s->id, s->sets[k].n, k);
 	account_unref(s->account);
 	free(s->groups);
 	free(s);

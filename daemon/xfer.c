@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "daemon.h"
 #include "lease.h"
 #include "cuda.h"
@@ -13,7 +12,7 @@
 #include "proto/base64.h"
 #include "proto/errors.h"
 #include "region.h"
-#include "rpc.h"
+#include "session.h"
 #include "xfer.h"
 
 static void xfer_acquire_next(struct xfer *x);
@@ -274,7 +273,15 @@ static void xfer_complete(struct xfer *x)
 {
 	timeout_disarm(&xfer_daemon(x)->timeouts, &x->timeout);
 	xfer_release_locks(x);
-	x->done(x);
+	/* Every failure but a cancel is told to the client. */
+	if (x->result == -EINVAL && !x->err.name)
+		errinfo_invalid_param(&x->err, "data", -EINVAL,
+				      "parameter 'data' is not valid base64 (RFC 4648, padded, no "
+				      "line breaks)");
+	else if (x->result < 0 && x->result != -ECANCELED && !x->err.name)
+		errinfo_set(&x->err, RDMAMEM_ERROR_INTERNAL, x->result, "transfer failed: %s",
+			    strerror(-x->result));
+	x->done(x->userdata, x, x->result, &x->err);
 }
 
 static void on_work(uv_work_t *w)
@@ -393,7 +400,7 @@ static int xfer_check_rights(struct xfer *x)
 		x->kind != XFER_WRITE ? &x->src : NULL,
 		x->kind != XFER_READ ? &x->dst : NULL,
 	};
-	const struct session *c = x->call->session;
+	const struct session *c = x->caller;
 
 	for (size_t i = 0; i < ELEMENTSOF(ends); i++)
 		if (ends[i] && !region_allows(ends[i]->region, c,
@@ -529,10 +536,26 @@ void xfer_cancel(struct xfer *x)
 	xfer_complete(x);
 }
 
+struct xfer *xfer_new(struct session *caller, enum xfer_kind kind, int64_t timeout_ms,
+		      xfer_done_fn done, void *userdata)
+{
+	struct xfer *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->caller = session_ref(caller);
+	x->kind = kind;
+	x->timeout_ms = timeout_ms;
+	x->done = done;
+	x->userdata = userdata;
+	return x;
+}
+
 void xfer_free(struct xfer *x)
 {
 	if (!x)
 		return;
+	session_unref(x->caller);
 	region_unref(x->src.region);
 	region_unref(x->dst.region);
 	lease_unref(x->src.lease);

@@ -3,8 +3,10 @@
  * Transfers: Read, Write and Copy on regions. A transfer takes the access
  * locks it needs (or runs under the caller's leases), moves the bytes — on
  * the loop when small, on the libuv thread pool when large — gives the locks
- * back and lets its caller reply. Locks of two regions are taken in region
- * id order, so transfers cannot deadlock each other.
+ * back and reports through its completion callback (a Read with the whole
+ * text of its reply, made where the bytes were read). It answers no call.
+ * Locks of two regions are taken in region id order, so transfers cannot
+ * deadlock each other.
  */
 #ifndef RDMAMEMD_XFER_H
 #define RDMAMEMD_XFER_H
@@ -20,7 +22,7 @@
 
 struct lease;
 struct region;
-struct rpc_call;
+struct session;
 
 /* Transfers up to this size run on the loop; larger ones on the pool. */
 #define XFER_INLINE_MAX (64U * 1024U)
@@ -48,19 +50,25 @@ struct xfer_end {
 };
 
 struct xfer;
-typedef void (*xfer_done_fn)(struct xfer *x);
+/*
+ * How x ended, on the loop: result 0, or a negative errno with e saying why
+ * for the client (the callee may take e's params), or -ECANCELED after
+ * xfer_cancel() (e empty). The callee frees x with xfer_free().
+ */
+typedef void (*xfer_done_fn)(void *userdata, struct xfer *x, int result, struct errinfo *e);
 
 struct xfer {
-	struct rpc_call *call;
+	struct session *caller;	/* a reference: whose rights it runs with */
 	enum xfer_kind kind;
 	struct xfer_end src, dst;	/* READ uses src, WRITE dst, COPY both */
 	uint64_t length;
 	int64_t timeout_ms;	/* for the locks: < 0 without limit, 0 only if free now */
-	const char *text;	/* WRITE: base64 input, owned by the call */
+	const char *text;	/* WRITE: base64 input, the caller's, kept until done */
 	size_t text_len;
 	char *out;		/* READ: the whole reply, {"parameters":{…}} */
 	size_t out_len;		/* without its NUL */
 	xfer_done_fn done;
+	void *userdata;
 
 	/* The locks this transfer takes itself, in region id order. */
 	struct {
@@ -88,12 +96,16 @@ struct xfer {
 	struct errinfo err;	/* why it failed, when result < 0 */
 };
 
+/* A new transfer for caller, done(userdata, …) when it ends; the caller
+ * fills in the rest and passes its references to x. NULL on OOM. */
+struct xfer *xfer_new(struct session *caller, enum xfer_kind kind, int64_t timeout_ms,
+		      xfer_done_fn done, void *userdata);
+
 /*
- * Starts x (filled in by the caller, which passes its references to x).
- * x->done runs exactly once, on the loop (perhaps before this returns),
- * after which the caller frees x with xfer_free(). Returns 0, or a negative
- * errno with x->err set when the transfer cannot start (a lease that does
- * not allow it); then done does not run.
+ * Starts x. x->done runs exactly once, on the loop (perhaps before this
+ * returns). Returns 0, or a negative errno with x->err set when the
+ * transfer cannot start (a lease that does not allow it); then done does
+ * not run.
  */
 int xfer_start(struct xfer *x);
 
@@ -101,8 +113,9 @@ int xfer_start(struct xfer *x);
  * the base64 and the terminator. */
 uint64_t xfer_read_reply_size(uint64_t length);
 
-/* Stops a transfer still waiting for locks (its connection went away);
- * done runs with result -ECANCELED. No effect once the bytes move. */
+/* Stops a transfer not started or still waiting for locks (its client
+ * went away); done runs now with -ECANCELED. No effect once the bytes move:
+ * done runs when they have. */
 void xfer_cancel(struct xfer *x);
 
 void xfer_free(struct xfer *x);

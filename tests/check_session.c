@@ -169,14 +169,14 @@ START_TEST(test_groups)
 {
 	gid_t *groups = malloc(2 * sizeof(gid_t));
 	struct account *a = account_get(&d, 1000);
+	struct ucred cred = { .pid = 2, .uid = 1000, .gid = 1000 };
 	struct session *g = NULL;
 
 	ck_assert_ptr_nonnull(groups);
 	groups[0] = 77;
 	groups[1] = 78;
-	ck_assert_int_eq(session_new(8, &(struct ucred){ .pid = 2, .uid = 1000, .gid = 1000 }, groups,
-				     2, a, &g),
-			 0);
+
+	ck_assert_int_eq(session_new(8, &cred, groups, 2, a, &g), 0);
 	account_unref(a);
 	ck_assert(session_in_group(g, 1000));
 	ck_assert(session_in_group(g, 78));

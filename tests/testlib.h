@@ -164,6 +164,7 @@ Suite *cli_suite(void);
 Suite *lifecycle_suite(void);
 Suite *lock_suite(void);
 Suite *session_suite(void);
+Suite *rpc_deferred_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* GPU memory as the methods see it: Register's GPU imports, ListGpus. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "daemon.h"
+#include "errinfo.h"
+#include "gpu.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "region.h"
+#include "rpc.h"
+#include "rpc_gpu.h"
+#include "rpc_rdma.h"
+
+/* A Register waiting for its GPU import. */
+struct gpu_call {
+	struct rpc_deferred *call;
+	const cJSON *devices;		/* in the call's parameters */
+	struct gpu_import *import;
+};
+
+/* The client went away: the import's work finishes without anyone told. */
+static void gpu_call_cancel(void *userdata)
+{
+	struct gpu_call *gc = userdata;
+
+	gpu_import_cancel(gc->import);
+	rpc_deferred_drop(gc->call);
+	free(gc);
+}
+
+/* The region exists (or not): register it on the devices asked for, answer. */
+static void gpu_imported(void *userdata, struct region *r, struct errinfo *e)
+{
+	struct gpu_call *gc = userdata;
+	struct rpc_deferred *d = gc->call;
+	const cJSON *devices = gc->devices;
+
+	free(gc);
+	if (!r) {
+		rpc_deferred_error(d, e);
+		return;
+	}
+	/* The handle waits for the registrations from here on. */
+	rpc_deferred_on_cancel(d, NULL, NULL);
+	if (rpc_register_on(d, r, devices, true) < 0)
+		/* The client learns no region id from an error: keep none. */
+		region_drop_owner(r);
+}
+
+int rpc_gpu_import(struct rpc_call *call, struct gpu_import_params *p, const cJSON *devices)
+{
+	struct errinfo e = {};
+	struct gpu_call *gc;
+	int r;
+
+	gc = calloc(1, sizeof(*gc));
+	if (!gc) {
+		safe_close(p->fd);
+		return -ENOMEM;
+	}
+	gc->devices = devices;
+	gc->call = rpc_defer(call, gpu_call_cancel, gc);
+	/* gc may be gone when this returns: the import can end at once. */
+	r = gpu_import_start(call->daemon, call->session, p, gpu_imported, gc, &gc->import, &e);
+	if (r < 0) {
+		struct rpc_deferred *d = gc->call;
+
+		free(gc);
+		if (e.name)
+			rpc_deferred_error(d, &e);
+		else
+			rpc_deferred_fail(d, r);
+	}
+	return 0;
+}
+
+static void gpus_listed(void *userdata, const struct gpu_list_result *res)
+{
+	struct rpc_deferred *d = userdata;
+	struct daemon *dm = d->call->daemon;
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+	cJSON *driver, *gpus, *peer;
+	struct errinfo e = {};
+	bool ok = p != NULL;
+
+	driver = p ? cJSON_AddObjectToObject(p, "driver") : NULL;
+	gpus = p ? cJSON_AddArrayToObject(p, "gpus") : NULL;
+	peer = p ? cJSON_AddObjectToObject(p, "peer_memory") : NULL;
+	ok = ok && driver && gpus && peer;
+	if (ok && !res->ran)
+		ok = json_add_bool(driver, "loaded", false) == 0 &&
+		     json_add_string(driver, "message",
+				     "loaded when the first GPU import arrives; probe to load it "
+				     "now") == 0;
+	else if (ok && res->err < 0)
+		ok = json_add_bool(driver, "loaded", false) == 0 &&
+		     json_add_string(driver, "message", res->error) == 0;
+	else if (ok)
+		ok = json_add_bool(driver, "loaded", true) == 0;
+	for (int i = 0; ok && i < res->n; i++) {
+		const struct cu_device_info *g = &res->info[i];
+		cJSON *o = cJSON_CreateObject();
+
+		ok = o != NULL;
+		if (!ok)
+			break;
+		cJSON_AddItemToArray(gpus, o);
+		ok = json_add_int(o, "ordinal", g->ordinal) == 0 &&
+		     json_add_string(o, "name", g->name) == 0 &&
+		     json_add_string(o, "pci_bus_id", g->pci_bus_id) == 0 &&
+		     json_add_u64(o, "memory", g->total_mem) == 0 &&
+		     json_add_bool(o, "dma_buf", g->dma_buf) == 0 &&
+		     json_add_bool(o, "vmm", g->vmm) == 0 &&
+		     json_add_bool(o, "vmm_posix_fd", g->vmm_posix_fd) == 0 &&
+		     json_add_bool(o, "gpudirect_rdma_vmm", g->gdr_vmm) == 0 &&
+		     json_add_int(o, "primary_context_refs", res->refs[i]) == 0 &&
+		     json_add_int(o, "regions", gpu_regions_on(dm, g->ordinal)) == 0;
+	}
+	ok = ok && json_add_string(peer, "module", "nvidia_peermem") == 0 &&
+	     json_add_bool(peer, "loaded", gpu_peer_memory_loaded()) == 0;
+	if (ok) {
+		rpc_deferred_reply(d, TAKE_PTR(p));
+		return;
+	}
+	errinfo_set(&e, RDMAMEM_ERROR_INTERNAL, -ENOMEM, "out of memory");
+	rpc_deferred_error(d, &e);
+}
+
+static int method_list_gpus(struct rpc_call *call)
+{
+	struct {
+		bool probe;
+	} p = {};
+	static const struct json_field fields[] = {
+		{ "probe", JSON_BOOL, offsetof(__typeof__(p), probe), 0 },
+		{},
+	};
+	struct rpc_deferred *d;
+	int r;
+
+	r = rpc_params(call, fields, &p);
+	if (r < 0)
+		return r;
+	/* No cancel hook: if the client leaves, the answer is dropped. */
+	d = rpc_defer(call, NULL, NULL);
+	r = gpu_list(call->daemon, p.probe, gpus_listed, d);
+	if (r < 0)
+		rpc_deferred_fail(d, r);
+	return 0;
+}
+
+const struct rpc_method rpc_gpu_methods[] = {
+	{ "io.rdmamemd.ListGpus", method_list_gpus, 0 },
+	{},
+};
