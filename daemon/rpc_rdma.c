@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "daemon.h"
 #include "device.h"
 #include "endpoint.h"

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "daemon.h"
 #include "errinfo.h"
 #include "gpu.h"
