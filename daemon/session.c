@@ -92,9 +92,10 @@ void session_close(struct session *s)
 
 			if (drop_hooks[k])
 				drop_hooks[k](link);
-			/* A hook that leaves its resource in the set (none
+			/* The resource may be freed: link is only compared.
+			 * A hook that left it first in the set (none
 			 * registered, or a bug) must not make this spin. */
-			if (link->session == s && !list_empty(&set->items) &&
+			if (!list_empty(&set->items) &&
 			    list_first_entry(&set->items, struct session_link, link) == link) {
 				log_error("Session %" PRIu64 ": kind %u was not dropped", s->id, k);
 				session_remove(link);

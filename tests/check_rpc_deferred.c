@@ -102,12 +102,13 @@ static struct rpc_call *new_call(void)
 {
 	static const char text[] = "{\"method\":\"org.example.test.Method\",\"parameters\":{}}";
 	struct rpc_message m = {};
+	int no_fds[1];
 	const char *reason;
 
 	m.root = cJSON_Parse(text);
 	ck_assert_ptr_nonnull(m.root);
 	ck_assert_int_eq(varlink_call_parse(m.root, &m.vc, &reason), 0);
-	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, s, &d, &m, NULL, 0, &t.call), 0);
+	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, s, &d, &m, no_fds, 0, &t.call), 0);
 	return t.call;
 }
 

@@ -110,6 +110,29 @@ START_TEST(test_drop_reaches_later_kind)
 }
 END_TEST
 
+/* Frees its resource, as the daemon's hooks do: session_close() must not
+ * look at it again (ASan would say so). */
+static void drop_and_free(struct session_link *link)
+{
+	drop_item(link);
+	free(container_of(link, struct item, link));
+}
+
+START_TEST(test_hook_frees)
+{
+	for (int i = 0; i < 3; i++) {
+		struct item *it = malloc(sizeof(*it));
+
+		ck_assert_ptr_nonnull(it);
+		add(it, SESSION_REGION, i);
+	}
+	session_kind_register(SESSION_REGION, drop_and_free);
+	session_close(s);
+	ck_assert_uint_eq(n_dropped, 3);
+	ck_assert_uint_eq(session_count(s, SESSION_REGION), 0);
+}
+END_TEST
+
 START_TEST(test_counts)
 {
 	struct item a, b, c;
@@ -194,6 +217,7 @@ Suite *session_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_close_order);
 	tcase_add_test(tc, test_drop_reaches_later_kind);
+	tcase_add_test(tc, test_hook_frees);
 	tcase_add_test(tc, test_counts);
 	tcase_add_test(tc, test_close_twice);
 	tcase_add_test(tc, test_hold_outlives_close);
