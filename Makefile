@@ -84,7 +84,11 @@ PROTO_SRCS  := $(wildcard proto/*.c)
 DAEMON_SRCS := $(wildcard daemon/*.c)
 CLIENT_SRCS := $(filter-out client/rdmamemctl.c,$(wildcard client/*.c))
 CTL_SRCS    := client/rdmamemctl.c
-TEST_SRCS   := $(wildcard tests/*.c)
+# tests/unit: suites that link daemon modules and start no daemon;
+# tests/e2e: suites that start rdmamemd and talk Varlink to it. One runner
+# (tests/main.c) holds both; tests/fakes: the fake verbs and CUDA driver.
+TEST_SRCS   := $(wildcard tests/*.c tests/unit/*.c tests/e2e/*.c)
+FAKE_SRCS   := $(wildcard tests/fakes/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
 PEER_SRCS   := $(wildcard tests/peer/*.c)
 GPU_SRCS    := $(wildcard tests/gpu/*.c)
@@ -95,10 +99,11 @@ DAEMON_OBJS := $(call obj,$(DAEMON_SRCS))
 CLIENT_OBJS := $(call obj,$(CLIENT_SRCS))
 CTL_OBJS    := $(call obj,$(CTL_SRCS))
 TEST_OBJS   := $(call obj,$(TEST_SRCS))
+FAKE_OBJS   := $(call obj,$(FAKE_SRCS))
 BENCH_OBJS  := $(call obj,$(BENCH_SRCS))
 GPU_OBJS    := $(call obj,$(GPU_SRCS))
-ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OBJS) $(BENCH_OBJS) \
-               $(call obj,$(PEER_SRCS)) $(GPU_OBJS)
+ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OBJS) $(FAKE_OBJS) \
+               $(BENCH_OBJS) $(call obj,$(PEER_SRCS)) $(GPU_OBJS)
 
 LIB_SO      := $(B)/librdmamem.so.$(VERSION)
 LIB_A       := $(B)/librdmamem.a
@@ -179,9 +184,9 @@ $(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 # The test runner links the daemon's modules (not its main) and the client;
-# the cuda and region suites the fuzzers' fake driver and verbs.
-$(B)/test-rdmamemd: $(TEST_OBJS) $(B)/tests/fuzz/fake-cuda.o $(B)/tests/fuzz/fake-verbs.o \
-		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(LIB_A)
+# the cuda and region suites the fake driver and verbs (the fuzzers too).
+$(B)/test-rdmamemd: $(TEST_OBJS) $(FAKE_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) \
+		$(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK) $(LIBS_DL)
 

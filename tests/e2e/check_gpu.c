@@ -24,7 +24,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 #if HAVE_CUDA_H
 #include "daemon/cuda-ops.h"

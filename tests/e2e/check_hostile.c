@@ -38,7 +38,7 @@
 #include "proto/sockio.h"
 #include "proto/varlink.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 #define OTHER_UID TEST_OTHER_UID
 #define GOOD_SIZE 4096

@@ -20,7 +20,7 @@
 #include "proto/errors.h"
 #include "proto/siphash.h"
 #include "proto/strset.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 START_TEST(test_siphash_vectors)
 {
