@@ -165,15 +165,11 @@ static void take_baseline(void)
 /* Waits as test_baseline_assert() would, but says what differs. */
 static void assert_baseline(void)
 {
-	char *now = NULL;
+	char *now;
 
-	for (int i = 0; i < BASELINE_TIMEOUT_MS / 10; i++) {
-		free(now);
-		now = tables();
-		if (status_int("clients") == base.clients && strcmp(now, base.tables) == 0)
-			break;
+	for (int i = 0; i < BASELINE_TIMEOUT_MS / 10 && !at_baseline(); i++)
 		usleep(10000);
-	}
+	now = tables();
 	ck_assert_int_eq(status_int("clients"), base.clients);
 	ck_assert_str_eq(now, base.tables);
 	free(now);
