@@ -9,6 +9,7 @@ int main(void)
 	SRunner *sr;
 	int failed;
 
+	/* tests/unit: in process, no daemon. */
 	sr = srunner_create(frame_suite());
 	srunner_add_suite(sr, json_suite());
 	srunner_add_suite(sr, varlink_suite());
@@ -21,6 +22,7 @@ int main(void)
 	srunner_add_suite(sr, tables_suite());
 	srunner_add_suite(sr, cuda_suite());
 	srunner_add_suite(sr, sockpath_suite());
+	/* tests/e2e: real daemons over Varlink. */
 	srunner_add_suite(sr, daemon_suite());
 	srunner_add_suite(sr, lifecycle_suite());
 	srunner_add_suite(sr, client_suite());

@@ -359,6 +359,64 @@ int test_memfd_maps(pid_t pid)
 	return n;
 }
 
+void test_baseline_take(const struct test_daemon *td, struct test_baseline *base)
+{
+	base->fds = test_settled_fds(td->pid);
+	base->memfd_maps = test_memfd_maps(td->pid);
+}
+
+static void baseline_wait_settled(const struct test_baseline *base)
+{
+	if (base->settled)
+		test_wait_until(base->settled, base->timeout_ms, base->what);
+}
+
+void test_baseline_assert(const struct test_daemon *td, const struct test_baseline *base)
+{
+	baseline_wait_settled(base);
+	ck_assert_int_eq(test_settled_fds(td->pid), base->fds);
+	ck_assert_int_eq(test_memfd_maps(td->pid), base->memfd_maps);
+}
+
+void test_kill_client_mid_call(const struct test_daemon *td, const struct test_baseline *base,
+			       int (*client)(const char *socket, void *arg), void *arg,
+			       unsigned settle_us)
+{
+	int sync[2], status;
+	pid_t pid;
+	char ok;
+
+	ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int r;
+
+		close(sync[0]);
+		r = client(td->socket, arg);
+		if (r != 0)
+			_exit(r);
+		if (write(sync[1], "x", 1) != 1)
+			_exit(100);
+		pause();
+		_exit(0);
+	}
+	close(sync[1]);
+	/* EOF: the child failed before its calls were under way. */
+	ck_assert_int_eq(read(sync[0], &ok, 1), 1);
+	close(sync[0]);
+	if (settle_us)
+		usleep(settle_us);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+
+	baseline_wait_settled(base);
+	/* The checks above may have opened and closed connections of their
+	 * own: test_settled_fds waits for the daemon to close them. */
+	test_assert_serving(td->socket);
+	test_baseline_assert(td, base);
+}
+
 long test_rss_kib(pid_t pid)
 {
 	char path[64], line[256];

@@ -57,6 +57,40 @@ int test_settled_fds(pid_t pid);
 
 /* Lines of /proc/PID/maps that map a memfd: what regions keep alive. */
 int test_memfd_maps(pid_t pid);
+
+/*
+ * What a daemon comes back to once the clients a case adds are gone: its
+ * open fds (settled) and memfd mappings, and the case's own view of its
+ * state (counters, tables) as settled(), which is polled because the
+ * daemon lets go of a closed connection's work asynchronously (regions
+ * once their pool work is done). Take it with the case's own long-lived
+ * connections open, as they will be when it is checked.
+ */
+struct test_baseline {
+	int fds;
+	int memfd_maps;
+	/* The daemon's state is back (NULL: nothing to wait for); waited for
+	 * up to timeout_ms, what saying what for. */
+	bool (*settled)(void);
+	int timeout_ms;
+	const char *what;
+};
+/* Fills in fds and memfd_maps; the caller sets the rest. */
+void test_baseline_take(const struct test_daemon *td, struct test_baseline *base);
+/* Waits for base->settled, then asserts the fds and memfd mappings are back. */
+void test_baseline_assert(const struct test_daemon *td, const struct test_baseline *base);
+/*
+ * Kills a client in the middle of its calls, then checks the daemon came
+ * back to base. client(socket, arg) runs in a child process: it starts its
+ * calls without waiting for their answers and returns 0 (anything else
+ * fails the case). The child then waits; after settle_us, so that the calls
+ * are under way, this process kills it with SIGKILL and reaps it, waits for
+ * base->settled, asserts that a fresh connection is served, and
+ * test_baseline_assert()s.
+ */
+void test_kill_client_mid_call(const struct test_daemon *td, const struct test_baseline *base,
+			       int (*client)(const char *socket, void *arg), void *arg,
+			       unsigned settle_us);
 /* The whole file, NUL-terminated; free() it. */
 char *test_read_file(const char *path);
 /* VmRSS of a process, in KiB. */

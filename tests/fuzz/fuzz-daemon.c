@@ -39,10 +39,10 @@
 #include "daemon/rpc.h"
 #include "daemon/server.h"
 #include "daemon/verbs.h"
-#include "fake.h"
 #include "fuzz.h"
 #include "proto/macro.h"
 #include "proto/sockio.h"
+#include "tests/fakes/fake.h"
 
 #define FUZZ_UID 1000
 #define MEMFD_SMALL (64U * 1024U)

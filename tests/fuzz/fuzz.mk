@@ -27,9 +27,9 @@ endif
 
 # What each target links beyond its own file: the frame and request targets
 # only the protocol code; the daemon target the daemon without its main(),
-# the fakes and the protocol code.
-FUZZ_FAKES       := $(call obj,tests/fuzz/fake-verbs.c tests/fuzz/fake-cuda.c)
-FUZZ_DAEMON_OBJS := $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FUZZ_FAKES)
+# the fakes (tests/fakes, which the test runner links too) and the protocol
+# code.
+FUZZ_DAEMON_OBJS := $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FAKE_OBJS)
 FUZZ_LIBS_daemon  = $(LIBS_DAEMON) $(LIBS_DL)
 FUZZ_LIBS_frame   = $(LIBS_CLIENT)
 FUZZ_LIBS_request = $(LIBS_CLIENT)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Fake verbs and CUDA backends for the daemon fuzzer (and the unit suites). */
-#ifndef RDMAMEM_FUZZ_FAKE_H
-#define RDMAMEM_FUZZ_FAKE_H
+/* Fake verbs and CUDA backends, linked by the daemon fuzzer and the test runner. */
+#ifndef RDMAMEM_FAKE_H
+#define RDMAMEM_FAKE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -24,7 +24,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 #define OTHER_UID TEST_OTHER_UID
 

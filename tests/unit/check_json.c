@@ -6,7 +6,7 @@
 
 #include "proto/dispatch.h"
 #include "proto/json.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static const struct {
 	const char *text;

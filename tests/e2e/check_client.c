@@ -12,7 +12,7 @@
 
 #include "proto/errors.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static struct test_daemon td;
 

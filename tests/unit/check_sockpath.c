@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "proto/sockpath.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static void clear_env(void)
 {

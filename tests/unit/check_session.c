@@ -9,8 +9,8 @@
 
 #include "daemon/daemon.h"
 #include "daemon/session.h"
-#include "session-fixture.h"
-#include "testlib.h"
+#include "tests/unit/session-fixture.h"
+#include "tests/testlib.h"
 
 /* A resource of a test: which kind, and a tag for the order it went in. */
 struct item {

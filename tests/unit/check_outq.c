@@ -9,7 +9,7 @@
 
 #include "daemon/outq.h"
 #include "proto/sockio.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static int sv[2];
 

@@ -7,7 +7,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "proto/varlink.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static const struct {
 	const char *text;

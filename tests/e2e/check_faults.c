@@ -19,7 +19,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static struct test_daemon td;
 static char log_path[128];

@@ -14,7 +14,7 @@
 
 #include "proto/errors.h"
 #include "proto/varlink.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static struct test_daemon td;
 

@@ -14,8 +14,8 @@
 #include "daemon/rpc.h"
 #include "daemon/session.h"
 #include "proto/errors.h"
-#include "session-fixture.h"
-#include "testlib.h"
+#include "tests/unit/session-fixture.h"
+#include "tests/testlib.h"
 
 /* What went over the test's transport. */
 static struct {

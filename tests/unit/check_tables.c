@@ -18,8 +18,8 @@
 #include "proto/errors.h"
 #include "proto/siphash.h"
 #include "proto/strset.h"
-#include "session-fixture.h"
-#include "testlib.h"
+#include "tests/unit/session-fixture.h"
+#include "tests/testlib.h"
 
 START_TEST(test_siphash_vectors)
 {

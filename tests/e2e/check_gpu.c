@@ -24,7 +24,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 #if HAVE_CUDA_H
 #include "daemon/cuda-ops.h"
@@ -549,10 +549,6 @@ static bool nothing_left(void)
 	return clean;
 }
 
-/* A client dies while its GPU regions are in use: no context, mapping or
- * handle is left behind once all clients are gone. The client is a child
- * that starts CUDA itself: CUDA does not survive fork(), so this case's
- * fixture leaves CUDA alone in the test process. */
 /* A client in a child process that starts CUDA itself, imports a VMM
  * allocation, lets it go and leaves: afterwards the daemon holds the driver
  * (its device files stay open for the daemon's life) but no import. */
@@ -585,68 +581,62 @@ static void warm_up_driver(void)
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* VMM and IPC regions, a host one and a lease, and a large GPU → host copy
+ * in flight. */
+static int gpu_client(const char *socket, void *arg)
+{
+	struct rdmamem_client *c = test_client(socket);
+	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE];
+	size_t size;
+	uint64_t v, i, h, lease;
+	int fd, hfd;
+	char msg[256];
+	int raw;
+	CUdevice dev;
+
+	(void)arg;
+	if (cu_load() < 0)
+		return 3;
+	cu = cu_get_ops();
+	CU_OK(cu->cuDeviceGet(&dev, 0));
+	CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
+	CU_OK(cu->cuCtxSetCurrent(ctx));
+	vmm_alloc(256 << 20, &size, &fd);
+	ipc_alloc(64 << 20, handle);
+	if (rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &v) < 0 ||
+	    rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &i) < 0 ||
+	    rdmamem_memfd_create("h", 256 << 20, &hfd, NULL) < 0 ||
+	    rdmamem_register(c, hfd, 0, 0, &h) < 0 ||
+	    rdmamem_lock(c, i, RDMAMEM_LOCK_SHARED, -1, &lease) < 0)
+		return 1;
+	/* A big GPU → host copy in flight, raw so we do not wait. */
+	raw = test_connect(socket);
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":"
+		 "\"%llu\"},\"to\":{\"region\":\"%llu\"},\"length\":\"268435456\"}}",
+		 (unsigned long long)v, (unsigned long long)h);
+	test_send_msg(raw, msg, NULL, 0);
+	return 0;
+}
+
+/* A client dies while its GPU regions are in use: no context, mapping or
+ * handle is left behind once all clients are gone. The client is a child
+ * that starts CUDA itself: CUDA does not survive fork(), so this case's
+ * fixture leaves CUDA alone in the test process. */
 START_TEST(test_client_exit_while_in_use)
 {
-	int fds_before, status, sync[2];
-	pid_t pid;
-	char ok;
+	struct test_baseline base = {
+		.settled = nothing_left,
+		.timeout_ms = 10000,
+		.what = "no context, mapping or region left on the GPUs",
+	};
 
 	warm_up_driver();
 	for (int k = 0; k < 500 && !nothing_left(); k++)
 		usleep(20000);
 	test_assert_serving(td.socket);
-	fds_before = test_settled_fds(td.pid);
-	ck_assert_int_eq(pipe(sync), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct rdmamem_client *c = test_client(td.socket);
-		uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE];
-		size_t size;
-		uint64_t v, i, h, lease;
-		int fd, hfd;
-		char msg[256];
-		int raw;
-		CUdevice dev;
-
-		if (cu_load() < 0)
-			_exit(3);
-		cu = cu_get_ops();
-		CU_OK(cu->cuDeviceGet(&dev, 0));
-		CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
-		CU_OK(cu->cuCtxSetCurrent(ctx));
-		vmm_alloc(256 << 20, &size, &fd);
-		ipc_alloc(64 << 20, handle);
-		if (rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &v) < 0 ||
-		    rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &i) < 0 ||
-		    rdmamem_memfd_create("h", 256 << 20, &hfd, NULL) < 0 ||
-		    rdmamem_register(c, hfd, 0, 0, &h) < 0 ||
-		    rdmamem_lock(c, i, RDMAMEM_LOCK_SHARED, -1, &lease) < 0)
-			_exit(1);
-		/* A big GPU → host copy in flight, raw so we do not wait. */
-		raw = test_connect(td.socket);
-		snprintf(msg, sizeof(msg),
-			 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":"
-			 "\"%llu\"},\"to\":{\"region\":\"%llu\"},\"length\":\"268435456\"}}",
-			 (unsigned long long)v, (unsigned long long)h);
-		test_send_msg(raw, msg, NULL, 0);
-		if (write(sync[1], "x", 1) != 1)
-			_exit(2);
-		pause();
-		_exit(0);
-	}
-	close(sync[1]);
-	ck_assert_int_eq(read(sync[0], &ok, 1), 1);
-	close(sync[0]);
-	usleep(20000);
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-
-	for (int k = 0; k < 500 && !nothing_left(); k++)
-		usleep(20000);
-	ck_assert(nothing_left());
-	test_assert_serving(td.socket);
-	ck_assert_int_eq(test_settled_fds(td.pid), fds_before);
+	test_baseline_take(&td, &base);
+	test_kill_client_mid_call(&td, &base, gpu_client, NULL, 20000);
 }
 END_TEST
 

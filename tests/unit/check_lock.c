@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "daemon/lock.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static struct access_lock lk;
 static int granted_order[16];

@@ -22,7 +22,7 @@
 #include "daemon/log.h"
 #include "proto/errors.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static void write_file(const char *path, const char *text)
 {

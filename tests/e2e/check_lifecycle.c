@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "proto/errors.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 START_TEST(test_notify_and_clean_exit)
 {

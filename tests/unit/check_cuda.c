@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The CUDA layer without a GPU: how cu_load() fails on a host with no driver,
- * and, against the fuzzers' fake driver (tests/fuzz/fake-cuda.c) installed
+ * and, against the fake driver (tests/fakes/fake-cuda.c) installed
  * with cu_set_ops(), the parts that are our own logic: the CUresult table,
  * the context guard's push/pop and primary-context fallback, unwinding of
  * failed imports, retain balance, dma-buf alignment and CLOEXEC.
@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "daemon/cuda.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 START_TEST(test_no_driver)
 {
@@ -59,7 +59,7 @@ START_TEST(test_no_driver)
 END_TEST
 
 #if HAVE_CUDA_H
-#include "tests/fuzz/fake-cuda.h"
+#include "tests/fakes/fake-cuda.h"
 
 #define N_DEV FAKE_CUDA_DEVICES
 #define GRAN FAKE_CUDA_GRAN

@@ -25,7 +25,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 #define OTHER_UID TEST_OTHER_UID
 #define OTHER_GID 65534
@@ -1398,75 +1398,61 @@ static bool back_to_baseline_regions(void)
 	return status_field("regions") == 0 && status_field("clients") == 1;
 }
 
+/* Two connections with regions, a lease and a queued lock wait, and two
+ * raw ones with copies in flight. */
+static int disconnecting_client(const char *socket, void *arg)
+{
+	struct rdmamem_client *c = NULL, *c2 = NULL;
+	uint64_t a, b, lease;
+	int s;
+
+	(void)arg;
+	if (rdmamem_client_connect(socket, &c) < 0 || rdmamem_client_connect(socket, &c2) < 0)
+		return 1;
+	a = register_new(c, 64 << 20, 1);
+	b = register_new(c, 64 << 20, 2);
+	register_new(c2, 4096, 3);
+	if (rdmamem_lock(c, a, RDMAMEM_LOCK_SHARED, -1, &lease) < 0)
+		return 2;
+	/* c2 queues behind the lease with a write; raw, so we do not
+	 * wait for the answer. */
+	s = send_lock(a, "exclusive", -1);
+	(void)s;
+	/* A big copy inside b runs on the pool; one into a waits
+	 * behind the lease and the queued writer. */
+	{
+		char msg[256];
+		int raw = test_connect(socket), raw2 = test_connect(socket);
+
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{"
+			 "\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\",\"offset\":"
+			 "\"33554432\"},\"length\":\"33554432\"}}",
+			 (unsigned long long)b, (unsigned long long)b);
+		test_send_msg(raw, msg, NULL, 0);
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{"
+			 "\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\"},"
+			 "\"length\":\"33554432\"}}",
+			 (unsigned long long)b, (unsigned long long)a);
+		test_send_msg(raw2, msg, NULL, 0);
+	}
+	return 0;
+}
+
 START_TEST(test_disconnect_leaves_nothing)
 {
-	int fds_before, maps_before, status;
-	int sync[2];
-	pid_t pid;
-	char ok;
+	struct test_baseline base = {
+		.settled = back_to_baseline_regions,
+		.timeout_ms = 5000,
+		.what = "the killed client's regions to go",
+	};
 
 	test_assert_serving(td.socket);
-	fds_before = test_settled_fds(td.pid);
-	maps_before = test_memfd_maps(td.pid);
-	ck_assert_int_eq(maps_before, 0);
-	ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
-
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct rdmamem_client *c = NULL, *c2 = NULL;
-		uint64_t a, b, lease;
-		int s;
-
-		if (rdmamem_client_connect(td.socket, &c) < 0 ||
-		    rdmamem_client_connect(td.socket, &c2) < 0)
-			_exit(1);
-		a = register_new(c, 64 << 20, 1);
-		b = register_new(c, 64 << 20, 2);
-		register_new(c2, 4096, 3);
-		if (rdmamem_lock(c, a, RDMAMEM_LOCK_SHARED, -1, &lease) < 0)
-			_exit(2);
-		/* c2 queues behind the lease with a write; raw, so we do not
-		 * wait for the answer. */
-		s = send_lock(a, "exclusive", -1);
-		(void)s;
-		/* A big copy inside b runs on the pool; one into a waits
-		 * behind the lease and the queued writer. */
-		{
-			char msg[256];
-			int raw = test_connect(td.socket), raw2 = test_connect(td.socket);
-
-			snprintf(msg, sizeof(msg),
-				 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{"
-				 "\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\",\"offset\":"
-				 "\"33554432\"},\"length\":\"33554432\"}}",
-				 (unsigned long long)b, (unsigned long long)b);
-			test_send_msg(raw, msg, NULL, 0);
-			snprintf(msg, sizeof(msg),
-				 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{"
-				 "\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\"},"
-				 "\"length\":\"33554432\"}}",
-				 (unsigned long long)b, (unsigned long long)a);
-			test_send_msg(raw2, msg, NULL, 0);
-		}
-		if (write(sync[1], "x", 1) != 1)
-			_exit(3);
-		pause();
-		_exit(0);
-	}
-	close(sync[1]);
-	ck_assert_int_eq(read(sync[0], &ok, 1), 1);
-	close(sync[0]);
-	usleep(20000);
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-
-	test_wait_until(back_to_baseline_regions, 5000, "the killed client's regions to go");
+	test_baseline_take(&td, &base);
+	ck_assert_int_eq(base.memfd_maps, 0);
+	test_kill_client_mid_call(&td, &base, disconnecting_client, NULL, 20000);
 	ck_assert_uint_eq(status_field("pinned_bytes"), 0);
-	/* The status calls above opened and closed connections of their own. */
-	test_assert_serving(td.socket);
-	ck_assert_int_eq(test_settled_fds(td.pid), fds_before);
-	ck_assert_int_eq(test_memfd_maps(td.pid), 0);
 }
 END_TEST
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static struct test_daemon td;
 

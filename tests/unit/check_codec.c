@@ -6,7 +6,7 @@
 
 #include "daemon/idmap.h"
 #include "proto/base64.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static const struct {
 	const char *raw, *b64;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "proto/frame.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 static void feed(struct frame_reader *fr, const void *data, size_t len)
 {

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * A verbs backend without hardware for the fuzzers: one device "fake0" with
- * one active RoCE port. Protection domains, MRs and QPs are heap objects
- * with made-up keys, so the daemon's registration bookkeeping, drop order
- * and error paths run; fake_verbs_fail_mr makes every registration fail,
- * fake_verbs_hold_* keeps (de)registrations on their pool thread until
- * released. Registrations run on pool threads: counters are atomic.
+ * A verbs backend without hardware for the fuzzers and the unit suites: one
+ * device "fake0" with one active RoCE port. Protection domains, MRs and QPs
+ * are heap objects with made-up keys, so the daemon's registration
+ * bookkeeping, drop order and error paths run; fake_verbs_fail_mr makes every
+ * registration fail, fake_verbs_hold_* keeps (de)registrations on their pool
+ * thread until released. Registrations run on pool threads: counters are
+ * atomic.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Region lifetime and weak references, in process, without a socket; and
- * the lifetime of a region's registrations over the fuzzers' fake verbs
- * (tests/fuzz/fake-verbs.c), whose (de)registrations a case can hold on
+ * the lifetime of a region's registrations over the fake verbs
+ * (tests/fakes/fake-verbs.c), whose (de)registrations a case can hold on
  * their pool thread to decide when they finish.
  */
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include "daemon/verbs.h"
 #include "proto/errors.h"
 #include "rdmamem.h"
-#include "session-fixture.h"
-#include "testlib.h"
-#include "tests/fuzz/fake.h"
+#include "tests/unit/session-fixture.h"
+#include "tests/testlib.h"
+#include "tests/fakes/fake.h"
 
 static struct daemon d;
 static struct session *owner, *other;

@@ -38,7 +38,7 @@
 #include "proto/sockio.h"
 #include "proto/varlink.h"
 #include "rdmamem.h"
-#include "testlib.h"
+#include "tests/testlib.h"
 
 #define OTHER_UID TEST_OTHER_UID
 #define GOOD_SIZE 4096
@@ -48,8 +48,7 @@ static struct rdmamem_client *good;
 static uint64_t good_region, good_lease;
 
 static struct baseline {
-	int fds;
-	int maps;
+	struct test_baseline daemon;	/* fds, memfd mappings; settled: at_baseline */
 	int clients;
 	char *tables;	/* regions and leases as the well-behaved client sees them */
 } base;
@@ -134,36 +133,47 @@ static char *tables(void)
 	return out;
 }
 
+/* Connections closed a moment ago go on the daemon's next turn, and their
+ * regions once in-flight work on them is done: waited for, bounded
+ * generously for sanitizer and valgrind builds, where a large copy takes
+ * seconds. */
+#define BASELINE_TIMEOUT_MS 60000
+
+static bool at_baseline(void)
+{
+	char *now = tables();
+	bool same = status_int("clients") == base.clients && strcmp(now, base.tables) == 0;
+
+	free(now);
+	return same;
+}
+
 static void take_baseline(void)
 {
 	assert_good_served();
-	base.fds = test_settled_fds(td.pid);
-	base.maps = test_memfd_maps(td.pid);
+	base.daemon = (struct test_baseline){
+		.settled = at_baseline,
+		.timeout_ms = BASELINE_TIMEOUT_MS,
+		.what = "the daemon's clients, regions and leases back at the baseline",
+	};
+	test_baseline_take(&td, &base.daemon);
 	base.clients = status_int("clients");
 	free(base.tables);
 	base.tables = tables();
 }
 
-/* Connections closed a moment ago go on the daemon's next turn, and their
- * regions once in-flight work on them is done: wait for that, bounded
- * generously for sanitizer and valgrind builds, where a large copy takes
- * seconds. */
+/* Waits as test_baseline_assert() would, but says what differs. */
 static void assert_baseline(void)
 {
-	char *now = NULL;
+	char *now;
 
-	for (int i = 0; i < 6000; i++) {
-		free(now);
-		now = tables();
-		if (status_int("clients") == base.clients && strcmp(now, base.tables) == 0)
-			break;
+	for (int i = 0; i < BASELINE_TIMEOUT_MS / 10 && !at_baseline(); i++)
 		usleep(10000);
-	}
+	now = tables();
 	ck_assert_int_eq(status_int("clients"), base.clients);
 	ck_assert_str_eq(now, base.tables);
 	free(now);
-	ck_assert_int_eq(test_settled_fds(td.pid), base.fds);
-	ck_assert_int_eq(test_memfd_maps(td.pid), base.maps);
+	test_baseline_assert(&td, &base.daemon);
 	assert_good_served();
 }
 
@@ -1456,8 +1466,9 @@ START_TEST(test_refused_connections_cost_nothing)
 	/* With the flood still held: root's admitted ones and the few refused
 	 * ones waiting to be told hold fds, nothing else. */
 	fds = test_settled_fds(td.pid);
-	ck_assert_msg(fds <= base.fds + REFUSED_FLOOD_PER_UID - 1 + (int)SERVER_REJECTED_PER_UID_MAX,
-		      "the daemon holds %d fds, %d before the flood", fds, base.fds);
+	ck_assert_msg(fds <= base.daemon.fds + REFUSED_FLOOD_PER_UID - 1 +
+				     (int)SERVER_REJECTED_PER_UID_MAX,
+		      "the daemon holds %d fds, %d before the flood", fds, base.daemon.fds);
 	assert_good_served();
 	close_many(held, REFUSED_FLOOD_N);
 	free(held);
@@ -1765,7 +1776,7 @@ static int fds_extra;
 
 static bool fds_at_baseline(void)
 {
-	return daemon_fds() == base.fds + fds_extra;
+	return daemon_fds() == base.daemon.fds + fds_extra;
 }
 
 /*
@@ -2009,63 +2020,52 @@ static int lock_raw(uint64_t region, const char *mode, int timeout_ms)
  * behind its own lease: the daemon finishes or drops the work and the
  * good client keeps its lease and region.
  */
+static int killed_client(const char *socket, void *arg)
+{
+	struct rdmamem_client *c = NULL;
+	uint64_t a, b, d, lease;
+	char msg[300];
+	int mfd, raw[3];
+
+	(void)arg;
+	if (rdmamem_client_connect(socket, &c) < 0 ||
+	    rdmamem_memfd_create("a", 64 << 20, &mfd, NULL) < 0 ||
+	    rdmamem_register(c, mfd, 0, 4096, &a) < 0 ||
+	    rdmamem_register(c, mfd, 0, 0, &b) < 0 || rdmamem_register(c, mfd, 0, 0, &d) < 0 ||
+	    rdmamem_lock(c, a, RDMAMEM_LOCK_EXCLUSIVE, -1, &lease) < 0)
+		return 1;
+	for (int i = 0; i < 3; i++)
+		raw[i] = test_connect(socket);
+	/* 64 MiB from b to d: split over pool threads, and the pages
+	 * are touched for the first time. */
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":"
+		 "\"%llu\"},\"to\":{\"region\":\"%llu\"},\"length\":\"67108864\"}}",
+		 (unsigned long long)b, (unsigned long long)d);
+	test_send_msg(raw[0], msg, NULL, 0);
+	/* Waits behind the good client's shared lease. */
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
+		 "\"mode\":\"exclusive\"}}",
+		 (unsigned long long)good_region);
+	test_send_msg(raw[1], msg, NULL, 0);
+	/* A write behind the exclusive lease, and a lock wait behind it
+	 * on the lease holder's own connection (sent, not waited for). */
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Write\",\"parameters\":{\"region\":\"%llu\","
+		 "\"data\":\"QUJD\"}}",
+		 (unsigned long long)a);
+	test_send_msg(raw[2], msg, NULL, 0);
+	snprintf(msg, sizeof(msg), "{\"region\":\"%llu\",\"mode\":\"shared\"}",
+		 (unsigned long long)a);
+	rdmamem_client_set_timeout(c, 0);
+	(void)rdmamem_call(c, "io.rdmamemd.Lock", msg, NULL, 0, NULL, NULL, NULL);
+	return 0;
+}
+
 START_TEST(test_killed_mid_copy_and_lock_wait)
 {
-	int sync[2], status;
-	pid_t pid;
-	char ok;
-
-	ck_assert_int_eq(pipe2(sync, O_CLOEXEC), 0);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		struct rdmamem_client *c = NULL;
-		uint64_t a, b, d, lease;
-		char msg[300];
-		int mfd, raw[3];
-
-		if (rdmamem_client_connect(td.socket, &c) < 0 ||
-		    rdmamem_memfd_create("a", 64 << 20, &mfd, NULL) < 0 ||
-		    rdmamem_register(c, mfd, 0, 4096, &a) < 0 ||
-		    rdmamem_register(c, mfd, 0, 0, &b) < 0 || rdmamem_register(c, mfd, 0, 0, &d) < 0 ||
-		    rdmamem_lock(c, a, RDMAMEM_LOCK_EXCLUSIVE, -1, &lease) < 0)
-			_exit(1);
-		for (int i = 0; i < 3; i++)
-			raw[i] = test_connect(td.socket);
-		/* 64 MiB from b to d: split over pool threads, and the pages
-		 * are touched for the first time. */
-		snprintf(msg, sizeof(msg),
-			 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":"
-			 "\"%llu\"},\"to\":{\"region\":\"%llu\"},\"length\":\"67108864\"}}",
-			 (unsigned long long)b, (unsigned long long)d);
-		test_send_msg(raw[0], msg, NULL, 0);
-		/* Waits behind the good client's shared lease. */
-		snprintf(msg, sizeof(msg),
-			 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
-			 "\"mode\":\"exclusive\"}}",
-			 (unsigned long long)good_region);
-		test_send_msg(raw[1], msg, NULL, 0);
-		/* A write behind the exclusive lease, and a lock wait behind it
-		 * on the lease holder's own connection (sent, not waited for). */
-		snprintf(msg, sizeof(msg),
-			 "{\"method\":\"io.rdmamemd.Write\",\"parameters\":{\"region\":\"%llu\","
-			 "\"data\":\"QUJD\"}}",
-			 (unsigned long long)a);
-		test_send_msg(raw[2], msg, NULL, 0);
-		snprintf(msg, sizeof(msg), "{\"region\":\"%llu\",\"mode\":\"shared\"}",
-			 (unsigned long long)a);
-		rdmamem_client_set_timeout(c, 0);
-		(void)rdmamem_call(c, "io.rdmamemd.Lock", msg, NULL, 0, NULL, NULL, NULL);
-		if (write(sync[1], "x", 1) != 1)
-			_exit(2);
-		pause();
-		_exit(0);
-	}
-	close(sync[1]);
-	ck_assert_int_eq(read(sync[0], &ok, 1), 1);
-	close(sync[0]);
-	kill(pid, SIGKILL);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	test_kill_client_mid_call(&td, &base.daemon, killed_client, NULL, 0);
 	assert_good_served();
 }
 END_TEST
