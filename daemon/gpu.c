@@ -220,9 +220,13 @@ static void on_ipc_close(uv_work_t *w)
 {
 	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
 
-	if (cu_ipc_close(&ipc->map) < 0)
-		fprintf(stderr, "rdmamemd: warning: closing a CUDA IPC mapping: %s\n",
-			cu_last_error());
+	int device = ipc->map.device, r;
+
+	/* cu_ipc_close() zeroes the map: the device is kept for the message. */
+	r = cu_ipc_close(&ipc->map);
+	if (r < 0)
+		log_warning_errno(r, "Closing the CUDA IPC mapping on GPU %d failed: %s", device,
+				  cu_last_error());
 }
 
 static void ipc_start_open(struct gpu_ipc *ipc);

@@ -13,9 +13,19 @@
 
 #include "log.h"
 
+/*
+ * Logging is safe from any thread: the loop logs, and so do pool threads
+ * (releasing a region's memory, closing a CUDA IPC mapping). The two
+ * settings are read with relaxed atomics, since SIGHUP may change the level
+ * on the loop while a pool thread logs; each message is formatted on the
+ * caller's stack and leaves in one call (sd_journal_sendv(), or one
+ * fprintf() on stderr, which stdio locks), so messages of two threads never
+ * mix. Nothing else here is shared.
+ */
 static int max_level = LOG_INFO;
 /* Under systemd, stderr is the journal: messages go to it natively, with
- * their fields; should that fail, as "<N>" prefixed lines on stderr. */
+ * their fields; should that fail, as "<N>" prefixed lines on stderr. Set by
+ * log_setup(), before any thread starts. */
 static bool journal;
 
 static const char *const level_names[] = {
@@ -32,18 +42,21 @@ void log_setup(void)
 
 	/* Only trust JOURNAL_STREAM if stderr is still that stream: a child
 	 * of a service may have redirected it. */
-	journal = e && sscanf(e, "%lu:%lu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
-		  st.st_dev == dev && st.st_ino == ino;
+	__atomic_store_n(&journal,
+			 e && sscanf(e, "%lu:%lu", &dev, &ino) == 2 &&
+				 fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev &&
+				 st.st_ino == ino,
+			 __ATOMIC_RELAXED);
 }
 
 void log_set_max_level(int level)
 {
-	max_level = level;
+	__atomic_store_n(&max_level, level, __ATOMIC_RELAXED);
 }
 
 int log_get_max_level(void)
 {
-	return max_level;
+	return __atomic_load_n(&max_level, __ATOMIC_RELAXED);
 }
 
 int log_level_from_string(const char *s)
@@ -106,6 +119,7 @@ static bool log_to_journal(int level, int error, const char *file, int line, con
 int log_internal(int level, int error, const char *file, int line, const char *func,
 		 const struct log_fields *fields, const char *fmt, ...)
 {
+	bool to_journal = __atomic_load_n(&journal, __ATOMIC_RELAXED);
 	char msg[2048];
 	va_list ap;
 	int saved = errno;
@@ -116,11 +130,11 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 
-	if (journal && log_to_journal(level, error, file, line, func, fields, msg))
+	if (to_journal && log_to_journal(level, error, file, line, func, fields, msg))
 		; /* structured, in the journal */
-	else if (journal)
+	else if (to_journal)
 		fprintf(stderr, "<%d>%s\n", level, msg);
-	else if (max_level >= LOG_DEBUG)
+	else if (log_get_max_level() >= LOG_DEBUG)
 		fprintf(stderr, "rdmamemd: %s: %s (%s:%d %s)\n", log_level_to_string(level), msg,
 			file, line, func);
 	else

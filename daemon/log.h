@@ -3,6 +3,9 @@
  * Daemon logging, systemd-shaped: log_<level>() and log_<level>_errno(r, …),
  * where the _errno forms make %m print strerror(-r) and return r, so that
  * "return log_error_errno(r, "Failed to …: %m");" reads as one step.
+ *
+ * Safe from any thread, the pool's included (log.c says how); a message from
+ * the pool carries its fields like any other.
  */
 #ifndef RDMAMEM_LOG_H
 #define RDMAMEM_LOG_H

@@ -398,15 +398,18 @@ struct region *region_ref(struct region *r)
  * deregistered, so none is left here. */
 static void region_release_memory(struct region *r)
 {
-	if (r->cuda_registered >= 0 && cu_host_unregister(r->map_base, r->cuda_registered) < 0)
-		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": %s\n", r->id,
-			cu_last_error());
-	if (r->memory == REGION_CUDA_VMM && cu_vmm_release(&r->vmm) < 0)
-		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": %s\n", r->id,
-			cu_last_error());
+	int err;
+
+	if (r->cuda_registered >= 0 &&
+	    (err = cu_host_unregister(r->map_base, r->cuda_registered)) < 0)
+		log_full_fields(LOG_WARNING, err, LOG_REGION(r), "Region %" PRIu64 ": %s", r->id,
+				cu_last_error());
+	if (r->memory == REGION_CUDA_VMM && (err = cu_vmm_release(&r->vmm)) < 0)
+		log_full_fields(LOG_WARNING, err, LOG_REGION(r), "Region %" PRIu64 ": %s", r->id,
+				cu_last_error());
 	if (r->map_base && munmap(r->map_base, r->map_len) < 0)
-		fprintf(stderr, "rdmamemd: warning: region %" PRIu64 ": munmap failed: %s\n", r->id,
-			strerror(errno));
+		log_full_fields(LOG_WARNING, -errno, LOG_REGION(r),
+				"Region %" PRIu64 ": munmap failed: %m", r->id);
 	r->map_base = NULL;
 	r->fd = safe_close(r->fd);
 }
