@@ -8,6 +8,7 @@
 #include "daemon.h"
 #include "errinfo.h"
 #include "gpu.h"
+#include "gpu_region.h"
 #include "log.h"
 #include "proto/errors.h"
 #include "proto/hex.h"
@@ -21,8 +22,8 @@ struct gpu_import {
 	struct daemon *d;
 	struct gpu_import_params p;
 	uint8_t handle[CU_IPC_HANDLE_SIZE];
-	struct region *reg;		/* REGION_CUDA_VMM: prepared before the import */
-	struct gpu_ipc *ipc;		/* REGION_CUDA_IPC: the open it waits for */
+	struct region *reg;		/* GPU_MEMORY_VMM: prepared before the import */
+	struct gpu_ipc *ipc;		/* GPU_MEMORY_IPC: the open it waits for */
 	struct list_head link;		/* in ipc->waiters */
 	uv_work_t work;
 	int err;
@@ -31,6 +32,37 @@ struct gpu_import {
 	char error[512];
 	char pci[32];
 };
+
+/* The per-GPU counts: a published region counts on its GPU until its
+ * owner lets go (the hook's revoke). */
+static void counted_revoke(struct region_hook *h)
+{
+	struct region *r = h->region;
+
+	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
+		r->daemon->gpu_regions[r->gpu]--;
+}
+
+/* Embedded in the region: nothing to free. */
+static const struct region_hook_ops counted_ops = {
+	.rank = REGION_HOOK_OTHER,
+	.revoke = counted_revoke,
+};
+
+static struct region_hook *counted_make(struct region *r, void *userdata)
+{
+	(void)userdata;
+	return &gpu_region_of(r)->counted;
+}
+
+static void gpu_region_count(struct region *r)
+{
+	/* Kept up to date here and by the hook: counting them for ListGpus
+	 * would walk every region of every client. */
+	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
+		r->daemon->gpu_regions[r->gpu]++;
+	region_hook_get(r, &counted_ops, counted_make, NULL);
+}
 
 /* Pool side: loads the driver the first time a GPU import comes. */
 static int load_driver(char *error, size_t size, const char **name)
@@ -94,6 +126,7 @@ static void job_finish(struct gpu_import *job, struct region *reg)
 		job_done(job, NULL, &e);
 		return;
 	}
+	gpu_region_count(reg);
 	job_done(job, reg, &e);
 }
 
@@ -111,7 +144,7 @@ static void on_vmm_work(uv_work_t *w)
 {
 	struct gpu_import *job = container_of(w, struct gpu_import, work);
 	struct cu_device_info info;
-	struct region *reg = job->reg;
+	struct gpu_region *g = gpu_region_of(job->reg);
 	int r;
 
 	r = load_driver(job->error, sizeof(job->error), &job->error_name);
@@ -120,12 +153,12 @@ static void on_vmm_work(uv_work_t *w)
 		return;
 	}
 	job->driver_loaded = true;
-	r = cu_vmm_import(job->p.fd, job->p.alloc_size, &reg->vmm);
+	r = cu_vmm_import(job->p.fd, job->p.alloc_size, &g->vmm);
 	if (r < 0) {
 		job_fail_pool(job, r, "cannot import the VMM allocation");
 		return;
 	}
-	if (cu_device_info(reg->vmm.device, &info) == 0)
+	if (cu_device_info(g->vmm.device, &info) == 0)
 		snprintf(job->pci, sizeof(job->pci), "%s", info.pci_bus_id);
 }
 
@@ -146,8 +179,8 @@ static void on_vmm_done(uv_work_t *w, int status)
 		job_free(job);
 		return;
 	}
-	reg->dptr = reg->vmm.dptr + job->p.offset;
-	reg->gpu = reg->vmm.device;
+	reg->dptr = gpu_region_of(reg)->vmm.dptr + job->p.offset;
+	reg->gpu = gpu_region_of(reg)->vmm.device;
 	snprintf(reg->pci_bus_id, sizeof(reg->pci_bus_id), "%s", job->pci);
 	job->reg = NULL;
 	job_finish(job, reg);
@@ -176,15 +209,13 @@ static void ipc_import(struct gpu_import *job)
 	}
 	if (!length)
 		length = ipc->map.size - offset;
-	r = region_prepare(job->d, job->owner, length, &reg, &e);
+	r = gpu_region_prepare(job->d, job->owner, length, &gpu_ipc_ops, &reg, &e);
 	if (r < 0) {
 		job_done(job, NULL, &e);
 		return;
 	}
-	reg->memory = REGION_CUDA_IPC;
 	reg->access = job->p.access;
-	reg->writable = true;
-	reg->ipc = ipc;
+	gpu_region_of(reg)->ipc = ipc;
 	ipc->n_ref++;
 	reg->dptr = ipc->map.dptr + offset;
 	reg->gpu = ipc->map.device;
@@ -330,7 +361,7 @@ int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_
 	p->fd = -EBADF;
 	list_init(&job->link);
 
-	if (p->memory == REGION_CUDA_VMM) {
+	if (p->memory == GPU_MEMORY_VMM) {
 		uint64_t length = p->length;
 
 		if (p->offset >= p->alloc_size || (length && length > p->alloc_size - p->offset)) {
@@ -342,14 +373,12 @@ int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_
 		}
 		if (!length)
 			length = p->alloc_size - p->offset;
-		r = region_prepare(d, owner, length, &job->reg, e);
+		r = gpu_region_prepare(d, owner, length, &gpu_vmm_ops, &job->reg, e);
 		if (r < 0) {
 			job_free(job);
 			return r;
 		}
-		job->reg->memory = REGION_CUDA_VMM;
 		job->reg->access = p->access;
-		job->reg->writable = true;
 		r = uv_queue_work(d->loop, &job->work, on_vmm_work, on_vmm_done);
 		if (r < 0) {
 			job_free(job);
@@ -446,8 +475,7 @@ static void on_list_work(uv_work_t *w)
 
 unsigned gpu_regions_on(const struct daemon *d, int ordinal)
 {
-	/* Kept up to date by region_publish() and region_drop_owner():
-	 * counting them here would walk every region of every client. */
+	/* Kept up to date by gpu_region_count() and its hook. */
 	return ordinal >= 0 && ordinal < GPU_LIST_MAX ? d->gpu_regions[ordinal] : 0;
 }
 

@@ -26,37 +26,21 @@ struct errinfo;
 struct region;
 struct session;
 
-enum gpu_ipc_state {
-	GPU_IPC_OPENING,
-	GPU_IPC_OPEN,
-};
-
 /* ListGpus shows at most this many GPUs, and counts regions on those. */
 #define GPU_LIST_MAX 16
 
-struct gpu_ipc {
-	struct list_head link;		/* in daemon->gpu_ipcs */
-	struct daemon *daemon;
-	uint8_t handle[CU_IPC_HANDLE_SIZE];
-	int ordinal;			/* the device whose context opens it */
-	enum gpu_ipc_state state;
-	struct cu_ipc_map map;
-	char pci_bus_id[32];
-	unsigned n_ref;			/* regions over it */
-	struct list_head waiters;	/* imports waiting for the open */
-	uv_work_t work;
-	int err;
-	bool driver_loaded;
-	const char *error_name;
-	char error[512];
+/* What GPU memory an import is of (Register's "memory"). */
+enum gpu_memory {
+	GPU_MEMORY_VMM = 1,		/* a CUDA VMM allocation exported as a POSIX fd */
+	GPU_MEMORY_IPC,			/* a legacy CUDA IPC handle */
 };
 
 struct gpu_import_params {
-	int memory;			/* enum region_memory */
-	int fd;				/* REGION_CUDA_VMM: taken */
-	uint64_t alloc_size;		/* REGION_CUDA_VMM: the allocation's size */
-	const char *ipc_handle;		/* REGION_CUDA_IPC: 128 hex digits */
-	uint32_t gpu;			/* REGION_CUDA_IPC: device to open it with */
+	enum gpu_memory memory;
+	int fd;				/* GPU_MEMORY_VMM: taken */
+	uint64_t alloc_size;		/* GPU_MEMORY_VMM: the allocation's size */
+	const char *ipc_handle;		/* GPU_MEMORY_IPC: 128 hex digits */
+	uint32_t gpu;			/* GPU_MEMORY_IPC: device to open it with */
 	uint64_t offset, length;	/* the region within the allocation; 0: to its end */
 	unsigned access;
 };
@@ -84,9 +68,6 @@ int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_
 /* Its client went away: done will not run (work on the pool finishes and
  * cleans up after itself). */
 void gpu_import_cancel(struct gpu_import *job);
-
-/* A region over a shared IPC open let go of it (loop side). */
-void gpu_ipc_unref(struct gpu_ipc *ipc);
 
 /* What the driver says of the GPUs (ListGpus). */
 struct gpu_list_result {

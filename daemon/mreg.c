@@ -11,7 +11,6 @@
 
 #include "daemon.h"
 #include "device.h"
-#include "cuda.h"
 #include "errinfo.h"
 #include "log.h"
 #include "mreg.h"
@@ -92,25 +91,23 @@ static void mreg_settle(struct mreg *m)
 }
 
 /*
- * GPU memory: a dma-buf of the whole allocation (NICs register whole
+ * Device memory: the dma-buf the kind gives (NICs register whole
  * allocations; a sub-range of a page may not export), offset to the region,
  * with the device address as iova so peers use the same addresses as for
  * host memory; else the device address through ibv_reg_mr, which works when
  * nvidia_peermem is loaded. Both causes are kept when neither works.
  */
-static void register_gpu(struct mreg *m)
+static void register_device(struct mreg *m, struct region_mr_source *src)
 {
 	struct region *r = m->region;
 	char dmabuf_err[256];
-	uint64_t base, size;
-	int fd = -EBADF, err;
+	int err;
 
-	err = cu_dmabuf_fd_for(r->dptr, &fd, &base, &size);
-	if (err == 0) {
-		err = vb->mr_reg_dmabuf(m->pd, fd, r->dptr - base, r->size, r->dptr, m->access,
-					&m->mr);
+	if (src->dmabuf_fd >= 0) {
+		err = vb->mr_reg_dmabuf(m->pd, src->dmabuf_fd, src->dmabuf_offset, r->size,
+					src->iova, m->access, &m->mr);
 		/* The MR holds its own reference to the dma-buf. */
-		safe_close(fd);
+		src->dmabuf_fd = safe_close(src->dmabuf_fd);
 		if (err == 0) {
 			m->how = "dma-buf";
 			m->err = 0;
@@ -118,10 +115,9 @@ static void register_gpu(struct mreg *m)
 		}
 		snprintf(dmabuf_err, sizeof(dmabuf_err), "ibv_reg_dmabuf_mr: %s", strerror(-err));
 	} else {
-		snprintf(dmabuf_err, sizeof(dmabuf_err), "no dma-buf for the allocation: %s",
-			 cu_last_error());
+		snprintf(dmabuf_err, sizeof(dmabuf_err), "%s", src->dmabuf_error);
 	}
-	m->err = vb->mr_reg(m->pd, (void *)(uintptr_t)r->dptr, r->size, m->access, &m->mr);
+	m->err = vb->mr_reg(m->pd, src->addr, r->size, m->access, &m->mr);
 	if (m->err == 0) {
 		m->how = "peer-memory";
 		return;
@@ -131,16 +127,22 @@ static void register_gpu(struct mreg *m)
 		 strerror(-m->err));
 }
 
+/* Pool: what to register comes from the region's memory kind. */
 static void on_reg_work(uv_work_t *work)
 {
 	struct mreg *m = container_of(work, struct mreg, work);
+	struct region *r = m->region;
+	struct region_mr_source src;
 
-	if (region_is_gpu(m->region)) {
-		register_gpu(m);
+	m->err = r->mem->mr_source(r, &src);
+	if (m->err < 0)
+		return;
+	if (src.device) {
+		register_device(m, &src);
 		return;
 	}
 	m->how = "host-memory";
-	m->err = vb->mr_reg(m->pd, m->region->addr, m->region->size, m->access, &m->mr);
+	m->err = vb->mr_reg(m->pd, src.addr, r->size, m->access, &m->mr);
 }
 
 /* What to tell the client about the locked-memory limit behind a failure. */
@@ -241,7 +243,7 @@ int mreg_check_region(const struct region *r, struct errinfo *e)
 {
 	const char *release;
 
-	if (r->memory != REGION_MEMFD || r->writable || kernel_pins_read_only(&release))
+	if (!region_is_host(r) || r->writable || kernel_pins_read_only(&release))
 		return 0;
 	return errinfo_set(e, RDMAMEM_ERROR_READ_ONLY, -EROFS,
 			   "region %" PRIu64 " is read-only (its memfd was opened read-only or "
@@ -253,14 +255,82 @@ int mreg_check_region(const struct region *r, struct errinfo *e)
 			   r->id, release);
 }
 
+/*
+ * A region's registrations, attached to it as its first hook (the
+ * registrations go before anything else of the region): made with the
+ * first, revoked when the owner lets go, freed with the region.
+ */
+struct mreg_set {
+	struct region_hook hook;
+	struct list_head mregs;		/* struct mreg, one per device */
+	struct list_head revoke_waiters;	/* struct mreg_waiter: Unregister calls */
+};
+
+static void mreg_set_revoke(struct region_hook *h);
+static void mreg_set_finish(struct region_hook *h);
+
+static const struct region_hook_ops mreg_hook_ops = {
+	.rank = REGION_HOOK_REGISTRATIONS,
+	.revoke = mreg_set_revoke,
+	.finish = mreg_set_finish,
+};
+
+static struct region_hook *mreg_set_make(struct region *r, void *userdata)
+{
+	struct mreg_set *set = calloc(1, sizeof(*set));
+
+	(void)r;
+	(void)userdata;
+	if (!set)
+		return NULL;
+	list_init(&set->mregs);
+	list_init(&set->revoke_waiters);
+	return &set->hook;
+}
+
+/* r's registrations; NULL when it never had one. */
+static struct mreg_set *set_of(const struct region *r)
+{
+	struct region_hook *h = region_hook_find(r, &mreg_hook_ops);
+
+	return h ? container_of(h, struct mreg_set, hook) : NULL;
+}
+
 struct mreg *mreg_find(struct region *r, const char *device)
 {
+	struct mreg_set *set = set_of(r);
 	struct mreg *m;
 
-	list_for_each_entry(m, &r->mregs, link)
+	if (!set)
+		return NULL;
+	list_for_each_entry(m, &set->mregs, link)
 		if (strcmp(m->device, device) == 0)
 			return m;
 	return NULL;
+}
+
+bool mreg_any(const struct region *r)
+{
+	struct mreg_set *set = set_of(r);
+
+	return set && !list_empty(&set->mregs);
+}
+
+int mreg_list_json(const struct region *r, cJSON *list)
+{
+	struct mreg_set *set = set_of(r);
+	const struct mreg *m;
+
+	if (!set)
+		return 0;
+	list_for_each_entry(m, &set->mregs, link) {
+		cJSON *j = mreg_to_json(m, false);
+
+		if (!j)
+			return -ENOMEM;
+		cJSON_AddItemToArray(list, j);
+	}
+	return 0;
 }
 
 struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waiter *w)
@@ -268,6 +338,7 @@ struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waite
 	struct daemon *d = r->daemon;
 	const char *device = dev->info.name;
 	struct mreg *m = mreg_find(r, device);
+	struct region_hook *h;
 	int err;
 
 	if (m) {
@@ -275,13 +346,16 @@ struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waite
 			list_add_tail(&w->link, &m->waiters);
 		return m;
 	}
+	h = region_hook_get(r, &mreg_hook_ops, mreg_set_make, NULL);
+	if (!h)
+		return NULL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
 	m->region = r;
 	snprintf(m->device, sizeof(m->device), "%s", device);
 	list_init(&m->waiters);
-	list_add_tail(&m->link, &r->mregs);
+	list_add_tail(&m->link, &container_of(h, struct mreg_set, hook)->mregs);
 	m->access = vb_access_of(r);
 	m->dev = dev;
 
@@ -322,9 +396,12 @@ void mreg_waiter_cancel(struct mreg_waiter *w)
 
 int mreg_forget_failure(struct region *r, const char *device)
 {
+	struct mreg_set *set = set_of(r);
 	struct mreg *m;
 
-	list_for_each_entry(m, &r->mregs, link)
+	if (!set)
+		return -ENOENT;
+	list_for_each_entry(m, &set->mregs, link)
 		if (strcmp(m->device, device) == 0 && m->state == MREG_FAILED) {
 			list_del(&m->link);
 			free(m->error);
@@ -344,12 +421,13 @@ static void mreg_free(struct mreg *m)
 /* Unregister calls waiting for the last MR to go are answered. */
 static void revoke_settle(struct region *r)
 {
+	struct mreg_set *set = set_of(r);
 	struct mreg_waiter *w;
 
-	if (!list_empty(&r->mregs))
+	if (!list_empty(&set->mregs))
 		return;
-	while (!list_empty(&r->revoke_waiters)) {
-		w = list_first_entry(&r->revoke_waiters, struct mreg_waiter, link);
+	while (!list_empty(&set->revoke_waiters)) {
+		w = list_first_entry(&set->revoke_waiters, struct mreg_waiter, link);
 		list_del(&w->link);
 		w->settled(w);
 	}
@@ -412,28 +490,37 @@ static void mreg_revoke(struct mreg *m)
 	}
 }
 
-void mreg_revoke_all(struct region *r)
+/* The owner let go of the region (r->dead): its MRs go, now or once their
+ * registration is done, and recorded failures are forgotten. */
+static void mreg_set_revoke(struct region_hook *h)
 {
+	struct mreg_set *set = container_of(h, struct mreg_set, hook);
 	struct mreg *m, *n;
 
-	list_for_each_entry_safe(m, n, &r->mregs, link)
+	list_for_each_entry_safe(m, n, &set->mregs, link)
 		mreg_revoke(m);
 }
 
 bool mreg_wait_revoked(struct region *r, struct mreg_waiter *w)
 {
-	if (list_empty(&r->mregs))
+	struct mreg_set *set = set_of(r);
+
+	if (!set || list_empty(&set->mregs))
 		return false;
-	list_add_tail(&w->link, &r->revoke_waiters);
+	list_add_tail(&w->link, &set->revoke_waiters);
 	return true;
 }
 
-void mreg_free_all(struct region *r)
+/* The region goes: frees what is left of its entries (none is in force). */
+static void mreg_set_finish(struct region_hook *h)
 {
+	struct mreg_set *set = container_of(h, struct mreg_set, hook);
+
 	/* Every MR held a reference until it was deregistered: what is left
 	 * are entries of a region that was never dropped by an owner. */
-	while (!list_empty(&r->mregs))
-		mreg_free(list_first_entry(&r->mregs, struct mreg, link));
+	while (!list_empty(&set->mregs))
+		mreg_free(list_first_entry(&set->mregs, struct mreg, link));
+	free(set);
 }
 
 cJSON *mreg_missing_json(struct daemon *d, const char *device)

@@ -19,6 +19,7 @@
 #ifndef RDMAMEMD_MREG_H
 #define RDMAMEMD_MREG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
@@ -45,7 +46,7 @@ struct mreg_waiter {
 };
 
 struct mreg {
-	struct list_head link;	/* in region->mregs */
+	struct list_head link;	/* in its region's set (mreg.c), one per device */
 	struct region *region;
 	char device[VB_NAME_MAX];
 	struct device *dev;	/* NULL when no such device is open */
@@ -89,18 +90,18 @@ void mreg_waiter_cancel(struct mreg_waiter *w);
 int mreg_forget_failure(struct region *r, const char *device);
 
 /*
- * The owner let go of r (r->dead): deregisters its MRs, now or once their
- * registration is done, and forgets recorded failures.
- */
-void mreg_revoke_all(struct region *r);
-/*
- * After mreg_revoke_all(): false when no MR of r is left; else true, and
- * w->settled runs on the loop once the last one is deregistered
- * (mreg_waiter_cancel() stops waiting).
+ * After region_drop_owner(), which deregisters r's MRs (now or once their
+ * registration is done) and forgets recorded failures through the hook
+ * mreg attaches to every region it registers: false when no MR of r is
+ * left; else true, and w->settled runs on the loop once the last one is
+ * deregistered (mreg_waiter_cancel() stops waiting).
  */
 bool mreg_wait_revoked(struct region *r, struct mreg_waiter *w);
-/* The region goes: frees what is left of its entries (none are in force). */
-void mreg_free_all(struct region *r);
+
+/* Whether r has any entry: an MR in any state, or a recorded failure. */
+bool mreg_any(const struct region *r);
+/* Appends mreg_to_json() of each of r's entries to list; -ENOMEM. */
+int mreg_list_json(const struct region *r, cJSON *list);
 
 /* {device, backend, state, lkey, rkey, addr, length} or {device, error}. */
 cJSON *mreg_to_json(const struct mreg *m, bool recorded);

@@ -1,36 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <linux/magic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "account.h"
 #include "daemon.h"
 #include "errinfo.h"
-#include "gpu.h"
 #include "idmap.h"
-#include "lease.h"
 #include "log.h"
-#include "mreg.h"
 #include "proto/errors.h"
 #include "region.h"
 #include "session.h"
-
-#ifndef F_SEAL_FUTURE_WRITE
-#define F_SEAL_FUTURE_WRITE 0x0010
-#endif
-/* Mappings up to this size are unmapped on the loop, larger ones on the pool. */
-#define REGION_UNMAP_INLINE_MAX (1U << 20)
-#define MPOL_F_NODE (1 << 0)
-#define MPOL_F_ADDR (1 << 1)
 
 /* The owner's session closed: as if it had unregistered. */
 static void region_session_drop(struct session_link *link)
@@ -50,32 +32,6 @@ void region_registry_done(struct daemon *d)
 {
 	idmap_done(&d->regions);
 	idseq_done(&d->region_order);
-}
-
-static const char *file_kind(mode_t m)
-{
-	if (S_ISSOCK(m))
-		return "a socket";
-	if (S_ISFIFO(m))
-		return "a pipe";
-	if (S_ISDIR(m))
-		return "a directory";
-	if (S_ISCHR(m))
-		return "a character device";
-	if (S_ISBLK(m))
-		return "a block device";
-	return "not a regular file";
-}
-
-static int numa_node_of(void *addr)
-{
-	int node = -1;
-
-	/* Looks at (and if need be faults in) the first page only: a hint
-	 * for placement, not a guarantee for the whole range. */
-	if (syscall(SYS_get_mempolicy, &node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR) < 0)
-		return -1;
-	return node;
 }
 
 /* Refuses the import if it would take the owner over a quota. */
@@ -112,89 +68,35 @@ static void uncharge_quota(struct daemon *d, struct account *a, uint64_t length)
 	d->pinned_bytes -= length;
 }
 
-/* Checks the fd and the range; fills st and seals. */
-static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_seals,
-			  struct errinfo *e)
-{
-	int seals;
-
-	if (fstat(imp->fd, st) < 0)
-		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -errno,
-				   "cannot inspect the file descriptor: %s", strerror(errno));
-	if (!S_ISREG(st->st_mode))
-		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EBADFD,
-				   "the file descriptor is %s, not a memfd; create the buffer with "
-				   "memfd_create(2) (rdmamem_memfd_create() does it)",
-				   file_kind(st->st_mode));
-
-	seals = fcntl(imp->fd, F_GET_SEALS);
-	if (seals < 0)
-		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EBADFD,
-				   "the file descriptor is a regular file that cannot be sealed, not a "
-				   "memfd; create the buffer with memfd_create(2) and "
-				   "MFD_ALLOW_SEALING");
-	if (!(seals & F_SEAL_SHRINK))
-		return errinfo_set(e, RDMAMEM_ERROR_MISSING_SEAL, -EPERM,
-				   "the memfd is not sealed against shrinking, so truncating it would "
-				   "crash whoever maps it; seal it with fcntl(fd, F_ADD_SEALS, "
-				   "F_SEAL_SHRINK) before registering");
-
-	if (imp->offset > (uint64_t)st->st_size)
-		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
-				   "offset %" PRIu64 " is beyond the end of the memfd (%" PRIu64
-				   " bytes)",
-				   imp->offset, (uint64_t)st->st_size);
-	/* The handler refused an explicit length 0: 0 here means "to the end". */
-	if (imp->length == 0)
-		imp->length = (uint64_t)st->st_size - imp->offset;
-	if (imp->length == 0)
-		return errinfo_invalid_param(e, imp->offset ? "offset" : "fd", -EINVAL,
-					     "the range is empty: the memfd has %" PRIu64
-					     " bytes and offset %" PRIu64
-					     " is its end; ftruncate it first or pass a smaller offset",
-					     (uint64_t)st->st_size, imp->offset);
-	if (imp->offset + imp->length < imp->offset)
-		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -EOVERFLOW,
-				   "offset %" PRIu64 " + length %" PRIu64 " overflows 64 bits",
-				   imp->offset, imp->length);
-	if (imp->offset + imp->length > (uint64_t)st->st_size)
-		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
-				   "range [%" PRIu64 ", %" PRIu64 ") extends beyond the end of the "
-				   "memfd (%" PRIu64 " bytes)",
-				   imp->offset, imp->offset + imp->length, (uint64_t)st->st_size);
-	*ret_seals = seals;
-	return 0;
-}
-
-int region_prepare(struct daemon *d, struct session *owner, uint64_t size, struct region **ret,
+int region_prepare(struct daemon *d, struct session *owner, uint64_t size,
+		   const struct region_mem_ops *mem, size_t alloc, struct region **ret,
 		   struct errinfo *e)
 {
 	struct region *reg;
 	int r;
 
+	assert(alloc >= sizeof(*reg));
 	r = charge_quota(d, owner->account, size, e);
 	if (r < 0)
 		return r;
-	reg = calloc(1, sizeof(*reg));
+	reg = calloc(1, alloc);
 	if (!reg) {
 		uncharge_quota(d, owner->account, size);
 		return -ENOMEM;
 	}
 	reg->n_ref = 1;
 	reg->daemon = d;
-	reg->fd = -EBADF;
+	reg->mem = mem;
 	reg->gpu = -1;
 	reg->numa_node = -1;
-	reg->cuda_registered = -1;
-	pthread_mutex_init(&reg->cuda_lock, NULL);
+	pthread_mutex_init(&reg->hooks_lock, NULL);
+	list_init(&reg->hooks);
 	reg->account = account_ref(owner->account);
 	reg->size = size;
 	reg->created_msec = uv_now(d->loop);
 	idseq_node_init(&reg->order);
 	session_link_init(&reg->owner_link);
 	list_init(&reg->leases);
-	list_init(&reg->mregs);
-	list_init(&reg->revoke_waiters);
 	lock_init(&reg->lock);
 	*ret = reg;
 	return 0;
@@ -217,172 +119,12 @@ int region_publish(struct region *reg, struct session *owner)
 		return -ENOMEM;
 	}
 	session_add(owner, SESSION_REGION, &reg->owner_link);
-	if (reg->gpu >= 0 && reg->gpu < GPU_LIST_MAX)
-		d->gpu_regions[reg->gpu]++;
 	log_full_fields(LOG_DEBUG, 0, LOG_REGION(reg),
 			"Region %" PRIu64 ": %" PRIu64 " bytes of %s for pid %d uid %u%s", reg->id,
 			reg->size, region_is_gpu(reg) ? "GPU memory" : "a memfd",
 			(int)reg->owner_pid, (unsigned)reg->owner_uid,
 			reg->writable ? "" : " (read-only)");
 	return 0;
-}
-
-long long hugetlb_pages(uint64_t page, const char *what)
-{
-	char path[160];
-	long long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), HUGETLB_SYSFS "-%" PRIu64 "kB/%s", page >> 10, what);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
-
-/*
- * A hugetlb mapping reserves its huge pages when it is made, so a host
- * without enough free ones of the memfd's size refuses it (ENOMEM): the
- * client chose memory this host cannot give. Says how many there are.
- */
-static int hugetlb_unavailable(uint64_t page, uint64_t len, struct errinfo *e)
-{
-	long long free_pages = hugetlb_pages(page, "free_hugepages");
-	long long resv = hugetlb_pages(page, "resv_hugepages");
-	char size[32];
-
-	if (page >= (1ULL << 30))
-		snprintf(size, sizeof(size), "%" PRIu64 " GiB", page >> 30);
-	else
-		snprintf(size, sizeof(size), "%" PRIu64 " MiB", page >> 20);
-	if (free_pages < 0 || resv < 0)
-		return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
-				   "the memfd is backed by %s huge pages and the host has none free "
-				   "to map its %" PRIu64 " pages; reserve huge pages of that size or "
-				   "register memory of normal pages",
-				   size, len / page);
-	return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
-			   "the memfd is backed by %s huge pages: mapping it needs up to %" PRIu64
-			   " of them, and the host has %lld free, %lld of those reserved by others; "
-			   "reserve more (" HUGETLB_SYSFS "-%" PRIu64 "kB/nr_hugepages, or "
-			   "hugepages= at boot) or register memory of normal pages",
-			   size, len / page, free_pages, resv, page >> 10);
-}
-
-/*
- * Maps [map_off, map_off + reg->map_len) of fd, writable when the open mode
- * and the seals allow. Failures the client's fd causes get their own error.
- */
-static int map_memfd(struct region *reg, int fd, int flags, int *seals, uint64_t map_off,
-		     struct errinfo *e)
-{
-	struct statfs sfs;
-	int prot;
-
-	for (;;) {
-		/* Write seals forbid a writable shared mapping: map read-only. */
-		reg->writable = (flags & O_ACCMODE) == O_RDWR &&
-				!(*seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
-		prot = PROT_READ | (reg->writable ? PROT_WRITE : 0);
-		reg->map_base = mmap(NULL, reg->map_len, prot, MAP_SHARED, fd, (off_t)map_off);
-		if (reg->map_base != MAP_FAILED)
-			return 0;
-		reg->map_base = NULL;
-		/* The client may add a write seal after validate_memfd() read
-		 * the seals: then map read-only, as if it had been there. */
-		if (errno == EPERM && reg->writable) {
-			int now = fcntl(fd, F_GET_SEALS);
-
-			if (now >= 0 && (now & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) {
-				*seals = now;
-				continue;
-			}
-			errno = EPERM;
-		}
-		break;
-	}
-	if (errno == ENOMEM && fstatfs(fd, &sfs) == 0 && sfs.f_type == HUGETLBFS_MAGIC)
-		return hugetlb_unavailable((uint64_t)sfs.f_bsize, reg->map_len, e);
-	return errinfo_set(e, RDMAMEM_ERROR_INTERNAL, -errno,
-			   "cannot map %" PRIu64 " bytes of the memfd: %s", reg->map_len,
-			   strerror(errno));
-}
-
-int region_import_memfd(struct daemon *d, struct session *owner, struct memfd_import *imp,
-			struct region **ret, struct errinfo *e)
-{
-	struct region *reg;
-	struct stat st;
-	uint64_t page, map_off;
-	int seals = 0, flags, r;
-
-	r = validate_memfd(imp, &st, &seals, e);
-	if (r < 0)
-		return r;
-
-	flags = fcntl(imp->fd, F_GETFL);
-	if (flags < 0 || (flags & O_ACCMODE) == O_WRONLY)
-		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EACCES,
-				   "the memfd must be open for reading");
-
-	r = region_prepare(d, owner, imp->length, &reg, e);
-	if (r < 0)
-		return r;
-	reg->memory = REGION_MEMFD;
-
-	/* hugetlbfs reports its page size as the block size. */
-	page = MAX((uint64_t)st.st_blksize, (uint64_t)sysconf(_SC_PAGESIZE));
-	if (page & (page - 1))
-		page = (uint64_t)sysconf(_SC_PAGESIZE);
-	map_off = imp->offset & ~(page - 1);
-	/* Whole pages: munmap() of a hugetlb mapping refuses a length that
-	 * is not a multiple of its page size (and hugetlbfs files are). */
-	reg->map_len = (imp->offset - map_off + imp->length + page - 1) & ~(page - 1);
-	r = map_memfd(reg, imp->fd, flags, &seals, map_off, e);
-	if (r < 0) {
-		/* The client's doing is logged at debug with the answer; what
-		 * is left is the daemon's own trouble. */
-		if (strcmp(e->name, RDMAMEM_ERROR_INTERNAL) == 0)
-			log_full_fields(LOG_WARNING, r, LOG_CLIENT(&owner->cred), "Register: %s",
-					e->message);
-		region_unref(reg);
-		return r;
-	}
-	reg->addr = (char *)reg->map_base + (imp->offset - map_off);
-	reg->fd = TAKE_FD(imp->fd);
-	reg->file_offset = imp->offset;
-	reg->file_size = st.st_size;
-	reg->file_dev = st.st_dev;
-	reg->file_ino = st.st_ino;
-	reg->seals = seals;
-	reg->access = imp->access;
-	reg->numa_node = numa_node_of(reg->addr);
-
-	r = region_publish(reg, owner);
-	if (r < 0) {
-		region_unref(reg);
-		return r;
-	}
-	*ret = reg;
-	return 0;
-}
-
-int region_cuda_host_register(struct region *r, int ordinal)
-{
-	int res = 0;
-
-	/* Two copies may touch a fresh region at once: one registers. */
-	pthread_mutex_lock(&r->cuda_lock);
-	if (r->cuda_registered < 0) {
-		res = cu_host_register(r->map_base, r->map_len, ordinal, !r->writable);
-		if (res == 0)
-			r->cuda_registered = ordinal;
-	}
-	pthread_mutex_unlock(&r->cuda_lock);
-	return res;
 }
 
 struct region *region_ref(struct region *r)
@@ -392,33 +134,69 @@ struct region *region_ref(struct region *r)
 	return r;
 }
 
-/* Pool-safe: drop order is registrations, then memory, then the fd. An MR
- * does not keep pages mapped: one that outlived the mapping would let a
- * peer's DMA land in freed memory. Every MR held a reference until it was
- * deregistered, so none is left here. */
+struct region_hook *region_hook_find(const struct region *r, const struct region_hook_ops *ops)
+{
+	return region_hook_get((struct region *)r, ops, NULL, NULL);
+}
+
+struct region_hook *region_hook_get(struct region *r, const struct region_hook_ops *ops,
+				    struct region_hook *(*make)(struct region *r, void *userdata),
+				    void *userdata)
+{
+	struct region_hook *h, *found = NULL;
+	struct list_head *at;
+
+	pthread_mutex_lock(&r->hooks_lock);
+	list_for_each_entry(h, &r->hooks, link)
+		if (h->ops == ops) {
+			found = h;
+			break;
+		}
+	if (!found && make) {
+		found = make(r, userdata);
+		if (found) {
+			found->ops = ops;
+			found->region = r;
+			/* After the hooks of its rank and those before. */
+			at = &r->hooks;
+			list_for_each_entry(h, &r->hooks, link)
+				if (h->ops->rank > ops->rank) {
+					at = &h->link;
+					break;
+				}
+			list_add_tail(&found->link, at);
+		}
+	}
+	pthread_mutex_unlock(&r->hooks_lock);
+	return found;
+}
+
+/* Pool-safe: the hooks, then the memory (and the fd), in that order (see
+ * struct region_hook). No reference is left, so no other thread touches
+ * the hooks now. */
 static void region_release_memory(struct region *r)
 {
-	int err;
+	struct region_hook *h;
 
-	if (r->cuda_registered >= 0 &&
-	    (err = cu_host_unregister(r->map_base, r->cuda_registered)) < 0)
-		log_full_fields(LOG_WARNING, err, LOG_REGION(r), "Region %" PRIu64 ": %s", r->id,
-				cu_last_error());
-	if (r->memory == REGION_CUDA_VMM && (err = cu_vmm_release(&r->vmm)) < 0)
-		log_full_fields(LOG_WARNING, err, LOG_REGION(r), "Region %" PRIu64 ": %s", r->id,
-				cu_last_error());
-	if (r->map_base && munmap(r->map_base, r->map_len) < 0)
-		log_full_fields(LOG_WARNING, -errno, LOG_REGION(r),
-				"Region %" PRIu64 ": munmap failed: %m", r->id);
-	r->map_base = NULL;
-	r->fd = safe_close(r->fd);
+	list_for_each_entry(h, &r->hooks, link)
+		if (h->ops->release)
+			h->ops->release(h);
+	if (r->mem->release)
+		r->mem->release(r);
 }
 
 static void region_finish(struct region *r)
 {
-	mreg_free_all(r);
-	gpu_ipc_unref(r->ipc);
-	pthread_mutex_destroy(&r->cuda_lock);
+	struct region_hook *h, *n;
+
+	list_for_each_entry_safe(h, n, &r->hooks, link) {
+		list_del(&h->link);
+		if (h->ops->finish)
+			h->ops->finish(h);
+	}
+	if (r->mem->finish)
+		r->mem->finish(r);
+	pthread_mutex_destroy(&r->hooks_lock);
 	account_unref(r->account);
 	free(r->shares);
 	log_full_fields(LOG_DEBUG, 0, LOG_REGION(r), "Region %" PRIu64 " released", r->id);
@@ -436,6 +214,20 @@ static void on_release_done(uv_work_t *w, int status)
 	region_finish(container_of(w, struct region, release));
 }
 
+/* Whether releasing r may block: the kind says, and any hook that releases
+ * something (a CUDA call). */
+static bool region_release_blocks(const struct region *r)
+{
+	const struct region_hook *h;
+
+	if (r->release_on_pool)
+		return true;
+	list_for_each_entry(h, &r->hooks, link)
+		if (h->ops->release)
+			return true;
+	return false;
+}
+
 static void region_free(struct region *r)
 {
 	struct daemon *d = r->daemon;
@@ -450,8 +242,7 @@ static void region_free(struct region *r)
 	/* Unmapping a large mapping drops every page the daemon touched (25 ms
 	 * a GiB here), and CUDA calls can take long: not on the loop. (The
 	 * registrations went with the owner's hold, each on the pool.) */
-	if ((region_is_gpu(r) || r->cuda_registered >= 0 ||
-	     r->map_len >= REGION_UNMAP_INLINE_MAX) &&
+	if (region_release_blocks(r) &&
 	    uv_queue_work(d->loop, &r->release, on_release, on_release_done) == 0)
 		return;
 	region_release_memory(r);
@@ -475,11 +266,20 @@ void region_drop_owner(struct region *r)
 	idmap_remove(&d->regions, r->id);
 	idseq_remove(&d->region_order, &r->order);
 	session_remove(&r->owner_link);
-	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
-		d->gpu_regions[r->gpu]--;
 	/* No uid keeps the owner's rkeys alive: leases and operations in
-	 * flight keep only the memory. */
-	mreg_revoke_all(r);
+	 * flight keep only the memory. A pool thread may attach a hook
+	 * meanwhile (under hooks_lock: the walk steps under it too, not the
+	 * revokes); none is detached before the region goes. */
+	pthread_mutex_lock(&r->hooks_lock);
+	for (struct list_head *at = r->hooks.next; at != &r->hooks; at = at->next) {
+		struct region_hook *h = container_of(at, struct region_hook, link);
+
+		pthread_mutex_unlock(&r->hooks_lock);
+		if (h->ops->revoke)
+			h->ops->revoke(h);
+		pthread_mutex_lock(&r->hooks_lock);
+	}
+	pthread_mutex_unlock(&r->hooks_lock);
 	region_unref(r);
 }
 
@@ -603,29 +403,7 @@ bool region_same_memory(const struct region *a, const struct region *b, int64_t 
 		*ret_delta = 0;
 		return true;
 	}
-	if (a->memory != b->memory)
-		return false;
-	switch (a->memory) {
-	case REGION_MEMFD:
-		if (a->file_dev != b->file_dev || a->file_ino != b->file_ino)
-			return false;
-		*ret_delta = (int64_t)(b->file_offset - a->file_offset);
-		return true;
-	case REGION_CUDA_IPC:
-		/* One open per allocation: one address range. */
-		if (a->ipc != b->ipc)
-			return false;
-		*ret_delta = (int64_t)(b->dptr - a->dptr);
-		return true;
-	case REGION_CUDA_VMM:
-		/* Each import maps the allocation anew, and nothing tells two
-		 * imports of one allocation apart from two allocations: every
-		 * exported fd is /dev/nvidiactl, and the handle, buffer id and
-		 * memory block id differ per import (seen on an H200, driver
-		 * 580). */
-		break;
-	}
-	return false;
+	return a->mem == b->mem && a->mem->same_memory && a->mem->same_memory(a, b, ret_delta);
 }
 
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,

@@ -7,9 +7,9 @@
  * reference. Unregister or the owner's disconnect drops the owner's, makes
  * the region invisible to new users and deregisters its MRs at once: the
  * registrations live as long as the owner's hold, the memory as long as
- * anything local uses it. The mapping (the keepalive) goes with the last
- * reference, which is after the last MR (drop order: registrations, memory,
- * fd).
+ * anything local uses it. The memory goes with the last reference, which is
+ * after the last MR (drop order: the hooks — registrations first —, then the
+ * memory, then the fd; struct region_hook).
  *
  * The registry maps ids to weak references: a weak reference upgrades to a
  * strong one only while the region lives and still covers the address range
@@ -23,9 +23,9 @@
 #include <sys/types.h>
 
 #include <pthread.h>
+#include <cjson/cJSON.h>
 #include <uv.h>
 
-#include "cuda.h"
 #include "idseq.h"
 #include "lock.h"
 #include "proto/list.h"
@@ -48,14 +48,96 @@ enum region_right {
 	REGION_ADMIN,		/* Unregister, Share: the owner (or root) only */
 };
 
-/* Where a region's memory comes from. */
-enum region_memory {
-	REGION_MEMFD,		/* host memory: a sealed memfd, mapped here */
-	REGION_CUDA_VMM,	/* a CUDA VMM allocation exported as a POSIX fd */
-	REGION_CUDA_IPC,	/* a legacy CUDA IPC handle */
+struct region;
+struct region_hook;
+
+/*
+ * Where the bytes of a copy are (region_mem_ops.copy): a region's, offset
+ * bytes into it, or the daemon's own host buffer (region NULL).
+ */
+struct region_span {
+	struct region *region;
+	uint64_t offset;
+	void *buf;
 };
 
-struct gpu_ipc;
+/* What an RDMA registration of the region pins (region_mem_ops.mr_source). */
+struct region_mr_source {
+	void *addr;		/* for ibv_reg_mr: the host mapping, or the device address */
+	bool device;		/* addr is device memory, registrable with peer memory */
+	int dmabuf_fd;		/* >= 0: a dma-buf to try first; the caller closes it */
+	uint64_t dmabuf_offset;	/* of the region's first byte in the dma-buf */
+	uint64_t iova;		/* the address peers use for the first byte */
+	char dmabuf_error[256];	/* device memory without a dma-buf: why */
+};
+
+/*
+ * A kind of memory behind regions: memfds (region_memfd.c), CUDA VMM
+ * allocations and legacy CUDA IPC handles (gpu_region.c). Only the kind's
+ * own file knows its state (it allocates the region with room for it and
+ * reaches it with container_of) and its driver.
+ *
+ * Threads: release, mr_source and copy may run on a pool thread, and touch
+ * only the region's immutable fields (set before it was published) and the
+ * kind's own state; everything else runs on the loop.
+ */
+struct region_mem_ops {
+	const char *type;	/* "memfd", "cuda-vmm", "cuda-ipc": GetRegion's source.type */
+	/* Pool-safe: unmaps the memory, releases the driver's handle, closes
+	 * the fd. Runs once, after every hook's release. NULL: nothing. */
+	void (*release)(struct region *r);
+	/* Loop: drops what the kind shares between regions (an IPC open),
+	 * after release. NULL: nothing. */
+	void (*finish)(struct region *r);
+	/* Pool-safe: what to register; 0, or a negative errno. */
+	int (*mr_source)(struct region *r, struct region_mr_source *ret);
+	/*
+	 * Pool-safe: moves n bytes from src to dst, one of which is memory of
+	 * this kind, the other of any kind or a host buffer; through bounce
+	 * (n bytes) when given, for two views of one allocation whose ranges
+	 * overlap. 0, or a negative errno with *e saying why. NULL for host
+	 * memory the daemon maps at addr: memcpy() moves its bytes.
+	 */
+	int (*copy)(const struct region_span *dst, const struct region_span *src, uint64_t n,
+		    void *bounce, struct errinfo *e);
+	/* Loop: GetRegion's source fields beyond type. */
+	int (*describe)(const struct region *r, cJSON *source);
+	/* Whether a and b, two regions of this kind, are views of one piece
+	 * of memory, and where b's first byte lies from a's in it (see
+	 * region_same_memory()). NULL: never. */
+	bool (*same_memory)(const struct region *a, const struct region *b, int64_t *ret_delta);
+};
+
+/*
+ * Something attached to a region that has to end with it: its RDMA
+ * registrations (mreg.c), a host region's page-locking by CUDA
+ * (gpu_region.c), a GPU region's place in the per-GPU counts.
+ *
+ * The order is fixed: when the owner lets go (region_drop_owner()), every
+ * hook's revoke, in list order; when the last reference goes, every hook's
+ * release (on the pool when the region releases there), then the memory
+ * (ops->release: unmap, then the fd), then, on the loop, every hook's
+ * finish and then ops->finish. Hooks are kept by rank, so that the
+ * registrations come first: an MR does not keep pages mapped, one that
+ * outlived the mapping would let a peer's DMA land in freed memory.
+ */
+enum region_hook_rank {
+	REGION_HOOK_REGISTRATIONS,
+	REGION_HOOK_OTHER,
+};
+
+struct region_hook_ops {
+	enum region_hook_rank rank;
+	void (*revoke)(struct region_hook *h);	/* loop: the owner let go; may be NULL */
+	void (*release)(struct region_hook *h);	/* pool-safe: before the memory; may be NULL */
+	void (*finish)(struct region_hook *h);	/* loop: last; may free h; may be NULL */
+};
+
+struct region_hook {
+	struct list_head link;	/* in region->hooks, by rank */
+	const struct region_hook_ops *ops;
+	struct region *region;
+};
 
 struct region_share {
 	bool is_group;
@@ -63,6 +145,13 @@ struct region_share {
 	bool readonly;
 };
 
+/*
+ * Threads: a region lives on the loop. A pool thread working for a
+ * reference it holds (a transfer, a registration, the release) may read the
+ * fields set before region_publish() — addr, size, map_base, map_len,
+ * writable, dptr, gpu, mem and the kind's state — and attach hooks
+ * (region_hook_get(), under hooks_lock); nothing else.
+ */
 struct region {
 	uint64_t id;
 	unsigned n_ref;
@@ -79,23 +168,17 @@ struct region {
 	pid_t owner_pid;
 	struct account *account;	/* charged for size and count */
 
-	enum region_memory memory;
-	void *addr;		/* host regions: first byte, in the daemon's mapping */
-	uint64_t dptr;		/* GPU regions: device address of the first byte */
+	const struct region_mem_ops *mem;	/* the kind; its state follows the region */
+	bool release_on_pool;	/* the kind's release may block (CUDA, a large munmap) */
+	void *addr;		/* host memory: first byte, in the daemon's mapping */
+	uint64_t dptr;		/* device memory: device address of the first byte */
 	uint64_t size;
-	void *map_base;		/* the keepalive mapping, page aligned */
+	void *map_base;		/* host memory: the keepalive mapping, page aligned */
 	size_t map_len;
-	int fd;
-	uint64_t file_offset;
-	uint64_t file_size;	/* st_size at import */
-	/* The memfd's file, so that a copy can tell two regions over one
-	 * memfd (different mappings of the same pages) from two pieces of
-	 * memory: region_same_memory(). */
-	dev_t file_dev;
-	ino_t file_ino;
-	unsigned seals;
-	bool writable;		/* mapped PROT_WRITE */
+	bool writable;		/* the memory may be written (a host mapping PROT_WRITE) */
 	int numa_node;		/* -1 when unknown */
+	int gpu;		/* device memory: the GPU's ordinal; -1 for host memory */
+	char pci_bus_id[32];
 	unsigned access;	/* REGION_ACCESS_* */
 	uint64_t created_msec;	/* uv_now() at import */
 
@@ -106,20 +189,9 @@ struct region {
 	struct region_share *shares;
 	size_t n_shares;
 
-	struct list_head mregs;		/* struct mreg, one per device */
-	struct list_head revoke_waiters;	/* struct mreg_waiter: Unregister calls */
+	pthread_mutex_t hooks_lock;	/* hooks may be attached from the pool */
+	struct list_head hooks;		/* struct region_hook, by rank */
 	uv_work_t release;		/* the memory, off the loop */
-
-	/* GPU regions. */
-	int gpu;			/* device ordinal, -1 for host memory */
-	char pci_bus_id[32];
-	struct cu_vmm_map vmm;		/* REGION_CUDA_VMM: the import */
-	struct gpu_ipc *ipc;		/* REGION_CUDA_IPC: the shared open */
-
-	/* Host regions that copies to or from a GPU touched: their mapping
-	 * is page-locked with CUDA once, so such copies run at DMA speed. */
-	pthread_mutex_t cuda_lock;
-	int cuda_registered;		/* device it was registered through, or -1 */
 };
 
 struct region_weak {
@@ -128,55 +200,55 @@ struct region_weak {
 	uint64_t size;
 };
 
-struct memfd_import {
-	int fd;			/* taken on success */
-	uint64_t offset;
-	uint64_t length;	/* 0: to the end of the file */
-	unsigned access;
-};
-
-/*
- * Imports a memfd range for owner. Validates the fd (memfd or shmem file,
- * F_SEAL_SHRINK, range within st_size), maps it once MAP_SHARED, charges the
- * owner's quota and publishes the region in the registry. Returns 0 with a
- * reference for the owner in *ret, or a negative errno with *e filled in.
- */
-int region_import_memfd(struct daemon *d, struct session *owner, struct memfd_import *imp,
-			struct region **ret, struct errinfo *e);
-
 struct region *region_ref(struct region *r);
 struct region *region_unref(struct region *r);
 
 /*
  * The first steps of every import: checks and charges the owner's quota for
- * size bytes, then makes an unpublished region that holds that charge.
+ * size bytes, then makes an unpublished region of kind mem that holds that
+ * charge, alloc bytes large (at least sizeof(struct region), the region
+ * first: the kind's state follows it) and zeroed.
  */
-int region_prepare(struct daemon *d, struct session *owner, uint64_t size, struct region **ret,
+int region_prepare(struct daemon *d, struct session *owner, uint64_t size,
+		   const struct region_mem_ops *mem, size_t alloc, struct region **ret,
 		   struct errinfo *e);
 /* Gives the region its id and its owner: from here on clients see it. */
 int region_publish(struct region *r, struct session *owner);
 
-/* The address peers and weak references know it by: host pointer or dptr. */
-static inline uint64_t region_address(const struct region *r)
+/* Host memory, mapped at addr: its bytes move with memcpy(), not ops->copy. */
+static inline bool region_is_host(const struct region *r)
 {
-	return r->memory == REGION_MEMFD ? (uint64_t)(uintptr_t)r->addr : r->dptr;
+	return !r->mem->copy;
 }
 
 static inline bool region_is_gpu(const struct region *r)
 {
-	return r->memory != REGION_MEMFD;
+	return !region_is_host(r);
+}
+
+/* The address peers and weak references know it by: host pointer or dptr. */
+static inline uint64_t region_address(const struct region *r)
+{
+	return region_is_host(r) ? (uint64_t)(uintptr_t)r->addr : r->dptr;
 }
 
 /*
- * Pool-safe: page-locks a host region's mapping with CUDA through device
- * ordinal, once. Returns 0 or a negative errno (cu_last_error() says why).
+ * r's hook of kind ops. When it has none, make(r, userdata) makes one
+ * (NULL: cannot, and nothing is attached), which is attached: all under r's
+ * hooks_lock, so that two threads asking at once make one. Any thread that
+ * holds a reference. The hook lives as long as the region.
  */
-int region_cuda_host_register(struct region *r, int ordinal);
+struct region_hook *region_hook_get(struct region *r, const struct region_hook_ops *ops,
+				    struct region_hook *(*make)(struct region *r, void *userdata),
+				    void *userdata);
+/* r's hook of kind ops, or NULL. (hooks_lock is taken: r is const to the
+ * caller, not to the lock.) */
+struct region_hook *region_hook_find(const struct region *r, const struct region_hook_ops *ops);
 
 /*
- * Unregister or disconnect: hides the region, starts deregistering its MRs
- * (mreg_wait_revoked() tells when they are gone) and drops the owner's
- * reference.
+ * Unregister or disconnect: hides the region, revokes what its hooks hold
+ * for the owner — its MRs start deregistering (mreg_wait_revoked() tells
+ * when they are gone) — and drops the owner's reference.
  */
 void region_drop_owner(struct region *r);
 
@@ -213,14 +285,6 @@ int region_unshare(struct region *r, bool is_group, uint32_t id);
  * separate memory.
  */
 bool region_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta);
-
-/*
- * The host's huge pages of page bytes: what is one of "nr_hugepages",
- * "free_hugepages", "resv_hugepages" (free ones include those reserved by
- * mappings). -1 when the host has no such page size.
- */
-#define HUGETLB_SYSFS "/sys/kernel/mm/hugepages/hugepages"
-long long hugetlb_pages(uint64_t page, const char *what);
 
 /* Checks [offset, offset + length) against the region, overflow-safe. */
 int region_check_range(const struct region *r, uint64_t offset, uint64_t length, const char *what,

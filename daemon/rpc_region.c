@@ -14,6 +14,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "region.h"
+#include "region_memfd.h"
 #include "rpc.h"
 #include "rpc_gpu.h"
 #include "rpc_rdma.h"
@@ -80,26 +81,6 @@ static int add_access(cJSON *o, unsigned bits)
 	return 0;
 }
 
-static int add_seals(cJSON *o, unsigned seals)
-{
-	static const struct {
-		unsigned bit;
-		const char *name;
-	} names[] = {
-		{ F_SEAL_SEAL, "seal" },   { F_SEAL_SHRINK, "shrink" },
-		{ F_SEAL_GROW, "grow" },   { F_SEAL_WRITE, "write" },
-		{ 0x0010, "future_write" },
-	};
-	cJSON *a = cJSON_AddArrayToObject(o, "seals");
-
-	if (!a)
-		return -ENOMEM;
-	for (size_t i = 0; i < ELEMENTSOF(names); i++)
-		if (seals & names[i].bit)
-			cJSON_AddItemToArray(a, cJSON_CreateString(names[i].name));
-	return 0;
-}
-
 /* GetRegion lists at most this many leases; leases.held and .waiting count all. */
 #define REGION_LEASE_LIST_MAX 256
 
@@ -130,17 +111,8 @@ cJSON *region_json(const struct region *r, bool detailed)
 	list = cJSON_AddArrayToObject(o, "registrations");
 	if (!list)
 		return NULL;
-	{
-		const struct mreg *m;
-
-		list_for_each_entry(m, &r->mregs, link) {
-			cJSON *j = mreg_to_json(m, false);
-
-			if (!j)
-				return NULL;
-			cJSON_AddItemToArray(list, j);
-		}
-	}
+	if (mreg_list_json(r, list) < 0)
+		return NULL;
 
 	owner = cJSON_AddObjectToObject(o, "owner");
 	loc = cJSON_AddObjectToObject(o, "location");
@@ -169,23 +141,8 @@ cJSON *region_json(const struct region *r, bool detailed)
 	{
 		cJSON *src = cJSON_AddObjectToObject(o, "source");
 
-		static const char *const types[] = { "memfd", "cuda-vmm", "cuda-ipc" };
-
-		if (!src || json_add_string(src, "type", types[r->memory]) < 0)
-			return NULL;
-		if (r->memory == REGION_MEMFD &&
-		    (json_add_u64(src, "offset", r->file_offset) < 0 ||
-		     json_add_u64(src, "file_size", r->file_size) < 0 || add_seals(src, r->seals) < 0))
-			return NULL;
-		if (r->memory == REGION_CUDA_VMM &&
-		    (json_add_u64(src, "offset", r->dptr - r->vmm.dptr) < 0 ||
-		     json_add_u64(src, "allocation_size", r->vmm.size) < 0 ||
-		     json_add_int(src, "primary_context_refs", cu_primary_ctx_refs(r->gpu)) < 0))
-			return NULL;
-		if (r->memory == REGION_CUDA_IPC &&
-		    (json_add_u64(src, "offset", r->dptr - r->ipc->map.dptr) < 0 ||
-		     json_add_u64(src, "allocation_size", r->ipc->map.size) < 0 ||
-		     json_add_int(src, "regions_sharing_the_open", r->ipc->n_ref) < 0))
+		if (!src || json_add_string(src, "type", r->mem->type) < 0 ||
+		    r->mem->describe(r, src) < 0)
 			return NULL;
 	}
 	list = cJSON_AddArrayToObject(o, "shares");
@@ -255,7 +212,7 @@ static int method_register(struct rpc_call *call)
 	_cleanup_close_ int fd = -EBADF;
 	struct errinfo err = {};
 	struct region *reg;
-	int memory = REGION_MEMFD;
+	int memory = 0;		/* a memfd, else enum gpu_memory */
 	int r;
 
 	r = rpc_params(call, fields, &p);
@@ -268,13 +225,13 @@ static int method_register(struct rpc_call *call)
 					 "parameter 'length' is 0, an empty range; leave it out to "
 					 "register up to the end");
 	if (p.memory && strcmp(p.memory, "cuda-vmm") == 0)
-		memory = REGION_CUDA_VMM;
+		memory = GPU_MEMORY_VMM;
 	else if (p.memory && strcmp(p.memory, "cuda-ipc") == 0)
-		memory = REGION_CUDA_IPC;
+		memory = GPU_MEMORY_IPC;
 	else if (p.memory && strcmp(p.memory, "memfd") != 0)
 		return rpc_invalid_param(call, "memory", "parameter 'memory' must be \"memfd\" "
 							 "(default), \"cuda-vmm\" or \"cuda-ipc\"");
-	if (memory != REGION_CUDA_IPC) {
+	if (memory != GPU_MEMORY_IPC) {
 		if (p.fd < 0 || p.fd > UINT32_MAX)
 			return rpc_invalid_param(call, "fd", "parameter 'fd' is required: the index "
 							     "of the file descriptor sent with the "
@@ -286,11 +243,11 @@ static int method_register(struct rpc_call *call)
 		return rpc_invalid_param(call, "fd", "a CUDA IPC handle travels in 'ipc_handle', "
 						     "not as a file descriptor");
 	}
-	if (memory == REGION_CUDA_VMM && p.size == 0)
+	if (memory == GPU_MEMORY_VMM && p.size == 0)
 		return rpc_invalid_param(call, "size", "parameter 'size' is required with "
 						       "\"cuda-vmm\" and not 0: the size the "
 						       "allocation was created with");
-	if (memory != REGION_MEMFD) {
+	if (memory) {
 		struct gpu_import_params gp = {
 			.memory = memory,
 			.fd = TAKE_FD(fd),

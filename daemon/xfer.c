@@ -7,7 +7,6 @@
 
 #include "daemon.h"
 #include "lease.h"
-#include "cuda.h"
 #include "log.h"
 #include "proto/base64.h"
 #include "proto/errors.h"
@@ -17,56 +16,31 @@
 
 static void xfer_acquire_next(struct xfer *x);
 
-/* A CUDA failure, described for the client (pool side: x is ours). */
-static void xfer_cuda_failed(struct xfer *x, int err, const char *what)
-{
-	x->result = err;
-	errinfo_set(&x->err, RDMAMEM_ERROR_CUDA, err, "%s: %s", what, cu_last_error());
-}
-
 static char *host_at(const struct xfer_end *e, uint64_t off)
 {
 	return (char *)e->region->addr + e->offset + off;
 }
 
-static uint64_t dev_at(const struct xfer_end *e, uint64_t off)
+static struct region_span span_at(const struct xfer_end *e, uint64_t off)
 {
-	return e->region->dptr + e->offset + off;
+	return (struct region_span){ .region = e->region, .offset = e->offset + off };
 }
 
-/* Copies between a GPU region and anything, under the context guard that
- * cuda.c applies to every device address. */
-static int copy_with_gpu(struct xfer *x, uint64_t begin, uint64_t end)
+/*
+ * Moves n bytes from src to dst where one of them is memory that is not
+ * the daemon's host mapping: that kind's copy does it (through bounce when
+ * given). A failure is the client's to hear, in x->err. Pool side.
+ */
+static int device_copy(struct xfer *x, struct region_span dst, struct region_span src, uint64_t n,
+		       void *bounce)
 {
-	struct region *s = x->src.region, *d = x->dst.region;
-	uint64_t n = end - begin;
-	int r;
+	const struct region_mem_ops *mem = dst.region && !region_is_host(dst.region) ?
+						   dst.region->mem :
+						   src.region->mem;
+	int r = mem->copy(&dst, &src, n, bounce, &x->err);
 
-	/* Host memory on the other side is page-locked once, so this and
-	 * later copies run at DMA speed instead of through bounce buffers. */
-	if (!region_is_gpu(s)) {
-		r = region_cuda_host_register(s, d->gpu);
-		if (r < 0)
-			log_debug("Region %" PRIu64 ": cuMemHostRegister failed, copying "
-				  "pageable: %s", s->id, cu_last_error());
-		r = cu_copy_htod(dev_at(&x->dst, begin), host_at(&x->src, begin), n);
-		if (r < 0)
-			xfer_cuda_failed(x, r, "host-to-GPU copy failed");
-		return r;
-	}
-	if (!region_is_gpu(d)) {
-		r = region_cuda_host_register(d, s->gpu);
-		if (r < 0)
-			log_debug("Region %" PRIu64 ": cuMemHostRegister failed, copying "
-				  "pageable: %s", d->id, cu_last_error());
-		r = cu_copy_dtoh(host_at(&x->dst, begin), dev_at(&x->src, begin), n);
-		if (r < 0)
-			xfer_cuda_failed(x, r, "GPU-to-host copy failed");
-		return r;
-	}
-	r = cu_copy_dtod(dev_at(&x->dst, begin), dev_at(&x->src, begin), n);
 	if (r < 0)
-		xfer_cuda_failed(x, r, "GPU-to-GPU copy failed");
+		x->result = r;
 	return r;
 }
 
@@ -122,8 +96,6 @@ static bool xfer_touches_gpu(const struct xfer *x)
  * when given. Pool side. */
 static int copy_step(struct xfer *x, uint64_t off, uint64_t n, char *bounce)
 {
-	int r;
-
 	if (!xfer_touches_gpu(x)) {
 		if (bounce) {
 			memcpy(bounce, host_at(&x->src, off), n);
@@ -133,19 +105,8 @@ static int copy_step(struct xfer *x, uint64_t off, uint64_t n, char *bounce)
 		}
 		return 0;
 	}
-	/* Views of one allocation are both GPU memory. */
-	if (!bounce) {
-		r = cu_copy_dtod(dev_at(&x->dst, off), dev_at(&x->src, off), n);
-		if (r < 0)
-			xfer_cuda_failed(x, r, "GPU-to-GPU copy failed");
-		return r;
-	}
-	r = cu_copy_dtoh(bounce, dev_at(&x->src, off), n);
-	if (r >= 0)
-		r = cu_copy_htod(dev_at(&x->dst, off), bounce, n);
-	if (r < 0)
-		xfer_cuda_failed(x, r, "GPU-to-GPU copy through host memory failed");
-	return r;
+	/* Views of one allocation are both of one kind. */
+	return device_copy(x, span_at(&x->dst, off), span_at(&x->src, off), n, bounce);
 }
 
 /*
@@ -204,11 +165,10 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 				x->result = -ENOMEM;
 				return;
 			}
-			r = cu_copy_dtoh(staging, dev_at(&x->src, 0), x->length);
-			if (r < 0) {
-				xfer_cuda_failed(x, r, "reading GPU memory failed");
+			r = device_copy(x, (struct region_span){ .buf = staging },
+					span_at(&x->src, 0), x->length, NULL);
+			if (r < 0)
 				return;
-			}
 			read_reply_encode(x, data, staging);
 		} else {
 			read_reply_encode(x, data, host_at(&x->src, 0));
@@ -227,11 +187,10 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 				return;
 			}
 			base64_decode(x->text, x->text_len, staging);
-			r = cu_copy_htod(dev_at(&x->dst, 0), staging, x->length);
-			if (r < 0) {
-				xfer_cuda_failed(x, r, "writing GPU memory failed");
+			r = device_copy(x, span_at(&x->dst, 0), (struct region_span){ .buf = staging },
+					x->length, NULL);
+			if (r < 0)
 				return;
-			}
 		} else {
 			base64_decode(x->text, x->text_len, host_at(&x->dst, 0));
 		}
@@ -243,7 +202,10 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 		if (x->overlap && (x->src.region != x->dst.region || xfer_touches_gpu(x)))
 			copy_overlapping(x);
 		else if (xfer_touches_gpu(x))
-			copy_with_gpu(x, begin, end);
+			/* Host memory on the other side is page-locked once,
+			 * so this and later copies run at DMA speed. */
+			device_copy(x, span_at(&x->dst, begin), span_at(&x->src, begin),
+				    end - begin, NULL);
 		else
 			memmove(host_at(&x->dst, begin), host_at(&x->src, begin), end - begin);
 		return;

@@ -18,6 +18,7 @@
 #include "daemon/errinfo.h"
 #include "daemon/mreg.h"
 #include "daemon/region.h"
+#include "daemon/region_memfd.h"
 #include "daemon/session.h"
 #include "daemon/verbs.h"
 #include "proto/errors.h"
@@ -269,7 +270,7 @@ START_TEST(test_revoke_in_flight)
 	ck_assert(gone.settled);
 	ck_assert(reg.settled);
 	ck_assert_int_eq(gone.mrs_then, 0);
-	ck_assert(list_empty(&r->mregs));
+	ck_assert(!mreg_any(r));
 	ck_assert_uint_eq(device_find(&d, "fake0")->n_mrs, 0);
 	ck_assert_uint_eq(device_find(&d, "fake0")->mr_bytes, 0);
 
@@ -326,7 +327,7 @@ START_TEST(test_revoke_failed)
 	atomic_store(&fake_verbs_fail_mr, true);
 	mreg_ensure(r, device_find(&d, "fake0"), &reg.w);
 	run_loop(&reg, 10000);
-	ck_assert_int_eq(list_first_entry(&r->mregs, struct mreg, link)->state, MREG_FAILED);
+	ck_assert_int_eq(mreg_find(r, "fake0")->state, MREG_FAILED);
 	region_drop_owner(r);
 	ck_assert_uint_eq(d.n_regions, 0);
 }
