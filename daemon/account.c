@@ -2,16 +2,26 @@
 #include <stdlib.h>
 
 #include "account.h"
-#include "daemon.h"
 
-struct account *account_find(struct daemon *d, uid_t uid)
+void account_table_init(struct account_table *t)
 {
-	return idmap_get(&d->accounts, uid);
+	idmap_init(&t->by_uid);
+	t->budgets = NULL;
 }
 
-struct account *account_get(struct daemon *d, uid_t uid)
+void account_table_done(struct account_table *t)
 {
-	struct account *a = account_find(d, uid);
+	idmap_done(&t->by_uid);
+}
+
+struct account *account_find(struct account_table *t, uid_t uid)
+{
+	return idmap_get(&t->by_uid, uid);
+}
+
+struct account *account_get(struct account_table *t, uid_t uid)
+{
+	struct account *a = account_find(t, uid);
 
 	if (a)
 		return account_ref(a);
@@ -20,8 +30,8 @@ struct account *account_get(struct daemon *d, uid_t uid)
 		return NULL;
 	a->n_ref = 1;
 	a->uid = uid;
-	a->daemon = d;
-	if (idmap_put(&d->accounts, uid, a) < 0) {
+	a->table = t;
+	if (idmap_put(&t->by_uid, uid, a) < 0) {
 		free(a);
 		return NULL;
 	}
@@ -39,7 +49,7 @@ struct account *account_unref(struct account *a)
 {
 	if (!a || --a->n_ref > 0)
 		return NULL;
-	idmap_remove(&a->daemon->accounts, a->uid);
+	idmap_remove(&a->table->by_uid, a->uid);
 	free(a);
 	return NULL;
 }

@@ -13,12 +13,16 @@
 #include <sys/types.h>
 
 #include "budget.h"
+#include "idmap.h"
 
-struct conn;
-struct daemon;
+/* Every account, by uid: the daemon's one table (struct core). */
+struct account_table {
+	struct idmap by_uid;		/* uid → struct account */
+	struct budget *budgets;		/* the daemon-wide ones (struct server's), for budget.c */
+};
 
 struct account {
-	struct daemon *daemon;
+	struct account_table *table;
 	unsigned n_ref;
 	uid_t uid;
 	unsigned n_connections;		/* admitted */
@@ -31,11 +35,15 @@ struct account {
 	struct budget_use budget[BUDGET_KINDS];	/* bytes of its messages held (budget.h) */
 };
 
+void account_table_init(struct account_table *t);
+/* Every account is gone (each holder let go of its reference). */
+void account_table_done(struct account_table *t);
+
 /* Returns a new reference to uid's account, creating it; NULL on OOM. */
-struct account *account_get(struct daemon *d, uid_t uid);
+struct account *account_get(struct account_table *t, uid_t uid);
 /* uid's account if it has one (no reference taken); NULL when nothing of
  * that uid is left. */
-struct account *account_find(struct daemon *d, uid_t uid);
+struct account *account_find(struct account_table *t, uid_t uid);
 struct account *account_ref(struct account *a);
 struct account *account_unref(struct account *a);
 

@@ -4,7 +4,7 @@
 #include "account.h"
 #include "budget.h"
 #include "conn.h"
-#include "daemon.h"
+#include "core.h"
 #include "server.h"
 #include "session.h"
 
@@ -59,7 +59,7 @@ void budget_limits(const struct daemon_config *cfg, enum budget_kind k, uint64_t
 
 static struct budget *budget_of(const struct account *a, enum budget_kind k)
 {
-	return &a->daemon->server->budgets[k];
+	return &a->table->budgets[k];
 }
 
 void budget_add(struct account *a, enum budget_kind k, uint64_t n)
@@ -113,7 +113,7 @@ static void budget_room(const struct conn *c, enum budget_kind k, uint64_t grow,
 	unsigned n_uids = b->n_uids + (u->bytes == 0);
 	uint64_t per_uid, all;
 
-	budget_limits(&c->server->daemon->cfg, k, &per_uid, &all);
+	budget_limits(&c->server->core->cfg, k, &per_uid, &all);
 	*ret_uid = u->bytes + grow <= per_uid;
 	*ret_all = b->bytes + grow <= all || u->bytes + grow <= all / n_uids;
 }
@@ -188,8 +188,8 @@ void budget_wait(struct conn *c, enum budget_kind k, uint64_t want)
 		return;
 	w->waiting = true;
 	list_add_tail(&w->link, &b->waiters);
-	budget_limits(&c->server->daemon->cfg, k, &per_uid, &all);
-	if (ratelimit_pass(&b->log, uv_now(c->server->daemon->loop), &held_back))
+	budget_limits(&c->server->core->cfg, k, &per_uid, &all);
+	if (ratelimit_pass(&b->log, uv_now(c->server->core->loop), &held_back))
 		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->session->cred),
 				"Connection %" PRIu64 " (pid %d uid %u) %s: uid %u has %" PRIu64
 				" bytes %s (limit %" PRIu64 "), all users %" PRIu64

@@ -10,7 +10,7 @@
 
 #include "account.h"
 #include "conn.h"
-#include "daemon.h"
+#include "core.h"
 #include "log.h"
 #include "offload.h"
 #include "proto/errors.h"
@@ -263,7 +263,7 @@ void conn_close(struct conn *c)
 
 static bool conn_output_full(const struct conn *c)
 {
-	return outq_pending(&c->out) >= c->server->daemon->cfg.output_max;
+	return outq_pending(&c->out) >= c->server->core->cfg.output_max;
 }
 
 /* Whether c's uid's replies leave c room for another call (see the output
@@ -319,7 +319,7 @@ static void conn_flush(struct conn *c)
 	if (r > 0)
 		c->out_stalled_since = 0;
 	else if (!c->out_stalled_since)
-		c->out_stalled_since = uv_now(c->server->daemon->loop);
+		c->out_stalled_since = uv_now(c->server->core->loop);
 }
 
 static void conn_update_poll(struct conn *c)
@@ -333,7 +333,7 @@ static void conn_update_poll(struct conn *c)
 		/* Reading (again): a message left unfinished is timed from
 		 * now, not from before the daemon stopped reading. */
 		if (!(c->poll_events & UV_READABLE))
-			c->in_since = uv_now(c->server->daemon->loop);
+			c->in_since = uv_now(c->server->core->loop);
 	}
 	if (!c->close_after_flush && !c->input_eof && !conn_held_back(c))
 		events |= UV_DISCONNECT;
@@ -410,7 +410,7 @@ static void conn_protocol_error(struct conn *c, const char *name, const char *me
 	_cleanup_json_ cJSON *msg = cJSON_CreateObject();
 	cJSON *params;
 
-	counters_bump(&c->server->daemon->stats.errors, name, false);
+	counters_bump(&c->server->core->stats.errors, name, false);
 	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->session->cred),
 			"Connection %" PRIu64 " (pid %d): %s: %s", c->id, (int)c->session->cred.pid,
 			name, message);
@@ -480,7 +480,7 @@ static int conn_add_in_fds(struct conn *c, uint64_t ordinal, int *fds, size_t n_
  */
 static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
 {
-	if (!c->reject && !c->draining && !c->server->daemon->shutting_down)
+	if (!c->reject && !c->draining && !c->server->core->shutting_down)
 		return false;
 	close_many(fds, n_fds);
 	conn_protocol_error(c, c->reject ?: RDMAMEM_ERROR_SHUTTING_DOWN,
@@ -544,7 +544,7 @@ static void conn_dispatch(struct conn *c, struct rpc_message *m, int *fds, size_
 	struct rpc_call *call;
 	int r;
 
-	r = rpc_call_new(&conn_transport, c, c->session, c->server->daemon, m, fds, n_fds, &call);
+	r = rpc_call_new(&conn_transport, c, c->session, c->server->rpc, m, fds, n_fds, &call);
 	if (r < 0) {
 		conn_protocol_error(c, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		return;
@@ -585,15 +585,15 @@ static void conn_parse_done(struct offload_job *j)
 	/* Still here if cancelled before it ran. */
 	free(p->buf);
 	if (c->closed) {
-		rpc_message_done(c->server->daemon, &p->msg);
+		rpc_message_done(c->server->rpc, &p->msg);
 		close_many(p->fds, p->n_fds);
 	} else if (p->r < 0) {
-		rpc_message_done(c->server->daemon, &p->msg);
+		rpc_message_done(c->server->rpc, &p->msg);
 		close_many(p->fds, p->n_fds);
 		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, p->reason);
 	} else if (conn_refuse_calls(c, p->fds, p->n_fds)) {
 		/* Shutdown began while it was parsed: it had not started. */
-		rpc_message_done(c->server->daemon, &p->msg);
+		rpc_message_done(c->server->rpc, &p->msg);
 	} else {
 		conn_dispatch(c, &p->msg, p->fds, p->n_fds);
 	}
@@ -633,7 +633,7 @@ static int conn_parse_on_pool(struct conn *c, const struct frame *f, int *fds, s
 	p->job.run = conn_parse_run;
 	p->job.done = conn_parse_done;
 	c->parse = p;
-	offload_submit(c->server->daemon, &p->job);
+	offload_submit(c->server->core->offload, &p->job);
 	return 0;
 }
 
@@ -774,7 +774,7 @@ static void conn_read(struct conn *c)
 		return;
 	}
 
-	c->in_since = uv_now(c->server->daemon->loop);
+	c->in_since = uv_now(c->server->core->loop);
 	started = frame_reader_commit(&c->in, n);
 	if (n_fds > 0 && conn_add_in_fds(c, started, fds, n_fds) < 0) {
 		/* fds amid a message: the sender does not send each message
@@ -844,7 +844,7 @@ static gid_t *conn_read_groups(int fd, size_t *ret_n)
 
 int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **ret)
 {
-	struct daemon *d = s->daemon;
+	struct core *core = s->core;
 	struct account *a;
 	struct conn *c;
 	size_t n_groups;
@@ -870,7 +870,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	list_init(&c->link);
 
 	groups = conn_read_groups(fd, &n_groups);
-	a = account_get(d, cred->uid);
+	a = account_get(core->accounts, cred->uid);
 	r = a ? session_new(c->id, cred, groups, n_groups, a, &c->session) : -ENOMEM;
 	if (!a)
 		free(groups);
@@ -880,7 +880,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 		return -ENOMEM;
 	}
 
-	r = uv_poll_init(d->loop, &c->poll, fd);
+	r = uv_poll_init(core->loop, &c->poll, fd);
 	if (r < 0) {
 		conn_free(c);
 		return -ENOMEM;
@@ -949,7 +949,7 @@ void conn_reject(struct conn *c, const char *error_name)
 	c->session->account->n_connections--;
 	c->server->n_rejected++;
 	c->session->account->n_rejected++;
-	c->out_stalled_since = uv_now(c->server->daemon->loop);
+	c->out_stalled_since = uv_now(c->server->core->loop);
 }
 
 void conn_drain(struct conn *c)
@@ -978,7 +978,7 @@ static void conn_drop_stalled(struct conn *c, uint64_t now, const char *what, un
 
 void conn_tick(struct conn *c, uint64_t now)
 {
-	const struct daemon_config *cfg = &c->server->daemon->cfg;
+	const struct daemon_config *cfg = &c->server->core->cfg;
 	char what[80];
 
 	if (c->closed)

@@ -14,31 +14,27 @@
 
 #include "account.h"
 #include "conn.h"
+#include "daemon.h"
 #include "device.h"
 #include "endpoint.h"
 #include "lease.h"
-#include "region.h"
-#include "daemon.h"
 #include "log.h"
+#include "region.h"
 #include "server.h"
+#include "token.h"
 
 #define DAEMON_TICK_MSEC 1000U
-
-uint64_t daemon_uptime_msec(const struct daemon *d)
-{
-	return uv_now(d->loop) - d->start_msec;
-}
 
 /* Sent from the tick, so a burst of connections costs one datagram. */
 static void daemon_send_status(struct daemon *d)
 {
 	char status[sizeof(d->status_sent)];
 
-	if (!d->under_systemd || d->shutting_down)
+	if (!d->under_systemd || d->core.shutting_down)
 		return;
 	snprintf(status, sizeof(status),
 		 "STATUS=Serving %u clients, %" PRIu64 " regions, %" PRIu64 " bytes pinned",
-		 d->server->n_conns, d->n_regions, d->pinned_bytes);
+		 d->server->n_conns, d->regions.n_regions, d->regions.pinned_bytes);
 	if (strcmp(status, d->status_sent) == 0)
 		return;
 	sd_notify(0, status);
@@ -56,7 +52,7 @@ static void on_watchdog(uv_timer_t *t)
 static void on_tick(uv_timer_t *t)
 {
 	struct daemon *d = t->data;
-	uint64_t now = uv_now(d->loop);
+	uint64_t now = uv_now(d->core.loop);
 	struct conn *c, *n;
 
 	list_for_each_entry_safe(c, n, &d->server->conns, link)
@@ -95,9 +91,9 @@ static void daemon_reload(struct daemon *d)
 	if (r < 0) {
 		log_error("Reload failed, keeping the running configuration: %s", err);
 	} else {
-		r = config_apply_reload(&d->cfg, &fresh, on_restart_needed, NULL);
-		log_set_max_level(d->cfg.log_level);
-		endpoint_reload(d);
+		r = config_apply_reload(&d->core.cfg, &fresh, on_restart_needed, NULL);
+		log_set_max_level(d->core.cfg.log_level);
+		endpoint_reload(&d->rdma);
 		/* Larger budgets let waiting connections go on. */
 		for (unsigned k = 0; k < BUDGET_KINDS; k++)
 			budget_freed(d->server, k);
@@ -119,7 +115,7 @@ static void on_signal(uv_poll_t *h, int status, int events)
 	(void)events;
 	while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			if (!d->shutting_down)
+			if (!d->core.shutting_down)
 				daemon_reload(d);
 			continue;
 		}
@@ -135,7 +131,7 @@ static void close_handle(uv_handle_t *h)
 
 void daemon_check_drained(struct daemon *d)
 {
-	if (!d->shutting_down || !list_empty(&d->server->conns))
+	if (!d->core.shutting_down || !list_empty(&d->server->conns))
 		return;
 	/* Closing the last handles lets uv_run() return. */
 	close_handle((uv_handle_t *)&d->signal_poll);
@@ -143,7 +139,12 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->drain_timer);
 	close_handle((uv_handle_t *)&d->watchdog);
 	budget_stop(d->server);
-	timeouts_close(&d->timeouts);
+	region_registry_stop(&d->regions);
+}
+
+static void on_server_drained(void *userdata)
+{
+	daemon_check_drained(userdata);
 }
 
 static void on_drain_timeout(uv_timer_t *t)
@@ -152,7 +153,7 @@ static void on_drain_timeout(uv_timer_t *t)
 	struct conn *c, *n;
 
 	log_warning("Calls still running after %ums, closing %u connections",
-		    d->cfg.drain_timeout_ms, d->server->n_conns + d->server->n_rejected);
+		    d->core.cfg.drain_timeout_ms, d->server->n_conns + d->server->n_rejected);
 	list_for_each_entry_safe(c, n, &d->server->conns, link)
 		conn_close(c);
 }
@@ -161,18 +162,18 @@ void daemon_shutdown(struct daemon *d, const char *why)
 {
 	struct conn *c, *n;
 
-	if (d->shutting_down)
+	if (d->core.shutting_down)
 		return;
-	d->shutting_down = true;
+	d->core.shutting_down = true;
 	log_info("Shutting down (%s)", why);
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 
 	server_stop_listening(d->server);
 	/* Remote peers lose their queue pairs now: the memory behind them is
 	 * about to go. */
-	endpoint_stop(d);
-	devices_stop(d);
-	uv_timer_start(&d->drain_timer, on_drain_timeout, d->cfg.drain_timeout_ms, 0);
+	endpoint_stop(&d->rdma);
+	devices_stop(&d->rdma);
+	uv_timer_start(&d->drain_timer, on_drain_timeout, d->core.cfg.drain_timeout_ms, 0);
 	list_for_each_entry_safe(c, n, &d->server->conns, link)
 		conn_drain(c);
 	daemon_check_drained(d);
@@ -201,7 +202,7 @@ static int daemon_start_signals(struct daemon *d)
 	d->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (d->signal_fd < 0)
 		return -errno;
-	if (uv_poll_init(d->loop, &d->signal_poll, d->signal_fd) < 0)
+	if (uv_poll_init(d->core.loop, &d->signal_poll, d->signal_fd) < 0)
 		return -ENOMEM;
 	d->signal_poll.data = d;
 	return uv_poll_start(&d->signal_poll, UV_READABLE, on_signal) < 0 ? -EINVAL : 0;
@@ -224,35 +225,49 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	d->cfg = *cfg;
-	idmap_init(&d->accounts);
-	list_init(&d->devices);
-	list_init(&d->listeners);
-	endpoint_init(d);
-	list_init(&d->gpu_ipcs);
-	region_registry_init(d);
-	token_registry_init(d);
-	lease_registry_init(d);
-	offload_init(&d->offload);
+	d->core.cfg = *cfg;
+	account_table_init(&d->accounts);
+	d->core.accounts = &d->accounts;
+	d->core.offload = &d->offload;
 	d->under_systemd = getenv("NOTIFY_SOCKET") != NULL;
 	d->signal_fd = -1;
 
-	d->loop = malloc(sizeof(*d->loop));
-	if (!d->loop || uv_loop_init(d->loop) < 0) {
-		free(d->loop);
+	d->core.loop = malloc(sizeof(*d->core.loop));
+	if (!d->core.loop || uv_loop_init(d->core.loop) < 0) {
+		free(d->core.loop);
 		free(d);
 		return -ENOMEM;
 	}
-	d->start_msec = uv_now(d->loop);
-	timeouts_init(&d->timeouts, d->loop);
+	d->core.start_msec = uv_now(d->core.loop);
+	offload_init(&d->offload, d->core.loop);
 
-	r = server_new(d, &d->server);
+	/* The subsystems, each with its own context; the session's drop hooks
+	 * register with them. */
+	region_registry_init(&d->regions, &d->core);
+	lease_registry_init(&d->regions);
+	d->rdma.core = &d->core;
+	list_init(&d->rdma.devices);
+	list_init(&d->rdma.listeners);
+	endpoint_init(&d->rdma);
+	token_registry_init(&d->rdma);
+	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);
+	d->rpc = (struct rpc_ctx){
+		.core = &d->core,
+		.regions = &d->regions,
+		.rdma = &d->rdma,
+		.gpu = &d->gpu,
+	};
+
+	r = server_new(&d->core, &d->rpc, &d->server);
 	if (r < 0)
 		goto fail;
-	r = devices_open(d);
+	d->rpc.server = d->server;
+	d->server->drained = on_server_drained;
+	d->server->drained_userdata = d;
+	r = devices_open(&d->rdma);
 	if (r < 0)
 		goto fail;
-	r = endpoint_start(d);
+	r = endpoint_start(&d->rdma);
 	if (r < 0)
 		goto fail;
 
@@ -261,16 +276,16 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		log_error_errno(r, "Cannot take SIGTERM, SIGINT and SIGHUP: %m");
 		goto fail;
 	}
-	uv_timer_init(d->loop, &d->tick);
+	uv_timer_init(d->core.loop, &d->tick);
 	d->tick.data = d;
 	uv_timer_start(&d->tick, on_tick, DAEMON_TICK_MSEC, DAEMON_TICK_MSEC);
-	uv_timer_init(d->loop, &d->drain_timer);
+	uv_timer_init(d->core.loop, &d->drain_timer);
 	d->drain_timer.data = d;
 	{
 		uint64_t usec = 0;
 
 		if (sd_watchdog_enabled(0, &usec) > 0 && usec >= 2000) {
-			uv_timer_init(d->loop, &d->watchdog);
+			uv_timer_init(d->core.loop, &d->watchdog);
 			uv_timer_start(&d->watchdog, on_watchdog, usec / 2000, usec / 2000);
 			log_debug("Watchdog: pinging systemd every %" PRIu64 " ms", usec / 2000);
 		}
@@ -286,11 +301,11 @@ fail:
 		server_stop_listening(d->server);
 		budget_stop(d->server);
 	}
-	endpoint_stop(d);
-	devices_stop(d);
+	endpoint_stop(&d->rdma);
+	devices_stop(&d->rdma);
 	close_handle((uv_handle_t *)&d->signal_poll);
-	timeouts_close(&d->timeouts);
-	uv_run(d->loop, UV_RUN_DEFAULT);
+	region_registry_stop(&d->regions);
+	uv_run(d->core.loop, UV_RUN_DEFAULT);
 	daemon_free(d);
 	return r;
 }
@@ -303,7 +318,7 @@ int daemon_run(struct daemon *d)
 	sd_notify(0, ready);
 	log_info("rdmamemd " RDMAMEMD_VERSION " ready (pid %d)", (int)getpid());
 
-	uv_run(d->loop, UV_RUN_DEFAULT);
+	uv_run(d->core.loop, UV_RUN_DEFAULT);
 	log_info("Stopped");
 	return 0;
 }
@@ -316,21 +331,21 @@ struct daemon *daemon_free(struct daemon *d)
 		return NULL;
 	server_free(d->server);
 	/* Every region (and so every MR) and QP is gone: PDs, then contexts. */
-	devices_free(d);
-	region_registry_done(d);
-	lease_registry_done(d);
-	token_registry_done(d);
-	idmap_done(&d->accounts);
-	if (d->loop) {
-		r = uv_loop_close(d->loop);
+	devices_free(&d->rdma);
+	region_registry_done(&d->regions);
+	lease_registry_done(&d->regions);
+	token_registry_done(&d->rdma);
+	account_table_done(&d->accounts);
+	if (d->core.loop) {
+		r = uv_loop_close(d->core.loop);
 		if (r < 0)
 			log_warning("Event loop closed with handles open: %s", uv_strerror(r));
-		free(d->loop);
+		free(d->core.loop);
 	}
 	daemon_stop_signals(d);
-	daemon_config_done(&d->cfg);
-	counters_done(&d->stats.calls);
-	counters_done(&d->stats.errors);
+	daemon_config_done(&d->core.cfg);
+	counters_done(&d->core.stats.calls);
+	counters_done(&d->core.stats.errors);
 	free(d);
 	return NULL;
 }

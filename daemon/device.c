@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "core.h"
+#include "rdma.h"
 #include "device.h"
 #include "log.h"
 
@@ -16,18 +17,18 @@ static bool in_list(char *const *list, const char *name)
 	return false;
 }
 
-bool device_allowed(const struct daemon *d, const char *name)
+bool device_allowed(const struct rdma_ctx *rdma, const char *name)
 {
-	if (d->cfg.devices_allow && !in_list(d->cfg.devices_allow, name))
+	if (rdma->core->cfg.devices_allow && !in_list(rdma->core->cfg.devices_allow, name))
 		return false;
-	return !in_list(d->cfg.devices_deny, name);
+	return !in_list(rdma->core->cfg.devices_deny, name);
 }
 
 static void device_note_event(struct device *dev, const char *text)
 {
 	unsigned i = dev->n_events++ % DEVICE_EVENTS_KEPT;
 
-	dev->events[i].msec = uv_now(dev->daemon->loop);
+	dev->events[i].msec = uv_now(dev->rdma->core->loop);
 	snprintf(dev->events[i].text, sizeof(dev->events[i].text), "%s", text);
 }
 
@@ -69,31 +70,31 @@ static void on_async_event(uv_poll_t *h, int status, int events)
 	}
 }
 
-int devices_open(struct daemon *d)
+int devices_open(struct rdma_ctx *rdma)
 {
 	struct vb_device **list = NULL;
 	size_t n = 0;
 	int r;
 
-	list_init(&d->devices);
+	list_init(&rdma->devices);
 	r = vb->devices_open(&list, &n);
 	if (r < 0) {
 		log_warning_errno(r, "Cannot list RDMA devices, continuing without: %m");
 		return 0;
 	}
-	d->vb_devices = list;
-	d->n_vb_devices = n;
+	rdma->vb_devices = list;
+	rdma->n_vb_devices = n;
 
 	for (size_t i = 0; i < n; i++) {
 		struct device *dev = calloc(1, sizeof(*dev));
 
 		if (!dev)
 			return -ENOMEM;
-		dev->daemon = d;
+		dev->rdma = rdma;
 		dev->vb = list[i];
 		list_init(&dev->pds);
 		r = vb->device_query(dev->vb, &dev->info);
-		if (r < 0 || !device_allowed(d, dev->info.name)) {
+		if (r < 0 || !device_allowed(rdma, dev->info.name)) {
 			if (r < 0)
 				log_warning_errno(r, "Cannot query an RDMA device, skipping it: %m");
 			else
@@ -102,36 +103,36 @@ int devices_open(struct daemon *d)
 			continue;
 		}
 		dev->backend = dev->info.mlx5 ? "mlx5" : "ibv";
-		if (uv_poll_init(d->loop, &dev->poll, vb->device_async_fd(dev->vb)) == 0) {
+		if (uv_poll_init(rdma->core->loop, &dev->poll, vb->device_async_fd(dev->vb)) == 0) {
 			dev->poll.data = dev;
 			dev->polling = uv_poll_start(&dev->poll, UV_READABLE, on_async_event) == 0;
 		}
-		list_add_tail(&dev->link, &d->devices);
-		d->n_devices++;
+		list_add_tail(&dev->link, &rdma->devices);
+		rdma->n_devices++;
 		log_info("RDMA device %s (%s backend, %zu ports, port 1 %s)", dev->info.name,
 			 dev->backend, dev->info.n_ports,
 			 dev->info.n_ports ? dev->info.ports[0].state : "-");
 	}
-	if (d->n_devices == 0)
+	if (rdma->n_devices == 0)
 		log_info("No RDMA devices: regions work, registrations on devices will fail");
 	return 0;
 }
 
-void devices_stop(struct daemon *d)
+void devices_stop(struct rdma_ctx *rdma)
 {
 	struct device *dev;
 
-	list_for_each_entry(dev, &d->devices, link) {
+	list_for_each_entry(dev, &rdma->devices, link) {
 		if (dev->polling && !uv_is_closing((uv_handle_t *)&dev->poll))
 			uv_close((uv_handle_t *)&dev->poll, NULL);
 	}
 }
 
-void devices_free(struct daemon *d)
+void devices_free(struct rdma_ctx *rdma)
 {
 	struct device *dev, *n;
 
-	list_for_each_entry_safe(dev, n, &d->devices, link) {
+	list_for_each_entry_safe(dev, n, &rdma->devices, link) {
 		struct uid_pd *p, *pn;
 
 		/* MRs and QPs went with their regions and connections. */
@@ -147,17 +148,17 @@ void devices_free(struct daemon *d)
 		list_del(&dev->link);
 		free(dev);
 	}
-	if (d->vb_devices)
-		vb->devices_close(d->vb_devices, d->n_vb_devices);
-	d->vb_devices = NULL;
-	d->n_devices = 0;
+	if (rdma->vb_devices)
+		vb->devices_close(rdma->vb_devices, rdma->n_vb_devices);
+	rdma->vb_devices = NULL;
+	rdma->n_devices = 0;
 }
 
-struct device *device_find(struct daemon *d, const char *name)
+struct device *device_find(struct rdma_ctx *rdma, const char *name)
 {
 	struct device *dev;
 
-	list_for_each_entry(dev, &d->devices, link)
+	list_for_each_entry(dev, &rdma->devices, link)
 		if (strcmp(dev->info.name, name) == 0)
 			return dev;
 	return NULL;

@@ -17,7 +17,7 @@
 #include "proto/list.h"
 #include "verbs.h"
 
-struct daemon;
+struct rdma_ctx;
 
 #define DEVICE_EVENTS_KEPT 8
 
@@ -28,8 +28,8 @@ struct uid_pd {
 };
 
 struct device {
-	struct list_head link;	/* in daemon->devices */
-	struct daemon *daemon;
+	struct list_head link;	/* in rdma->devices */
+	struct rdma_ctx *rdma;
 	struct vb_device *vb;
 	struct vb_device_info info;
 	const char *backend;	/* "mlx5" when mlx5dv says so, else "ibv" */
@@ -48,18 +48,18 @@ struct device {
 };
 
 /* Opens the devices the configuration allows. No device is no error. */
-int devices_open(struct daemon *d);
+int devices_open(struct rdma_ctx *rdma);
 /* Stops watching events (shutdown), so the loop can end. */
-void devices_stop(struct daemon *d);
+void devices_stop(struct rdma_ctx *rdma);
 /* Frees PDs, then contexts: after every registration and QP is gone. */
-void devices_free(struct daemon *d);
+void devices_free(struct rdma_ctx *rdma);
 
-struct device *device_find(struct daemon *d, const char *name);
+struct device *device_find(struct rdma_ctx *rdma, const char *name);
 
 /* uid's protection domain on dev, allocated on first need. */
 int device_pd(struct device *dev, uid_t uid, struct vb_pd **ret);
 
 /* Whether name passes the allow and deny lists. */
-bool device_allowed(const struct daemon *d, const char *name);
+bool device_allowed(const struct rdma_ctx *rdma, const char *name);
 
 #endif

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "account.h"
-#include "daemon.h"
+#include "core.h"
+#include "rdma.h"
 #include "device.h"
 #include "endpoint.h"
 #include "errinfo.h"
@@ -41,17 +42,17 @@ static size_t addr_bytes(const struct sockaddr_storage *ss, const uint8_t **ret)
 	return 0;
 }
 
-static bool network_allowed(const struct daemon *d, const struct sockaddr_storage *peer)
+static bool network_allowed(const struct rdma_ctx *rdma, const struct sockaddr_storage *peer)
 {
 	const uint8_t *p;
 	size_t plen = addr_bytes(peer, &p);
 
-	if (d->n_allow == 0)
+	if (rdma->n_allow == 0)
 		return true;
-	for (size_t i = 0; i < d->n_allow; i++) {
+	for (size_t i = 0; i < rdma->n_allow; i++) {
 		const uint8_t *n;
-		size_t nlen = addr_bytes(&d->allow[i].addr, &n);
-		unsigned bits = d->allow[i].prefix;
+		size_t nlen = addr_bytes(&rdma->allow[i].addr, &n);
+		unsigned bits = rdma->allow[i].prefix;
 
 		if (nlen != plen)
 			continue;
@@ -64,30 +65,30 @@ static bool network_allowed(const struct daemon *d, const struct sockaddr_storag
 	return false;
 }
 
-static struct device *device_of_vb(struct daemon *d, struct vb_device *vbd)
+static struct device *device_of_vb(struct rdma_ctx *rdma, struct vb_device *vbd)
 {
 	struct device *dev;
 
-	list_for_each_entry(dev, &d->devices, link)
+	list_for_each_entry(dev, &rdma->devices, link)
 		if (dev->vb == vbd)
 			return dev;
 	return NULL;
 }
 
-static struct rconn *rconn_new(struct daemon *d, struct device *dev, struct token *t)
+static struct rconn *rconn_new(struct rdma_ctx *rdma, struct device *dev, struct token *t)
 {
 	struct rconn *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return NULL;
-	c->id = ++d->next_rconn_id;
-	if (idseq_add(&d->rconn_order, c->id, &c->order) < 0) {
+	c->id = ++rdma->next_rconn_id;
+	if (idseq_add(&rdma->rconn_order, c->id, &c->order) < 0) {
 		free(c);
 		return NULL;
 	}
-	c->account = account_get(d, t->uid);
+	c->account = account_get(rdma->core->accounts, t->uid);
 	if (!c->account) {
-		idseq_remove(&d->rconn_order, &c->order);
+		idseq_remove(&rdma->rconn_order, &c->order);
 		free(c);
 		return NULL;
 	}
@@ -95,11 +96,11 @@ static struct rconn *rconn_new(struct daemon *d, struct device *dev, struct toke
 	c->dev = dev;
 	c->token = t;
 	c->uid = t->uid;
-	c->created_msec = uv_now(d->loop);
+	c->created_msec = uv_now(rdma->core->loop);
 	session_link_init(&c->ctl_link);
-	list_add_tail(&c->link, &d->rconns);
+	list_add_tail(&c->link, &rdma->rconns);
 	list_add_tail(&c->token_link, &t->rconns);
-	d->n_rconns++;
+	rdma->n_rconns++;
 	dev->n_connections++;
 	t->n_admitted++;
 	return c;
@@ -107,7 +108,7 @@ static struct rconn *rconn_new(struct daemon *d, struct device *dev, struct toke
 
 void rconn_destroy(struct rconn *c, const char *why)
 {
-	struct daemon *d = c->dev->daemon;
+	struct rdma_ctx *rdma = c->dev->rdma;
 
 	log_info("RDMA connection %" PRIu64 " (%s, %s, uid %u, qpn %u) closed: %s", c->id,
 		 c->oob ? "ConnectQueuePair" : "rdmacm", c->dev->info.name, (unsigned)c->uid,
@@ -117,21 +118,21 @@ void rconn_destroy(struct rconn *c, const char *why)
 	if (c->qp)
 		vb->qp_destroy(c->qp);
 	list_del(&c->link);
-	idseq_remove(&d->rconn_order, &c->order);
+	idseq_remove(&rdma->rconn_order, &c->order);
 	list_del(&c->token_link);
 	session_remove(&c->ctl_link);
-	d->n_rconns--;
+	rdma->n_rconns--;
 	c->dev->n_connections--;
 	c->account->n_rdma_connections--;
 	account_unref(c->account);
 	free(c);
 }
 
-static struct rconn *rconn_by_cm(struct daemon *d, struct vb_cm_conn *cm)
+static struct rconn *rconn_by_cm(struct rdma_ctx *rdma, struct vb_cm_conn *cm)
 {
 	struct rconn *c;
 
-	list_for_each_entry(c, &d->rconns, link)
+	list_for_each_entry(c, &rdma->rconns, link)
 		if (c->cm == cm)
 			return c;
 	return NULL;
@@ -150,9 +151,9 @@ struct admission {
 	struct device *dev;		/* NULL: no such device is open */
 };
 
-static unsigned rdma_connections_of(struct daemon *d, uid_t uid)
+static unsigned rdma_connections_of(struct rdma_ctx *rdma, uid_t uid)
 {
-	const struct account *a = account_find(d, uid);
+	const struct account *a = account_find(rdma->core->accounts, uid);
 
 	return a ? a->n_rdma_connections : 0;
 }
@@ -163,16 +164,16 @@ static unsigned rdma_connections_of(struct daemon *d, uid_t uid)
  * and the protection domain of its uid on the device; on refusal *e says
  * why for Varlink and *ret_reason for rdmacm, and the refusal is counted.
  */
-static int admit(struct daemon *d, const struct admission *a, struct token **ret_token,
+static int admit(struct rdma_ctx *rdma, const struct admission *a, struct token **ret_token,
 		 struct vb_pd **ret_pd, enum endpoint_reject *ret_reason, struct errinfo *e)
 {
-	const struct daemon_config *cfg = &d->cfg;
+	const struct daemon_config *cfg = &rdma->core->cfg;
 	enum endpoint_reject why;
 	struct token *t = NULL;
 	unsigned used;
 	int r;
 
-	if (!network_allowed(d, &a->peer)) {
+	if (!network_allowed(rdma, &a->peer)) {
 		why = REJECT_NETWORK;
 		r = errinfo_set(e, RDMAMEM_ERROR_NETWORK_NOT_ALLOWED, -ECONNREFUSED,
 				"peer %s is outside the networks RDMA peers are admitted from "
@@ -186,7 +187,7 @@ static int admit(struct daemon *d, const struct admission *a, struct token **ret
 				"no access token in the request");
 		goto refuse;
 	}
-	t = token_find(d, a->token);
+	t = token_find(rdma, a->token);
 	if (!t) {
 		why = REJECT_BAD_TOKEN;
 		r = errinfo_set(e, RDMAMEM_ERROR_INVALID_TOKEN, -EKEYREJECTED,
@@ -205,15 +206,15 @@ static int admit(struct daemon *d, const struct admission *a, struct token **ret
 		goto refuse;
 	}
 	/* The daemon's limit first: over it, nobody is let in. */
-	if (d->n_rconns >= cfg->max_rdma_connections) {
+	if (rdma->n_rconns >= cfg->max_rdma_connections) {
 		why = REJECT_LIMIT;
 		r = errinfo_set(e, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS, -EUSERS,
 				"the daemon serves %u RDMA connections, its limit "
 				"(max-rdma-connections)",
-				d->n_rconns);
+				rdma->n_rconns);
 		goto refuse;
 	}
-	used = rdma_connections_of(d, t->uid);
+	used = rdma_connections_of(rdma, t->uid);
 	if (used >= cfg->max_rdma_connections_per_uid) {
 		why = REJECT_LIMIT;
 		r = errinfo_quota(e, "rdma_connections", cfg->max_rdma_connections_per_uid, used, 1,
@@ -233,7 +234,7 @@ static int admit(struct daemon *d, const struct admission *a, struct token **ret
 	return 0;
 
 refuse:
-	d->rdma_rejected++;
+	rdma->rejected++;
 	*ret_reason = why;
 	return r;
 }
@@ -247,7 +248,7 @@ static void reject(struct vb_cm_conn *cm, enum endpoint_reject why)
 	vb->cm_conn_destroy(cm);
 }
 
-static void on_request(struct daemon *d, struct vb_cm_event *ev)
+static void on_request(struct rdma_ctx *rdma, struct vb_cm_event *ev)
 {
 	struct admission a = { .peer = ev->peer };
 	enum endpoint_reject why;
@@ -259,13 +260,13 @@ static void on_request(struct daemon *d, struct vb_cm_event *ev)
 	int r;
 
 	netaddr_format(&ev->peer, a.peer_text, sizeof(a.peer_text));
-	a.dev = device_of_vb(d, ev->device);
+	a.dev = device_of_vb(rdma, ev->device);
 	a.device = a.dev ? a.dev->info.name : "(unknown)";
 	if (ev->private_len >= ENDPOINT_REQUEST_LEN &&
 	    memcmp(ev->private_data, ENDPOINT_MAGIC, 4) == 0 &&
 	    ev->private_data[4] == ENDPOINT_VERSION)
 		a.token = ev->private_data + 8;
-	r = admit(d, &a, &t, &pd, &why, &err);
+	r = admit(rdma, &a, &t, &pd, &why, &err);
 	errinfo_done(&err);
 	if (r < 0) {
 		/* A reason byte is all the peer hears: the words go to the log.
@@ -274,7 +275,7 @@ static void on_request(struct daemon *d, struct vb_cm_event *ev)
 		reject(ev->conn, why);
 		return;
 	}
-	c = rconn_new(d, a.dev, t);
+	c = rconn_new(rdma, a.dev, t);
 	if (!c) {
 		log_warning("RDMA connection from %s: out of memory", a.peer_text);
 		reject(ev->conn, REJECT_LIMIT);
@@ -301,7 +302,7 @@ static void on_request(struct daemon *d, struct vb_cm_event *ev)
 static void on_cm_event(uv_poll_t *h, int status, int events)
 {
 	struct listener *l = h->data;
-	struct daemon *d = l->daemon;
+	struct rdma_ctx *rdma = l->rdma;
 	struct vb_cm_event ev;
 	struct rconn *c;
 
@@ -311,15 +312,15 @@ static void on_cm_event(uv_poll_t *h, int status, int events)
 	while (vb->cm_next_event(l->vb, &ev) == 0) {
 		switch (ev.kind) {
 		case VB_CM_REQUEST:
-			on_request(d, &ev);
+			on_request(rdma, &ev);
 			break;
 		case VB_CM_ESTABLISHED:
-			c = rconn_by_cm(d, ev.conn);
+			c = rconn_by_cm(rdma, ev.conn);
 			if (c)
 				c->established = true;
 			break;
 		case VB_CM_DISCONNECTED:
-			c = ev.conn ? rconn_by_cm(d, ev.conn) : NULL;
+			c = ev.conn ? rconn_by_cm(rdma, ev.conn) : NULL;
 			if (c)
 				rconn_destroy(c, ev.name);
 			break;
@@ -331,12 +332,12 @@ static void on_cm_event(uv_poll_t *h, int status, int events)
 }
 
 /* The allow-list, parsed once per configuration; all or nothing. */
-static int parse_allow(struct daemon *d)
+static int parse_allow(struct rdma_ctx *rdma)
 {
 	struct allowed_network *list = NULL;
 	size_t n = 0;
 
-	for (char *const *net = d->cfg.rdma_allow; net && *net; net++) {
+	for (char *const *net = rdma->core->cfg.rdma_allow; net && *net; net++) {
 		void *nl = reallocarray(list, n + 1, sizeof(*list));
 
 		if (!nl) {
@@ -350,17 +351,17 @@ static int parse_allow(struct daemon *d)
 		}
 		n++;
 	}
-	free(d->allow);
-	d->allow = list;
-	d->n_allow = n;
+	free(rdma->allow);
+	rdma->allow = list;
+	rdma->n_allow = n;
 	return 0;
 }
 
-void endpoint_reload(struct daemon *d)
+void endpoint_reload(struct rdma_ctx *rdma)
 {
 	/* A bad list keeps the one in force: refusing everyone would cut
 	 * off peers over a typo. */
-	if (parse_allow(d) < 0)
+	if (parse_allow(rdma) < 0)
 		log_warning("Keeping the allowed networks in force");
 }
 
@@ -371,26 +372,26 @@ static void rconn_session_drop(struct session_link *link)
 		      "the connection that set it up closed");
 }
 
-void endpoint_init(struct daemon *d)
+void endpoint_init(struct rdma_ctx *rdma)
 {
 	session_kind_register(SESSION_RCONN, rconn_session_drop);
-	list_init(&d->rconns);
+	list_init(&rdma->rconns);
 }
 
-int endpoint_start(struct daemon *d)
+int endpoint_start(struct rdma_ctx *rdma)
 {
 	char *const *addr;
 	int r;
 
-	list_init(&d->listeners);
-	list_init(&d->rconns);
-	idseq_init(&d->rconn_order);
+	list_init(&rdma->listeners);
+	list_init(&rdma->rconns);
+	idseq_init(&rdma->rconn_order);
 
-	r = parse_allow(d);
+	r = parse_allow(rdma);
 	if (r < 0)
 		return r;
 
-	for (addr = d->cfg.rdmacm_listen; addr && *addr; addr++) {
+	for (addr = rdma->core->cfg.rdmacm_listen; addr && *addr; addr++) {
 		struct sockaddr_storage ss;
 		struct listener *l;
 
@@ -401,17 +402,17 @@ int endpoint_start(struct daemon *d)
 		l = calloc(1, sizeof(*l));
 		if (!l)
 			return -ENOMEM;
-		l->daemon = d;
+		l->rdma = rdma;
 		snprintf(l->address, sizeof(l->address), "%s", *addr);
 		r = vb->cm_listen((struct sockaddr *)&ss, &l->vb);
 		if (r < 0) {
 			free(l);
 			return log_error_errno(r, "Cannot listen with rdmacm on %s: %m", *addr);
 		}
-		uv_poll_init(d->loop, &l->poll, vb->cm_fd(l->vb));
+		uv_poll_init(rdma->core->loop, &l->poll, vb->cm_fd(l->vb));
 		l->poll.data = l;
 		uv_poll_start(&l->poll, UV_READABLE, on_cm_event);
-		list_add_tail(&l->link, &d->listeners);
+		list_add_tail(&l->link, &rdma->listeners);
 		log_info("Accepting RDMA connections on %s", l->address);
 	}
 	return 0;
@@ -425,22 +426,22 @@ static void on_listener_closed(uv_handle_t *h)
 	free(l);
 }
 
-void endpoint_stop(struct daemon *d)
+void endpoint_stop(struct rdma_ctx *rdma)
 {
 	struct listener *l, *n;
 
-	while (!list_empty(&d->tokens.all))
-		token_revoke(list_first_entry(&d->tokens.all, struct token, link), "shutdown");
-	while (!list_empty(&d->rconns))
-		rconn_destroy(list_first_entry(&d->rconns, struct rconn, link), "shutdown");
-	idseq_done(&d->rconn_order);
-	list_for_each_entry_safe(l, n, &d->listeners, link) {
+	while (!list_empty(&rdma->tokens.all))
+		token_revoke(list_first_entry(&rdma->tokens.all, struct token, link), "shutdown");
+	while (!list_empty(&rdma->rconns))
+		rconn_destroy(list_first_entry(&rdma->rconns, struct rconn, link), "shutdown");
+	idseq_done(&rdma->rconn_order);
+	list_for_each_entry_safe(l, n, &rdma->listeners, link) {
 		list_del(&l->link);
 		uv_close((uv_handle_t *)&l->poll, on_listener_closed);
 	}
-	free(d->allow);
-	d->allow = NULL;
-	d->n_allow = 0;
+	free(rdma->allow);
+	rdma->allow = NULL;
+	rdma->n_allow = 0;
 }
 
 /* The GID a peer reaches port 1 at: RoCEv2 over IPv4 when there is one. */
@@ -474,11 +475,12 @@ static void gid_address(const uint8_t gid[16], struct sockaddr_storage *ret, cha
 	snprintf(text, size, "GID %s", buf);
 }
 
-int endpoint_connect_qp(struct daemon *d, struct session *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
+int endpoint_connect_qp(struct rdma_ctx *rdma, struct session *ctl, const char *device,
+			const uint8_t token[TOKEN_BYTES],
 			const struct vb_qp_endpoint *peer, int gid_index,
 			struct vb_qp_endpoint *ret, struct errinfo *e)
 {
-	struct admission a = { .token = token, .device = device, .dev = device_find(d, device) };
+	struct admission a = { .token = token, .device = device, .dev = device_find(rdma, device) };
 	enum endpoint_reject why;
 	struct token *t;
 	struct vb_pd *pd;
@@ -486,10 +488,10 @@ int endpoint_connect_qp(struct daemon *d, struct session *ctl, const char *devic
 	int r;
 
 	gid_address(peer->gid, &a.peer, a.peer_text, sizeof(a.peer_text));
-	r = admit(d, &a, &t, &pd, &why, e);
+	r = admit(rdma, &a, &t, &pd, &why, e);
 	if (r < 0)
 		return r;
-	c = rconn_new(d, a.dev, t);
+	c = rconn_new(rdma, a.dev, t);
 	if (!c)
 		return -ENOMEM;
 	c->oob = true;

@@ -25,7 +25,7 @@
 
 struct account;
 struct session;
-struct daemon;
+struct rdma_ctx;
 struct device;
 struct errinfo;
 
@@ -45,8 +45,8 @@ enum endpoint_reject {
 };
 
 struct rconn {
-	struct list_head link;		/* in daemon->rconns */
-	struct idseq_node order;	/* in daemon->rconn_order */
+	struct list_head link;		/* in rdma->rconns */
+	struct idseq_node order;	/* in rdma->rconn_order */
 	struct list_head token_link;	/* in token->rconns */
 	/* SESSION_RCONN, in the session that set it up (ConnectQueuePair only) */
 	struct session_link ctl_link;
@@ -65,21 +65,21 @@ struct rconn {
 };
 
 struct listener {
-	struct list_head link;		/* in daemon->listeners */
-	struct daemon *daemon;
+	struct list_head link;		/* in rdma->listeners */
+	struct rdma_ctx *rdma;
 	struct vb_listener *vb;
 	uv_poll_t poll;
 	char address[64];
 };
 
 /* At daemon start: the lists, and the drop hook of SESSION_RCONN. */
-void endpoint_init(struct daemon *d);
+void endpoint_init(struct rdma_ctx *rdma);
 /* Listens with librdmacm on the configured addresses. */
-int endpoint_start(struct daemon *d);
+int endpoint_start(struct rdma_ctx *rdma);
 /* SIGHUP: applies a new allow-list to new connections. */
-void endpoint_reload(struct daemon *d);
+void endpoint_reload(struct rdma_ctx *rdma);
 /* Shutdown: closes the listeners and every remote connection. */
-void endpoint_stop(struct daemon *d);
+void endpoint_stop(struct rdma_ctx *rdma);
 
 /*
  * ConnectQueuePair: admits the peer by the same rules as rdmacm (its GID
@@ -88,7 +88,8 @@ void endpoint_stop(struct daemon *d);
  * the Varlink connection that asked: the queue pair lives until it closes
  * or the token is revoked. A refusal fills *e.
  */
-int endpoint_connect_qp(struct daemon *d, struct session *ctl, const char *device, const uint8_t token[TOKEN_BYTES],
+int endpoint_connect_qp(struct rdma_ctx *rdma, struct session *ctl, const char *device,
+			const uint8_t token[TOKEN_BYTES],
 			const struct vb_qp_endpoint *peer, int gid_index,
 			struct vb_qp_endpoint *ret, struct errinfo *e);
 

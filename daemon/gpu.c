@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
 #include "errinfo.h"
 #include "gpu.h"
 #include "gpu_region.h"
@@ -19,7 +18,7 @@ struct gpu_import {
 	gpu_import_done_fn done;	/* NULL once cancelled */
 	void *userdata;
 	struct session *owner;		/* a reference */
-	struct daemon *d;
+	struct gpu_ctx *gpu;
 	struct gpu_import_params p;
 	uint8_t handle[CU_IPC_HANDLE_SIZE];
 	struct region *reg;		/* GPU_MEMORY_VMM: prepared before the import */
@@ -40,7 +39,7 @@ static void counted_revoke(struct region_hook *h)
 	struct region *r = h->region;
 
 	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
-		r->daemon->gpu_regions[r->gpu]--;
+		gpu_region_of(r)->gpu->regions_on[r->gpu]--;
 }
 
 /* Embedded in the region: nothing to free. */
@@ -60,8 +59,33 @@ static void gpu_region_count(struct region *r)
 	/* Kept up to date here and by the hook: counting them for ListGpus
 	 * would walk every region of every client. */
 	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
-		r->daemon->gpu_regions[r->gpu]++;
+		gpu_region_of(r)->gpu->regions_on[r->gpu]++;
 	region_hook_get(r, &counted_ops, counted_make, NULL);
+}
+
+void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions)
+{
+	*g = (struct gpu_ctx){ .loop = loop, .regions = regions };
+	list_init(&g->ipcs);
+}
+
+/* region_prepare() for GPU memory of kind ops (gpu_vmm_ops, gpu_ipc_ops). */
+static int gpu_region_prepare(struct gpu_ctx *g, struct session *owner, uint64_t size,
+			      const struct region_mem_ops *ops, struct region **ret,
+			      struct errinfo *e)
+{
+	struct region *r;
+	int res;
+
+	res = region_prepare(g->regions, owner, size, ops, sizeof(struct gpu_region), &r, e);
+	if (res < 0)
+		return res;
+	gpu_region_of(r)->gpu = g;
+	/* Every CUDA call runs on the pool. */
+	r->release_on_pool = true;
+	r->writable = true;
+	*ret = r;
+	return 0;
 }
 
 /* Pool side: loads the driver the first time a GPU import comes. */
@@ -169,7 +193,7 @@ static void on_vmm_done(uv_work_t *w, int status)
 
 	(void)status;
 	/* Any answer but "no driver" means the driver is in. */
-	job->d->cuda_loaded = job->d->cuda_loaded || job->err == 0 || job->driver_loaded;
+	job->gpu->cuda_loaded = job->gpu->cuda_loaded || job->err == 0 || job->driver_loaded;
 	if (!job->done) {
 		job_free(job);
 		return;
@@ -209,7 +233,7 @@ static void ipc_import(struct gpu_import *job)
 	}
 	if (!length)
 		length = ipc->map.size - offset;
-	r = gpu_region_prepare(job->d, job->owner, length, &gpu_ipc_ops, &reg, &e);
+	r = gpu_region_prepare(job->gpu, job->owner, length, &gpu_ipc_ops, &reg, &e);
 	if (r < 0) {
 		job_done(job, NULL, &e);
 		return;
@@ -279,11 +303,11 @@ static void on_ipc_closed(uv_work_t *w, int status)
 static void on_ipc_opened(uv_work_t *w, int status)
 {
 	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
-	struct daemon *d = ipc->daemon;
+	struct gpu_ctx *g = ipc->gpu;
 	struct gpu_import *job, *n;
 
 	(void)status;
-	d->cuda_loaded = d->cuda_loaded || ipc->driver_loaded;
+	g->cuda_loaded = g->cuda_loaded || ipc->driver_loaded;
 	if (ipc->err == 0)
 		ipc->state = GPU_IPC_OPEN;
 	list_for_each_entry_safe(job, n, &ipc->waiters, link) {
@@ -312,7 +336,7 @@ static void ipc_start_open(struct gpu_ipc *ipc)
 	ipc->err = 0;
 	ipc->error_name = NULL;
 	memset(&ipc->map, 0, sizeof(ipc->map));
-	r = uv_queue_work(ipc->daemon->loop, &ipc->work, on_ipc_open, on_ipc_opened);
+	r = uv_queue_work(ipc->gpu->loop, &ipc->work, on_ipc_open, on_ipc_opened);
 	if (r < 0) {
 		ipc->err = -ENOMEM;
 		ipc->error_name = RDMAMEM_ERROR_INTERNAL;
@@ -329,7 +353,7 @@ void gpu_ipc_unref(struct gpu_ipc *ipc)
 	/* Closing is a CUDA call: on the pool. Until it is done, imports of
 	 * the same handle wait (the driver maps it once per process). */
 	ipc->state = GPU_IPC_OPENING;
-	if (uv_queue_work(ipc->daemon->loop, &ipc->work, on_ipc_close, on_ipc_closed) < 0) {
+	if (uv_queue_work(ipc->gpu->loop, &ipc->work, on_ipc_close, on_ipc_closed) < 0) {
 		on_ipc_close(&ipc->work);
 		on_ipc_closed(&ipc->work, 0);
 	}
@@ -340,7 +364,7 @@ static int parse_handle(const char *hex, uint8_t out[CU_IPC_HANDLE_SIZE])
 	return hex ? hex_decode(hex, out, CU_IPC_HANDLE_SIZE) : -EINVAL;
 }
 
-int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_params *p,
+int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import_params *p,
 		     gpu_import_done_fn done, void *userdata, struct gpu_import **ret,
 		     struct errinfo *e)
 {
@@ -356,7 +380,7 @@ int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_
 	job->done = done;
 	job->userdata = userdata;
 	job->owner = session_ref(owner);
-	job->d = d;
+	job->gpu = g;
 	job->p = *p;
 	p->fd = -EBADF;
 	list_init(&job->link);
@@ -373,13 +397,13 @@ int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_
 		}
 		if (!length)
 			length = p->alloc_size - p->offset;
-		r = gpu_region_prepare(d, owner, length, &gpu_vmm_ops, &job->reg, e);
+		r = gpu_region_prepare(g, owner, length, &gpu_vmm_ops, &job->reg, e);
 		if (r < 0) {
 			job_free(job);
 			return r;
 		}
 		job->reg->access = p->access;
-		r = uv_queue_work(d->loop, &job->work, on_vmm_work, on_vmm_done);
+		r = uv_queue_work(g->loop, &job->work, on_vmm_work, on_vmm_done);
 		if (r < 0) {
 			job_free(job);
 			return -ENOMEM;
@@ -394,20 +418,20 @@ int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_
 					     "parameter 'ipc_handle' must be the 64 bytes of a "
 					     "CUipcMemHandle as 128 hex digits");
 	}
-	list_for_each_entry(ipc, &d->gpu_ipcs, link)
+	list_for_each_entry(ipc, &g->ipcs, link)
 		if (memcmp(ipc->handle, job->handle, CU_IPC_HANDLE_SIZE) == 0)
 			break;
-	if (&ipc->link == &d->gpu_ipcs) {
+	if (&ipc->link == &g->ipcs) {
 		ipc = calloc(1, sizeof(*ipc));
 		if (!ipc) {
 			job_free(job);
 			return -ENOMEM;
 		}
-		ipc->daemon = d;
+		ipc->gpu = g;
 		memcpy(ipc->handle, job->handle, CU_IPC_HANDLE_SIZE);
 		ipc->ordinal = (int)p->gpu;
 		list_init(&ipc->waiters);
-		list_add_tail(&ipc->link, &d->gpu_ipcs);
+		list_add_tail(&ipc->link, &g->ipcs);
 		job->ipc = ipc;
 		list_add_tail(&job->link, &ipc->waiters);
 		*ret = job;
@@ -442,7 +466,7 @@ bool gpu_peer_memory_loaded(void)
 }
 
 struct gpu_list_job {
-	struct daemon *d;
+	struct gpu_ctx *gpu;
 	gpu_list_done_fn done;
 	void *userdata;
 	struct gpu_list_result res;
@@ -473,10 +497,10 @@ static void on_list_work(uv_work_t *w)
 		}
 }
 
-unsigned gpu_regions_on(const struct daemon *d, int ordinal)
+unsigned gpu_regions_on(const struct gpu_ctx *g, int ordinal)
 {
 	/* Kept up to date by gpu_region_count() and its hook. */
-	return ordinal >= 0 && ordinal < GPU_LIST_MAX ? d->gpu_regions[ordinal] : 0;
+	return ordinal >= 0 && ordinal < GPU_LIST_MAX ? g->regions_on[ordinal] : 0;
 }
 
 static void on_list_done(uv_work_t *w, int status)
@@ -485,25 +509,25 @@ static void on_list_done(uv_work_t *w, int status)
 
 	(void)status;
 	if (job->res.ran && job->res.err == 0)
-		job->d->cuda_loaded = true;
+		job->gpu->cuda_loaded = true;
 	job->done(job->userdata, &job->res);
 	free(job);
 }
 
-int gpu_list(struct daemon *d, bool probe, gpu_list_done_fn done, void *userdata)
+int gpu_list(struct gpu_ctx *g, bool probe, gpu_list_done_fn done, void *userdata)
 {
 	struct gpu_list_job *job = calloc(1, sizeof(*job));
 
 	if (!job)
 		return -ENOMEM;
-	job->d = d;
+	job->gpu = g;
 	job->done = done;
 	job->userdata = userdata;
-	if (!probe && !d->cuda_loaded) {
+	if (!probe && !g->cuda_loaded) {
 		on_list_done(&job->work, 0);
 		return 0;
 	}
-	if (uv_queue_work(d->loop, &job->work, on_list_work, on_list_done) < 0) {
+	if (uv_queue_work(g->loop, &job->work, on_list_work, on_list_done) < 0) {
 		free(job);
 		return -ENOMEM;
 	}

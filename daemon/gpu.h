@@ -21,13 +21,29 @@
 #include "cuda.h"
 #include "proto/list.h"
 
-struct daemon;
 struct errinfo;
 struct region;
+struct region_registry;
 struct session;
+
 
 /* ListGpus shows at most this many GPUs, and counts regions on those. */
 #define GPU_LIST_MAX 16
+
+/*
+ * The gpu subsystem's context: the open IPC handles, whether the driver is
+ * in, the per-GPU region counts. Loop only: pool work reports back on the
+ * loop before any of it changes.
+ */
+struct gpu_ctx {
+	uv_loop_t *loop;
+	struct region_registry *regions;	/* where GPU regions are made and published */
+	struct list_head ipcs;		/* struct gpu_ipc: open legacy IPC handles */
+	unsigned regions_on[GPU_LIST_MAX];	/* live regions by GPU ordinal */
+	bool cuda_loaded;		/* the first GPU import (or a probe) loaded the driver */
+};
+
+void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions);
 
 /* What GPU memory an import is of (Register's "memory"). */
 enum gpu_memory {
@@ -62,7 +78,7 @@ typedef void (*gpu_import_done_fn)(void *userdata, struct region *r, struct erri
  * the allocation, a quota, a bad handle; not for -ENOMEM); done does not
  * run then. Takes p->fd.
  */
-int gpu_import_start(struct daemon *d, struct session *owner, struct gpu_import_params *p,
+int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import_params *p,
 		     gpu_import_done_fn done, void *userdata, struct gpu_import **ret,
 		     struct errinfo *e);
 /* Its client went away: done will not run (work on the pool finishes and
@@ -85,10 +101,10 @@ typedef void (*gpu_list_done_fn)(void *userdata, const struct gpu_list_result *r
  * when it is loaded already; otherwise done runs at once with res->ran
  * false. done runs once, on the loop. -ENOMEM.
  */
-int gpu_list(struct daemon *d, bool probe, gpu_list_done_fn done, void *userdata);
+int gpu_list(struct gpu_ctx *g, bool probe, gpu_list_done_fn done, void *userdata);
 
 /* Live regions on GPU ordinal (counted for the first GPU_LIST_MAX). */
-unsigned gpu_regions_on(const struct daemon *d, int ordinal);
+unsigned gpu_regions_on(const struct gpu_ctx *g, int ordinal);
 
 /* Whether nvidia_peermem (or the older nv_peer_mem) is loaded. */
 bool gpu_peer_memory_loaded(void);

@@ -17,22 +17,6 @@ static const struct gpu_region *gpu_region_of_const(const struct region *r)
 	return container_of(r, const struct gpu_region, r);
 }
 
-int gpu_region_prepare(struct daemon *d, struct session *owner, uint64_t size,
-		       const struct region_mem_ops *ops, struct region **ret, struct errinfo *e)
-{
-	struct region *r;
-	int res;
-
-	res = region_prepare(d, owner, size, ops, sizeof(struct gpu_region), &r, e);
-	if (res < 0)
-		return res;
-	/* Every CUDA call runs on the pool. */
-	r->release_on_pool = true;
-	r->writable = true;
-	*ret = r;
-	return 0;
-}
-
 /* ---- page-locking host regions that GPU copies touch ---- */
 
 /* A host region's mapping, page-locked with CUDA through ordinal once, so

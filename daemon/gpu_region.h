@@ -16,6 +16,8 @@
 #include "proto/list.h"
 #include "region.h"
 
+struct gpu_ctx;
+
 enum gpu_ipc_state {
 	GPU_IPC_OPENING,
 	GPU_IPC_OPEN,
@@ -26,8 +28,8 @@ enum gpu_ipc_state {
  * over it (the driver maps an IPC allocation once per process). Loop only.
  */
 struct gpu_ipc {
-	struct list_head link;		/* in daemon->gpu_ipcs */
-	struct daemon *daemon;
+	struct list_head link;		/* in gpu_ctx->ipcs */
+	struct gpu_ctx *gpu;
 	uint8_t handle[CU_IPC_HANDLE_SIZE];
 	int ordinal;			/* the device whose context opens it */
 	enum gpu_ipc_state state;
@@ -48,6 +50,7 @@ void gpu_ipc_unref(struct gpu_ipc *ipc);
 /* Immutable once published, but for the hook's link. */
 struct gpu_region {
 	struct region r;		/* first: region.c frees the whole */
+	struct gpu_ctx *gpu;
 	struct region_hook counted;	/* counted on its GPU while its owner holds it */
 	struct cu_vmm_map vmm;		/* cuda-vmm: the import */
 	struct gpu_ipc *ipc;		/* cuda-ipc: the shared open, one of its n_ref */
@@ -60,10 +63,5 @@ static inline struct gpu_region *gpu_region_of(struct region *r)
 {
 	return container_of(r, struct gpu_region, r);
 }
-
-/* region_prepare() for GPU memory of kind ops (gpu_vmm_ops, gpu_ipc_ops). */
-int gpu_region_prepare(struct daemon *d, struct session *owner, uint64_t size,
-		       const struct region_mem_ops *ops, struct region **ret, struct errinfo *e);
-
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "account.h"
-#include "daemon.h"
+#include "core.h"
 #include "errinfo.h"
 #include "idmap.h"
 #include "lease.h"
@@ -20,24 +20,24 @@ static void lease_session_drop(struct session_link *link)
 	lease_release(container_of(link, struct lease, holder_link));
 }
 
-void lease_registry_init(struct daemon *d)
+void lease_registry_init(struct region_registry *registry)
 {
 	session_kind_register(SESSION_LEASE, lease_session_drop);
-	idmap_init(&d->leases);
-	d->next_lease_id = 1;
+	idmap_init(&registry->leases);
+	registry->next_lease_id = 1;
 }
 
-void lease_registry_done(struct daemon *d)
+void lease_registry_done(struct region_registry *registry)
 {
-	idmap_done(&d->leases);
+	idmap_done(&registry->leases);
 }
 
 int lease_new(struct session *holder, struct region *r, enum lock_mode mode, struct lease **ret,
 	      struct errinfo *e)
 {
-	struct daemon *d = r->daemon;
+	struct region_registry *registry = r->registry;
 	struct account *a = holder->account;
-	unsigned max = d->cfg.max_leases_per_uid;
+	unsigned max = registry->core->cfg.max_leases_per_uid;
 	struct lease *l;
 
 	if (a->n_leases >= max)
@@ -50,12 +50,12 @@ int lease_new(struct session *holder, struct region *r, enum lock_mode mode, str
 	if (!l)
 		return -ENOMEM;
 	l->n_ref = 1;
-	l->daemon = d;
-	l->id = d->next_lease_id++;
+	l->registry = registry;
+	l->id = registry->next_lease_id++;
 	l->mode = mode;
 	session_link_init(&l->holder_link);
 	list_init(&l->req.link);
-	if (idmap_put(&d->leases, l->id, l) < 0) {
+	if (idmap_put(&registry->leases, l->id, l) < 0) {
 		free(l);
 		return -ENOMEM;
 	}
@@ -72,7 +72,7 @@ static void lease_wait_done(struct lease *l, int result, struct errinfo *e)
 {
 	lease_done_fn done = l->done;
 
-	timeout_disarm(&l->daemon->timeouts, &l->timeout);
+	timeout_disarm(&l->registry->timeouts, &l->timeout);
 	l->done = NULL;
 	/* The answer lets the client's connection go on, and if the client
 	 * has gone meanwhile close, releasing its leases, this one too: keep
@@ -103,7 +103,7 @@ static void lease_timed_out(struct timeout *t)
 {
 	struct lease *l = container_of(t, struct lease, timeout);
 	struct region *r = l->region;
-	uint64_t waited = uv_now(l->daemon->loop) - l->asked_msec;
+	uint64_t waited = uv_now(l->registry->core->loop) - l->asked_msec;
 	struct errinfo e = {};
 
 	errinfo_set(&e, RDMAMEM_ERROR_LOCK_TIMEOUT, -ETIMEDOUT,
@@ -119,7 +119,7 @@ int lease_acquire(struct lease *l, int64_t timeout_ms, lease_done_fn done, void 
 	struct region *r = l->region;
 	int res;
 
-	l->asked_msec = uv_now(l->daemon->loop);
+	l->asked_msec = uv_now(l->registry->core->loop);
 	res = lock_acquire(&r->lock, &l->req, l->mode, timeout_ms == 0, lease_granted, l);
 	if (res == 1) {
 		r->n_leases_held++;
@@ -128,7 +128,7 @@ int lease_acquire(struct lease *l, int64_t timeout_ms, lease_done_fn done, void 
 		l->done = done;
 		l->userdata = userdata;
 		if (timeout_ms > 0)
-			timeout_arm(&l->daemon->timeouts, &l->timeout, (uint64_t)timeout_ms,
+			timeout_arm(&l->registry->timeouts, &l->timeout, (uint64_t)timeout_ms,
 				    lease_timed_out);
 	}
 	return res;
@@ -137,7 +137,7 @@ int lease_acquire(struct lease *l, int64_t timeout_ms, lease_done_fn done, void 
 void lease_wait_cancel(struct lease *l)
 {
 	l->done = NULL;
-	timeout_disarm(&l->daemon->timeouts, &l->timeout);
+	timeout_disarm(&l->registry->timeouts, &l->timeout);
 }
 
 struct lease *lease_ref(struct lease *l)
@@ -175,10 +175,10 @@ void lease_release(struct lease *l)
 	if (l->released)
 		return;
 	l->released = true;
-	idmap_remove(&l->daemon->leases, l->id);
+	idmap_remove(&l->registry->leases, l->id);
 	lease_holder(l)->account->n_leases--;
 	session_remove(&l->holder_link);
-	timeout_disarm(&l->daemon->timeouts, &l->timeout);
+	timeout_disarm(&l->registry->timeouts, &l->timeout);
 	if (l->req.waiting) {
 		r->n_leases_waiting--;
 		lock_cancel(&r->lock, &l->req);
@@ -237,10 +237,10 @@ int lease_revoke_lost(struct region *r)
 	return 0;
 }
 
-int lease_lookup(struct daemon *d, uint64_t id, const struct session *caller, struct lease **ret,
-		 struct errinfo *e)
+int lease_lookup(struct region_registry *registry, uint64_t id, const struct session *caller,
+		 struct lease **ret, struct errinfo *e)
 {
-	struct lease *l = idmap_get(&d->leases, id);
+	struct lease *l = idmap_get(&registry->leases, id);
 
 	/* Leases belong to a session (a connection): another one, even of
 	 * the same uid, hears the same as for a lease that never existed. */

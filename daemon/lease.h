@@ -18,7 +18,7 @@
 #include "session.h"
 #include "timeout.h"
 
-struct daemon;
+struct region_registry;
 struct errinfo;
 struct lease;
 struct region;
@@ -34,7 +34,7 @@ typedef void (*lease_done_fn)(void *userdata, struct lease *l, int result, struc
 struct lease {
 	uint64_t id;
 	unsigned n_ref;
-	struct daemon *daemon;
+	struct region_registry *registry;
 	struct region *region;		/* a reference */
 	/* SESSION_LEASE, in the holder's session until released. */
 	struct session_link holder_link;
@@ -85,8 +85,8 @@ struct lease *lease_ref(struct lease *l);
 struct lease *lease_unref(struct lease *l);
 
 /* The caller's own, live, granted-or-waiting lease id; NoSuchLease otherwise. */
-int lease_lookup(struct daemon *d, uint64_t id, const struct session *caller, struct lease **ret,
-		 struct errinfo *e);
+int lease_lookup(struct region_registry *registry, uint64_t id, const struct session *caller,
+		 struct lease **ret, struct errinfo *e);
 
 /* The session that holds or waits for l; NULL once released. */
 static inline struct session *lease_holder(const struct lease *l)
@@ -100,7 +100,7 @@ static inline bool lease_is_held(const struct lease *l)
 }
 
 /* Also registers the drop hook of SESSION_LEASE. */
-void lease_registry_init(struct daemon *d);
-void lease_registry_done(struct daemon *d);
+void lease_registry_init(struct region_registry *registry);
+void lease_registry_done(struct region_registry *registry);
 
 #endif

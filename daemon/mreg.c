@@ -9,13 +9,14 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "device.h"
 #include "errinfo.h"
 #include "log.h"
 #include "mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
+#include "rdma.h"
 #include "region.h"
 
 static unsigned vb_access_of(const struct region *r)
@@ -54,14 +55,14 @@ static void mreg_fail(struct mreg *m, int err, const char *fmt, ...)
 
 	m->state = MREG_FAILED;
 	m->err = err;
-	m->region->daemon->stats.mr_failures++;
+	m->dev->rdma->core->stats.mr_failures++;
 	free(m->error);
 	m->error = NULL;
 	va_start(ap, fmt);
 	if (vasprintf(&m->error, fmt, ap) < 0)
 		m->error = NULL;
 	va_end(ap);
-	m->settled_msec = uv_now(m->region->daemon->loop);
+	m->settled_msec = uv_now(m->dev->rdma->core->loop);
 	log_full_fields(LOG_WARNING, err,
 			(&(const struct log_fields){ .region = m->region->id,
 						     .client_pid = m->region->owner_pid,
@@ -174,10 +175,10 @@ static void on_reg_done(uv_work_t *work, int status)
 	if (m->err == 0) {
 		vb->mr_keys(m->mr, &m->lkey, &m->rkey);
 		m->state = MREG_REGISTERED;
-		m->settled_msec = uv_now(r->daemon->loop);
+		m->settled_msec = uv_now(m->dev->rdma->core->loop);
 		m->dev->n_mrs++;
 		m->dev->mr_bytes += r->size;
-		r->daemon->stats.mrs_registered++;
+		m->dev->rdma->core->stats.mrs_registered++;
 		log_debug("Region %" PRIu64 " registered on %s: lkey 0x%x rkey 0x%x", r->id,
 			  m->device, m->lkey, m->rkey);
 	} else {
@@ -205,13 +206,13 @@ static void on_reg_done(uv_work_t *work, int status)
 	region_unref(r);
 }
 
-static void open_devices_text(struct daemon *d, char *buf, size_t size)
+static void open_devices_text(struct rdma_ctx *rdma, char *buf, size_t size)
 {
 	struct device *dev;
 	size_t n = 0;
 
 	buf[0] = '\0';
-	list_for_each_entry(dev, &d->devices, link)
+	list_for_each_entry(dev, &rdma->devices, link)
 		n += snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? ", " : "",
 			      dev->info.name);
 	if (n == 0)
@@ -335,7 +336,6 @@ int mreg_list_json(const struct region *r, cJSON *list)
 
 struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waiter *w)
 {
-	struct daemon *d = r->daemon;
 	const char *device = dev->info.name;
 	struct mreg *m = mreg_find(r, device);
 	struct region_hook *h;
@@ -378,7 +378,7 @@ struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waite
 		list_add_tail(&w->link, &m->waiters);
 	/* The attempt keeps the region (and so the memory) until it is done. */
 	region_ref(r);
-	err = uv_queue_work(d->loop, &m->work, on_reg_work, on_reg_done);
+	err = uv_queue_work(dev->rdma->core->loop, &m->work, on_reg_work, on_reg_done);
 	if (err < 0) {
 		region_unref(r);
 		mreg_fail(m, -ENOMEM, "cannot queue the registration: %s", uv_strerror(err));
@@ -483,7 +483,7 @@ static void mreg_revoke(struct mreg *m)
 	}
 	m->state = MREG_DEREGISTERING;
 	region_ref(r);
-	if (uv_queue_work(r->daemon->loop, &m->work, on_dereg_work, on_dereg_done) < 0) {
+	if (uv_queue_work(m->dev->rdma->core->loop, &m->work, on_dereg_work, on_dereg_done) < 0) {
 		/* Never left in force: on the loop, then. */
 		on_dereg_work(&m->work);
 		on_dereg_done(&m->work, 0);
@@ -523,7 +523,7 @@ static void mreg_set_finish(struct region_hook *h)
 	free(set);
 }
 
-cJSON *mreg_missing_json(struct daemon *d, const char *device)
+cJSON *mreg_missing_json(struct rdma_ctx *rdma, const char *device)
 {
 	char open[256], text[512];
 	struct mreg m = {
@@ -532,10 +532,10 @@ cJSON *mreg_missing_json(struct daemon *d, const char *device)
 		.error = text,
 	};
 
-	open_devices_text(d, open, sizeof(open));
+	open_devices_text(rdma, open, sizeof(open));
 	snprintf(m.device, sizeof(m.device), "%s", device);
 	snprintf(text, sizeof(text), "no RDMA device '%s' is open (open: %s)%s", device, open,
-		 device_allowed(d, device) ? "" : "; the configuration excludes it");
+		 device_allowed(rdma, device) ? "" : "; the configuration excludes it");
 	return mreg_to_json(&m, false);
 }
 

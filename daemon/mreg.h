@@ -28,7 +28,7 @@
 #include "proto/list.h"
 #include "verbs.h"
 
-struct daemon;
+struct rdma_ctx;
 struct device;
 struct errinfo;
 struct region;
@@ -106,6 +106,6 @@ int mreg_list_json(const struct region *r, cJSON *list);
 /* {device, backend, state, lkey, rkey, addr, length} or {device, error}. */
 cJSON *mreg_to_json(const struct mreg *m, bool recorded);
 /* The failure answered for a device that is not open, recorded nowhere. */
-cJSON *mreg_missing_json(struct daemon *d, const char *device);
+cJSON *mreg_missing_json(struct rdma_ctx *rdma, const char *device);
 
 #endif

@@ -2,11 +2,11 @@
 #include <stdlib.h>
 
 #include "account.h"
-#include "daemon.h"
 #include "offload.h"
 
-void offload_init(struct offload *o)
+void offload_init(struct offload *o, uv_loop_t *loop)
 {
+	o->loop = loop;
 	list_init(&o->waiting);
 	o->running = 0;
 }
@@ -18,31 +18,29 @@ static void on_work(uv_work_t *w)
 	j->run(j);
 }
 
-static void offload_start_next(struct daemon *d);
+static void offload_start_next(struct offload *o);
 
 static void on_work_done(uv_work_t *w, int status)
 {
 	struct offload_job *j = container_of(w, struct offload_job, work);
-	struct daemon *d = j->daemon;
+	struct offload *o = j->offload;
 
 	/* Never cancelled: nothing calls uv_cancel() on these. */
 	(void)status;
-	d->offload.running--;
+	o->running--;
 	j->done(j);
-	offload_start_next(d);
+	offload_start_next(o);
 }
 
-static void offload_start_next(struct daemon *d)
+static void offload_start_next(struct offload *o)
 {
-	struct offload *o = &d->offload;
-
 	while (o->running < OFFLOAD_RUNNING_MAX && !list_empty(&o->waiting)) {
 		struct offload_job *j = list_first_entry(&o->waiting, struct offload_job, link);
 
 		list_del(&j->link);
 		j->started = true;
 		o->running++;
-		if (uv_queue_work(d->loop, &j->work, on_work, on_work_done) < 0) {
+		if (uv_queue_work(o->loop, &j->work, on_work, on_work_done) < 0) {
 			/* No pool: the work has to be done all the same. */
 			o->running--;
 			j->run(j);
@@ -60,17 +58,17 @@ bool offload_cancel(struct offload_job *j)
 	return true;
 }
 
-static void offload_enqueue(struct daemon *d, struct offload_job *j, bool first)
+static void offload_enqueue(struct offload *o, struct offload_job *j, bool first)
 {
-	j->daemon = d;
+	j->offload = o;
 	j->started = false;
-	list_add_tail(&j->link, first ? d->offload.waiting.next : &d->offload.waiting);
-	offload_start_next(d);
+	list_add_tail(&j->link, first ? o->waiting.next : &o->waiting);
+	offload_start_next(o);
 }
 
-void offload_submit(struct daemon *d, struct offload_job *j)
+void offload_submit(struct offload *o, struct offload_job *j)
 {
-	offload_enqueue(d, j, false);
+	offload_enqueue(o, j, false);
 }
 
 struct json_delete {
@@ -94,7 +92,7 @@ static void json_delete_done(struct offload_job *j)
 	free(jd);
 }
 
-void offload_json_delete(struct daemon *d, cJSON *root, struct budget_charge *charge)
+void offload_json_delete(struct offload *o, cJSON *root, struct budget_charge *charge)
 {
 	struct json_delete *jd = root ? calloc(1, sizeof(*jd)) : NULL;
 
@@ -108,5 +106,5 @@ void offload_json_delete(struct daemon *d, cJSON *root, struct budget_charge *ch
 	*charge = (struct budget_charge){};
 	jd->job.run = json_delete_run;
 	jd->job.done = json_delete_done;
-	offload_enqueue(d, &jd->job, true);
+	offload_enqueue(o, &jd->job, true);
 }

@@ -17,11 +17,10 @@
 
 #include "proto/list.h"
 
-struct daemon;
-
 #define OFFLOAD_RUNNING_MAX 2U
 
 struct offload {
+	uv_loop_t *loop;
 	struct list_head waiting;	/* struct offload_job, in order */
 	unsigned running;
 };
@@ -30,16 +29,16 @@ struct offload_job {
 	uv_work_t work;
 	struct list_head link;		/* in offload.waiting until it runs */
 	bool started;
-	struct daemon *daemon;
+	struct offload *offload;
 	void (*run)(struct offload_job *j);	/* on a pool thread */
 	void (*done)(struct offload_job *j);	/* on the loop, after run; may free j */
 };
 
-void offload_init(struct offload *o);
+void offload_init(struct offload *o, uv_loop_t *loop);
 
 /* Runs j->run on the pool, then j->done on the loop. Never fails: should the
  * pool refuse, both run right here. */
-void offload_submit(struct daemon *d, struct offload_job *j);
+void offload_submit(struct offload *o, struct offload_job *j);
 
 /* Takes back a job that has not started: its run never happens, its done
  * does, now. Returns false when it started already (done comes later). */
@@ -50,6 +49,6 @@ struct budget_charge;
 /* Frees a tree on the pool (inline when that cannot be had), then gives back
  * the input bytes charge counts for it (taken; may be empty). Frees go before
  * every job that waits: they give memory back, the others take more. */
-void offload_json_delete(struct daemon *d, cJSON *root, struct budget_charge *charge);
+void offload_json_delete(struct offload *o, cJSON *root, struct budget_charge *charge);
 
 #endif

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "account.h"
-#include "daemon.h"
+#include "core.h"
 #include "errinfo.h"
 #include "idmap.h"
 #include "log.h"
@@ -20,24 +20,34 @@ static void region_session_drop(struct session_link *link)
 	region_drop_owner(container_of(link, struct region, owner_link));
 }
 
-void region_registry_init(struct daemon *d)
+void region_registry_init(struct region_registry *reg, struct core *core)
 {
+	reg->core = core;
 	session_kind_register(SESSION_REGION, region_session_drop);
-	idmap_init(&d->regions);
-	idseq_init(&d->region_order);
-	d->next_region_id = 1;
+	idmap_init(&reg->regions);
+	idseq_init(&reg->region_order);
+	reg->next_region_id = 1;
+	reg->n_regions = 0;
+	reg->pinned_bytes = 0;
+	timeouts_init(&reg->timeouts, core->loop);
 }
 
-void region_registry_done(struct daemon *d)
+void region_registry_stop(struct region_registry *reg)
 {
-	idmap_done(&d->regions);
-	idseq_done(&d->region_order);
+	timeouts_close(&reg->timeouts);
+}
+
+void region_registry_done(struct region_registry *reg)
+{
+	idmap_done(&reg->regions);
+	idseq_done(&reg->region_order);
 }
 
 /* Refuses the import if it would take the owner over a quota. */
-static int charge_quota(struct daemon *d, struct account *a, uint64_t length, struct errinfo *e)
+static int charge_quota(struct region_registry *reg, struct account *a, uint64_t length,
+			struct errinfo *e)
 {
-	const struct daemon_config *cfg = &d->cfg;
+	const struct daemon_config *cfg = &reg->core->cfg;
 
 	if (a->n_regions + 1 > cfg->max_regions_per_uid)
 		return errinfo_quota(e, "regions", cfg->max_regions_per_uid, a->n_regions, 1,
@@ -54,21 +64,21 @@ static int charge_quota(struct daemon *d, struct account *a, uint64_t length, st
 				     cfg->max_pinned_bytes_per_uid);
 	a->n_regions++;
 	a->pinned_bytes += length;
-	d->n_regions++;
-	d->pinned_bytes += length;
-	d->stats.pinned_peak = MAX(d->stats.pinned_peak, d->pinned_bytes);
+	reg->n_regions++;
+	reg->pinned_bytes += length;
+	reg->core->stats.pinned_peak = MAX(reg->core->stats.pinned_peak, reg->pinned_bytes);
 	return 0;
 }
 
-static void uncharge_quota(struct daemon *d, struct account *a, uint64_t length)
+static void uncharge_quota(struct region_registry *reg, struct account *a, uint64_t length)
 {
 	a->n_regions--;
 	a->pinned_bytes -= length;
-	d->n_regions--;
-	d->pinned_bytes -= length;
+	reg->n_regions--;
+	reg->pinned_bytes -= length;
 }
 
-int region_prepare(struct daemon *d, struct session *owner, uint64_t size,
+int region_prepare(struct region_registry *registry, struct session *owner, uint64_t size,
 		   const struct region_mem_ops *mem, size_t alloc, struct region **ret,
 		   struct errinfo *e)
 {
@@ -76,16 +86,16 @@ int region_prepare(struct daemon *d, struct session *owner, uint64_t size,
 	int r;
 
 	assert(alloc >= sizeof(*reg));
-	r = charge_quota(d, owner->account, size, e);
+	r = charge_quota(registry, owner->account, size, e);
 	if (r < 0)
 		return r;
 	reg = calloc(1, alloc);
 	if (!reg) {
-		uncharge_quota(d, owner->account, size);
+		uncharge_quota(registry, owner->account, size);
 		return -ENOMEM;
 	}
 	reg->n_ref = 1;
-	reg->daemon = d;
+	reg->registry = registry;
 	reg->mem = mem;
 	reg->gpu = -1;
 	reg->numa_node = -1;
@@ -93,7 +103,7 @@ int region_prepare(struct daemon *d, struct session *owner, uint64_t size,
 	list_init(&reg->hooks);
 	reg->account = account_ref(owner->account);
 	reg->size = size;
-	reg->created_msec = uv_now(d->loop);
+	reg->created_msec = uv_now(registry->core->loop);
 	idseq_node_init(&reg->order);
 	session_link_init(&reg->owner_link);
 	list_init(&reg->leases);
@@ -104,18 +114,18 @@ int region_prepare(struct daemon *d, struct session *owner, uint64_t size,
 
 int region_publish(struct region *reg, struct session *owner)
 {
-	struct daemon *d = reg->daemon;
+	struct region_registry *registry = reg->registry;
 
 	reg->owner_conn_id = owner->id;
 	reg->owner_uid = owner->cred.uid;
 	reg->owner_gid = owner->cred.gid;
 	reg->owner_pid = owner->cred.pid;
-	reg->id = d->next_region_id++;
-	d->stats.regions_registered++;
-	if (idmap_put(&d->regions, reg->id, reg) < 0)
+	reg->id = registry->next_region_id++;
+	registry->core->stats.regions_registered++;
+	if (idmap_put(&registry->regions, reg->id, reg) < 0)
 		return -ENOMEM;
-	if (idseq_add(&d->region_order, reg->id, &reg->order) < 0) {
-		idmap_remove(&d->regions, reg->id);
+	if (idseq_add(&registry->region_order, reg->id, &reg->order) < 0) {
+		idmap_remove(&registry->regions, reg->id);
 		return -ENOMEM;
 	}
 	session_add(owner, SESSION_REGION, &reg->owner_link);
@@ -230,20 +240,20 @@ static bool region_release_blocks(const struct region *r)
 
 static void region_free(struct region *r)
 {
-	struct daemon *d = r->daemon;
+	struct region_registry *registry = r->registry;
 
 	/* Leases, attempts and in-flight work hold references: none is left. */
-	if (idmap_get(&d->regions, r->id) == r)
-		idmap_remove(&d->regions, r->id);
-	idseq_remove(&d->region_order, &r->order);
+	if (idmap_get(&registry->regions, r->id) == r)
+		idmap_remove(&registry->regions, r->id);
+	idseq_remove(&registry->region_order, &r->order);
 	/* The owner's quota is free again now, whether or not the memory goes
 	 * on the pool: a client that unregistered may register at once. */
-	uncharge_quota(d, r->account, r->size);
+	uncharge_quota(registry, r->account, r->size);
 	/* Unmapping a large mapping drops every page the daemon touched (25 ms
 	 * a GiB here), and CUDA calls can take long: not on the loop. (The
 	 * registrations went with the owner's hold, each on the pool.) */
 	if (region_release_blocks(r) &&
-	    uv_queue_work(d->loop, &r->release, on_release, on_release_done) == 0)
+	    uv_queue_work(registry->core->loop, &r->release, on_release, on_release_done) == 0)
 		return;
 	region_release_memory(r);
 	region_finish(r);
@@ -258,13 +268,13 @@ struct region *region_unref(struct region *r)
 
 void region_drop_owner(struct region *r)
 {
-	struct daemon *d = r->daemon;
+	struct region_registry *registry = r->registry;
 
 	if (r->dead)
 		return;
 	r->dead = true;
-	idmap_remove(&d->regions, r->id);
-	idseq_remove(&d->region_order, &r->order);
+	idmap_remove(&registry->regions, r->id);
+	idseq_remove(&registry->region_order, &r->order);
 	session_remove(&r->owner_link);
 	/* No uid keeps the owner's rkeys alive: leases and operations in
 	 * flight keep only the memory. A pool thread may attach a hook
@@ -324,10 +334,10 @@ bool region_allows(const struct region *r, const struct session *s, enum region_
 	return rights_of(r, s) >= level_of(right);
 }
 
-int region_lookup(struct daemon *d, uint64_t id, const struct session *caller, enum region_right right,
-		  struct region **ret, struct errinfo *e)
+int region_lookup(struct region_registry *registry, uint64_t id, const struct session *caller,
+		  enum region_right right, struct region **ret, struct errinfo *e)
 {
-	struct region *r = idmap_get(&d->regions, id);
+	struct region *r = idmap_get(&registry->regions, id);
 	int have;
 
 	if (!r || r->dead)
@@ -355,7 +365,7 @@ int region_lookup(struct daemon *d, uint64_t id, const struct session *caller, e
 
 int region_share(struct region *r, bool is_group, uint32_t id, bool readonly, struct errinfo *e)
 {
-	unsigned max = r->daemon->cfg.max_shares_per_region;
+	unsigned max = r->registry->core->cfg.max_shares_per_region;
 	struct region_share *n;
 
 	for (size_t i = 0; i < r->n_shares; i++) {
@@ -422,9 +432,9 @@ struct region_weak region_weak(const struct region *r)
 	return (struct region_weak){ .id = r->id, .addr = region_address(r), .size = r->size };
 }
 
-struct region *region_weak_upgrade(struct daemon *d, const struct region_weak *w)
+struct region *region_weak_upgrade(struct region_registry *registry, const struct region_weak *w)
 {
-	struct region *r = idmap_get(&d->regions, w->id);
+	struct region *r = idmap_get(&registry->regions, w->id);
 
 	if (!r || r->dead || region_address(r) != w->addr || r->size != w->size)
 		return NULL;

@@ -26,12 +26,14 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "idmap.h"
 #include "idseq.h"
 #include "lock.h"
 #include "proto/list.h"
 #include "session.h"
+#include "timeout.h"
 
-struct daemon;
+struct core;
 struct errinfo;
 struct account;
 
@@ -139,6 +141,30 @@ struct region_hook {
 	struct region *region;
 };
 
+/*
+ * The mem subsystem's context: every region and lease of the daemon, the
+ * counters GetStatus shows and the lock-wait deadlines. Loop only.
+ */
+struct region_registry {
+	struct core *core;		/* the loop, the limits, the counters */
+	struct idmap regions;		/* id → struct region, weak */
+	struct idseq region_order;	/* the same regions by id, for ListRegions */
+	uint64_t next_region_id;
+	uint64_t n_regions;		/* charged: published or not, until freed */
+	uint64_t pinned_bytes;
+	struct idmap leases;		/* id → struct lease (lease.c) */
+	uint64_t next_lease_id;
+	struct timeouts timeouts;	/* lock-wait deadlines: leases, transfers */
+};
+
+/* At daemon start: the maps, the timeouts on core's loop, the drop hook of
+ * SESSION_REGION (lease_registry_init() does the leases' part). */
+void region_registry_init(struct region_registry *reg, struct core *core);
+/* Shutdown: stops the lock-wait timer (its handle closes with the loop). */
+void region_registry_stop(struct region_registry *reg);
+/* After every region and lease is gone. */
+void region_registry_done(struct region_registry *reg);
+
 struct region_share {
 	bool is_group;
 	uint32_t id;		/* uid or gid */
@@ -155,9 +181,9 @@ struct region_share {
 struct region {
 	uint64_t id;
 	unsigned n_ref;
-	struct daemon *daemon;
+	struct region_registry *registry;
 	bool dead;		/* unregistered: no new users, no registrations */
-	struct idseq_node order;	/* in daemon->region_order while published */
+	struct idseq_node order;	/* in registry->region_order while published */
 
 	/* The owner: a client's session until Unregister or disconnect
 	 * (owner_link.session, NULL since). */
@@ -209,7 +235,7 @@ struct region *region_unref(struct region *r);
  * charge, alloc bytes large (at least sizeof(struct region), the region
  * first: the kind's state follows it) and zeroed.
  */
-int region_prepare(struct daemon *d, struct session *owner, uint64_t size,
+int region_prepare(struct region_registry *reg, struct session *owner, uint64_t size,
 		   const struct region_mem_ops *mem, size_t alloc, struct region **ret,
 		   struct errinfo *e);
 /* Gives the region its id and its owner: from here on clients see it. */
@@ -257,7 +283,7 @@ void region_drop_owner(struct region *r);
  * reference, or -ENOENT (NoSuchRegion) / -EACCES (PermissionDenied) with *e
  * filled in.
  */
-int region_lookup(struct daemon *d, uint64_t id, const struct session *caller, enum region_right right,
+int region_lookup(struct region_registry *reg, uint64_t id, const struct session *caller, enum region_right right,
 		  struct region **ret, struct errinfo *e);
 
 /* Whether caller may see the region in listings. */
@@ -292,10 +318,6 @@ int region_check_range(const struct region *r, uint64_t offset, uint64_t length,
 
 struct region_weak region_weak(const struct region *r);
 /* A new reference if the region of w lives and still covers w's range. */
-struct region *region_weak_upgrade(struct daemon *d, const struct region_weak *w);
-
-/* Registry bookkeeping for the daemon. */
-void region_registry_init(struct daemon *d);
-void region_registry_done(struct daemon *d);
+struct region *region_weak_upgrade(struct region_registry *reg, const struct region_weak *w);
 
 #endif

@@ -294,8 +294,8 @@ static int map_memfd(struct region *reg, int fd, int flags, int *seals, uint64_t
 			   strerror(errno));
 }
 
-int region_import_memfd(struct daemon *d, struct session *owner, struct memfd_import *imp,
-			struct region **ret, struct errinfo *e)
+int region_import_memfd(struct region_registry *registry, struct session *owner,
+			struct memfd_import *imp, struct region **ret, struct errinfo *e)
 {
 	struct memfd_region *m;
 	struct region *reg;
@@ -312,7 +312,7 @@ int region_import_memfd(struct daemon *d, struct session *owner, struct memfd_im
 		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EACCES,
 				   "the memfd must be open for reading");
 
-	r = region_prepare(d, owner, imp->length, &memfd_ops, sizeof(*m), &reg, e);
+	r = region_prepare(registry, owner, imp->length, &memfd_ops, sizeof(*m), &reg, e);
 	if (r < 0)
 		return r;
 	m = memfd_region_of(reg);

@@ -24,8 +24,8 @@ struct memfd_import {
  * owner's quota and publishes the region in the registry. Returns 0 with a
  * reference for the owner in *ret, or a negative errno with *e filled in.
  */
-int region_import_memfd(struct daemon *d, struct session *owner, struct memfd_import *imp,
-			struct region **ret, struct errinfo *e);
+int region_import_memfd(struct region_registry *registry, struct session *owner,
+			struct memfd_import *imp, struct region **ret, struct errinfo *e);
 
 /*
  * The host's huge pages of page bytes: what is one of "nr_hugepages",

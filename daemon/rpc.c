@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "errinfo.h"
 #include "idseq.h"
 #include "log.h"
@@ -53,12 +53,12 @@ int rpc_message_measure(struct rpc_message *m)
 	return 0;
 }
 
-void rpc_message_done(struct daemon *d, struct rpc_message *m)
+void rpc_message_done(struct rpc_ctx *ctx, struct rpc_message *m)
 {
 	/* Freeing the tree of a large message takes as long as a tenth of
 	 * parsing it. */
 	if (m->big) {
-		offload_json_delete(d, m->root, &m->charge);
+		offload_json_delete(ctx->core->offload, m->root, &m->charge);
 	} else {
 		cJSON_Delete(m->root);
 		budget_charge_release(&m->charge);
@@ -76,21 +76,21 @@ size_t rpc_strlen(const struct rpc_call *call, const char *s)
 }
 
 int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
-		 struct daemon *d, struct rpc_message *m, int *fds, size_t n_fds,
+		 struct rpc_ctx *ctx, struct rpc_message *m, int *fds, size_t n_fds,
 		 struct rpc_call **ret)
 {
 	struct rpc_call *call;
 
 	call = calloc(1, sizeof(*call));
 	if (!call) {
-		rpc_message_done(d, m);
+		rpc_message_done(ctx, m);
 		close_many(fds, n_fds);
 		return -ENOMEM;
 	}
 	call->transport = transport;
 	call->owner = owner;
 	call->session = session_ref(session);
-	call->daemon = d;
+	call->ctx = ctx;
 	call->root = m->root;
 	call->vc = m->vc;
 	call->big = m->big;
@@ -140,7 +140,7 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 		return NULL;
 	rpc_unreserve(call);
 	close_many(call->fds, call->n_fds);
-	rpc_message_done(call->daemon, &(struct rpc_message){ .root = call->root,
+	rpc_message_done(call->ctx, &(struct rpc_message){ .root = call->root,
 							      .big = call->big,
 							      .long_strings = call->long_strings,
 							      .charge = call->charge });
@@ -233,7 +233,7 @@ static int send_error(struct rpc_call *call, const char *name, cJSON *params, co
 {
 	const struct ucred *cred = &call->session->cred;
 
-	counters_bump(&call->daemon->stats.errors, name, false);
+	counters_bump(&call->ctx->core->stats.errors, name, false);
 	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(cred),
 			"Connection %" PRIu64 " (pid %d uid %u): %s → %s%s%s", call->session->id,
 			(int)cred->pid, (unsigned)cred->uid, call->vc.method, name, why ? ": " : "",
@@ -324,7 +324,7 @@ int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right righ
 	struct errinfo err = {};
 	int r;
 
-	r = region_lookup(call->daemon, id, call->session, right, ret, &err);
+	r = region_lookup(call->ctx->regions, id, call->session, right, ret, &err);
 	return r < 0 ? rpc_error_info(call, &err) : 0;
 }
 
@@ -525,7 +525,7 @@ bool rpc_dispatch(struct rpc_call *call)
 	m = rpc_find_method(vc->method);
 	/* Known methods by their static name; others under one label, so a
 	 * client cannot grow the table without bound. */
-	counters_bump(&call->daemon->stats.calls, m ? m->name : "(unknown method)", false);
+	counters_bump(&call->ctx->core->stats.calls, m ? m->name : "(unknown method)", false);
 	if (!m) {
 		_cleanup_json_ cJSON *params = cJSON_CreateObject();
 		bool known = rpc_interface_known(vc->method, vc->interface_len);

@@ -42,10 +42,26 @@
 #include "proto/varlink.h"
 #include "region.h"
 
-struct daemon;
+struct core;
 struct errinfo;
+struct gpu_ctx;
+struct rdma_ctx;
+struct region_registry;
 struct rpc_call;
+struct server;
 struct session;
+
+/*
+ * What the method handlers reach: each subsystem's context, composed by
+ * daemon.c (a test gives only those its handlers use). Loop only.
+ */
+struct rpc_ctx {
+	struct core *core;
+	struct region_registry *regions;
+	struct rdma_ctx *rdma;
+	struct gpu_ctx *gpu;
+	struct server *server;
+};
 
 /* The method takes file descriptors; calls to other methods may not carry any. */
 #define RPC_ACCEPTS_FDS (1U << 0)
@@ -81,7 +97,7 @@ struct rpc_message {
  * nothing but m: runs on the pool. */
 int rpc_message_measure(struct rpc_message *m);
 /* Frees what m holds: the tree off the loop when it is big. */
-void rpc_message_done(struct daemon *d, struct rpc_message *m);
+void rpc_message_done(struct rpc_ctx *ctx, struct rpc_message *m);
 
 /*
  * What carries a call's answers: the client's connection (conn.c), or a
@@ -114,7 +130,7 @@ struct rpc_call {
 	const struct rpc_transport *transport;
 	void *owner;		/* the transport's: the connection */
 	struct session *session;	/* the caller; a reference */
-	struct daemon *daemon;
+	struct rpc_ctx *ctx;
 	cJSON *root;
 	struct varlink_call vc;
 	bool big;		/* from a large message: root is freed off the loop */
@@ -135,7 +151,7 @@ struct rpc_call {
 
 /* Takes what m holds, and fds (also on failure); takes a reference on session. */
 int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
-		 struct daemon *d, struct rpc_message *m, int *fds, size_t n_fds,
+		 struct rpc_ctx *ctx, struct rpc_message *m, int *fds, size_t n_fds,
 		 struct rpc_call **ret);
 struct rpc_call *rpc_call_free(struct rpc_call *call);
 

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "daemon.h"
+#include "core.h"
 #include "proto/json.h"
+#include "rdma.h"
+#include "region.h"
 #include "rpc.h"
 #include "server.h"
 #include "session.h"
@@ -77,11 +79,11 @@ static int add_memlock(cJSON *p)
  * connections up to the global cap, the refused ones waiting to be told, a
  * region (and so an fd) up to the per-uid region cap, and the daemon's own.
  */
-static int add_fd_limit(cJSON *p, const struct daemon *d)
+static int add_fd_limit(cJSON *p, const struct rpc_ctx *ctx)
 {
-	const struct daemon_config *cfg = &d->cfg;
+	const struct daemon_config *cfg = &ctx->core->cfg;
 	uint64_t need = (uint64_t)cfg->max_connections + SERVER_REJECTED_MAX + DAEMON_FDS_OWN +
-			DAEMON_FDS_PER_DEVICE * d->n_devices;
+			DAEMON_FDS_PER_DEVICE * ctx->rdma->n_devices;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
@@ -96,7 +98,7 @@ static int add_fd_limit(cJSON *p, const struct daemon *d)
 
 static int method_get_status(struct rpc_call *call)
 {
-	struct daemon *d = call->daemon;
+	const struct rpc_ctx *ctx = call->ctx;
 	_cleanup_json_ cJSON *p = NULL;
 	int r;
 
@@ -109,15 +111,15 @@ static int method_get_status(struct rpc_call *call)
 		return -ENOMEM;
 	if (json_add_string(p, "version", RDMAMEMD_VERSION) < 0 ||
 	    json_add_int(p, "pid", getpid()) < 0 ||
-	    json_add_u64(p, "uptime_msec", daemon_uptime_msec(d)) < 0 ||
-	    json_add_string(p, "socket", d->server->path) < 0 ||
-	    json_add_int(p, "clients", d->server->n_conns) < 0 ||
-	    json_add_int(p, "regions", (int64_t)d->n_regions) < 0 ||
-	    json_add_u64(p, "pinned_bytes", d->pinned_bytes) < 0 ||
-	    json_add_u64(p, "input_bytes", d->server->budgets[BUDGET_INPUT].bytes) < 0 ||
-	    json_add_u64(p, "output_bytes", d->server->budgets[BUDGET_OUTPUT].bytes) < 0 ||
-	    json_add_int(p, "devices", d->n_devices) < 0 || add_fd_limit(p, d) < 0 ||
-	    json_add_int(p, "rdma_connections", d->n_rconns) < 0)
+	    json_add_u64(p, "uptime_msec", core_uptime_msec(ctx->core)) < 0 ||
+	    json_add_string(p, "socket", ctx->server->path) < 0 ||
+	    json_add_int(p, "clients", ctx->server->n_conns) < 0 ||
+	    json_add_int(p, "regions", (int64_t)ctx->regions->n_regions) < 0 ||
+	    json_add_u64(p, "pinned_bytes", ctx->regions->pinned_bytes) < 0 ||
+	    json_add_u64(p, "input_bytes", ctx->server->budgets[BUDGET_INPUT].bytes) < 0 ||
+	    json_add_u64(p, "output_bytes", ctx->server->budgets[BUDGET_OUTPUT].bytes) < 0 ||
+	    json_add_int(p, "devices", ctx->rdma->n_devices) < 0 || add_fd_limit(p, ctx) < 0 ||
+	    json_add_int(p, "rdma_connections", ctx->rdma->n_rconns) < 0)
 		return -ENOMEM;
 	r = add_memlock(p);
 	if (r < 0)
@@ -127,7 +129,7 @@ static int method_get_status(struct rpc_call *call)
 
 static int method_get_stats(struct rpc_call *call)
 {
-	const struct stats *st = &call->daemon->stats;
+	const struct stats *st = &call->ctx->core->stats;
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 	cJSON *calls, *errors;
 	int r;
@@ -144,16 +146,16 @@ static int method_get_stats(struct rpc_call *call)
 	}
 	cJSON_AddItemToObject(p, "calls", calls);
 	cJSON_AddItemToObject(p, "errors", errors);
-	if (json_add_u64(p, "uptime_msec", daemon_uptime_msec(call->daemon)) < 0 ||
+	if (json_add_u64(p, "uptime_msec", core_uptime_msec(call->ctx->core)) < 0 ||
 	    json_add_u64(p, "bytes_read", st->bytes_read) < 0 ||
 	    json_add_u64(p, "bytes_written", st->bytes_written) < 0 ||
 	    json_add_u64(p, "bytes_copied", st->bytes_copied) < 0 ||
 	    json_add_u64(p, "regions_registered", st->regions_registered) < 0 ||
-	    json_add_u64(p, "pinned_bytes", call->daemon->pinned_bytes) < 0 ||
+	    json_add_u64(p, "pinned_bytes", call->ctx->regions->pinned_bytes) < 0 ||
 	    json_add_u64(p, "pinned_bytes_peak", st->pinned_peak) < 0 ||
 	    json_add_u64(p, "rdma_registrations", st->mrs_registered) < 0 ||
 	    json_add_u64(p, "rdma_registration_failures", st->mr_failures) < 0 ||
-	    json_add_u64(p, "rdma_rejected_connections", call->daemon->rdma_rejected) < 0)
+	    json_add_u64(p, "rdma_rejected_connections", call->ctx->rdma->rejected) < 0)
 		return -ENOMEM;
 	return rpc_reply(call, TAKE_PTR(p));
 }
@@ -184,7 +186,7 @@ static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **r
 
 static int method_list_clients(struct rpc_call *call)
 {
-	return rpc_reply_page(call, &call->daemon->server->conn_order, "clients", client_item);
+	return rpc_reply_page(call, &call->ctx->server->conn_order, "clients", client_item);
 }
 
 const struct rpc_method rpc_core_methods[] = {

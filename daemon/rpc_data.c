@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "errinfo.h"
 #include "lease.h"
 #include "proto/base64.h"
@@ -63,13 +63,13 @@ static int parse_timeout(struct rpc_call *call, int64_t timeout_ms)
 static int resolve_end(struct rpc_call *call, const struct end_params *p, uint64_t length,
 		       bool write, enum lock_mode mode, const char *what, struct xfer_end *e)
 {
-	struct daemon *d = call->daemon;
+	struct region_registry *regions = call->ctx->regions;
 	struct errinfo err = {};
 	struct lease *l = NULL;
 	int r;
 
-	r = region_lookup(d, p->region, call->session, write ? REGION_WRITE : REGION_READ, &e->region,
-			  &err);
+	r = region_lookup(regions, p->region, call->session, write ? REGION_WRITE : REGION_READ,
+			  &e->region, &err);
 	if (r < 0)
 		return rpc_error_info(call, &err);
 	e->offset = p->offset;
@@ -85,7 +85,7 @@ static int resolve_end(struct rpc_call *call, const struct end_params *p, uint64
 	if (r < 0)
 		return rpc_error_info(call, &err);
 	if (p->has_lease) {
-		r = lease_lookup(d, p->lease, call->session, &l, &err);
+		r = lease_lookup(regions, p->lease, call->session, &l, &err);
 		if (r < 0)
 			return rpc_error_info(call, &err);
 		e->lease = lease_ref(l);
@@ -103,7 +103,7 @@ static void xfer_call_cancel(void *userdata)
 static void xfer_finished(void *userdata, struct xfer *x, int result, struct errinfo *e)
 {
 	struct rpc_deferred *d = userdata;
-	struct stats *st = &d->call->daemon->stats;
+	struct stats *st = &d->call->ctx->core->stats;
 	_cleanup_json_ cJSON *p = NULL;
 
 	if (result == -ECANCELED) {
@@ -178,7 +178,7 @@ static int method_read(struct rpc_call *call)
 		{ "timeout_ms", JSON_INT, offsetof(__typeof__(p), timeout_ms), 0 },
 		{},
 	};
-	uint64_t limit = call->daemon->cfg.read_inline_max;
+	uint64_t limit = call->ctx->core->cfg.read_inline_max;
 	struct xfer *x;
 	int r;
 
@@ -414,7 +414,7 @@ static int method_unlock(struct rpc_call *call)
 	r = rpc_params(call, fields, &p);
 	if (r < 0)
 		return r;
-	r = lease_lookup(call->daemon, p.lease, call->session, &l, &err);
+	r = lease_lookup(call->ctx->regions, p.lease, call->session, &l, &err);
 	if (r < 0)
 		return rpc_error_info(call, &err);
 	lease_release(l);

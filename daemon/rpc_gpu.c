@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "daemon.h"
 #include "errinfo.h"
 #include "gpu.h"
 #include "proto/errors.h"
@@ -63,7 +62,7 @@ int rpc_gpu_import(struct rpc_call *call, struct gpu_import_params *p, const cJS
 	gc->devices = devices;
 	gc->call = rpc_defer(call, gpu_call_cancel, gc);
 	/* gc may be gone when this returns: the import can end at once. */
-	r = gpu_import_start(call->daemon, call->session, p, gpu_imported, gc, &gc->import, &e);
+	r = gpu_import_start(call->ctx->gpu, call->session, p, gpu_imported, gc, &gc->import, &e);
 	if (r < 0) {
 		struct rpc_deferred *d = gc->call;
 
@@ -79,7 +78,7 @@ int rpc_gpu_import(struct rpc_call *call, struct gpu_import_params *p, const cJS
 static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 {
 	struct rpc_deferred *d = userdata;
-	struct daemon *dm = d->call->daemon;
+	struct gpu_ctx *gpu = d->call->ctx->gpu;
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 	cJSON *driver, *gpus, *peer;
 	struct errinfo e = {};
@@ -116,7 +115,7 @@ static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 		     json_add_bool(o, "vmm_posix_fd", g->vmm_posix_fd) == 0 &&
 		     json_add_bool(o, "gpudirect_rdma_vmm", g->gdr_vmm) == 0 &&
 		     json_add_int(o, "primary_context_refs", res->refs[i]) == 0 &&
-		     json_add_int(o, "regions", gpu_regions_on(dm, g->ordinal)) == 0;
+		     json_add_int(o, "regions", gpu_regions_on(gpu, g->ordinal)) == 0;
 	}
 	ok = ok && json_add_string(peer, "module", "nvidia_peermem") == 0 &&
 	     json_add_bool(peer, "loaded", gpu_peer_memory_loaded()) == 0;
@@ -145,7 +144,7 @@ static int method_list_gpus(struct rpc_call *call)
 		return r;
 	/* No cancel hook: if the client leaves, the answer is dropped. */
 	d = rpc_defer(call, NULL, NULL);
-	r = gpu_list(call->daemon, p.probe, gpus_listed, d);
+	r = gpu_list(call->ctx->gpu, p.probe, gpus_listed, d);
 	if (r < 0)
 		rpc_deferred_fail(d, r);
 	return 0;

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "core.h"
+#include "rdma.h"
 #include "device.h"
 #include "endpoint.h"
 #include "errinfo.h"
@@ -63,10 +64,10 @@ static bool device_name_is_valid(const char *s)
  * devices: "all", or an array of names ([] registers nowhere yet). Fills
  * *ret with the names, each once, in the order first asked.
  */
-static int parse_devices(struct daemon *d, const cJSON *devices, char ***ret, size_t *ret_n,
+static int parse_devices(struct rdma_ctx *rdma, const cJSON *devices, char ***ret, size_t *ret_n,
 			 struct errinfo *e)
 {
-	size_t max = MAX((size_t)DEVICES_LIST_MAX, (size_t)d->n_devices), n = 0, k = 0;
+	size_t max = MAX((size_t)DEVICES_LIST_MAX, (size_t)rdma->n_devices), n = 0, k = 0;
 	_cleanup_(strset_done) struct strset seen = {};
 	_cleanup_free_ char **names = NULL;
 	const cJSON *item;
@@ -74,10 +75,10 @@ static int parse_devices(struct daemon *d, const cJSON *devices, char ***ret, si
 	if (cJSON_IsString(devices) && strcmp(devices->valuestring, "all") == 0) {
 		struct device *dev;
 
-		names = calloc(d->n_devices + 1, sizeof(*names));
+		names = calloc(rdma->n_devices + 1, sizeof(*names));
 		if (!names)
 			return -ENOMEM;
-		list_for_each_entry(dev, &d->devices, link)
+		list_for_each_entry(dev, &rdma->devices, link)
 			names[n++] = dev->info.name;
 		*ret = TAKE_PTR(names);
 		*ret_n = n;
@@ -124,7 +125,7 @@ static cJSON *registration_of(struct reg_wait *rw, const struct reg_item *it)
 	const struct mreg *m;
 
 	if (it->missing)
-		return mreg_missing_json(rw->call->call->daemon, it->device);
+		return mreg_missing_json(rw->call->call->ctx->rdma, it->device);
 	m = mreg_find(rw->region, it->device);
 	if (m)
 		return mreg_to_json(m, it->recorded);
@@ -179,7 +180,7 @@ static void reg_wait_reply(struct reg_wait *rw)
 
 		if (!rw->items[i].missing)
 			continue;
-		o = mreg_missing_json(d->call->daemon, rw->items[i].device);
+		o = mreg_missing_json(d->call->ctx->rdma, rw->items[i].device);
 		if (!o)
 			p = (cJSON_Delete(p), NULL);
 		else
@@ -222,7 +223,7 @@ int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devic
 	int res;
 
 	if (devices) {
-		res = parse_devices(call->daemon, devices, &names, &n, &err);
+		res = parse_devices(call->ctx->rdma, devices, &names, &n, &err);
 		if (res < 0)
 			return err.name ? rpc_deferred_error(d, &err) : rpc_deferred_fail(d, res);
 	}
@@ -241,7 +242,7 @@ int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devic
 	rw->pending = 1;
 	for (size_t i = 0; i < n; i++) {
 		struct reg_item *it = &rw->items[rw->n++];
-		struct device *dev = device_find(call->daemon, names[i]);
+		struct device *dev = device_find(call->ctx->rdma, names[i]);
 		struct mreg *m;
 
 		it->rw = rw;
@@ -398,7 +399,7 @@ static cJSON *device_json(const struct device *dev)
 		cJSON_AddItemToArray(events, e);
 		if (json_add_string(e, "event", dev->events[i].text) < 0 ||
 		    json_add_u64(e, "age_msec",
-				 uv_now(dev->daemon->loop) - dev->events[i].msec) < 0)
+				 uv_now(dev->rdma->core->loop) - dev->events[i].msec) < 0)
 			return NULL;
 	}
 	return TAKE_PTR(o);
@@ -415,9 +416,9 @@ static int method_list_devices(struct rpc_call *call)
 	if (r < 0)
 		return r;
 	list = p ? cJSON_AddArrayToObject(p, "devices") : NULL;
-	if (!list || json_add_u64(p, "rejected_connections", call->daemon->rdma_rejected) < 0)
+	if (!list || json_add_u64(p, "rejected_connections", call->ctx->rdma->rejected) < 0)
 		return -ENOMEM;
-	list_for_each_entry(dev, &call->daemon->devices, link) {
+	list_for_each_entry(dev, &call->ctx->rdma->devices, link) {
 		cJSON *o = device_json(dev);
 
 		if (!o)
@@ -437,7 +438,7 @@ static int method_create_access_token(struct rpc_call *call)
 	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
 	if (r < 0)
 		return r;
-	r = token_create(call->daemon, call->session, &t, &err);
+	r = token_create(call->ctx->rdma, call->session, &t, &err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 	p = cJSON_CreateObject();
@@ -454,7 +455,7 @@ static int lookup_token(struct rpc_call *call, const char *hex, struct token **r
 	if (token_parse_hex(hex, raw) < 0)
 		return rpc_invalid_param(call, "token", "parameter 'token' must be 32 hex digits, "
 							"as CreateAccessToken returns it");
-	t = token_find(call->daemon, raw);
+	t = token_find(call->ctx->rdma, raw);
 	if (!t)
 		return rpc_errorf(call, RDMAMEM_ERROR_INVALID_TOKEN,
 				  "no such access token: never issued, revoked, or its creator "
@@ -557,7 +558,7 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	peer.mtu = p.mtu;
 	/* Admission (networks by the peer's GID, token, device, connection
 	 * limits) is the one rdmacm requests go through. */
-	r = endpoint_connect_qp(call->daemon, call->session, p.device, token, &peer,
+	r = endpoint_connect_qp(call->ctx->rdma, call->session, p.device, token, &peer,
 				(int)p.gid_index, &local,
 				&err);
 	if (r < 0)
@@ -589,7 +590,7 @@ static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON
 	    json_add_int(o, "uid", c->uid) < 0 || json_add_string(o, "peer", c->peer) < 0 ||
 	    json_add_int(o, "qpn", c->qpn) < 0 ||
 	    json_add_bool(o, "established", c->established) < 0 ||
-	    json_add_u64(o, "age_msec", uv_now(call->daemon->loop) - c->created_msec) < 0)
+	    json_add_u64(o, "age_msec", uv_now(call->ctx->core->loop) - c->created_msec) < 0)
 		return -ENOMEM;
 	*ret = TAKE_PTR(o);
 	return 0;
@@ -597,7 +598,7 @@ static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON
 
 static int method_list_connections(struct rpc_call *call)
 {
-	return rpc_reply_page(call, &call->daemon->rconn_order, "connections", connection_item);
+	return rpc_reply_page(call, &call->ctx->rdma->rconn_order, "connections", connection_item);
 }
 
 const struct rpc_method rpc_rdma_methods[] = {

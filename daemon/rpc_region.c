@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "errinfo.h"
 #include "gpu.h"
 #include "lease.h"
@@ -133,7 +133,7 @@ cJSON *region_json(const struct region *r, bool detailed)
 	    json_add_int(lock, "waiters", r->lock.n_waiters) < 0 ||
 	    json_add_int(leases, "held", r->n_leases_held) < 0 ||
 	    json_add_int(leases, "waiting", r->n_leases_waiting) < 0 ||
-	    json_add_u64(o, "age_msec", uv_now(r->daemon->loop) - r->created_msec) < 0)
+	    json_add_u64(o, "age_msec", uv_now(r->registry->core->loop) - r->created_msec) < 0)
 		return NULL;
 	if (!detailed)
 		return TAKE_PTR(o);
@@ -265,7 +265,7 @@ static int method_register(struct rpc_call *call)
 	imp.fd = fd;
 	imp.offset = p.offset;
 	imp.length = p.length;
-	r = region_import_memfd(call->daemon, call->session, &imp, &reg, &err);
+	r = region_import_memfd(call->ctx->regions, call->session, &imp, &reg, &err);
 	fd = imp.fd;
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
@@ -427,7 +427,7 @@ static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **r
 
 static int method_list_regions(struct rpc_call *call)
 {
-	return rpc_reply_page(call, &call->daemon->region_order, "regions", region_item);
+	return rpc_reply_page(call, &call->ctx->regions->region_order, "regions", region_item);
 }
 
 static int method_get_region(struct rpc_call *call)

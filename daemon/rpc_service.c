@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rpc.h"

@@ -12,7 +12,7 @@
 
 #include "account.h"
 #include "conn.h"
-#include "daemon.h"
+#include "core.h"
 #include "log.h"
 #include "proto/errors.h"
 #include "proto/sockpath.h"
@@ -156,7 +156,7 @@ static void server_log_refusal(struct server *s, const char *what, const struct 
 {
 	unsigned held_back;
 
-	if (!ratelimit_pass(&s->refusal_log, uv_now(s->daemon->loop), &held_back))
+	if (!ratelimit_pass(&s->refusal_log, uv_now(s->core->loop), &held_back))
 		return;
 	log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(cred),
 			"%s, refusing pid %d uid %u (%u more refusals since the last message; "
@@ -172,7 +172,7 @@ static void server_log_refusal(struct server *s, const char *what, const struct 
  */
 static void server_accept_one(struct server *s, int fd)
 {
-	const struct daemon_config *cfg = &s->daemon->cfg;
+	const struct daemon_config *cfg = &s->core->cfg;
 	const char *why = NULL;
 	struct account *a;
 	struct ucred cred;
@@ -186,7 +186,7 @@ static void server_accept_one(struct server *s, int fd)
 		return;
 	}
 
-	a = account_find(s->daemon, cred.uid);
+	a = account_find(s->core->accounts, cred.uid);
 	if (s->n_conns >= cfg->max_connections)
 		why = "Connection limit reached";
 	else if (a && a->n_connections >= cfg->max_connections_per_uid)
@@ -224,7 +224,7 @@ static void server_drop_one(struct server *s, int error)
 	s->spare_fd = safe_close(s->spare_fd);
 	safe_close(accept4(s->fd, NULL, NULL, SOCK_CLOEXEC));
 	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
-	if (ratelimit_pass(&s->emfile_log, uv_now(s->daemon->loop), &held_back))
+	if (ratelimit_pass(&s->emfile_log, uv_now(s->core->loop), &held_back))
 		log_warning_errno(error, "Out of file descriptors (%u admitted, %u waiting to be told "
 					 "they are refused), dropped a client and %u before: %m",
 				  s->n_conns, s->n_rejected, held_back);
@@ -260,7 +260,7 @@ static void on_listen(uv_poll_t *h, int status, int events)
 	}
 }
 
-int server_new(struct daemon *d, struct server **ret)
+int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
 {
 	_cleanup_(server_freep) struct server *s = NULL;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -269,7 +269,8 @@ int server_new(struct daemon *d, struct server **ret)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	s->daemon = d;
+	s->core = core;
+	s->rpc = rpc;
 	s->fd = -EBADF;
 	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
 	s->refusal_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
@@ -283,23 +284,23 @@ int server_new(struct daemon *d, struct server **ret)
 	if (r < 0)
 		return r;
 	if (r == 0) {
-		if (d->cfg.socket_path) {
-			if (strlen(d->cfg.socket_path) >= sizeof(path))
+		if (core->cfg.socket_path) {
+			if (strlen(core->cfg.socket_path) >= sizeof(path))
 				return log_error_errno(-ENAMETOOLONG, "Socket path is too long (max %zu)",
 						       sizeof(path) - 1);
-			strcpy(path, d->cfg.socket_path);
+			strcpy(path, core->cfg.socket_path);
 		} else {
 			r = sockpath_server_default(path, sizeof(path));
 			if (r < 0)
 				return log_error_errno(r, "No socket path: set --socket, "
 							  "RDMAMEM_SOCKET or XDG_RUNTIME_DIR");
 		}
-		r = server_bind(s, path, d->cfg.socket_mode);
+		r = server_bind(s, path, core->cfg.socket_mode);
 		if (r < 0)
 			return r;
 	}
 
-	r = uv_poll_init(d->loop, &s->poll, s->fd);
+	r = uv_poll_init(core->loop, &s->poll, s->fd);
 	if (r < 0)
 		return log_error_errno(-ENOMEM, "Cannot poll the socket: %s", uv_strerror(r));
 	s->poll.data = s;
@@ -311,7 +312,8 @@ int server_new(struct daemon *d, struct server **ret)
 	}
 
 	/* Last: from here on the loop knows the server's memory. */
-	budget_start(s, d->loop);
+	budget_start(s, core->loop);
+	core->accounts->budgets = s->budgets;
 
 	log_info("Listening on '%s'%s", s->path, s->activated ? " (socket activated)" : "");
 	*ret = TAKE_PTR(s);
@@ -338,10 +340,8 @@ void server_stop_listening(struct server *s)
 
 void server_conn_removed(struct server *s)
 {
-	struct daemon *d = s->daemon;
-
-	if (d->shutting_down && list_empty(&s->conns))
-		daemon_check_drained(d);
+	if (s->core->shutting_down && list_empty(&s->conns) && s->drained)
+		s->drained(s->drained_userdata);
 }
 
 struct server *server_free(struct server *s)

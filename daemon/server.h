@@ -14,7 +14,8 @@
 #include "proto/list.h"
 #include "proto/macro.h"
 
-struct daemon;
+struct core;
+struct rpc_ctx;
 
 /*
  * Refused clients waiting to hear why (they are told on their first call,
@@ -26,8 +27,13 @@ struct daemon;
 #define SERVER_REJECTED_MAX 64U
 #define SERVER_REJECTED_PER_UID_MAX 8U
 
+/* The ipc subsystem's context. Loop only. */
 struct server {
-	struct daemon *daemon;
+	struct core *core;		/* the loop, the limits, the accounts, the counters */
+	struct rpc_ctx *rpc;		/* what its connections' calls reach */
+	/* During shutdown, the last connection went (daemon.c ends the loop). */
+	void (*drained)(void *userdata);
+	void *drained_userdata;
 	int fd;
 	int spare_fd;		/* closed to accept-and-drop when out of fds */
 	uv_poll_t poll;
@@ -46,7 +52,8 @@ struct server {
 	struct ratelimit stall_log;
 };
 
-int server_new(struct daemon *d, struct server **ret);
+/* Listens; the accounts' budgets are the server's from here on. */
+int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret);
 struct server *server_free(struct server *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct server *, server_free)
 

@@ -7,7 +7,8 @@
 #include <sys/random.h>
 
 #include "account.h"
-#include "daemon.h"
+#include "core.h"
+#include "rdma.h"
 #include "endpoint.h"
 #include "errinfo.h"
 #include "log.h"
@@ -22,17 +23,17 @@ static void token_session_drop(struct session_link *link)
 	token_revoke(container_of(link, struct token, owner_link), "its creator disconnected");
 }
 
-void token_registry_init(struct daemon *d)
+void token_registry_init(struct rdma_ctx *rdma)
 {
 	session_kind_register(SESSION_TOKEN, token_session_drop);
-	list_init(&d->tokens.all);
-	idmap_init(&d->tokens.by_hash);
-	d->tokens.n_compared = 0;
+	list_init(&rdma->tokens.all);
+	idmap_init(&rdma->tokens.by_hash);
+	rdma->tokens.n_compared = 0;
 }
 
-void token_registry_done(struct daemon *d)
+void token_registry_done(struct rdma_ctx *rdma)
 {
-	idmap_done(&d->tokens.by_hash);
+	idmap_done(&rdma->tokens.by_hash);
 }
 
 static uint64_t token_hash(const uint8_t raw[TOKEN_BYTES])
@@ -40,10 +41,10 @@ static uint64_t token_hash(const uint8_t raw[TOKEN_BYTES])
 	return siphash24(raw, TOKEN_BYTES, siphash_process_key());
 }
 
-int token_create(struct daemon *d, struct session *owner, struct token **ret, struct errinfo *e)
+int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **ret, struct errinfo *e)
 {
 	struct account *a = owner->account;
-	unsigned max = d->cfg.max_tokens_per_uid;
+	unsigned max = rdma->core->cfg.max_tokens_per_uid;
 	struct token *t;
 	int r;
 
@@ -63,18 +64,18 @@ int token_create(struct daemon *d, struct session *owner, struct token **ret, st
 			free(t);
 			return -EIO;
 		}
-		r = idmap_put(&d->tokens.by_hash, token_hash(t->raw), t);
+		r = idmap_put(&rdma->tokens.by_hash, token_hash(t->raw), t);
 	} while (r == -EEXIST);
 	if (r < 0) {
 		free(t);
 		return r;
 	}
 	hex_encode(t->raw, TOKEN_BYTES, t->hex);
-	t->daemon = d;
+	t->rdma = rdma;
 	t->uid = owner->cred.uid;
-	t->created_msec = uv_now(d->loop);
+	t->created_msec = uv_now(rdma->core->loop);
 	list_init(&t->rconns);
-	list_add_tail(&t->link, &d->tokens.all);
+	list_add_tail(&t->link, &rdma->tokens.all);
 	session_add(owner, SESSION_TOKEN, &t->owner_link);
 	a->n_tokens++;
 	log_debug("Access token for uid %u created by pid %d", (unsigned)t->uid,
@@ -93,13 +94,13 @@ static bool same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
 	return diff == 0;
 }
 
-struct token *token_find(struct daemon *d, const uint8_t raw[TOKEN_BYTES])
+struct token *token_find(struct rdma_ctx *rdma, const uint8_t raw[TOKEN_BYTES])
 {
-	struct token *t = idmap_get(&d->tokens.by_hash, token_hash(raw));
+	struct token *t = idmap_get(&rdma->tokens.by_hash, token_hash(raw));
 
 	if (!t)
 		return NULL;
-	d->tokens.n_compared++;
+	rdma->tokens.n_compared++;
 	return same_bytes(t->raw, raw, TOKEN_BYTES) ? t : NULL;
 }
 
@@ -110,14 +111,14 @@ int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES])
 
 void token_revoke(struct token *t, const char *why)
 {
-	struct daemon *d = t->daemon;
+	struct rdma_ctx *rdma = t->rdma;
 
 	log_info("Access token of uid %u revoked (%s); closing %s", (unsigned)t->uid, why,
 		 list_empty(&t->rconns) ? "no connections" : "its connections");
 	while (!list_empty(&t->rconns))
 		rconn_destroy(list_first_entry(&t->rconns, struct rconn, token_link),
 			      "its access token was revoked");
-	idmap_remove(&d->tokens.by_hash, token_hash(t->raw));
+	idmap_remove(&rdma->tokens.by_hash, token_hash(t->raw));
 	list_del(&t->link);
 	/* In its creator's session until now: that holds the account. */
 	t->owner_link.session->account->n_tokens--;

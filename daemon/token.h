@@ -16,27 +16,15 @@
 #include "proto/list.h"
 #include "session.h"
 
-struct daemon;
+struct rdma_ctx;
 struct errinfo;
 
 #define TOKEN_BYTES 16
 
-/*
- * Every live token, found in O(1) by a keyed hash of its bytes (SipHash with
- * this process's random key: a client can neither aim at a bucket nor learn
- * from the time a lookup takes which hashes are in use); the hash only picks
- * the candidate, whose 16 bytes are then compared in constant time.
- */
-struct token_registry {
-	struct list_head all;		/* struct token, for shutdown */
-	struct idmap by_hash;		/* hash of the bytes → struct token */
-	uint64_t n_compared;		/* candidates compared, for the tests */
-};
-
 struct token {
-	struct list_head link;		/* in daemon->tokens.all */
+	struct list_head link;		/* in rdma->tokens.all */
 	struct session_link owner_link;	/* SESSION_TOKEN, in its creator's session */
-	struct daemon *daemon;
+	struct rdma_ctx *rdma;
 	uid_t uid;
 	uint8_t raw[TOKEN_BYTES];
 	char hex[TOKEN_BYTES * 2 + 1];
@@ -46,13 +34,13 @@ struct token {
 };
 
 /* Also registers the drop hook of SESSION_TOKEN. */
-void token_registry_init(struct daemon *d);
-void token_registry_done(struct daemon *d);
+void token_registry_init(struct rdma_ctx *rdma);
+void token_registry_done(struct rdma_ctx *rdma);
 
 /* A token for owner's uid; QuotaExceeded ("tokens") in *e past the per-uid cap. */
-int token_create(struct daemon *d, struct session *owner, struct token **ret, struct errinfo *e);
+int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **ret, struct errinfo *e);
 /* The live token with these bytes, compared in constant time; or NULL. */
-struct token *token_find(struct daemon *d, const uint8_t raw[TOKEN_BYTES]);
+struct token *token_find(struct rdma_ctx *rdma, const uint8_t raw[TOKEN_BYTES]);
 /* Parses 32 hex digits; -EINVAL otherwise. */
 int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES]);
 /* Tears down the connections it admitted and forgets it. */

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "core.h"
 #include "lease.h"
 #include "log.h"
 #include "proto/base64.h"
@@ -213,9 +213,9 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 	x->result = 0;
 }
 
-static struct daemon *xfer_daemon(const struct xfer *x)
+static struct region_registry *xfer_registry(const struct xfer *x)
 {
-	return (x->kind == XFER_WRITE ? x->dst.region : x->src.region)->daemon;
+	return (x->kind == XFER_WRITE ? x->dst.region : x->src.region)->registry;
 }
 
 static void xfer_release_locks(struct xfer *x)
@@ -233,7 +233,7 @@ static void xfer_release_locks(struct xfer *x)
 
 static void xfer_complete(struct xfer *x)
 {
-	timeout_disarm(&xfer_daemon(x)->timeouts, &x->timeout);
+	timeout_disarm(&xfer_registry(x)->timeouts, &x->timeout);
 	xfer_release_locks(x);
 	/* Every failure but a cancel is told to the client. */
 	if (x->result == -EINVAL && !x->err.name)
@@ -297,11 +297,11 @@ static unsigned pool_parts(const struct xfer *x)
 
 static void xfer_run(struct xfer *x)
 {
-	struct daemon *d = xfer_daemon(x);
+	struct region_registry *registry = xfer_registry(x);
 
 	unsigned n;
 
-	timeout_disarm(&d->timeouts, &x->timeout);
+	timeout_disarm(&registry->timeouts, &x->timeout);
 	copy_find_overlap(x);
 	/* CUDA calls never run on the loop. */
 	if (x->length <= XFER_INLINE_MAX && !xfer_touches_gpu(x)) {
@@ -321,7 +321,7 @@ static void xfer_run(struct xfer *x)
 	}
 	x->n_parts = x->parts_left = n;
 	for (unsigned i = 0; i < n; i++) {
-		if (uv_queue_work(d->loop, &x->parts[i].work, on_work, on_work_done) == 0)
+		if (uv_queue_work(registry->core->loop, &x->parts[i].work, on_work, on_work_done) == 0)
 			continue;
 		/* Only the first can fail in practice (no pool at all). */
 		x->result = -ENOMEM;
@@ -485,7 +485,7 @@ int xfer_start(struct xfer *x)
 	/* timeout 0: take the locks only if free now. */
 	x->try_only = timeout_ms == 0;
 	if (timeout_ms > 0 && x->n_locks > 0)
-		timeout_arm(&xfer_daemon(x)->timeouts, &x->timeout, (uint64_t)timeout_ms, on_timeout);
+		timeout_arm(&xfer_registry(x)->timeouts, &x->timeout, (uint64_t)timeout_ms, on_timeout);
 	xfer_acquire_next(x);
 	return 0;
 }

@@ -173,13 +173,13 @@ static void pump(struct daemon *d, int *clients, size_t n)
 	for (unsigned idle = 0; idle < 3;) {
 		bool progress = false;
 
-		uv_run(d->loop, UV_RUN_NOWAIT);
+		uv_run(d->core.loop, UV_RUN_NOWAIT);
 		for (size_t i = 0; i < n; i++)
 			if (clients[i] >= 0 && !drain_client(clients[i], &progress))
 				clients[i] = safe_close(clients[i]);
-		if (d->loop->active_reqs.count > 0) {
+		if (d->core.loop->active_reqs.count > 0) {
 			/* Work on the pool: its completion wakes the loop. */
-			uv_run(d->loop, UV_RUN_ONCE);
+			uv_run(d->core.loop, UV_RUN_ONCE);
 			progress = true;
 		}
 		idle = progress ? 0 : idle + 1;
@@ -247,17 +247,17 @@ static void daemon_stop_and_free(struct daemon *d, int *clients, size_t n)
 	/* The loop ends once every connection and handle is gone. */
 	for (;;) {
 		bool progress = false;
-		int alive = uv_run(d->loop, UV_RUN_NOWAIT);
+		int alive = uv_run(d->core.loop, UV_RUN_NOWAIT);
 
 		for (size_t i = 0; i < n; i++)
 			if (clients[i] >= 0 && !drain_client(clients[i], &progress)) {
 				/* Answered or closed: every client hears EOF. */
 				clients[i] = safe_close(clients[i]);
 			}
-		if (!alive && d->loop->active_reqs.count == 0)
+		if (!alive && d->core.loop->active_reqs.count == 0)
 			break;
-		if (d->loop->active_reqs.count > 0)
-			uv_run(d->loop, UV_RUN_ONCE);
+		if (d->core.loop->active_reqs.count > 0)
+			uv_run(d->core.loop, UV_RUN_ONCE);
 	}
 	for (size_t i = 0; i < n; i++) {
 		bool progress = false;
@@ -267,8 +267,8 @@ static void daemon_stop_and_free(struct daemon *d, int *clients, size_t n)
 			fuzz_check(!drain_client(clients[i], &progress));
 		clients[i] = safe_close(clients[i]);
 	}
-	fuzz_check(!uv_loop_alive(d->loop));
-	fuzz_check(d->n_regions == 0 && d->pinned_bytes == 0);
+	fuzz_check(!uv_loop_alive(d->core.loop));
+	fuzz_check(d->regions.n_regions == 0 && d->regions.pinned_bytes == 0);
 	daemon_free(d);
 	fuzz_check(atomic_load(&fake_verbs_live) == 0);
 	fuzz_check(fake_cuda_live() == 0);
@@ -384,8 +384,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		clients[0] = safe_close(clients[0]);
 		clients[1] = safe_close(clients[1]);
 		for (unsigned i = 0; i < 100000 && (!list_empty(&d->server->conns) ||
-						    d->loop->active_reqs.count > 0); i++)
-			uv_run(d->loop, d->loop->active_reqs.count ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+						    d->core.loop->active_reqs.count > 0); i++)
+			uv_run(d->core.loop, d->core.loop->active_reqs.count ? UV_RUN_ONCE : UV_RUN_NOWAIT);
 		if (!list_empty(&d->server->conns)) {
 			struct conn *c;
 
@@ -399,8 +399,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					frame_reader_pending(&c->in), (unsigned)c->poll_events);
 		}
 		fuzz_check(list_empty(&d->server->conns));
-		fuzz_check(d->n_regions == 0 && d->pinned_bytes == 0);
-		fuzz_check(d->leases.n_entries == 0);
+		fuzz_check(d->regions.n_regions == 0 && d->regions.pinned_bytes == 0);
+		fuzz_check(d->regions.leases.n_entries == 0);
 	}
 	daemon_stop_and_free(d, clients, 2);
 	if (count_fds() != baseline_fds) {

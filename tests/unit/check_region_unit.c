@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "daemon/account.h"
-#include "daemon/daemon.h"
+#include "daemon/core.h"
 #include "daemon/device.h"
 #include "daemon/errinfo.h"
 #include "daemon/mreg.h"
+#include "daemon/rdma.h"
 #include "daemon/region.h"
 #include "daemon/region_memfd.h"
 #include "daemon/session.h"
@@ -27,30 +28,42 @@
 #include "tests/testlib.h"
 #include "tests/fakes/fake.h"
 
-static struct daemon d;
+/* The contexts the modules under test take: no daemon. */
+static struct core core;
+static struct account_table accounts;
+static struct region_registry regions;
+static struct rdma_ctx rdma;
 static struct session *owner, *other;
 static uv_loop_t loop;
 
 static void setup(void)
 {
-	memset(&d, 0, sizeof(d));
+	memset(&core, 0, sizeof(core));
+	memset(&regions, 0, sizeof(regions));
+	memset(&rdma, 0, sizeof(rdma));
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	d.loop = &loop;
-	daemon_config_init(&d.cfg);
-	idmap_init(&d.accounts);
-	region_registry_init(&d);
+	core.loop = &loop;
+	daemon_config_init(&core.cfg);
+	account_table_init(&accounts);
+	core.accounts = &accounts;
+	region_registry_init(&regions, &core);
+	rdma.core = &core;
 
-	owner = test_session_new(&d, 1, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
-	other = test_session_new(&d, 2, &(struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 });
+	owner = test_session_new(&accounts, 1,
+				 &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	other = test_session_new(&accounts, 2,
+				 &(struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 });
 }
 
 static void teardown(void)
 {
 	owner = session_unref(owner);
 	other = session_unref(other);
-	ck_assert_uint_eq(d.accounts.n_entries, 0);
-	idmap_done(&d.accounts);
-	region_registry_done(&d);
+	ck_assert_uint_eq(accounts.by_uid.n_entries, 0);
+	account_table_done(&accounts);
+	region_registry_stop(&regions);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	region_registry_done(&regions);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 
@@ -73,7 +86,7 @@ static struct region *import(size_t size)
 	struct region *r = NULL;
 
 	ck_assert_int_eq(rdmamem_memfd_create("unit", size, &imp.fd, NULL), 0);
-	ck_assert_int_eq(region_import_memfd(&d, owner, &imp, &r, &e), 0);
+	ck_assert_int_eq(region_import_memfd(&regions, owner, &imp, &r, &e), 0);
 	ck_assert_int_eq(imp.fd, -EBADF);	/* taken */
 	return r;
 }
@@ -83,7 +96,7 @@ START_TEST(test_refcount_keeps_memory)
 	struct region *r = import(8192), *extra;
 	struct errinfo e = {};
 
-	ck_assert_uint_eq(d.n_regions, 1);
+	ck_assert_uint_eq(regions.n_regions, 1);
 	ck_assert_uint_eq(owner->account->pinned_bytes, 8192);
 	ck_assert_ptr_eq(list_first_entry(&owner->sets[SESSION_REGION].items, struct region,
 					  owner_link.link),
@@ -94,15 +107,15 @@ START_TEST(test_refcount_keeps_memory)
 	region_drop_owner(r);
 	ck_assert(r->dead);
 	ck_assert(list_empty(&owner->sets[SESSION_REGION].items));
-	ck_assert_int_eq(region_lookup(&d, r->id, owner, REGION_READ, &extra, &e), -ENOENT);
+	ck_assert_int_eq(region_lookup(&regions, r->id, owner, REGION_READ, &extra, &e), -ENOENT);
 	ck_assert_str_eq(e.name, RDMAMEM_ERROR_NO_SUCH_REGION);
 	/* Still mapped and charged: the memory is in use. */
 	((char *)r->addr)[8191] = 1;
-	ck_assert_uint_eq(d.n_regions, 1);
+	ck_assert_uint_eq(regions.n_regions, 1);
 	ck_assert_uint_eq(owner->account->pinned_bytes, 8192);
 
 	region_unref(r);
-	ck_assert_uint_eq(d.n_regions, 0);
+	ck_assert_uint_eq(regions.n_regions, 0);
 	ck_assert_uint_eq(owner->account->pinned_bytes, 0);
 	ck_assert_uint_eq(owner->account->n_regions, 0);
 }
@@ -113,27 +126,27 @@ START_TEST(test_weak_references)
 	struct region *r = import(4096), *s;
 	struct region_weak w = region_weak(r), stale = w;
 
-	s = region_weak_upgrade(&d, &w);
+	s = region_weak_upgrade(&regions, &w);
 	ck_assert_ptr_eq(s, r);
 	ck_assert_uint_eq(r->n_ref, 2);
 	region_unref(s);
 
 	/* Same id, another range: the memory behind the handle changed. */
 	stale.size = 8192;
-	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
+	ck_assert_ptr_null(region_weak_upgrade(&regions, &stale));
 	stale = w;
 	stale.addr = w.addr + 4096;
-	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
+	ck_assert_ptr_null(region_weak_upgrade(&regions, &stale));
 	stale = w;
 	stale.id = w.id + 1;
-	ck_assert_ptr_null(region_weak_upgrade(&d, &stale));
+	ck_assert_ptr_null(region_weak_upgrade(&regions, &stale));
 
 	/* Dead regions do not upgrade, even while referenced. */
 	s = region_ref(r);
 	region_drop_owner(r);
-	ck_assert_ptr_null(region_weak_upgrade(&d, &w));
+	ck_assert_ptr_null(region_weak_upgrade(&regions, &w));
 	region_unref(s);
-	ck_assert_ptr_null(region_weak_upgrade(&d, &w));
+	ck_assert_ptr_null(region_weak_upgrade(&regions, &w));
 }
 END_TEST
 
@@ -143,21 +156,21 @@ START_TEST(test_rights)
 	struct errinfo e = {};
 	gid_t groups[] = { 77 };
 
-	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_READ, &got, &e), -EACCES);
+	ck_assert_int_eq(region_lookup(&regions, r->id, other, REGION_READ, &got, &e), -EACCES);
 	ck_assert_ptr_null(got);
 	ck_assert_int_eq(region_share(r, true, 77, true, &e), 0);
 	ck_assert_int_eq(region_share(r, true, 77, true, &e), -EEXIST);
 	other->groups = groups;
 	other->n_groups = 1;
-	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_READ, &got, &e), 0);
+	ck_assert_int_eq(region_lookup(&regions, r->id, other, REGION_READ, &got, &e), 0);
 	region_unref(got);
-	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_WRITE, &got, &e), -EACCES);
+	ck_assert_int_eq(region_lookup(&regions, r->id, other, REGION_WRITE, &got, &e), -EACCES);
 	/* Upgrading the same share to read-write replaces it. */
 	ck_assert_int_eq(region_share(r, true, 77, false, &e), 0);
 	ck_assert_uint_eq(r->n_shares, 1);
-	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_WRITE, &got, &e), 0);
+	ck_assert_int_eq(region_lookup(&regions, r->id, other, REGION_WRITE, &got, &e), 0);
 	region_unref(got);
-	ck_assert_int_eq(region_lookup(&d, r->id, other, REGION_ADMIN, &got, &e), -EACCES);
+	ck_assert_int_eq(region_lookup(&regions, r->id, other, REGION_ADMIN, &got, &e), -EACCES);
 	ck_assert(region_visible_to(r, other));
 	other->groups = NULL;
 	other->n_groups = 0;
@@ -193,17 +206,17 @@ static void setup_fake(void)
 {
 	setup();
 	vb = &fake_vb_ops;
-	ck_assert_int_eq(devices_open(&d), 0);
-	ck_assert_uint_eq(d.n_devices, 1);
+	ck_assert_int_eq(devices_open(&rdma), 0);
+	ck_assert_uint_eq(rdma.n_devices, 1);
 }
 
 static void teardown_fake(void)
 {
 	fake_verbs_hold_reg(false);
 	fake_verbs_hold_dereg(false);
-	devices_stop(&d);
+	devices_stop(&rdma);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	devices_free(&d);
+	devices_free(&rdma);
 	/* Every MR was deregistered before its region went, the PDs after. */
 	ck_assert_int_eq(atomic_load(&fake_verbs_live), 0);
 	teardown();
@@ -223,7 +236,7 @@ static void on_probe(struct mreg_waiter *w)
 
 	p->settled = true;
 	p->mrs_then = atomic_load(&fake_verbs_mrs);
-	p->regions_then = d.n_regions;
+	p->regions_then = regions.n_regions;
 }
 
 static void probe_init(struct probe *p)
@@ -256,7 +269,7 @@ START_TEST(test_revoke_in_flight)
 	probe_init(&reg);
 	probe_init(&gone);
 	fake_verbs_hold_reg(true);
-	m = mreg_ensure(r, device_find(&d, "fake0"), &reg.w);
+	m = mreg_ensure(r, device_find(&rdma, "fake0"), &reg.w);
 	ck_assert_ptr_nonnull(m);
 	ck_assert_int_eq(m->state, MREG_PENDING);
 	lease = region_ref(r);
@@ -271,13 +284,13 @@ START_TEST(test_revoke_in_flight)
 	ck_assert(reg.settled);
 	ck_assert_int_eq(gone.mrs_then, 0);
 	ck_assert(!mreg_any(r));
-	ck_assert_uint_eq(device_find(&d, "fake0")->n_mrs, 0);
-	ck_assert_uint_eq(device_find(&d, "fake0")->mr_bytes, 0);
+	ck_assert_uint_eq(device_find(&rdma, "fake0")->n_mrs, 0);
+	ck_assert_uint_eq(device_find(&rdma, "fake0")->mr_bytes, 0);
 
-	ck_assert_uint_eq(d.n_regions, 1);
+	ck_assert_uint_eq(regions.n_regions, 1);
 	((char *)r->addr)[8191] = 1;
 	region_unref(lease);
-	ck_assert_uint_eq(d.n_regions, 0);
+	ck_assert_uint_eq(regions.n_regions, 0);
 }
 END_TEST
 
@@ -293,7 +306,7 @@ START_TEST(test_revoke_before_memory)
 
 	probe_init(&reg);
 	probe_init(&gone);
-	m = mreg_ensure(r, device_find(&d, "fake0"), &reg.w);
+	m = mreg_ensure(r, device_find(&rdma, "fake0"), &reg.w);
 	run_loop(&reg, 10000);
 	ck_assert_int_eq(m->state, MREG_REGISTERED);
 	ck_assert_int_eq(atomic_load(&fake_verbs_mrs), 1);
@@ -304,14 +317,14 @@ START_TEST(test_revoke_before_memory)
 	ck_assert_int_eq(m->state, MREG_DEREGISTERING);
 	run_loop(&gone, 50);
 	ck_assert(!gone.settled);
-	ck_assert_uint_eq(d.n_regions, 1);
+	ck_assert_uint_eq(regions.n_regions, 1);
 
 	fake_verbs_hold_dereg(false);
 	run_loop(&gone, 10000);
 	ck_assert(gone.settled);
 	ck_assert_int_eq(gone.mrs_then, 0);
 	ck_assert_uint_eq(gone.regions_then, 1);
-	ck_assert_uint_eq(d.n_regions, 0);
+	ck_assert_uint_eq(regions.n_regions, 0);
 	ck_assert_uint_eq(owner->account->pinned_bytes, 0);
 }
 END_TEST
@@ -325,11 +338,11 @@ START_TEST(test_revoke_failed)
 	probe_init(&reg);
 	probe_init(&gone);
 	atomic_store(&fake_verbs_fail_mr, true);
-	mreg_ensure(r, device_find(&d, "fake0"), &reg.w);
+	mreg_ensure(r, device_find(&rdma, "fake0"), &reg.w);
 	run_loop(&reg, 10000);
 	ck_assert_int_eq(mreg_find(r, "fake0")->state, MREG_FAILED);
 	region_drop_owner(r);
-	ck_assert_uint_eq(d.n_regions, 0);
+	ck_assert_uint_eq(regions.n_regions, 0);
 }
 END_TEST
 
@@ -346,10 +359,10 @@ START_TEST(test_same_memory)
 	ck_assert_int_eq(delta, 0);
 	ck_assert_int_eq(rdmamem_memfd_create("unit", 3 << 13, &fd, NULL), 0);
 	imp.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	ck_assert_int_eq(region_import_memfd(&d, owner, &imp, &b, &e), 0);
+	ck_assert_int_eq(region_import_memfd(&regions, owner, &imp, &b, &e), 0);
 	/* Another fd of the same file, another range. */
 	imp = (struct memfd_import){ .fd = open_by_proc(fd), .offset = 12288 };
-	ck_assert_int_eq(region_import_memfd(&d, owner, &imp, &c, &e), 0);
+	ck_assert_int_eq(region_import_memfd(&regions, owner, &imp, &c, &e), 0);
 	ck_assert_ptr_ne(b->addr, c->addr);
 	ck_assert(region_same_memory(b, c, &delta));
 	ck_assert_int_eq(delta, 12288);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/daemon.h"
+#include "daemon/core.h"
 #include "daemon/errinfo.h"
 #include "daemon/rpc.h"
 #include "daemon/session.h"
@@ -24,7 +24,10 @@ static struct {
 	struct rpc_call *call;		/* the call in progress, freed when it ends */
 } t;
 
-static struct daemon d;
+/* The core and the handlers' view of it: no daemon. */
+static struct core core;
+static struct account_table accounts;
+static struct rpc_ctx ctx = { .core = &core };
 static struct session *s;
 static struct rpc_deferred *held;	/* the handle a handler deferred */
 
@@ -81,20 +84,21 @@ static const struct rpc_transport fake_transport = {
 
 static void setup(void)
 {
-	memset(&d, 0, sizeof(d));
+	memset(&core, 0, sizeof(core));
 	memset(&t, 0, sizeof(t));
 	held = NULL;
-	idmap_init(&d.accounts);
-	s = test_session_new(&d, 3, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	account_table_init(&accounts);
+	core.accounts = &accounts;
+	s = test_session_new(&accounts, 3, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
 }
 
 static void teardown(void)
 {
 	t.call = rpc_call_free(t.call);
 	s = session_unref(s);
-	counters_done(&d.stats.errors);
-	ck_assert_uint_eq(d.accounts.n_entries, 0);
-	idmap_done(&d.accounts);
+	counters_done(&core.stats.errors);
+	ck_assert_uint_eq(accounts.by_uid.n_entries, 0);
+	account_table_done(&accounts);
 }
 
 /* A call of org.example.test.Method, in progress on the test's transport. */
@@ -108,7 +112,7 @@ static struct rpc_call *new_call(void)
 	m.root = cJSON_Parse(text);
 	ck_assert_ptr_nonnull(m.root);
 	ck_assert_int_eq(varlink_call_parse(m.root, &m.vc, &reason), 0);
-	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, s, &d, &m, no_fds, 0, &t.call), 0);
+	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, s, &ctx, &m, no_fds, 0, &t.call), 0);
 	return t.call;
 }
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/daemon.h"
+#include "daemon/account.h"
 #include "daemon/session.h"
 #include "tests/unit/session-fixture.h"
 #include "tests/testlib.h"
@@ -18,7 +18,7 @@ struct item {
 	int tag;
 };
 
-static struct daemon d;
+static struct account_table accounts;
 static struct session *s;
 static session_drop_fn saved[SESSION_KIND_MAX];
 static int dropped[16];
@@ -41,20 +41,19 @@ static void drop_item(struct session_link *link)
 
 static void setup(void)
 {
-	memset(&d, 0, sizeof(d));
-	idmap_init(&d.accounts);
+	account_table_init(&accounts);
 	for (unsigned k = 0; k < SESSION_KIND_MAX; k++)
 		saved[k] = session_kind_register(k, drop_item);
 	n_dropped = 0;
 	token_takes = NULL;
-	s = test_session_new(&d, 7, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	s = test_session_new(&accounts, 7, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
 }
 
 static void teardown(void)
 {
 	s = session_unref(s);
-	ck_assert_uint_eq(d.accounts.n_entries, 0);
-	idmap_done(&d.accounts);
+	ck_assert_uint_eq(accounts.by_uid.n_entries, 0);
+	account_table_done(&accounts);
 	for (unsigned k = 0; k < SESSION_KIND_MAX; k++)
 		session_kind_register(k, saved[k]);
 }
@@ -191,7 +190,7 @@ END_TEST
 START_TEST(test_groups)
 {
 	gid_t *groups = malloc(2 * sizeof(gid_t));
-	struct account *a = account_get(&d, 1000);
+	struct account *a = account_get(&accounts, 1000);
 	struct ucred cred = { .pid = 2, .uid = 1000, .gid = 1000 };
 	struct session *g = NULL;
 

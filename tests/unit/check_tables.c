@@ -10,10 +10,11 @@
 #include <syslog.h>
 
 #include "daemon/account.h"
-#include "daemon/daemon.h"
+#include "daemon/core.h"
 #include "daemon/errinfo.h"
 #include "daemon/idseq.h"
 #include "daemon/log.h"
+#include "daemon/rdma.h"
 #include "daemon/token.h"
 #include "proto/errors.h"
 #include "proto/siphash.h"
@@ -104,19 +105,24 @@ START_TEST(test_idseq_order_and_holes)
 }
 END_TEST
 
-static struct daemon d;
+static struct core core;
+static struct account_table accounts;
+static struct rdma_ctx rdma;
 static struct session *owner;
 static uv_loop_t loop;
 
 static void token_setup(void)
 {
-	memset(&d, 0, sizeof(d));
+	memset(&core, 0, sizeof(core));
+	memset(&rdma, 0, sizeof(rdma));
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	d.loop = &loop;
-	daemon_config_init(&d.cfg);
-	idmap_init(&d.accounts);
-	token_registry_init(&d);
-	owner = test_session_new(&d, 1, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	core.loop = &loop;
+	daemon_config_init(&core.cfg);
+	account_table_init(&accounts);
+	core.accounts = &accounts;
+	rdma.core = &core;
+	token_registry_init(&rdma);
+	owner = test_session_new(&accounts, 1, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
 	/* One info line per token revoked is not what this is about. */
 	log_set_max_level(LOG_WARNING);
 }
@@ -129,8 +135,8 @@ static void token_teardown(void)
 			     "test");
 	ck_assert_uint_eq(owner->account->n_tokens, 0);
 	owner = session_unref(owner);
-	token_registry_done(&d);
-	idmap_done(&d.accounts);
+	token_registry_done(&rdma);
+	account_table_done(&accounts);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 
@@ -146,34 +152,34 @@ START_TEST(test_token_lookup_constant)
 	uint64_t before;
 	int found = 0;
 
-	d.cfg.max_tokens_per_uid = N_TOKENS;
+	core.cfg.max_tokens_per_uid = N_TOKENS;
 	for (int i = 0; i < N_TOKENS; i++)
-		ck_assert_int_eq(token_create(&d, owner, &tokens[i], &e), 0);
+		ck_assert_int_eq(token_create(&rdma, owner, &tokens[i], &e), 0);
 	ck_assert_uint_eq(session_count(owner, SESSION_TOKEN), N_TOKENS);
 
-	before = d.tokens.n_compared;
+	before = rdma.tokens.n_compared;
 	for (int i = 0; i < 1000; i++) {
 		ck_assert_int_eq(getrandom(raw, sizeof(raw), 0), sizeof(raw));
-		ck_assert_ptr_null(token_find(&d, raw));
+		ck_assert_ptr_null(token_find(&rdma, raw));
 	}
 	/* A bogus token meets a live one's 64-bit hash about never. */
-	ck_assert_uint_le(d.tokens.n_compared - before, 1);
+	ck_assert_uint_le(rdma.tokens.n_compared - before, 1);
 
-	before = d.tokens.n_compared;
+	before = rdma.tokens.n_compared;
 	for (int i = 0; i < N_TOKENS; i += 100) {
 		memcpy(raw, tokens[i]->raw, sizeof(raw));
-		found += token_find(&d, raw) == tokens[i];
+		found += token_find(&rdma, raw) == tokens[i];
 		/* One bit off: no longer the token. */
 		raw[i % TOKEN_BYTES] ^= 1;
-		ck_assert_ptr_null(token_find(&d, raw));
+		ck_assert_ptr_null(token_find(&rdma, raw));
 	}
 	ck_assert_int_eq(found, N_TOKENS / 100);
-	ck_assert_uint_le(d.tokens.n_compared - before, N_TOKENS / 100 + 1);
+	ck_assert_uint_le(rdma.tokens.n_compared - before, N_TOKENS / 100 + 1);
 
 	/* Revoked tokens are found no more. */
 	memcpy(raw, tokens[7]->raw, sizeof(raw));
 	token_revoke(tokens[7], "test");
-	ck_assert_ptr_null(token_find(&d, raw));
+	ck_assert_ptr_null(token_find(&rdma, raw));
 }
 END_TEST
 
@@ -182,10 +188,10 @@ START_TEST(test_token_quota)
 	struct errinfo e = {};
 	struct token *t;
 
-	d.cfg.max_tokens_per_uid = 2;
-	ck_assert_int_eq(token_create(&d, owner, &t, &e), 0);
-	ck_assert_int_eq(token_create(&d, owner, &t, &e), 0);
-	ck_assert_int_eq(token_create(&d, owner, &t, &e), -EDQUOT);
+	core.cfg.max_tokens_per_uid = 2;
+	ck_assert_int_eq(token_create(&rdma, owner, &t, &e), 0);
+	ck_assert_int_eq(token_create(&rdma, owner, &t, &e), 0);
+	ck_assert_int_eq(token_create(&rdma, owner, &t, &e), -EDQUOT);
 	ck_assert_str_eq(e.name, RDMAMEM_ERROR_QUOTA_EXCEEDED);
 	ck_assert_str_eq(cJSON_GetObjectItem(e.params, "quota")->valuestring, "tokens");
 	ck_assert_str_eq(cJSON_GetObjectItem(e.params, "limit")->valuestring, "2");
@@ -193,7 +199,7 @@ START_TEST(test_token_quota)
 	ck_assert_str_eq(cJSON_GetObjectItem(e.params, "requested")->valuestring, "1");
 	errinfo_done(&e);
 	token_revoke(t, "test");
-	ck_assert_int_eq(token_create(&d, owner, &t, &e), 0);
+	ck_assert_int_eq(token_create(&rdma, owner, &t, &e), 0);
 }
 END_TEST
 

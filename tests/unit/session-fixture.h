@@ -8,11 +8,11 @@
 #include "daemon/account.h"
 #include "daemon/session.h"
 
-/* A session of cred's uid, its account in d's table. */
-static inline struct session *test_session_new(struct daemon *d, uint64_t id,
+/* A session of cred's uid, its account in table t. */
+static inline struct session *test_session_new(struct account_table *t, uint64_t id,
 					       const struct ucred *cred)
 {
-	struct account *a = account_get(d, cred->uid);
+	struct account *a = account_get(t, cred->uid);
 	struct session *s = NULL;
 
 	ck_assert_ptr_nonnull(a);
