@@ -15,6 +15,14 @@
  * operations keep the region's memory, never its rkeys. Each MR holds a
  * reference on the region until it is deregistered, so the memory is
  * unmapped only after every MR over it is gone.
+ *
+ * A region's registrations hang on it as its first hook (struct
+ * region_hook, rank REGION_HOOK_REGISTRATIONS): revoked when the owner lets
+ * go, freed with the region. What to register comes from the region's
+ * memory kind (region_mem_ops.mr_source: an address, or a dma-buf), so
+ * mreg never sees CUDA. Threads: the entries are the loop's; the pool runs
+ * only ibv_reg_mr/ibv_dereg_mr of one entry (m->work), which is the
+ * entry's alone until its completion runs on the loop.
  */
 #ifndef RDMAMEMD_MREG_H
 #define RDMAMEMD_MREG_H

@@ -14,6 +14,16 @@
  * The registry maps ids to weak references: a weak reference upgrades to a
  * strong one only while the region lives and still covers the address range
  * it was taken for.
+ *
+ * Threads. Everything here runs on the loop, with three exceptions, each
+ * for work that holds a reference (so the region cannot go meanwhile): a
+ * registration (mreg) and a transfer (xfer) on the pool read the fields
+ * fixed before region_publish() and call the kind's pool-safe ops
+ * (mr_source, copy); a copy may attach a hook (a host region page-locked by
+ * CUDA) under hooks_lock; and the release of the memory runs the hooks'
+ * release and the kind's release on the pool once no reference is left.
+ * Counters, rights, shares, leases, the lock and the registry are the
+ * loop's alone.
  */
 #ifndef RDMAMEMD_REGION_H
 #define RDMAMEMD_REGION_H

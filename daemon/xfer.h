@@ -7,6 +7,11 @@
  * text of its reply, made where the bytes were read). It answers no call.
  * Locks of two regions are taken in region id order, so transfers cannot
  * deadlock each other.
+ *
+ * On the pool a transfer touches only x's own buffers and its regions'
+ * memory: host mappings with memcpy(), anything else through the kind's
+ * region_mem_ops.copy. It knows no driver; the references it holds keep
+ * the memory until it reports back on the loop.
  */
 #ifndef RDMAMEMD_XFER_H
 #define RDMAMEMD_XFER_H

@@ -23,6 +23,7 @@
 #include "daemon/session.h"
 #include "daemon/verbs.h"
 #include "proto/errors.h"
+#include "proto/json.h"
 #include "rdmamem.h"
 #include "tests/unit/session-fixture.h"
 #include "tests/testlib.h"
@@ -376,6 +377,202 @@ START_TEST(test_same_memory)
 }
 END_TEST
 
+/* The memfd kind's ops: what GetRegion shows, what an MR registers. */
+START_TEST(test_memfd_ops)
+{
+	struct memfd_import imp = { .offset = 4096, .length = 8192 };
+	struct region_mr_source src;
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
+	struct errinfo e = {};
+	const cJSON *seals, *item;
+	struct region *r;
+	bool shrink = false;
+
+	ck_assert_int_eq(rdmamem_memfd_create("unit", 3 << 12, &imp.fd, NULL), 0);
+	ck_assert_int_eq(region_import_memfd(&regions, owner, &imp, &r, &e), 0);
+	ck_assert_str_eq(r->mem->type, "memfd");
+	ck_assert(region_is_host(r));
+	ck_assert_ptr_null(r->mem->copy);
+
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(r->mem->describe(r, o), 0);
+	/* 64-bit numbers travel as strings. */
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "offset")), "4096");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o, "file_size")), "12288");
+	seals = cJSON_GetObjectItem(o, "seals");
+	ck_assert(cJSON_IsArray(seals));
+	cJSON_ArrayForEach(item, seals)
+		shrink = shrink || strcmp(cJSON_GetStringValue(item), "shrink") == 0;
+	ck_assert(shrink);
+
+	/* Host memory: the mapping itself, by address, no dma-buf. */
+	ck_assert_int_eq(r->mem->mr_source(r, &src), 0);
+	ck_assert_ptr_eq(src.addr, r->addr);
+	ck_assert(!src.device);
+	ck_assert_int_lt(src.dmabuf_fd, 0);
+	ck_assert_uint_eq(src.iova, (uint64_t)(uintptr_t)r->addr);
+	ck_assert_uint_eq(region_address(r), (uint64_t)(uintptr_t)r->addr);
+	region_drop_owner(r);
+}
+END_TEST
+
+/* Two views of one memfd, asked through the kind's op itself. */
+START_TEST(test_memfd_same_memory_op)
+{
+	struct memfd_import imp = { .length = 4096 };
+	struct region *a, *b, *c;
+	struct errinfo e = {};
+	int64_t delta = 0;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("unit", 3 << 12, &fd, NULL), 0);
+	imp.fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	ck_assert_int_eq(region_import_memfd(&regions, owner, &imp, &a, &e), 0);
+	imp = (struct memfd_import){ .fd = open_by_proc(fd), .offset = 8192, .length = 4096 };
+	ck_assert_int_eq(region_import_memfd(&regions, owner, &imp, &b, &e), 0);
+	c = import(4096);
+	ck_assert_ptr_eq(a->mem, b->mem);
+	ck_assert(a->mem->same_memory(a, b, &delta));
+	ck_assert_int_eq(delta, 8192);
+	ck_assert(b->mem->same_memory(b, a, &delta));
+	ck_assert_int_eq(delta, -8192);
+	ck_assert(!a->mem->same_memory(a, c, &delta));
+	close(fd);
+	region_drop_owner(a);
+	region_drop_owner(b);
+	region_drop_owner(c);
+}
+END_TEST
+
+/* Fake hooks that note when each of their calls came, and what was mapped then. */
+static char hook_log[64];
+static size_t hook_log_len;
+
+struct test_hook {
+	struct region_hook hook;
+	char name;
+	bool mapped_at_release;
+};
+
+static void hook_note(struct region_hook *h, char what)
+{
+	struct test_hook *t = container_of(h, struct test_hook, hook);
+
+	ck_assert_uint_lt(hook_log_len + 3, sizeof(hook_log));
+	hook_log[hook_log_len++] = what;
+	hook_log[hook_log_len++] = t->name;
+	hook_log[hook_log_len++] = ' ';
+}
+
+static void test_hook_revoke(struct region_hook *h)
+{
+	hook_note(h, 'v');
+}
+
+static void test_hook_release(struct region_hook *h)
+{
+	container_of(h, struct test_hook, hook)->mapped_at_release = h->region->map_base != NULL;
+	hook_note(h, 'r');
+}
+
+static void test_hook_finish(struct region_hook *h)
+{
+	/* The memory went before: the mapping is gone by now. */
+	ck_assert_ptr_null(h->region->map_base);
+	hook_note(h, 'f');
+}
+
+static const struct region_hook_ops test_first_ops = {
+	.rank = REGION_HOOK_REGISTRATIONS,
+	.revoke = test_hook_revoke,
+	.release = test_hook_release,
+	.finish = test_hook_finish,
+};
+static const struct region_hook_ops test_other_ops = {
+	.rank = REGION_HOOK_OTHER,
+	.revoke = test_hook_revoke,
+	.release = test_hook_release,
+	.finish = test_hook_finish,
+};
+static const struct region_hook_ops test_other2_ops = {
+	.rank = REGION_HOOK_OTHER,
+	.revoke = test_hook_revoke,
+	.release = test_hook_release,
+	.finish = test_hook_finish,
+};
+
+static struct region_hook *test_hook_make(struct region *r, void *userdata)
+{
+	(void)r;
+	return &((struct test_hook *)userdata)->hook;
+}
+
+/*
+ * Hooks run by rank (registrations first), then in the order they came:
+ * revokes when the owner lets go, releases before the memory goes, finishes
+ * after it. A second request for a kind finds the hook there.
+ */
+START_TEST(test_hook_order)
+{
+	struct test_hook b = { .name = 'b' }, c = { .name = 'c' }, a = { .name = 'a' };
+	struct test_hook dup = { .name = 'x' };
+	struct region *r = import(4096), *extra;
+
+	hook_log_len = 0;
+	memset(hook_log, 0, sizeof(hook_log));
+	/* Attached out of rank order: "other" ones first. */
+	ck_assert_ptr_eq(region_hook_get(r, &test_other_ops, test_hook_make, &b), &b.hook);
+	ck_assert_ptr_eq(region_hook_get(r, &test_other2_ops, test_hook_make, &c), &c.hook);
+	ck_assert_ptr_eq(region_hook_get(r, &test_first_ops, test_hook_make, &a), &a.hook);
+	ck_assert_ptr_eq(region_hook_get(r, &test_other_ops, test_hook_make, &dup), &b.hook);
+	ck_assert_ptr_eq(region_hook_find(r, &test_first_ops), &a.hook);
+	ck_assert_ptr_eq(b.hook.region, r);
+
+	/* An operation's reference keeps the memory past the owner's drop. */
+	extra = region_ref(r);
+	region_drop_owner(r);
+	ck_assert_str_eq(hook_log, "va vb vc ");
+	region_unref(extra);
+	/* Hooks that release something send the release to the pool. */
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_str_eq(hook_log, "va vb vc ra rb rc fa fb fc ");
+	ck_assert(a.mapped_at_release && b.mapped_at_release && c.mapped_at_release);
+}
+END_TEST
+
+/* The registry's counters follow imports and the last reference. */
+START_TEST(test_registry_counters)
+{
+	struct region *a, *b, *keep;
+	uint64_t registered = core.stats.regions_registered;
+
+	ck_assert_uint_eq(regions.n_regions, 0);
+	ck_assert_uint_eq(regions.pinned_bytes, 0);
+	a = import(4096);
+	b = import(3 * 4096);
+	ck_assert_uint_eq(regions.n_regions, 2);
+	ck_assert_uint_eq(regions.pinned_bytes, 4 * 4096);
+	ck_assert_uint_eq(core.stats.regions_registered, registered + 2);
+	ck_assert_uint_eq(core.stats.pinned_peak, 4 * 4096);
+	ck_assert_uint_lt(a->id, b->id);
+
+	keep = region_ref(b);
+	region_drop_owner(b);
+	/* Unregistered but in use: still counted, no longer listed. */
+	ck_assert_uint_eq(regions.n_regions, 2);
+	ck_assert_ptr_null(idmap_get(&regions.regions, b->id));
+	region_unref(keep);
+	ck_assert_uint_eq(regions.n_regions, 1);
+	ck_assert_uint_eq(regions.pinned_bytes, 4096);
+	region_drop_owner(a);
+	ck_assert_uint_eq(regions.n_regions, 0);
+	ck_assert_uint_eq(regions.pinned_bytes, 0);
+	/* The peak stays. */
+	ck_assert_uint_eq(core.stats.pinned_peak, 4 * 4096);
+	ck_assert_uint_eq(core.stats.regions_registered, registered + 2);
+}
+END_TEST
+
 Suite *region_unit_suite(void)
 {
 	Suite *s = suite_create("region");
@@ -386,6 +583,14 @@ Suite *region_unit_suite(void)
 	tcase_add_test(tc, test_weak_references);
 	tcase_add_test(tc, test_rights);
 	tcase_add_test(tc, test_same_memory);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("mem");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_memfd_ops);
+	tcase_add_test(tc, test_memfd_same_memory_op);
+	tcase_add_test(tc, test_hook_order);
+	tcase_add_test(tc, test_registry_counters);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("mreg");
