@@ -18,7 +18,7 @@
 /* Every account, by uid: the daemon's one table (struct core). */
 struct account_table {
 	struct idmap by_uid;		/* uid → struct account */
-	struct budget *budgets;		/* the daemon-wide ones (struct server's), for budget.c */
+	struct budget *budgets;		/* the daemon-wide ones (the server's), for budget.c */
 };
 
 struct account {

@@ -81,8 +81,8 @@ static void host_lock(struct region *r, int ordinal)
 	struct host_lock_args a = { .ordinal = ordinal };
 
 	if (!region_hook_get(r, &host_lock_ops, host_lock_make, &a))
-		log_debug("Region %" PRIu64 ": cuMemHostRegister failed, copying pageable: %s", r->id,
-			  a.err == -ENOMEM ? "out of memory" : cu_last_error());
+		log_debug("Region %" PRIu64 ": cuMemHostRegister failed, copying pageable: %s",
+			  r->id, a.err == -ENOMEM ? "out of memory" : cu_last_error());
 }
 
 /* ---- what both GPU kinds do alike ---- */

@@ -141,7 +141,7 @@ enum region_hook_rank {
 struct region_hook_ops {
 	enum region_hook_rank rank;
 	void (*revoke)(struct region_hook *h);	/* loop: the owner let go; may be NULL */
-	void (*release)(struct region_hook *h);	/* pool-safe: before the memory; may be NULL */
+	void (*release)(struct region_hook *h);	/* pool-safe, before the memory; may be NULL */
 	void (*finish)(struct region_hook *h);	/* loop: last; may free h; may be NULL */
 };
 
@@ -293,8 +293,8 @@ void region_drop_owner(struct region *r);
  * reference, or -ENOENT (NoSuchRegion) / -EACCES (PermissionDenied) with *e
  * filled in.
  */
-int region_lookup(struct region_registry *reg, uint64_t id, const struct session *caller, enum region_right right,
-		  struct region **ret, struct errinfo *e);
+int region_lookup(struct region_registry *reg, uint64_t id, const struct session *caller,
+		  enum region_right right, struct region **ret, struct errinfo *e);
 
 /* Whether caller may see the region in listings. */
 bool region_visible_to(const struct region *r, const struct session *caller);

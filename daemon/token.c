@@ -41,7 +41,8 @@ static uint64_t token_hash(const uint8_t raw[TOKEN_BYTES])
 	return siphash24(raw, TOKEN_BYTES, siphash_process_key());
 }
 
-int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **ret, struct errinfo *e)
+int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **ret,
+		 struct errinfo *e)
 {
 	struct account *a = owner->account;
 	unsigned max = rdma->core->cfg.max_tokens_per_uid;

@@ -38,7 +38,8 @@ void token_registry_init(struct rdma_ctx *rdma);
 void token_registry_done(struct rdma_ctx *rdma);
 
 /* A token for owner's uid; QuotaExceeded ("tokens") in *e past the per-uid cap. */
-int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **ret, struct errinfo *e);
+int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **ret,
+		 struct errinfo *e);
 /* The live token with these bytes, compared in constant time; or NULL. */
 struct token *token_find(struct rdma_ctx *rdma, const uint8_t raw[TOKEN_BYTES]);
 /* Parses 32 hex digits; -EINVAL otherwise. */

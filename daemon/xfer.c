@@ -187,8 +187,8 @@ static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
 				return;
 			}
 			base64_decode(x->text, x->text_len, staging);
-			r = device_copy(x, span_at(&x->dst, 0), (struct region_span){ .buf = staging },
-					x->length, NULL);
+			r = device_copy(x, span_at(&x->dst, 0),
+					(struct region_span){ .buf = staging }, x->length, NULL);
 			if (r < 0)
 				return;
 		} else {
@@ -321,7 +321,8 @@ static void xfer_run(struct xfer *x)
 	}
 	x->n_parts = x->parts_left = n;
 	for (unsigned i = 0; i < n; i++) {
-		if (uv_queue_work(registry->core->loop, &x->parts[i].work, on_work, on_work_done) == 0)
+		if (uv_queue_work(registry->core->loop, &x->parts[i].work, on_work,
+				  on_work_done) == 0)
 			continue;
 		/* Only the first can fail in practice (no pool at all). */
 		x->result = -ENOMEM;
@@ -485,7 +486,8 @@ int xfer_start(struct xfer *x)
 	/* timeout 0: take the locks only if free now. */
 	x->try_only = timeout_ms == 0;
 	if (timeout_ms > 0 && x->n_locks > 0)
-		timeout_arm(&xfer_registry(x)->timeouts, &x->timeout, (uint64_t)timeout_ms, on_timeout);
+		timeout_arm(&xfer_registry(x)->timeouts, &x->timeout, (uint64_t)timeout_ms,
+			    on_timeout);
 	xfer_acquire_next(x);
 	return 0;
 }

@@ -385,7 +385,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		clients[1] = safe_close(clients[1]);
 		for (unsigned i = 0; i < 100000 && (!list_empty(&d->server->conns) ||
 						    d->core.loop->active_reqs.count > 0); i++)
-			uv_run(d->core.loop, d->core.loop->active_reqs.count ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+			uv_run(d->core.loop,
+			       d->core.loop->active_reqs.count ? UV_RUN_ONCE : UV_RUN_NOWAIT);
 		if (!list_empty(&d->server->conns)) {
 			struct conn *c;
 

@@ -89,7 +89,8 @@ static void setup(void)
 	held = NULL;
 	account_table_init(&accounts);
 	core.accounts = &accounts;
-	s = test_session_new(&accounts, 3, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	s = test_session_new(&accounts, 3,
+			     &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
 }
 
 static void teardown(void)

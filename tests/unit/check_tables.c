@@ -122,7 +122,8 @@ static void token_setup(void)
 	core.accounts = &accounts;
 	rdma.core = &core;
 	token_registry_init(&rdma);
-	owner = test_session_new(&accounts, 1, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	owner = test_session_new(&accounts, 1,
+				 &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
 	/* One info line per token revoked is not what this is about. */
 	log_set_max_level(LOG_WARNING);
 }
