@@ -207,6 +207,57 @@ static int method_get_stats(struct rpc_call *call, _unused_ void *params)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
+static const struct varlink_symbol rpc_type_Limit = VARLINK_DEFINE_TYPE(
+	Limit, NULL,
+	VARLINK_FIELD(quota, VARLINK_STRING, 0),
+	VARLINK_FIELD(limit, VARLINK_U64, 0),
+	VARLINK_FIELD(used, VARLINK_U64, 0));
+
+RPC_DEFINE_METHOD(
+	GetLimits,
+	"The caller's uid's limits and what it uses of each, by the names\n"
+	"QuotaExceeded gives them (\"regions\", \"pinned_bytes\", \"leases\",\n"
+	"\"tokens\", \"rdma_connections\"), and \"connections\" (Varlink\n"
+	"connections); shares_per_region bounds each region's shares.",
+	VARLINK_OUTPUT(uid, VARLINK_INT, 0),
+	VARLINK_OUTPUT_BY_TYPE(limits, rpc_type_Limit, VARLINK_ARRAY),
+	VARLINK_OUTPUT(shares_per_region, VARLINK_INT, 0));
+
+static int method_get_limits(struct rpc_call *call, _unused_ void *params)
+{
+	const struct daemon_config *cfg = &call->daemon->cfg;
+	const struct account *a = call->session->account;
+	const struct {
+		const char *quota;
+		uint64_t limit, used;
+	} limits[] = {
+		{ "connections", cfg->max_connections_per_uid, a->n_connections },
+		{ "regions", cfg->max_regions_per_uid, a->n_regions },
+		{ "pinned_bytes", cfg->max_pinned_bytes_per_uid, a->pinned_bytes },
+		{ "leases", cfg->max_leases_per_uid, a->n_leases },
+		{ "tokens", cfg->max_tokens_per_uid, a->n_tokens },
+		{ "rdma_connections", cfg->max_rdma_connections_per_uid, a->n_rdma_connections },
+	};
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+	cJSON *list = p ? cJSON_AddArrayToObject(p, "limits") : NULL;
+
+	if (!list || json_add_int(p, "uid", call->session->cred.uid) < 0 ||
+	    json_add_int(p, "shares_per_region", cfg->max_shares_per_region) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o)
+			return -ENOMEM;
+		cJSON_AddItemToArray(list, o);
+		if (json_add_string(o, "quota", limits[i].quota) < 0 ||
+		    json_add_u64(o, "limit", limits[i].limit) < 0 ||
+		    json_add_u64(o, "used", limits[i].used) < 0)
+			return -ENOMEM;
+	}
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
 static const struct varlink_symbol rpc_type_Client = VARLINK_DEFINE_TYPE(
 	Client, NULL,
 	VARLINK_FIELD(id, VARLINK_U64, 0),
@@ -264,6 +315,7 @@ const struct rpc_method rpc_core_methods[] = {
 	RPC_METHOD(RDMAMEMD_INTERFACE, Ping, method_ping, RPC_PARAMS(struct ping_params)),
 	RPC_METHOD(RDMAMEMD_INTERFACE, GetStatus, method_get_status),
 	RPC_METHOD(RDMAMEMD_INTERFACE, GetStats, method_get_stats),
+	RPC_METHOD(RDMAMEMD_INTERFACE, GetLimits, method_get_limits),
 	RPC_METHOD(RDMAMEMD_INTERFACE, ListClients, method_list_clients, RPC_PAGE_PARAMS),
 	{},
 };
