@@ -507,7 +507,7 @@ static int rpc_call_prepare(struct rpc_call *call, const struct rpc_method *m, v
 }
 
 /* The handler returned: the regions looked up for it go. */
-static void rpc_call_unprepare(const struct rpc_method *m, void *params)
+static void rpc_call_params_done(const struct rpc_method *m, void *params)
 {
 	for (const struct varlink_field *f = m->symbol->fields; f->name; f++)
 		if (f->resolve >= RPC_RESOLVE_REGION) {
@@ -624,7 +624,7 @@ bool rpc_call_run(struct rpc_call *call, const struct rpc_method *m)
 	r = rpc_call_prepare(call, m, params);
 	if (r == 0)
 		r = m->handler(call, params);
-	rpc_call_unprepare(m, params);
+	rpc_call_params_done(m, params);
 	call->in_handler = false;
 	/* Deferred: the holder answers (a handler that deferred returns 0). */
 	if (call->deferred.live)
