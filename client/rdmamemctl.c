@@ -35,6 +35,7 @@ static void help(void)
 	       "  gpus              CUDA driver, GPUs, dma-buf and peer-memory support\n"
 	       "  clients           connected clients (yours; all of them for root)\n"
 	       "  stats             calls by method, errors by name, bytes moved\n"
+	       "  limits            your uid's limits and what it uses of each\n"
 	       "  doctor            check what the daemon needs, say what to fix\n"
 	       "  ping              check that the daemon answers\n"
 	       "\n"
@@ -368,6 +369,29 @@ static void show_clients(const cJSON *reply)
 		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "self")) ? " (this)" : "");
 }
 
+/* pinned_bytes as bytes, the others as counts. */
+static void show_limits(const cJSON *reply)
+{
+	cJSON *item;
+
+	printf("uid %.0f:\n", get_number(reply, "uid"));
+	printf("  %-18s %12s %12s\n", "QUOTA", "USED", "LIMIT");
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "limits")) {
+		char used[32], limit[32];
+
+		if (strcmp(get_string(item, "quota"), "pinned_bytes") == 0) {
+			format_bytes(get_u64(item, "used"), used, sizeof(used));
+			format_bytes(get_u64(item, "limit"), limit, sizeof(limit));
+		} else {
+			snprintf(used, sizeof(used), "%" PRIu64, get_u64(item, "used"));
+			snprintf(limit, sizeof(limit), "%" PRIu64, get_u64(item, "limit"));
+		}
+		printf("  %-18s %12s %12s\n", get_string(item, "quota"), used, limit);
+	}
+	printf("  %-18s %12s %12.0f\n", "shares per region", "",
+	       get_number(reply, "shares_per_region"));
+}
+
 static void print_counters(const char *title, const cJSON *o)
 {
 	const cJSON *item;
@@ -616,6 +640,7 @@ struct verb {
 static const struct verb verbs[] = {
 	{ "clients", "io.rdmamemd.ListClients", .show = show_clients, .paged = true },
 	{ "stats", "io.rdmamemd.GetStats", .show = show_stats },
+	{ "limits", "io.rdmamemd.GetLimits", .show = show_limits },
 	{ "doctor", .run = verb_doctor },
 	/* probe: an operator asking may load the driver in the daemon. */
 	{ "gpus", "io.rdmamemd.ListGpus", "{\"probe\":true}", .show = show_gpus },

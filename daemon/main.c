@@ -10,6 +10,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
+#include "rpc.h"
 
 static void help(void)
 {
@@ -27,6 +28,7 @@ static void help(void)
 	       "  -d, --debug                      same as --log-level=debug\n"
 	       "  -h, --help                       show this help\n"
 	       "      --version                    show the version\n"
+	       "      --print-idl INTERFACE        print an interface's description and exit\n"
 	       "\n"
 	       "Settings (file: section and key; see rdmamemd(8)):\n");
 	config_help(stdout);
@@ -64,6 +66,22 @@ static void raise_fd_limit(void)
 			 (unsigned long long)rl.rlim_cur);
 }
 
+/* What GetInterfaceDescription serves; `make idl` writes proto/ with it. */
+static int print_idl(const char *name)
+{
+	_cleanup_free_ char *text = NULL;
+	int r;
+
+	r = rpc_idl_text(name, &text);
+	if (r < 0) {
+		fprintf(stderr, "rdmamemd: %s: %s\n", name,
+			r == -ENOENT ? "no such interface" : strerror(-r));
+		return EXIT_FAILURE;
+	}
+	fputs(text, stdout);
+	return fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon_config cfg = {};
@@ -74,6 +92,9 @@ int main(int argc, char **argv)
 	int r;
 
 	log_setup();
+	/* Before the configuration: a build step, which reads none. */
+	if (argc == 3 && strcmp(argv[1], "--print-idl") == 0)
+		return print_idl(argv[2]);
 	r = config_from_args(argc, argv, &cfg, &path, &action, err, sizeof(err));
 	if (r < 0) {
 		fprintf(stderr, "rdmamemd: %s\n", err);

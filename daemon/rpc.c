@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,11 +24,6 @@ static const struct rpc_method *const method_tables[] = {
 	rpc_data_methods,
 	rpc_rdma_methods,
 	rpc_gpu_methods,
-};
-
-static const char *const interfaces[] = {
-	VARLINK_SERVICE_INTERFACE,
-	"io.rdmamemd",
 };
 
 int rpc_message_measure(struct rpc_message *m)
@@ -149,6 +145,22 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 	return NULL;
 }
 
+const struct rpc_method *rpc_method_next(size_t *i)
+{
+	size_t k = *i;
+
+	for (size_t t = 0; t < ELEMENTSOF(method_tables); t++) {
+		const struct rpc_method *m = method_tables[t];
+
+		for (; m->name; m++)
+			if (k-- == 0) {
+				(*i)++;
+				return m;
+			}
+	}
+	return NULL;
+}
+
 static const struct rpc_method *rpc_find_method(const char *name)
 {
 	for (size_t t = 0; t < ELEMENTSOF(method_tables); t++)
@@ -160,8 +172,8 @@ static const struct rpc_method *rpc_find_method(const char *name)
 
 static bool rpc_interface_known(const char *method, size_t len)
 {
-	for (size_t i = 0; i < ELEMENTSOF(interfaces); i++)
-		if (strlen(interfaces[i]) == len && memcmp(interfaces[i], method, len) == 0)
+	for (const struct rpc_interface *i = rpc_interfaces; i->name; i++)
+		if (strlen(i->name) == len && memcmp(i->name, method, len) == 0)
 			return true;
 	return false;
 }
@@ -436,58 +448,101 @@ void rpc_call_cancel(struct rpc_call *call)
 	}
 }
 
-int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out)
+/* The decoder's first problem, as InvalidParameter naming the parameter. */
+static int invalid_params(struct rpc_call *call, const struct json_dispatch_error *err)
 {
-	struct json_dispatch_error err;
-
-	if (json_dispatch(call->vc.parameters, fields, out, &err) == 0)
-		return 0;
-	if (!err.field)
-		return rpc_invalid_param(call, "parameters", "'parameters' %s", err.reason);
+	if (err->parent)
+		return rpc_invalid_param(call, err->parent, "parameter '%s.%.64s' %s", err->parent,
+					 err->field ?: "", err->reason);
+	if (!err->field)
+		return rpc_invalid_param(call, "parameters", "'parameters' %s", err->reason);
 	/* The name is the client's: one that is no name of ours and could be
 	 * megabytes is not echoed. */
-	if (strnlen(err.field, VARLINK_METHOD_MAX + 1) > VARLINK_METHOD_MAX)
+	if (strnlen(err->field, VARLINK_METHOD_MAX + 1) > VARLINK_METHOD_MAX)
 		return rpc_invalid_param(call, "parameters",
 					 "'parameters' has a parameter whose name is longer than %u "
 					 "bytes",
 					 VARLINK_METHOD_MAX);
-	return rpc_invalid_param(call, err.field, "parameter '%s' %s", err.field, err.reason);
+	return rpc_invalid_param(call, err->field, "parameter '%s' %s", err->field, err->reason);
+}
+
+/*
+ * Everything the handler of m may take for granted: its parameters decoded
+ * into params (see struct rpc_method), checked, and its regions looked up.
+ * Answers what it refuses and returns its errno.
+ */
+static int rpc_call_prepare(struct rpc_call *call, const struct rpc_method *m, void *params)
+{
+	struct json_dispatch_error err;
+	const struct varlink_field *f;
+	int r;
+
+	if (m->params_init)
+		memcpy(params, m->params_init, m->params_size);
+	else
+		memset(params, 0, m->params_size);
+	if (json_dispatch(call->vc.parameters, m->symbol->fields, params, &err) < 0)
+		return invalid_params(call, &err);
+	for (f = m->symbol->fields; f->name; f++)
+		if (f->resolve == RPC_RESOLVE_LENGTH) {
+			struct rpc_string *s = (void *)((char *)params + f->offset);
+
+			s->len = s->s ? rpc_strlen(call, s->s) : 0;
+		}
+	if (m->check) {
+		r = m->check(call, params);
+		if (r < 0)
+			return r;
+	}
+	for (f = m->symbol->fields; f->name; f++)
+		if (f->resolve >= RPC_RESOLVE_REGION) {
+			struct rpc_region *reg = (void *)((char *)params + f->offset);
+
+			r = rpc_region_lookup(call, reg->id, f->resolve - RPC_RESOLVE_REGION,
+					      &reg->region);
+			if (r < 0)
+				return r;
+		}
+	return 0;
+}
+
+/* The handler returned: the regions looked up for it go. */
+static void rpc_call_params_done(const struct rpc_method *m, void *params)
+{
+	for (const struct varlink_field *f = m->symbol->fields; f->name; f++)
+		if (f->resolve >= RPC_RESOLVE_REGION) {
+			struct rpc_region *reg = (void *)((char *)params + f->offset);
+
+			reg->region = region_unref(reg->region);
+		}
 }
 
 /* Objects a page may look at, seen by the caller or not: the bound on the
  * loop's time when a caller sees few of many. */
 #define LIST_PAGE_SCAN_MAX (8 * LIST_PAGE_MAX)
 
-int rpc_reply_page(struct rpc_call *call, const struct idseq *s, const char *name,
+const struct rpc_page_params rpc_page_init = { .limit = LIST_PAGE_DEFAULT };
+
+int rpc_reply_page(struct rpc_call *call, const struct rpc_page_params *p, const struct idseq *s,
+		   const char *name,
 		   int (*item)(struct rpc_call *call, struct idseq_node *node, cJSON **ret))
 {
-	struct {
-		int64_t limit;
-		uint64_t after;
-	} p = { .limit = LIST_PAGE_DEFAULT };
-	static const struct json_field fields[] = {
-		{ "limit", JSON_INT, offsetof(__typeof__(p), limit), 0 },
-		{ "after", JSON_U64, offsetof(__typeof__(p), after), 0 },
-		{},
-	};
 	_cleanup_json_ cJSON *reply = NULL;
 	size_t i, scanned = 0, n = 0;
+	int64_t limit;
 	cJSON *list;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
-	if (p.limit < 1)
+	if (p->limit < 1)
 		return rpc_invalid_param(call, "limit", "parameter 'limit' must be at least 1");
-	p.limit = MIN(p.limit, (int64_t)LIST_PAGE_MAX);
+	limit = MIN(p->limit, (int64_t)LIST_PAGE_MAX);
 
 	reply = cJSON_CreateObject();
 	list = reply ? cJSON_AddArrayToObject(reply, name) : NULL;
 	if (!list)
 		return -ENOMEM;
-	for (i = idseq_seek(s, p.after);
-	     i < s->n && n < (size_t)p.limit && scanned < LIST_PAGE_SCAN_MAX; i++, scanned++) {
+	for (i = idseq_seek(s, p->after);
+	     i < s->n && n < (size_t)limit && scanned < LIST_PAGE_SCAN_MAX; i++, scanned++) {
 		cJSON *o = NULL;
 
 		if (!s->slots[i].node)
@@ -561,11 +616,15 @@ bool rpc_dispatch(struct rpc_call *call)
 
 bool rpc_call_run(struct rpc_call *call, const struct rpc_method *m)
 {
+	_Alignas(max_align_t) unsigned char params[RPC_PARAMS_MAX];
 	int r;
 
 	call->method = m;
 	call->in_handler = true;
-	r = m->handler(call);
+	r = rpc_call_prepare(call, m, params);
+	if (r == 0)
+		r = m->handler(call, params);
+	rpc_call_params_done(m, params);
 	call->in_handler = false;
 	/* Deferred: the holder answers (a handler that deferred returns 0). */
 	if (call->deferred.live)

@@ -62,15 +62,82 @@ struct rpc_ctx {
 	struct gpu_ctx *gpu;
 	struct server *server;
 };
+#define RDMAMEMD_INTERFACE "io.rdmamemd"
 
 /* The method takes file descriptors; calls to other methods may not carry any. */
 #define RPC_ACCEPTS_FDS (1U << 0)
 
+/*
+ * A method, as the dispatcher runs it. Its symbol (proto/idl.h) declares
+ * its parameters and reply once: the IDL is printed from it (rpc_idl.c),
+ * and the dispatcher decodes the parameters by it into a struct of
+ * params_size bytes (at most RPC_PARAMS_MAX), first set to *params_init
+ * (zeroes when NULL), before the handler runs:
+ *
+ *	decoding (types, mandatory and unknown parameters: InvalidParameter
+ *	naming the parameter; presence flags; long strings' lengths),
+ *	then check(), then the region parameters looked up for the caller
+ *	(NoSuchRegion, PermissionDenied), then handler(call, params).
+ *
+ * The handler sees only calls whose parameters are well-formed; what it
+ * adds of its own (values in range, combinations) it answers itself.
+ */
 struct rpc_method {
-	const char *name;
-	int (*handler)(struct rpc_call *call);
+	const char *name;		/* interface.Method; NULL ends a table */
+	const struct varlink_symbol *symbol;
+	int (*handler)(struct rpc_call *call, void *params);
 	unsigned flags;
+	size_t params_size;
+	const void *params_init;
+	/* What the parameters alone decide and must come before a region is
+	 * looked up: answers and returns a negative errno to end the call. */
+	int (*check)(struct rpc_call *call, void *params);
 };
+
+#define RPC_PARAMS_MAX 256
+
+/* A table entry: the method Name of interface, its symbol rpc_symbol_Name
+ * (RPC_DEFINE_METHOD), its handler; then RPC_PARAMS() and other members. */
+#define RPC_METHOD(_iface, _name, _handler, ...)                                      \
+	{ .name = _iface "." #_name, .symbol = &rpc_symbol_##_name, .handler = (_handler), \
+	  __VA_ARGS__ }
+#define RPC_PARAMS(_struct)                                                          \
+	.params_size = sizeof(_struct) +                                             \
+		       0 * sizeof(struct {                                           \
+			       _Static_assert(sizeof(_struct) <= RPC_PARAMS_MAX,     \
+					      "params too large for RPC_PARAMS_MAX"); \
+			       int unused;                                           \
+		       })
+/* The symbol of method Name, with its doc and fields (proto/idl.h). */
+#define RPC_DEFINE_METHOD(_name, _doc, ...) \
+	static const struct varlink_symbol rpc_symbol_##_name = \
+		VARLINK_DEFINE_METHOD(_name, _doc, __VA_ARGS__)
+
+/* What the dispatcher makes of a parameter once decoded (varlink_field.resolve). */
+enum rpc_resolve {
+	RPC_RESOLVE_NONE,
+	RPC_RESOLVE_LENGTH,		/* a string: struct rpc_string, its length filled in */
+	RPC_RESOLVE_REGION,		/* + enum region_right: struct rpc_region, looked up */
+};
+
+/*
+ * A region parameter: the id sent, and the region it names, looked up for
+ * the caller with the right the method declares. The reference is the
+ * dispatcher's, dropped once the handler returns: a handler that keeps the
+ * region takes its own (region_ref()). A region parameter is mandatory.
+ */
+struct rpc_region {
+	uint64_t id;
+	struct region *region;
+};
+
+#define RPC_INPUT_REGION(_struct, _name, _right)                                  \
+	{ .name = #_name, .type = VARLINK_U64, .offset = offsetof(_struct, _name), \
+	  .resolve = RPC_RESOLVE_REGION + (_right) }
+/* A string parameter with its length (struct rpc_string), measured once. */
+#define RPC_INPUT_MEASURED(_struct, _name, _flags)                                          \
+	{ .name = #_name, .type = VARLINK_STRING, .flags = (_flags),                        \
+	  .offset = offsetof(_struct, _name), .resolve = RPC_RESOLVE_LENGTH }
 
 /*
  * A call's string parameter of RPC_STRING_MEASURE_MIN bytes or more, measured
@@ -235,9 +302,6 @@ int rpc_region_lookup(struct rpc_call *call, uint64_t id, enum region_right righ
 /* strlen() of a string parameter of the call, measured already when long. */
 size_t rpc_strlen(const struct rpc_call *call, const char *s);
 
-/* Decodes call parameters; on failure answers InvalidParameter and returns -EINVAL. */
-int rpc_params(struct rpc_call *call, const struct json_field *fields, void *out);
-
 /*
  * Takes fd number index of the call (a parameter's value) out of the call;
  * answers InvalidParameter naming param when there is no such fd.
@@ -247,17 +311,29 @@ int rpc_take_fd(struct rpc_call *call, const char *param, uint32_t index, int *r
 struct idseq;
 struct idseq_node;
 
+/* A listing method's parameters (RPC_PAGE_INPUTS), from RPC_PAGE_PARAMS. */
+struct rpc_page_params {
+	int64_t limit;
+	uint64_t after;
+};
+extern const struct rpc_page_params rpc_page_init;
+#define RPC_PAGE_INPUTS                                                                  \
+	VARLINK_INPUT(struct rpc_page_params, limit, VARLINK_INT, VARLINK_NULLABLE),    \
+		VARLINK_INPUT(struct rpc_page_params, after, VARLINK_U64, VARLINK_NULLABLE)
+#define RPC_PAGE_PARAMS RPC_PARAMS(struct rpc_page_params), .params_init = &rpc_page_init
+
 /*
- * Answers a listing method whose parameters are limit and after: {name:
- * [items], next} with the objects of s whose ids are above after, in id
- * order, at most limit of them (LIST_PAGE_DEFAULT, at most LIST_PAGE_MAX).
+ * Answers a listing method: {name: [items], next} with the objects of s
+ * whose ids are above p->after, in id order, at most p->limit of them
+ * (LIST_PAGE_DEFAULT, at most LIST_PAGE_MAX).
  * item makes an object's JSON, or leaves *ret NULL for one the caller may
  * not see; it may not add objects to s or remove any. next, the id of the
  * last object looked at, is there when more may follow: a page looks at no
  * more than 8 × LIST_PAGE_MAX slots, so one whose caller sees few of them
  * may be short, even empty, and still have a next.
  */
-int rpc_reply_page(struct rpc_call *call, const struct idseq *s, const char *name,
+int rpc_reply_page(struct rpc_call *call, const struct rpc_page_params *p, const struct idseq *s,
+		   const char *name,
 		   int (*item)(struct rpc_call *call, struct idseq_node *node, cJSON **ret));
 
 /* Method tables of each module. */
@@ -268,8 +344,22 @@ extern const struct rpc_method rpc_data_methods[];
 extern const struct rpc_method rpc_rdma_methods[];
 extern const struct rpc_method rpc_gpu_methods[];
 
-/* The interface descriptions served by GetInterfaceDescription. */
-extern const char rpc_idl_io_rdmamemd[];
-extern const char rpc_idl_org_varlink_service[];
+/* The interfaces served, with their doc (rpc_idl.c); a NULL name ends it. */
+struct rpc_interface {
+	const char *name;
+	const char *doc;
+};
+extern const struct rpc_interface rpc_interfaces[];
+
+/*
+ * The IDL text of interface name, printed from the method tables and the
+ * error table (proto/errors.c): what GetInterfaceDescription serves and
+ * proto/<name>.varlink holds (make idl). -ENOENT for an interface not
+ * served, -ENOMEM.
+ */
+int rpc_idl_text(const char *name, char **ret);
+
+/* Each method of the tables in turn (NULL after the last): i from 0. */
+const struct rpc_method *rpc_method_next(size_t *i);
 
 #endif

@@ -23,12 +23,13 @@ struct end_params {
 	bool has_lease;		/* lease was sent: "0" names no lease, it does not mean none */
 };
 
-static const struct json_field end_fields[] = {
-	{ "region", JSON_U64, offsetof(struct end_params, region), JSON_MANDATORY },
-	{ "offset", JSON_U64, offsetof(struct end_params, offset), 0 },
-	{ "lease", JSON_U64, offsetof(struct end_params, lease), 0 },
-	{},
-};
+/* Copy's ends, decoded into struct end_params by the dispatcher. */
+static const struct varlink_symbol rpc_type_End = VARLINK_DEFINE_TYPE(
+	End, "One end of a Copy.",
+	VARLINK_INPUT(struct end_params, region, VARLINK_U64, 0),
+	VARLINK_INPUT(struct end_params, offset, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_INPUT_HAS(struct end_params, lease, lease, VARLINK_U64, VARLINK_NULLABLE,
+			  has_lease));
 
 static int parse_mode(struct rpc_call *call, const char *param, const char *s, bool write,
 		      enum lock_mode *ret)
@@ -163,41 +164,74 @@ static struct rpc_deferred *defer_xfer(struct rpc_call *call, struct xfer *x)
 	return x->userdata;
 }
 
-static int method_read(struct rpc_call *call)
+struct read_params {
+	struct end_params end;
+	uint64_t length;
+	int64_t timeout_ms;
+};
+
+struct write_params {
+	struct end_params end;
+	struct rpc_string data;
+	const char *mode;
+	int64_t timeout_ms;
+};
+
+struct copy_params {
+	struct end_params from, to;
+	uint64_t length;
+	const char *mode;
+	int64_t timeout_ms;
+};
+
+struct lock_params {
+	uint64_t region;
+	const char *mode;
+	int64_t timeout_ms;
+};
+
+/* timeout_ms is -1 (wait) unless sent. */
+static const struct read_params read_params_init = { .timeout_ms = -1 };
+static const struct write_params write_params_init = { .timeout_ms = -1 };
+static const struct copy_params copy_params_init = { .timeout_ms = -1 };
+static const struct lock_params lock_params_init = { .timeout_ms = -1 };
+
+RPC_DEFINE_METHOD(
+	Read,
+	"length bytes at offset (default 0), base64 (RFC 4648), at most the inline\n"
+	"limit (4 MiB by default). timeout_ms bounds the wait for the lock: -1\n"
+	"(default) waits, 0 only takes a free lock.",
+	VARLINK_INPUT_AT(struct read_params, region, end.region, VARLINK_U64, 0),
+	VARLINK_INPUT_AT(struct read_params, offset, end.offset, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct read_params, length, VARLINK_U64, 0),
+	VARLINK_INPUT_HAS(struct read_params, lease, end.lease, VARLINK_U64, VARLINK_NULLABLE,
+			  end.has_lease),
+	VARLINK_INPUT(struct read_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_OUTPUT(length, VARLINK_U64, 0),
+	VARLINK_OUTPUT(data, VARLINK_STRING, 0));
+
+static int method_read(struct rpc_call *call, void *params)
 {
-	struct {
-		struct end_params end;
-		uint64_t length;
-		int64_t timeout_ms;
-	} p = { .timeout_ms = -1 };
-	static const struct json_field fields[] = {
-		{ "region", JSON_U64, offsetof(__typeof__(p), end.region), JSON_MANDATORY },
-		{ "offset", JSON_U64, offsetof(__typeof__(p), end.offset), 0 },
-		{ "length", JSON_U64, offsetof(__typeof__(p), length), JSON_MANDATORY },
-		{ "lease", JSON_U64, offsetof(__typeof__(p), end.lease), 0 },
-		{ "timeout_ms", JSON_INT, offsetof(__typeof__(p), timeout_ms), 0 },
-		{},
-	};
+	const struct read_params *p = params;
 	uint64_t limit = call->ctx->core->cfg.read_inline_max;
 	struct xfer *x;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0)
+	r = parse_timeout(call, p->timeout_ms);
+	if (r < 0)
 		return r;
-	p.end.has_lease = json_present(call->vc.parameters, "lease");
-	if (p.length > limit)
+	if (p->length > limit)
 		return rpc_errorf(call, RDMAMEM_ERROR_TRANSFER_TOO_LARGE,
 				  "Read returns at most %" PRIu64 " bytes inline, %" PRIu64
 				  " were asked; read in pieces, or Copy into a region of your own "
 				  "and use its mapping",
-				  limit, p.length);
+				  limit, p->length);
 
-	x = new_xfer(call, XFER_READ, p.timeout_ms);
+	x = new_xfer(call, XFER_READ, p->timeout_ms);
 	if (!x)
 		return -ENOMEM;
-	x->length = p.length;
-	r = resolve_end(call, &p.end, p.length, false, LOCK_SHARED, "read", &x->src);
+	x->length = p->length;
+	r = resolve_end(call, &p->end, p->length, false, LOCK_SHARED, "read", &x->src);
 	if (r < 0) {
 		xfer_free(x);
 		return r;
@@ -205,52 +239,50 @@ static int method_read(struct rpc_call *call)
 	/* Room for the reply first, while no lock is held: its base64 is made
 	 * before anything of it can leave. Locks are taken, and rights checked
 	 * again, once it is there. */
-	if (rpc_deferred_reserve(defer_xfer(call, x), xfer_read_reply_size(p.length), start_xfer))
+	if (rpc_deferred_reserve(defer_xfer(call, x), xfer_read_reply_size(p->length), start_xfer))
 		start_xfer(x);
 	return 0;
 }
 
-static int method_write(struct rpc_call *call)
+RPC_DEFINE_METHOD(
+	Write,
+	"Writes the base64 data at offset. mode \"exclusive\" (default) or\n"
+	"\"disjoint\" (the caller promises its range does not overlap other disjoint\n"
+	"writers').",
+	VARLINK_INPUT_AT(struct write_params, region, end.region, VARLINK_U64, 0),
+	VARLINK_INPUT_AT(struct write_params, offset, end.offset, VARLINK_U64, VARLINK_NULLABLE),
+	RPC_INPUT_MEASURED(struct write_params, data, 0),
+	VARLINK_INPUT(struct write_params, mode, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_INPUT_HAS(struct write_params, lease, end.lease, VARLINK_U64, VARLINK_NULLABLE,
+			  end.has_lease),
+	VARLINK_INPUT(struct write_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_OUTPUT(length, VARLINK_U64, 0));
+
+static int method_write(struct rpc_call *call, void *params)
 {
-	struct {
-		struct end_params end;
-		const char *data;
-		const char *mode;
-		int64_t timeout_ms;
-	} p = { .timeout_ms = -1 };
-	static const struct json_field fields[] = {
-		{ "region", JSON_U64, offsetof(__typeof__(p), end.region), JSON_MANDATORY },
-		{ "offset", JSON_U64, offsetof(__typeof__(p), end.offset), 0 },
-		{ "data", JSON_STRING, offsetof(__typeof__(p), data), JSON_MANDATORY },
-		{ "mode", JSON_STRING, offsetof(__typeof__(p), mode), 0 },
-		{ "lease", JSON_U64, offsetof(__typeof__(p), end.lease), 0 },
-		{ "timeout_ms", JSON_INT, offsetof(__typeof__(p), timeout_ms), 0 },
-		{},
-	};
+	const struct write_params *p = params;
 	enum lock_mode mode = LOCK_EXCLUSIVE;
+	const char *data = p->data.s;
+	size_t len = p->data.len;
 	struct xfer *x;
-	size_t len;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0 ||
-	    (r = parse_mode(call, "mode", p.mode, true, &mode)) < 0)
+	if ((r = parse_timeout(call, p->timeout_ms)) < 0 ||
+	    (r = parse_mode(call, "mode", p->mode, true, &mode)) < 0)
 		return r;
-	p.end.has_lease = json_present(call->vc.parameters, "lease");
-	len = rpc_strlen(call, p.data);
 	/* The length is known from the text; the full check runs where the
 	 * bytes are decoded, before any lands. */
 	if (len % 4)
 		return rpc_invalid_param(call, "data", "parameter 'data' is not valid base64: its "
 						       "length is not a multiple of 4");
 
-	x = new_xfer(call, XFER_WRITE, p.timeout_ms);
+	x = new_xfer(call, XFER_WRITE, p->timeout_ms);
 	if (!x)
 		return -ENOMEM;
-	x->text = p.data;
+	x->text = data;
 	x->text_len = len;
-	x->length = len / 4 * 3 - (len && p.data[len - 1] == '=') - (len > 1 && p.data[len - 2] == '=');
-	r = resolve_end(call, &p.end, x->length, true, mode, "write", &x->dst);
+	x->length = len / 4 * 3 - (len && data[len - 1] == '=') - (len > 1 && data[len - 2] == '=');
+	r = resolve_end(call, &p->end, x->length, true, mode, "write", &x->dst);
 	if (r < 0) {
 		xfer_free(x);
 		return r;
@@ -260,48 +292,34 @@ static int method_write(struct rpc_call *call)
 	return 0;
 }
 
-static int method_copy(struct rpc_call *call)
+RPC_DEFINE_METHOD(Copy,
+		  "Copies length bytes between two regions (or within one) inside the\n"
+		  "daemon: no payload on the socket. mode applies to the destination.",
+		  VARLINK_INPUT_BY_TYPE(struct copy_params, from, from, rpc_type_End, 0),
+		  VARLINK_INPUT_BY_TYPE(struct copy_params, to, to, rpc_type_End, 0),
+		  VARLINK_INPUT(struct copy_params, length, VARLINK_U64, 0),
+		  VARLINK_INPUT(struct copy_params, mode, VARLINK_STRING, VARLINK_NULLABLE),
+		  VARLINK_INPUT(struct copy_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
+		  VARLINK_OUTPUT(length, VARLINK_U64, 0));
+
+static int method_copy(struct rpc_call *call, void *params)
 {
-	struct {
-		cJSON *from, *to;
-		uint64_t length;
-		const char *mode;
-		int64_t timeout_ms;
-	} p = { .timeout_ms = -1 };
-	static const struct json_field fields[] = {
-		{ "from", JSON_OBJECT, offsetof(__typeof__(p), from), JSON_MANDATORY },
-		{ "to", JSON_OBJECT, offsetof(__typeof__(p), to), JSON_MANDATORY },
-		{ "length", JSON_U64, offsetof(__typeof__(p), length), JSON_MANDATORY },
-		{ "mode", JSON_STRING, offsetof(__typeof__(p), mode), 0 },
-		{ "timeout_ms", JSON_INT, offsetof(__typeof__(p), timeout_ms), 0 },
-		{},
-	};
-	struct end_params from = {}, to = {};
-	struct json_dispatch_error err;
+	const struct copy_params *p = params;
 	enum lock_mode mode = LOCK_EXCLUSIVE;
 	struct xfer *x;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0 ||
-	    (r = parse_mode(call, "mode", p.mode, true, &mode)) < 0)
+	if ((r = parse_timeout(call, p->timeout_ms)) < 0 ||
+	    (r = parse_mode(call, "mode", p->mode, true, &mode)) < 0)
 		return r;
-	if (json_dispatch(p.from, end_fields, &from, &err) < 0)
-		return rpc_invalid_param(call, "from", "parameter 'from.%.64s' %s", err.field ?: "",
-					 err.reason);
-	if (json_dispatch(p.to, end_fields, &to, &err) < 0)
-		return rpc_invalid_param(call, "to", "parameter 'to.%.64s' %s", err.field ?: "",
-					 err.reason);
-	from.has_lease = json_present(p.from, "lease");
-	to.has_lease = json_present(p.to, "lease");
 
-	x = new_xfer(call, XFER_COPY, p.timeout_ms);
+	x = new_xfer(call, XFER_COPY, p->timeout_ms);
 	if (!x)
 		return -ENOMEM;
-	x->length = p.length;
-	r = resolve_end(call, &from, p.length, false, LOCK_SHARED, "source", &x->src);
+	x->length = p->length;
+	r = resolve_end(call, &p->from, p->length, false, LOCK_SHARED, "source", &x->src);
 	if (r >= 0)
-		r = resolve_end(call, &to, p.length, true, mode, "destination", &x->dst);
+		r = resolve_end(call, &p->to, p->length, true, mode, "destination", &x->dst);
 	if (r < 0) {
 		xfer_free(x);
 		return r;
@@ -347,30 +365,29 @@ static void lock_call_cancel(void *userdata)
 	rpc_deferred_drop(l->userdata);
 }
 
-static int method_lock(struct rpc_call *call)
+RPC_DEFINE_METHOD(Lock,
+		  "Takes a lease on the region's access lock: mode \"shared\", \"disjoint\" or\n"
+		  "\"exclusive\". The answer comes when the lock is granted (or timeout_ms\n"
+		  "passed: LockTimeout). The lease lasts until Unlock or disconnect.",
+		  VARLINK_INPUT(struct lock_params, region, VARLINK_U64, 0),
+		  VARLINK_INPUT(struct lock_params, mode, VARLINK_STRING, 0),
+		  VARLINK_INPUT(struct lock_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
+		  VARLINK_OUTPUT(lease, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(mode, VARLINK_STRING, 0));
+
+static int method_lock(struct rpc_call *call, void *params)
 {
-	struct {
-		uint64_t region;
-		const char *mode;
-		int64_t timeout_ms;
-	} p = { .timeout_ms = -1 };
-	static const struct json_field fields[] = {
-		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
-		{ "mode", JSON_STRING, offsetof(__typeof__(p), mode), JSON_MANDATORY },
-		{ "timeout_ms", JSON_INT, offsetof(__typeof__(p), timeout_ms), 0 },
-		{},
-	};
+	const struct lock_params *p = params;
 	enum lock_mode mode = LOCK_SHARED;
 	struct region *reg = NULL;
 	struct errinfo err = {};
 	struct lease *l;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0 || (r = parse_timeout(call, p.timeout_ms)) < 0 ||
-	    (r = parse_mode(call, "mode", p.mode, false, &mode)) < 0)
+	if ((r = parse_timeout(call, p->timeout_ms)) < 0 ||
+	    (r = parse_mode(call, "mode", p->mode, false, &mode)) < 0)
 		return r;
-	r = rpc_region_lookup(call, p.region, mode == LOCK_SHARED ? REGION_READ : REGION_WRITE,
+	r = rpc_region_lookup(call, p->region, mode == LOCK_SHARED ? REGION_READ : REGION_WRITE,
 			      &reg);
 	if (r < 0)
 		return r;
@@ -379,7 +396,7 @@ static int method_lock(struct rpc_call *call)
 	region_unref(reg);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
-	r = lease_acquire(l, p.timeout_ms, lock_done, NULL);
+	r = lease_acquire(l, p->timeout_ms, lock_done, NULL);
 	if (r == 1) {
 		cJSON *j = lease_json(l);
 
@@ -398,23 +415,20 @@ static int method_lock(struct rpc_call *call)
 	return 0;
 }
 
-static int method_unlock(struct rpc_call *call)
+struct unlock_params {
+	uint64_t lease;
+};
+
+RPC_DEFINE_METHOD(Unlock, NULL, VARLINK_INPUT(struct unlock_params, lease, VARLINK_U64, 0));
+
+static int method_unlock(struct rpc_call *call, void *params)
 {
-	struct {
-		uint64_t lease;
-	} p = {};
-	static const struct json_field fields[] = {
-		{ "lease", JSON_U64, offsetof(__typeof__(p), lease), JSON_MANDATORY },
-		{},
-	};
+	const struct unlock_params *p = params;
 	struct errinfo err = {};
 	struct lease *l;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
-	r = lease_lookup(call->ctx->regions, p.lease, call->session, &l, &err);
+	r = lease_lookup(call->ctx->regions, p->lease, call->session, &l, &err);
 	if (r < 0)
 		return rpc_error_info(call, &err);
 	lease_release(l);
@@ -422,10 +436,14 @@ static int method_unlock(struct rpc_call *call)
 }
 
 const struct rpc_method rpc_data_methods[] = {
-	{ "io.rdmamemd.Read", method_read, 0 },
-	{ "io.rdmamemd.Write", method_write, 0 },
-	{ "io.rdmamemd.Copy", method_copy, 0 },
-	{ "io.rdmamemd.Lock", method_lock, 0 },
-	{ "io.rdmamemd.Unlock", method_unlock, 0 },
+	RPC_METHOD(RDMAMEMD_INTERFACE, Read, method_read, RPC_PARAMS(struct read_params),
+		   .params_init = &read_params_init),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Write, method_write, RPC_PARAMS(struct write_params),
+		   .params_init = &write_params_init),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Copy, method_copy, RPC_PARAMS(struct copy_params),
+		   .params_init = &copy_params_init),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Lock, method_lock, RPC_PARAMS(struct lock_params),
+		   .params_init = &lock_params_init),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Unlock, method_unlock, RPC_PARAMS(struct unlock_params)),
 	{},
 };

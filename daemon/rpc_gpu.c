@@ -127,30 +127,54 @@ static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 	rpc_deferred_error(d, &e);
 }
 
-static int method_list_gpus(struct rpc_call *call)
+static const struct varlink_symbol rpc_type_Gpu = VARLINK_DEFINE_TYPE(
+	Gpu, NULL,
+	VARLINK_FIELD(ordinal, VARLINK_INT, 0),
+	VARLINK_FIELD(name, VARLINK_STRING, 0),
+	VARLINK_FIELD(pci_bus_id, VARLINK_STRING, 0),
+	VARLINK_FIELD(memory, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT(
+		"CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: GPU memory registers through\n"
+		"ibv_reg_dmabuf_mr"),
+	VARLINK_FIELD(dma_buf, VARLINK_BOOL, 0),
+	VARLINK_FIELD(vmm, VARLINK_BOOL, 0),
+	VARLINK_FIELD(vmm_posix_fd, VARLINK_BOOL, 0),
+	VARLINK_FIELD(gpudirect_rdma_vmm, VARLINK_BOOL, 0),
+	VARLINK_FIELD(primary_context_refs, VARLINK_INT, 0),
+	VARLINK_FIELD(regions, VARLINK_INT, 0));
+
+struct list_gpus_params {
+	bool probe;
+};
+
+RPC_DEFINE_METHOD(
+	ListGpus,
+	"The CUDA driver, the GPUs and peer-memory support (nvidia_peermem, for\n"
+	"ibv_reg_mr on GPU addresses). The daemon loads the driver on the first GPU\n"
+	"import; probe loads it now.",
+	VARLINK_INPUT(struct list_gpus_params, probe, VARLINK_BOOL, VARLINK_NULLABLE),
+	VARLINK_OUTPUT_INLINE(driver, 0, VARLINK_FIELD(loaded, VARLINK_BOOL, 0),
+			      VARLINK_FIELD(message, VARLINK_STRING, VARLINK_NULLABLE)),
+	VARLINK_OUTPUT_BY_TYPE(gpus, rpc_type_Gpu, VARLINK_ARRAY),
+	VARLINK_OUTPUT_INLINE(peer_memory, 0, VARLINK_FIELD(module, VARLINK_STRING, 0),
+			      VARLINK_FIELD(loaded, VARLINK_BOOL, 0)));
+
+static int method_list_gpus(struct rpc_call *call, void *params)
 {
-	struct {
-		bool probe;
-	} p = {};
-	static const struct json_field fields[] = {
-		{ "probe", JSON_BOOL, offsetof(__typeof__(p), probe), 0 },
-		{},
-	};
+	const struct list_gpus_params *p = params;
 	struct rpc_deferred *d;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
 	/* No cancel hook: if the client leaves, the answer is dropped. */
 	d = rpc_defer(call, NULL, NULL);
-	r = gpu_list(call->ctx->gpu, p.probe, gpus_listed, d);
+	r = gpu_list(call->ctx->gpu, p->probe, gpus_listed, d);
 	if (r < 0)
 		rpc_deferred_fail(d, r);
 	return 0;
 }
 
 const struct rpc_method rpc_gpu_methods[] = {
-	{ "io.rdmamemd.ListGpus", method_list_gpus, 0 },
+	RPC_METHOD(RDMAMEMD_INTERFACE, ListGpus, method_list_gpus,
+		   RPC_PARAMS(struct list_gpus_params)),
 	{},
 };

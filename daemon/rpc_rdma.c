@@ -25,6 +25,33 @@
 #include "rpc_rdma.h"
 #include "token.h"
 
+const struct varlink_symbol rpc_type_Registration = VARLINK_DEFINE_TYPE(
+	Registration,
+	"A region's registration on one RDMA device: in force (lkey, rkey, addr,\n"
+	"length, access, via), still being made, or a failure recorded with its cause\n"
+	"(errno text, range, memlock limit), which is not retried until root's\n"
+	"RetryRegistration clears it (\"recorded\": true when this answer did not\n"
+	"attempt it).",
+	VARLINK_FIELD(device, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("\"registered\", \"pending\" or \"failed\""),
+	VARLINK_FIELD(state, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("\"ibv\" or \"mlx5\""),
+	VARLINK_FIELD(backend, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_FIELD(lkey, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_FIELD(rkey, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_FIELD_COMMENT("the address remote peers use (the MR's iova: the daemon's mapping)"),
+	VARLINK_FIELD(addr, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_FIELD(length, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_FIELD(access, VARLINK_STRING, VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_FIELD_COMMENT(
+		"how the device reaches the memory: \"host-memory\" (ibv_reg_mr on the\n"
+		"daemon's mapping), \"dma-buf\" (ibv_reg_dmabuf_mr, GPU memory) or\n"
+		"\"peer-memory\" (ibv_reg_mr on a GPU address, through nvidia_peermem)"),
+	VARLINK_FIELD(via, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_FIELD(error, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_FIELD(errno, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_FIELD(recorded, VARLINK_BOOL, VARLINK_NULLABLE));
+
 /* A call waiting for registrations on several devices to settle. */
 struct reg_wait {
 	struct rpc_deferred *call;
@@ -282,65 +309,104 @@ int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devic
 	return 0;
 }
 
-static int method_register_on(struct rpc_call *call)
-{
-	struct {
-		uint64_t region;
-		cJSON *devices;
-	} p = {};
-	static const struct json_field fields[] = {
-		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
-		{ "devices", JSON_ANY, offsetof(__typeof__(p), devices), JSON_MANDATORY },
-		{},
-	};
-	struct region *reg;
-	int r;
+struct register_on_params {
+	struct rpc_region region;
+	const cJSON *devices;
+};
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
-	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
-	if (r < 0)
-		return r;
-	rpc_register_on(rpc_defer(call, NULL, NULL), reg, p.devices, false);
-	region_unref(reg);
+RPC_DEFINE_METHOD(
+	RegisterOn,
+	"Registers a region on more devices (\"all\", or a list of names); answers\n"
+	"once each has settled, in the order asked (NoSuchRegion when the region\n"
+	"was unregistered meanwhile). A read-only region on Linux before 6.2:\n"
+	"ReadOnlyRegion, nothing tried. Owner (or root) only. A list names at most\n"
+	"64 devices (or as many as are open, when more); each once, repeats are\n"
+	"dropped. A name that is no open device is answered as a failure (errno\n"
+	"19, recorded false) that the region does not keep.",
+	RPC_INPUT_REGION(struct register_on_params, region, REGION_ADMIN),
+	VARLINK_INPUT(struct register_on_params, devices, VARLINK_OBJECT, 0),
+	VARLINK_OUTPUT(region, VARLINK_U64, 0),
+	VARLINK_OUTPUT_BY_TYPE(registrations, rpc_type_Registration, VARLINK_ARRAY));
+
+static int method_register_on(struct rpc_call *call, void *params)
+{
+	const struct register_on_params *p = params;
+
+	rpc_register_on(rpc_defer(call, NULL, NULL), p->region.region, p->devices, false);
 	return 0;
 }
 
-static int method_retry_registration(struct rpc_call *call)
-{
-	struct {
-		uint64_t region;
-		const char *device;
-	} p = {};
-	static const struct json_field fields[] = {
-		{ "region", JSON_U64, offsetof(__typeof__(p), region), JSON_MANDATORY },
-		{ "device", JSON_STRING, offsetof(__typeof__(p), device), JSON_MANDATORY },
-		{},
-	};
-	struct region *reg;
-	int r;
+struct retry_registration_params {
+	struct rpc_region region;
+	const char *device;
+};
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
-	/* Retrying costs the device and the host a new pinning attempt: the
-	 * operator decides, not every client. */
+RPC_DEFINE_METHOD(RetryRegistration,
+		  "Forgets a recorded registration failure so the next request tries again.\n"
+		  "Root only.",
+		  RPC_INPUT_REGION(struct retry_registration_params, region, REGION_ADMIN),
+		  VARLINK_INPUT(struct retry_registration_params, device, VARLINK_STRING, 0));
+
+/* Retrying costs the device and the host a new pinning attempt: the
+ * operator decides, not every client. */
+static int retry_registration_check(struct rpc_call *call, _unused_ void *params)
+{
 	if (call->session->cred.uid != 0)
 		return rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
 				  "RetryRegistration is for root: a recorded failure stays until an "
 				  "administrator clears it");
-	r = rpc_region_lookup(call, p.region, REGION_ADMIN, &reg);
-	if (r < 0)
-		return r;
-	r = mreg_forget_failure(reg, p.device);
-	region_unref(reg);
+	return 0;
+}
+
+static int method_retry_registration(struct rpc_call *call, void *params)
+{
+	const struct retry_registration_params *p = params;
+	int r;
+
+	r = mreg_forget_failure(p->region.region, p->device);
 	if (r < 0)
 		return rpc_invalid_param(call, "device",
 					 "region %" PRIu64 " has no recorded failure on '%.64s'",
-					 p.region, p.device);
+					 p->region.id, p->device);
 	return rpc_reply(call, NULL);
 }
+
+static const struct varlink_symbol rpc_type_Gid = VARLINK_DEFINE_TYPE(
+	Gid, NULL,
+	VARLINK_FIELD(index, VARLINK_INT, 0),
+	VARLINK_FIELD(gid, VARLINK_STRING, 0),
+	VARLINK_FIELD(type, VARLINK_STRING, 0));
+
+static const struct varlink_symbol rpc_type_Port = VARLINK_DEFINE_TYPE(
+	Port, NULL,
+	VARLINK_FIELD(port, VARLINK_INT, 0),
+	VARLINK_FIELD(state, VARLINK_STRING, 0),
+	VARLINK_FIELD(link_layer, VARLINK_STRING, 0),
+	VARLINK_FIELD(mtu, VARLINK_INT, 0),
+	VARLINK_FIELD(lid, VARLINK_INT, 0),
+	VARLINK_FIELD_BY_TYPE(gids, rpc_type_Gid, VARLINK_ARRAY));
+
+static const struct varlink_symbol rpc_type_DeviceEvent = VARLINK_DEFINE_TYPE(
+	DeviceEvent, NULL,
+	VARLINK_FIELD(event, VARLINK_STRING, 0),
+	VARLINK_FIELD(age_msec, VARLINK_U64, 0));
+
+static const struct varlink_symbol rpc_type_Device = VARLINK_DEFINE_TYPE(
+	Device, NULL,
+	VARLINK_FIELD(name, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("\"ibv\", or \"mlx5\" when mlx5dv supports the device"),
+	VARLINK_FIELD(backend, VARLINK_STRING, 0),
+	VARLINK_FIELD(node_guid, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("IBV_EVENT_DEVICE_FATAL seen: new registrations fail"),
+	VARLINK_FIELD(fatal, VARLINK_BOOL, 0),
+	VARLINK_FIELD(mrs, VARLINK_U64, 0),
+	VARLINK_FIELD(pinned_bytes, VARLINK_U64, 0),
+	VARLINK_FIELD(connections, VARLINK_INT, 0),
+	VARLINK_FIELD(protection_domains, VARLINK_INT, 0),
+	VARLINK_FIELD(max_mr_size, VARLINK_U64, 0),
+	VARLINK_FIELD_BY_TYPE(ports, rpc_type_Port, VARLINK_ARRAY),
+	VARLINK_FIELD_COMMENT("the last asynchronous events"),
+	VARLINK_FIELD_BY_TYPE(events, rpc_type_DeviceEvent, VARLINK_ARRAY));
 
 static cJSON *device_json(const struct device *dev)
 {
@@ -405,16 +471,20 @@ static cJSON *device_json(const struct device *dev)
 	return TAKE_PTR(o);
 }
 
-static int method_list_devices(struct rpc_call *call)
+RPC_DEFINE_METHOD(
+	ListDevices,
+	"The RDMA devices the daemon opened (none is a normal state), and how many\n"
+	"remote connections it refused (no or bad token, network, device, limit),\n"
+	"through rdmacm and ConnectQueuePair.",
+	VARLINK_OUTPUT_BY_TYPE(devices, rpc_type_Device, VARLINK_ARRAY),
+	VARLINK_OUTPUT(rejected_connections, VARLINK_U64, 0));
+
+static int method_list_devices(struct rpc_call *call, _unused_ void *params)
 {
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 	struct device *dev;
 	cJSON *list;
-	int r;
 
-	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
-	if (r < 0)
-		return r;
 	list = p ? cJSON_AddArrayToObject(p, "devices") : NULL;
 	if (!list || json_add_u64(p, "rejected_connections", call->ctx->rdma->rejected) < 0)
 		return -ENOMEM;
@@ -428,16 +498,20 @@ static int method_list_devices(struct rpc_call *call)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
-static int method_create_access_token(struct rpc_call *call)
+RPC_DEFINE_METHOD(
+	CreateAccessToken,
+	"A token that admits remote peers into the caller's uid's protection\n"
+	"domains. It lives until RevokeAccessToken or until this connection closes.",
+	VARLINK_OUTPUT(token, VARLINK_STRING, 0),
+	VARLINK_OUTPUT(uid, VARLINK_INT, 0));
+
+static int method_create_access_token(struct rpc_call *call, _unused_ void *params)
 {
 	_cleanup_json_ cJSON *p = NULL;
 	struct errinfo err = {};
 	struct token *t;
 	int r;
 
-	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
-	if (r < 0)
-		return r;
 	r = token_create(call->ctx->rdma, call->session, &t, &err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
@@ -464,20 +538,23 @@ static int lookup_token(struct rpc_call *call, const char *hex, struct token **r
 	return 0;
 }
 
-static int method_revoke_access_token(struct rpc_call *call)
+struct revoke_access_token_params {
+	const char *token;
+};
+
+RPC_DEFINE_METHOD(RevokeAccessToken,
+		  "Revokes a token and tears down the connections it admitted. Its uid (or\n"
+		  "root) only.",
+		  VARLINK_INPUT(struct revoke_access_token_params, token, VARLINK_STRING, 0));
+
+static int method_revoke_access_token(struct rpc_call *call, void *params)
 {
-	struct {
-		const char *token;
-	} p = {};
-	static const struct json_field fields[] = {
-		{ "token", JSON_STRING, offsetof(__typeof__(p), token), JSON_MANDATORY },
-		{},
-	};
+	const struct revoke_access_token_params *p = params;
 	struct token *t = NULL;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0 || (r = lookup_token(call, p.token, &t)) < 0)
+	r = lookup_token(call, p->token, &t);
+	if (r < 0)
 		return r;
 	if (call->session->cred.uid != 0 && call->session->cred.uid != t->uid)
 		return rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
@@ -506,24 +583,48 @@ static int parse_gid(const char *s, uint8_t gid[16])
 	return -EINVAL;
 }
 
-static int method_connect_queue_pair(struct rpc_call *call)
+struct connect_queue_pair_params {
+	const char *device, *token, *gid;
+	uint32_t qpn, psn, lid, mtu;
+	int64_t gid_index;
+	bool has_mtu, has_gid_index;
+};
+
+static const struct connect_queue_pair_params connect_queue_pair_init = { .gid_index = -1 };
+
+RPC_DEFINE_METHOD(
+	ConnectQueuePair,
+	"Out-of-band queue pair setup for peers that do not use rdmacm: the peer\n"
+	"gives its RC QP's number, first PSN and GID (IPv6 notation or 32 hex\n"
+	"digits) and optionally the path MTU it wants in bytes (default 1024);\n"
+	"the daemon admits it by the rules rdmacm requests follow (its GID counts\n"
+	"as its address for the allowed networks: NetworkNotAllowed; token;\n"
+	"device; connection limits: TooManyConnections, or QuotaExceeded for the\n"
+	"token's uid), creates a QP in the token's uid's PD on device, connects it\n"
+	"to the peer's, and answers with its own side. mtu is the path MTU the QP\n"
+	"is in: the smaller of what was asked and the port's active MTU. The QP\n"
+	"lives as long as this Varlink connection, or until the token is revoked.",
+	VARLINK_INPUT(struct connect_queue_pair_params, device, VARLINK_STRING, 0),
+	VARLINK_INPUT(struct connect_queue_pair_params, token, VARLINK_STRING, 0),
+	VARLINK_INPUT(struct connect_queue_pair_params, qpn, VARLINK_U32, 0),
+	VARLINK_INPUT(struct connect_queue_pair_params, psn, VARLINK_U32, 0),
+	VARLINK_INPUT(struct connect_queue_pair_params, gid, VARLINK_STRING, 0),
+	VARLINK_INPUT(struct connect_queue_pair_params, lid, VARLINK_U32, VARLINK_NULLABLE),
+	VARLINK_INPUT_HAS(struct connect_queue_pair_params, mtu, mtu, VARLINK_U32, VARLINK_NULLABLE,
+			  has_mtu),
+	VARLINK_INPUT_HAS(struct connect_queue_pair_params, gid_index, gid_index, VARLINK_INT,
+			  VARLINK_NULLABLE, has_gid_index),
+	VARLINK_OUTPUT(qpn, VARLINK_INT, 0),
+	VARLINK_OUTPUT(psn, VARLINK_INT, 0),
+	VARLINK_OUTPUT(lid, VARLINK_INT, 0),
+	VARLINK_OUTPUT(gid, VARLINK_STRING, 0),
+	VARLINK_OUTPUT(gid_index, VARLINK_INT, 0),
+	VARLINK_OUTPUT(port, VARLINK_INT, 0),
+	VARLINK_OUTPUT(mtu, VARLINK_INT, 0));
+
+static int method_connect_queue_pair(struct rpc_call *call, void *params)
 {
-	struct {
-		const char *device, *token, *gid;
-		uint32_t qpn, psn, lid, mtu;
-		int64_t gid_index;
-	} p = { .gid_index = -1 };
-	static const struct json_field fields[] = {
-		{ "device", JSON_STRING, offsetof(__typeof__(p), device), JSON_MANDATORY },
-		{ "token", JSON_STRING, offsetof(__typeof__(p), token), JSON_MANDATORY },
-		{ "qpn", JSON_U32, offsetof(__typeof__(p), qpn), JSON_MANDATORY },
-		{ "psn", JSON_U32, offsetof(__typeof__(p), psn), JSON_MANDATORY },
-		{ "gid", JSON_STRING, offsetof(__typeof__(p), gid), JSON_MANDATORY },
-		{ "lid", JSON_U32, offsetof(__typeof__(p), lid), 0 },
-		{ "mtu", JSON_U32, offsetof(__typeof__(p), mtu), 0 },
-		{ "gid_index", JSON_INT, offsetof(__typeof__(p), gid_index), 0 },
-		{},
-	};
+	const struct connect_queue_pair_params *p = params;
 	struct vb_qp_endpoint peer = {}, local;
 	_cleanup_json_ cJSON *reply = NULL;
 	uint8_t token[TOKEN_BYTES];
@@ -531,35 +632,32 @@ static int method_connect_queue_pair(struct rpc_call *call)
 	char gid[48];
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
-	if (token_parse_hex(p.token, token) < 0)
+	if (token_parse_hex(p->token, token) < 0)
 		return rpc_invalid_param(call, "token", "parameter 'token' must be 32 hex digits, "
 							"as CreateAccessToken returns it");
-	if (p.qpn == 0 || p.qpn > 0xffffff)
+	if (p->qpn == 0 || p->qpn > 0xffffff)
 		return rpc_invalid_param(call, "qpn", "parameter 'qpn' must be a 24-bit QP number");
-	if (parse_gid(p.gid, peer.gid) < 0)
+	if (parse_gid(p->gid, peer.gid) < 0)
 		return rpc_invalid_param(call, "gid", "parameter 'gid' must be an IPv6-style GID "
 						      "or 32 hex digits");
 	/* Absent picks a default; a value sent must be one that exists. */
-	if (json_present(call->vc.parameters, "gid_index") && (p.gid_index < 0 || p.gid_index > 255))
+	if (p->has_gid_index && (p->gid_index < 0 || p->gid_index > 255))
 		return rpc_invalid_param(call, "gid_index",
 					 "parameter 'gid_index' must be a GID table index, 0 to 255; "
 					 "leave it out for the port's default");
 	/* Absent is the default (1024); anything else is at least the
 	 * smallest IB MTU, and is rounded down to one. */
-	if (json_present(call->vc.parameters, "mtu") && p.mtu < 256)
+	if (p->has_mtu && p->mtu < 256)
 		return rpc_invalid_param(call, "mtu", "parameter 'mtu' is a path MTU in bytes: 256, "
 						      "512, 1024, 2048 or 4096");
-	peer.qpn = p.qpn;
-	peer.psn = p.psn;
-	peer.lid = (uint16_t)p.lid;
-	peer.mtu = p.mtu;
+	peer.qpn = p->qpn;
+	peer.psn = p->psn;
+	peer.lid = (uint16_t)p->lid;
+	peer.mtu = p->mtu;
 	/* Admission (networks by the peer's GID, token, device, connection
 	 * limits) is the one rdmacm requests go through. */
-	r = endpoint_connect_qp(call->ctx->rdma, call->session, p.device, token, &peer,
-				(int)p.gid_index, &local,
+	r = endpoint_connect_qp(call->ctx->rdma, call->session, p->device, token, &peer,
+				(int)p->gid_index, &local,
 				&err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
@@ -574,6 +672,18 @@ static int method_connect_queue_pair(struct rpc_call *call)
 		return -ENOMEM;
 	return rpc_reply(call, TAKE_PTR(reply));
 }
+
+static const struct varlink_symbol rpc_type_Connection = VARLINK_DEFINE_TYPE(
+	Connection, NULL,
+	VARLINK_FIELD(id, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("\"rdmacm\" or \"queue-pair\""),
+	VARLINK_FIELD(kind, VARLINK_STRING, 0),
+	VARLINK_FIELD(device, VARLINK_STRING, 0),
+	VARLINK_FIELD(uid, VARLINK_INT, 0),
+	VARLINK_FIELD(peer, VARLINK_STRING, 0),
+	VARLINK_FIELD(qpn, VARLINK_INT, 0),
+	VARLINK_FIELD(established, VARLINK_BOOL, 0),
+	VARLINK_FIELD(age_msec, VARLINK_U64, 0));
 
 /* Remote peers of the caller's uid; root sees all. */
 static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
@@ -596,18 +706,31 @@ static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON
 	return 0;
 }
 
-static int method_list_connections(struct rpc_call *call)
+RPC_DEFINE_METHOD(ListConnections,
+		  "Remote peers' queue pairs: the caller's uid's (all of them for root); a\n"
+		  "page at a time, by id, as ListRegions.",
+		  RPC_PAGE_INPUTS,
+		  VARLINK_OUTPUT_BY_TYPE(connections, rpc_type_Connection, VARLINK_ARRAY),
+		  VARLINK_OUTPUT(next, VARLINK_U64, VARLINK_NULLABLE));
+
+static int method_list_connections(struct rpc_call *call, void *params)
 {
-	return rpc_reply_page(call, &call->ctx->rdma->rconn_order, "connections", connection_item);
+	return rpc_reply_page(call, params, &call->ctx->rdma->rconn_order, "connections",
+			      connection_item);
 }
 
 const struct rpc_method rpc_rdma_methods[] = {
-	{ "io.rdmamemd.RegisterOn", method_register_on, 0 },
-	{ "io.rdmamemd.RetryRegistration", method_retry_registration, 0 },
-	{ "io.rdmamemd.ListDevices", method_list_devices, 0 },
-	{ "io.rdmamemd.CreateAccessToken", method_create_access_token, 0 },
-	{ "io.rdmamemd.RevokeAccessToken", method_revoke_access_token, 0 },
-	{ "io.rdmamemd.ConnectQueuePair", method_connect_queue_pair, 0 },
-	{ "io.rdmamemd.ListConnections", method_list_connections, 0 },
+	RPC_METHOD(RDMAMEMD_INTERFACE, RegisterOn, method_register_on,
+		   RPC_PARAMS(struct register_on_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, RetryRegistration, method_retry_registration,
+		   RPC_PARAMS(struct retry_registration_params), .check = retry_registration_check),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ListDevices, method_list_devices),
+	RPC_METHOD(RDMAMEMD_INTERFACE, CreateAccessToken, method_create_access_token),
+	RPC_METHOD(RDMAMEMD_INTERFACE, RevokeAccessToken, method_revoke_access_token,
+		   RPC_PARAMS(struct revoke_access_token_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ConnectQueuePair, method_connect_queue_pair,
+		   RPC_PARAMS(struct connect_queue_pair_params),
+		   .params_init = &connect_queue_pair_init),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ListConnections, method_list_connections, RPC_PAGE_PARAMS),
 	{},
 };

@@ -9,6 +9,10 @@
 
 struct region;
 struct rpc_deferred;
+struct varlink_symbol;
+
+/* A region's registration on a device, as Register and RegisterOn answer. */
+extern const struct varlink_symbol rpc_type_Registration;
 
 /*
  * Registers r on the devices named by devices ("all", a list, or NULL for

@@ -10,15 +10,20 @@
 
 #define RDMAMEMD_URL "https://github.com/rdmamemd/rdmamemd"
 
-static int method_get_info(struct rpc_call *call)
+RPC_DEFINE_METHOD(GetInfo,
+		  "Get a list of all the interfaces a service provides and information\n"
+		  "about the implementation.",
+		  VARLINK_OUTPUT(vendor, VARLINK_STRING, 0),
+		  VARLINK_OUTPUT(product, VARLINK_STRING, 0),
+		  VARLINK_OUTPUT(version, VARLINK_STRING, 0),
+		  VARLINK_OUTPUT(url, VARLINK_STRING, 0),
+		  VARLINK_OUTPUT(interfaces, VARLINK_STRING, VARLINK_ARRAY));
+
+static int method_get_info(struct rpc_call *call, _unused_ void *params)
 {
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 	cJSON *ifaces;
-	int r;
 
-	r = rpc_params(call, (const struct json_field[]){ {} }, NULL);
-	if (r < 0)
-		return r;
 	if (!p)
 		return -ENOMEM;
 	if (json_add_string(p, "vendor", "rdmamemd") < 0 ||
@@ -29,44 +34,46 @@ static int method_get_info(struct rpc_call *call)
 	ifaces = cJSON_AddArrayToObject(p, "interfaces");
 	if (!ifaces)
 		return -ENOMEM;
-	cJSON_AddItemToArray(ifaces, cJSON_CreateString(VARLINK_SERVICE_INTERFACE));
-	cJSON_AddItemToArray(ifaces, cJSON_CreateString("io.rdmamemd"));
-	if (cJSON_GetArraySize(ifaces) != 2)
-		return -ENOMEM;
+	for (const struct rpc_interface *i = rpc_interfaces; i->name; i++) {
+		cJSON *name = cJSON_CreateString(i->name);
+
+		if (!name)
+			return -ENOMEM;
+		cJSON_AddItemToArray(ifaces, name);
+	}
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
-static int method_get_interface_description(struct rpc_call *call)
+struct get_interface_description_params {
+	const char *interface;
+};
+
+RPC_DEFINE_METHOD(
+	GetInterfaceDescription,
+	"Get the description of an interface that is implemented by this service.",
+	VARLINK_INPUT(struct get_interface_description_params, interface, VARLINK_STRING, 0),
+	VARLINK_OUTPUT(description, VARLINK_STRING, 0));
+
+static int method_get_interface_description(struct rpc_call *call, void *params)
 {
-	struct {
-		const char *interface;
-	} p = {};
-	static const struct json_field fields[] = {
-		{ "interface", JSON_STRING, 0, JSON_MANDATORY },
-		{},
-	};
+	const struct get_interface_description_params *p = params;
 	_cleanup_json_ cJSON *reply = NULL;
-	const char *desc;
+	_cleanup_free_ char *desc = NULL;
 	int r;
 
-	r = rpc_params(call, fields, &p);
-	if (r < 0)
-		return r;
-
 	/* Echoed in InterfaceNotFound: only what could be an interface name. */
-	if (strnlen(p.interface, VARLINK_METHOD_MAX + 1) > VARLINK_METHOD_MAX)
+	if (strnlen(p->interface, VARLINK_METHOD_MAX + 1) > VARLINK_METHOD_MAX)
 		return rpc_invalid_param(call, "interface",
 					 "parameter 'interface' is longer than any interface name");
-	if (strcmp(p.interface, "io.rdmamemd") == 0)
-		desc = rpc_idl_io_rdmamemd;
-	else if (strcmp(p.interface, VARLINK_SERVICE_INTERFACE) == 0)
-		desc = rpc_idl_org_varlink_service;
-	else {
+	r = rpc_idl_text(p->interface, &desc);
+	if (r == -ENOENT) {
 		reply = cJSON_CreateObject();
-		if (!reply || json_add_string(reply, "interface", p.interface) < 0)
+		if (!reply || json_add_string(reply, "interface", p->interface) < 0)
 			return -ENOMEM;
 		return rpc_error(call, VARLINK_ERROR_INTERFACE_NOT_FOUND, TAKE_PTR(reply));
 	}
+	if (r < 0)
+		return r;
 
 	reply = cJSON_CreateObject();
 	if (!reply || json_add_string(reply, "description", desc) < 0)
@@ -75,7 +82,9 @@ static int method_get_interface_description(struct rpc_call *call)
 }
 
 const struct rpc_method rpc_service_methods[] = {
-	{ "org.varlink.service.GetInfo", method_get_info, 0 },
-	{ "org.varlink.service.GetInterfaceDescription", method_get_interface_description, 0 },
+	RPC_METHOD(VARLINK_SERVICE_INTERFACE, GetInfo, method_get_info),
+	RPC_METHOD(VARLINK_SERVICE_INTERFACE, GetInterfaceDescription,
+		   method_get_interface_description,
+		   RPC_PARAMS(struct get_interface_description_params)),
 	{},
 };

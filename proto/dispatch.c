@@ -6,24 +6,32 @@
 #include "dispatch.h"
 #include "json.h"
 
-static const char *type_reason(enum json_type type)
+static bool is_field(const struct varlink_field *f)
 {
-	switch (type) {
-	case JSON_U64:
-		return "must be an unsigned 64-bit integer as a decimal string";
-	case JSON_U32:
-		return "must be an unsigned 32-bit integer";
-	case JSON_INT:
-		return "must be an integer";
-	case JSON_BOOL:
-		return "must be a boolean";
-	case JSON_STRING:
-		return "must be a string";
-	case JSON_OBJECT:
-		return "must be an object";
-	case JSON_ARRAY:
+	return f->type != VARLINK_COMMENT && f->direction == VARLINK_IN;
+}
+
+static const char *type_reason(const struct varlink_field *f)
+{
+	if (f->flags & VARLINK_ARRAY)
 		return "must be an array";
-	case JSON_ANY:
+	if (f->flags & VARLINK_MAP)
+		return "must be an object";
+	switch (f->type) {
+	case VARLINK_U64:
+		return "must be an unsigned 64-bit integer as a decimal string";
+	case VARLINK_U32:
+		return "must be an unsigned 32-bit integer";
+	case VARLINK_INT:
+		return "must be an integer";
+	case VARLINK_BOOL:
+		return "must be a boolean";
+	case VARLINK_STRING:
+		return "must be a string";
+	case VARLINK_STRUCT:
+		return "must be an object";
+	case VARLINK_OBJECT:
+	case VARLINK_COMMENT:
 		break;
 	}
 	return "has the wrong type";
@@ -42,85 +50,110 @@ static int number_to_int(const cJSON *item, double lo, double hi, double *ret)
 	return 0;
 }
 
-static int dispatch_one(const cJSON *item, const struct json_field *f, void *out)
+static int dispatch_one(const cJSON *item, const struct varlink_field *f, void *out)
 {
 	void *p = (char *)out + f->offset;
 	double d;
 
+	if (f->flags & (VARLINK_ARRAY | VARLINK_MAP)) {
+		if (!((f->flags & VARLINK_ARRAY) ? cJSON_IsArray(item) : cJSON_IsObject(item)))
+			return -EINVAL;
+		*(const cJSON **)p = item;
+		return 0;
+	}
 	switch (f->type) {
-	case JSON_U64:
+	case VARLINK_U64:
 		return json_to_u64(item, p);
-	case JSON_U32:
+	case VARLINK_U32:
 		if (number_to_int(item, 0, UINT32_MAX, &d) < 0)
 			return -EINVAL;
 		*(uint32_t *)p = (uint32_t)d;
 		return 0;
-	case JSON_INT:
+	case VARLINK_INT:
 		if (number_to_int(item, -(double)JSON_SAFE_INT_MAX, (double)JSON_SAFE_INT_MAX,
 				  &d) < 0)
 			return -EINVAL;
 		*(int64_t *)p = (int64_t)d;
 		return 0;
-	case JSON_BOOL:
+	case VARLINK_BOOL:
 		if (!cJSON_IsBool(item))
 			return -EINVAL;
 		*(bool *)p = cJSON_IsTrue(item);
 		return 0;
-	case JSON_STRING:
+	case VARLINK_STRING:
 		if (!cJSON_IsString(item))
 			return -EINVAL;
 		*(const char **)p = item->valuestring;
 		return 0;
-	case JSON_OBJECT:
-		if (!cJSON_IsObject(item))
-			return -EINVAL;
+	case VARLINK_STRUCT:
+		/* Its fields are decoded in the last pass. */
+		return cJSON_IsObject(item) ? 0 : -EINVAL;
+	case VARLINK_OBJECT:
 		*(const cJSON **)p = item;
 		return 0;
-	case JSON_ARRAY:
-		if (!cJSON_IsArray(item))
-			return -EINVAL;
-		*(const cJSON **)p = item;
-		return 0;
-	case JSON_ANY:
-		*(const cJSON **)p = item;
-		return 0;
+	case VARLINK_COMMENT:
+		break;
 	}
 	return -EINVAL;
 }
 
-int json_dispatch(const cJSON *obj, const struct json_field *fields, void *out,
+int json_dispatch(const cJSON *obj, const struct varlink_field *fields, void *out,
 		  struct json_dispatch_error *err)
 {
+	const struct varlink_field *f;
 	const cJSON *item;
-	const struct json_field *f;
 
+	*err = (struct json_dispatch_error){};
 	if (obj && !cJSON_IsObject(obj)) {
-		*err = (struct json_dispatch_error){ .reason = "must be an object" };
+		err->reason = "must be an object";
 		return -EINVAL;
 	}
 
+	for (f = fields; f->name; f++)
+		if (is_field(f) && (f->flags & VARLINK_PRESENCE))
+			*(bool *)((char *)out + f->has_offset) = false;
+
 	cJSON_ArrayForEach(item, obj) {
 		for (f = fields; f->name; f++)
-			if (strcmp(f->name, item->string) == 0)
+			if (is_field(f) && strcmp(f->name, item->string) == 0)
 				break;
 		if (!f->name) {
-			*err = (struct json_dispatch_error){ item->string, "is not a known parameter" };
+			err->field = item->string;
+			err->reason = "is not a known parameter";
 			return -EINVAL;
 		}
 		if (cJSON_IsNull(item))
 			continue;
 		if (dispatch_one(item, f, out) < 0) {
-			*err = (struct json_dispatch_error){ f->name, type_reason(f->type) };
+			err->field = f->name;
+			err->reason = type_reason(f);
+			return -EINVAL;
+		}
+		if (f->flags & VARLINK_PRESENCE)
+			*(bool *)((char *)out + f->has_offset) = true;
+	}
+
+	for (f = fields; f->name; f++) {
+		if (!is_field(f) || (f->flags & VARLINK_NULLABLE))
+			continue;
+		item = obj ? cJSON_GetObjectItemCaseSensitive(obj, f->name) : NULL;
+		if (!item || cJSON_IsNull(item)) {
+			err->field = f->name;
+			err->reason = "is required";
 			return -EINVAL;
 		}
 	}
 
 	for (f = fields; f->name; f++) {
-		if (!(f->flags & JSON_MANDATORY))
+		if (!is_field(f) || f->type != VARLINK_STRUCT ||
+		    (f->flags & (VARLINK_ARRAY | VARLINK_MAP)))
 			continue;
 		item = obj ? cJSON_GetObjectItemCaseSensitive(obj, f->name) : NULL;
-		if (!item || cJSON_IsNull(item)) {
-			*err = (struct json_dispatch_error){ f->name, "is required" };
+		if (!item || cJSON_IsNull(item))
+			continue;
+		if (json_dispatch(item, f->symbol->fields, (char *)out + f->offset, err) < 0) {
+			/* One level deep: the parameter is named, its field told. */
+			err->parent = f->name;
 			return -EINVAL;
 		}
 	}

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The Varlink error names the daemon sends and the negative errno the client
- * library turns each into. One table, so both sides agree.
+ * library turns each into. One table (errors.c), so both sides agree, and
+ * the IDL declares each error from it.
  */
 #ifndef RDMAMEM_ERRORS_H
 #define RDMAMEM_ERRORS_H
+
+#include "idl.h"
 
 #define VARLINK_ERROR_INTERFACE_NOT_FOUND "org.varlink.service.InterfaceNotFound"
 #define VARLINK_ERROR_METHOD_NOT_FOUND "org.varlink.service.MethodNotFound"
@@ -36,6 +39,12 @@
 #define RDMAMEM_ERROR_NETWORK_NOT_ALLOWED "io.rdmamemd.NetworkNotAllowed"
 #define RDMAMEM_ERROR_CUDA_UNAVAILABLE "io.rdmamemd.CudaUnavailable"
 #define RDMAMEM_ERROR_CUDA "io.rdmamemd.CudaError"
+
+/* Every error of both interfaces; a NULL name ends it. */
+extern const struct varlink_error rdmamem_errors[];
+
+/* The error of that name, or NULL. */
+const struct varlink_error *rdmamem_error_find(const char *name);
 
 /* Negative errno for a Varlink error name; -EREMOTEIO for names not known
  * to this build. */

@@ -199,6 +199,7 @@ Suite *lifecycle_suite(void);
 Suite *lock_suite(void);
 Suite *session_suite(void);
 Suite *rpc_deferred_suite(void);
+Suite *idl_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);

@@ -160,6 +160,7 @@ var cases = []*testCase{
 		then: wantField("data", "héllo\x01")},
 	{what: "GetStatus", conn: "lib", method: "io.rdmamemd.GetStatus"},
 	{what: "GetStats", conn: "lib", method: "io.rdmamemd.GetStats"},
+	{what: "GetLimits", conn: "lib", method: "io.rdmamemd.GetLimits"},
 
 	// --- regions: file descriptors, so the suite's own connection ------------
 	{what: "Register a sealed memfd", conn: "raw", method: "io.rdmamemd.Register",

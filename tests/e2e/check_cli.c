@@ -130,6 +130,7 @@ static const struct {
 	{ "gpus", "CUDA driver:", "driver" },
 	{ "clients", "(this)", "clients" },
 	{ "stats", "io.rdmamemd.Register", "calls" },
+	{ "limits", "pinned_bytes", "limits" },
 	{ "doctor", "locked memory", "checks" },
 	{ "ping", "answers", NULL },
 };

@@ -14,6 +14,7 @@
 
 #include "proto/errors.h"
 #include "proto/varlink.h"
+#include "rdmamem.h"
 #include "tests/testlib.h"
 
 static struct test_daemon td;
@@ -165,6 +166,74 @@ START_TEST(test_ping_and_status)
 	cJSON_Delete(reply);
 	close(fd);
 	close(fd2);
+}
+END_TEST
+
+/* The used and limit of quota in GetLimits' reply. */
+static void expect_limit(const cJSON *reply, const char *quota, const char *used,
+			 const char *limit)
+{
+	const cJSON *item;
+
+	cJSON_ArrayForEach(item, cJSON_GetObjectItem(reply, "limits"))
+		if (strcmp(str_of(item, "quota"), quota) == 0) {
+			ck_assert_str_eq(str_of(item, "used"), used);
+			ck_assert_str_eq(str_of(item, "limit"), limit);
+			return;
+		}
+	ck_abort_msg("GetLimits lists no quota '%s'", quota);
+}
+
+/* GetLimits: the caller's uid's limits as configured, and what it uses. */
+START_TEST(test_get_limits)
+{
+	static const char *const extra[] = {
+		"--max-regions-per-uid", "7",
+		"--max-access-tokens-per-uid", "5",
+		"--max-connections-per-uid", "9",
+		"--max-leases-per-uid", "11",
+		"--max-shares-per-region", "3",
+		NULL,
+	};
+	struct test_daemon tl;
+	struct rdmamem_client *c, *c2;
+	uint64_t region;
+	char *text = NULL;
+	cJSON *reply;
+	int fd;
+
+	test_daemon_start(&tl, extra);
+	ck_assert_int_eq(rdmamem_client_connect(tl.socket, &c), 0);
+	ck_assert_int_eq(rdmamem_client_connect(tl.socket, &c2), 0);
+	ck_assert_int_eq(rdmamem_memfd_create("limits", 8192, &fd, NULL), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &region), 0);
+	close(fd);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.CreateAccessToken", NULL, NULL, 0, NULL, NULL,
+				      NULL),
+			 0);
+
+	/* The uid's, not the connection's: the other one sees the same. */
+	ck_assert_int_eq(rdmamem_call(c2, "io.rdmamemd.GetLimits", NULL, NULL, 0, &text, NULL, NULL),
+			 0);
+	reply = cJSON_Parse(text);
+	ck_assert_ptr_nonnull(reply);
+	ck_assert_int_eq(cJSON_GetObjectItem(reply, "uid")->valueint, (int)getuid());
+	ck_assert_int_eq(cJSON_GetObjectItem(reply, "shares_per_region")->valueint, 3);
+	expect_limit(reply, "regions", "1", "7");
+	expect_limit(reply, "tokens", "1", "5");
+	expect_limit(reply, "connections", "2", "9");
+	expect_limit(reply, "leases", "0", "11");
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(reply, "limits")), 6);
+	cJSON_Delete(reply);
+	free(text);
+
+	/* It takes no parameters. */
+	ck_assert_int_eq(rdmamem_call(c2, "io.rdmamemd.GetLimits", "{\"quota\":\"regions\"}", NULL,
+				      0, NULL, NULL, NULL),
+			 -EINVAL);
+	rdmamem_client_close(c);
+	rdmamem_client_close(c2);
+	test_daemon_stop(&tl);
 }
 END_TEST
 
@@ -404,6 +473,7 @@ Suite *daemon_suite(void)
 	tcase_add_test(tc, test_null_parameters);
 	tcase_add_test(tc, test_get_interface_description);
 	tcase_add_test(tc, test_ping_and_status);
+	tcase_add_test(tc, test_get_limits);
 	tcase_add_test(tc, test_pipelining_and_oneway);
 	tcase_add_test(tc, test_trickle);
 	tcase_add_test(tc, test_eof_answers_pending_calls);

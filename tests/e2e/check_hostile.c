@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/rpc.h"
 #include "daemon/server.h"
 #include "proto/base64.h"
 #include "proto/errors.h"
@@ -517,82 +518,72 @@ START_TEST(test_duplicate_keys)
 END_TEST
 
 /*
- * Every parameter of every method, as the daemon's field tables have them
- * (a test below checks that the IDL lists nothing this table lacks).
+ * Every parameter of every method, as the daemon's interface tables declare
+ * them (derive_method_params(); a test below checks that the IDL lists
+ * nothing this table lacks).
  */
 enum ptype { U64, INT, U32, BOOL, STR, END, ARR, DEVICES };
 
-static const struct {
+static struct {
 	const char *method, *param;
 	enum ptype type;
-} method_params[] = {
-	{ "org.varlink.service.GetInterfaceDescription", "interface", STR },
-	{ "io.rdmamemd.Ping", "data", STR },
-	{ "io.rdmamemd.Register", "fd", INT },
-	{ "io.rdmamemd.Register", "offset", U64 },
-	{ "io.rdmamemd.Register", "length", U64 },
-	{ "io.rdmamemd.Register", "access", ARR },
-	{ "io.rdmamemd.Register", "devices", DEVICES },
-	{ "io.rdmamemd.Register", "memory", STR },
-	{ "io.rdmamemd.Register", "size", U64 },
-	{ "io.rdmamemd.Register", "ipc_handle", STR },
-	{ "io.rdmamemd.Register", "gpu", U32 },
-	{ "io.rdmamemd.Unregister", "region", U64 },
-	{ "io.rdmamemd.Share", "region", U64 },
-	{ "io.rdmamemd.Share", "uid", INT },
-	{ "io.rdmamemd.Share", "gid", INT },
-	{ "io.rdmamemd.Share", "readonly", BOOL },
-	{ "io.rdmamemd.Unshare", "region", U64 },
-	{ "io.rdmamemd.Unshare", "uid", INT },
-	{ "io.rdmamemd.Unshare", "gid", INT },
-	{ "io.rdmamemd.GetRegion", "region", U64 },
-	{ "io.rdmamemd.Read", "region", U64 },
-	{ "io.rdmamemd.Read", "offset", U64 },
-	{ "io.rdmamemd.Read", "length", U64 },
-	{ "io.rdmamemd.Read", "lease", U64 },
-	{ "io.rdmamemd.Read", "timeout_ms", INT },
-	{ "io.rdmamemd.Write", "region", U64 },
-	{ "io.rdmamemd.Write", "offset", U64 },
-	{ "io.rdmamemd.Write", "data", STR },
-	{ "io.rdmamemd.Write", "mode", STR },
-	{ "io.rdmamemd.Write", "lease", U64 },
-	{ "io.rdmamemd.Write", "timeout_ms", INT },
-	{ "io.rdmamemd.Copy", "from", END },
-	{ "io.rdmamemd.Copy", "to", END },
-	{ "io.rdmamemd.Copy", "length", U64 },
-	{ "io.rdmamemd.Copy", "mode", STR },
-	{ "io.rdmamemd.Copy", "timeout_ms", INT },
-	{ "io.rdmamemd.Lock", "region", U64 },
-	{ "io.rdmamemd.Lock", "mode", STR },
-	{ "io.rdmamemd.Lock", "timeout_ms", INT },
-	{ "io.rdmamemd.Unlock", "lease", U64 },
-	{ "io.rdmamemd.RegisterOn", "region", U64 },
-	{ "io.rdmamemd.RegisterOn", "devices", DEVICES },
-	{ "io.rdmamemd.RetryRegistration", "region", U64 },
-	{ "io.rdmamemd.RetryRegistration", "device", STR },
-	{ "io.rdmamemd.RevokeAccessToken", "token", STR },
-	{ "io.rdmamemd.ConnectQueuePair", "device", STR },
-	{ "io.rdmamemd.ConnectQueuePair", "token", STR },
-	{ "io.rdmamemd.ConnectQueuePair", "qpn", U32 },
-	{ "io.rdmamemd.ConnectQueuePair", "psn", U32 },
-	{ "io.rdmamemd.ConnectQueuePair", "gid", STR },
-	{ "io.rdmamemd.ConnectQueuePair", "lid", U32 },
-	{ "io.rdmamemd.ConnectQueuePair", "mtu", U32 },
-	{ "io.rdmamemd.ConnectQueuePair", "gid_index", INT },
-	{ "io.rdmamemd.ListGpus", "probe", BOOL },
-	{ "io.rdmamemd.ListRegions", "limit", INT },
-	{ "io.rdmamemd.ListRegions", "after", U64 },
-	{ "io.rdmamemd.ListClients", "limit", INT },
-	{ "io.rdmamemd.ListClients", "after", U64 },
-	{ "io.rdmamemd.ListConnections", "limit", INT },
-	{ "io.rdmamemd.ListConnections", "after", U64 },
-};
+} method_params[128];
+static size_t n_method_params;
 
 /* Methods without parameters: any parameter is unknown. */
-static const char *const no_param_methods[] = {
-	"org.varlink.service.GetInfo",	 "io.rdmamemd.GetStatus", "io.rdmamemd.ListDevices",
-	"io.rdmamemd.CreateAccessToken", "io.rdmamemd.GetStats",
-};
+static const char *no_param_methods[32];
+static size_t n_no_param_methods;
+
+static enum ptype ptype_of(const struct varlink_field *f)
+{
+	if (f->flags & VARLINK_ARRAY)
+		return ARR;
+	switch (f->type) {
+	case VARLINK_U64:
+		return U64;
+	case VARLINK_INT:
+		return INT;
+	case VARLINK_U32:
+		return U32;
+	case VARLINK_BOOL:
+		return BOOL;
+	case VARLINK_STRING:
+		return STR;
+	case VARLINK_STRUCT:
+		return END;
+	case VARLINK_OBJECT:
+		/* Register's and RegisterOn's devices: "all" or a list. */
+		return DEVICES;
+	case VARLINK_COMMENT:
+		break;
+	}
+	ck_abort_msg("%s: a parameter type this test has no wrong values for", f->name);
+	return STR;
+}
+
+static void derive_method_params(void)
+{
+	const struct rpc_method *m;
+	size_t i = 0;
+
+	n_method_params = n_no_param_methods = 0;
+	while ((m = rpc_method_next(&i))) {
+		size_t before = n_method_params;
+
+		for (const struct varlink_field *f = m->symbol->fields; f->name; f++) {
+			if (f->type == VARLINK_COMMENT || f->direction != VARLINK_IN)
+				continue;
+			ck_assert_uint_lt(n_method_params, ELEMENTSOF(method_params));
+			method_params[n_method_params].method = m->name;
+			method_params[n_method_params].param = f->name;
+			method_params[n_method_params++].type = ptype_of(f);
+		}
+		if (n_method_params == before) {
+			ck_assert_uint_lt(n_no_param_methods, ELEMENTSOF(no_param_methods));
+			no_param_methods[n_no_param_methods++] = m->name;
+		}
+	}
+}
 
 /* JSON values of the wrong type for each kind (and a few wrong values). */
 static const char *const *wrong_values(enum ptype t)
@@ -655,7 +646,8 @@ START_TEST(test_wrong_types_everywhere)
 	unsigned n = 0;
 	char msg[512];
 
-	for (size_t i = 0; i < ELEMENTSOF(method_params); i++) {
+	derive_method_params();
+	for (size_t i = 0; i < n_method_params; i++) {
 		const char *const *v = wrong_values(method_params[i].type);
 
 		for (; *v; v++, n++) {
@@ -705,10 +697,10 @@ START_TEST(test_wrong_types_everywhere)
 		assert_good_served();
 	}
 	/* Unknown parameters, and parameters that are not an object. */
-	for (size_t i = 0; i < ELEMENTSOF(method_params) + ELEMENTSOF(no_param_methods); i++) {
+	for (size_t i = 0; i < n_method_params + n_no_param_methods; i++) {
 		static const char *const not_objects[] = { "[]", "\"x\"", "1", "true" };
-		const char *m = i < ELEMENTSOF(method_params) ? method_params[i].method :
-							 no_param_methods[i - ELEMENTSOF(method_params)];
+		const char *m = i < n_method_params ? method_params[i].method :
+						      no_param_methods[i - n_method_params];
 
 		snprintf(msg, sizeof(msg), "{\"method\":\"%s\",\"parameters\":{\"bogus\":1}}", m);
 		expect_bad_param(fd, msg, false, "bogus");
@@ -734,6 +726,8 @@ END_TEST
 START_TEST(test_wrong_types_cover_the_idl)
 {
 	char path[512], *idl, *p;
+
+	derive_method_params();
 
 	snprintf(path, sizeof(path), "%s/proto/io.rdmamemd.varlink", SRC_DIR);
 	idl = test_read_file(path);
@@ -766,7 +760,7 @@ START_TEST(test_wrong_types_cover_the_idl)
 			if (!k)
 				break;
 			found = false;
-			for (size_t i = 0; i < ELEMENTSOF(method_params); i++)
+			for (size_t i = 0; i < n_method_params; i++)
 				found = found || (strcmp(method_params[i].method, method) == 0 &&
 						  strcmp(method_params[i].param, name) == 0);
 			ck_assert_msg(found, "%s parameter '%s' is missing from the table", method,
@@ -775,9 +769,9 @@ START_TEST(test_wrong_types_cover_the_idl)
 				q++;
 		}
 		found = false;
-		for (size_t i = 0; i < ELEMENTSOF(method_params); i++)
+		for (size_t i = 0; i < n_method_params; i++)
 			found = found || strcmp(method_params[i].method, method) == 0;
-		for (size_t i = 0; i < ELEMENTSOF(no_param_methods); i++)
+		for (size_t i = 0; i < n_no_param_methods; i++)
 			found = found || strcmp(no_param_methods[i], method) == 0;
 		ck_assert_msg(found, "method %s is missing from the table", method);
 	}

@@ -3,7 +3,7 @@
  * Decoding of one request as the daemon does it: json_parse_bounded (strict
  * UTF-8, value count, depth, no \u0000, no repeated keys), varlink_call_parse,
  * then json_dispatch of the parameters into field tables of every type the
- * methods use, with the nested dispatch Copy does for its ends. Besides not
+ * methods use, with the nested struct Copy's ends are. Besides not
  * crashing:
  * - whatever parsed prints back to text that our own parser accepts (the
  *   daemon echoes client strings in replies and error messages);
@@ -27,67 +27,54 @@ struct any_params {
 	uint64_t u64;
 	uint32_t u32;
 	int64_t i64;
-	bool b;
+	bool b, has;
 	const char *str;
 	cJSON *obj, *arr, *any;
+	struct any_end {
+		uint64_t u64;
+		bool has;
+	} from, to;
 };
 
-#define F(name, type, member, flags) { name, type, offsetof(struct any_params, member), flags }
+#define F(name, type, member, flags) VARLINK_INPUT_AT(struct any_params, name, member, type, flags)
+#define O VARLINK_NULLABLE
+
+/* Copy's ends: decoded by the dispatcher into their struct. */
+static const struct varlink_symbol end_type = VARLINK_DEFINE_TYPE(
+	End, NULL,
+	VARLINK_INPUT_AT(struct any_end, region, u64, VARLINK_U64, 0),
+	VARLINK_INPUT_AT(struct any_end, offset, u64, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_INPUT_HAS(struct any_end, lease, u64, VARLINK_U64, VARLINK_NULLABLE, has));
 
 /* Shapes of the daemon's tables: every type, optional and mandatory. */
-static const struct json_field tables[][9] = {
-	{
-		F("region", JSON_U64, u64, JSON_MANDATORY),
-		F("offset", JSON_U64, u64, 0),
-		F("length", JSON_U64, u64, 0),
-		F("timeout_ms", JSON_INT, i64, 0),
-		F("lease", JSON_U64, u64, 0),
-		F("mode", JSON_STRING, str, 0),
-		F("data", JSON_STRING, str, 0),
-		{},
-	},
-	{
-		F("from", JSON_OBJECT, obj, JSON_MANDATORY),
-		F("to", JSON_OBJECT, obj, JSON_MANDATORY),
-		F("length", JSON_U64, u64, JSON_MANDATORY),
-		F("mode", JSON_STRING, str, 0),
-		F("timeout_ms", JSON_INT, i64, 0),
-		{},
-	},
-	{
-		F("fd", JSON_INT, i64, 0),
-		F("offset", JSON_U64, u64, 0),
-		F("length", JSON_U64, u64, 0),
-		F("access", JSON_ARRAY, arr, 0),
-		F("devices", JSON_ANY, any, 0),
-		F("memory", JSON_STRING, str, 0),
-		F("gpu", JSON_U32, u32, 0),
-		F("ipc_handle", JSON_STRING, str, 0),
-		{},
-	},
-	{
-		F("qpn", JSON_U32, u32, JSON_MANDATORY),
-		F("readonly", JSON_BOOL, b, 0),
-		F("uid", JSON_INT, i64, 0),
-		F("data", JSON_STRING, str, 0),
-		{},
-	},
-	{ {} },
+static const struct varlink_field *const tables[] = {
+	VARLINK_FIELDS(F(region, VARLINK_U64, u64, 0), F(offset, VARLINK_U64, u64, O),
+		       F(length, VARLINK_U64, u64, O), F(timeout_ms, VARLINK_INT, i64, O),
+		       VARLINK_INPUT_HAS(struct any_params, lease, u64, VARLINK_U64, O, has),
+		       F(mode, VARLINK_STRING, str, O), F(data, VARLINK_STRING, str, O)),
+	VARLINK_FIELDS(VARLINK_INPUT_BY_TYPE(struct any_params, from, from, end_type, 0),
+		       VARLINK_INPUT_BY_TYPE(struct any_params, to, to, end_type, 0),
+		       F(length, VARLINK_U64, u64, 0), F(mode, VARLINK_STRING, str, O),
+		       F(timeout_ms, VARLINK_INT, i64, O)),
+	VARLINK_FIELDS(F(fd, VARLINK_INT, i64, O), F(offset, VARLINK_U64, u64, O),
+		       F(length, VARLINK_U64, u64, O),
+		       F(access, VARLINK_STRING, arr, O | VARLINK_ARRAY),
+		       F(devices, VARLINK_OBJECT, any, O), F(memory, VARLINK_STRING, str, O),
+		       F(gpu, VARLINK_U32, u32, O), F(ipc_handle, VARLINK_STRING, str, O)),
+	VARLINK_FIELDS(F(qpn, VARLINK_U32, u32, 0), F(readonly, VARLINK_BOOL, b, O),
+		       F(uid, VARLINK_INT, i64, O), F(data, VARLINK_STRING, str, O),
+		       F(calls, VARLINK_STRING, obj, O | VARLINK_MAP)),
+	VARLINK_FIELDS(),
 };
 
-static const struct json_field end_fields[] = {
-	F("region", JSON_U64, u64, JSON_MANDATORY),
-	F("offset", JSON_U64, u64, 0),
-	F("lease", JSON_U64, u64, 0),
-	{},
-};
-
-static void check_dispatched(const struct json_field *fields, const struct any_params *p)
+static void check_dispatched(const struct varlink_field *fields, const struct any_params *p)
 {
-	for (const struct json_field *f = fields; f->name; f++)
-		if (f->type == JSON_INT)
+	for (const struct varlink_field *f = fields; f->name; f++)
+		if (f->type == VARLINK_INT)
 			fuzz_check(p->i64 >= -(int64_t)JSON_SAFE_INT_MAX &&
 				   p->i64 <= (int64_t)JSON_SAFE_INT_MAX);
+	if (p->obj)
+		fuzz_check(cJSON_IsObject(p->obj));
 	if (p->str) {
 		size_t len = strlen(p->str);
 		ssize_t n = base64_decoded_len(p->str, len);
@@ -155,15 +142,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (json_dispatch(vc.parameters, tables[t], &p, &err) < 0) {
 			fuzz_check(err.reason);
+			fuzz_check(!err.parent || err.field);
 			continue;
 		}
 		check_dispatched(tables[t], &p);
-		if (p.obj) {
-			struct any_params e = {};
-
-			if (json_dispatch(p.obj, end_fields, &e, &err) == 0)
-				check_dispatched(end_fields, &e);
-		}
 		if (p.arr) {
 			const cJSON *item;
 			uint64_t v;

@@ -189,15 +189,13 @@ struct sample {
 	cJSON *list;
 };
 
-static const struct json_field sample_fields[] = {
-	{ "size", JSON_U64, offsetof(struct sample, size), JSON_MANDATORY },
-	{ "index", JSON_U32, offsetof(struct sample, index), 0 },
-	{ "timeout", JSON_INT, offsetof(struct sample, timeout), 0 },
-	{ "flag", JSON_BOOL, offsetof(struct sample, flag), 0 },
-	{ "name", JSON_STRING, offsetof(struct sample, name), 0 },
-	{ "list", JSON_ARRAY, offsetof(struct sample, list), 0 },
-	{},
-};
+static const struct varlink_field *const sample_fields = VARLINK_FIELDS(
+	VARLINK_INPUT(struct sample, size, VARLINK_U64, 0),
+	VARLINK_INPUT(struct sample, index, VARLINK_U32, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct sample, timeout, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct sample, flag, VARLINK_BOOL, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct sample, name, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct sample, list, VARLINK_STRING, VARLINK_NULLABLE | VARLINK_ARRAY));
 
 static cJSON *dispatch_root;
 

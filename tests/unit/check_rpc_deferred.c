@@ -4,16 +4,24 @@
  * own and a session, without a connection or a daemon: a handler that
  * defers and answers later, or at once; the client leaving first (on_cancel
  * runs once, a late answer is dropped); every handle ended exactly once.
+ * And what the dispatcher does before a handler runs: the parameters
+ * decoded by the method's table (types, mandatory, unknown, presence,
+ * nested structs, long strings), check(), and the region looked up with
+ * the right the table declares.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon/core.h"
 #include "daemon/errinfo.h"
+#include "daemon/region.h"
+#include "daemon/region_memfd.h"
 #include "daemon/rpc.h"
 #include "daemon/session.h"
 #include "proto/errors.h"
+#include "rdmamem.h"
 #include "tests/unit/session-fixture.h"
 #include "tests/testlib.h"
 
@@ -102,19 +110,27 @@ static void teardown(void)
 	account_table_done(&accounts);
 }
 
-/* A call of org.example.test.Method, in progress on the test's transport. */
-static struct rpc_call *new_call(void)
+/* A call of org.example.test.Method from caller, in progress on the test's
+ * transport, with these parameters (a JSON object's text). */
+static struct rpc_call *new_call_with(struct session *caller, const char *params)
 {
-	static const char text[] = "{\"method\":\"org.example.test.Method\",\"parameters\":{}}";
+	char text[512];
 	struct rpc_message m = {};
 	int no_fds[1];
 	const char *reason;
 
+	snprintf(text, sizeof(text), "{\"method\":\"org.example.test.Method\",\"parameters\":%s}",
+		 params);
 	m.root = cJSON_Parse(text);
 	ck_assert_ptr_nonnull(m.root);
 	ck_assert_int_eq(varlink_call_parse(m.root, &m.vc, &reason), 0);
-	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, s, &ctx, &m, no_fds, 0, &t.call), 0);
+	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, caller, &ctx, &m, no_fds, 0, &t.call), 0);
 	return t.call;
+}
+
+static struct rpc_call *new_call(void)
+{
+	return new_call_with(s, "{}");
 }
 
 static void on_cancel(void *userdata)
@@ -130,13 +146,13 @@ static void on_cancel_drop(void *userdata)
 	rpc_deferred_drop(userdata);
 }
 
-static int defer_only(struct rpc_call *call)
+static int defer_only(struct rpc_call *call, _unused_ void *params)
 {
 	held = rpc_defer(call, on_cancel, &held);
 	return 0;
 }
 
-static int defer_and_answer(struct rpc_call *call)
+static int defer_and_answer(struct rpc_call *call, _unused_ void *params)
 {
 	struct rpc_deferred *dd = rpc_defer(call, on_cancel, &held);
 	cJSON *p = cJSON_CreateObject();
@@ -146,16 +162,20 @@ static int defer_and_answer(struct rpc_call *call)
 	return 0;
 }
 
-static int defer_dropping(struct rpc_call *call)
+static int defer_dropping(struct rpc_call *call, _unused_ void *params)
 {
 	held = rpc_defer(call, NULL, NULL);
 	rpc_deferred_on_cancel(held, on_cancel_drop, held);
 	return 0;
 }
 
-static const struct rpc_method m_defer = { "org.example.test.Method", defer_only, 0 };
-static const struct rpc_method m_at_once = { "org.example.test.Method", defer_and_answer, 0 };
-static const struct rpc_method m_dropping = { "org.example.test.Method", defer_dropping, 0 };
+#define TEST_INTERFACE "org.example.test"
+
+RPC_DEFINE_METHOD(Method, NULL);
+
+static const struct rpc_method m_defer = RPC_METHOD(TEST_INTERFACE, Method, defer_only);
+static const struct rpc_method m_at_once = RPC_METHOD(TEST_INTERFACE, Method, defer_and_answer);
+static const struct rpc_method m_dropping = RPC_METHOD(TEST_INTERFACE, Method, defer_dropping);
 
 START_TEST(test_reply_later)
 {
@@ -274,6 +294,214 @@ START_TEST(test_cancel_after_end)
 }
 END_TEST
 
+/* The parameters of the decoding tests' method, as its table declares them. */
+struct decode_params {
+	struct rpc_region region;
+	uint64_t size;
+	uint32_t count;
+	int64_t timeout;
+	bool flag, has_flag;
+	struct rpc_string text;
+	struct decode_inner {
+		uint64_t a;
+		const char *b;
+		bool has_b;
+	} inner;
+	bool refuse;
+};
+
+static const struct varlink_symbol rpc_type_Inner = VARLINK_DEFINE_TYPE(
+	Inner, NULL,
+	VARLINK_INPUT(struct decode_inner, a, VARLINK_U64, 0),
+	VARLINK_INPUT_HAS(struct decode_inner, b, b, VARLINK_STRING, VARLINK_NULLABLE, has_b));
+
+RPC_DEFINE_METHOD(Decode, NULL,
+		  RPC_INPUT_REGION(struct decode_params, region, REGION_WRITE),
+		  VARLINK_INPUT(struct decode_params, size, VARLINK_U64, VARLINK_NULLABLE),
+		  VARLINK_INPUT(struct decode_params, count, VARLINK_U32, VARLINK_NULLABLE),
+		  VARLINK_INPUT(struct decode_params, timeout, VARLINK_INT, VARLINK_NULLABLE),
+		  VARLINK_INPUT_HAS(struct decode_params, flag, flag, VARLINK_BOOL,
+				    VARLINK_NULLABLE, has_flag),
+		  RPC_INPUT_MEASURED(struct decode_params, text, VARLINK_NULLABLE),
+		  VARLINK_INPUT_BY_TYPE(struct decode_params, inner, inner, rpc_type_Inner,
+					VARLINK_NULLABLE),
+		  VARLINK_INPUT(struct decode_params, refuse, VARLINK_BOOL, VARLINK_NULLABLE),
+		  VARLINK_OUTPUT(ok, VARLINK_BOOL, 0));
+
+static const struct decode_params decode_init = { .timeout = -1 };
+
+/* What the handler saw; ran counts its calls. */
+static struct {
+	struct decode_params p;
+	unsigned ran;
+	unsigned region_refs;	/* the region's references while the handler ran */
+} seen;
+
+static int decode_handler(struct rpc_call *call, void *params)
+{
+	seen.p = *(struct decode_params *)params;
+	seen.region_refs = seen.p.region.region->n_ref;
+	seen.ran++;
+	return rpc_reply(call, NULL);
+}
+
+/* Before the region is looked up: a refusal names no region. */
+static int decode_check(struct rpc_call *call, void *params)
+{
+	const struct decode_params *p = params;
+
+	if (p->refuse)
+		return rpc_invalid_param(call, "refuse", "refused before the lookup");
+	return 0;
+}
+
+static const struct rpc_method m_decode =
+	RPC_METHOD(TEST_INTERFACE, Decode, decode_handler, RPC_PARAMS(struct decode_params),
+		   .params_init = &decode_init, .check = decode_check);
+
+static uv_loop_t loop;
+static struct region *reg;	/* owned by s's uid */
+static struct session *other;	/* another uid */
+static struct region_registry regs;
+
+static void setup_decode(void)
+{
+	struct memfd_import imp = {};
+	struct errinfo e = {};
+
+	setup();
+	memset(&seen, 0, sizeof(seen));
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	core.loop = &loop;
+	daemon_config_init(&core.cfg);
+	region_registry_init(&regs, &core);
+	ctx.regions = &regs;
+	other = test_session_new(&accounts, 4, &(struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 });
+	ck_assert_int_eq(rdmamem_memfd_create("decode", 4096, &imp.fd, NULL), 0);
+	ck_assert_int_eq(region_import_memfd(&regs, s, &imp, &reg, &e), 0);
+}
+
+static void teardown_decode(void)
+{
+	t.call = rpc_call_free(t.call);
+	region_drop_owner(reg);
+	other = session_unref(other);
+	teardown();
+	region_registry_stop(&regs);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	region_registry_done(&regs);
+	ctx.regions = NULL;
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+
+/* Runs the Decode method from caller with params ("%1$s": the region's id). */
+static void run_decode(struct session *caller, const char *params)
+{
+	char text[256], id[24];
+
+	snprintf(id, sizeof(id), "\"%llu\"", (unsigned long long)reg->id);
+	snprintf(text, sizeof(text), params, id);
+	t.call = rpc_call_free(t.call);
+	t.sent = 0;
+	ck_assert(!rpc_call_run(new_call_with(caller, text), &m_decode));
+	ck_assert_uint_eq(t.sent, 1);
+}
+
+START_TEST(test_decode_types)
+{
+	unsigned refs = reg->n_ref;
+
+	run_decode(s, "{\"region\":%1$s,\"size\":\"12345678901234567890\",\"count\":7,"
+		      "\"timeout\":-5,\"flag\":false,\"text\":\"abcd\",\"inner\":{\"a\":\"3\"}}");
+	ck_assert_uint_eq(seen.ran, 1);
+	ck_assert_str_eq(t.last, "{\"parameters\":{}}");
+	ck_assert_uint_eq(seen.p.region.id, reg->id);
+	ck_assert_ptr_eq(seen.p.region.region, reg);
+	ck_assert(seen.p.size == 12345678901234567890ULL);
+	ck_assert_uint_eq(seen.p.count, 7);
+	ck_assert_int_eq(seen.p.timeout, -5);
+	ck_assert(!seen.p.flag && seen.p.has_flag);
+	ck_assert_str_eq(seen.p.text.s, "abcd");
+	ck_assert_uint_eq(seen.p.text.len, 4);
+	ck_assert_uint_eq(seen.p.inner.a, 3);
+	ck_assert(!seen.p.inner.has_b);
+	/* The dispatcher's reference while the handler ran, dropped after. */
+	ck_assert_uint_eq(seen.region_refs, refs + 1);
+	ck_assert_uint_eq(reg->n_ref, refs);
+
+	/* Absent: the initial values, no presence. */
+	run_decode(s, "{\"region\":%1$s,\"flag\":null}");
+	ck_assert_uint_eq(seen.ran, 2);
+	ck_assert_int_eq(seen.p.timeout, -1);
+	ck_assert(!seen.p.has_flag);
+	ck_assert_ptr_null(seen.p.text.s);
+	ck_assert_uint_eq(seen.p.text.len, 0);
+}
+END_TEST
+
+/* Each refusal as InvalidParameter naming the parameter; no handler ran. */
+START_TEST(test_decode_refused)
+{
+	static const struct {
+		const char *params, *parameter;
+	} cases[] = {
+		{ "{}", "region" },
+		{ "{\"size\":\"1\"}", "region" },
+		{ "{\"region\":null}", "region" },
+		{ "{\"region\":%1$s,\"bogus\":1}", "bogus" },
+		{ "{\"region\":%1$s,\"count\":-1}", "count" },
+		{ "{\"region\":%1$s,\"count\":4294967296}", "count" },
+		{ "{\"region\":%1$s,\"size\":1.5}", "size" },
+		{ "{\"region\":%1$s,\"timeout\":\"1\"}", "timeout" },
+		{ "{\"region\":%1$s,\"flag\":1}", "flag" },
+		{ "{\"region\":%1$s,\"text\":[]}", "text" },
+		{ "{\"region\":true}", "region" },
+		/* A nested struct's problems are named by the parameter holding it. */
+		{ "{\"region\":%1$s,\"inner\":1}", "inner" },
+		{ "{\"region\":%1$s,\"inner\":{}}", "inner" },
+		{ "{\"region\":%1$s,\"inner\":{\"a\":\"1\",\"c\":1}}", "inner" },
+		{ "{\"region\":%1$s,\"inner\":{\"a\":\"1\",\"b\":2}}", "inner" },
+		/* Types first, then what is missing, whatever the order sent. */
+		{ "{\"count\":-1}", "count" },
+		/* check() before the lookup: no region needed to refuse. */
+		{ "{\"region\":\"999\",\"refuse\":true}", "refuse" },
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		char want[128];
+
+		run_decode(s, cases[i].params);
+		snprintf(want, sizeof(want),
+			 "{\"error\":\"%s\",\"parameters\":{\"parameter\":\"%s\"}}",
+			 VARLINK_ERROR_INVALID_PARAMETER, cases[i].parameter);
+		ck_assert_msg(strcmp(t.last, want) == 0, "%s: %s", cases[i].params, t.last);
+	}
+	ck_assert_uint_eq(seen.ran, 0);
+}
+END_TEST
+
+/* The region is looked up with the declared right, or the call is refused
+ * as rpc_region_lookup() refuses it. */
+START_TEST(test_decode_region_right)
+{
+	unsigned refs = reg->n_ref;
+
+	run_decode(s, "{\"region\":\"999\"}");
+	ck_assert_ptr_nonnull(strstr(t.last, RDMAMEM_ERROR_NO_SUCH_REGION));
+	run_decode(other, "{\"region\":%1$s}");
+	ck_assert_ptr_nonnull(strstr(t.last, RDMAMEM_ERROR_PERMISSION_DENIED));
+	/* Read-only is not enough for a write. */
+	ck_assert_int_eq(region_share(reg, false, 2000, true, NULL), 0);
+	run_decode(other, "{\"region\":%1$s}");
+	ck_assert_ptr_nonnull(strstr(t.last, RDMAMEM_ERROR_PERMISSION_DENIED));
+	ck_assert_uint_eq(seen.ran, 0);
+	ck_assert_int_eq(region_share(reg, false, 2000, false, NULL), 0);
+	run_decode(other, "{\"region\":%1$s}");
+	ck_assert_uint_eq(seen.ran, 1);
+	ck_assert_uint_eq(reg->n_ref, refs);
+}
+END_TEST
+
 Suite *rpc_deferred_suite(void)
 {
 	Suite *su = suite_create("deferred");
@@ -288,6 +516,13 @@ Suite *rpc_deferred_suite(void)
 	tcase_add_test(tc, test_error_later);
 	tcase_add_test(tc, test_drop_answers_nothing);
 	tcase_add_test(tc, test_cancel_after_end);
+	suite_add_tcase(su, tc);
+
+	tc = tcase_create("decode");
+	tcase_add_checked_fixture(tc, setup_decode, teardown_decode);
+	tcase_add_test(tc, test_decode_types);
+	tcase_add_test(tc, test_decode_refused);
+	tcase_add_test(tc, test_decode_region_right);
 	suite_add_tcase(su, tc);
 	return su;
 }
