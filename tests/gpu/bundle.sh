@@ -93,6 +93,12 @@ for soname in "${!libs[@]}"; do
 	cp -L "${libs[$soname]}" "$dest/lib/$soname"
 done
 cp "$root"/proto/*.varlink "$dest/src/proto/"
+# ... and the shipped files the ops suite reads (the config round trip, the
+# units): without them a bundle made outside the device's checkout fails there.
+mkdir -p "$dest/src/config" "$dest/src/systemd"
+cp "$root"/config/rdmamemd.conf "$dest/src/config/"
+cp "$root"/systemd/rdmamemd.service.in "$root"/systemd/rdmamemd.socket \
+	"$root"/systemd/rdmamemd.sysusers "$root"/systemd/rdmamemd.tmpfiles "$dest/src/systemd/"
 
 # The test runner looks for the daemon, the CLI and the IDL files at the
 # paths it was built with (BUILD_DIR, SRC_DIR); run.sh puts links there when
