@@ -203,7 +203,6 @@ Suite *xfer_suite(void);
 Suite *lease_suite(void);
 Suite *mreg_suite(void);
 Suite *endpoint_suite(void);
-Suite *gpu_unit_suite(void);
 Suite *idl_suite(void);
 Suite *codec_suite(void);
 Suite *regions_suite(void);
