@@ -63,6 +63,7 @@ START_TEST(test_acquire_release)
 	struct lease *a = new_lease(f.owner, r, LOCK_EXCLUSIVE), *b, *got;
 	struct waiter w = {};
 	struct errinfo e = {};
+	uint64_t a_id;
 
 	ck_assert_int_eq(lease_acquire(a, -1, on_done, &w), 1);
 	ck_assert(lease_is_held(a));
@@ -82,6 +83,7 @@ START_TEST(test_acquire_release)
 	ck_assert_str_eq(e.name, RDMAMEM_ERROR_NO_SUCH_LEASE);
 	errinfo_done(&e);
 
+	a_id = a->id;
 	lease_release(a);
 	ck_assert_uint_eq(w.calls, 1);
 	ck_assert_int_eq(w.result, 0);
@@ -89,7 +91,7 @@ START_TEST(test_acquire_release)
 	ck_assert(lease_is_held(b));
 	ck_assert_uint_eq(r->n_leases_held, 1);
 	ck_assert_uint_eq(r->n_leases_waiting, 0);
-	ck_assert_int_eq(lease_lookup(&f.regions, a->id, f.owner, &got, &e), -ENOENT);
+	ck_assert_int_eq(lease_lookup(&f.regions, a_id, f.owner, &got, &e), -ENOENT);
 	errinfo_done(&e);
 	ck_assert_uint_eq(f.owner->account->n_leases, 1);
 
@@ -109,7 +111,7 @@ START_TEST(test_timed_out)
 	struct lease *a = new_lease(f.owner, r, LOCK_SHARED), *b, *c, *got;
 	struct waiter w = {};
 	struct errinfo e = {};
-	uint64_t t0;
+	uint64_t t0, c_id;
 
 	ck_assert_int_eq(lease_acquire(a, -1, NULL, NULL), 1);
 	b = new_lease(f.owner, r, LOCK_EXCLUSIVE);
@@ -118,6 +120,7 @@ START_TEST(test_timed_out)
 	lease_release(b);
 
 	c = new_lease(f.owner, r, LOCK_EXCLUSIVE);
+	c_id = c->id;
 	uv_update_time(&f.loop);
 	t0 = uv_now(&f.loop);
 	ck_assert_int_eq(lease_acquire(c, 30, on_done, &w), 0);
@@ -127,7 +130,7 @@ START_TEST(test_timed_out)
 	ck_assert_str_eq(w.error, RDMAMEM_ERROR_LOCK_TIMEOUT);
 	ck_assert_uint_ge(uv_now(&f.loop) - t0, 30);
 	/* Released right after: gone from the session and the registry. */
-	ck_assert_int_eq(lease_lookup(&f.regions, c->id, f.owner, &got, &e), -ENOENT);
+	ck_assert_int_eq(lease_lookup(&f.regions, c_id, f.owner, &got, &e), -ENOENT);
 	errinfo_done(&e);
 	ck_assert_uint_eq(session_count(f.owner, SESSION_LEASE), 1);
 	ck_assert_uint_eq(r->n_leases_waiting, 0);
