@@ -12,8 +12,24 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "budget.h"
 #include "idmap.h"
+
+struct budget;
+struct budget_wait;
+
+/* The kinds of bytes held for clients (budget.h). Here, not there, because
+ * every account counts its own: budget.c reads accounts, never the reverse. */
+enum budget_kind {
+	BUDGET_INPUT,
+	BUDGET_OUTPUT,
+	BUDGET_KINDS,
+};
+
+/* One kind, one uid (in struct account). */
+struct budget_use {
+	uint64_t bytes;
+	const struct budget_wait *exempt;	/* holds the pass past the uid's limit, or NULL */
+};
 
 /* Every account, by uid: the daemon's one table (struct core). */
 struct account_table {

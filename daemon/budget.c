@@ -3,9 +3,7 @@
 
 #include "account.h"
 #include "budget.h"
-#include "conn.h"
-#include "core.h"
-#include "server.h"
+#include "config.h"
 #include "session.h"
 
 static const struct {
@@ -21,28 +19,32 @@ static const struct {
 
 static void on_wake(uv_timer_t *t);
 
-void budget_init(struct server *s, uint64_t log_interval_msec)
+void budget_init(struct budget *budgets, const struct daemon_config *cfg, budget_retry_fn retry,
+		 uint64_t log_interval_msec)
 {
 	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
-		struct budget *b = &s->budgets[k];
+		struct budget *b = &budgets[k];
 
 		b->kind = k;
-		b->server = s;
+		b->cfg = cfg;
+		b->retry = retry;
 		list_init(&b->waiters);
 		b->log.interval_msec = log_interval_msec;
 	}
 }
 
-void budget_start(struct server *s, uv_loop_t *loop)
-{
-	for (unsigned k = 0; k < BUDGET_KINDS; k++)
-		uv_timer_init(loop, &s->budgets[k].wake);
-}
-
-void budget_stop(struct server *s)
+void budget_start(struct budget *budgets, uv_loop_t *loop)
 {
 	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
-		uv_handle_t *h = (uv_handle_t *)&s->budgets[k].wake;
+		budgets[k].loop = loop;
+		uv_timer_init(loop, &budgets[k].wake);
+	}
+}
+
+void budget_stop(struct budget *budgets)
+{
+	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
+		uv_handle_t *h = (uv_handle_t *)&budgets[k].wake;
 
 		if (h->loop && !uv_is_closing(h))
 			uv_close(h, NULL);
@@ -82,7 +84,7 @@ void budget_sub(struct account *a, enum budget_kind k, uint64_t n)
 	a->budget[k].bytes -= n;
 	b->bytes -= n;
 	b->n_uids -= a->budget[k].bytes == 0;
-	budget_freed(b->server, k);
+	budget_freed(b);
 }
 
 void budget_recharge(struct account *a, enum budget_kind k, uint64_t *charged, uint64_t now)
@@ -103,26 +105,26 @@ void budget_charge_release(struct budget_charge *ch)
 	*ch = (struct budget_charge){};
 }
 
-/* Whether c's uid is within its limit, and within the daemon-wide one or
+/* Whether s's uid is within its limit, and within the daemon-wide one or
  * its share of it, after grow more bytes. */
-static void budget_room(const struct conn *c, enum budget_kind k, uint64_t grow, bool *ret_uid,
+static void budget_room(const struct session *s, enum budget_kind k, uint64_t grow, bool *ret_uid,
 			bool *ret_all)
 {
-	const struct budget_use *u = &c->session->account->budget[k];
-	const struct budget *b = budget_of(c->session->account, k);
+	const struct budget_use *u = &s->account->budget[k];
+	const struct budget *b = budget_of(s->account, k);
 	unsigned n_uids = b->n_uids + (u->bytes == 0);
 	uint64_t per_uid, all;
 
-	budget_limits(&c->server->core->cfg, k, &per_uid, &all);
+	budget_limits(b->cfg, k, &per_uid, &all);
 	*ret_uid = u->bytes + grow <= per_uid;
 	*ret_all = b->bytes + grow <= all || u->bytes + grow <= all / n_uids;
 }
 
-bool budget_has_room(const struct conn *c, enum budget_kind k, uint64_t grow)
+bool budget_has_room(const struct session *s, enum budget_kind k, uint64_t grow)
 {
 	bool uid_room, all_room;
 
-	budget_room(c, k, grow, &uid_room, &all_room);
+	budget_room(s, k, grow, &uid_room, &all_room);
 	return uid_room && all_room;
 }
 
@@ -132,54 +134,52 @@ bool budget_has_room(const struct conn *c, enum budget_kind k, uint64_t grow)
  * one. A pass that does not cover growth is no way past for its holder's
  * next step either: it waits until the pass is given back.
  */
-bool budget_admit(struct conn *c, enum budget_kind k, uint64_t grow)
+bool budget_admit(const struct session *s, struct budget_wait *w, enum budget_kind k,
+		  uint64_t grow)
 {
-	struct budget_use *u = &c->session->account->budget[k];
-	struct budget *b = budget_of(c->session->account, k);
+	struct budget_use *u = &s->account->budget[k];
+	struct budget *b = budget_of(s->account, k);
 	bool covers = kinds[k].pass_covers, uid_room, all_room;
 
-	budget_room(c, k, grow, &uid_room, &all_room);
-	uid_room = uid_room || (covers && u->exempt == c);
-	all_room = all_room || (covers && b->exempt == c);
+	budget_room(s, k, grow, &uid_room, &all_room);
+	uid_room = uid_room || (covers && u->exempt == w);
+	all_room = all_room || (covers && b->exempt == w);
 	if (uid_room && all_room)
 		return true;
-	if (!c->wait[k].waiting || (u->exempt && (u->exempt != c || !covers)) ||
-	    (!all_room && b->exempt))
+	if (!w->waiting || (u->exempt && (u->exempt != w || !covers)) || (!all_room && b->exempt))
 		return false;
-	u->exempt = c;
+	u->exempt = w;
 	if (!all_room)
-		b->exempt = c;
+		b->exempt = w;
 	return true;
 }
 
-void budget_unexempt(struct conn *c, enum budget_kind k)
+void budget_unexempt(const struct session *s, struct budget_wait *w, enum budget_kind k)
 {
-	struct budget_use *u = &c->session->account->budget[k];
-	struct budget *b = budget_of(c->session->account, k);
+	struct budget_use *u = &s->account->budget[k];
+	struct budget *b = budget_of(s->account, k);
 
-	if (u->exempt == c) {
+	if (u->exempt == w) {
 		u->exempt = NULL;
-		budget_freed(b->server, k);
+		budget_freed(b);
 	}
-	if (b->exempt == c) {
+	if (b->exempt == w) {
 		b->exempt = NULL;
-		budget_freed(b->server, k);
+		budget_freed(b);
 	}
 }
 
-void budget_freed(struct server *s, enum budget_kind k)
+void budget_freed(struct budget *b)
 {
-	struct budget *b = &s->budgets[k];
-
 	if (!list_empty(&b->waiters) && !uv_is_active((uv_handle_t *)&b->wake))
 		uv_timer_start(&b->wake, on_wake, 0, 0);
 }
 
-void budget_wait(struct conn *c, enum budget_kind k, uint64_t want)
+void budget_wait(const struct session *s, struct budget_wait *w, enum budget_kind k,
+		 uint64_t want)
 {
-	struct budget *b = budget_of(c->session->account, k);
-	const struct budget_use *u = &c->session->account->budget[k];
-	struct budget_wait *w = &c->wait[k];
+	struct budget *b = budget_of(s->account, k);
+	const struct budget_use *u = &s->account->budget[k];
 	uint64_t per_uid, all;
 	unsigned held_back;
 
@@ -188,23 +188,21 @@ void budget_wait(struct conn *c, enum budget_kind k, uint64_t want)
 		return;
 	w->waiting = true;
 	list_add_tail(&w->link, &b->waiters);
-	budget_limits(&c->server->core->cfg, k, &per_uid, &all);
-	if (ratelimit_pass(&b->log, uv_now(c->server->core->loop), &held_back))
-		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->session->cred),
+	budget_limits(b->cfg, k, &per_uid, &all);
+	if (ratelimit_pass(&b->log, uv_now(b->loop), &held_back))
+		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&s->cred),
 				"Connection %" PRIu64 " (pid %d uid %u) %s: uid %u has %" PRIu64
 				" bytes %s (limit %" PRIu64 "), all users %" PRIu64
 				" (limit %" PRIu64 ") (%u more waits since the last message)",
-				c->id, (int)c->session->cred.pid, (unsigned)c->session->cred.uid,
-				kinds[k].waits, (unsigned)c->session->cred.uid, u->bytes, kinds[k].held,
+				s->id, (int)s->cred.pid, (unsigned)s->cred.uid, kinds[k].waits,
+				(unsigned)s->cred.uid, u->bytes, kinds[k].held,
 				per_uid, b->bytes, all, held_back);
-	/* Let the line move: c may be the one let past. */
-	budget_freed(b->server, k);
+	/* Let the line move: w may be the one let past. */
+	budget_freed(b);
 }
 
-void budget_unwait(struct conn *c, enum budget_kind k)
+void budget_unwait(struct budget_wait *w)
 {
-	struct budget_wait *w = &c->wait[k];
-
 	if (!w->waiting)
 		return;
 	list_del(&w->link);
@@ -217,7 +215,7 @@ void budget_unwait(struct conn *c, enum budget_kind k)
  * off a private list before it is looked at and put back in line before it
  * is tried, so that a connection closed meanwhile (letting one go on can
  * close others) is on no list the walk still follows; one that may go on
- * leaves the line itself (conn_budget_retry()).
+ * leaves the line itself (budget.retry: conn_budget_retry()).
  */
 static void on_wake(uv_timer_t *t)
 {
@@ -236,6 +234,6 @@ static void on_wake(uv_timer_t *t)
 
 		list_del(&w->link);
 		list_add_tail(&w->link, &b->waiters);
-		conn_budget_retry(w->conn, b->kind);
+		b->retry(w->owner, b->kind);
 	}
 }

@@ -33,6 +33,11 @@
  * among the uids with bytes held) is not held back by it. The uids over
  * their share came in while there was room, so all together hold at most
  * twice that limit (and a pass past it).
+ *
+ * Budgets know no connection: a waiter is a struct budget_wait that its
+ * owner (a connection, in ipc) embeds, and the line calls the owner back
+ * through budget.retry when it may try again. The client a waiter stands for
+ * is its session (its account, and its id and credentials for the log).
  */
 #ifndef RDMAMEMD_BUDGET_H
 #define RDMAMEMD_BUDGET_H
@@ -42,44 +47,37 @@
 
 #include <uv.h>
 
+#include "account.h"
 #include "log.h"
 #include "proto/list.h"
 
-struct account;
-struct conn;
 struct daemon_config;
-struct server;
+struct session;
 
-enum budget_kind {
-	BUDGET_INPUT,
-	BUDGET_OUTPUT,
-	BUDGET_KINDS,
+/* One kind, one waiter (in its owner: struct conn). */
+struct budget_wait {
+	void *owner;			/* passed to budget.retry */
+	struct list_head link;		/* in budget.waiters while waiting */
+	bool waiting;
+	uint64_t want;			/* the bytes it waits for; 0: room at all */
 };
+
+/* Tries owner's step of kind k again: it leaves the line itself
+ * (budget_unwait()) once it may go on. Runs on the loop, from the timer. */
+typedef void (*budget_retry_fn)(void *owner, enum budget_kind k);
 
 /* One kind, daemon-wide (in struct server). */
 struct budget {
 	enum budget_kind kind;
-	struct server *server;
+	const struct daemon_config *cfg;	/* the limits, read at each use (reloads) */
+	uv_loop_t *loop;
+	budget_retry_fn retry;
 	uint64_t bytes;			/* held for all uids: their accounts' sum */
 	unsigned n_uids;		/* accounts that hold some */
-	struct conn *exempt;		/* let past the daemon-wide limit, or NULL */
+	const struct budget_wait *exempt;	/* let past the daemon-wide limit, or NULL */
 	struct list_head waiters;	/* struct budget_wait, oldest first */
 	uv_timer_t wake;		/* tries them again once room was freed */
 	struct ratelimit log;
-};
-
-/* One kind, one uid (in struct account). */
-struct budget_use {
-	uint64_t bytes;
-	struct conn *exempt;		/* holds the pass past the uid's limit, or NULL */
-};
-
-/* One kind, one connection (in struct conn). */
-struct budget_wait {
-	struct conn *conn;
-	struct list_head link;		/* in budget.waiters while waiting */
-	bool waiting;
-	uint64_t want;			/* the bytes it waits for; 0: room at all */
 };
 
 /*
@@ -92,11 +90,13 @@ struct budget_charge {
 	uint64_t bytes;
 };
 
-/* Sets up s's budgets; budget_start() once the loop may know s's memory. */
-void budget_init(struct server *s, uint64_t log_interval_msec);
-void budget_start(struct server *s, uv_loop_t *loop);
+/* Sets up the budgets of each kind (an array of BUDGET_KINDS);
+ * budget_start() once the loop may know their memory. */
+void budget_init(struct budget *budgets, const struct daemon_config *cfg, budget_retry_fn retry,
+		 uint64_t log_interval_msec);
+void budget_start(struct budget *budgets, uv_loop_t *loop);
 /* Closes the timers (they must have been started). */
-void budget_stop(struct server *s);
+void budget_stop(struct budget *budgets);
 
 /* The limits of kind k: for one uid, for all. */
 void budget_limits(const struct daemon_config *cfg, enum budget_kind k, uint64_t *ret_per_uid,
@@ -111,26 +111,31 @@ void budget_recharge(struct account *a, enum budget_kind k, uint64_t *charged, u
 /* Gives back what ch holds and empties it. */
 void budget_charge_release(struct budget_charge *ch);
 
-/* Whether c's uid may hold grow more bytes of kind k within the limits,
+/* In the functions below, w is the waiter of kind k of a client whose
+ * session is s (w stands for it in the line and holds its passes). */
+
+/* Whether s's uid may hold grow more bytes of kind k within the limits,
  * passes aside. */
-bool budget_has_room(const struct conn *c, enum budget_kind k, uint64_t grow);
+bool budget_has_room(const struct session *s, enum budget_kind k, uint64_t grow);
 /*
- * Whether c may hold grow more bytes of kind k: there is room, or c holds a
+ * Whether w may hold grow more bytes of kind k: there is room, or w holds a
  * pass that covers it (input: the pass lets its message grow until it is
  * complete; output: a pass is for one reply, and its holder waits like any
- * other for the next), or c waits in line and takes a free pass.
+ * other for the next), or w waits in line and takes a free pass.
  */
-bool budget_admit(struct conn *c, enum budget_kind k, uint64_t grow);
-/* What c was let past for is done, or c is going: c needs no pass. */
-void budget_unexempt(struct conn *c, enum budget_kind k);
+bool budget_admit(const struct session *s, struct budget_wait *w, enum budget_kind k,
+		  uint64_t grow);
+/* What w was let past for is done, or it is going: it needs no pass. */
+void budget_unexempt(const struct session *s, struct budget_wait *w, enum budget_kind k);
 
-/* c waits for want bytes (0: room at all) of kind k, said at notice at
- * most once per interval; conn_budget_retry() tries it again. */
-void budget_wait(struct conn *c, enum budget_kind k, uint64_t want);
-/* c leaves the line, if it is in it. */
-void budget_unwait(struct conn *c, enum budget_kind k);
-/* Room of kind k was freed: waiters get their turn soon (not from inside
+/* w waits for want bytes (0: room at all) of kind k, said at notice at
+ * most once per interval; budget.retry tries it again. */
+void budget_wait(const struct session *s, struct budget_wait *w, enum budget_kind k,
+		 uint64_t want);
+/* w leaves the line, if it is in it. */
+void budget_unwait(struct budget_wait *w);
+/* Room of b's kind was freed: waiters get their turn soon (not from inside
  * the caller, which may be tearing a connection down). */
-void budget_freed(struct server *s, enum budget_kind k);
+void budget_freed(struct budget *b);
 
 #endif

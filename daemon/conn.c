@@ -162,7 +162,7 @@ static int conn_input_reserve(struct conn *c, void **ret_ptr, size_t *ret_space)
 	int r;
 
 	if (grow > 0 && c->in.cap + grow > FRAME_BUFFER_INITIAL &&
-	    !budget_admit(c, BUDGET_INPUT, grow))
+	    !budget_admit(c->session, &c->wait[BUDGET_INPUT], BUDGET_INPUT, grow))
 		return -EAGAIN;
 	r = frame_reader_reserve(&c->in, ret_ptr, ret_space);
 	conn_input_recharge(c);
@@ -176,13 +176,13 @@ static void conn_output_recharge(struct conn *c)
 	budget_recharge(c->session->account, BUDGET_OUTPUT, &c->out_charged,
 			outq_held(&c->out) + c->out_reserved);
 	if (outq_pending(&c->out) == 0 && c->out_reserved == 0)
-		budget_unexempt(c, BUDGET_OUTPUT);
+		budget_unexempt(c->session, &c->wait[BUDGET_OUTPUT], BUDGET_OUTPUT);
 }
 
 /* Reserves bytes for c's call in progress if the budgets allow it now. */
 static bool conn_output_try_reserve(struct conn *c, uint64_t bytes)
 {
-	if (!budget_admit(c, BUDGET_OUTPUT, bytes))
+	if (!budget_admit(c->session, &c->wait[BUDGET_OUTPUT], BUDGET_OUTPUT, bytes))
 		return false;
 	c->out_reserved += bytes;
 	conn_output_recharge(c);
@@ -193,7 +193,7 @@ int conn_output_reserve(struct conn *c, uint64_t bytes)
 {
 	if (conn_output_try_reserve(c, bytes))
 		return 1;
-	budget_wait(c, BUDGET_OUTPUT, bytes);
+	budget_wait(c->session, &c->wait[BUDGET_OUTPUT], BUDGET_OUTPUT, bytes);
 	return 0;
 }
 
@@ -241,8 +241,8 @@ void conn_close(struct conn *c)
 	}
 
 	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
-		budget_unwait(c, k);
-		budget_unexempt(c, k);
+		budget_unwait(&c->wait[k]);
+		budget_unexempt(c->session, &c->wait[k], k);
 	}
 
 	/* The call in progress keeps the connection alive through its own
@@ -271,7 +271,7 @@ static bool conn_output_full(const struct conn *c)
 static bool conn_output_room(const struct conn *c)
 {
 	return (outq_pending(&c->out) == 0 && c->out_reserved == 0) ||
-	       budget_has_room(c, BUDGET_OUTPUT, 0);
+	       budget_has_room(c->session, BUDGET_OUTPUT, 0);
 }
 
 /* Whether c may take another call as far as its replies go; if the output
@@ -282,10 +282,10 @@ static bool conn_output_admits(struct conn *c)
 	if (conn_output_full(c))
 		return false;
 	if (conn_output_room(c)) {
-		budget_unwait(c, BUDGET_OUTPUT);
+		budget_unwait(&c->wait[BUDGET_OUTPUT]);
 		return true;
 	}
-	budget_wait(c, BUDGET_OUTPUT, 0);
+	budget_wait(c->session, &c->wait[BUDGET_OUTPUT], BUDGET_OUTPUT, 0);
 	return false;
 }
 
@@ -624,7 +624,7 @@ static int conn_parse_on_pool(struct conn *c, const struct frame *f, int *fds, s
 						c->in_charged };
 	c->in_charged = 0;
 	conn_input_recharge(c);
-	budget_unexempt(c, BUDGET_INPUT);
+	budget_unexempt(c->session, &c->wait[BUDGET_INPUT], BUDGET_INPUT);
 	p->text = f->data;
 	p->len = f->len;
 	p->n_fds = n_fds;
@@ -743,7 +743,7 @@ static void conn_read(struct conn *c)
 	r = conn_input_reserve(c, &p, &space);
 	if (r == -EAGAIN) {
 		/* Stops reading c until its buffer may grow. */
-		budget_wait(c, BUDGET_INPUT, 0);
+		budget_wait(c->session, &c->wait[BUDGET_INPUT], BUDGET_INPUT, 0);
 		conn_update_poll(c);
 		return;
 	}
@@ -862,7 +862,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	c->id = ++s->next_conn_id;
 	idseq_node_init(&c->order);
 	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
-		c->wait[k].conn = c;
+		c->wait[k].owner = c;
 		list_init(&c->wait[k].link);
 	}
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
@@ -906,8 +906,9 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	return 0;
 }
 
-void conn_budget_retry(struct conn *c, enum budget_kind k)
+void conn_budget_retry(void *conn, enum budget_kind k)
 {
+	struct conn *c = conn;
 	uint64_t want = c->wait[k].want;
 	size_t space;
 	void *p;
@@ -917,7 +918,7 @@ void conn_budget_retry(struct conn *c, enum budget_kind k)
 		/* Another error comes again from the read, which handles it. */
 		if (conn_input_reserve(c, &p, &space) == -EAGAIN)
 			return;
-		budget_unwait(c, k);
+		budget_unwait(&c->wait[k]);
 		conn_update_poll(c);
 		return;
 	case BUDGET_OUTPUT:
@@ -925,14 +926,14 @@ void conn_budget_retry(struct conn *c, enum budget_kind k)
 			/* Waiting to take its next call. */
 			if (!conn_output_room(c))
 				return;
-			budget_unwait(c, k);
+			budget_unwait(&c->wait[k]);
 			conn_process(c);
 			return;
 		}
 		/* The call in progress waits to reserve its reply. */
 		if (!conn_output_try_reserve(c, want))
 			return;
-		budget_unwait(c, k);
+		budget_unwait(&c->wait[k]);
 		rpc_call_reserved(c->call, want);
 		return;
 	case BUDGET_KINDS:

@@ -115,7 +115,8 @@ int conn_output_reserve(struct conn *c, uint64_t bytes);
 void conn_output_unreserve(struct conn *c, uint64_t bytes);
 
 /* c waits in line for room of kind k: tries again. When c may go on, it
- * leaves the line and goes on; else it stays. */
-void conn_budget_retry(struct conn *c, enum budget_kind k);
+ * leaves the line and goes on; else it stays. The budgets' retry (a
+ * budget_retry_fn: c is its waiters' owner). */
+void conn_budget_retry(void *conn, enum budget_kind k);
 
 #endif

@@ -75,6 +75,12 @@ static struct device *device_of_vb(struct rdma_ctx *rdma, struct vb_device *vbd)
 	return NULL;
 }
 
+/* Its token was revoked (token_revoke()). */
+static void rconn_revoke(struct token_admission *a, const char *why)
+{
+	rconn_destroy(container_of(a, struct rconn, admission), why);
+}
+
 static struct rconn *rconn_new(struct rdma_ctx *rdma, struct device *dev, struct token *t)
 {
 	struct rconn *c = calloc(1, sizeof(*c));
@@ -99,10 +105,10 @@ static struct rconn *rconn_new(struct rdma_ctx *rdma, struct device *dev, struct
 	c->created_msec = uv_now(rdma->core->loop);
 	session_link_init(&c->ctl_link);
 	list_add_tail(&c->link, &rdma->rconns);
-	list_add_tail(&c->token_link, &t->rconns);
+	c->admission.revoke = rconn_revoke;
+	token_admit(t, &c->admission);
 	rdma->n_rconns++;
 	dev->n_connections++;
-	t->n_admitted++;
 	return c;
 }
 
@@ -119,7 +125,7 @@ void rconn_destroy(struct rconn *c, const char *why)
 		vb->qp_destroy(c->qp);
 	list_del(&c->link);
 	idseq_remove(&rdma->rconn_order, &c->order);
-	list_del(&c->token_link);
+	token_unadmit(&c->admission);
 	session_remove(&c->ctl_link);
 	rdma->n_rconns--;
 	c->dev->n_connections--;

@@ -47,7 +47,7 @@ enum endpoint_reject {
 struct rconn {
 	struct list_head link;		/* in rdma->rconns */
 	struct idseq_node order;	/* in rdma->rconn_order */
-	struct list_head token_link;	/* in token->rconns */
+	struct token_admission admission;	/* in token->admitted: revoked with it */
 	/* SESSION_RCONN, in the session that set it up (ConnectQueuePair only) */
 	struct session_link ctl_link;
 	uint64_t id;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <stdlib.h>
 
-#include "account.h"
+#include "budget.h"
 #include "offload.h"
 
 void offload_init(struct offload *o, uv_loop_t *loop)

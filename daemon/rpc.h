@@ -36,7 +36,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "account.h"
+#include "budget.h"
 #include "proto/dispatch.h"
 #include "proto/macro.h"
 #include "proto/varlink.h"
@@ -47,9 +47,39 @@ struct errinfo;
 struct gpu_ctx;
 struct rdma_ctx;
 struct region_registry;
+struct idseq;
+struct idseq_node;
 struct rpc_call;
-struct server;
 struct session;
+
+/* What GetStatus shows of the server. */
+struct rpc_server_status {
+	const char *path;		/* the socket's */
+	unsigned n_clients;		/* connections admitted */
+	unsigned n_rejected_max;	/* refused connections kept open to be told why */
+	uint64_t bytes[BUDGET_KINDS];	/* held for clients' messages, daemon-wide */
+};
+
+/* What ListClients shows of one connection, besides its session's. */
+struct rpc_client {
+	const struct session *session;
+	uint64_t id;
+	uint64_t n_calls;
+	bool refused;			/* over a connection limit */
+	bool in_call;
+};
+
+/*
+ * The server as the handlers see it: the transport (ipc) sits above rpc,
+ * which sees no connection, so the server hands rpc these (server.c's
+ * server_rpc_ops), called on the loop with rpc_ctx.server.
+ */
+struct rpc_server_ops {
+	void (*status)(const void *server, struct rpc_server_status *ret);
+	/* Its connections by id; client() describes one of their nodes. */
+	const struct idseq *(*clients)(const void *server);
+	void (*client)(const struct idseq_node *node, struct rpc_client *ret);
+};
 
 /*
  * What the method handlers reach: each subsystem's context, composed by
@@ -60,7 +90,8 @@ struct rpc_ctx {
 	struct region_registry *regions;
 	struct rdma_ctx *rdma;
 	struct gpu_ctx *gpu;
-	struct server *server;
+	const struct rpc_server_ops *server_ops;
+	const void *server;		/* server_ops' */
 };
 #define RDMAMEMD_INTERFACE "io.rdmamemd"
 

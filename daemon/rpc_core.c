@@ -7,13 +7,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "conn.h"
 #include "core.h"
 #include "proto/json.h"
 #include "rdma.h"
 #include "region.h"
 #include "rpc.h"
-#include "server.h"
 #include "session.h"
 
 /*
@@ -79,10 +77,10 @@ static int add_memlock(cJSON *p)
  * connections up to the global cap, the refused ones waiting to be told, a
  * region (and so an fd) up to the per-uid region cap, and the daemon's own.
  */
-static int add_fd_limit(cJSON *p, const struct rpc_ctx *ctx)
+static int add_fd_limit(cJSON *p, const struct rpc_ctx *ctx, const struct rpc_server_status *st)
 {
 	const struct daemon_config *cfg = &ctx->core->cfg;
-	uint64_t need = (uint64_t)cfg->max_connections + SERVER_REJECTED_MAX + DAEMON_FDS_OWN +
+	uint64_t need = (uint64_t)cfg->max_connections + st->n_rejected_max + DAEMON_FDS_OWN +
 			DAEMON_FDS_PER_DEVICE * ctx->rdma->n_devices;
 	struct rlimit rl;
 
@@ -140,22 +138,24 @@ RPC_DEFINE_METHOD(
 static int method_get_status(struct rpc_call *call, _unused_ void *params)
 {
 	const struct rpc_ctx *ctx = call->ctx;
+	struct rpc_server_status st;
 	_cleanup_json_ cJSON *p = NULL;
 	int r;
 
+	ctx->server_ops->status(ctx->server, &st);
 	p = cJSON_CreateObject();
 	if (!p)
 		return -ENOMEM;
 	if (json_add_string(p, "version", RDMAMEMD_VERSION) < 0 ||
 	    json_add_int(p, "pid", getpid()) < 0 ||
 	    json_add_u64(p, "uptime_msec", core_uptime_msec(ctx->core)) < 0 ||
-	    json_add_string(p, "socket", ctx->server->path) < 0 ||
-	    json_add_int(p, "clients", ctx->server->n_conns) < 0 ||
+	    json_add_string(p, "socket", st.path) < 0 ||
+	    json_add_int(p, "clients", st.n_clients) < 0 ||
 	    json_add_int(p, "regions", (int64_t)ctx->regions->n_regions) < 0 ||
 	    json_add_u64(p, "pinned_bytes", ctx->regions->pinned_bytes) < 0 ||
-	    json_add_u64(p, "input_bytes", ctx->server->budgets[BUDGET_INPUT].bytes) < 0 ||
-	    json_add_u64(p, "output_bytes", ctx->server->budgets[BUDGET_OUTPUT].bytes) < 0 ||
-	    json_add_int(p, "devices", ctx->rdma->n_devices) < 0 || add_fd_limit(p, ctx) < 0 ||
+	    json_add_u64(p, "input_bytes", st.bytes[BUDGET_INPUT]) < 0 ||
+	    json_add_u64(p, "output_bytes", st.bytes[BUDGET_OUTPUT]) < 0 ||
+	    json_add_int(p, "devices", ctx->rdma->n_devices) < 0 || add_fd_limit(p, ctx, &st) < 0 ||
 	    json_add_int(p, "rdma_connections", ctx->rdma->n_rconns) < 0)
 		return -ENOMEM;
 	r = add_memlock(p);
@@ -279,22 +279,24 @@ static const struct varlink_symbol rpc_type_Client = VARLINK_DEFINE_TYPE(
 /* Others' connections are their business; root sees all. */
 static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
 {
-	const struct conn *c = container_of(node, struct conn, order);
-	const struct session *s = c->session;
+	const struct session *s;
+	struct rpc_client c;
 	_cleanup_json_ cJSON *o = NULL;
 
+	call->ctx->server_ops->client(node, &c);
+	s = c.session;
 	if (call->session->cred.uid != 0 && s->cred.uid != call->session->cred.uid)
 		return 0;
 	o = cJSON_CreateObject();
-	if (!o || json_add_u64(o, "id", c->id) < 0 || json_add_int(o, "pid", s->cred.pid) < 0 ||
+	if (!o || json_add_u64(o, "id", c.id) < 0 || json_add_int(o, "pid", s->cred.pid) < 0 ||
 	    json_add_int(o, "uid", s->cred.uid) < 0 || json_add_int(o, "gid", s->cred.gid) < 0 ||
-	    json_add_u64(o, "calls", c->n_calls) < 0 ||
+	    json_add_u64(o, "calls", c.n_calls) < 0 ||
 	    json_add_int(o, "regions", session_count(s, SESSION_REGION)) < 0 ||
 	    json_add_int(o, "leases", session_count(s, SESSION_LEASE)) < 0 ||
 	    json_add_int(o, "tokens", session_count(s, SESSION_TOKEN)) < 0 ||
 	    json_add_bool(o, "self", s == call->session) < 0 ||
-	    json_add_string(o, "state", c->reject ? "refused" :
-					c->call && s != call->session ? "in a call" : "idle") < 0)
+	    json_add_string(o, "state", c.refused ? "refused" :
+					c.in_call && s != call->session ? "in a call" : "idle") < 0)
 		return -ENOMEM;
 	*ret = TAKE_PTR(o);
 	return 0;
@@ -309,7 +311,9 @@ RPC_DEFINE_METHOD(ListClients,
 
 static int method_list_clients(struct rpc_call *call, void *params)
 {
-	return rpc_reply_page(call, params, &call->ctx->server->conn_order, "clients",
+	const struct rpc_ctx *ctx = call->ctx;
+
+	return rpc_reply_page(call, params, ctx->server_ops->clients(ctx->server), "clients",
 			      client_item);
 }
 

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "proto/errors.h"
 #include "proto/sockpath.h"
+#include "rpc.h"
 #include "server.h"
 
 /* Connections accepted per wake-up before other work gets a turn: a flood
@@ -277,7 +278,7 @@ int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
 	s->emfile_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	s->stall_log.interval_msec = SERVER_LOG_INTERVAL_MSEC;
 	list_init(&s->conns);
-	budget_init(s, SERVER_LOG_INTERVAL_MSEC);
+	budget_init(s->budgets, &core->cfg, conn_budget_retry, SERVER_LOG_INTERVAL_MSEC);
 	idseq_init(&s->conn_order);
 
 	r = server_adopt_activated(s);
@@ -312,7 +313,7 @@ int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
 	}
 
 	/* Last: from here on the loop knows the server's memory. */
-	budget_start(s, core->loop);
+	budget_start(s->budgets, core->loop);
 	core->accounts->budgets = s->budgets;
 
 	log_info("Listening on '%s'%s", s->path, s->activated ? " (socket activated)" : "");
@@ -361,3 +362,39 @@ struct server *server_free(struct server *s)
 	free(s);
 	return NULL;
 }
+
+static void server_rpc_status(const void *server, struct rpc_server_status *ret)
+{
+	const struct server *s = server;
+
+	*ret = (struct rpc_server_status){ .path = s->path, .n_clients = s->n_conns,
+					   .n_rejected_max = SERVER_REJECTED_MAX };
+	for (unsigned k = 0; k < BUDGET_KINDS; k++)
+		ret->bytes[k] = s->budgets[k].bytes;
+}
+
+static const struct idseq *server_rpc_clients(const void *server)
+{
+	const struct server *s = server;
+
+	return &s->conn_order;
+}
+
+static void server_rpc_client(const struct idseq_node *node, struct rpc_client *ret)
+{
+	const struct conn *c = container_of(node, struct conn, order);
+
+	*ret = (struct rpc_client){
+		.session = c->session,
+		.id = c->id,
+		.n_calls = c->n_calls,
+		.refused = c->reject,
+		.in_call = c->call,
+	};
+}
+
+const struct rpc_server_ops server_rpc_ops = {
+	.status = server_rpc_status,
+	.clients = server_rpc_clients,
+	.client = server_rpc_client,
+};

@@ -16,6 +16,7 @@
 
 struct core;
 struct rpc_ctx;
+struct rpc_server_ops;
 
 /*
  * Refused clients waiting to hear why (they are told on their first call,
@@ -51,6 +52,9 @@ struct server {
 	struct budget budgets[BUDGET_KINDS];	/* input and output, daemon-wide */
 	struct ratelimit stall_log;
 };
+
+/* What the method handlers see of a server (rpc_ctx.server_ops). */
+extern const struct rpc_server_ops server_rpc_ops;
 
 /* Listens; the accounts' budgets are the server's from here on. */
 int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret);

@@ -9,7 +9,6 @@
 #include "account.h"
 #include "core.h"
 #include "rdma.h"
-#include "endpoint.h"
 #include "errinfo.h"
 #include "log.h"
 #include "proto/hex.h"
@@ -75,7 +74,7 @@ int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **re
 	t->rdma = rdma;
 	t->uid = owner->cred.uid;
 	t->created_msec = uv_now(rdma->core->loop);
-	list_init(&t->rconns);
+	list_init(&t->admitted);
 	list_add_tail(&t->link, &rdma->tokens.all);
 	session_add(owner, SESSION_TOKEN, &t->owner_link);
 	a->n_tokens++;
@@ -105,6 +104,17 @@ struct token *token_find(struct rdma_ctx *rdma, const uint8_t raw[TOKEN_BYTES])
 	return same_bytes(t->raw, raw, TOKEN_BYTES) ? t : NULL;
 }
 
+void token_admit(struct token *t, struct token_admission *a)
+{
+	list_add_tail(&a->link, &t->admitted);
+	t->n_admitted++;
+}
+
+void token_unadmit(struct token_admission *a)
+{
+	list_del(&a->link);
+}
+
 int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES])
 {
 	return hex_decode(hex, raw, TOKEN_BYTES);
@@ -115,10 +125,13 @@ void token_revoke(struct token *t, const char *why)
 	struct rdma_ctx *rdma = t->rdma;
 
 	log_info("Access token of uid %u revoked (%s); closing %s", (unsigned)t->uid, why,
-		 list_empty(&t->rconns) ? "no connections" : "its connections");
-	while (!list_empty(&t->rconns))
-		rconn_destroy(list_first_entry(&t->rconns, struct rconn, token_link),
-			      "its access token was revoked");
+		 list_empty(&t->admitted) ? "no connections" : "its connections");
+	while (!list_empty(&t->admitted)) {
+		struct token_admission *a =
+			list_first_entry(&t->admitted, struct token_admission, link);
+
+		a->revoke(a, "its access token was revoked");
+	}
 	idmap_remove(&rdma->tokens.by_hash, token_hash(t->raw));
 	list_del(&t->link);
 	/* In its creator's session until now: that holds the account. */

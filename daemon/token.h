@@ -21,6 +21,16 @@ struct errinfo;
 
 #define TOKEN_BYTES 16
 
+/*
+ * What a token let in (a remote connection, endpoint.c), embedded in it:
+ * revoking the token calls revoke() on each, which must end it and take it
+ * off the token (token_unadmit()). The token knows nothing else of it.
+ */
+struct token_admission {
+	struct list_head link;		/* in token->admitted */
+	void (*revoke)(struct token_admission *a, const char *why);
+};
+
 struct token {
 	struct list_head link;		/* in rdma->tokens.all */
 	struct session_link owner_link;	/* SESSION_TOKEN, in its creator's session */
@@ -29,7 +39,7 @@ struct token {
 	uint8_t raw[TOKEN_BYTES];
 	char hex[TOKEN_BYTES * 2 + 1];
 	uint64_t created_msec;
-	struct list_head rconns;	/* struct rconn admitted with it */
+	struct list_head admitted;	/* struct token_admission, of what it let in */
 	uint64_t n_admitted;
 };
 
@@ -42,6 +52,10 @@ int token_create(struct rdma_ctx *rdma, struct session *owner, struct token **re
 		 struct errinfo *e);
 /* The live token with these bytes, compared in constant time; or NULL. */
 struct token *token_find(struct rdma_ctx *rdma, const uint8_t raw[TOKEN_BYTES]);
+/* t let a in: a is revoked with t. */
+void token_admit(struct token *t, struct token_admission *a);
+/* a is going by itself: t need not revoke it. */
+void token_unadmit(struct token_admission *a);
 /* Parses 32 hex digits; -EINVAL otherwise. */
 int token_parse_hex(const char *hex, uint8_t raw[TOKEN_BYTES]);
 /* Tears down the connections it admitted and forgets it. */
