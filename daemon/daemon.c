@@ -12,16 +12,16 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "account.h"
-#include "conn.h"
-#include "daemon.h"
-#include "device.h"
-#include "endpoint.h"
-#include "lease.h"
-#include "log.h"
-#include "region.h"
-#include "server.h"
-#include "token.h"
+#include "daemon/core/account.h"
+#include "daemon/ipc/conn.h"
+#include "daemon/daemon.h"
+#include "daemon/rdma/device.h"
+#include "daemon/rdma/endpoint.h"
+#include "daemon/mem/lease.h"
+#include "daemon/core/log.h"
+#include "daemon/mem/region.h"
+#include "daemon/ipc/server.h"
+#include "daemon/rdma/token.h"
 
 #define DAEMON_TICK_MSEC 1000U
 
