@@ -18,10 +18,10 @@
 #include <unistd.h>
 
 #include "benchlib.h"
-#include "daemon/cuda.h"
+#include "daemon/gpu/cuda.h"
 
 #if HAVE_CUDA_H
-#include "daemon/cuda-ops.h"
+#include "daemon/gpu/cuda-ops.h"
 
 #define BIG (1ULL << 30)
 #define ROUNDS 20

@@ -5,7 +5,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "proto/macro.h"
+#include "util/macro.h"
 #include "rdmamem.h"
 
 /* Records the failure of the current call; name NULL for local failures. */

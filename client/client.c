@@ -16,8 +16,8 @@
 #include "proto/errors.h"
 #include "proto/frame.h"
 #include "proto/json.h"
-#include "proto/sockio.h"
-#include "proto/sockpath.h"
+#include "util/sockio.h"
+#include "util/sockpath.h"
 #include "proto/varlink.h"
 
 struct rdmamem_client {

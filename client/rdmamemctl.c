@@ -13,8 +13,8 @@
 #include <cjson/cJSON.h>
 
 #include "proto/json.h"
-#include "proto/macro.h"
-#include "proto/sockpath.h"
+#include "util/macro.h"
+#include "util/sockpath.h"
 #include "rdmamem.h"
 
 static const char *arg_socket;

@@ -12,16 +12,16 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "account.h"
-#include "conn.h"
-#include "daemon.h"
-#include "device.h"
-#include "endpoint.h"
-#include "lease.h"
-#include "log.h"
-#include "region.h"
-#include "server.h"
-#include "token.h"
+#include "daemon/core/account.h"
+#include "daemon/ipc/conn.h"
+#include "daemon/daemon.h"
+#include "daemon/rdma/device.h"
+#include "daemon/rdma/endpoint.h"
+#include "daemon/mem/lease.h"
+#include "daemon/core/log.h"
+#include "daemon/mem/region.h"
+#include "daemon/ipc/server.h"
+#include "daemon/rdma/token.h"
 
 #define DAEMON_TICK_MSEC 1000U
 
@@ -96,7 +96,7 @@ static void daemon_reload(struct daemon *d)
 		endpoint_reload(&d->rdma);
 		/* Larger budgets let waiting connections go on. */
 		for (unsigned k = 0; k < BUDGET_KINDS; k++)
-			budget_freed(d->server, k);
+			budget_freed(&d->server->budgets[k]);
 		log_info("Configuration reloaded from %s: %d settings changed", path ?: "defaults",
 			 r);
 	}
@@ -138,7 +138,7 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->tick);
 	close_handle((uv_handle_t *)&d->drain_timer);
 	close_handle((uv_handle_t *)&d->watchdog);
-	budget_stop(d->server);
+	budget_stop(d->server->budgets);
 	region_registry_stop(&d->regions);
 }
 
@@ -261,6 +261,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	r = server_new(&d->core, &d->rpc, &d->server);
 	if (r < 0)
 		goto fail;
+	d->rpc.server_ops = &server_rpc_ops;
 	d->rpc.server = d->server;
 	d->server->drained = on_server_drained;
 	d->server->drained_userdata = d;
@@ -299,7 +300,7 @@ fail:
 	 * releases them. */
 	if (d->server) {
 		server_stop_listening(d->server);
-		budget_stop(d->server);
+		budget_stop(d->server->budgets);
 	}
 	endpoint_stop(&d->rdma);
 	devices_stop(&d->rdma);

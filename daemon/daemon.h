@@ -14,13 +14,13 @@
 
 #include <uv.h>
 
-#include "account.h"
-#include "core.h"
-#include "gpu.h"
-#include "offload.h"
-#include "rdma.h"
-#include "region.h"
-#include "rpc.h"
+#include "daemon/core/account.h"
+#include "daemon/core/core.h"
+#include "daemon/gpu/gpu.h"
+#include "daemon/core/offload.h"
+#include "daemon/rdma/rdma.h"
+#include "daemon/mem/region.h"
+#include "daemon/rpc/rpc.h"
 
 struct server;
 

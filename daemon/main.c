@@ -7,10 +7,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "config.h"
-#include "daemon.h"
-#include "log.h"
-#include "rpc.h"
+#include "daemon/core/config.h"
+#include "daemon/daemon.h"
+#include "daemon/core/log.h"
+#include "daemon/rpc/rpc.h"
 
 static void help(void)
 {

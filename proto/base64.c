@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "base64.h"
+#include "proto/base64.h"
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

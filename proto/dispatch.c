@@ -3,8 +3,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "dispatch.h"
-#include "json.h"
+#include "proto/dispatch.h"
+#include "proto/json.h"
 
 static bool is_field(const struct varlink_field *f)
 {

@@ -14,7 +14,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "idl.h"
+#include "proto/idl.h"
 
 struct json_dispatch_error {
 	const char *parent;	/* the parameter whose struct holds field; NULL at the top */

@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "errors.h"
-#include "macro.h"
+#include "proto/errors.h"
+#include "util/macro.h"
 
 /*
  * Each error once: its name, the errno the client library returns for it,

@@ -7,7 +7,7 @@
 #ifndef RDMAMEM_ERRORS_H
 #define RDMAMEM_ERRORS_H
 
-#include "idl.h"
+#include "proto/idl.h"
 
 #define VARLINK_ERROR_INTERFACE_NOT_FOUND "org.varlink.service.InterfaceNotFound"
 #define VARLINK_ERROR_METHOD_NOT_FOUND "org.varlink.service.MethodNotFound"

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
-#include "macro.h"
+#include "proto/frame.h"
+#include "util/macro.h"
 
 /* Reads are offered at least this much space so that small messages do
  * not cost one recvmsg each. */

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "hex.h"
+#include "proto/hex.h"
 
 static int digit(char c)
 {

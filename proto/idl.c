@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idl.h"
-#include "macro.h"
+#include "proto/idl.h"
+#include "util/macro.h"
 
 /* Named types one interface may declare: far more than ours has. */
 #define IDL_TYPES_MAX 128

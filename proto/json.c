@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json.h"
-#include "strset.h"
+#include "proto/json.h"
+#include "util/strset.h"
 
 /* Length of the UTF-8 sequence at s (at most n bytes), 0 if invalid:
  * overlong forms, surrogates and code points past U+10FFFF are refused. */

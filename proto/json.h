@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "macro.h"
+#include "util/macro.h"
 
 /* Deepest nesting of objects and arrays a message may have. */
 #define JSON_DEPTH_MAX 32

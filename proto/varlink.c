@@ -2,8 +2,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "json.h"
-#include "varlink.h"
+#include "proto/json.h"
+#include "proto/varlink.h"
 
 static bool is_lower_alnum(char c)
 {

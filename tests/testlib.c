@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "proto/json.h"
-#include "proto/sockio.h"
+#include "util/sockio.h"
 #include "rdmamem.h"
 #include "testlib.h"
 

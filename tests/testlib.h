@@ -11,7 +11,7 @@
 #include <check.h>
 #include <cjson/cJSON.h>
 
-#include "proto/macro.h"
+#include "util/macro.h"
 
 #define DAEMON_BIN BUILD_DIR "/rdmamemd"
 #define CTL_BIN BUILD_DIR "/rdmamemctl"

@@ -20,14 +20,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/cuda.h"
+#include "daemon/gpu/cuda.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"
 
 #if HAVE_CUDA_H
-#include "daemon/cuda-ops.h"
+#include "daemon/gpu/cuda-ops.h"
 #endif
 
 static struct test_daemon td;

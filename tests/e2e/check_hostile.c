@@ -31,12 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/rpc.h"
-#include "daemon/server.h"
+#include "daemon/rpc/rpc.h"
+#include "daemon/ipc/server.h"
 #include "proto/base64.h"
 #include "proto/errors.h"
 #include "proto/json.h"
-#include "proto/sockio.h"
+#include "util/sockio.h"
 #include "proto/varlink.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"

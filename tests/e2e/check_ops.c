@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/log.h"
+#include "daemon/core/log.h"
 #include "proto/errors.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/region_memfd.h"
+#include "daemon/mem/region_memfd.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "rdmamem.h"

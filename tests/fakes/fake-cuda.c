@@ -22,9 +22,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/cuda.h"
+#include "daemon/gpu/cuda.h"
 #include "fake.h"
-#include "proto/macro.h"
+#include "util/macro.h"
 
 #if HAVE_CUDA_H
 #include "fake-cuda.h"

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "daemon/cuda-ops.h"
+#include "daemon/gpu/cuda-ops.h"
 
 #define FAKE_CUDA_DEVICES 2
 /* VMM granularity, and the alignment of every allocation. */

@@ -16,7 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "daemon/verbs.h"
+#include "daemon/rdma/verbs.h"
 #include "fake.h"
 
 struct vb_device {

@@ -33,15 +33,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/conn.h"
+#include "daemon/ipc/conn.h"
 #include "daemon/daemon.h"
-#include "daemon/log.h"
-#include "daemon/rpc.h"
-#include "daemon/server.h"
-#include "daemon/verbs.h"
+#include "daemon/core/log.h"
+#include "daemon/rpc/rpc.h"
+#include "daemon/ipc/server.h"
+#include "daemon/rdma/verbs.h"
 #include "fuzz.h"
-#include "proto/macro.h"
-#include "proto/sockio.h"
+#include "util/macro.h"
+#include "util/sockio.h"
 #include "tests/fakes/fake.h"
 
 #define FUZZ_UID 1000

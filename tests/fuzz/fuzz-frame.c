@@ -14,7 +14,7 @@
 
 #include "fuzz.h"
 #include "proto/frame.h"
-#include "proto/macro.h"
+#include "util/macro.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

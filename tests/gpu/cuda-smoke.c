@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda-smoke: proves daemon/cuda.c on a real GPU and driver.
+ * cuda-smoke: proves daemon/gpu/cuda.c on a real GPU and driver.
  *
  * A child process plays the client: it allocates a VMM allocation
  * (cuMemCreate, POSIX fd handle) and a legacy cuMemAlloc one, fills both
@@ -28,9 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/cuda-ops.h"
-#include "daemon/cuda.h"
-#include "daemon/log.h"
+#include "daemon/gpu/cuda-ops.h"
+#include "daemon/gpu/cuda.h"
+#include "daemon/core/log.h"
 
 #define VMM_SIZE (64ULL << 20)		/* also the bandwidth test's size */
 #define IPC_SIZE ((8ULL << 20) + 12345)	/* odd on purpose */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/idmap.h"
+#include "util/idmap.h"
 #include "proto/base64.h"
 #include "tests/testlib.h"
 

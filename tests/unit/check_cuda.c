@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/cuda.h"
+#include "daemon/gpu/cuda.h"
 #include "tests/testlib.h"
 
 START_TEST(test_no_driver)

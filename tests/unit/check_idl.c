@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/rpc.h"
+#include "daemon/rpc/rpc.h"
 #include "proto/errors.h"
 #include "proto/idl.h"
 #include "tests/testlib.h"

@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/lock.h"
+#include "daemon/mem/lock.h"
 #include "tests/testlib.h"
 
 static struct access_lock lk;

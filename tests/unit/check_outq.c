@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/outq.h"
-#include "proto/sockio.h"
+#include "daemon/ipc/outq.h"
+#include "util/sockio.h"
 #include "tests/testlib.h"
 
 static int sv[2];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The deferred-reply handle (daemon/rpc.c), over a transport of the test's
+ * The deferred-reply handle (daemon/rpc/rpc.c), over a transport of the test's
  * own and a session, without a connection or a daemon: a handler that
  * defers and answers later, or at once; the client leaving first (on_cancel
  * runs once, a late answer is dropped); every handle ended exactly once.
@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/core.h"
-#include "daemon/errinfo.h"
-#include "daemon/region.h"
-#include "daemon/region_memfd.h"
-#include "daemon/rpc.h"
-#include "daemon/session.h"
+#include "daemon/core/core.h"
+#include "daemon/core/errinfo.h"
+#include "daemon/mem/region.h"
+#include "daemon/mem/region_memfd.h"
+#include "daemon/rpc/rpc.h"
+#include "daemon/core/session.h"
 #include "proto/errors.h"
 #include "rdmamem.h"
 #include "tests/unit/session-fixture.h"

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Sessions (daemon/session.c), built on their own: the drop hooks run kind
+ * Sessions (daemon/core/session.c), built on their own: the drop hooks run kind
  * by kind in teardown order, the counts follow what is added and removed,
  * and closing twice does nothing more.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/account.h"
-#include "daemon/session.h"
+#include "daemon/core/account.h"
+#include "daemon/core/session.h"
 #include "tests/unit/session-fixture.h"
 #include "tests/testlib.h"
 

@@ -6,7 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/sockpath.h"
+#include "util/sockpath.h"
 #include "tests/testlib.h"
 
 static void clear_env(void)

@@ -9,16 +9,16 @@
 #include <sys/random.h>
 #include <syslog.h>
 
-#include "daemon/account.h"
-#include "daemon/core.h"
-#include "daemon/errinfo.h"
-#include "daemon/idseq.h"
-#include "daemon/log.h"
-#include "daemon/rdma.h"
-#include "daemon/token.h"
+#include "daemon/core/account.h"
+#include "daemon/core/core.h"
+#include "daemon/core/errinfo.h"
+#include "util/idseq.h"
+#include "daemon/core/log.h"
+#include "daemon/rdma/rdma.h"
+#include "daemon/rdma/token.h"
 #include "proto/errors.h"
-#include "proto/siphash.h"
-#include "proto/strset.h"
+#include "util/siphash.h"
+#include "util/strset.h"
 #include "tests/unit/session-fixture.h"
 #include "tests/testlib.h"
 

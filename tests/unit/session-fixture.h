@@ -5,8 +5,8 @@
 
 #include <check.h>
 
-#include "daemon/account.h"
-#include "daemon/session.h"
+#include "daemon/core/account.h"
+#include "daemon/core/session.h"
 
 /* A session of cred's uid, its account in table t. */
 static inline struct session *test_session_new(struct account_table *t, uint64_t id,

@@ -1,0 +1,917 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The CUDA layer (see cuda.h). The one file that calls the driver API: every
+ * call goes through the table in cuda-ops.h, and every CUresult becomes a
+ * negative errno here, with the driver's own words kept for cu_last_error().
+ *
+ * Built without cuda.h, the second half of this file supplies stubs that
+ * fail with -EOPNOTSUPP, so nothing else in the daemon needs an #if.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/gpu/cuda.h"
+#include "daemon/core/log.h"
+
+#if HAVE_CUDA_H
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "daemon/gpu/cuda-ops.h"
+
+#define CU_LIBRARY "libcuda.so.1"
+/* cuGetProcAddress_v2, through which every entry point is found, is 12.0's. */
+#define CU_DRIVER_MIN 12000
+#define CU_ERR_MAX 512
+
+/* A header upgrade that changes an entry point's ABI must break the build,
+ * not the call: the table's types have to be cuda.h's prototypes. */
+#define CU_OPS_CHECK(name, version)                                                      \
+	_Static_assert(__builtin_types_compatible_p(PFN_##name##_v##version,            \
+						    __typeof__(&name)),                 \
+		       "PFN_" #name "_v" #version " is not the ABI cuda.h declares");
+CU_OPS_LIST(CU_OPS_CHECK)
+#undef CU_OPS_CHECK
+
+_Static_assert(sizeof(CUipcMemHandle) == CU_IPC_HANDLE_SIZE, "CUipcMemHandle changed size");
+_Static_assert(sizeof(CUdeviceptr) == sizeof(uint64_t), "CUdeviceptr is not 64 bits");
+
+static const struct cu_sym {
+	const char *name;
+	int version;
+	size_t offset;
+} cu_syms[] = {
+#define CU_OPS_SYM(name, version) { #name, version, offsetof(struct cu_ops, name) },
+	CU_OPS_LIST(CU_OPS_SYM)
+#undef CU_OPS_SYM
+};
+
+static struct cu_ops cu;
+static bool cu_fake;		/* cu_set_ops() installed the table */
+static bool cu_load_started;
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static int cu_load_result;
+static char cu_load_msg[CU_ERR_MAX];
+static int cu_n_devices;
+static atomic_uint *cu_primary_refs;	/* our retains, per device */
+
+/* Per thread: copies fail on pool threads and report from there. */
+static __thread char cu_err[CU_ERR_MAX];
+
+/* The one CUresult to errno table; whatever it does not name is -EIO. */
+static const struct {
+	CUresult result;
+	int err;
+} cu_errno_map[] = {
+	{ CUDA_ERROR_OUT_OF_MEMORY, ENOMEM },
+	{ CUDA_ERROR_INVALID_VALUE, EINVAL },
+	{ CUDA_ERROR_NOT_SUPPORTED, EOPNOTSUPP },
+	{ CUDA_ERROR_NO_DEVICE, ENODEV },
+};
+
+static int cu_result_to_errno(CUresult res)
+{
+	for (size_t i = 0; i < ELEMENTSOF(cu_errno_map); i++)
+		if (cu_errno_map[i].result == res)
+			return -cu_errno_map[i].err;
+	return -EIO;
+}
+
+/* Records a failure that is not a CUresult; returns err. */
+_printf_(2, 3) static int cu_errorf(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cu_err, sizeof(cu_err), fmt, ap);
+	va_end(ap);
+	return log_debug_errno(err, "CUDA: %s", cu_err);
+}
+
+/* Records a failed driver call as "CUDA_ERROR_X: text (call)"; returns its errno. */
+static int cu_fail(CUresult res, const char *call)
+{
+	const char *name = NULL, *text = NULL;
+
+	if (cu.cuGetErrorName && cu.cuGetErrorName(res, &name) != CUDA_SUCCESS)
+		name = NULL;
+	if (cu.cuGetErrorString && cu.cuGetErrorString(res, &text) != CUDA_SUCCESS)
+		text = NULL;
+	if (name)
+		return cu_errorf(cu_result_to_errno(res), "%s: %s (%s)", name,
+				 text ? text : "no description", call);
+	return cu_errorf(cu_result_to_errno(res), "CUresult %d (%s)", (int)res, call);
+}
+
+static int cu_check(CUresult res, const char *call)
+{
+	return res == CUDA_SUCCESS ? 0 : cu_fail(res, call);
+}
+
+/* Calls a driver entry point: 0, or its errno with cu_last_error() set. */
+#define CU(fn, ...) cu_check(cu.fn(__VA_ARGS__), #fn)
+
+/* Keeps the first failure of a teardown that goes on past failures. */
+static void cu_keep_first(int *r, int k, char *first)
+{
+	if (k < 0 && *r >= 0) {
+		*r = k;
+		memcpy(first, cu_err, CU_ERR_MAX);
+	}
+}
+
+static int cu_load_driver(void)
+{
+	PFN_cuGetProcAddress_v12000 get_proc = NULL;
+	int version, n, r;
+	void *lib;
+
+	if (!cu_fake) {
+		/*
+		 * Never closed: the driver starts threads and keeps state that
+		 * outlives any handle we could drop.
+		 */
+		lib = dlopen(CU_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+		if (!lib)
+			return cu_errorf(
+				-ENOENT,
+				"%s could not be loaded (is the NVIDIA driver installed?): %s",
+				CU_LIBRARY, dlerror());
+		/* The bootstrap entry points, unversioned since CUDA 2 and 6. */
+		*(void **)&cu.cuInit = dlsym(lib, "cuInit");
+		*(void **)&cu.cuDriverGetVersion = dlsym(lib, "cuDriverGetVersion");
+		*(void **)&cu.cuGetErrorName = dlsym(lib, "cuGetErrorName");
+		*(void **)&cu.cuGetErrorString = dlsym(lib, "cuGetErrorString");
+		*(void **)&get_proc = dlsym(lib, "cuGetProcAddress_v2");
+		if (!cu.cuInit || !cu.cuDriverGetVersion)
+			return cu_errorf(-ENOSYS, "%s has no cuInit or cuDriverGetVersion",
+					 CU_LIBRARY);
+	}
+
+	r = CU(cuDriverGetVersion, &version);
+	if (r < 0)
+		return r;
+	if (version < CU_DRIVER_MIN || (!cu_fake && !get_proc))
+		return cu_errorf(
+			-ENOSYS,
+			"the NVIDIA driver supports CUDA %d.%d; rdmamemd needs %d.%d or later",
+			version / 1000, version % 1000 / 10, CU_DRIVER_MIN / 1000,
+			CU_DRIVER_MIN % 1000 / 10);
+
+	r = CU(cuInit, 0);
+	if (r < 0)
+		return r;
+
+	for (size_t i = 0; !cu_fake && i < ELEMENTSOF(cu_syms); i++) {
+		void **slot = (void **)((char *)&cu + cu_syms[i].offset);
+		CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+		CUresult res;
+
+		if (*slot)
+			continue;
+		/* The version the table's type was introduced in: that ABI exactly. */
+		res = get_proc(cu_syms[i].name, slot, cu_syms[i].version,
+			       CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
+		if (res != CUDA_SUCCESS)
+			return cu_fail(res, "cuGetProcAddress");
+		if (!*slot || status != CU_GET_PROC_ADDRESS_SUCCESS)
+			return cu_errorf(
+				-ENOSYS,
+				"the NVIDIA driver (CUDA %d.%d) has no %s with the CUDA %d.%d ABI",
+				version / 1000, version % 1000 / 10, cu_syms[i].name,
+				cu_syms[i].version / 1000, cu_syms[i].version % 1000 / 10);
+	}
+
+	r = CU(cuDeviceGetCount, &n);
+	if (r < 0)
+		return r;
+	cu_primary_refs = calloc(n > 0 ? n : 1, sizeof(*cu_primary_refs));
+	if (!cu_primary_refs)
+		return cu_errorf(-ENOMEM, "out of memory");
+	cu_n_devices = n;
+	log_debug("CUDA driver %d.%d loaded, %d device(s)", version / 1000, version % 1000 / 10, n);
+	return 0;
+}
+
+static void cu_do_load(void)
+{
+	cu_load_started = true;
+	cu_load_result = cu_load_driver();
+	if (cu_load_result < 0)
+		memcpy(cu_load_msg, cu_err, sizeof(cu_load_msg));
+}
+
+int cu_load(void)
+{
+	pthread_once(&cu_once, cu_do_load);
+	if (cu_load_result < 0)
+		memcpy(cu_err, cu_load_msg, sizeof(cu_err));
+	return cu_load_result;
+}
+
+int cu_set_ops(const struct cu_ops *ops)
+{
+	if (cu_load_started)
+		return -EBUSY;
+	cu = *ops;
+	cu_fake = true;
+	return 0;
+}
+
+const struct cu_ops *cu_get_ops(void)
+{
+	return cu_load() < 0 ? NULL : &cu;
+}
+
+const char *cu_last_error(void)
+{
+	return cu_err;
+}
+
+int cu_device_count(void)
+{
+	int r = cu_load();
+
+	return r < 0 ? r : cu_n_devices;
+}
+
+static int cu_check_ordinal(int ordinal)
+{
+	if (ordinal < 0 || ordinal >= cu_n_devices)
+		return cu_errorf(-ENODEV, "there is no CUDA device %d (this host has %d)", ordinal,
+				 cu_n_devices);
+	return 0;
+}
+
+static int cu_attr(CUdevice dev, CUdevice_attribute attr, int *ret)
+{
+	return CU(cuDeviceGetAttribute, ret, attr, dev);
+}
+
+int cu_device_info(int ordinal, struct cu_device_info *ret)
+{
+	struct cu_device_info info = { .ordinal = ordinal };
+	int dma_buf, vmm, posix_fd, gdr_vmm, r;
+	CUdevice dev;
+	size_t mem;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	r = cu_check_ordinal(ordinal);
+	if (r < 0)
+		return r;
+	r = CU(cuDeviceGet, &dev, ordinal);
+	if (r < 0)
+		return r;
+	r = CU(cuDeviceGetName, info.name, sizeof(info.name), dev);
+	if (r < 0)
+		return r;
+	r = CU(cuDeviceGetPCIBusId, info.pci_bus_id, sizeof(info.pci_bus_id), dev);
+	if (r < 0)
+		return r;
+	/* sysfs spells bus ids in lower case; so will the NIC table. */
+	for (char *c = info.pci_bus_id; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	r = CU(cuDeviceTotalMem, &mem, dev);
+	if (r < 0)
+		return r;
+	info.total_mem = mem;
+
+	if ((r = cu_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &info.cc_major)) < 0 ||
+	    (r = cu_attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &info.cc_minor)) < 0 ||
+	    (r = cu_attr(dev, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, &dma_buf)) < 0 ||
+	    (r = cu_attr(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, &vmm)) < 0 ||
+	    (r = cu_attr(dev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+			 &posix_fd)) < 0 ||
+	    (r = cu_attr(dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+			 &gdr_vmm)) < 0)
+		return r;
+	info.dma_buf = dma_buf;
+	info.vmm = vmm;
+	info.vmm_posix_fd = posix_fd;
+	info.gdr_vmm = gdr_vmm;
+
+	*ret = info;
+	return 0;
+}
+
+/*
+ * The driver counts primary-context retains itself; our own count is for
+ * balance checks (a release without a retain would destroy a context that
+ * others use) and for cu_primary_ctx_refs().
+ */
+static int primary_retain(int ordinal, CUcontext *ret)
+{
+	CUcontext ctx;
+	CUdevice dev;
+	int r;
+
+	r = cu_check_ordinal(ordinal);
+	if (r < 0)
+		return r;
+	r = CU(cuDeviceGet, &dev, ordinal);
+	if (r < 0)
+		return r;
+	r = CU(cuDevicePrimaryCtxRetain, &ctx, dev);
+	if (r < 0)
+		return r;
+	atomic_fetch_add(&cu_primary_refs[ordinal], 1);
+	*ret = ctx;
+	return 0;
+}
+
+static int primary_release(int ordinal)
+{
+	unsigned n;
+	CUdevice dev;
+	int r;
+
+	r = cu_check_ordinal(ordinal);
+	if (r < 0)
+		return r;
+	n = atomic_load(&cu_primary_refs[ordinal]);
+	do {
+		if (n == 0)
+			return cu_errorf(-EINVAL, "device %d's primary context is not retained",
+					 ordinal);
+	} while (!atomic_compare_exchange_weak(&cu_primary_refs[ordinal], &n, n - 1));
+
+	r = CU(cuDeviceGet, &dev, ordinal);
+	if (r >= 0)
+		r = CU(cuDevicePrimaryCtxRelease, dev);
+	if (r < 0)
+		atomic_fetch_add(&cu_primary_refs[ordinal], 1);
+	return r;
+}
+
+/* For unwinding: a failure here must not replace the one being reported. */
+static void primary_release_quiet(int ordinal)
+{
+	char saved[CU_ERR_MAX];
+
+	memcpy(saved, cu_err, sizeof(saved));
+	if (primary_release(ordinal) < 0)
+		memcpy(cu_err, saved, sizeof(saved));
+}
+
+static void ctx_pop(CUcontext expected)
+{
+	CUcontext popped = NULL;
+	CUresult res = cu.cuCtxPopCurrent(&popped);
+
+	/* Only a push/pop imbalance in our own code gets here. */
+	if (res != CUDA_SUCCESS || popped != expected)
+		log_debug("CUDA: context stack out of order: popped %p (CUresult %d), expected %p",
+			  (void *)popped, (int)res, (void *)expected);
+}
+
+int cu_primary_ctx_retain(int ordinal)
+{
+	CUcontext ctx;
+	int r = cu_load();
+
+	return r < 0 ? r : primary_retain(ordinal, &ctx);
+}
+
+int cu_primary_ctx_release(int ordinal)
+{
+	int r = cu_load();
+
+	return r < 0 ? r : primary_release(ordinal);
+}
+
+unsigned cu_primary_ctx_refs(int ordinal)
+{
+	if (cu_load_result < 0 || !cu_primary_refs || ordinal < 0 || ordinal >= cu_n_devices)
+		return 0;
+	return atomic_load(&cu_primary_refs[ordinal]);
+}
+
+int cu_ctx_guard_enter(uint64_t ptr, struct cu_ctx_guard *ret)
+{
+	CUcontext ctx = NULL;
+	int ordinal = -1, r;
+	CUresult res;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+
+	res = cu.cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, ptr);
+	if (res == CUDA_ERROR_INVALID_VALUE)
+		return cu_errorf(-EINVAL, "0x%" PRIx64 " is not memory CUDA knows", ptr);
+	if (res != CUDA_SUCCESS)
+		return cu_fail(res, "cuPointerGetAttribute");
+	if (!ctx) {
+		/* VMM mappings belong to no context: use their device's primary. */
+		r = CU(cuPointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
+		if (r < 0)
+			return r;
+		r = primary_retain(ordinal, &ctx);
+		if (r < 0)
+			return r;
+	}
+	r = CU(cuCtxPushCurrent, ctx);
+	if (r < 0) {
+		if (ordinal >= 0)
+			primary_release_quiet(ordinal);
+		return r;
+	}
+	ret->ctx = ctx;
+	ret->primary = ordinal;
+	return 0;
+}
+
+void cu_ctx_guard_exit(struct cu_ctx_guard *g)
+{
+	if (!g || !g->ctx)
+		return;
+	ctx_pop(g->ctx);
+	if (g->primary >= 0)
+		primary_release_quiet(g->primary);
+	g->ctx = NULL;
+	g->primary = -1;
+}
+
+int cu_pointer_device(uint64_t ptr, int *ret_ordinal)
+{
+	CUmemorytype type = 0;
+	int ordinal, r;
+	CUresult res;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	res = cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
+	/* How the driver answers for memory it never saw: plain host memory. */
+	if (res == CUDA_ERROR_INVALID_VALUE)
+		return 0;
+	if (res != CUDA_SUCCESS)
+		return cu_fail(res, "cuPointerGetAttribute");
+	if (type != CU_MEMORYTYPE_DEVICE)
+		return 0;
+	r = CU(cuPointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
+	if (r < 0)
+		return r;
+	if (ret_ordinal)
+		*ret_ordinal = ordinal;
+	return 1;
+}
+
+int cu_address_range(uint64_t ptr, uint64_t *ret_base, uint64_t *ret_size)
+{
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+	CUdeviceptr base;
+	size_t size;
+	int r;
+
+	/* cuMemGetAddressRange fails with CUDA_ERROR_NOT_FOUND when another
+	 * device's context is current (Monarch's domain.rs): hence the guard. */
+	r = cu_ctx_guard_enter(ptr, &g);
+	if (r < 0)
+		return r;
+	r = CU(cuMemGetAddressRange, &base, &size, ptr);
+	if (r < 0)
+		return r;
+	*ret_base = base;
+	*ret_size = size;
+	return 0;
+}
+
+int cu_vmm_import(int fd, uint64_t size, struct cu_vmm_map *ret)
+{
+	CUmemGenericAllocationHandle handle;
+	CUmemAllocationProp prop = {};
+	CUmemAccessDesc access = {};
+	CUdeviceptr dptr;
+	CUcontext ctx;
+	size_t gran;
+	int device, r;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	if (fd < 0)
+		return cu_errorf(-EBADF, "no file descriptor for the VMM allocation");
+	if (size == 0)
+		return cu_errorf(-EINVAL, "a VMM import needs the allocation's size");
+
+	/* The driver reads the fd and does not keep it: the caller closes it. */
+	r = CU(cuMemImportFromShareableHandle, &handle, (void *)(uintptr_t)fd,
+	       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (r < 0)
+		return r;
+	r = CU(cuMemGetAllocationPropertiesFromHandle, &prop, handle);
+	if (r < 0)
+		goto err_release;
+	if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+		r = cu_errorf(-EOPNOTSUPP,
+			      "the VMM allocation is not GPU memory (location type %d)",
+			      (int)prop.location.type);
+		goto err_release;
+	}
+	device = prop.location.id;
+	r = CU(cuMemGetAllocationGranularity, &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (r < 0)
+		goto err_release;
+	/* Nothing tells us the allocation's size; a size off the granularity
+	 * cannot be one, and a larger one makes cuMemMap fail below. */
+	if (size % gran != 0) {
+		r = cu_errorf(-EINVAL,
+			      "size %" PRIu64 " is not a multiple of device %d's VMM granularity "
+			      "(%zu bytes)",
+			      size, device, gran);
+		goto err_release;
+	}
+	/* Copies need a context and this memory has none: keep the device's
+	 * primary alive for as long as the mapping. */
+	r = primary_retain(device, &ctx);
+	if (r < 0)
+		goto err_release;
+	r = CU(cuMemAddressReserve, &dptr, size, gran, 0, 0);
+	if (r < 0)
+		goto err_ctx;
+	r = CU(cuMemMap, dptr, size, 0, handle, 0);
+	if (r < 0)
+		goto err_free;
+	access.location = prop.location;
+	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	r = CU(cuMemSetAccess, dptr, size, &access, 1);
+	if (r < 0)
+		goto err_unmap;
+
+	*ret = (struct cu_vmm_map){ .dptr = dptr, .size = size, .device = device,
+				    .handle = handle };
+	return 0;
+
+	/* Unwinding ignores its own failures: the first error is the story. */
+err_unmap:
+	(void)cu.cuMemUnmap(dptr, size);
+err_free:
+	(void)cu.cuMemAddressFree(dptr, size);
+err_ctx:
+	primary_release_quiet(device);
+err_release:
+	(void)cu.cuMemRelease(handle);
+	return r;
+}
+
+int cu_vmm_release(struct cu_vmm_map *m)
+{
+	char first[CU_ERR_MAX];
+	int r = 0;
+
+	if (!m || !m->dptr)
+		return 0;
+	/* Mapping first, then the range, then the memory, then the context. */
+	cu_keep_first(&r, CU(cuMemUnmap, m->dptr, m->size), first);
+	cu_keep_first(&r, CU(cuMemAddressFree, m->dptr, m->size), first);
+	cu_keep_first(&r, CU(cuMemRelease, m->handle), first);
+	cu_keep_first(&r, primary_release(m->device), first);
+	if (r < 0)
+		memcpy(cu_err, first, sizeof(cu_err));
+	*m = (struct cu_vmm_map){};
+	return r;
+}
+
+int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret)
+{
+	CUdeviceptr dptr, base;
+	CUipcMemHandle h;
+	CUcontext ctx;
+	int device, r;
+	size_t size;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	memcpy(&h, handle, sizeof(h));
+	r = primary_retain(ordinal, &ctx);
+	if (r < 0)
+		return r;
+	r = CU(cuCtxPushCurrent, ctx);
+	if (r < 0)
+		goto err_ctx;
+	/* Peer access only if the memory lives on another device, and only
+	 * enabled when needed: the driver's advice for IPC. */
+	r = CU(cuIpcOpenMemHandle, &dptr, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+	if (r < 0)
+		goto err_pop;
+	r = CU(cuMemGetAddressRange, &base, &size, dptr);
+	if (r < 0)
+		goto err_close;
+	r = CU(cuPointerGetAttribute, &device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dptr);
+	if (r < 0)
+		goto err_close;
+	ctx_pop(ctx);
+
+	/* The retain stays with the mapping, which lives in that context. */
+	*ret = (struct cu_ipc_map){ .dptr = dptr, .size = base + size - dptr, .device = device,
+				    .ctx_device = ordinal };
+	return 0;
+
+err_close:
+	(void)cu.cuIpcCloseMemHandle(dptr);
+err_pop:
+	ctx_pop(ctx);
+err_ctx:
+	primary_release_quiet(ordinal);
+	return r;
+}
+
+int cu_ipc_close(struct cu_ipc_map *m)
+{
+	char first[CU_ERR_MAX];
+	CUcontext ctx;
+	int r = 0;
+
+	if (!m || !m->dptr)
+		return 0;
+	/* A second retain only to learn the context handle (a counter bump). */
+	cu_keep_first(&r, primary_retain(m->ctx_device, &ctx), first);
+	if (r == 0) {
+		cu_keep_first(&r, CU(cuCtxPushCurrent, ctx), first);
+		if (r == 0) {
+			cu_keep_first(&r, CU(cuIpcCloseMemHandle, m->dptr), first);
+			ctx_pop(ctx);
+		}
+		cu_keep_first(&r, primary_release(m->ctx_device), first);
+	}
+	cu_keep_first(&r, primary_release(m->ctx_device), first);
+	if (r < 0)
+		memcpy(cu_err, first, sizeof(cu_err));
+	*m = (struct cu_ipc_map){};
+	return r;
+}
+
+int cu_copy_htod(uint64_t dst, const void *src, size_t n)
+{
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+	int r;
+
+	if (n == 0)
+		return 0;
+	r = cu_ctx_guard_enter(dst, &g);
+	if (r < 0)
+		return r;
+	return CU(cuMemcpyHtoD, dst, src, n);
+}
+
+int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
+{
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+	int r;
+
+	if (n == 0)
+		return 0;
+	r = cu_ctx_guard_enter(src, &g);
+	if (r < 0)
+		return r;
+	return CU(cuMemcpyDtoH, dst, src, n);
+}
+
+int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n)
+{
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+	int r;
+
+	if (n == 0)
+		return 0;
+	r = cu_ctx_guard_enter(dst, &g);
+	if (r < 0)
+		return r;
+	return CU(cuMemcpyDtoD, dst, src, n);
+}
+
+int cu_host_register(void *p, size_t n, int ordinal, bool readonly)
+{
+	unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
+	CUcontext ctx;
+	int r;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	/* Without READ_ONLY the driver wants write access to the pages. */
+	if (readonly)
+		flags |= CU_MEMHOSTREGISTER_READ_ONLY;
+	r = primary_retain(ordinal, &ctx);
+	if (r < 0)
+		return r;
+	r = CU(cuCtxPushCurrent, ctx);
+	if (r < 0) {
+		primary_release_quiet(ordinal);
+		return r;
+	}
+	r = CU(cuMemHostRegister, p, n, flags);
+	ctx_pop(ctx);
+	/* On success the retain stays: the registration dies with its context. */
+	if (r < 0)
+		primary_release_quiet(ordinal);
+	return r;
+}
+
+int cu_host_unregister(void *p, int ordinal)
+{
+	CUcontext ctx;
+	int r;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	r = primary_retain(ordinal, &ctx);
+	if (r < 0)
+		return r;
+	r = CU(cuCtxPushCurrent, ctx);
+	if (r >= 0) {
+		r = CU(cuMemHostUnregister, p);
+		ctx_pop(ctx);
+	}
+	primary_release_quiet(ordinal);
+	/* Keep register's retain when the driver refused: a context reference
+	 * leaked is better than a context destroyed under live registrations. */
+	if (r >= 0)
+		primary_release_quiet(ordinal);
+	return r;
+}
+
+int cu_dmabuf_fd(uint64_t base, uint64_t size, int *ret_fd)
+{
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	int fd = -EBADF, flags, r;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	if (size == 0 || base % page != 0 || size % page != 0)
+		return cu_errorf(-EINVAL,
+				 "dma-buf range 0x%" PRIx64 "+%" PRIu64
+				 " is empty or not aligned to the host page (%" PRIu64 ")",
+				 base, size, page);
+	r = cu_ctx_guard_enter(base, &g);
+	if (r < 0)
+		return r;
+	r = CU(cuMemGetHandleForAddressRange, &fd, base, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+	       0);
+	if (r < 0)
+		return r;
+	/* The driver makes this fd and does not promise O_CLOEXEC. */
+	flags = fcntl(fd, F_GETFD);
+	if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
+		r = negative_errno();
+		safe_close(fd);
+		return cu_errorf(r, "cannot set FD_CLOEXEC on the dma-buf fd: %s", strerror(-r));
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+int cu_dmabuf_fd_for(uint64_t ptr, int *ret_fd, uint64_t *ret_base, uint64_t *ret_size)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t base, size;
+	int fd, r;
+
+	r = cu_address_range(ptr, &base, &size);
+	if (r < 0)
+		return r;
+	/* Allocations start on a page; their size may end inside one. */
+	size = (size + page - 1) / page * page;
+	r = cu_dmabuf_fd(base, size, &fd);
+	if (r < 0)
+		return r;
+	*ret_fd = fd;
+	*ret_base = base;
+	*ret_size = size;
+	return 0;
+}
+
+#else /* !HAVE_CUDA_H */
+
+static const char cu_stub_msg[] =
+	"rdmamemd was built without cuda.h: this build cannot import GPU memory";
+
+int cu_load(void)
+{
+	return -EOPNOTSUPP;
+}
+
+const char *cu_last_error(void)
+{
+	return cu_stub_msg;
+}
+
+int cu_device_count(void)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_device_info(_unused_ int ordinal, _unused_ struct cu_device_info *ret)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_primary_ctx_retain(_unused_ int ordinal)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_primary_ctx_release(_unused_ int ordinal)
+{
+	return -EOPNOTSUPP;
+}
+
+unsigned cu_primary_ctx_refs(_unused_ int ordinal)
+{
+	return 0;
+}
+
+int cu_ctx_guard_enter(_unused_ uint64_t ptr, _unused_ struct cu_ctx_guard *ret)
+{
+	return -EOPNOTSUPP;
+}
+
+void cu_ctx_guard_exit(_unused_ struct cu_ctx_guard *g)
+{
+}
+
+int cu_pointer_device(_unused_ uint64_t ptr, _unused_ int *ret_ordinal)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_address_range(_unused_ uint64_t ptr, _unused_ uint64_t *ret_base,
+		     _unused_ uint64_t *ret_size)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_vmm_import(_unused_ int fd, _unused_ uint64_t size, _unused_ struct cu_vmm_map *ret)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_vmm_release(_unused_ struct cu_vmm_map *m)
+{
+	return 0;
+}
+
+int cu_ipc_open(_unused_ const void *handle, _unused_ int ordinal,
+		_unused_ struct cu_ipc_map *ret)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_ipc_close(_unused_ struct cu_ipc_map *m)
+{
+	return 0;
+}
+
+int cu_copy_htod(_unused_ uint64_t dst, _unused_ const void *src, _unused_ size_t n)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_copy_dtoh(_unused_ void *dst, _unused_ uint64_t src, _unused_ size_t n)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_copy_dtod(_unused_ uint64_t dst, _unused_ uint64_t src, _unused_ size_t n)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_host_register(_unused_ void *p, _unused_ size_t n, _unused_ int ordinal,
+		     _unused_ bool readonly)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_host_unregister(_unused_ void *p, _unused_ int ordinal)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_dmabuf_fd(_unused_ uint64_t base, _unused_ uint64_t size, _unused_ int *ret_fd)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_dmabuf_fd_for(_unused_ uint64_t ptr, _unused_ int *ret_fd, _unused_ uint64_t *ret_base,
+		     _unused_ uint64_t *ret_size)
+{
+	return -EOPNOTSUPP;
+}
+
+#endif /* HAVE_CUDA_H */

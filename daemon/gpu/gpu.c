@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/errinfo.h"
+#include "daemon/gpu/gpu.h"
+#include "daemon/gpu/gpu_region.h"
+#include "daemon/core/log.h"
+#include "proto/errors.h"
+#include "proto/hex.h"
+#include "daemon/mem/region.h"
+#include "daemon/core/session.h"
+
+struct gpu_import {
+	gpu_import_done_fn done;	/* NULL once cancelled */
+	void *userdata;
+	struct session *owner;		/* a reference */
+	struct gpu_ctx *gpu;
+	struct gpu_import_params p;
+	uint8_t handle[CU_IPC_HANDLE_SIZE];
+	struct region *reg;		/* GPU_MEMORY_VMM: prepared before the import */
+	struct gpu_ipc *ipc;		/* GPU_MEMORY_IPC: the open it waits for */
+	struct list_head link;		/* in ipc->waiters */
+	uv_work_t work;
+	int err;
+	bool driver_loaded;
+	const char *error_name;
+	char error[512];
+	char pci[32];
+};
+
+/* The per-GPU counts: a published region counts on its GPU until its
+ * owner lets go (the hook's revoke). */
+static void counted_revoke(struct region_hook *h)
+{
+	struct region *r = h->region;
+
+	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
+		gpu_region_of(r)->gpu->regions_on[r->gpu]--;
+}
+
+/* Embedded in the region: nothing to free. */
+static const struct region_hook_ops counted_ops = {
+	.rank = REGION_HOOK_OTHER,
+	.revoke = counted_revoke,
+};
+
+static struct region_hook *counted_make(struct region *r, void *userdata)
+{
+	(void)userdata;
+	return &gpu_region_of(r)->counted;
+}
+
+static void gpu_region_count(struct region *r)
+{
+	/* Kept up to date here and by the hook: counting them for ListGpus
+	 * would walk every region of every client. */
+	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
+		gpu_region_of(r)->gpu->regions_on[r->gpu]++;
+	region_hook_get(r, &counted_ops, counted_make, NULL);
+}
+
+void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions)
+{
+	*g = (struct gpu_ctx){ .loop = loop, .regions = regions };
+	list_init(&g->ipcs);
+}
+
+/* region_prepare() for GPU memory of kind ops (gpu_vmm_ops, gpu_ipc_ops). */
+static int gpu_region_prepare(struct gpu_ctx *g, struct session *owner, uint64_t size,
+			      const struct region_mem_ops *ops, struct region **ret,
+			      struct errinfo *e)
+{
+	struct region *r;
+	int res;
+
+	res = region_prepare(g->regions, owner, size, ops, sizeof(struct gpu_region), &r, e);
+	if (res < 0)
+		return res;
+	gpu_region_of(r)->gpu = g;
+	/* Every CUDA call runs on the pool. */
+	r->release_on_pool = true;
+	r->writable = true;
+	*ret = r;
+	return 0;
+}
+
+/* Pool side: loads the driver the first time a GPU import comes. */
+static int load_driver(char *error, size_t size, const char **name)
+{
+	int r = cu_load();
+
+	if (r < 0) {
+		*name = RDMAMEM_ERROR_CUDA_UNAVAILABLE;
+		snprintf(error, size, "GPU memory needs the CUDA driver: %s", cu_last_error());
+	}
+	return r;
+}
+
+static void job_fail_pool(struct gpu_import *job, int err, const char *what)
+{
+	job->err = err;
+	job->error_name = RDMAMEM_ERROR_CUDA;
+	snprintf(job->error, sizeof(job->error), "%s: %s", what, cu_last_error());
+}
+
+static void job_free(struct gpu_import *job)
+{
+	safe_close(job->p.fd);
+	region_unref(job->reg);
+	session_unref(job->owner);
+	free(job);
+}
+
+/* Tells the waiter, once: the region (published), or why not. */
+static void job_done(struct gpu_import *job, struct region *reg, struct errinfo *e)
+{
+	gpu_import_done_fn done = TAKE_PTR(job->done);
+
+	if (done)
+		done(job->userdata, reg, e);
+	errinfo_done(e);
+}
+
+static void job_fail(struct gpu_import *job, const char *name, int err, const char *text)
+{
+	struct errinfo e = {};
+
+	/* The driver refusing an import is a registration failure the
+	 * operator hears of; a range outside the allocation is the client's
+	 * own error, logged at debug like every other. */
+	if (strcmp(name, RDMAMEM_ERROR_OUT_OF_RANGE) != 0)
+		log_full_fields(LOG_WARNING, err, LOG_CLIENT(&job->owner->cred),
+				"GPU memory import failed: %s", text);
+	errinfo_set(&e, name, err, "%s", text);
+	job_done(job, NULL, &e);
+}
+
+/* The region exists: publish it for its owner, hand it over. */
+static void job_finish(struct gpu_import *job, struct region *reg)
+{
+	struct errinfo e = {};
+
+	if (region_publish(reg, job->owner) < 0) {
+		region_unref(reg);
+		errinfo_set(&e, RDMAMEM_ERROR_INTERNAL, -ENOMEM, "out of memory");
+		job_done(job, NULL, &e);
+		return;
+	}
+	gpu_region_count(reg);
+	job_done(job, reg, &e);
+}
+
+void gpu_import_cancel(struct gpu_import *job)
+{
+	/* The work on the pool cannot be stopped: it cleans up when done. */
+	job->done = NULL;
+	if (job->ipc && list_linked(&job->link)) {
+		list_del(&job->link);
+		job_free(job);
+	}
+}
+
+static void on_vmm_work(uv_work_t *w)
+{
+	struct gpu_import *job = container_of(w, struct gpu_import, work);
+	struct cu_device_info info;
+	struct gpu_region *g = gpu_region_of(job->reg);
+	int r;
+
+	r = load_driver(job->error, sizeof(job->error), &job->error_name);
+	if (r < 0) {
+		job->err = r;
+		return;
+	}
+	job->driver_loaded = true;
+	r = cu_vmm_import(job->p.fd, job->p.alloc_size, &g->vmm);
+	if (r < 0) {
+		job_fail_pool(job, r, "cannot import the VMM allocation");
+		return;
+	}
+	if (cu_device_info(g->vmm.device, &info) == 0)
+		snprintf(job->pci, sizeof(job->pci), "%s", info.pci_bus_id);
+}
+
+static void on_vmm_done(uv_work_t *w, int status)
+{
+	struct gpu_import *job = container_of(w, struct gpu_import, work);
+	struct region *reg = job->reg;
+
+	(void)status;
+	/* Any answer but "no driver" means the driver is in. */
+	job->gpu->cuda_loaded = job->gpu->cuda_loaded || job->err == 0 || job->driver_loaded;
+	if (!job->done) {
+		job_free(job);
+		return;
+	}
+	if (job->err < 0) {
+		job_fail(job, job->error_name, job->err, job->error);
+		job_free(job);
+		return;
+	}
+	reg->dptr = gpu_region_of(reg)->vmm.dptr + job->p.offset;
+	reg->gpu = gpu_region_of(reg)->vmm.device;
+	snprintf(reg->pci_bus_id, sizeof(reg->pci_bus_id), "%s", job->pci);
+	job->reg = NULL;
+	job_finish(job, reg);
+	job_free(job);
+}
+
+/* A region over an open IPC allocation: no CUDA call needed. */
+static void ipc_import(struct gpu_import *job)
+{
+	struct gpu_ipc *ipc = job->ipc;
+	struct errinfo e = {};
+	struct region *reg;
+	uint64_t offset = job->p.offset, length = job->p.length;
+	int r;
+
+	if (offset > ipc->map.size || (length && length > ipc->map.size - offset) ||
+	    (!length && offset == ipc->map.size)) {
+		char text[256];
+
+		snprintf(text, sizeof(text),
+			 "range [%" PRIu64 ", +%" PRIu64 ") is outside the IPC allocation (%" PRIu64
+			 " bytes)",
+			 offset, length, ipc->map.size);
+		job_fail(job, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE, text);
+		return;
+	}
+	if (!length)
+		length = ipc->map.size - offset;
+	r = gpu_region_prepare(job->gpu, job->owner, length, &gpu_ipc_ops, &reg, &e);
+	if (r < 0) {
+		job_done(job, NULL, &e);
+		return;
+	}
+	reg->access = job->p.access;
+	gpu_region_of(reg)->ipc = ipc;
+	ipc->n_ref++;
+	reg->dptr = ipc->map.dptr + offset;
+	reg->gpu = ipc->map.device;
+	snprintf(reg->pci_bus_id, sizeof(reg->pci_bus_id), "%s", ipc->pci_bus_id);
+	job_finish(job, reg);
+}
+
+static void on_ipc_open(uv_work_t *w)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+	struct cu_device_info info;
+	int r;
+
+	r = load_driver(ipc->error, sizeof(ipc->error), &ipc->error_name);
+	if (r < 0) {
+		ipc->err = r;
+		return;
+	}
+	ipc->driver_loaded = true;
+	r = cu_ipc_open(ipc->handle, ipc->ordinal, &ipc->map);
+	if (r < 0) {
+		ipc->err = r;
+		ipc->error_name = RDMAMEM_ERROR_CUDA;
+		snprintf(ipc->error, sizeof(ipc->error), "cannot open the IPC handle on GPU %d: %s",
+			 ipc->ordinal, cu_last_error());
+		return;
+	}
+	if (cu_device_info(ipc->map.device, &info) == 0)
+		snprintf(ipc->pci_bus_id, sizeof(ipc->pci_bus_id), "%s", info.pci_bus_id);
+}
+
+static void on_ipc_close(uv_work_t *w)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+
+	int device = ipc->map.device, r;
+
+	/* cu_ipc_close() zeroes the map: the device is kept for the message. */
+	r = cu_ipc_close(&ipc->map);
+	if (r < 0)
+		log_warning_errno(r, "Closing the CUDA IPC mapping on GPU %d failed: %s", device,
+				  cu_last_error());
+}
+
+static void ipc_start_open(struct gpu_ipc *ipc);
+
+static void on_ipc_closed(uv_work_t *w, int status)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+
+	(void)status;
+	/* Imports of the same handle that came during the close open it anew. */
+	if (!list_empty(&ipc->waiters)) {
+		ipc_start_open(ipc);
+		return;
+	}
+	list_del(&ipc->link);
+	free(ipc);
+}
+
+static void on_ipc_opened(uv_work_t *w, int status)
+{
+	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
+	struct gpu_ctx *g = ipc->gpu;
+	struct gpu_import *job, *n;
+
+	(void)status;
+	g->cuda_loaded = g->cuda_loaded || ipc->driver_loaded;
+	if (ipc->err == 0)
+		ipc->state = GPU_IPC_OPEN;
+	list_for_each_entry_safe(job, n, &ipc->waiters, link) {
+		list_del(&job->link);
+		if (ipc->err < 0)
+			job_fail(job, ipc->error_name, ipc->err, ipc->error);
+		else
+			ipc_import(job);
+		job_free(job);
+	}
+	/* Failed, or every import was refused (range, quota): let it go. */
+	if (ipc->err < 0) {
+		list_del(&ipc->link);
+		free(ipc);
+	} else if (ipc->n_ref == 0) {
+		ipc->n_ref = 1;
+		gpu_ipc_unref(ipc);
+	}
+}
+
+static void ipc_start_open(struct gpu_ipc *ipc)
+{
+	int r;
+
+	ipc->state = GPU_IPC_OPENING;
+	ipc->err = 0;
+	ipc->error_name = NULL;
+	memset(&ipc->map, 0, sizeof(ipc->map));
+	r = uv_queue_work(ipc->gpu->loop, &ipc->work, on_ipc_open, on_ipc_opened);
+	if (r < 0) {
+		ipc->err = -ENOMEM;
+		ipc->error_name = RDMAMEM_ERROR_INTERNAL;
+		snprintf(ipc->error, sizeof(ipc->error), "cannot queue the open: %s",
+			 uv_strerror(r));
+		on_ipc_opened(&ipc->work, 0);
+	}
+}
+
+void gpu_ipc_unref(struct gpu_ipc *ipc)
+{
+	if (!ipc || --ipc->n_ref > 0)
+		return;
+	/* Closing is a CUDA call: on the pool. Until it is done, imports of
+	 * the same handle wait (the driver maps it once per process). */
+	ipc->state = GPU_IPC_OPENING;
+	if (uv_queue_work(ipc->gpu->loop, &ipc->work, on_ipc_close, on_ipc_closed) < 0) {
+		on_ipc_close(&ipc->work);
+		on_ipc_closed(&ipc->work, 0);
+	}
+}
+
+static int parse_handle(const char *hex, uint8_t out[CU_IPC_HANDLE_SIZE])
+{
+	return hex ? hex_decode(hex, out, CU_IPC_HANDLE_SIZE) : -EINVAL;
+}
+
+int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import_params *p,
+		     gpu_import_done_fn done, void *userdata, struct gpu_import **ret,
+		     struct errinfo *e)
+{
+	struct gpu_import *job;
+	struct gpu_ipc *ipc;
+	int r;
+
+	job = calloc(1, sizeof(*job));
+	if (!job) {
+		safe_close(p->fd);
+		return -ENOMEM;
+	}
+	job->done = done;
+	job->userdata = userdata;
+	job->owner = session_ref(owner);
+	job->gpu = g;
+	job->p = *p;
+	p->fd = -EBADF;
+	list_init(&job->link);
+
+	if (p->memory == GPU_MEMORY_VMM) {
+		uint64_t length = p->length;
+
+		if (p->offset >= p->alloc_size || (length && length > p->alloc_size - p->offset)) {
+			job_free(job);
+			return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+					   "range [%" PRIu64 ", +%" PRIu64 ") is outside the VMM "
+					   "allocation of %" PRIu64 " bytes",
+					   p->offset, length, p->alloc_size);
+		}
+		if (!length)
+			length = p->alloc_size - p->offset;
+		r = gpu_region_prepare(g, owner, length, &gpu_vmm_ops, &job->reg, e);
+		if (r < 0) {
+			job_free(job);
+			return r;
+		}
+		job->reg->access = p->access;
+		r = uv_queue_work(g->loop, &job->work, on_vmm_work, on_vmm_done);
+		if (r < 0) {
+			job_free(job);
+			return -ENOMEM;
+		}
+		*ret = job;
+		return 0;
+	}
+
+	if (parse_handle(p->ipc_handle, job->handle) < 0) {
+		job_free(job);
+		return errinfo_invalid_param(e, "ipc_handle", -EINVAL,
+					     "parameter 'ipc_handle' must be the 64 bytes of a "
+					     "CUipcMemHandle as 128 hex digits");
+	}
+	list_for_each_entry(ipc, &g->ipcs, link)
+		if (memcmp(ipc->handle, job->handle, CU_IPC_HANDLE_SIZE) == 0)
+			break;
+	if (&ipc->link == &g->ipcs) {
+		ipc = calloc(1, sizeof(*ipc));
+		if (!ipc) {
+			job_free(job);
+			return -ENOMEM;
+		}
+		ipc->gpu = g;
+		memcpy(ipc->handle, job->handle, CU_IPC_HANDLE_SIZE);
+		ipc->ordinal = (int)p->gpu;
+		list_init(&ipc->waiters);
+		list_add_tail(&ipc->link, &g->ipcs);
+		job->ipc = ipc;
+		list_add_tail(&job->link, &ipc->waiters);
+		*ret = job;
+		ipc_start_open(ipc);
+	} else if (ipc->state == GPU_IPC_OPEN) {
+		/* Already open: a second region over the same allocation, told
+		 * before this returns. */
+		job->ipc = ipc;
+		*ret = job;
+		ipc_import(job);
+		job_free(job);
+	} else {
+		job->ipc = ipc;
+		list_add_tail(&job->link, &ipc->waiters);
+		*ret = job;
+	}
+	return 0;
+}
+
+bool gpu_peer_memory_loaded(void)
+{
+	FILE *f = fopen("/proc/modules", "re");
+	char line[256];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strncmp(line, "nvidia_peermem ", 15) == 0 || strncmp(line, "nv_peer_mem ", 12) == 0;
+	fclose(f);
+	return found;
+}
+
+struct gpu_list_job {
+	struct gpu_ctx *gpu;
+	gpu_list_done_fn done;
+	void *userdata;
+	struct gpu_list_result res;
+	uv_work_t work;
+};
+
+static void on_list_work(uv_work_t *w)
+{
+	struct gpu_list_job *job = container_of(w, struct gpu_list_job, work);
+	struct gpu_list_result *res = &job->res;
+	const char *name;
+	int n;
+
+	res->ran = true;
+	res->err = load_driver(res->error, sizeof(res->error), &name);
+	if (res->err < 0)
+		return;
+	n = cu_device_count();
+	if (n < 0) {
+		res->err = n;
+		snprintf(res->error, sizeof(res->error), "%s", cu_last_error());
+		return;
+	}
+	for (int i = 0; i < n && res->n < GPU_LIST_MAX; i++)
+		if (cu_device_info(i, &res->info[res->n]) == 0) {
+			res->refs[res->n] = cu_primary_ctx_refs(i);
+			res->n++;
+		}
+}
+
+unsigned gpu_regions_on(const struct gpu_ctx *g, int ordinal)
+{
+	/* Kept up to date by gpu_region_count() and its hook. */
+	return ordinal >= 0 && ordinal < GPU_LIST_MAX ? g->regions_on[ordinal] : 0;
+}
+
+static void on_list_done(uv_work_t *w, int status)
+{
+	struct gpu_list_job *job = container_of(w, struct gpu_list_job, work);
+
+	(void)status;
+	if (job->res.ran && job->res.err == 0)
+		job->gpu->cuda_loaded = true;
+	job->done(job->userdata, &job->res);
+	free(job);
+}
+
+int gpu_list(struct gpu_ctx *g, bool probe, gpu_list_done_fn done, void *userdata)
+{
+	struct gpu_list_job *job = calloc(1, sizeof(*job));
+
+	if (!job)
+		return -ENOMEM;
+	job->gpu = g;
+	job->done = done;
+	job->userdata = userdata;
+	if (!probe && !g->cuda_loaded) {
+		on_list_done(&job->work, 0);
+		return 0;
+	}
+	if (uv_queue_work(g->loop, &job->work, on_list_work, on_list_done) < 0) {
+		free(job);
+		return -ENOMEM;
+	}
+	return 0;
+}

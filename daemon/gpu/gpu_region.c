@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/gpu/cuda.h"
+#include "daemon/core/errinfo.h"
+#include "daemon/gpu/gpu_region.h"
+#include "daemon/core/log.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "daemon/mem/region.h"
+
+static const struct gpu_region *gpu_region_of_const(const struct region *r)
+{
+	return container_of(r, const struct gpu_region, r);
+}
+
+/* ---- page-locking host regions that GPU copies touch ---- */
+
+/* A host region's mapping, page-locked with CUDA through ordinal once, so
+ * that copies to and from GPUs run at DMA speed instead of through bounce
+ * buffers. Unlocked before the mapping goes (the hook's release). */
+struct gpu_host_lock {
+	struct region_hook hook;
+	int ordinal;
+};
+
+struct host_lock_args {
+	int ordinal;
+	int err;
+};
+
+static void host_lock_release(struct region_hook *h)
+{
+	struct gpu_host_lock *l = container_of(h, struct gpu_host_lock, hook);
+	struct region *r = h->region;
+	int err = cu_host_unregister(r->map_base, l->ordinal);
+
+	if (err < 0)
+		log_full_fields(LOG_WARNING, err, LOG_REGION(r), "Region %" PRIu64 ": %s", r->id,
+				cu_last_error());
+}
+
+static void host_lock_finish(struct region_hook *h)
+{
+	free(container_of(h, struct gpu_host_lock, hook));
+}
+
+static const struct region_hook_ops host_lock_ops = {
+	.rank = REGION_HOOK_OTHER,
+	.release = host_lock_release,
+	.finish = host_lock_finish,
+};
+
+/* Under the region's hooks_lock: two copies may touch a fresh region at
+ * once, and one registers. A failure attaches nothing: the next copy tries
+ * again. */
+static struct region_hook *host_lock_make(struct region *r, void *userdata)
+{
+	struct host_lock_args *a = userdata;
+	struct gpu_host_lock *l = calloc(1, sizeof(*l));
+
+	if (!l) {
+		a->err = -ENOMEM;
+		return NULL;
+	}
+	a->err = cu_host_register(r->map_base, r->map_len, a->ordinal, !r->writable);
+	if (a->err < 0) {
+		free(l);
+		return NULL;
+	}
+	l->ordinal = a->ordinal;
+	return &l->hook;
+}
+
+/* Pool: page-locks host region r through GPU ordinal, once. */
+static void host_lock(struct region *r, int ordinal)
+{
+	struct host_lock_args a = { .ordinal = ordinal };
+
+	if (!region_hook_get(r, &host_lock_ops, host_lock_make, &a))
+		log_debug("Region %" PRIu64 ": cuMemHostRegister failed, copying pageable: %s",
+			  r->id, a.err == -ENOMEM ? "out of memory" : cu_last_error());
+}
+
+/* ---- what both GPU kinds do alike ---- */
+
+static uint64_t dev_at(const struct region_span *s)
+{
+	return s->region->dptr + s->offset;
+}
+
+static void *host_at(const struct region_span *s)
+{
+	return (char *)s->region->addr + s->offset;
+}
+
+/* Pool: copies under the context guard that cuda.c applies to every device
+ * address. The other side may be a host region, page-locked on first use. */
+static int gpu_copy(const struct region_span *dst, const struct region_span *src, uint64_t n,
+		    void *bounce, struct errinfo *e)
+{
+	const char *what;
+	int r;
+
+	if (!src->region) {
+		r = cu_copy_htod(dev_at(dst), src->buf, n);
+		what = "writing GPU memory failed";
+	} else if (!dst->region) {
+		r = cu_copy_dtoh(dst->buf, dev_at(src), n);
+		what = "reading GPU memory failed";
+	} else if (region_is_host(src->region)) {
+		host_lock(src->region, dst->region->gpu);
+		r = cu_copy_htod(dev_at(dst), host_at(src), n);
+		what = "host-to-GPU copy failed";
+	} else if (region_is_host(dst->region)) {
+		host_lock(dst->region, src->region->gpu);
+		r = cu_copy_dtoh(host_at(dst), dev_at(src), n);
+		what = "GPU-to-host copy failed";
+	} else if (bounce) {
+		/* Overlapping views of one allocation: cuMemcpy promises
+		 * nothing for overlapping ranges. */
+		r = cu_copy_dtoh(bounce, dev_at(src), n);
+		if (r >= 0)
+			r = cu_copy_htod(dev_at(dst), bounce, n);
+		what = "GPU-to-GPU copy through host memory failed";
+	} else {
+		r = cu_copy_dtod(dev_at(dst), dev_at(src), n);
+		what = "GPU-to-GPU copy failed";
+	}
+	if (r < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_CUDA, r, "%s: %s", what, cu_last_error());
+	return 0;
+}
+
+/*
+ * Pool: a dma-buf of the whole allocation (NICs register whole allocations;
+ * a sub-range of a page may not export), offset to the region, with the
+ * device address as iova so peers use the same addresses as for host
+ * memory; the device address itself for peer memory when there is none.
+ */
+static int gpu_mr_source(struct region *r, struct region_mr_source *ret)
+{
+	uint64_t base, size;
+	int fd = -EBADF;
+
+	*ret = (struct region_mr_source){
+		.addr = (void *)(uintptr_t)r->dptr,
+		.device = true,
+		.dmabuf_fd = -EBADF,
+		.iova = r->dptr,
+	};
+	if (cu_dmabuf_fd_for(r->dptr, &fd, &base, &size) == 0) {
+		ret->dmabuf_fd = fd;
+		ret->dmabuf_offset = r->dptr - base;
+	} else {
+		snprintf(ret->dmabuf_error, sizeof(ret->dmabuf_error),
+			 "no dma-buf for the allocation: %s", cu_last_error());
+	}
+	return 0;
+}
+
+/* ---- cuda-vmm ---- */
+
+static void vmm_release(struct region *r)
+{
+	int err = cu_vmm_release(&gpu_region_of(r)->vmm);
+
+	if (err < 0)
+		log_full_fields(LOG_WARNING, err, LOG_REGION(r), "Region %" PRIu64 ": %s", r->id,
+				cu_last_error());
+}
+
+static int vmm_describe(const struct region *r, cJSON *source)
+{
+	const struct gpu_region *g = gpu_region_of_const(r);
+
+	if (json_add_u64(source, "offset", r->dptr - g->vmm.dptr) < 0 ||
+	    json_add_u64(source, "allocation_size", g->vmm.size) < 0 ||
+	    json_add_int(source, "primary_context_refs", cu_primary_ctx_refs(r->gpu)) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * No same_memory: each import maps the allocation anew, and nothing tells
+ * two imports of one allocation apart from two allocations: every exported
+ * fd is /dev/nvidiactl, and the handle, buffer id and memory block id differ
+ * per import (seen on an H200, driver 580). They are taken to be separate
+ * memory.
+ */
+const struct region_mem_ops gpu_vmm_ops = {
+	.type = "cuda-vmm",
+	.release = vmm_release,
+	.mr_source = gpu_mr_source,
+	.copy = gpu_copy,
+	.describe = vmm_describe,
+};
+
+/* ---- cuda-ipc ---- */
+
+/* Loop: the open is shared; the last region over it closes it. */
+static void ipc_finish(struct region *r)
+{
+	gpu_ipc_unref(gpu_region_of(r)->ipc);
+}
+
+static int ipc_describe(const struct region *r, cJSON *source)
+{
+	const struct gpu_ipc *ipc = gpu_region_of_const(r)->ipc;
+
+	if (json_add_u64(source, "offset", r->dptr - ipc->map.dptr) < 0 ||
+	    json_add_u64(source, "allocation_size", ipc->map.size) < 0 ||
+	    json_add_int(source, "regions_sharing_the_open", ipc->n_ref) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* One open per allocation: one address range. */
+static bool ipc_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta)
+{
+	if (gpu_region_of_const(a)->ipc != gpu_region_of_const(b)->ipc)
+		return false;
+	*ret_delta = (int64_t)(b->dptr - a->dptr);
+	return true;
+}
+
+const struct region_mem_ops gpu_ipc_ops = {
+	.type = "cuda-ipc",
+	.finish = ipc_finish,
+	.mr_source = gpu_mr_source,
+	.copy = gpu_copy,
+	.describe = ipc_describe,
+	.same_memory = ipc_same_memory,
+};

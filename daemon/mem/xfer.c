@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/core/core.h"
+#include "daemon/mem/lease.h"
+#include "daemon/core/log.h"
+#include "proto/base64.h"
+#include "proto/errors.h"
+#include "daemon/mem/region.h"
+#include "daemon/core/session.h"
+#include "daemon/mem/xfer.h"
+
+static void xfer_acquire_next(struct xfer *x);
+
+static char *host_at(const struct xfer_end *e, uint64_t off)
+{
+	return (char *)e->region->addr + e->offset + off;
+}
+
+static struct region_span span_at(const struct xfer_end *e, uint64_t off)
+{
+	return (struct region_span){ .region = e->region, .offset = e->offset + off };
+}
+
+/*
+ * Moves n bytes from src to dst where one of them is memory that is not
+ * the daemon's host mapping: that kind's copy does it (through bounce when
+ * given). A failure is the client's to hear, in x->err. Pool side.
+ */
+static int device_copy(struct xfer *x, struct region_span dst, struct region_span src, uint64_t n,
+		       void *bounce)
+{
+	const struct region_mem_ops *mem = dst.region && !region_is_host(dst.region) ?
+						   dst.region->mem :
+						   src.region->mem;
+	int r = mem->copy(&dst, &src, n, bounce, &x->err);
+
+	if (r < 0)
+		x->result = r;
+	return r;
+}
+
+/* The start of a Read's reply, up to its base64; returns its length. */
+static size_t read_reply_head(uint64_t length, char head[static 80])
+{
+	return (size_t)snprintf(head, 80, "{\"parameters\":{\"length\":\"%" PRIu64 "\",\"data\":\"",
+				length);
+}
+
+uint64_t xfer_read_reply_size(uint64_t length)
+{
+	char head[80];
+
+	/* The head, the base64, "}} and the terminator. */
+	return read_reply_head(length, head) + base64_encoded_len(length) + 3 + 1;
+}
+
+/*
+ * The whole reply of a Read, made where the base64 is (on the pool when
+ * large), so that megabytes are neither printed nor copied on the loop:
+ * {"parameters":{"length":"N","data":"…"}}. Returns where the base64 goes.
+ */
+static char *read_reply_alloc(struct xfer *x)
+{
+	char head[80];
+	size_t n = read_reply_head(x->length, head);
+
+	x->out_len = xfer_read_reply_size(x->length) - 1;
+	x->out = malloc(x->out_len + 1);
+	if (!x->out)
+		return NULL;
+	memcpy(x->out, head, n);
+	memcpy(x->out + x->out_len - 3, "\"}}", 4);
+	return x->out + n;
+}
+
+/* Encodes n bytes from src into the reply's data, keeping its tail. */
+static void read_reply_encode(struct xfer *x, char *data, const void *src)
+{
+	base64_encode(src, x->length, data);
+	/* base64_encode() terminated it where the tail goes. */
+	data[base64_encoded_len(x->length)] = '"';
+}
+
+static bool xfer_touches_gpu(const struct xfer *x)
+{
+	return (x->src.region && region_is_gpu(x->src.region)) ||
+	       (x->dst.region && region_is_gpu(x->dst.region));
+}
+
+/* Moves n bytes at off from the source to the destination; through bounce
+ * when given. Pool side. */
+static int copy_step(struct xfer *x, uint64_t off, uint64_t n, char *bounce)
+{
+	if (!xfer_touches_gpu(x)) {
+		if (bounce) {
+			memcpy(bounce, host_at(&x->src, off), n);
+			memcpy(host_at(&x->dst, off), bounce, n);
+		} else {
+			memcpy(host_at(&x->dst, off), host_at(&x->src, off), n);
+		}
+		return 0;
+	}
+	/* Views of one allocation are both of one kind. */
+	return device_copy(x, span_at(&x->dst, off), span_at(&x->src, off), n, bounce);
+}
+
+/*
+ * A copy whose ranges share bytes, with memmove's result, for ends that are
+ * different views of the same memory: two mappings of one memfd, or device
+ * memory (cuMemcpy does not promise anything for overlapping ranges).
+ * memmove() picks its direction by comparing addresses, which says nothing
+ * when the addresses belong to different mappings. The direction comes from
+ * x->delta instead: front to back when the destination lies before the
+ * source, back to front otherwise, in steps that never overlap themselves
+ * and never overwrite source bytes not yet read — straight across when the
+ * ranges lie at least XFER_ALIAS_STEP apart (a step of that distance), else
+ * through a bounce buffer. One thread: parts running side by side would
+ * overwrite each other's source.
+ */
+static void copy_overlapping(struct xfer *x)
+{
+	uint64_t gap = x->delta < 0 ? -(uint64_t)x->delta : (uint64_t)x->delta;
+	_cleanup_free_ char *bounce = NULL;
+	uint64_t step = gap, done, n;
+
+	if (gap < XFER_ALIAS_STEP) {
+		step = MIN((uint64_t)XFER_ALIAS_STEP, x->length);
+		bounce = malloc(step);
+		if (!bounce) {
+			x->result = -ENOMEM;
+			return;
+		}
+	}
+	for (done = 0; done < x->length; done += n) {
+		n = MIN(step, x->length - done);
+		if (copy_step(x, x->delta < 0 ? done : x->length - done - n, n, bounce) < 0)
+			return;
+	}
+}
+
+/* Moves bytes [begin, end) of the transfer. Runs on a pool thread for large
+ * transfers and for every GPU transfer: touches only the mappings (kept
+ * alive by references) and x's own buffers. */
+static void xfer_execute(struct xfer *x, uint64_t begin, uint64_t end)
+{
+	_cleanup_free_ char *staging = NULL;
+	char *data;
+	int r;
+
+	switch (x->kind) {
+	case XFER_READ:
+		data = read_reply_alloc(x);
+		if (!data) {
+			x->result = -ENOMEM;
+			return;
+		}
+		if (region_is_gpu(x->src.region)) {
+			staging = malloc(x->length ?: 1);
+			if (!staging) {
+				x->result = -ENOMEM;
+				return;
+			}
+			r = device_copy(x, (struct region_span){ .buf = staging },
+					span_at(&x->src, 0), x->length, NULL);
+			if (r < 0)
+				return;
+			read_reply_encode(x, data, staging);
+		} else {
+			read_reply_encode(x, data, host_at(&x->src, 0));
+		}
+		break;
+	case XFER_WRITE:
+		/* Check everything before the first byte lands. */
+		if (base64_decoded_len(x->text, x->text_len) != (ssize_t)x->length) {
+			x->result = -EINVAL;
+			return;
+		}
+		if (region_is_gpu(x->dst.region)) {
+			staging = malloc(x->length ?: 1);
+			if (!staging) {
+				x->result = -ENOMEM;
+				return;
+			}
+			base64_decode(x->text, x->text_len, staging);
+			r = device_copy(x, span_at(&x->dst, 0),
+					(struct region_span){ .buf = staging }, x->length, NULL);
+			if (r < 0)
+				return;
+		} else {
+			base64_decode(x->text, x->text_len, host_at(&x->dst, 0));
+		}
+		break;
+	case XFER_COPY:
+		/* Within one host mapping memmove() gets the direction right;
+		 * otherwise overlapping ranges need copy_overlapping() (and are
+		 * a single part). */
+		if (x->overlap && (x->src.region != x->dst.region || xfer_touches_gpu(x)))
+			copy_overlapping(x);
+		else if (xfer_touches_gpu(x))
+			/* Host memory on the other side is page-locked once,
+			 * so this and later copies run at DMA speed. */
+			device_copy(x, span_at(&x->dst, begin), span_at(&x->src, begin),
+				    end - begin, NULL);
+		else
+			memmove(host_at(&x->dst, begin), host_at(&x->src, begin), end - begin);
+		return;
+	}
+	x->result = 0;
+}
+
+static struct region_registry *xfer_registry(const struct xfer *x)
+{
+	return (x->kind == XFER_WRITE ? x->dst.region : x->src.region)->registry;
+}
+
+static void xfer_release_locks(struct xfer *x)
+{
+	/* Our own requests only; leases stay with their holders. */
+	for (unsigned i = x->n_locks; i-- > 0;) {
+		struct lock_request *req = &x->locks[i].req;
+
+		if (req->held)
+			lock_release(&x->locks[i].region->lock, req);
+		else if (req->waiting)
+			lock_cancel(&x->locks[i].region->lock, req);
+	}
+}
+
+static void xfer_complete(struct xfer *x)
+{
+	timeout_disarm(&xfer_registry(x)->timeouts, &x->timeout);
+	xfer_release_locks(x);
+	/* Every failure but a cancel is told to the client. */
+	if (x->result == -EINVAL && !x->err.name)
+		errinfo_invalid_param(&x->err, "data", -EINVAL,
+				      "parameter 'data' is not valid base64 (RFC 4648, padded, no "
+				      "line breaks)");
+	else if (x->result < 0 && x->result != -ECANCELED && !x->err.name)
+		errinfo_set(&x->err, RDMAMEM_ERROR_INTERNAL, x->result, "transfer failed: %s",
+			    strerror(-x->result));
+	x->done(x->userdata, x, x->result, &x->err);
+}
+
+static void on_work(uv_work_t *w)
+{
+	struct xfer_part *part = w->data;
+
+	xfer_execute(part->x, part->begin, part->end);
+}
+
+static void on_work_done(uv_work_t *w, int status)
+{
+	struct xfer *x = ((struct xfer_part *)w->data)->x;
+
+	(void)status;
+	if (--x->parts_left == 0)
+		xfer_complete(x);
+}
+
+/*
+ * Whether a copy's two ranges share bytes (then it must stay in one piece,
+ * in the right direction), and how far apart they lie. Compared where the
+ * bytes live, not by address: two regions over one memfd map the same pages
+ * at unrelated addresses. Ranges at distance 0 are the same bytes: copying
+ * them over themselves changes nothing, in any order.
+ */
+static void copy_find_overlap(struct xfer *x)
+{
+	int64_t base;
+
+	x->overlap = false;
+	if (x->kind != XFER_COPY || !region_same_memory(x->src.region, x->dst.region, &base))
+		return;
+	x->delta = base + (int64_t)(x->dst.offset - x->src.offset);
+	x->overlap = x->delta != 0 && (x->delta < 0 ? -(uint64_t)x->delta : (uint64_t)x->delta) <
+					      x->length;
+}
+
+static unsigned pool_parts(const struct xfer *x)
+{
+	static long cpus;
+	unsigned n;
+
+	if (x->kind != XFER_COPY || x->length < XFER_SPLIT_MIN || x->overlap ||
+	    region_is_gpu(x->src.region) || region_is_gpu(x->dst.region))
+		return 1;
+	if (!cpus)
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	n = (unsigned)MIN((long)XFER_PARTS_MAX, MAX(cpus, 1L));
+	return (unsigned)MIN((uint64_t)n, x->length / (XFER_SPLIT_MIN / 2));
+}
+
+static void xfer_run(struct xfer *x)
+{
+	struct region_registry *registry = xfer_registry(x);
+
+	unsigned n;
+
+	timeout_disarm(&registry->timeouts, &x->timeout);
+	copy_find_overlap(x);
+	/* CUDA calls never run on the loop. */
+	if (x->length <= XFER_INLINE_MAX && !xfer_touches_gpu(x)) {
+		xfer_execute(x, 0, x->length);
+		xfer_complete(x);
+		return;
+	}
+	/* Never block the loop with bulk work. Parts are page-aligned slices. */
+	n = pool_parts(x);
+	x->on_pool = true;
+	x->result = 0;
+	for (unsigned i = 0; i < n; i++) {
+		x->parts[i].begin = i == 0 ? 0 : (x->length / n * i) & ~(uint64_t)4095;
+		x->parts[i].end = i + 1 == n ? x->length : (x->length / n * (i + 1)) & ~(uint64_t)4095;
+		x->parts[i].x = x;
+		x->parts[i].work.data = &x->parts[i];
+	}
+	x->n_parts = x->parts_left = n;
+	for (unsigned i = 0; i < n; i++) {
+		if (uv_queue_work(registry->core->loop, &x->parts[i].work, on_work,
+				  on_work_done) == 0)
+			continue;
+		/* Only the first can fail in practice (no pool at all). */
+		x->result = -ENOMEM;
+		x->parts_left -= n - i;
+		if (x->parts_left == 0) {
+			x->on_pool = false;
+			xfer_complete(x);
+		}
+		return;
+	}
+}
+
+static void on_lock_granted(struct lock_request *req)
+{
+	struct xfer *x = req->userdata;
+
+	x->n_granted++;
+	xfer_acquire_next(x);
+}
+
+static void xfer_fail_locks(struct xfer *x, int err)
+{
+	x->result = err;
+	if (err == -ETIMEDOUT)
+		errinfo_set(&x->err, RDMAMEM_ERROR_LOCK_TIMEOUT, err,
+			    "region %" PRIu64 " stayed locked (%s, %u waiting) past the timeout",
+			    x->locks[x->n_granted].region->id,
+			    lock_state_to_string(x->locks[x->n_granted].region->lock.state),
+			    x->locks[x->n_granted].region->lock.n_waiters);
+	xfer_complete(x);
+}
+
+/* Rights are checked when the call comes; a transfer that waited for locks
+ * meanwhile is checked again before its bytes move (Unshare). */
+static int xfer_check_rights(struct xfer *x)
+{
+	const struct xfer_end *ends[2] = {
+		x->kind != XFER_WRITE ? &x->src : NULL,
+		x->kind != XFER_READ ? &x->dst : NULL,
+	};
+	const struct session *c = x->caller;
+
+	for (size_t i = 0; i < ELEMENTSOF(ends); i++)
+		if (ends[i] && !region_allows(ends[i]->region, c,
+					      ends[i]->write ? REGION_WRITE : REGION_READ))
+			return errinfo_set(&x->err, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					   "region %" PRIu64 " is no longer shared with uid %u "
+					   "for this; nothing was moved",
+					   ends[i]->region->id, (unsigned)c->cred.uid);
+	return 0;
+}
+
+static void xfer_acquire_next(struct xfer *x)
+{
+	while (x->n_granted < x->n_locks) {
+		unsigned i = x->n_granted;
+		int r = lock_acquire(&x->locks[i].region->lock, &x->locks[i].req, x->locks[i].mode,
+				     x->try_only, on_lock_granted, x);
+
+		if (r == 0)
+			return;
+		if (r < 0) {
+			xfer_fail_locks(x, -ETIMEDOUT);
+			return;
+		}
+		x->n_granted++;
+	}
+	x->result = xfer_check_rights(x);
+	if (x->result < 0) {
+		xfer_complete(x);
+		return;
+	}
+	xfer_run(x);
+}
+
+static void on_timeout(struct timeout *t)
+{
+	struct xfer *x = container_of(t, struct xfer, timeout);
+
+	xfer_fail_locks(x, -ETIMEDOUT);
+}
+
+/* The lease that covers end e (its own, or the other end's on the same region). */
+static struct lease *covering_lease(const struct xfer_end *e, const struct xfer_end *other)
+{
+	if (e->lease)
+		return e->lease;
+	if (other && other->region == e->region)
+		return other->lease;
+	return NULL;
+}
+
+static int check_lease(const struct xfer_end *e, const struct lease *l, struct errinfo *err)
+{
+	if (l->region != e->region)
+		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,
+				   "lease %" PRIu64 " is on region %" PRIu64 ", not on region %" PRIu64,
+				   l->id, l->region->id, e->region->id);
+	if (!lease_is_held(l))
+		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,
+				   "lease %" PRIu64 " is still waiting for its lock", l->id);
+	if (e->write && l->mode == LOCK_SHARED)
+		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,
+				   "lease %" PRIu64 " is shared, which allows reads only; take a "
+				   "disjoint or exclusive lease to write",
+				   l->id);
+	return 0;
+}
+
+static void add_lock(struct xfer *x, struct region *r, enum lock_mode mode)
+{
+	x->locks[x->n_locks].region = r;
+	x->locks[x->n_locks].mode = mode;
+	x->n_locks++;
+}
+
+int xfer_start(struct xfer *x)
+{
+	int64_t timeout_ms = x->timeout_ms;
+	struct xfer_end *ends[2];
+	struct lease *cover[2] = {};
+	unsigned n = 0;
+	int r;
+
+	if (x->kind != XFER_WRITE)
+		ends[n++] = &x->src;
+	if (x->kind != XFER_READ)
+		ends[n++] = &x->dst;
+
+	for (unsigned i = 0; i < n; i++) {
+		cover[i] = covering_lease(ends[i], n == 2 ? ends[1 - i] : NULL);
+		if (ends[i]->lease) {
+			r = check_lease(ends[i], ends[i]->lease, &x->err);
+			if (r < 0)
+				return r;
+		}
+		if (cover[i] && cover[i] != ends[i]->lease) {
+			r = check_lease(ends[i], cover[i], &x->err);
+			if (r < 0)
+				return r;
+		}
+	}
+
+	if (n == 2 && x->src.region == x->dst.region) {
+		if (!cover[0] && !cover[1])
+			/* Reading and writing one region: alone. */
+			add_lock(x, x->src.region, LOCK_EXCLUSIVE);
+	} else {
+		for (unsigned i = 0; i < n; i++)
+			if (!cover[i])
+				add_lock(x, ends[i]->region,
+					 ends[i]->write ? ends[i]->mode : LOCK_SHARED);
+		if (x->n_locks == 2 && x->locks[0].region->id > x->locks[1].region->id) {
+			__typeof__(x->locks[0]) t = x->locks[0];
+
+			x->locks[0] = x->locks[1];
+			x->locks[1] = t;
+		}
+	}
+
+	/* timeout 0: take the locks only if free now. */
+	x->try_only = timeout_ms == 0;
+	if (timeout_ms > 0 && x->n_locks > 0)
+		timeout_arm(&xfer_registry(x)->timeouts, &x->timeout, (uint64_t)timeout_ms,
+			    on_timeout);
+	xfer_acquire_next(x);
+	return 0;
+}
+
+void xfer_cancel(struct xfer *x)
+{
+	if (x->on_pool)
+		return;
+	x->result = -ECANCELED;
+	xfer_complete(x);
+}
+
+struct xfer *xfer_new(struct session *caller, enum xfer_kind kind, int64_t timeout_ms,
+		      xfer_done_fn done, void *userdata)
+{
+	struct xfer *x = calloc(1, sizeof(*x));
+
+	if (!x)
+		return NULL;
+	x->caller = session_ref(caller);
+	x->kind = kind;
+	x->timeout_ms = timeout_ms;
+	x->done = done;
+	x->userdata = userdata;
+	return x;
+}
+
+void xfer_free(struct xfer *x)
+{
+	if (!x)
+		return;
+	session_unref(x->caller);
+	region_unref(x->src.region);
+	region_unref(x->dst.region);
+	lease_unref(x->src.lease);
+	lease_unref(x->dst.lease);
+	free(x->out);
+	errinfo_done(&x->err);
+	free(x);
+}

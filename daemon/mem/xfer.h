@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Transfers: Read, Write and Copy on regions. A transfer takes the access
+ * locks it needs (or runs under the caller's leases), moves the bytes — on
+ * the loop when small, on the libuv thread pool when large — gives the locks
+ * back and reports through its completion callback (a Read with the whole
+ * text of its reply, made where the bytes were read). It answers no call.
+ * Locks of two regions are taken in region id order, so transfers cannot
+ * deadlock each other.
+ *
+ * On the pool a transfer touches only x's own buffers and its regions'
+ * memory: host mappings with memcpy(), anything else through the kind's
+ * region_mem_ops.copy. It knows no driver; the references it holds keep
+ * the memory until it reports back on the loop.
+ */
+#ifndef RDMAMEMD_XFER_H
+#define RDMAMEMD_XFER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "daemon/core/errinfo.h"
+#include "daemon/mem/lock.h"
+#include "util/timeout.h"
+
+struct lease;
+struct region;
+struct session;
+
+/* Transfers up to this size run on the loop; larger ones on the pool. */
+#define XFER_INLINE_MAX (64U * 1024U)
+/* Copies at least this large are split over several pool threads: one
+ * thread's memcpy does not saturate memory bandwidth. */
+#define XFER_SPLIT_MIN (32U * 1024U * 1024U)
+#define XFER_PARTS_MAX 4U
+/* A copy between two views of the same bytes whose ranges overlap moves
+ * them in steps of at least this much, through a buffer of this size when
+ * the ranges lie closer together than that. */
+#define XFER_ALIAS_STEP (1U << 20)
+
+enum xfer_kind {
+	XFER_READ,	/* region → base64 text */
+	XFER_WRITE,	/* base64 text → region */
+	XFER_COPY,	/* region → region */
+};
+
+struct xfer_end {
+	struct region *region;	/* a reference */
+	uint64_t offset;
+	struct lease *lease;	/* a reference, or NULL */
+	bool write;
+	enum lock_mode mode;	/* for writes without a lease */
+};
+
+struct xfer;
+/*
+ * How x ended, on the loop: result 0, or a negative errno with e saying why
+ * for the client (the callee may take e's params), or -ECANCELED after
+ * xfer_cancel() (e empty). The callee frees x with xfer_free().
+ */
+typedef void (*xfer_done_fn)(void *userdata, struct xfer *x, int result, struct errinfo *e);
+
+struct xfer {
+	struct session *caller;	/* a reference: whose rights it runs with */
+	enum xfer_kind kind;
+	struct xfer_end src, dst;	/* READ uses src, WRITE dst, COPY both */
+	uint64_t length;
+	int64_t timeout_ms;	/* for the locks: < 0 without limit, 0 only if free now */
+	const char *text;	/* WRITE: base64 input, the caller's, kept until done */
+	size_t text_len;
+	char *out;		/* READ: the whole reply, {"parameters":{…}} */
+	size_t out_len;		/* without its NUL */
+	xfer_done_fn done;
+	void *userdata;
+
+	/* The locks this transfer takes itself, in region id order. */
+	struct {
+		struct region *region;
+		enum lock_mode mode;
+		struct lock_request req;
+	} locks[2];
+	unsigned n_locks, n_granted;
+	struct timeout timeout;
+	bool try_only;		/* timeout 0: never queue */
+
+	struct xfer_part {
+		uv_work_t work;
+		struct xfer *x;
+		uint64_t begin, end;	/* byte range of this part */
+	} parts[XFER_PARTS_MAX];
+	unsigned n_parts, parts_left;
+	/* COPY: the two ranges share bytes (the ends are views of one piece of
+	 * memory, region_same_memory()), the destination lying delta bytes
+	 * after the source in it (before it when negative). */
+	bool overlap;
+	int64_t delta;
+	bool on_pool;
+	int result;		/* of the byte moving: 0, -EINVAL bad base64 */
+	struct errinfo err;	/* why it failed, when result < 0 */
+};
+
+/* A new transfer for caller, done(userdata, …) when it ends; the caller
+ * fills in the rest and passes its references to x. NULL on OOM. */
+struct xfer *xfer_new(struct session *caller, enum xfer_kind kind, int64_t timeout_ms,
+		      xfer_done_fn done, void *userdata);
+
+/*
+ * Starts x. x->done runs exactly once, on the loop (perhaps before this
+ * returns). Returns 0, or a negative errno with x->err set when the
+ * transfer cannot start (a lease that does not allow it); then done does
+ * not run.
+ */
+int xfer_start(struct xfer *x);
+
+/* What a Read of length bytes replies, in bytes: {"parameters":{…}} with
+ * the base64 and the terminator. */
+uint64_t xfer_read_reply_size(uint64_t length);
+
+/* Stops a transfer not started or still waiting for locks (its client
+ * went away); done runs now with -ECANCELED. No effect once the bytes move:
+ * done runs when they have. */
+void xfer_cancel(struct xfer *x);
+
+void xfer_free(struct xfer *x);
+
+#endif

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * RDMA devices the daemon opened: their attributes, their asynchronous
+ * events, and one protection domain per device per uid that owns memory on
+ * it (created on first need), so that a peer admitted for one uid can never
+ * use another uid's keys.
+ */
+#ifndef RDMAMEMD_DEVICE_H
+#define RDMAMEMD_DEVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "util/list.h"
+#include "daemon/rdma/verbs.h"
+
+struct rdma_ctx;
+
+#define DEVICE_EVENTS_KEPT 8
+
+struct uid_pd {
+	struct list_head link;	/* in device->pds */
+	uid_t uid;
+	struct vb_pd *pd;
+};
+
+struct device {
+	struct list_head link;	/* in rdma->devices */
+	struct rdma_ctx *rdma;
+	struct vb_device *vb;
+	struct vb_device_info info;
+	const char *backend;	/* "mlx5" when mlx5dv says so, else "ibv" */
+	bool fatal;		/* IBV_EVENT_DEVICE_FATAL seen */
+	uv_poll_t poll;
+	bool polling;
+	struct list_head pds;
+	unsigned n_pds;		/* on pds: ListDevices counts without a walk */
+	uint64_t n_mrs, mr_bytes;
+	unsigned n_connections;
+	struct {
+		uint64_t msec;	/* uv_now() */
+		char text[64];
+	} events[DEVICE_EVENTS_KEPT];
+	unsigned n_events;	/* ever seen; the last DEVICE_EVENTS_KEPT are kept */
+};
+
+/* Opens the devices the configuration allows. No device is no error. */
+int devices_open(struct rdma_ctx *rdma);
+/* Stops watching events (shutdown), so the loop can end. */
+void devices_stop(struct rdma_ctx *rdma);
+/* Frees PDs, then contexts: after every registration and QP is gone. */
+void devices_free(struct rdma_ctx *rdma);
+
+struct device *device_find(struct rdma_ctx *rdma, const char *name);
+
+/* uid's protection domain on dev, allocated on first need. */
+int device_pd(struct device *dev, uid_t uid, struct vb_pd **ret);
+
+/* Whether name passes the allow and deny lists. */
+bool device_allowed(const struct rdma_ctx *rdma, const char *name);
+
+#endif

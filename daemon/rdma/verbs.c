@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <infiniband/mlx5dv.h>
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "util/macro.h"
+#include "daemon/rdma/verbs.h"
+
+/* The daemon never posts: one entry each is what the verbs require. */
+#define QP_DEPTH 1
+
+struct vb_device {
+	struct ibv_context *ctx;
+};
+
+struct vb_pd {
+	struct ibv_pd *pd;
+};
+
+struct vb_mr {
+	struct ibv_mr *mr;
+};
+
+struct vb_qp {
+	struct ibv_qp *qp;
+	struct ibv_cq *cq;
+	uint8_t port;
+};
+
+struct vb_listener {
+	struct rdma_event_channel *channel;
+	struct rdma_cm_id *id;
+};
+
+struct vb_cm_conn {
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	bool has_qp;
+};
+
+/* rdma_get_devices() hands out one array for the whole process. */
+static struct ibv_context **cm_contexts;
+static struct vb_device *devices;
+static size_t n_devices;
+
+/* libibverbs returns NULL with errno set, or a positive errno: one place
+ * turns both into -errno. */
+static int fail(int e)
+{
+	return e > 0 ? -e : -EIO;
+}
+
+static int real_devices_open(struct vb_device ***ret, size_t *ret_n)
+{
+	struct vb_device **list;
+	int n = 0;
+
+	if (!cm_contexts) {
+		cm_contexts = rdma_get_devices(&n);
+		if (!cm_contexts)
+			return errno == ENODEV || errno == ENOENT ? (*ret_n = 0, *ret = NULL, 0) :
+								    fail(errno);
+		devices = calloc(n ? n : 1, sizeof(*devices));
+		if (!devices) {
+			rdma_free_devices(cm_contexts);
+			cm_contexts = NULL;
+			return -ENOMEM;
+		}
+		n_devices = n;
+		for (int i = 0; i < n; i++)
+			devices[i].ctx = cm_contexts[i];
+	}
+	list = calloc(n_devices ? n_devices : 1, sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_devices; i++) {
+		int flags = fcntl(devices[i].ctx->async_fd, F_GETFL);
+
+		/* Events are read from the loop: never block on them. */
+		if (flags >= 0)
+			fcntl(devices[i].ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+		list[i] = &devices[i];
+	}
+	*ret = list;
+	*ret_n = n_devices;
+	return 0;
+}
+
+static void real_devices_close(struct vb_device **devs, size_t n)
+{
+	(void)n;
+	free(devs);
+	if (cm_contexts)
+		rdma_free_devices(cm_contexts);
+	cm_contexts = NULL;
+	free(devices);
+	devices = NULL;
+	n_devices = 0;
+}
+
+static const char *port_state_name(enum ibv_port_state s)
+{
+	switch (s) {
+	case IBV_PORT_DOWN:
+		return "DOWN";
+	case IBV_PORT_INIT:
+		return "INIT";
+	case IBV_PORT_ARMED:
+		return "ARMED";
+	case IBV_PORT_ACTIVE:
+		return "ACTIVE";
+	case IBV_PORT_ACTIVE_DEFER:
+		return "ACTIVE_DEFER";
+	default:
+		return "NOP";
+	}
+}
+
+static const char *gid_type_name(uint32_t t)
+{
+	switch (t) {
+	case IBV_GID_TYPE_IB:
+		return "IB";
+	case IBV_GID_TYPE_ROCE_V1:
+		return "RoCEv1";
+	case IBV_GID_TYPE_ROCE_V2:
+		return "RoCEv2";
+	default:
+		return "unknown";
+	}
+}
+
+static int real_device_query(struct vb_device *dev, struct vb_device_info *ret)
+{
+	struct ibv_context *ctx = dev->ctx;
+	struct ibv_device_attr attr;
+	struct ibv_gid_entry gids[VB_GIDS_MAX * VB_PORTS_MAX];
+	ssize_t n_gids;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->name, sizeof(ret->name), "%s", ibv_get_device_name(ctx->device));
+	r = ibv_query_device(ctx, &attr);
+	if (r)
+		return fail(r);
+	snprintf(ret->node_guid, sizeof(ret->node_guid), "%016llx",
+		 (unsigned long long)be64toh(attr.node_guid));
+	ret->mlx5 = mlx5dv_is_supported(ctx->device);
+	ret->max_mr_size = attr.max_mr_size;
+	ret->max_mr = attr.max_mr;
+	ret->max_qp = attr.max_qp;
+	ret->max_qp_rd_atom = attr.max_qp_rd_atom;
+	ret->n_ports = MIN((size_t)attr.phys_port_cnt, (size_t)VB_PORTS_MAX);
+
+	n_gids = ibv_query_gid_table(ctx, gids, ELEMENTSOF(gids), 0);
+	for (size_t p = 0; p < ret->n_ports; p++) {
+		struct vb_port *port = &ret->ports[p];
+		struct ibv_port_attr pa;
+
+		port->num = (uint8_t)(p + 1);
+		r = ibv_query_port(ctx, port->num, &pa);
+		if (r)
+			return fail(r);
+		port->state = port_state_name(pa.state);
+		port->active = pa.state == IBV_PORT_ACTIVE;
+		port->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" :
+										   "InfiniBand";
+		port->mtu = 128U << pa.active_mtu;
+		port->lid = pa.lid;
+		for (ssize_t g = 0; g < n_gids && port->n_gids < VB_GIDS_MAX; g++) {
+			struct vb_gid *out = &port->gids[port->n_gids];
+
+			if (gids[g].port_num != port->num)
+				continue;
+			out->index = gids[g].gid_index;
+			memcpy(out->raw, gids[g].gid.raw, 16);
+			inet_ntop(AF_INET6, out->raw, out->text, sizeof(out->text));
+			out->type = gid_type_name(gids[g].gid_type);
+			port->n_gids++;
+		}
+	}
+	return 0;
+}
+
+static int real_device_async_fd(struct vb_device *dev)
+{
+	return dev->ctx->async_fd;
+}
+
+static int real_device_next_event(struct vb_device *dev, struct vb_event *ret)
+{
+	struct ibv_async_event ev;
+
+	if (ibv_get_async_event(dev->ctx, &ev) < 0)
+		return errno == EAGAIN ? -EAGAIN : fail(errno);
+	ret->name = ibv_event_type_str(ev.event_type);
+	ret->port = 0;
+	switch (ev.event_type) {
+	case IBV_EVENT_PORT_ACTIVE:
+		ret->kind = VB_EVENT_PORT_ACTIVE;
+		ret->port = (uint8_t)ev.element.port_num;
+		break;
+	case IBV_EVENT_PORT_ERR:
+		ret->kind = VB_EVENT_PORT_DOWN;
+		ret->port = (uint8_t)ev.element.port_num;
+		break;
+	case IBV_EVENT_DEVICE_FATAL:
+		ret->kind = VB_EVENT_DEVICE_FATAL;
+		break;
+	default:
+		ret->kind = VB_EVENT_OTHER;
+		break;
+	}
+	ibv_ack_async_event(&ev);
+	return 0;
+}
+
+static int real_pd_alloc(struct vb_device *dev, struct vb_pd **ret)
+{
+	struct vb_pd *pd = calloc(1, sizeof(*pd));
+
+	if (!pd)
+		return -ENOMEM;
+	pd->pd = ibv_alloc_pd(dev->ctx);
+	if (!pd->pd) {
+		int r = fail(errno);
+
+		free(pd);
+		return r;
+	}
+	*ret = pd;
+	return 0;
+}
+
+static int real_pd_free(struct vb_pd *pd)
+{
+	int r;
+
+	if (!pd)
+		return 0;
+	r = ibv_dealloc_pd(pd->pd);
+	if (r)
+		return fail(r);
+	free(pd);
+	return 0;
+}
+
+static int ibv_access(unsigned a)
+{
+	return (a & VB_ACCESS_LOCAL_WRITE ? IBV_ACCESS_LOCAL_WRITE : 0) |
+	       (a & VB_ACCESS_REMOTE_WRITE ? IBV_ACCESS_REMOTE_WRITE : 0) |
+	       (a & VB_ACCESS_REMOTE_READ ? IBV_ACCESS_REMOTE_READ : 0) |
+	       (a & VB_ACCESS_REMOTE_ATOMIC ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+}
+
+static int wrap_mr(struct ibv_mr *m, struct vb_mr **ret)
+{
+	struct vb_mr *mr;
+
+	if (!m)
+		return fail(errno);
+	mr = calloc(1, sizeof(*mr));
+	if (!mr) {
+		ibv_dereg_mr(m);
+		return -ENOMEM;
+	}
+	mr->mr = m;
+	*ret = mr;
+	return 0;
+}
+
+static int real_mr_reg(struct vb_pd *pd, void *addr, size_t len, unsigned access,
+		       struct vb_mr **ret)
+{
+	return wrap_mr(ibv_reg_mr(pd->pd, addr, len, ibv_access(access)), ret);
+}
+
+static int real_mr_reg_dmabuf(struct vb_pd *pd, int fd, uint64_t offset, size_t len, uint64_t iova,
+			      unsigned access, struct vb_mr **ret)
+{
+	return wrap_mr(ibv_reg_dmabuf_mr(pd->pd, offset, len, iova, fd, ibv_access(access)), ret);
+}
+
+static int real_mr_dereg(struct vb_mr *mr)
+{
+	int r;
+
+	if (!mr)
+		return 0;
+	r = ibv_dereg_mr(mr->mr);
+	if (r)
+		return fail(r);
+	free(mr);
+	return 0;
+}
+
+static void real_mr_keys(const struct vb_mr *mr, uint32_t *lkey, uint32_t *rkey)
+{
+	*lkey = mr->mr->lkey;
+	*rkey = mr->mr->rkey;
+}
+
+static int real_qp_create(struct vb_pd *pd, uint8_t port, struct vb_qp **ret)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = port,
+		/* What remote peers may do through this QP; each MR's own
+		 * access still applies. */
+		.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_ATOMIC,
+	};
+	struct vb_qp *qp;
+	int r;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return -ENOMEM;
+	qp->port = port;
+	qp->cq = ibv_create_cq(pd->pd->context, QP_DEPTH * 2, NULL, NULL, 0);
+	if (!qp->cq) {
+		r = fail(errno);
+		goto fail_free;
+	}
+	init.send_cq = init.recv_cq = qp->cq;
+	qp->qp = ibv_create_qp(pd->pd, &init);
+	if (!qp->qp) {
+		r = fail(errno);
+		goto fail_cq;
+	}
+	r = ibv_modify_qp(qp->qp, &attr,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (r) {
+		r = fail(r);
+		ibv_destroy_qp(qp->qp);
+		goto fail_cq;
+	}
+	*ret = qp;
+	return 0;
+
+fail_cq:
+	ibv_destroy_cq(qp->cq);
+fail_free:
+	free(qp);
+	return r;
+}
+
+static enum ibv_mtu mtu_enum(unsigned bytes)
+{
+	if (bytes >= 4096)
+		return IBV_MTU_4096;
+	if (bytes >= 2048)
+		return IBV_MTU_2048;
+	if (bytes >= 1024)
+		return IBV_MTU_1024;
+	if (bytes >= 512)
+		return IBV_MTU_512;
+	return IBV_MTU_256;
+}
+
+static int real_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer,
+			   uint32_t gid_index, struct vb_qp_endpoint *ret_local)
+{
+	struct ibv_context *ctx = qp->qp->context;
+	struct ibv_port_attr pa;
+	union ibv_gid gid;
+	struct ibv_qp_attr attr;
+	enum ibv_mtu path_mtu;
+	uint32_t psn;
+	int r;
+
+	r = ibv_query_port(ctx, qp->port, &pa);
+	if (r)
+		return fail(r);
+	r = ibv_query_gid(ctx, qp->port, (int)gid_index, &gid);
+	if (r)
+		return fail(r);
+	/* A random first packet sequence number, as the verbs advise. */
+	if (getrandom(&psn, sizeof(psn), GRND_NONBLOCK) != sizeof(psn))
+		psn = (uint32_t)random();
+	psn &= 0xffffff;
+
+	/* What the peer asked for, never more than the port does. Kept: the
+	 * attributes are cleared for RTS, and the answer must say the MTU
+	 * the queue pair is really in. */
+	path_mtu = MIN(mtu_enum(peer->mtu ?: 1024), pa.active_mtu);
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTR;
+	attr.path_mtu = path_mtu;
+	attr.dest_qp_num = peer->qpn;
+	attr.rq_psn = peer->psn & 0xffffff;
+	attr.max_dest_rd_atomic = 16;
+	attr.min_rnr_timer = 12;
+	attr.ah_attr.port_num = qp->port;
+	attr.ah_attr.dlid = peer->lid;
+	attr.ah_attr.is_global = 1;
+	memcpy(attr.ah_attr.grh.dgid.raw, peer->gid, 16);
+	attr.ah_attr.grh.sgid_index = (uint8_t)gid_index;
+	attr.ah_attr.grh.hop_limit = 64;
+	r = ibv_modify_qp(qp->qp, &attr,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	if (r)
+		return fail(r);
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTS;
+	attr.timeout = 14;
+	attr.retry_cnt = 7;
+	attr.rnr_retry = 7;
+	attr.sq_psn = psn;
+	attr.max_rd_atomic = 1;
+	r = ibv_modify_qp(qp->qp, &attr,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	if (r)
+		return fail(r);
+
+	*ret_local = (struct vb_qp_endpoint){
+		.qpn = qp->qp->qp_num,
+		.psn = psn,
+		.lid = pa.lid,
+		.gid_index = gid_index,
+		.port = qp->port,
+		.mtu = 128U << path_mtu,
+	};
+	memcpy(ret_local->gid, gid.raw, 16);
+	return 0;
+}
+
+static void real_qp_destroy(struct vb_qp *qp)
+{
+	if (!qp)
+		return;
+	ibv_destroy_qp(qp->qp);
+	ibv_destroy_cq(qp->cq);
+	free(qp);
+}
+
+static int real_cm_listen(const struct sockaddr *addr, struct vb_listener **ret)
+{
+	struct vb_listener *l;
+	int r, flags;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->channel = rdma_create_event_channel();
+	if (!l->channel) {
+		r = fail(errno);
+		free(l);
+		return r;
+	}
+	flags = fcntl(l->channel->fd, F_GETFL);
+	if (flags < 0 || fcntl(l->channel->fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+	    rdma_create_id(l->channel, &l->id, NULL, RDMA_PS_TCP) < 0) {
+		r = fail(errno);
+		rdma_destroy_event_channel(l->channel);
+		free(l);
+		return r;
+	}
+	if (rdma_bind_addr(l->id, (struct sockaddr *)addr) < 0 || rdma_listen(l->id, 64) < 0) {
+		r = fail(errno);
+		rdma_destroy_id(l->id);
+		rdma_destroy_event_channel(l->channel);
+		free(l);
+		return r;
+	}
+	*ret = l;
+	return 0;
+}
+
+static int real_cm_fd(struct vb_listener *l)
+{
+	return l->channel->fd;
+}
+
+static struct vb_device *device_of(struct ibv_context *ctx)
+{
+	for (size_t i = 0; i < n_devices; i++)
+		if (devices[i].ctx == ctx)
+			return &devices[i];
+	return NULL;
+}
+
+static int real_cm_next_event(struct vb_listener *l, struct vb_cm_event *ret)
+{
+	struct rdma_cm_event *ev;
+	struct vb_cm_conn *c;
+
+	if (rdma_get_cm_event(l->channel, &ev) < 0)
+		return errno == EAGAIN ? -EAGAIN : fail(errno);
+
+	memset(ret, 0, sizeof(*ret));
+	ret->name = rdma_event_str(ev->event);
+	ret->status = ev->status;
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		ret->kind = VB_CM_REQUEST;
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			rdma_reject(ev->id, NULL, 0);
+			rdma_ack_cm_event(ev);
+			return -ENOMEM;
+		}
+		c->id = ev->id;
+		ev->id->context = c;
+		ret->conn = c;
+		ret->device = device_of(ev->id->verbs);
+		memcpy(&ret->peer, rdma_get_peer_addr(ev->id), sizeof(struct sockaddr_in6));
+		ret->private_len = MIN((size_t)ev->param.conn.private_data_len,
+				       (size_t)VB_PRIVATE_DATA_MAX);
+		if (ev->param.conn.private_data)
+			memcpy(ret->private_data, ev->param.conn.private_data, ret->private_len);
+		ret->initiator_depth = ev->param.conn.initiator_depth;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		ret->kind = VB_CM_ESTABLISHED;
+		ret->conn = ev->id->context;
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		ret->kind = VB_CM_DISCONNECTED;
+		ret->conn = ev->id == l->id ? NULL : ev->id->context;
+		break;
+	default:
+		ret->kind = VB_CM_OTHER;
+		ret->conn = ev->id == l->id ? NULL : ev->id->context;
+		break;
+	}
+	/* Everything needed is copied: ack now, so that destroying the id
+	 * later never waits for an unacked event. */
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+static int real_cm_accept(struct vb_cm_conn *c, struct vb_pd *pd, uint8_t responder_resources,
+			  uint32_t *ret_qpn)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct rdma_conn_param param = {
+		.responder_resources = responder_resources,
+		.initiator_depth = 0,
+		.rnr_retry_count = 7,
+	};
+
+	if (pd->pd->context != c->id->verbs)
+		return -EXDEV;
+	c->cq = ibv_create_cq(c->id->verbs, QP_DEPTH * 2, NULL, NULL, 0);
+	if (!c->cq)
+		return fail(errno);
+	init.send_cq = init.recv_cq = c->cq;
+	if (rdma_create_qp(c->id, pd->pd, &init) < 0)
+		return fail(errno);
+	c->has_qp = true;
+	if (rdma_accept(c->id, &param) < 0)
+		return fail(errno);
+	*ret_qpn = c->id->qp->qp_num;
+	return 0;
+}
+
+static int real_cm_reject(struct vb_cm_conn *c, const void *data, size_t len)
+{
+	if (rdma_reject(c->id, data, (uint8_t)MIN(len, (size_t)VB_PRIVATE_DATA_MAX)) < 0)
+		return fail(errno);
+	return 0;
+}
+
+static void real_cm_conn_destroy(struct vb_cm_conn *c)
+{
+	if (!c)
+		return;
+	/* Disconnect first: the peer learns at once instead of by timeout. */
+	rdma_disconnect(c->id);
+	if (c->has_qp)
+		rdma_destroy_qp(c->id);
+	if (c->cq)
+		ibv_destroy_cq(c->cq);
+	c->id->context = NULL;
+	rdma_destroy_id(c->id);
+	free(c);
+}
+
+static void real_cm_listener_close(struct vb_listener *l)
+{
+	if (!l)
+		return;
+	rdma_destroy_id(l->id);
+	rdma_destroy_event_channel(l->channel);
+	free(l);
+}
+
+const struct vb_ops vb_real_ops = {
+	.devices_open = real_devices_open,
+	.devices_close = real_devices_close,
+	.device_query = real_device_query,
+	.device_async_fd = real_device_async_fd,
+	.device_next_event = real_device_next_event,
+	.pd_alloc = real_pd_alloc,
+	.pd_free = real_pd_free,
+	.mr_reg = real_mr_reg,
+	.mr_reg_dmabuf = real_mr_reg_dmabuf,
+	.mr_dereg = real_mr_dereg,
+	.mr_keys = real_mr_keys,
+	.qp_create = real_qp_create,
+	.qp_connect = real_qp_connect,
+	.qp_destroy = real_qp_destroy,
+	.cm_listen = real_cm_listen,
+	.cm_fd = real_cm_fd,
+	.cm_next_event = real_cm_next_event,
+	.cm_accept = real_cm_accept,
+	.cm_reject = real_cm_reject,
+	.cm_conn_destroy = real_cm_conn_destroy,
+	.cm_listener_close = real_cm_listener_close,
+};
+
+const struct vb_ops *vb = &vb_real_ops;

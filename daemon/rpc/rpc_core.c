@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* io.rdmamemd methods about the daemon itself. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "daemon/core/core.h"
+#include "proto/json.h"
+#include "daemon/rdma/rdma.h"
+#include "daemon/mem/region.h"
+#include "daemon/rpc/rpc.h"
+#include "daemon/core/session.h"
+
+/*
+ * The most data a Ping echoes: the reply is printed on the loop, and a control
+ * character prints as six bytes, so 16 KiB costs well under a millisecond.
+ */
+#define PING_DATA_MAX (16U * 1024U)
+
+struct ping_params {
+	const char *data;
+};
+
+RPC_DEFINE_METHOD(Ping,
+		  "Round trip with no side effects. Any data sent comes back unchanged; data\n"
+		  "longer than 16384 bytes is refused with InvalidParameter.",
+		  VARLINK_INPUT(struct ping_params, data, VARLINK_STRING, VARLINK_NULLABLE),
+		  VARLINK_OUTPUT(data, VARLINK_STRING, VARLINK_NULLABLE));
+
+static int method_ping(struct rpc_call *call, void *params)
+{
+	const struct ping_params *p = params;
+	cJSON *reply = NULL;
+
+	if (p->data && strnlen(p->data, PING_DATA_MAX + 1) > PING_DATA_MAX)
+		return rpc_invalid_param(call, "data", "parameter 'data' may be at most %u bytes",
+					 PING_DATA_MAX);
+	if (p->data) {
+		reply = cJSON_CreateObject();
+		if (!reply || json_add_string(reply, "data", p->data) < 0) {
+			cJSON_Delete(reply);
+			return -ENOMEM;
+		}
+	}
+	return rpc_reply(call, reply);
+}
+
+/* What rdmamemctl doctor checks first: can the daemon pin client memory? */
+static int add_memlock(cJSON *p)
+{
+	struct rlimit rl;
+	bool cap = false;
+	FILE *f;
+	char line[256];
+
+	/* Both fields are declared non-optional. */
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+		return -errno;
+	if (rl.rlim_cur == RLIM_INFINITY ? json_add_string(p, "memlock_limit", "infinity") < 0 :
+					   json_add_u64(p, "memlock_limit", rl.rlim_cur) < 0)
+		return -ENOMEM;
+	/* CAP_IPC_LOCK (bit 14) in the effective set lifts the limit. */
+	f = fopen("/proc/self/status", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "CapEff:", 7) == 0)
+			cap = (strtoull(line + 7, NULL, 16) >> 14) & 1;
+	if (f)
+		fclose(f);
+	return json_add_bool(p, "cap_ipc_lock", cap);
+}
+
+/*
+ * The fd limit, and what the limits let one uid make the daemon hold: its
+ * connections up to the global cap, the refused ones waiting to be told, a
+ * region (and so an fd) up to the per-uid region cap, and the daemon's own.
+ */
+static int add_fd_limit(cJSON *p, const struct rpc_ctx *ctx, const struct rpc_server_status *st)
+{
+	const struct daemon_config *cfg = &ctx->core->cfg;
+	uint64_t need = (uint64_t)cfg->max_connections + st->n_rejected_max + DAEMON_FDS_OWN +
+			DAEMON_FDS_PER_DEVICE * ctx->rdma->n_devices;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		rl.rlim_cur = 0;
+	need = cfg->max_regions_per_uid > UINT64_MAX - need ? UINT64_MAX :
+							      need + cfg->max_regions_per_uid;
+	if (json_add_int(p, "fd_limit", (int64_t)MIN(rl.rlim_cur, (rlim_t)INT64_MAX)) < 0 ||
+	    json_add_u64(p, "fds_needed", need) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+RPC_DEFINE_METHOD(
+	GetStatus, "What the daemon is doing.",
+	VARLINK_OUTPUT(version, VARLINK_STRING, 0),
+	VARLINK_OUTPUT(pid, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT("milliseconds since start, decimal string"),
+	VARLINK_OUTPUT(uptime_msec, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("the socket the daemon listens on"),
+	VARLINK_OUTPUT(socket, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("connected clients"),
+	VARLINK_OUTPUT(clients, VARLINK_INT, 0),
+	VARLINK_OUTPUT(regions, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT(
+		"bytes of client memory the daemon keeps mapped, decimal string"),
+	VARLINK_OUTPUT(pinned_bytes, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT(
+		"bytes of client messages the daemon holds: input buffers, and large\n"
+		"messages until they are served and freed, decimal string"),
+	VARLINK_OUTPUT(input_bytes, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT(
+		"bytes of replies the daemon holds: queued replies, and large Read\n"
+		"replies from when their room is reserved until they are queued, decimal\n"
+		"string"),
+	VARLINK_OUTPUT(output_bytes, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("RDMA devices opened"),
+	VARLINK_OUTPUT(devices, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT(
+		"the daemon's RLIMIT_MEMLOCK: bytes as a decimal string, or \"infinity\""),
+	VARLINK_OUTPUT(memlock_limit, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("whether the daemon may lock memory beyond that limit"),
+	VARLINK_OUTPUT(cap_ipc_lock, VARLINK_BOOL, 0),
+	VARLINK_FIELD_COMMENT(
+		"the daemon's RLIMIT_NOFILE (it raises the soft limit to the hard one)"),
+	VARLINK_OUTPUT(fd_limit, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT(
+		"file descriptors the configured limits let one uid make the daemon\n"
+		"hold (max-connections, refused clients waiting for their answer, one\n"
+		"per region up to max-regions-per-uid, the daemon's own), decimal string"),
+	VARLINK_OUTPUT(fds_needed, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("remote peers' queue pairs"),
+	VARLINK_OUTPUT(rdma_connections, VARLINK_INT, 0));
+
+static int method_get_status(struct rpc_call *call, _unused_ void *params)
+{
+	const struct rpc_ctx *ctx = call->ctx;
+	struct rpc_server_status st;
+	_cleanup_json_ cJSON *p = NULL;
+	int r;
+
+	ctx->server_ops->status(ctx->server, &st);
+	p = cJSON_CreateObject();
+	if (!p)
+		return -ENOMEM;
+	if (json_add_string(p, "version", RDMAMEMD_VERSION) < 0 ||
+	    json_add_int(p, "pid", getpid()) < 0 ||
+	    json_add_u64(p, "uptime_msec", core_uptime_msec(ctx->core)) < 0 ||
+	    json_add_string(p, "socket", st.path) < 0 ||
+	    json_add_int(p, "clients", st.n_clients) < 0 ||
+	    json_add_int(p, "regions", (int64_t)ctx->regions->n_regions) < 0 ||
+	    json_add_u64(p, "pinned_bytes", ctx->regions->pinned_bytes) < 0 ||
+	    json_add_u64(p, "input_bytes", st.bytes[BUDGET_INPUT]) < 0 ||
+	    json_add_u64(p, "output_bytes", st.bytes[BUDGET_OUTPUT]) < 0 ||
+	    json_add_int(p, "devices", ctx->rdma->n_devices) < 0 || add_fd_limit(p, ctx, &st) < 0 ||
+	    json_add_int(p, "rdma_connections", ctx->rdma->n_rconns) < 0)
+		return -ENOMEM;
+	r = add_memlock(p);
+	if (r < 0)
+		return r;
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
+RPC_DEFINE_METHOD(GetStats,
+		  "Counters since the daemon started. calls: method name -> calls answered;\n"
+		  "errors: error name -> errors answered; values are decimal strings.",
+		  VARLINK_OUTPUT(calls, VARLINK_STRING, VARLINK_MAP),
+		  VARLINK_OUTPUT(errors, VARLINK_STRING, VARLINK_MAP),
+		  VARLINK_OUTPUT(uptime_msec, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(bytes_read, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(bytes_written, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(bytes_copied, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(regions_registered, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(pinned_bytes, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(pinned_bytes_peak, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(rdma_registrations, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(rdma_registration_failures, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(rdma_rejected_connections, VARLINK_U64, 0));
+
+static int method_get_stats(struct rpc_call *call, _unused_ void *params)
+{
+	const struct stats *st = &call->ctx->core->stats;
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+	cJSON *calls, *errors;
+
+	calls = counters_json(&st->calls);
+	errors = counters_json(&st->errors);
+	if (!p || !calls || !errors) {
+		cJSON_Delete(calls);
+		cJSON_Delete(errors);
+		return -ENOMEM;
+	}
+	cJSON_AddItemToObject(p, "calls", calls);
+	cJSON_AddItemToObject(p, "errors", errors);
+	if (json_add_u64(p, "uptime_msec", core_uptime_msec(call->ctx->core)) < 0 ||
+	    json_add_u64(p, "bytes_read", st->bytes_read) < 0 ||
+	    json_add_u64(p, "bytes_written", st->bytes_written) < 0 ||
+	    json_add_u64(p, "bytes_copied", st->bytes_copied) < 0 ||
+	    json_add_u64(p, "regions_registered", st->regions_registered) < 0 ||
+	    json_add_u64(p, "pinned_bytes", call->ctx->regions->pinned_bytes) < 0 ||
+	    json_add_u64(p, "pinned_bytes_peak", st->pinned_peak) < 0 ||
+	    json_add_u64(p, "rdma_registrations", st->mrs_registered) < 0 ||
+	    json_add_u64(p, "rdma_registration_failures", st->mr_failures) < 0 ||
+	    json_add_u64(p, "rdma_rejected_connections", call->ctx->rdma->rejected) < 0)
+		return -ENOMEM;
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
+static const struct varlink_symbol rpc_type_Limit = VARLINK_DEFINE_TYPE(
+	Limit, NULL,
+	VARLINK_FIELD(quota, VARLINK_STRING, 0),
+	VARLINK_FIELD(limit, VARLINK_U64, 0),
+	VARLINK_FIELD(used, VARLINK_U64, 0));
+
+RPC_DEFINE_METHOD(
+	GetLimits,
+	"The caller's uid's limits and what it uses of each, by the names\n"
+	"QuotaExceeded gives them (\"regions\", \"pinned_bytes\", \"leases\",\n"
+	"\"tokens\", \"rdma_connections\"), and \"connections\" (Varlink\n"
+	"connections); shares_per_region bounds each region's shares.",
+	VARLINK_OUTPUT(uid, VARLINK_INT, 0),
+	VARLINK_OUTPUT_BY_TYPE(limits, rpc_type_Limit, VARLINK_ARRAY),
+	VARLINK_OUTPUT(shares_per_region, VARLINK_INT, 0));
+
+static int method_get_limits(struct rpc_call *call, _unused_ void *params)
+{
+	const struct daemon_config *cfg = &call->ctx->core->cfg;
+	const struct account *a = call->session->account;
+	const struct {
+		const char *quota;
+		uint64_t limit, used;
+	} limits[] = {
+		{ "connections", cfg->max_connections_per_uid, a->n_connections },
+		{ "regions", cfg->max_regions_per_uid, a->n_regions },
+		{ "pinned_bytes", cfg->max_pinned_bytes_per_uid, a->pinned_bytes },
+		{ "leases", cfg->max_leases_per_uid, a->n_leases },
+		{ "tokens", cfg->max_tokens_per_uid, a->n_tokens },
+		{ "rdma_connections", cfg->max_rdma_connections_per_uid, a->n_rdma_connections },
+	};
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+	cJSON *list = p ? cJSON_AddArrayToObject(p, "limits") : NULL;
+
+	if (!list || json_add_int(p, "uid", call->session->cred.uid) < 0 ||
+	    json_add_int(p, "shares_per_region", cfg->max_shares_per_region) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o)
+			return -ENOMEM;
+		cJSON_AddItemToArray(list, o);
+		if (json_add_string(o, "quota", limits[i].quota) < 0 ||
+		    json_add_u64(o, "limit", limits[i].limit) < 0 ||
+		    json_add_u64(o, "used", limits[i].used) < 0)
+			return -ENOMEM;
+	}
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
+static const struct varlink_symbol rpc_type_Client = VARLINK_DEFINE_TYPE(
+	Client, NULL,
+	VARLINK_FIELD(id, VARLINK_U64, 0),
+	VARLINK_FIELD(pid, VARLINK_INT, 0),
+	VARLINK_FIELD(uid, VARLINK_INT, 0),
+	VARLINK_FIELD(gid, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT("calls this connection made"),
+	VARLINK_FIELD(calls, VARLINK_U64, 0),
+	VARLINK_FIELD(regions, VARLINK_INT, 0),
+	VARLINK_FIELD(leases, VARLINK_INT, 0),
+	VARLINK_FIELD(tokens, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT("the connection asking"),
+	VARLINK_FIELD(self, VARLINK_BOOL, 0),
+	VARLINK_FIELD_COMMENT("\"idle\", \"in a call\" or \"refused\" (over a connection limit)"),
+	VARLINK_FIELD(state, VARLINK_STRING, 0));
+
+/* Others' connections are their business; root sees all. */
+static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
+{
+	const struct session *s;
+	struct rpc_client c;
+	_cleanup_json_ cJSON *o = NULL;
+
+	call->ctx->server_ops->client(node, &c);
+	s = c.session;
+	if (call->session->cred.uid != 0 && s->cred.uid != call->session->cred.uid)
+		return 0;
+	o = cJSON_CreateObject();
+	if (!o || json_add_u64(o, "id", c.id) < 0 || json_add_int(o, "pid", s->cred.pid) < 0 ||
+	    json_add_int(o, "uid", s->cred.uid) < 0 || json_add_int(o, "gid", s->cred.gid) < 0 ||
+	    json_add_u64(o, "calls", c.n_calls) < 0 ||
+	    json_add_int(o, "regions", session_count(s, SESSION_REGION)) < 0 ||
+	    json_add_int(o, "leases", session_count(s, SESSION_LEASE)) < 0 ||
+	    json_add_int(o, "tokens", session_count(s, SESSION_TOKEN)) < 0 ||
+	    json_add_bool(o, "self", s == call->session) < 0 ||
+	    json_add_string(o, "state", c.refused ? "refused" :
+					c.in_call && s != call->session ? "in a call" : "idle") < 0)
+		return -ENOMEM;
+	*ret = TAKE_PTR(o);
+	return 0;
+}
+
+RPC_DEFINE_METHOD(ListClients,
+		  "Connected clients: all of them for root, a user's own otherwise; a page\n"
+		  "at a time, by id, as ListRegions.",
+		  RPC_PAGE_INPUTS,
+		  VARLINK_OUTPUT_BY_TYPE(clients, rpc_type_Client, VARLINK_ARRAY),
+		  VARLINK_OUTPUT(next, VARLINK_U64, VARLINK_NULLABLE));
+
+static int method_list_clients(struct rpc_call *call, void *params)
+{
+	const struct rpc_ctx *ctx = call->ctx;
+
+	return rpc_reply_page(call, params, ctx->server_ops->clients(ctx->server), "clients",
+			      client_item);
+}
+
+const struct rpc_method rpc_core_methods[] = {
+	RPC_METHOD(RDMAMEMD_INTERFACE, Ping, method_ping, RPC_PARAMS(struct ping_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, GetStatus, method_get_status),
+	RPC_METHOD(RDMAMEMD_INTERFACE, GetStats, method_get_stats),
+	RPC_METHOD(RDMAMEMD_INTERFACE, GetLimits, method_get_limits),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ListClients, method_list_clients, RPC_PAGE_PARAMS),
+	{},
+};

@@ -1,0 +1,600 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* io.rdmamemd Register, Unregister, Share, ListRegions and GetRegion. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/core.h"
+#include "daemon/core/errinfo.h"
+#include "daemon/gpu/gpu.h"
+#include "daemon/mem/lease.h"
+#include "daemon/rdma/mreg.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "daemon/mem/region.h"
+#include "daemon/mem/region_memfd.h"
+#include "daemon/rpc/rpc.h"
+#include "daemon/rpc/rpc_gpu.h"
+#include "daemon/rpc/rpc_rdma.h"
+
+static const struct {
+	const char *name;
+	unsigned bit;
+} access_names[] = {
+	{ "local_write", REGION_ACCESS_LOCAL_WRITE },
+	{ "remote_read", REGION_ACCESS_REMOTE_READ },
+	{ "remote_write", REGION_ACCESS_REMOTE_WRITE },
+	{ "remote_atomic", REGION_ACCESS_REMOTE_ATOMIC },
+};
+
+#define REGION_ACCESS_DEFAULT \
+	(REGION_ACCESS_LOCAL_WRITE | REGION_ACCESS_REMOTE_READ | REGION_ACCESS_REMOTE_WRITE)
+
+/*
+ * The types of a region's answers. Registration is rpc_rdma.c's: RegisterOn
+ * answers with it too.
+ */
+static const struct varlink_symbol rpc_type_Location = VARLINK_DEFINE_TYPE(
+	Location, "Where a region's memory lives.",
+	VARLINK_FIELD_COMMENT("\"cpu\" (host memory) or \"gpu\""),
+	VARLINK_FIELD(type, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("NUMA node of its first page, when known"),
+	VARLINK_FIELD(numa_node, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_FIELD_COMMENT("GPU regions: the device ordinal and its PCI bus id"),
+	VARLINK_FIELD(device, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_FIELD(pci_bus_id, VARLINK_STRING, VARLINK_NULLABLE));
+
+static const struct varlink_symbol rpc_type_Owner = VARLINK_DEFINE_TYPE(
+	Owner, NULL,
+	VARLINK_FIELD(uid, VARLINK_INT, 0),
+	VARLINK_FIELD(gid, VARLINK_INT, 0),
+	VARLINK_FIELD(pid, VARLINK_INT, 0),
+	VARLINK_FIELD(connection, VARLINK_U64, 0));
+
+static const struct varlink_symbol rpc_type_LockState = VARLINK_DEFINE_TYPE(
+	LockState, NULL,
+	VARLINK_FIELD_COMMENT("\"idle\", \"reading\", \"disjoint-writing\" or \"exclusive\""),
+	VARLINK_FIELD(state, VARLINK_STRING, 0),
+	VARLINK_FIELD(holders, VARLINK_INT, 0),
+	VARLINK_FIELD(waiters, VARLINK_INT, 0));
+
+static const struct varlink_symbol rpc_type_LeaseCounts = VARLINK_DEFINE_TYPE(
+	LeaseCounts, NULL,
+	VARLINK_FIELD(held, VARLINK_INT, 0),
+	VARLINK_FIELD(waiting, VARLINK_INT, 0));
+
+static const struct varlink_symbol rpc_type_Lease = VARLINK_DEFINE_TYPE(
+	Lease, NULL,
+	VARLINK_FIELD(lease, VARLINK_U64, 0),
+	VARLINK_FIELD(mode, VARLINK_STRING, 0),
+	VARLINK_FIELD(state, VARLINK_STRING, 0),
+	VARLINK_FIELD(pid, VARLINK_INT, 0),
+	VARLINK_FIELD(uid, VARLINK_INT, 0));
+
+static const struct varlink_symbol rpc_type_RegionShare = VARLINK_DEFINE_TYPE(
+	RegionShare,
+	"Who else may use a region (see method Share): a uid or a gid, read-only\n"
+	"or not. Named apart from the method: a Varlink interface has one\n"
+	"namespace for types, methods and errors.",
+	VARLINK_FIELD(uid, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_FIELD(gid, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_FIELD(readonly, VARLINK_BOOL, 0));
+
+static const struct varlink_symbol rpc_type_Source = VARLINK_DEFINE_TYPE(
+	Source, NULL,
+	VARLINK_FIELD_COMMENT("\"memfd\", \"cuda-vmm\" or \"cuda-ipc\""),
+	VARLINK_FIELD(type, VARLINK_STRING, 0),
+	VARLINK_FIELD(offset, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT(
+		"memfd: its size and seals (of \"seal\", \"shrink\", \"grow\", \"write\",\n"
+		"\"future_write\")"),
+	VARLINK_FIELD(file_size, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_FIELD(seals, VARLINK_STRING, VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_FIELD_COMMENT("CUDA: the allocation's size; VMM: primary context references held;\n"
+			      "IPC: how many regions share the open"),
+	VARLINK_FIELD(allocation_size, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_FIELD(primary_context_refs, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_FIELD(regions_sharing_the_open, VARLINK_INT, VARLINK_NULLABLE));
+
+/* The fields of every answer about a region (region_json()), as F and
+ * F_BY_TYPE make them: Region's, and the replies of Register and GetRegion. */
+#define REGION_FIELDS(F, F_BY_TYPE)                                                          \
+	F(region, VARLINK_U64, 0), F(size, VARLINK_U64, 0),                                   \
+		VARLINK_FIELD_COMMENT("of \"local_write\", \"remote_read\", \"remote_write\", " \
+				      "\"remote_atomic\""),                                     \
+		F(access, VARLINK_STRING, VARLINK_ARRAY), F(writable, VARLINK_BOOL, 0),       \
+		F_BY_TYPE(registrations, rpc_type_Registration, VARLINK_ARRAY),               \
+		F_BY_TYPE(owner, rpc_type_Owner, 0), F_BY_TYPE(location, rpc_type_Location, 0), \
+		F_BY_TYPE(lock, rpc_type_LockState, 0),                                       \
+		F_BY_TYPE(leases, rpc_type_LeaseCounts, 0), F(age_msec, VARLINK_U64, 0)
+
+static const struct varlink_symbol rpc_type_Region = VARLINK_DEFINE_TYPE(
+	Region,
+	"A region as queries show it. GetRegion adds source, shares and lease_list\n"
+	"(the oldest 256 leases; leases counts them all).",
+	REGION_FIELDS(VARLINK_FIELD, VARLINK_FIELD_BY_TYPE),
+	VARLINK_FIELD_BY_TYPE(source, rpc_type_Source, VARLINK_NULLABLE),
+	VARLINK_FIELD_BY_TYPE(shares, rpc_type_RegionShare, VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_FIELD_BY_TYPE(lease_list, rpc_type_Lease, VARLINK_NULLABLE | VARLINK_ARRAY));
+
+static int parse_access(struct rpc_call *call, const cJSON *list, unsigned *ret)
+{
+	const cJSON *item;
+	unsigned bits = 0;
+	size_t n = 0;
+
+	if (!list)
+		return 0;
+	cJSON_ArrayForEach(item, list) {
+		size_t i;
+
+		/* Each name once at most: a longer list is no request. */
+		if (++n > ELEMENTSOF(access_names))
+			return rpc_invalid_param(call, "access",
+						 "parameter 'access' lists more than %zu names",
+						 ELEMENTSOF(access_names));
+		for (i = 0; i < ELEMENTSOF(access_names); i++)
+			if (cJSON_IsString(item) && strcmp(item->valuestring, access_names[i].name) == 0)
+				break;
+		if (i == ELEMENTSOF(access_names))
+			return rpc_invalid_param(call, "access",
+						 "parameter 'access' lists \"local_write\", "
+						 "\"remote_read\", \"remote_write\" or "
+						 "\"remote_atomic\"");
+		bits |= access_names[i].bit;
+	}
+	*ret = bits;
+	return 0;
+}
+
+static int add_access(cJSON *o, unsigned bits)
+{
+	cJSON *a = cJSON_AddArrayToObject(o, "access");
+
+	if (!a)
+		return -ENOMEM;
+	for (size_t i = 0; i < ELEMENTSOF(access_names); i++) {
+		cJSON *s;
+
+		if (!(bits & access_names[i].bit))
+			continue;
+		s = cJSON_CreateString(access_names[i].name);
+		if (!s)
+			return -ENOMEM;
+		cJSON_AddItemToArray(a, s);
+	}
+	return 0;
+}
+
+/* GetRegion lists at most this many leases; leases.held and .waiting count all. */
+#define REGION_LEASE_LIST_MAX 256
+
+static cJSON *lease_to_json(const struct lease *l)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || json_add_u64(o, "lease", l->id) < 0 ||
+	    json_add_string(o, "mode", lock_mode_to_string(l->mode)) < 0 ||
+	    json_add_string(o, "state", l->req.held ? "held" : "waiting") < 0 ||
+	    json_add_int(o, "pid", lease_holder(l) ? lease_holder(l)->cred.pid : 0) < 0 ||
+	    json_add_int(o, "uid", lease_holder(l) ? lease_holder(l)->cred.uid : 0) < 0)
+		return (cJSON_Delete(o), NULL);
+	return o;
+}
+
+/* The region as queries show it; detailed adds the source, shares and leases. */
+cJSON *region_json(const struct region *r, bool detailed)
+{
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
+	cJSON *owner, *loc, *lock, *leases, *list;
+
+	if (!o)
+		return NULL;
+	if (json_add_u64(o, "region", r->id) < 0 || json_add_u64(o, "size", r->size) < 0 ||
+	    add_access(o, r->access) < 0 || json_add_bool(o, "writable", r->writable) < 0)
+		return NULL;
+	list = cJSON_AddArrayToObject(o, "registrations");
+	if (!list)
+		return NULL;
+	if (mreg_list_json(r, list) < 0)
+		return NULL;
+
+	owner = cJSON_AddObjectToObject(o, "owner");
+	loc = cJSON_AddObjectToObject(o, "location");
+	lock = cJSON_AddObjectToObject(o, "lock");
+	leases = cJSON_AddObjectToObject(o, "leases");
+	if (!owner || !loc || !lock || !leases)
+		return NULL;
+	if (json_add_int(owner, "uid", r->owner_uid) < 0 ||
+	    json_add_int(owner, "gid", r->owner_gid) < 0 ||
+	    json_add_int(owner, "pid", r->owner_pid) < 0 ||
+	    json_add_u64(owner, "connection", r->owner_conn_id) < 0 ||
+	    json_add_string(loc, "type", region_is_gpu(r) ? "gpu" : "cpu") < 0 ||
+	    (r->numa_node >= 0 && json_add_int(loc, "numa_node", r->numa_node) < 0) ||
+	    (r->gpu >= 0 && json_add_int(loc, "device", r->gpu) < 0) ||
+	    (r->gpu >= 0 && json_add_string(loc, "pci_bus_id", r->pci_bus_id) < 0) ||
+	    json_add_string(lock, "state", lock_state_to_string(r->lock.state)) < 0 ||
+	    json_add_int(lock, "holders", r->lock.n_holders) < 0 ||
+	    json_add_int(lock, "waiters", r->lock.n_waiters) < 0 ||
+	    json_add_int(leases, "held", r->n_leases_held) < 0 ||
+	    json_add_int(leases, "waiting", r->n_leases_waiting) < 0 ||
+	    json_add_u64(o, "age_msec", uv_now(r->registry->core->loop) - r->created_msec) < 0)
+		return NULL;
+	if (!detailed)
+		return TAKE_PTR(o);
+
+	{
+		cJSON *src = cJSON_AddObjectToObject(o, "source");
+
+		if (!src || json_add_string(src, "type", r->mem->type) < 0 ||
+		    r->mem->describe(r, src) < 0)
+			return NULL;
+	}
+	list = cJSON_AddArrayToObject(o, "shares");
+	if (!list)
+		return NULL;
+	for (size_t i = 0; i < r->n_shares; i++) {
+		cJSON *s = cJSON_CreateObject();
+
+		if (!s)
+			return NULL;
+		cJSON_AddItemToArray(list, s);
+		if (json_add_int(s, r->shares[i].is_group ? "gid" : "uid", r->shares[i].id) < 0 ||
+		    json_add_bool(s, "readonly", r->shares[i].readonly) < 0)
+			return NULL;
+	}
+	list = cJSON_AddArrayToObject(o, "lease_list");
+	if (!list)
+		return NULL;
+	{
+		const struct lease *l;
+		size_t n = 0;
+
+		/* The oldest REGION_LEASE_LIST_MAX: other uids' leases on a shared
+		 * region count against their own quotas, not this list's size. */
+		list_for_each_entry(l, &r->leases, region_link) {
+			cJSON *j;
+
+			if (l->released)
+				continue;
+			if (n++ == REGION_LEASE_LIST_MAX)
+				break;
+			j = lease_to_json(l);
+			if (!j)
+				return NULL;
+			cJSON_AddItemToArray(list, j);
+		}
+	}
+	return TAKE_PTR(o);
+}
+
+struct register_params {
+	int64_t fd;
+	uint64_t offset;
+	uint64_t length;
+	bool has_length;
+	const cJSON *access;
+	const cJSON *devices;
+	const char *memory;
+	uint64_t size;
+	const char *ipc_handle;
+	uint32_t gpu;
+};
+
+static const struct register_params register_init = { .fd = -1 };
+
+RPC_DEFINE_METHOD(
+	Register,
+	"Imports memory as a region; memory says from where:\n"
+	"- \"memfd\" (default): [offset, offset + length) of the memfd passed as file\n"
+	"  descriptor number fd (length absent: to the end; \"0\", an empty range, is\n"
+	"  refused). It must carry F_SEAL_SHRINK.\n"
+	"- \"cuda-vmm\": a CUDA VMM allocation exported as a POSIX fd, passed as file\n"
+	"  descriptor number fd; size is the size it was created with; offset and\n"
+	"  length select the region in it.\n"
+	"- \"cuda-ipc\": a legacy CUipcMemHandle as 128 hex digits in ipc_handle,\n"
+	"  opened with the primary context of device gpu (default 0); regions over\n"
+	"  one handle share one open.\n"
+	"Each call makes a region of its own. devices (\"all\", or a list of names)\n"
+	"registers it on RDMA devices before the answer; absent or [] registers\n"
+	"nowhere yet. access lists at most its 4 names.",
+	VARLINK_INPUT(struct register_params, fd, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct register_params, offset, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_INPUT_HAS(struct register_params, length, length, VARLINK_U64, VARLINK_NULLABLE,
+			  has_length),
+	VARLINK_INPUT(struct register_params, access, VARLINK_STRING,
+		      VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_INPUT(struct register_params, devices, VARLINK_OBJECT, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct register_params, memory, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct register_params, size, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct register_params, ipc_handle, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct register_params, gpu, VARLINK_U32, VARLINK_NULLABLE),
+	REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE));
+
+static int method_register(struct rpc_call *call, void *params)
+{
+	const struct register_params *p = params;
+	struct memfd_import imp = { .fd = -EBADF, .access = REGION_ACCESS_DEFAULT };
+	_cleanup_close_ int fd = -EBADF;
+	struct errinfo err = {};
+	struct region *reg;
+	int memory = 0;		/* a memfd, else enum gpu_memory */
+	int r;
+
+	r = parse_access(call, p->access, &imp.access);
+	if (r < 0)
+		return r;
+	/* Below, length 0 stands for "absent: to the end", for every kind of
+	 * memory; a client that sends 0 asks for an empty range. */
+	if (p->length == 0 && p->has_length)
+		return rpc_invalid_param(call, "length",
+					 "parameter 'length' is 0, an empty range; leave it out to "
+					 "register up to the end");
+	if (p->memory && strcmp(p->memory, "cuda-vmm") == 0)
+		memory = GPU_MEMORY_VMM;
+	else if (p->memory && strcmp(p->memory, "cuda-ipc") == 0)
+		memory = GPU_MEMORY_IPC;
+	else if (p->memory && strcmp(p->memory, "memfd") != 0)
+		return rpc_invalid_param(call, "memory", "parameter 'memory' must be \"memfd\" "
+							 "(default), \"cuda-vmm\" or \"cuda-ipc\"");
+	if (memory != GPU_MEMORY_IPC) {
+		if (p->fd < 0 || p->fd > UINT32_MAX)
+			return rpc_invalid_param(call, "fd", "parameter 'fd' is required: the index "
+							     "of the file descriptor sent with the "
+							     "call");
+		r = rpc_take_fd(call, "fd", (uint32_t)p->fd, &fd);
+		if (r < 0)
+			return r;
+	} else if (p->fd >= 0) {
+		return rpc_invalid_param(call, "fd", "a CUDA IPC handle travels in 'ipc_handle', "
+						     "not as a file descriptor");
+	}
+	if (memory == GPU_MEMORY_VMM && p->size == 0)
+		return rpc_invalid_param(call, "size", "parameter 'size' is required with "
+						       "\"cuda-vmm\" and not 0: the size the "
+						       "allocation was created with");
+	if (memory) {
+		struct gpu_import_params gp = {
+			.memory = memory,
+			.fd = TAKE_FD(fd),
+			.alloc_size = p->size,
+			.ipc_handle = p->ipc_handle,
+			.gpu = p->gpu,
+			.offset = p->offset,
+			.length = p->length,
+			.access = imp.access,
+		};
+
+		return rpc_gpu_import(call, &gp, p->devices);
+	}
+
+	imp.fd = fd;
+	imp.offset = p->offset;
+	imp.length = p->length;
+	r = region_import_memfd(call->ctx->regions, call->session, &imp, &reg, &err);
+	fd = imp.fd;
+	if (r < 0)
+		return err.name ? rpc_error_info(call, &err) : r;
+
+	/* The answer waits for the devices asked for, if any. */
+	if (rpc_register_on(rpc_defer(call, NULL, NULL), reg, p->devices, true) < 0)
+		/* The client learns no region id from an error: keep none. */
+		region_drop_owner(reg);
+	return 0;
+}
+
+/* An Unregister waiting for the region's MRs to be deregistered. */
+struct unregister_wait {
+	struct rpc_deferred *call;
+	struct region *region;		/* a reference */
+	struct mreg_waiter waiter;
+};
+
+static void unregister_wait_free(struct unregister_wait *uw)
+{
+	mreg_waiter_cancel(&uw->waiter);
+	region_unref(uw->region);
+	free(uw);
+}
+
+static void on_revoked(struct mreg_waiter *w)
+{
+	struct unregister_wait *uw = container_of(w, struct unregister_wait, waiter);
+
+	rpc_deferred_reply(uw->call, NULL);
+	unregister_wait_free(uw);
+}
+
+static void unregister_cancel(void *userdata)
+{
+	struct unregister_wait *uw = userdata;
+
+	/* The deregistrations go on without anyone waiting for them. */
+	rpc_deferred_drop(uw->call);
+	unregister_wait_free(uw);
+}
+
+struct region_params {
+	struct rpc_region region;
+};
+
+RPC_DEFINE_METHOD(
+	Unregister,
+	"Drops the owner's hold on the region: it is gone for every new call, and\n"
+	"its RDMA registrations are deregistered; the answer comes once they are\n"
+	"gone (a remote peer's next access with its rkeys fails). Its memory goes\n"
+	"once in-flight operations and leases on it are done. Owner (or root) only.",
+	RPC_INPUT_REGION(struct region_params, region, REGION_ADMIN));
+
+static int method_unregister(struct rpc_call *call, void *params)
+{
+	struct region *reg = ((struct region_params *)params)->region.region;
+	struct unregister_wait *uw;
+
+	/* In-flight work and leases keep the memory until they finish; the
+	 * registrations go now. */
+	region_drop_owner(reg);
+	uw = calloc(1, sizeof(*uw));
+	if (!uw)
+		return -ENOMEM;
+	uw->region = region_ref(reg);
+	uw->waiter.settled = on_revoked;
+	list_init(&uw->waiter.link);
+	/* The answer means what it says: a peer's next access with one of
+	 * the region's rkeys fails, so it comes once the MRs are gone. */
+	if (!mreg_wait_revoked(reg, &uw->waiter)) {
+		unregister_wait_free(uw);
+		return rpc_reply(call, NULL);
+	}
+	uw->call = rpc_defer(call, unregister_cancel, uw);
+	return 0;
+}
+
+/*
+ * Share and Unshare: exactly one uid or gid, of the region's owner (or
+ * root). Presence decides which id is meant: an explicit negative one is
+ * refused, not taken for "absent".
+ */
+struct share_params {
+	struct rpc_region region;
+	int64_t uid, gid;
+	bool has_uid, has_gid;
+	bool readonly;		/* Share only */
+	/* share_check()'s: the id meant */
+	bool is_group;
+	uint32_t id;
+};
+
+#define SHARE_ID_INPUTS                                                                     \
+	VARLINK_INPUT_HAS(struct share_params, uid, uid, VARLINK_INT, VARLINK_NULLABLE, has_uid), \
+		VARLINK_INPUT_HAS(struct share_params, gid, gid, VARLINK_INT, VARLINK_NULLABLE,   \
+				  has_gid)
+
+RPC_DEFINE_METHOD(
+	Share,
+	"Lets a uid or a gid (exactly one) use the region: read, write and lock,\n"
+	"or with readonly read and take shared leases. Owner (or root) only. A\n"
+	"region is shared with at most max-shares-per-region uids and gids (64 by\n"
+	"default; QuotaExceeded \"shares\").",
+	RPC_INPUT_REGION(struct share_params, region, REGION_ADMIN),
+	SHARE_ID_INPUTS,
+	VARLINK_INPUT(struct share_params, readonly, VARLINK_BOOL, VARLINK_NULLABLE));
+
+RPC_DEFINE_METHOD(
+	Unshare,
+	"Takes back what Share gave a uid or a gid (exactly one). New calls are\n"
+	"checked against what is left at once; leases whose holders lost the right\n"
+	"they need end (a waiting Lock gets PermissionDenied, a held lease is\n"
+	"released once the operations running under it finish). Rights the holder\n"
+	"has another way (owner, another share) stay. Not shared that way: nothing\n"
+	"to do. Owner (or root) only.",
+	RPC_INPUT_REGION(struct share_params, region, REGION_ADMIN),
+	SHARE_ID_INPUTS);
+
+static int share_check(struct rpc_call *call, void *params)
+{
+	struct share_params *p = params;
+	const char *name;
+	int64_t id;
+
+	if (p->has_uid == p->has_gid)
+		return rpc_invalid_param(call, "uid", "pass exactly one of 'uid' and 'gid'");
+	name = p->has_gid ? "gid" : "uid";
+	id = p->has_gid ? p->gid : p->uid;
+	/* (uid_t)-1 means "no id" to the kernel: nobody has it. */
+	if (id < 0 || id >= UINT32_MAX)
+		return rpc_invalid_param(call, name, "parameter '%s' must be an id from 0 to %u",
+					 name, UINT32_MAX - 1);
+	p->is_group = p->has_gid;
+	p->id = (uint32_t)id;
+	return 0;
+}
+
+static int share_change(struct rpc_call *call, const struct share_params *p, bool unshare)
+{
+	struct region *reg = p->region.region;
+	struct errinfo err = {};
+	int r;
+
+	r = unshare ? region_unshare(reg, p->is_group, p->id) :
+		      region_share(reg, p->is_group, p->id, p->readonly, &err);
+	/* Rights shrank (taken back, or turned read-only): the leases of
+	 * holders who lost the right theirs needs end. */
+	if (r == 0 && (unshare || p->readonly))
+		r = lease_revoke_lost(reg);
+	/* Shared so already, or not shared at all: nothing changes, which is
+	 * what was asked. */
+	if (r < 0 && r != -EEXIST && r != -ENOENT)
+		return err.name ? rpc_error_info(call, &err) : r;
+	return rpc_reply(call, NULL);
+}
+
+static int method_share(struct rpc_call *call, void *params)
+{
+	return share_change(call, params, false);
+}
+
+static int method_unshare(struct rpc_call *call, void *params)
+{
+	return share_change(call, params, true);
+}
+
+static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
+{
+	const struct region *r = container_of(node, struct region, order);
+
+	if (!region_visible_to(r, call->session))
+		return 0;
+	*ret = region_json(r, false);
+	return *ret ? 0 : -ENOMEM;
+}
+
+RPC_DEFINE_METHOD(
+	ListRegions,
+	"The regions the caller may use (all of them for root), a page at a time,\n"
+	"by id: at most limit (default 128; more than 256 counts as 256) of those\n"
+	"with ids above after (a decimal string; absent: from the first). next is\n"
+	"there when more may follow: pass it as after. A page may hold fewer than\n"
+	"limit, even none, and still have a next. Regions that come or go between\n"
+	"pages do not make others repeat or go missing.",
+	RPC_PAGE_INPUTS,
+	VARLINK_OUTPUT_BY_TYPE(regions, rpc_type_Region, VARLINK_ARRAY),
+	VARLINK_OUTPUT(next, VARLINK_U64, VARLINK_NULLABLE));
+
+static int method_list_regions(struct rpc_call *call, void *params)
+{
+	return rpc_reply_page(call, params, &call->ctx->regions->region_order, "regions", region_item);
+}
+
+RPC_DEFINE_METHOD(GetRegion, NULL,
+		  RPC_INPUT_REGION(struct region_params, region, REGION_READ),
+		  REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE),
+		  VARLINK_OUTPUT_BY_TYPE(source, rpc_type_Source, 0),
+		  VARLINK_OUTPUT_BY_TYPE(shares, rpc_type_RegionShare, VARLINK_ARRAY),
+		  VARLINK_OUTPUT_BY_TYPE(lease_list, rpc_type_Lease, VARLINK_ARRAY));
+
+static int method_get_region(struct rpc_call *call, void *params)
+{
+	cJSON *o = region_json(((struct region_params *)params)->region.region, true);
+
+	if (!o)
+		return -ENOMEM;
+	return rpc_reply(call, o);
+}
+
+const struct rpc_method rpc_region_methods[] = {
+	RPC_METHOD(RDMAMEMD_INTERFACE, Register, method_register, .flags = RPC_ACCEPTS_FDS,
+		   RPC_PARAMS(struct register_params), .params_init = &register_init),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Unregister, method_unregister,
+		   RPC_PARAMS(struct region_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Share, method_share, RPC_PARAMS(struct share_params),
+		   .check = share_check),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Unshare, method_unshare, RPC_PARAMS(struct share_params),
+		   .check = share_check),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ListRegions, method_list_regions, RPC_PAGE_PARAMS),
+	RPC_METHOD(RDMAMEMD_INTERFACE, GetRegion, method_get_region,
+		   RPC_PARAMS(struct region_params)),
+	{},
+};
