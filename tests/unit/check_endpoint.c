@@ -10,11 +10,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/device.h"
-#include "daemon/endpoint.h"
-#include "daemon/rdma.h"
-#include "daemon/token.h"
-#include "daemon/verbs.h"
+#include "daemon/rdma/device.h"
+#include "daemon/rdma/endpoint.h"
+#include "daemon/rdma/rdma.h"
+#include "daemon/rdma/token.h"
+#include "daemon/rdma/verbs.h"
 #include "proto/errors.h"
 #include "tests/fakes/fake.h"
 #include "tests/unit/mem-fixture.h"

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/lease.h"
+#include "daemon/mem/lease.h"
 #include "proto/errors.h"
 #include "tests/unit/mem-fixture.h"
 #include "tests/testlib.h"

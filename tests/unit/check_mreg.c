@@ -11,10 +11,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/device.h"
-#include "daemon/mreg.h"
-#include "daemon/rdma.h"
-#include "daemon/verbs.h"
+#include "daemon/rdma/device.h"
+#include "daemon/rdma/mreg.h"
+#include "daemon/rdma/rdma.h"
+#include "daemon/rdma/verbs.h"
 #include "proto/json.h"
 #include "tests/fakes/fake.h"
 #include "tests/unit/mem-fixture.h"

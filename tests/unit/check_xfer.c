@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/lease.h"
-#include "daemon/xfer.h"
+#include "daemon/mem/lease.h"
+#include "daemon/mem/xfer.h"
 #include "proto/base64.h"
 #include "proto/errors.h"
 #include "tests/unit/mem-fixture.h"

@@ -13,13 +13,13 @@
 #include <check.h>
 #include <uv.h>
 
-#include "daemon/account.h"
-#include "daemon/core.h"
-#include "daemon/errinfo.h"
-#include "daemon/lease.h"
-#include "daemon/region.h"
-#include "daemon/region_memfd.h"
-#include "daemon/session.h"
+#include "daemon/core/account.h"
+#include "daemon/core/core.h"
+#include "daemon/core/errinfo.h"
+#include "daemon/mem/lease.h"
+#include "daemon/mem/region.h"
+#include "daemon/mem/region_memfd.h"
+#include "daemon/core/session.h"
 #include "rdmamem.h"
 #include "tests/unit/session-fixture.h"
 
