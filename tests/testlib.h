@@ -210,6 +210,7 @@ Suite *region_unit_suite(void);
 Suite *tables_suite(void);
 Suite *rdma_suite(void);
 Suite *cuda_suite(void);
+Suite *gpu_unit_suite(void);
 Suite *gpu_suite(void);
 Suite *ops_suite(void);
 Suite *hostile_suite(void);

@@ -1,0 +1,699 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The GPU model (daemon/gpu/gpu.c, gpu_region.c) against the fake CUDA
+ * driver (tests/fakes/fake-cuda.c), without a daemon: a core, the region
+ * registry and a gpu_ctx on a loop, a session that imports. What is
+ * checked is the GPU kinds' memory ops — describe(), mr_source() with a
+ * dma-buf or the bare address, copy() through the driver (page-locking a
+ * host region on first use, bouncing overlapping views), same_memory() —
+ * and the release order the driver sees through the hooks: registrations,
+ * then a host region's page-locking, then the memory; an IPC open shared
+ * by two regions is closed once, with the last.
+ *
+ * The fake is installed wrapped: the calls that touch memory are logged,
+ * in the order the driver saw them, next to what the test's own hooks
+ * log, so one string tells the order of everything.
+ *
+ * Every case relies on CK_FORK: cu_load() runs once per process, and the
+ * fake's knobs and counts start afresh in each.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/gpu/cuda.h"
+#include "tests/testlib.h"
+
+#if HAVE_CUDA_H
+#include "daemon/core/errinfo.h"
+#include "daemon/gpu/gpu.h"
+#include "daemon/gpu/gpu_region.h"
+#include "proto/errors.h"
+#include "tests/fakes/fake-cuda.h"
+#include "tests/fakes/fake.h"
+#include "tests/unit/mem-fixture.h"
+
+#define GRAN FAKE_CUDA_GRAN
+
+/* ---- the driver's log ---- */
+
+/* Written from the pool (releases, the IPC open and close) and the loop. */
+static struct {
+	pthread_mutex_t lock;
+	char text[2048];
+	bool fail_dmabuf;	/* cuMemGetHandleForAddressRange refuses */
+	int n_ipc_open, n_ipc_close;
+} drv = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct cu_ops fake;	/* the fake's own entries, called through */
+static struct cu_ops logged;	/* installed: the fake's, some wrapped */
+
+static void log_call(const char *what)
+{
+	pthread_mutex_lock(&drv.lock);
+	if (drv.text[0])
+		strncat(drv.text, " ", sizeof(drv.text) - strlen(drv.text) - 1);
+	strncat(drv.text, what, sizeof(drv.text) - strlen(drv.text) - 1);
+	pthread_mutex_unlock(&drv.lock);
+}
+
+static void log_clear(void)
+{
+	pthread_mutex_lock(&drv.lock);
+	drv.text[0] = '\0';
+	pthread_mutex_unlock(&drv.lock);
+}
+
+static CUresult CUDAAPI l_htod(CUdeviceptr dst, const void *src, size_t n)
+{
+	log_call("HtoD");
+	return fake.cuMemcpyHtoD(dst, src, n);
+}
+
+static CUresult CUDAAPI l_dtoh(void *dst, CUdeviceptr src, size_t n)
+{
+	log_call("DtoH");
+	return fake.cuMemcpyDtoH(dst, src, n);
+}
+
+static CUresult CUDAAPI l_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	log_call("DtoD");
+	return fake.cuMemcpyDtoD(dst, src, n);
+}
+
+static CUresult CUDAAPI l_host_register(void *p, size_t n, unsigned flags)
+{
+	log_call("HostRegister");
+	return fake.cuMemHostRegister(p, n, flags);
+}
+
+static CUresult CUDAAPI l_host_unregister(void *p)
+{
+	log_call("HostUnregister");
+	return fake.cuMemHostUnregister(p);
+}
+
+static CUresult CUDAAPI l_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
+{
+	pthread_mutex_lock(&drv.lock);
+	drv.n_ipc_open++;
+	pthread_mutex_unlock(&drv.lock);
+	log_call("IpcOpen");
+	return fake.cuIpcOpenMemHandle(p, h, flags);
+}
+
+static CUresult CUDAAPI l_ipc_close(CUdeviceptr p)
+{
+	pthread_mutex_lock(&drv.lock);
+	drv.n_ipc_close++;
+	pthread_mutex_unlock(&drv.lock);
+	log_call("IpcClose");
+	return fake.cuIpcCloseMemHandle(p);
+}
+
+static CUresult CUDAAPI l_unmap(CUdeviceptr p, size_t size)
+{
+	log_call("Unmap");
+	return fake.cuMemUnmap(p, size);
+}
+
+static CUresult CUDAAPI l_address_free(CUdeviceptr p, size_t size)
+{
+	log_call("AddressFree");
+	return fake.cuMemAddressFree(p, size);
+}
+
+static CUresult CUDAAPI l_mem_release(CUmemGenericAllocationHandle h)
+{
+	log_call("MemRelease");
+	return fake.cuMemRelease(h);
+}
+
+static CUresult CUDAAPI l_dmabuf(void *handle, CUdeviceptr p, size_t size,
+				 CUmemRangeHandleType type, unsigned long long flags)
+{
+	bool fail;
+
+	pthread_mutex_lock(&drv.lock);
+	fail = drv.fail_dmabuf;
+	pthread_mutex_unlock(&drv.lock);
+	log_call("DmaBuf");
+	if (fail)
+		return CUDA_ERROR_INVALID_VALUE;
+	return fake.cuMemGetHandleForAddressRange(handle, p, size, type, flags);
+}
+
+/* ---- the fixture ---- */
+
+static struct mem_fixture f;
+static struct gpu_ctx gpu;
+
+/* What an import's done callback saw. */
+struct imported {
+	bool done;
+	struct region *r;
+	char error[64];
+};
+
+static void on_imported(void *userdata, struct region *r, struct errinfo *e)
+{
+	struct imported *im = userdata;
+
+	ck_assert(!im->done);
+	im->done = true;
+	im->r = r;
+	snprintf(im->error, sizeof(im->error), "%s", e->name ?: "");
+}
+
+static void setup(void)
+{
+	memset(&drv.text, 0, sizeof(drv.text));
+	drv.fail_dmabuf = false;
+	drv.n_ipc_open = drv.n_ipc_close = 0;
+	fake = fake_cu_ops;
+	logged = fake_cu_ops;
+	logged.cuMemcpyHtoD = l_htod;
+	logged.cuMemcpyDtoH = l_dtoh;
+	logged.cuMemcpyDtoD = l_dtod;
+	logged.cuMemHostRegister = l_host_register;
+	logged.cuMemHostUnregister = l_host_unregister;
+	logged.cuIpcOpenMemHandle = l_ipc_open;
+	logged.cuIpcCloseMemHandle = l_ipc_close;
+	logged.cuMemUnmap = l_unmap;
+	logged.cuMemAddressFree = l_address_free;
+	logged.cuMemRelease = l_mem_release;
+	logged.cuMemGetHandleForAddressRange = l_dmabuf;
+	ck_assert_int_eq(cu_set_ops(&logged), 0);
+	mem_fixture_init(&f);
+	gpu_ctx_init(&gpu, &f.loop, &f.regions);
+}
+
+/* The sessions close (their regions go), every release and IPC close runs
+ * on the pool; then the driver holds nothing of ours. */
+static void teardown(void)
+{
+	mem_fixture_done(&f);
+	ck_assert(list_empty(&gpu.ipcs));
+	ck_assert_int_eq(fake_cuda_live(), 0);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
+}
+
+/* Runs the loop until every IPC open is closed (or about 5 s). */
+static void run_until_ipcs_closed(void)
+{
+	for (int i = 0; i < 5000 && !list_empty(&gpu.ipcs); i++) {
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+		if (!list_empty(&gpu.ipcs))
+			usleep(1000);
+	}
+	ck_assert(list_empty(&gpu.ipcs));
+}
+
+/* A VMM import of alloc_size bytes (device 1, as the fake's are), the
+ * region from offset on, for f.owner. */
+static struct region *import_vmm(uint64_t alloc_size, uint64_t offset)
+{
+	struct gpu_import_params p = {
+		.memory = GPU_MEMORY_VMM,
+		.fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
+		.alloc_size = alloc_size,
+		.offset = offset,
+	};
+	struct imported im = {};
+	struct gpu_import *job = NULL;
+	struct errinfo e = {};
+
+	ck_assert_int_ge(p.fd, 0);
+	ck_assert_int_eq(gpu_import_start(&gpu, f.owner, &p, on_imported, &im, &job, &e), 0);
+	ck_assert_ptr_nonnull(job);
+	mem_fixture_run_until(&f, &im.done, 5000);
+	ck_assert(im.done);
+	ck_assert_str_eq(im.error, "");
+	ck_assert_ptr_nonnull(im.r);
+	return im.r;
+}
+
+/* The 128 hex digits of a legacy handle: byte 0 tells allocations apart,
+ * byte 1 names the device the fake puts the memory on. */
+static void ipc_hex(char out[2 * CU_IPC_HANDLE_SIZE + 1], uint8_t id, uint8_t device)
+{
+	memset(out, '0', 2 * CU_IPC_HANDLE_SIZE);
+	out[2 * CU_IPC_HANDLE_SIZE] = '\0';
+	snprintf(out, 5, "%02x%02x", id, device);
+	out[4] = '0';
+}
+
+/* Starts an IPC import of handle (opened from GPU 0) for f.owner. */
+static void start_ipc(const char *handle, uint64_t offset, uint64_t length, struct imported *im)
+{
+	struct gpu_import_params p = {
+		.memory = GPU_MEMORY_IPC,
+		.fd = -EBADF,
+		.ipc_handle = handle,
+		.gpu = 0,
+		.offset = offset,
+		.length = length,
+	};
+	struct gpu_import *job = NULL;
+	struct errinfo e = {};
+
+	ck_assert_int_eq(gpu_import_start(&gpu, f.owner, &p, on_imported, im, &job, &e), 0);
+}
+
+static struct region *import_ipc(const char *handle, uint64_t offset, uint64_t length)
+{
+	struct imported im = {};
+
+	start_ipc(handle, offset, length, &im);
+	mem_fixture_run_until(&f, &im.done, 5000);
+	ck_assert(im.done);
+	ck_assert_str_eq(im.error, "");
+	ck_assert_ptr_nonnull(im.r);
+	return im.r;
+}
+
+static unsigned char *dev_bytes(const struct region *r, uint64_t offset)
+{
+	/* The fake's device memory is host heap. */
+	return (unsigned char *)(uintptr_t)(r->dptr + offset);
+}
+
+static const char *describe_str(cJSON *src, const char *name)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(src, name);
+
+	ck_assert_msg(cJSON_IsString(v), "%s is not a string", name);
+	return v->valuestring;
+}
+
+static int describe_int(cJSON *src, const char *name)
+{
+	cJSON *v = cJSON_GetObjectItemCaseSensitive(src, name);
+
+	/* json_add_int() adds the digits raw. */
+	ck_assert_msg(cJSON_IsRaw(v), "%s is not a raw number", name);
+	return (int)strtol(v->valuestring, NULL, 10);
+}
+
+/* describe()'s count of the regions over r's IPC open. */
+static int ipc_refs(const struct region *r)
+{
+	cJSON *src = cJSON_CreateObject();
+	int n;
+
+	ck_assert_int_eq(r->mem->describe(r, src), 0);
+	n = describe_int(src, "regions_sharing_the_open");
+	cJSON_Delete(src);
+	return n;
+}
+
+/* ---- a test hook that logs: registrations, by rank ---- */
+
+static bool test_hook_finished;
+
+static void test_hook_release(struct region_hook *h)
+{
+	(void)h;
+	log_call("registrations");
+}
+
+static void test_hook_finish(struct region_hook *h)
+{
+	(void)h;
+	test_hook_finished = true;
+}
+
+static const struct region_hook_ops test_hook_ops = {
+	.rank = REGION_HOOK_REGISTRATIONS,
+	.release = test_hook_release,
+	.finish = test_hook_finish,
+};
+
+static struct region_hook test_hook;
+
+static struct region_hook *test_hook_make(struct region *r, void *userdata)
+{
+	(void)r;
+	(void)userdata;
+	return &test_hook;
+}
+
+static void attach_test_hook(struct region *r)
+{
+	test_hook_finished = false;
+	ck_assert_ptr_eq(region_hook_get(r, &test_hook_ops, test_hook_make, NULL), &test_hook);
+}
+
+/* A host region's memory release, logged: the memfd kind's ops with its
+ * release wrapped (the kind is static to region_memfd.c). */
+static struct region_mem_ops logged_memfd;
+static void (*memfd_release)(struct region *r);
+
+static void logged_memfd_release(struct region *r)
+{
+	log_call("munmap");
+	memfd_release(r);
+}
+
+static void log_host_release(struct region *r)
+{
+	logged_memfd = *r->mem;
+	memfd_release = r->mem->release;
+	ck_assert_ptr_nonnull(memfd_release);
+	logged_memfd.release = logged_memfd_release;
+	r->mem = &logged_memfd;
+}
+
+/* ---- the cases ---- */
+
+START_TEST(test_vmm_describe)
+{
+	struct region *r = import_vmm(4 * GRAN, 4096);
+	struct cu_device_info info;
+	cJSON *src = cJSON_CreateObject();
+	char want[32];
+
+	ck_assert_ptr_eq(r->mem, &gpu_vmm_ops);
+	ck_assert_str_eq(r->mem->type, "cuda-vmm");
+	ck_assert(region_is_gpu(r));
+	ck_assert_int_eq(r->gpu, 1);
+	ck_assert_uint_eq(r->size, 4 * GRAN - 4096);
+	ck_assert_uint_eq(r->dptr, gpu_region_of(r)->vmm.dptr + 4096);
+	ck_assert_int_eq(cu_device_info(1, &info), 0);
+	ck_assert_str_eq(r->pci_bus_id, info.pci_bus_id);
+	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 1);
+	ck_assert(gpu.cuda_loaded);
+
+	ck_assert_int_eq(r->mem->describe(r, src), 0);
+	ck_assert_str_eq(describe_str(src, "offset"), "4096");
+	snprintf(want, sizeof(want), "%lu", 4 * GRAN);
+	ck_assert_str_eq(describe_str(src, "allocation_size"), want);
+	ck_assert_int_eq(describe_int(src, "primary_context_refs"), 1);
+	cJSON_Delete(src);
+
+	/* The owner lets go: the count drops at once, the memory with the
+	 * release on the pool. */
+	region_drop_owner(r);
+	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 0);
+}
+END_TEST
+
+START_TEST(test_ipc_describe_same_memory)
+{
+	char h[2 * CU_IPC_HANDLE_SIZE + 1], h2[2 * CU_IPC_HANDLE_SIZE + 1];
+	struct imported im = {};
+	struct region *a, *b, *c, *v;
+	int64_t delta = 12345;
+	cJSON *src;
+	char want[32];
+
+	ipc_hex(h, 1, 1);
+	ipc_hex(h2, 2, 1);
+	a = import_ipc(h, 0, 8192);
+	/* The open is there: a second region over it comes before the
+	 * import returns. */
+	start_ipc(h, 4096, 0, &im);
+	ck_assert(im.done);
+	ck_assert_ptr_nonnull(im.r);
+	b = im.r;
+	c = import_ipc(h2, 0, 0);
+	v = import_vmm(GRAN, 0);
+
+	ck_assert_str_eq(a->mem->type, "cuda-ipc");
+	ck_assert_ptr_eq(b->mem, &gpu_ipc_ops);
+	ck_assert_int_eq(a->gpu, 1);	/* lives on 1, opened from 0 */
+	ck_assert_uint_eq(a->size, 8192);
+	ck_assert_uint_eq(b->size, FAKE_CUDA_IPC_SIZE - 4096);
+	ck_assert_ptr_eq(gpu_region_of(a)->ipc, gpu_region_of(b)->ipc);
+	ck_assert_ptr_ne(gpu_region_of(a)->ipc, gpu_region_of(c)->ipc);
+	ck_assert_int_eq(drv.n_ipc_open, 2);
+
+	src = cJSON_CreateObject();
+	ck_assert_int_eq(b->mem->describe(b, src), 0);
+	ck_assert_str_eq(describe_str(src, "offset"), "4096");
+	snprintf(want, sizeof(want), "%lu", FAKE_CUDA_IPC_SIZE);
+	ck_assert_str_eq(describe_str(src, "allocation_size"), want);
+	ck_assert_int_eq(describe_int(src, "regions_sharing_the_open"), 2);
+	cJSON_Delete(src);
+	ck_assert_int_eq(ipc_refs(c), 1);
+
+	/* One open: one address range, b 4096 bytes after a. */
+	ck_assert(a->mem->same_memory(a, b, &delta));
+	ck_assert_int_eq(delta, 4096);
+	ck_assert(region_same_memory(b, a, &delta));
+	ck_assert_int_eq(delta, -4096);
+	/* Another allocation, another kind. */
+	delta = 12345;
+	ck_assert(!a->mem->same_memory(a, c, &delta));
+	ck_assert(!region_same_memory(a, v, &delta));
+	ck_assert(!region_same_memory(v, a, &delta));
+	ck_assert_int_eq(delta, 12345);
+	/* VMM imports are taken to be separate memory: no same_memory. */
+	ck_assert_ptr_null(gpu_vmm_ops.same_memory);
+}
+END_TEST
+
+START_TEST(test_mr_source_dmabuf)
+{
+	struct region *r = import_vmm(4 * GRAN, 4096);
+	struct region_mr_source src;
+
+	log_clear();
+	ck_assert_int_eq(r->mem->mr_source(r, &src), 0);
+	ck_assert_int_ge(src.dmabuf_fd, 0);
+	ck_assert_int_eq(fcntl(src.dmabuf_fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	ck_assert(src.device);
+	ck_assert_ptr_eq(src.addr, (void *)(uintptr_t)r->dptr);
+	ck_assert_uint_eq(src.iova, r->dptr);
+	/* The whole allocation, the region 4096 bytes into it. */
+	ck_assert_uint_eq(src.dmabuf_offset, 4096);
+	ck_assert_uint_eq(fake_cuda.last_dmabuf_base, gpu_region_of(r)->vmm.dptr);
+	ck_assert_uint_eq(fake_cuda.last_dmabuf_size, 4 * GRAN);
+	ck_assert_str_eq(src.dmabuf_error, "");
+	ck_assert_str_eq(drv.text, "DmaBuf");
+	close(src.dmabuf_fd);
+}
+END_TEST
+
+START_TEST(test_mr_source_address)
+{
+	char h[2 * CU_IPC_HANDLE_SIZE + 1];
+	struct region *r;
+	struct region_mr_source src;
+
+	ipc_hex(h, 7, 0);
+	r = import_ipc(h, 8192, 4096);
+	drv.fail_dmabuf = true;
+	ck_assert_int_eq(r->mem->mr_source(r, &src), 0);
+	/* No dma-buf: the device address for peer memory, and why. */
+	ck_assert_int_eq(src.dmabuf_fd, -EBADF);
+	ck_assert(src.device);
+	ck_assert_ptr_eq(src.addr, (void *)(uintptr_t)r->dptr);
+	ck_assert_uint_eq(src.iova, r->dptr);
+	ck_assert_ptr_nonnull(strstr(src.dmabuf_error, "no dma-buf for the allocation"));
+	ck_assert_ptr_nonnull(strstr(src.dmabuf_error, "CUDA_ERROR_INVALID_VALUE"));
+	ck_assert_ptr_nonnull(strstr(src.dmabuf_error, "(cuMemGetHandleForAddressRange)"));
+}
+END_TEST
+
+START_TEST(test_copy)
+{
+	struct region *v = import_vmm(GRAN, 0), *host = mem_fixture_import(&f, 8192);
+	char h[2 * CU_IPC_HANDLE_SIZE + 1];
+	unsigned char buf[1000], back[1000];
+	struct errinfo e = {};
+	struct region *ipc;
+
+	ipc_hex(h, 3, 1);
+	ipc = import_ipc(h, 0, 0);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(i * 7 + 3);
+
+	/* The daemon's own buffer to and from GPU memory. */
+	log_clear();
+	ck_assert_int_eq(v->mem->copy(&(struct region_span){ .region = v, .offset = 100 },
+				      &(struct region_span){ .buf = buf }, sizeof(buf), NULL, &e),
+			 0);
+	ck_assert_mem_eq(dev_bytes(v, 100), buf, sizeof(buf));
+	ck_assert_int_eq(v->mem->copy(&(struct region_span){ .buf = back },
+				      &(struct region_span){ .region = v, .offset = 100 },
+				      sizeof(back), NULL, &e),
+			 0);
+	ck_assert_mem_eq(back, buf, sizeof(buf));
+	ck_assert_str_eq(drv.text, "HtoD DtoH");
+	ck_assert_ptr_eq(fake_cuda.last_copy_ctx, fake_cuda_primary(1));
+
+	/* GPU to GPU: VMM to IPC, device to device. */
+	log_clear();
+	ck_assert_int_eq(ipc->mem->copy(&(struct region_span){ .region = ipc, .offset = 5 },
+					&(struct region_span){ .region = v, .offset = 100 },
+					sizeof(buf), NULL, &e),
+			 0);
+	ck_assert_mem_eq(dev_bytes(ipc, 5), buf, sizeof(buf));
+	ck_assert_str_eq(drv.text, "DtoD");
+
+	/* Overlapping views of one allocation: through the bounce buffer. */
+	log_clear();
+	ck_assert_int_eq(v->mem->copy(&(struct region_span){ .region = v, .offset = 150 },
+				      &(struct region_span){ .region = v, .offset = 100 },
+				      sizeof(buf), back, &e),
+			 0);
+	ck_assert_mem_eq(dev_bytes(v, 150), buf, sizeof(buf));
+	ck_assert_str_eq(drv.text, "DtoH HtoD");
+
+	/* A host region: page-locked through the GPU's context on the first
+	 * copy only, then moved by the driver both ways. */
+	log_clear();
+	ck_assert_int_eq(v->mem->copy(&(struct region_span){ .region = v, .offset = 0 },
+				      &(struct region_span){ .region = host, .offset = 10 }, 4000,
+				      NULL, &e),
+			 0);
+	ck_assert_mem_eq(dev_bytes(v, 0), (unsigned char *)host->addr + 10, 4000);
+	ck_assert_ptr_eq(fake_cuda.last_register_ctx, fake_cuda_primary(1));
+	ck_assert_uint_eq(fake_cuda.last_register_flags, CU_MEMHOSTREGISTER_PORTABLE);
+	ck_assert_int_eq(ipc->mem->copy(&(struct region_span){ .region = host, .offset = 4096 },
+					&(struct region_span){ .region = ipc, .offset = 5 },
+					sizeof(buf), NULL, &e),
+			 0);
+	ck_assert_mem_eq((unsigned char *)host->addr + 4096, buf, sizeof(buf));
+	ck_assert_str_eq(drv.text, "HostRegister HtoD DtoH");
+
+	/* The driver refusing: the kind's error, with the driver's words. */
+	fake_cuda.copy_result = CUDA_ERROR_OUT_OF_MEMORY;
+	ck_assert_int_eq(v->mem->copy(&(struct region_span){ .region = v },
+				      &(struct region_span){ .buf = buf }, 8, NULL, &e),
+			 -ENOMEM);
+	ck_assert_str_eq(e.name, RDMAMEM_ERROR_CUDA);
+	ck_assert_ptr_nonnull(strstr(e.message, "writing GPU memory failed"));
+	ck_assert_ptr_nonnull(
+		strstr(e.message, "CUDA_ERROR_OUT_OF_MEMORY: out of memory (cuMemcpyHtoD)"));
+	errinfo_done(&e);
+	fake_cuda.copy_result = CUDA_SUCCESS;
+	ck_assert_int_eq(fake_cuda_depth(), 0);
+}
+END_TEST
+
+/*
+ * A host region page-locked by a GPU copy, with a registration attached
+ * after the page-lock: the registration goes first all the same (by rank),
+ * then the page-lock, then the mapping.
+ */
+START_TEST(test_release_order_host)
+{
+	struct region *v = import_vmm(GRAN, 0), *host = mem_fixture_import(&f, 8192);
+	struct errinfo e = {};
+
+	ck_assert_int_eq(v->mem->copy(&(struct region_span){ .region = v },
+				      &(struct region_span){ .region = host }, 64, NULL, &e),
+			 0);
+	attach_test_hook(host);
+	log_host_release(host);
+	/* The VMM import's retain, and the page-lock's. */
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 2);
+
+	log_clear();
+	region_drop_owner(host);
+	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	ck_assert(test_hook_finished);
+	ck_assert_str_eq(drv.text, "registrations HostUnregister munmap");
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
+}
+END_TEST
+
+/* A VMM region: the registration, then the mapping, the range, the memory. */
+START_TEST(test_release_order_vmm)
+{
+	struct region *v = import_vmm(2 * GRAN, GRAN);
+
+	attach_test_hook(v);
+	log_clear();
+	region_drop_owner(v);
+	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	ck_assert(test_hook_finished);
+	ck_assert_str_eq(drv.text, "registrations Unmap AddressFree MemRelease");
+	ck_assert_int_eq(fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_mapped, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+}
+END_TEST
+
+/*
+ * Two regions over one IPC open: the first to go leaves the open (the
+ * other's bytes still move), the last closes it, once, after its own
+ * registration; a later import opens it anew.
+ */
+START_TEST(test_ipc_shared_open_closed_with_last)
+{
+	char h[2 * CU_IPC_HANDLE_SIZE + 1];
+	unsigned char buf[16] = "still mapped", back[16] = {};
+	struct region *a, *b;
+	struct errinfo e = {};
+
+	ipc_hex(h, 9, 1);
+	a = import_ipc(h, 0, 4096);
+	b = import_ipc(h, 4096, 4096);
+	ck_assert_int_eq(drv.n_ipc_open, 1);
+	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 2);
+
+	attach_test_hook(a);
+	region_drop_owner(a);
+	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	ck_assert(test_hook_finished);
+	/* Let anything queued run: nothing may close the open. */
+	for (int i = 0; i < 50; i++) {
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	ck_assert_int_eq(drv.n_ipc_close, 0);
+	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 1);
+	ck_assert_int_eq(ipc_refs(b), 1);
+	ck_assert_int_eq(b->mem->copy(&(struct region_span){ .region = b },
+				      &(struct region_span){ .buf = buf }, sizeof(buf), NULL, &e),
+			 0);
+	ck_assert_int_eq(b->mem->copy(&(struct region_span){ .buf = back },
+				      &(struct region_span){ .region = b }, sizeof(back), NULL, &e),
+			 0);
+	ck_assert_mem_eq(back, buf, sizeof(buf));
+
+	attach_test_hook(b);
+	log_clear();
+	region_drop_owner(b);
+	run_until_ipcs_closed();
+	ck_assert(test_hook_finished);
+	ck_assert_int_eq(drv.n_ipc_close, 1);
+	ck_assert_str_eq(drv.text, "registrations IpcClose");
+	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 0);
+	ck_assert_int_eq(fake_cuda_live(), 0);
+
+	a = import_ipc(h, 0, 0);
+	ck_assert_int_eq(drv.n_ipc_open, 2);
+	ck_assert_uint_eq(a->size, FAKE_CUDA_IPC_SIZE);
+}
+END_TEST
+
+#endif /* HAVE_CUDA_H */
+
+Suite *gpu_unit_suite(void)
+{
+	Suite *s = suite_create("gpu_unit");
+#if HAVE_CUDA_H
+	TCase *tc = tcase_create("fake");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_vmm_describe);
+	tcase_add_test(tc, test_ipc_describe_same_memory);
+	tcase_add_test(tc, test_mr_source_dmabuf);
+	tcase_add_test(tc, test_mr_source_address);
+	tcase_add_test(tc, test_copy);
+	tcase_add_test(tc, test_release_order_host);
+	tcase_add_test(tc, test_release_order_vmm);
+	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
+	suite_add_tcase(s, tc);
+#endif
+	return s;
+}
