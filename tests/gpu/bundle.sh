@@ -92,7 +92,7 @@ done
 for soname in "${!libs[@]}"; do
 	cp -L "${libs[$soname]}" "$dest/lib/$soname"
 done
-cp "$root"/proto/*.varlink "$dest/src/proto/"
+cp "$root"/proto/*.varlink "$root"/proto/PROTOCOL.md "$dest/src/proto/"
 # ... and the shipped files the ops suite reads (the config round trip, the
 # units): without them a bundle made outside the device's checkout fails there.
 mkdir -p "$dest/src/config" "$dest/src/systemd"
