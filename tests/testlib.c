@@ -434,6 +434,19 @@ long test_rss_kib(pid_t pid)
 	return kib;
 }
 
+int test_lock_raw(const char *path, uint64_t region, const char *mode, int timeout_ms)
+{
+	char msg[256];
+	int s = test_connect(path);
+
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
+		 "\"mode\":\"%s\",\"timeout_ms\":%d}}",
+		 (unsigned long long)region, mode, timeout_ms);
+	test_send_msg(s, msg, NULL, 0);
+	return s;
+}
+
 int test_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

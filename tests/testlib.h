@@ -98,6 +98,9 @@ long test_rss_kib(pid_t pid);
 
 /* A blocking raw connection to path. */
 int test_connect(const char *path);
+/* Connects to path and sends a Lock call without waiting for its answer;
+ * returns the connection. */
+int test_lock_raw(const char *path, uint64_t region, const char *mode, int timeout_ms);
 /* A librdmamem client of the daemon at socket; the test fails if it cannot connect. */
 struct rdmamem_client *test_client(const char *socket);
 /* Polls cond every 10 ms until it holds; the test fails after timeout_ms. */

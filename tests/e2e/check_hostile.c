@@ -1994,20 +1994,6 @@ START_TEST(test_echoes_are_bounded)
 }
 END_TEST
 
-/* Raw Lock without waiting for the answer. */
-static int lock_raw(uint64_t region, const char *mode, int timeout_ms)
-{
-	char msg[256];
-	int s = test_connect(td.socket);
-
-	snprintf(msg, sizeof(msg),
-		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
-		 "\"mode\":\"%s\",\"timeout_ms\":%d}}",
-		 (unsigned long long)region, mode, timeout_ms);
-	test_send_msg(s, msg, NULL, 0);
-	return s;
-}
-
 /*
  * A client killed with SIGKILL in the middle of a large copy (pool), a
  * large write, a lock wait behind the good client's lease and a lock wait
@@ -2138,7 +2124,7 @@ static void wait_good_waiting(int n)
  */
 START_TEST(test_lock_timeout_after_client_stopped_reading)
 {
-	int fd = lock_raw(good_region, "exclusive", 200);
+	int fd = test_lock_raw(td.socket, good_region, "exclusive", 200);
 
 	/* The daemon has the call once the region shows the wait. No hang-up
 	 * for it to see: only its write will fail. */
@@ -2162,7 +2148,7 @@ END_TEST
  */
 START_TEST(test_half_close_then_vanish_while_waiting)
 {
-	int fd = lock_raw(good_region, "exclusive", -1);
+	int fd = test_lock_raw(td.socket, good_region, "exclusive", -1);
 
 	wait_good_waiting(1);
 	ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);

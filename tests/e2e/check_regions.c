@@ -1032,20 +1032,6 @@ START_TEST(test_quotas)
 }
 END_TEST
 
-/* Raw Lock call without waiting for its answer. */
-static int send_lock(uint64_t region, const char *mode, int timeout_ms)
-{
-	char msg[256];
-	int s = test_connect(td.socket);
-
-	snprintf(msg, sizeof(msg),
-		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%llu\","
-		 "\"mode\":\"%s\",\"timeout_ms\":%d}}",
-		 (unsigned long long)region, mode, timeout_ms);
-	test_send_msg(s, msg, NULL, 0);
-	return s;
-}
-
 /* The reply to a Lock sent with send_lock: the lease id, or 0 with *error. */
 static uint64_t lock_reply(int s, int timeout_ms, const char **error)
 {
@@ -1097,18 +1083,18 @@ START_TEST(test_fifo_fairness)
 	int reader1, writer, late[3];
 	const char *err;
 
-	reader1 = send_lock(id, "shared", -1);
+	reader1 = test_lock_raw(td.socket, id, "shared", -1);
 	l1 = lock_reply(reader1, 5000, &err);
 	ck_assert_ptr_null(err);
 
-	writer = send_lock(id, "exclusive", -1);
+	writer = test_lock_raw(td.socket, id, "exclusive", -1);
 	ck_assert_uint_eq(lock_reply(writer, 200, &err), 0);
 	ck_assert_str_eq(err, "(no reply yet)");
 
 	/* Readers arriving now would be compatible with the holder, but the
 	 * writer came first: they wait. */
 	for (int i = 0; i < 3; i++) {
-		late[i] = send_lock(id, "shared", -1);
+		late[i] = test_lock_raw(td.socket, id, "shared", -1);
 		ck_assert_uint_eq(lock_reply(late[i], 100, &err), 0);
 		ck_assert_str_eq(err, "(no reply yet)");
 	}
@@ -1158,14 +1144,14 @@ START_TEST(test_lease_release_and_timeout)
 
 	watcher = c;
 	watched_region = id;
-	holder = send_lock(id, "exclusive", -1);
+	holder = test_lock_raw(td.socket, id, "exclusive", -1);
 	ck_assert_uint_gt(lock_reply(holder, 5000, &err), 0);
-	waiter = send_lock(id, "disjoint", -1);
+	waiter = test_lock_raw(td.socket, id, "disjoint", -1);
 	ck_assert_uint_eq(lock_reply(waiter, 100, &err), 0);
 
 	/* Timeout: answered with LockTimeout, no lease left behind. */
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	timed = send_lock(id, "shared", 300);
+	timed = test_lock_raw(td.socket, id, "shared", 300);
 	ck_assert_uint_eq(lock_reply(timed, 5000, &err), 0);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ck_assert_str_eq(err, RDMAMEM_ERROR_LOCK_TIMEOUT);
@@ -1181,7 +1167,7 @@ START_TEST(test_lease_release_and_timeout)
 	ck_assert_ptr_null(err);
 
 	/* A waiter hangs up while waiting: its place in the queue goes. */
-	holder = send_lock(id, "exclusive", -1);
+	holder = test_lock_raw(td.socket, id, "exclusive", -1);
 	ck_assert_uint_eq(lock_reply(holder, 100, &err), 0);
 	ck_assert_int_eq(lock_count(c, id, "waiting"), 1);
 	close(holder);
@@ -1416,7 +1402,7 @@ static int disconnecting_client(const char *socket, void *arg)
 		return 2;
 	/* c2 queues behind the lease with a write; raw, so we do not
 	 * wait for the answer. */
-	s = send_lock(a, "exclusive", -1);
+	s = test_lock_raw(td.socket, a, "exclusive", -1);
 	(void)s;
 	/* A big copy inside b runs on the pool; one into a waits
 	 * behind the lease and the queued writer. */
