@@ -5,7 +5,7 @@
 #   make run       deps + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
 #   make check-host  the same without the VM
-#   make format-check  the C sources as .clang-format writes them (CI)
+#   make format-check  the C sources as .clang-format writes them (part of check)
 #   make layering  the #include graph against the layers (tests/layering.py)
 #   make idl       write proto/*.varlink from the daemon's interface tables
 #   make conformance  the Varlink conformance suite alone (reference Go library)
@@ -241,7 +241,7 @@ idl: $(B)/rdmamemd
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
 # check-host is everything but the VM.
 check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS)
-	$(Q)$(MAKE) --no-print-directory layering
+	$(Q)$(MAKE) --no-print-directory layering format-check
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory installcheck

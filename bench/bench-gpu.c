@@ -102,8 +102,7 @@ static double timed_daemon(struct rdmamem_client *c, const struct rdmamem_copy *
 	return gbps(cp->length * n, t);
 }
 
-static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdeviceptr dev,
-			 int vfd)
+static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdeviceptr dev, int vfd)
 {
 	static const size_t sizes[] = { 1 << 20, 16 << 20, 256 << 20, BIG };
 	double pageable[2][4], pinned[2][4], daemon[2][4];

@@ -54,9 +54,13 @@ int main(int argc, char **argv)
 		pid_t d = bench_daemon_start(args.daemon, daemon_path, cpu, NULL);
 
 		for (size_t k = 0; k < sizeof(client_counts) / sizeof(client_counts[0]); k++) {
-			const struct bench_op raw_anchor = { anchor_path, 1, NULL, raw_ping, NULL, NULL };
-			const struct bench_op raw_daemon = { daemon_path, 1, NULL, raw_ping, NULL, NULL };
-			const struct bench_op lib_daemon = { daemon_path, 0, NULL, lib_ping, NULL, NULL };
+			const struct bench_op raw_anchor = { .path = anchor_path,
+							     .raw = 1,
+							     .run = raw_ping };
+			const struct bench_op raw_daemon = { .path = daemon_path,
+							     .raw = 1,
+							     .run = raw_ping };
+			const struct bench_op lib_daemon = { .path = daemon_path, .run = lib_ping };
 			int n = client_counts[k];
 			struct bench_result a, r;
 			char group[64];

@@ -62,9 +62,10 @@ static void bench_registration(void)
 		memset(addr, 1, size);
 		t0 = bench_now_ns();
 		do {
-			struct ibv_mr *mr = ibv_reg_mr(pd, addr, size, IBV_ACCESS_LOCAL_WRITE |
-								   IBV_ACCESS_REMOTE_READ |
-								   IBV_ACCESS_REMOTE_WRITE);
+			struct ibv_mr *mr =
+				ibv_reg_mr(pd, addr, size,
+					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+						   IBV_ACCESS_REMOTE_WRITE);
 
 			if (!mr || ibv_dereg_mr(mr)) {
 				perror("ibv_reg_mr");
@@ -80,7 +81,8 @@ static void bench_registration(void)
 			if (rdmamem_register(c, fd, 0, 0, &id) < 0 ||
 			    rdmamem_register_on(c, id, args.device, &reg) < 0 ||
 			    rdmamem_unregister(c, id) < 0) {
-				fprintf(stderr, "bench-rdma: %s\n", rdmamem_client_error_message(c));
+				fprintf(stderr, "bench-rdma: %s\n",
+					rdmamem_client_error_message(c));
 				exit(1);
 			}
 			n_d++;

@@ -52,15 +52,17 @@ static void bench_copy(void)
 	int fa, fb;
 	char *a = memfd_mapped(BIG, &fa), *b = memfd_mapped(BIG, &fb);
 
-	if (rdmamem_client_connect(daemon_path, &c) < 0 || rdmamem_register(c, fa, 0, 0, &from) < 0 ||
-	    rdmamem_register(c, fb, 0, 0, &to) < 0) {
+	if (rdmamem_client_connect(daemon_path, &c) < 0 ||
+	    rdmamem_register(c, fa, 0, 0, &from) < 0 || rdmamem_register(c, fb, 0, 0, &to) < 0) {
 		fprintf(stderr, "bench: register: %s\n", rdmamem_client_error_message(c));
 		exit(1);
 	}
 	/* The first Copy after Register fills the daemon's page tables for
 	 * both mappings: worth knowing, not what the table measures. */
 	{
-		struct rdmamem_copy cp = { .from_region = from, .to_region = to, .length = BIG,
+		struct rdmamem_copy cp = { .from_region = from,
+					   .to_region = to,
+					   .length = BIG,
 					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
 		uint64_t t0 = bench_now_ns();
 
@@ -77,7 +79,9 @@ static void bench_copy(void)
 	       "ratio");
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		uint64_t size = sizes[i], n_a = 0, n_d = 0, t0, ta, td;
-		struct rdmamem_copy cp = { .from_region = from, .to_region = to, .length = size,
+		struct rdmamem_copy cp = { .from_region = from,
+					   .to_region = to,
+					   .length = size,
 					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
 		char label[32];
 
@@ -96,16 +100,19 @@ static void bench_copy(void)
 		t0 = bench_now_ns();
 		do {
 			if (rdmamem_copy(c, &cp) < 0) {
-				fprintf(stderr, "bench: copy: %s\n", rdmamem_client_error_message(c));
+				fprintf(stderr, "bench: copy: %s\n",
+					rdmamem_client_error_message(c));
 				exit(1);
 			}
 			n_d++;
 		} while ((td = bench_now_ns() - t0) < args.seconds * 1e9 || n_d < 3);
 
 		if (size >= (1 << 20))
-			snprintf(label, sizeof(label), "%llu MiB", (unsigned long long)(size >> 20));
+			snprintf(label, sizeof(label), "%llu MiB",
+				 (unsigned long long)(size >> 20));
 		else
-			snprintf(label, sizeof(label), "%llu KiB", (unsigned long long)(size >> 10));
+			snprintf(label, sizeof(label), "%llu KiB",
+				 (unsigned long long)(size >> 10));
 		printf("%-10s %14.2f %14.2f %12.0f %8.2f\n", label, gbps(size * n_a, ta),
 		       gbps(size * n_d, td), n_d / (td / 1e9),
 		       gbps(size * n_d, td) / gbps(size * n_a, ta));
@@ -237,15 +244,20 @@ static void bench_transfers(int cpu, const char *placement)
 			learn_sizes(&t, id);
 			anchor = bench_anchor_start(anchor_path, cpu, t.reply_len);
 			{
-				const struct bench_op raw_anchor = { anchor_path, 1, NULL,
-								     raw_transfer, NULL, &t };
-				const struct bench_op lib = { daemon_path, 0, lib_setup,
-							      lib_transfer, lib_teardown, &t };
+				const struct bench_op raw_anchor = { .path = anchor_path,
+								     .raw = 1,
+								     .run = raw_transfer,
+								     .arg = &t };
+				const struct bench_op lib = { .path = daemon_path,
+							      .setup = lib_setup,
+							      .run = lib_transfer,
+							      .teardown = lib_teardown,
+							      .arg = &t };
 
 				snprintf(group, sizeof(group), "%s, %zu B", placement, t.size);
 				a = bench_measure(&raw_anchor, 1, cpu, args.seconds);
-				snprintf(what, sizeof(what), "anchor: raw %zu B / %zu B", t.request_len,
-					 t.reply_len);
+				snprintf(what, sizeof(what), "anchor: raw %zu B / %zu B",
+					 t.request_len, t.reply_len);
 				bench_row(group, what, &a, NULL);
 				r = bench_measure(&lib, 1, cpu, args.seconds);
 				snprintf(what, sizeof(what), "rdmamemd %s, librdmamem",
@@ -260,7 +272,7 @@ static void bench_transfers(int cpu, const char *placement)
 
 /* Lock+Unlock: every worker on one shared region (contended) or its own. */
 struct lock_arg {
-	uint64_t shared_region;	/* 0: each worker registers its own */
+	uint64_t shared_region; /* 0: each worker registers its own */
 	size_t request_len, reply_len;
 };
 
@@ -309,9 +321,11 @@ static int raw_pair(struct bench_worker *w)
 
 static void bench_locks(int cpu, const char *placement)
 {
-	static const char lock_call[] = "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":"
-					"\"1\",\"mode\":\"exclusive\",\"timeout_ms\":-1}}";
-	static const char lock_reply[] = "{\"parameters\":{\"lease\":\"1\",\"mode\":\"exclusive\"}}";
+	static const char lock_call[] =
+		"{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":"
+		"\"1\",\"mode\":\"exclusive\",\"timeout_ms\":-1}}";
+	static const char lock_reply[] =
+		"{\"parameters\":{\"lease\":\"1\",\"mode\":\"exclusive\"}}";
 	struct lock_arg own = { .request_len = sizeof(lock_call), .reply_len = sizeof(lock_reply) };
 	struct lock_arg shared = own;
 	struct rdmamem_client *c = NULL;
@@ -331,8 +345,10 @@ static void bench_locks(int cpu, const char *placement)
 
 	for (int n = 1; n <= 8; n += 7) {
 		const struct bench_op raw_anchor = { anchor_path, 1, NULL, raw_pair, NULL, &own };
-		const struct bench_op lib = { daemon_path, 0, lock_setup, lock_pair, NULL,
-					      n == 1 ? &own : &shared };
+		const struct bench_op lib = { .path = daemon_path,
+					      .setup = lock_setup,
+					      .run = lock_pair,
+					      .arg = n == 1 ? &own : &shared };
 
 		snprintf(group, sizeof(group), "%s, %d client%s", placement, n, n > 1 ? "s" : "");
 		a = bench_measure(&raw_anchor, n, cpu, args.seconds);

@@ -278,8 +278,7 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-struct bench_result bench_measure(const struct bench_op *op, int n_clients, int cpu,
-				  double seconds)
+struct bench_result bench_measure(const struct bench_op *op, int n_clients, int cpu, double seconds)
 {
 	static struct bench_worker workers[BENCH_MAX_CLIENTS];
 	pthread_t threads[BENCH_MAX_CLIENTS];
@@ -345,7 +344,8 @@ void bench_row(const char *group, const char *what, const struct bench_result *r
 {
 	printf("%-22s %-34s %12.0f %9.1f %9.1f", group, what, r->per_sec, r->p50_us, r->p99_us);
 	if (anchor && anchor->per_sec > 0 && anchor->p50_us > 0)
-		printf("   %5.2f     %5.2f", r->per_sec / anchor->per_sec, r->p50_us / anchor->p50_us);
+		printf("   %5.2f     %5.2f", r->per_sec / anchor->per_sec,
+		       r->p50_us / anchor->p50_us);
 	printf("\n");
 	fflush(stdout);
 }

@@ -17,19 +17,19 @@
 
 struct bench_worker {
 	int index;
-	int cpu;			/* -1: unpinned */
-	int fd;				/* raw connection, when the op uses one */
-	struct rdmamem_client *client;	/* library connection, when it uses one */
-	void *state;			/* the op's own */
+	int cpu;                       /* -1: unpinned */
+	int fd;                        /* raw connection, when the op uses one */
+	struct rdmamem_client *client; /* library connection, when it uses one */
+	void *state;                   /* the op's own */
 	const struct bench_op *op;
-	uint32_t *samples;		/* nanoseconds per round trip */
+	uint32_t *samples; /* nanoseconds per round trip */
 	size_t n;
 	int error;
 };
 
 struct bench_op {
-	const char *path;	/* socket to connect to */
-	int raw;		/* 1: w->fd, 0: w->client */
+	const char *path; /* socket to connect to */
+	int raw;          /* 1: w->fd, 0: w->client */
 	/* Optional, per worker, before the clock starts. */
 	int (*setup)(struct bench_worker *w);
 	/* One measured round trip. */

@@ -23,8 +23,8 @@ void rdmamem__put_error(struct rdmamem_client *c, char *name, char *message);
  * points into it (may be NULL). extra_wait_ms lengthens the deadline for
  * calls that wait in the daemon (-1: no deadline).
  */
-int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params,
-		  const int *fds, size_t n_fds, int extra_wait_ms, cJSON **ret_root,
-		  cJSON **ret_params, int *ret_fds, size_t *ret_n_fds);
+int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params, const int *fds,
+		  size_t n_fds, int extra_wait_ms, cJSON **ret_root, cJSON **ret_params,
+		  int *ret_fds, size_t *ret_n_fds);
 
 #endif

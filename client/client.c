@@ -23,7 +23,7 @@
 struct rdmamem_client {
 	int fd;
 	int timeout_ms;
-	bool broken;		/* out of sync with the daemon: only closing helps */
+	bool broken; /* out of sync with the daemon: only closing helps */
 	struct frame_reader in;
 	int in_fds[SOCKIO_FDS_MAX];
 	size_t n_in_fds;
@@ -77,7 +77,8 @@ static void set_remote_error(struct rdmamem_client *c, const char *name, const c
 		  "parameter '%s' is invalid: unknown, missing, of the wrong type or out of its range "
 		  "(the daemon logs why at debug level)" },
 		{ VARLINK_ERROR_METHOD_NOT_FOUND, "method", "the daemon has no method %s" },
-		{ VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method", "the daemon does not implement %s" },
+		{ VARLINK_ERROR_METHOD_NOT_IMPLEMENTED, "method",
+		  "the daemon does not implement %s" },
 		{ VARLINK_ERROR_INTERFACE_NOT_FOUND, "interface",
 		  "the daemon does not serve the interface %s" },
 	};
@@ -320,9 +321,9 @@ static void hand_out_fds(struct rdmamem_client *c, int *ret_fds, size_t *ret_n_f
 	c->n_in_fds = 0;
 }
 
-int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params,
-		  const int *fds, size_t n_fds, int extra_wait_ms, cJSON **ret_root,
-		  cJSON **ret_params, int *ret_fds, size_t *ret_n_fds)
+int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params, const int *fds,
+		  size_t n_fds, int extra_wait_ms, cJSON **ret_root, cJSON **ret_params,
+		  int *ret_fds, size_t *ret_n_fds)
 {
 	_cleanup_json_ cJSON *root = NULL;
 	_cleanup_free_ char *text = NULL;
@@ -335,12 +336,14 @@ int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *par
 	if (!c || !method || (n_fds > 0 && !fds))
 		return -EINVAL;
 	if (c->broken) {
-		rdmamem__set_error(c, NULL, "the connection is broken by an earlier failure; reconnect");
+		rdmamem__set_error(c, NULL,
+				   "the connection is broken by an earlier failure; reconnect");
 		return -ENOTCONN;
 	}
 	clear_error(c);
 	if (n_fds > VARLINK_FDS_MAX) {
-		rdmamem__set_error(c, NULL, "at most %u file descriptors per call", VARLINK_FDS_MAX);
+		rdmamem__set_error(c, NULL, "at most %u file descriptors per call",
+				   VARLINK_FDS_MAX);
 		return -E2BIG;
 	}
 	r = varlink_call_format(method, params, false, &text, &len);
@@ -348,8 +351,9 @@ int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *par
 		return r;
 
 	/* Calls that wait on the daemon's side (locks) get that long more. */
-	deadline = c->timeout_ms < 0 || extra_wait_ms < 0 ? -1 :
-							     now_msec() + c->timeout_ms + extra_wait_ms;
+	deadline = c->timeout_ms < 0 || extra_wait_ms < 0 ?
+			   -1 :
+			   now_msec() + c->timeout_ms + extra_wait_ms;
 	/* The terminator goes out with the text, in the same sendmsg. */
 	r = send_all(c, text, len + 1, fds, n_fds, deadline);
 	if (r < 0)

@@ -91,6 +91,11 @@ static double get_number(const cJSON *o, const char *name)
 	return cJSON_IsNumber(i) ? i->valuedouble : -1;
 }
 
+static bool get_bool(const cJSON *o, const char *name)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, name));
+}
+
 static uint64_t get_u64(const cJSON *o, const char *name)
 {
 	uint64_t v = 0;
@@ -217,7 +222,8 @@ static int region_params(const char *arg, char **ret)
 	uint64_t id;
 
 	if (!arg || json_parse_u64(arg, &id) < 0) {
-		fprintf(stderr, "rdmamemctl: 'region' wants a region id, as 'regions' lists them\n");
+		fprintf(stderr,
+			"rdmamemctl: 'region' wants a region id, as 'regions' lists them\n");
 		return -EINVAL;
 	}
 	params = cJSON_CreateObject();
@@ -240,8 +246,7 @@ static void show_region(const cJSON *reply)
 	format_bytes(get_u64(reply, "size"), size, sizeof(size));
 	printf("region %s\n", get_string(reply, "region"));
 	printf("  %-15s %s (%" PRIu64 " bytes)%s\n", "size:", size, get_u64(reply, "size"),
-	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "writable")) ? "" :
-										   ", read-only");
+	       get_bool(reply, "writable") ? "" : ", read-only");
 	printf("  %-15s uid %.0f gid %.0f pid %.0f\n", "owner:", get_number(owner, "uid"),
 	       get_number(owner, "gid"), get_number(owner, "pid"));
 	printf("  %-15s %s\n", "location:", location_of(reply, buf, sizeof(buf)));
@@ -255,15 +260,14 @@ static void show_region(const cJSON *reply)
 	printf("\n  %-15s %s\n", "lock:", lock_summary(reply, buf, sizeof(buf)));
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "lease_list"))
 		printf("  %-15s %s %s %s by pid %.0f\n", "lease:", get_string(item, "lease"),
-		       get_string(item, "mode"), get_string(item, "state"), get_number(item, "pid"));
+		       get_string(item, "mode"), get_string(item, "state"),
+		       get_number(item, "pid"));
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "shares")) {
 		double uid = get_number(item, "uid");
 
 		printf("  %-15s %s %.0f%s\n", "shared with:", uid >= 0 ? "uid" : "gid",
 		       uid >= 0 ? uid : get_number(item, "gid"),
-		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "readonly")) ?
-			       " (read-only)" :
-			       "");
+		       get_bool(item, "readonly") ? " (read-only)" : "");
 	}
 	printf("  %-15s %d\n", "registrations:",
 	       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "registrations")));
@@ -282,9 +286,7 @@ static void show_devices(const cJSON *reply)
 		format_bytes(get_u64(dev, "pinned_bytes"), pinned, sizeof(pinned));
 		printf("%s (%s backend, node guid %s)%s\n", get_string(dev, "name"),
 		       get_string(dev, "backend"), get_string(dev, "node_guid"),
-		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "fatal")) ?
-			       "  FATAL: takes no new registrations" :
-			       "");
+		       get_bool(dev, "fatal") ? "  FATAL: takes no new registrations" : "");
 		printf("  %-15s %" PRIu64 " (%s pinned)\n", "MRs:", get_u64(dev, "mrs"), pinned);
 		printf("  %-15s %.0f\n", "domains:", get_number(dev, "protection_domains"));
 		printf("  %-15s %.0f\n", "connections:", get_number(dev, "connections"));
@@ -300,8 +302,8 @@ static void show_devices(const cJSON *reply)
 				       get_string(gid, "type"), get_string(gid, "gid"));
 		}
 		cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(dev, "events"))
-			printf("  %-15s %s (%" PRIu64 " ms ago)\n", "event:",
-			       get_string(ev, "event"), get_u64(ev, "age_msec"));
+			printf("  %-15s %s (%" PRIu64 " ms ago)\n",
+			       "event:", get_string(ev, "event"), get_u64(ev, "age_msec"));
 	}
 	printf("%" PRIu64 " RDMA connections rejected\n", get_u64(reply, "rejected_connections"));
 }
@@ -314,11 +316,9 @@ static void show_connections(const cJSON *reply)
 	       "STATE", "PEER");
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "connections"))
 		printf("%-6s %-10s %-10s %-6.0f %-8.0f %-12s %s\n", get_string(item, "id"),
-		       get_string(item, "kind"), get_string(item, "device"), get_number(item, "uid"),
-		       get_number(item, "qpn"),
-		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "established")) ?
-			       "established" :
-			       "connecting",
+		       get_string(item, "kind"), get_string(item, "device"),
+		       get_number(item, "uid"), get_number(item, "qpn"),
+		       get_bool(item, "established") ? "established" : "connecting",
 		       get_string(item, "peer"));
 }
 
@@ -328,7 +328,7 @@ static void show_gpus(const cJSON *reply)
 
 	driver = cJSON_GetObjectItemCaseSensitive(reply, "driver");
 	peer = cJSON_GetObjectItemCaseSensitive(reply, "peer_memory");
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(driver, "loaded")))
+	if (get_bool(driver, "loaded"))
 		printf("CUDA driver: loaded\n");
 	else
 		printf("CUDA driver: not loaded: %s\n", get_string(driver, "message"));
@@ -339,19 +339,15 @@ static void show_gpus(const cJSON *reply)
 		printf("gpu %.0f: %s (%s), %s\n", get_number(g, "ordinal"), get_string(g, "name"),
 		       get_string(g, "pci_bus_id"), mem);
 		printf("  %-22s %s\n", "dma-buf:",
-		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "dma_buf")) ?
-			       "supported (ibv_reg_dmabuf_mr)" :
-			       "not supported");
-		printf("  %-22s %s\n", "VMM POSIX fd export:",
-		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "vmm_posix_fd")) ? "yes" :
-											   "no");
-		printf("  %-22s %.0f regions, %.0f context references\n", "in use:",
-		       get_number(g, "regions"), get_number(g, "primary_context_refs"));
+		       get_bool(g, "dma_buf") ? "supported (ibv_reg_dmabuf_mr)" : "not supported");
+		printf("  %-22s %s\n",
+		       "VMM POSIX fd export:", get_bool(g, "vmm_posix_fd") ? "yes" : "no");
+		printf("  %-22s %.0f regions, %.0f context references\n",
+		       "in use:", get_number(g, "regions"), get_number(g, "primary_context_refs"));
 	}
 	printf("peer memory (%s): %s\n", get_string(peer, "module"),
-	       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(peer, "loaded")) ?
-		       "loaded: ibv_reg_mr works on GPU addresses" :
-		       "not loaded: GPU memory registers only through dma-buf");
+	       get_bool(peer, "loaded") ? "loaded: ibv_reg_mr works on GPU addresses" :
+					  "not loaded: GPU memory registers only through dma-buf");
 }
 
 static void show_clients(const cJSON *reply)
@@ -366,7 +362,7 @@ static void show_clients(const cJSON *reply)
 		       get_number(item, "gid"), get_string(item, "calls"),
 		       get_number(item, "regions"), get_number(item, "leases"),
 		       get_number(item, "tokens"), get_string(item, "state"),
-		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "self")) ? " (this)" : "");
+		       get_bool(item, "self") ? " (this)" : "");
 }
 
 /* pinned_bytes as bytes, the others as counts. */
@@ -430,7 +426,7 @@ static void show_stats(const cJSON *reply)
 
 /* doctor: one line per check, and what to do about a failing one. */
 struct checks {
-	cJSON *list;		/* --json */
+	cJSON *list; /* --json */
 	int failed;
 };
 
@@ -474,7 +470,7 @@ static void doctor_memlock(struct rdmamem_client *c, struct checks *ck)
 	lim = cJSON_GetObjectItemCaseSensitive(st, "memlock_limit");
 	if (cJSON_IsString(lim) && strcmp(lim->valuestring, "infinity") == 0)
 		check(ck, "PASS", "locked memory", NULL, "RLIMIT_MEMLOCK of rdmamemd is unlimited");
-	else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(st, "cap_ipc_lock")))
+	else if (get_bool(st, "cap_ipc_lock"))
 		check(ck, "PASS", "locked memory", NULL,
 		      "rdmamemd has CAP_IPC_LOCK (RLIMIT_MEMLOCK %s bytes does not apply)",
 		      get_string(st, "memlock_limit"));
@@ -528,15 +524,16 @@ static void doctor_devices(struct rdmamem_client *c, struct checks *ck)
 		char what[80];
 
 		snprintf(what, sizeof(what), "rdma %s", get_string(dev, "name"));
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(dev, "fatal")))
+		if (get_bool(dev, "fatal"))
 			check(ck, "FAIL", what, "repair the device, then restart rdmamemd",
 			      "reported a fatal error: takes no registrations");
 		cJSON_ArrayForEach(port, cJSON_GetObjectItemCaseSensitive(dev, "ports")) {
 			bool active = strcmp(get_string(port, "state"), "ACTIVE") == 0;
 
 			check(ck, active ? "PASS" : "FAIL", what,
-			      active ? NULL : "check the link (cable, switch, ip link) and the SM or "
-					      "the netdev's address",
+			      active ? NULL :
+				       "check the link (cable, switch, ip link) and the SM or "
+				       "the netdev's address",
 			      "port %.0f %s, %s, MTU %.0f, %d GIDs", get_number(port, "port"),
 			      get_string(port, "state"), get_string(port, "link_layer"),
 			      get_number(port, "mtu"),
@@ -556,14 +553,14 @@ static void doctor_gpus(struct rdmamem_client *c, struct checks *ck)
 	driver = cJSON_GetObjectItemCaseSensitive(reply, "driver");
 	peer = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(reply, "peer_memory"), "loaded"));
-	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(driver, "loaded"))) {
+	if (!get_bool(driver, "loaded")) {
 		check(ck, "SKIP", "cuda", "install the NVIDIA driver for GPU memory",
 		      "no CUDA driver: %s", get_string(driver, "message"));
 		cJSON_Delete(reply);
 		return;
 	}
 	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(reply, "gpus")) {
-		bool dmabuf = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "dma_buf"));
+		bool dmabuf = get_bool(g, "dma_buf");
 		char what[32];
 
 		snprintf(what, sizeof(what), "gpu %.0f", get_number(g, "ordinal"));
@@ -617,7 +614,8 @@ static int verb_doctor(struct rdmamem_client *c, const char *arg)
 		print_json(out);
 		cJSON_Delete(out);
 	} else {
-		printf("%s\n", ck.failed ? "Some checks failed: see the hints above." : "All good.");
+		printf("%s\n",
+		       ck.failed ? "Some checks failed: see the hints above." : "All good.");
 	}
 	return ck.failed ? -EIO : 0;
 }
@@ -629,12 +627,12 @@ static int verb_doctor(struct rdmamem_client *c, const char *arg)
 struct verb {
 	const char *name;
 	const char *method;
-	const char *params;				/* fixed parameters */
-	int (*make_params)(const char *arg, char **ret);	/* from the argument */
+	const char *params;                              /* fixed parameters */
+	int (*make_params)(const char *arg, char **ret); /* from the argument */
 	void (*show)(const cJSON *reply);
 	int (*run)(struct rdmamem_client *c, const char *arg);
 	bool takes_arg;
-	bool paged;		/* a listing: every page, shown as one */
+	bool paged; /* a listing: every page, shown as one */
 };
 
 static const struct verb verbs[] = {
@@ -719,9 +717,11 @@ int main(int argc, char **argv)
 			arg_socket = path;
 		r = rdmamem_client_connect(arg_socket, &c);
 		if (r < 0) {
+			bool absent = r == -ENOENT || r == -ECONNREFUSED;
+
 			fprintf(stderr, "rdmamemctl: cannot connect to rdmamemd at '%s': %s%s\n",
-				arg_socket ? arg_socket : "the default socket", strerror(-r),
-				r == -ENOENT || r == -ECONNREFUSED ? " (is the daemon running?)" : "");
+				arg_socket ?: "the default socket", strerror(-r),
+				absent ? " (is the daemon running?)" : "");
 			return EXIT_FAILURE;
 		}
 		arg_socket = rdmamem_client_socket_path(c);

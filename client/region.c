@@ -129,10 +129,12 @@ static int read_chunk(struct rdmamem_client *c, uint64_t region, uint64_t offset
 	if (r < 0)
 		return r;
 	data = cJSON_GetObjectItemCaseSensitive(reply, "data");
-	n = cJSON_IsString(data) ? base64_decoded_len(data->valuestring, strlen(data->valuestring)) :
-				   -1;
+	n = -1;
+	if (cJSON_IsString(data))
+		n = base64_decoded_len(data->valuestring, strlen(data->valuestring));
 	if (n != (ssize_t)length) {
-		rdmamem__set_error(c, NULL, "the daemon sent %zd bytes for a read of %zu", n, length);
+		rdmamem__set_error(c, NULL, "the daemon sent %zd bytes for a read of %zu", n,
+				   length);
 		return -EPROTO;
 	}
 	base64_decode(data->valuestring, strlen(data->valuestring), buf);
@@ -341,10 +343,9 @@ _public_ int rdmamem_register_on(struct rdmamem_client *c, uint64_t region, cons
 	{
 		uint64_t lkey = 0, rkey = 0;
 
-		if (json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "addr"), &ret->addr) < 0 ||
-		    json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "length"), &ret->length) < 0 ||
-		    json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "lkey"), &lkey) < 0 ||
-		    json_to_u64(cJSON_GetObjectItemCaseSensitive(reg, "rkey"), &rkey) < 0) {
+		if (json_get_u64(reg, "addr", &ret->addr) < 0 ||
+		    json_get_u64(reg, "length", &ret->length) < 0 ||
+		    json_get_u64(reg, "lkey", &lkey) < 0 || json_get_u64(reg, "rkey", &rkey) < 0) {
 			rdmamem__set_error(c, NULL, "the daemon's registration lacks its keys");
 			return -EPROTO;
 		}
@@ -354,8 +355,7 @@ _public_ int rdmamem_register_on(struct rdmamem_client *c, uint64_t region, cons
 	return 0;
 }
 
-_public_ int rdmamem_access_token_create(struct rdmamem_client *c,
-					 char ret[RDMAMEM_TOKEN_LEN + 1])
+_public_ int rdmamem_access_token_create(struct rdmamem_client *c, char ret[RDMAMEM_TOKEN_LEN + 1])
 {
 	_cleanup_json_ cJSON *p = params_new();
 	_cleanup_json_ cJSON *root = NULL;

@@ -83,8 +83,10 @@ static void daemon_reload(struct daemon *d)
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	snprintf(msg, sizeof(msg), "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
-		 (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+	snprintf(msg, sizeof(msg),
+		 "RELOADING=1\nSTATUS=Reloading configuration\nMONOTONIC_USEC=%llu",
+		 (unsigned long long)ts.tv_sec * 1000000ULL +
+			 (unsigned long long)ts.tv_nsec / 1000);
 	sd_notify(0, msg);
 
 	r = config_from_args(d->argc, d->argv, &fresh, &path, &action, err, sizeof(err));

@@ -34,27 +34,27 @@ struct server;
  */
 struct daemon {
 	struct core core;
-	struct account_table accounts;	/* core.accounts points here */
-	struct offload offload;		/* core.offload points here */
-	struct region_registry regions;	/* mem */
+	struct account_table accounts;  /* core.accounts points here */
+	struct offload offload;         /* core.offload points here */
+	struct region_registry regions; /* mem */
 	struct rdma_ctx rdma;
 	struct gpu_ctx gpu;
-	struct server *server;		/* ipc */
-	struct rpc_ctx rpc;		/* pointers to the above, for the handlers */
+	struct server *server; /* ipc */
+	struct rpc_ctx rpc;    /* pointers to the above, for the handlers */
 
 	/* How the configuration was made, to make it again on SIGHUP. */
 	int argc;
 	char **argv;
-	const char *config_path;	/* NULL: none was read */
+	const char *config_path; /* NULL: none was read */
 
-	int signal_fd;			/* signalfd: SIGTERM, SIGINT, SIGHUP */
+	int signal_fd; /* signalfd: SIGTERM, SIGINT, SIGHUP */
 	uv_poll_t signal_poll;
-	uv_timer_t tick;		/* housekeeping once a second */
+	uv_timer_t tick; /* housekeeping once a second */
 	uv_timer_t drain_timer;
-	uv_timer_t watchdog;		/* WATCHDOG=1 when WatchdogSec= is set */
+	uv_timer_t watchdog; /* WATCHDOG=1 when WatchdogSec= is set */
 
-	bool under_systemd;		/* NOTIFY_SOCKET was set */
-	char status_sent[256];		/* last STATUS= line, to skip repeats */
+	bool under_systemd;    /* NOTIFY_SOCKET was set */
+	char status_sent[256]; /* last STATUS= line, to skip repeats */
 };
 
 int daemon_new(const struct daemon_config *cfg, struct daemon **ret);

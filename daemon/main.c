@@ -19,8 +19,8 @@ static void help(void)
 	       "Memory-registration daemon for RDMA and GPU hosts. Settings come from the\n"
 	       "built-in defaults, then the configuration file, then these options.\n"
 	       "\n"
-	       "  --config=PATH                    configuration file (default "
-	       CONFIG_DEFAULT_PATH ",\n"
+	       "  --config=PATH                    configuration file (default " CONFIG_DEFAULT_PATH
+	       ",\n"
 	       "                                   read when it exists)\n"
 	       "  --check-config                   check the configuration and exit\n"
 	       "  --print-config                   print the settings in force and exit\n"
@@ -52,8 +52,9 @@ static void raise_fd_limit(void)
 	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
-			log_warning_errno(-errno, "Cannot raise RLIMIT_NOFILE from %llu to %llu, "
-						  "keeping it: %m",
+			log_warning_errno(-errno,
+					  "Cannot raise RLIMIT_NOFILE from %llu to %llu, "
+					  "keeping it: %m",
 					  (unsigned long long)was, (unsigned long long)rl.rlim_max);
 			return;
 		}

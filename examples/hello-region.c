@@ -41,7 +41,8 @@ int main(int argc, char **argv)
 	} else {
 		/* The daemon wrote into the very memory this process maps. */
 		printf("region %" PRIu64 ": %s, %s\n", region, back,
-		       memcmp((char *)mem + 100, text, sizeof(text)) == 0 ? "shared" : "NOT shared");
+		       memcmp((char *)mem + 100, text, sizeof(text)) == 0 ? "shared" :
+									    "NOT shared");
 		r = rdmamem_unregister(c, region);
 	}
 	if (fd >= 0) {

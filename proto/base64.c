@@ -78,8 +78,8 @@ void base64_decode(const char *text, size_t len, void *out)
 	size_t i;
 
 	for (i = 0; i + 4 <= len; i += 4) {
-		uint32_t v = (uint32_t)t[(uint8_t)text[i]] << 18 |
-			     (uint32_t)t[(uint8_t)text[i + 1]] << 12;
+		uint32_t v = (uint32_t)t[(uint8_t)text[i]] << 18 | (uint32_t)t[(uint8_t)text[i + 1]]
+									   << 12;
 
 		*o++ = v >> 16;
 		if (text[i + 2] == '=')

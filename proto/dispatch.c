@@ -37,6 +37,9 @@ static const char *type_reason(const struct varlink_field *f)
 	return "has the wrong type";
 }
 
+/* The integers a double carries exactly (JSON numbers are doubles). */
+static const double JSON_SAFE_INT = (double)JSON_SAFE_INT_MAX;
+
 static int number_to_int(const cJSON *item, double lo, double hi, double *ret)
 {
 	double d;
@@ -70,8 +73,7 @@ static int dispatch_one(const cJSON *item, const struct varlink_field *f, void *
 		*(uint32_t *)p = (uint32_t)d;
 		return 0;
 	case VARLINK_INT:
-		if (number_to_int(item, -(double)JSON_SAFE_INT_MAX, (double)JSON_SAFE_INT_MAX,
-				  &d) < 0)
+		if (number_to_int(item, -JSON_SAFE_INT, JSON_SAFE_INT, &d) < 0)
 			return -EINVAL;
 		*(int64_t *)p = (int64_t)d;
 		return 0;

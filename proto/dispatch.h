@@ -17,9 +17,9 @@
 #include "proto/idl.h"
 
 struct json_dispatch_error {
-	const char *parent;	/* the parameter whose struct holds field; NULL at the top */
-	const char *field;	/* NULL when the object itself is wrong */
-	const char *reason;	/* static English text */
+	const char *parent; /* the parameter whose struct holds field; NULL at the top */
+	const char *field;  /* NULL when the object itself is wrong */
+	const char *reason; /* static English text */
 };
 
 /*

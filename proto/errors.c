@@ -10,6 +10,7 @@
  * the parameters it declares and its doc, which the IDL of its interface
  * shows (io.rdmamemd's in the order they are printed).
  */
+/* clang-format off */
 const struct varlink_error rdmamem_errors[] = {
 	VARLINK_DEFINE_ERROR(
 		VARLINK_ERROR_INTERFACE_NOT_FOUND, EPROTONOSUPPORT,
@@ -139,6 +140,7 @@ const struct varlink_error rdmamem_errors[] = {
 		VARLINK_FIELD(message, VARLINK_STRING, 0)),
 	{},
 };
+/* clang-format on */
 
 const struct varlink_error *rdmamem_error_find(const char *name)
 {

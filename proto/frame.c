@@ -108,7 +108,9 @@ int frame_reader_next(struct frame_reader *fr, struct frame *ret)
 	if (fr->scanned < fr->start)
 		fr->scanned = fr->start;
 
-	nul = fr->len > fr->scanned ? memchr(fr->buf + fr->scanned, 0, fr->len - fr->scanned) : NULL;
+	nul = NULL;
+	if (fr->len > fr->scanned)
+		nul = memchr(fr->buf + fr->scanned, 0, fr->len - fr->scanned);
 	if (!nul) {
 		fr->scanned = fr->len;
 		if (fr->len - fr->start > fr->max_body)

@@ -14,19 +14,19 @@
 struct frame_reader {
 	char *buf;
 	size_t cap;
-	size_t start;	/* first byte not yet handed out */
-	size_t scanned;	/* bytes before this offset hold no NUL after start */
-	size_t len;	/* bytes committed */
+	size_t start;   /* first byte not yet handed out */
+	size_t scanned; /* bytes before this offset hold no NUL after start */
+	size_t len;     /* bytes committed */
 	size_t max_body;
-	uint64_t n_terminated;	/* NUL bytes committed so far */
-	uint64_t n_taken;	/* messages handed out so far */
-	bool mid_message;	/* the last byte committed was not a terminator */
+	uint64_t n_terminated; /* NUL bytes committed so far */
+	uint64_t n_taken;      /* messages handed out so far */
+	bool mid_message;      /* the last byte committed was not a terminator */
 };
 
 struct frame {
-	const char *data;	/* NUL-terminated JSON text */
-	size_t len;		/* without the NUL */
-	uint64_t ordinal;	/* 0 for the first message on the stream */
+	const char *data; /* NUL-terminated JSON text */
+	size_t len;       /* without the NUL */
+	uint64_t ordinal; /* 0 for the first message on the stream */
 };
 
 /*

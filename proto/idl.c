@@ -49,9 +49,8 @@ static void print_inline_fields(FILE *f, const struct varlink_field *fields, int
 static void print_type(FILE *f, const struct varlink_field *fl)
 {
 	static const char *const names[] = {
-		[VARLINK_BOOL] = "bool",	[VARLINK_INT] = "int",
-		[VARLINK_U32] = "int",		[VARLINK_U64] = "string",
-		[VARLINK_STRING] = "string",	[VARLINK_OBJECT] = "object",
+		[VARLINK_BOOL] = "bool",  [VARLINK_INT] = "int",       [VARLINK_U32] = "int",
+		[VARLINK_U64] = "string", [VARLINK_STRING] = "string", [VARLINK_OBJECT] = "object",
 	};
 
 	if (fl->flags & VARLINK_NULLABLE)
@@ -140,7 +139,7 @@ static void print_field_lines(FILE *f, const struct varlink_field *fields, int d
 				continue;
 			if (!first)
 				fputs(",\n", f);
-			first = true;	/* the comma went before the comment */
+			first = true; /* the comma went before the comment */
 			print_comment(f, "  ", fl->doc);
 			continue;
 		}

@@ -37,28 +37,28 @@ enum varlink_type {
 	VARLINK_STRING,
 	VARLINK_OBJECT,
 	VARLINK_STRUCT,
-	VARLINK_COMMENT,	/* not a field: doc for the field after it */
+	VARLINK_COMMENT, /* not a field: doc for the field after it */
 };
 
-#define VARLINK_NULLABLE (1U << 0)	/* ?T: may be absent (or null) */
-#define VARLINK_ARRAY (1U << 1)		/* []T */
-#define VARLINK_MAP (1U << 2)		/* [string]T */
-#define VARLINK_PRESENCE (1U << 3)	/* the decoder sets the bool at has_offset when sent */
+#define VARLINK_NULLABLE (1U << 0) /* ?T: may be absent (or null) */
+#define VARLINK_ARRAY (1U << 1)    /* []T */
+#define VARLINK_MAP (1U << 2)      /* [string]T */
+#define VARLINK_PRESENCE (1U << 3) /* the decoder sets the bool at has_offset when sent */
 
 enum varlink_direction {
-	VARLINK_IN,	/* a method's parameter, or a field of a type or an error */
-	VARLINK_OUT,	/* a field of a method's reply */
+	VARLINK_IN,  /* a method's parameter, or a field of a type or an error */
+	VARLINK_OUT, /* a field of a method's reply */
 };
 
 struct varlink_symbol;
 
 struct varlink_field {
-	const char *name;		/* NULL ends a list */
+	const char *name; /* NULL ends a list */
 	enum varlink_type type;
 	enum varlink_direction direction;
 	unsigned flags;
-	const struct varlink_symbol *symbol;	/* VARLINK_STRUCT: named, or inline (no name) */
-	const char *doc;		/* VARLINK_COMMENT: lines split at '\n' */
+	const struct varlink_symbol *symbol; /* VARLINK_STRUCT: named, or inline (no name) */
+	const char *doc;                     /* VARLINK_COMMENT: lines split at '\n' */
 	/* Decoding (dispatch.h): where the value goes, and its presence. */
 	size_t offset;
 	size_t has_offset;
@@ -76,9 +76,9 @@ enum varlink_symbol_kind {
 };
 
 struct varlink_symbol {
-	const char *name;		/* NULL: an inline struct */
+	const char *name; /* NULL: an inline struct */
 	enum varlink_symbol_kind kind;
-	const char *doc;		/* lines split at '\n'; NULL: none */
+	const char *doc; /* lines split at '\n'; NULL: none */
 	const struct varlink_field *fields;
 };
 
@@ -88,12 +88,13 @@ struct varlink_symbol {
  * errors.c's, one for daemon and client.
  */
 struct varlink_error {
-	const char *name;		/* interface.Name; NULL ends the table */
-	int err;			/* positive errno */
+	const char *name; /* interface.Name; NULL ends the table */
+	int err;          /* positive errno */
 	const char *doc;
 	const struct varlink_field *fields;
 };
 
+/* clang-format off */
 /* The fields of a list, each followed by a comma; a list may be empty. */
 #define VARLINK_FIELDS(...) ((const struct varlink_field[]){ __VA_ARGS__ __VA_OPT__(,) {} })
 
@@ -140,6 +141,7 @@ struct varlink_error {
 #define VARLINK_DEFINE_ERROR(_full_name, _errno, _doc, ...)          \
 	{ .name = (_full_name), .err = (_errno), .doc = (_doc),     \
 	  .fields = VARLINK_FIELDS(__VA_ARGS__) }
+/* clang-format on */
 
 /* Lines are at most this long where a declaration fits on one line. */
 #define VARLINK_IDL_WIDTH 100

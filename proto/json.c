@@ -87,8 +87,8 @@ static int check_text(const char *text, size_t len, size_t max_values, const cha
 			} else if (c == '\\' && i + 1 < len) {
 				uint32_t cp;
 
-				if (s[i + 1] == 'u' && i + 6 <= len && hex4(text + i + 2, &cp) == 0 &&
-				    cp == 0) {
+				if (s[i + 1] == 'u' && i + 6 <= len &&
+				    hex4(text + i + 2, &cp) == 0 && cp == 0) {
 					*ret_reason = "strings may not contain NUL (\\u0000)";
 					return -EBADMSG;
 				}
@@ -191,6 +191,11 @@ int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reaso
 	return json_parse_bounded(text, len, SIZE_MAX, ret, ret_reason);
 }
 
+int json_get_u64(const cJSON *obj, const char *name, uint64_t *ret)
+{
+	return json_to_u64(cJSON_GetObjectItemCaseSensitive(obj, name), ret);
+}
+
 int json_parse_u64(const char *s, uint64_t *ret)
 {
 	uint64_t v = 0;
@@ -264,7 +269,10 @@ int json_add_bool(cJSON *obj, const char *name, bool value)
 
 bool json_present(const cJSON *obj, const char *name)
 {
-	const cJSON *item = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
+	const cJSON *item = NULL;
+
+	if (cJSON_IsObject(obj))
+		item = cJSON_GetObjectItemCaseSensitive(obj, name);
 
 	return item && !cJSON_IsNull(item);
 }

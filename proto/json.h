@@ -53,6 +53,8 @@ int json_parse_bounded(const char *text, size_t len, size_t max_values, cJSON **
  * -ERANGE on overflow.
  */
 int json_to_u64(const cJSON *item, uint64_t *ret);
+/* json_to_u64() of obj's member name. */
+int json_get_u64(const cJSON *obj, const char *name, uint64_t *ret);
 int json_parse_u64(const char *s, uint64_t *ret);
 
 /* Adds name: "decimal" to obj. Returns 0 or -ENOMEM. */

@@ -32,17 +32,17 @@
 #define LIST_PAGE_MAX 256U
 
 struct varlink_call {
-	const char *method;	/* "interface.Method", points into the tree */
-	size_t interface_len;	/* length of the interface part */
-	cJSON *parameters;	/* an object; NULL when the call had none */
+	const char *method;   /* "interface.Method", points into the tree */
+	size_t interface_len; /* length of the interface part */
+	cJSON *parameters;    /* an object; NULL when the call had none */
 	bool oneway;
 	bool more;
 	bool upgrade;
 };
 
 struct varlink_reply {
-	const char *error;	/* NULL on success */
-	cJSON *parameters;	/* may be NULL */
+	const char *error; /* NULL on success */
+	cJSON *parameters; /* may be NULL */
 	bool continues;
 };
 

@@ -129,8 +129,8 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 	ck_assert_int_ge(td->pid, 0);
 	if (td->pid == 0) {
 		if (test_daemon_log_path) {
-			int fd = open(test_daemon_log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-				      0600);
+			int fd = open(test_daemon_log_path,
+				      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
 			if (fd >= 0)
 				dup2(fd, STDERR_FILENO);
@@ -240,8 +240,8 @@ static int wait_exit(pid_t pid, int timeout_ms)
 			char threads[2048];
 
 			describe_threads(pid, threads, sizeof(threads));
-			fprintf(stderr, "pid %d did not exit in %d ms; threads:%s\n",
-				(int)pid, timeout_ms, threads);
+			fprintf(stderr, "pid %d did not exit in %d ms; threads:%s\n", (int)pid,
+				timeout_ms, threads);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			return -1;
@@ -263,8 +263,8 @@ void test_daemon_wait_exit(struct test_daemon *td, bool keep_socket)
 		ck_assert_int_eq(stat(td->socket, &st), 0);
 		unlink(td->socket);
 	} else {
-		ck_assert_msg(stat(td->socket, &st) < 0 && errno == ENOENT,
-			      "socket %s left behind", td->socket);
+		ck_assert_msg(stat(td->socket, &st) < 0 && errno == ENOENT, "socket %s left behind",
+			      td->socket);
 	}
 	td->notify_fd = safe_close(td->notify_fd);
 	unlink(td->notify);
@@ -455,8 +455,8 @@ int test_connect(const char *path)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
 	strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
-	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s",
-		      path, strerror(errno));
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", path,
+		      strerror(errno));
 	return fd;
 }
 
@@ -831,7 +831,8 @@ long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socke
 	}
 
 	start = mono_usec();
-	for (due = start; !done || n < TEST_BYSTANDER_MIN_PINGS; due += TEST_BYSTANDER_INTERVAL_US) {
+	for (due = start; !done || n < TEST_BYSTANDER_MIN_PINGS;
+	     due += TEST_BYSTANDER_INTERVAL_US) {
 		long long now = mono_usec();
 
 		if (now < due) {

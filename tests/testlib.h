@@ -224,10 +224,10 @@ Suite *faults_suite(void);
  * GPU), counted so that a run that excludes the tag can say how many cases
  * it skipped and where they run instead.
  */
-#define test_add_tagged(tc, tag, test)                  \
-	do {                                            \
-		tcase_add_test(tc, test);               \
-		test_count_tagged(tag);                 \
+#define test_add_tagged(tc, tag, test)    \
+	do {                              \
+		tcase_add_test(tc, test); \
+		test_count_tagged(tag);   \
 	} while (0)
 void test_count_tagged(const char *tag);
 /* Prints what the exclusion of tags (CK_EXCLUDE_TAGS) skipped, and why. */

@@ -10,7 +10,7 @@ struct idmap_entry;
 
 struct idmap {
 	struct idmap_entry **buckets;
-	size_t n_buckets;	/* a power of two, or 0 */
+	size_t n_buckets; /* a power of two, or 0 */
 	size_t n_entries;
 };
 

@@ -16,14 +16,14 @@
 #include <stdint.h>
 
 struct idseq_node {
-	size_t pos;		/* its slot; IDSEQ_NONE while in no idseq */
+	size_t pos; /* its slot; IDSEQ_NONE while in no idseq */
 };
 
 #define IDSEQ_NONE SIZE_MAX
 
 struct idseq_slot {
 	uint64_t id;
-	struct idseq_node *node;	/* NULL: removed */
+	struct idseq_node *node; /* NULL: removed */
 };
 
 struct idseq {

@@ -11,7 +11,9 @@ struct list_head {
 	struct list_head *next, *prev;
 };
 
+/* clang-format off */
 #define LIST_HEAD_INIT(name) { &(name), &(name) }
+/* clang-format on */
 
 static inline void list_init(struct list_head *h)
 {
@@ -47,15 +49,13 @@ static inline void list_del(struct list_head *e)
 #define list_entry(ptr, type, member) container_of(ptr, type, member)
 #define list_first_entry(h, type, member) list_entry((h)->next, type, member)
 
-#define list_for_each_entry(pos, h, member)                                   \
-	for (pos = list_entry((h)->next, __typeof__(*pos), member);           \
-	     &pos->member != (h);                                             \
+#define list_for_each_entry(pos, h, member)                                              \
+	for (pos = list_entry((h)->next, __typeof__(*pos), member); &pos->member != (h); \
 	     pos = list_entry(pos->member.next, __typeof__(*pos), member))
 
-#define list_for_each_entry_safe(pos, n, h, member)                           \
-	for (pos = list_entry((h)->next, __typeof__(*pos), member),           \
-	     n = list_entry(pos->member.next, __typeof__(*pos), member);      \
-	     &pos->member != (h);                                             \
-	     pos = n, n = list_entry(n->member.next, __typeof__(*n), member))
+#define list_for_each_entry_safe(pos, n, h, member)                     \
+	for (pos = list_entry((h)->next, __typeof__(*pos), member),     \
+	    n = list_entry(pos->member.next, __typeof__(*pos), member); \
+	     &pos->member != (h); pos = n, n = list_entry(n->member.next, __typeof__(*n), member))
 
 #endif

@@ -21,24 +21,23 @@
 #define _warn_unused_ __attribute__((warn_unused_result))
 
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
-#include <sys/param.h>	/* MIN and MAX, as libuv pulls it in anyway */
+#include <sys/param.h> /* MIN and MAX, as libuv pulls it in anyway */
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Hand a pointer or fd out of a _cleanup_ scope: the variable is reset so
  * the cleanup handler does nothing. */
-#define TAKE_PTR(p)                        \
-	({                                 \
-		__typeof__(p) _p_ = (p);   \
-		(p) = NULL;                \
-		_p_;                       \
+#define TAKE_PTR(p)                      \
+	({                               \
+		__typeof__(p) _p_ = (p); \
+		(p) = NULL;              \
+		_p_;                     \
 	})
-#define TAKE_FD(fd)                        \
-	({                                 \
-		int _fd_ = (fd);           \
-		(fd) = -EBADF;             \
-		_fd_;                      \
+#define TAKE_FD(fd)              \
+	({                       \
+		int _fd_ = (fd); \
+		(fd) = -EBADF;   \
+		_fd_;            \
 	})
 
 #define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \

@@ -11,8 +11,8 @@
 #include <stddef.h>
 
 struct strset {
-	const char **slots;	/* NULL: free; the strings are the caller's */
-	size_t mask;		/* slots - 1, a power of two minus one */
+	const char **slots; /* NULL: free; the strings are the caller's */
+	size_t mask;        /* slots - 1, a power of two minus one */
 };
 
 /* Room for n strings (the table is kept at most half full). -ENOMEM. */

@@ -18,8 +18,8 @@ struct timeout;
 typedef void (*timeout_fn)(struct timeout *t);
 
 struct timeout {
-	struct list_head link;	/* sorted by deadline */
-	uint64_t deadline;	/* uv_now() milliseconds */
+	struct list_head link; /* sorted by deadline */
+	uint64_t deadline;     /* uv_now() milliseconds */
 	timeout_fn fire;
 	bool armed;
 };

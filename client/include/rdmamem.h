@@ -120,9 +120,9 @@ int rdmamem_ping(struct rdmamem_client *client);
 
 /* Modes of a region's access lock. */
 enum rdmamem_lock_mode {
-	RDMAMEM_LOCK_SHARED = 0,	/* readers, together */
-	RDMAMEM_LOCK_DISJOINT = 1,	/* writers of non-overlapping ranges, together */
-	RDMAMEM_LOCK_EXCLUSIVE = 2,	/* one writer, alone */
+	RDMAMEM_LOCK_SHARED = 0,    /* readers, together */
+	RDMAMEM_LOCK_DISJOINT = 1,  /* writers of non-overlapping ranges, together */
+	RDMAMEM_LOCK_EXCLUSIVE = 2, /* one writer, alone */
 };
 
 /*
@@ -167,7 +167,7 @@ struct rdmamem_copy {
 	uint64_t from_region, from_offset, from_lease;
 	uint64_t to_region, to_offset, to_lease;
 	uint64_t length;
-	enum rdmamem_lock_mode mode;	/* for the destination without a lease */
+	enum rdmamem_lock_mode mode; /* for the destination without a lease */
 };
 
 /* Copies between two regions inside the daemon: no payload on the socket. */
@@ -197,7 +197,7 @@ int rdmamem_unlock(struct rdmamem_client *client, uint64_t lease);
 
 struct rdmamem_registration {
 	char device[64];
-	uint64_t addr;		/* where peers address the region (the MR's iova) */
+	uint64_t addr; /* where peers address the region (the MR's iova) */
 	uint64_t length;
 	uint32_t lkey, rkey;
 };
@@ -261,8 +261,8 @@ int rdmamem_register_cuda_vmm(struct rdmamem_client *client, int fd, uint64_t al
 int rdmamem_register_cuda_ipc(struct rdmamem_client *client, const void *handle, int gpu,
 			      uint64_t offset, uint64_t length, uint64_t *ret_region);
 
-#define RDMAMEM_SHARE_GROUP (1U << 0)		/* id is a gid, not a uid */
-#define RDMAMEM_SHARE_READONLY (1U << 1)	/* reads and shared leases only */
+#define RDMAMEM_SHARE_GROUP (1U << 0)    /* id is a gid, not a uid */
+#define RDMAMEM_SHARE_READONLY (1U << 1) /* reads and shared leases only */
 
 /* Lets another uid (or gid) use region. Only its owner may. */
 int rdmamem_share(struct rdmamem_client *client, uint64_t region, uint32_t id, unsigned flags);
@@ -273,8 +273,7 @@ int rdmamem_share(struct rdmamem_client *client, uint64_t region, uint32_t id, u
  * the right they need another way (owner, another share). Unsharing what is
  * not shared succeeds. Only the owner may.
  */
-int rdmamem_unshare(struct rdmamem_client *client, uint64_t region, uint32_t id,
-		    unsigned flags);
+int rdmamem_unshare(struct rdmamem_client *client, uint64_t region, uint32_t id, unsigned flags);
 
 #ifdef __cplusplus
 }

@@ -28,27 +28,27 @@ enum budget_kind {
 /* One kind, one uid (in struct account). */
 struct budget_use {
 	uint64_t bytes;
-	const struct budget_wait *exempt;	/* holds the pass past the uid's limit, or NULL */
+	const struct budget_wait *exempt; /* holds the pass past the uid's limit, or NULL */
 };
 
 /* Every account, by uid: the daemon's one table (struct core). */
 struct account_table {
-	struct idmap by_uid;		/* uid → struct account */
-	struct budget *budgets;		/* the daemon-wide ones (the server's), for budget.c */
+	struct idmap by_uid;    /* uid → struct account */
+	struct budget *budgets; /* the daemon-wide ones (the server's), for budget.c */
 };
 
 struct account {
 	struct account_table *table;
 	unsigned n_ref;
 	uid_t uid;
-	unsigned n_connections;		/* admitted */
-	unsigned n_rejected;		/* refused, waiting to be told why */
-	unsigned n_rdma_connections;	/* remote queue pairs in this uid's PDs */
+	unsigned n_connections;      /* admitted */
+	unsigned n_rejected;         /* refused, waiting to be told why */
+	unsigned n_rdma_connections; /* remote queue pairs in this uid's PDs */
 	uint64_t n_regions;
 	uint64_t pinned_bytes;
-	unsigned n_leases;	/* held or waiting, not yet released */
+	unsigned n_leases; /* held or waiting, not yet released */
 	unsigned n_tokens;
-	struct budget_use budget[BUDGET_KINDS];	/* bytes of its messages held (budget.h) */
+	struct budget_use budget[BUDGET_KINDS]; /* bytes of its messages held (budget.h) */
 };
 
 void account_table_init(struct account_table *t);

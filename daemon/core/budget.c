@@ -7,8 +7,8 @@
 #include "daemon/core/session.h"
 
 static const struct {
-	const char *waits;	/* what a connection in line does not do */
-	const char *held;	/* what the bytes are */
+	const char *waits; /* what a connection in line does not do */
+	const char *held;  /* what the bytes are */
 	/* The pass lets its holder grow on past the limits until it is given
 	 * back; else it was for one step, and the holder's next one waits. */
 	bool pass_covers;
@@ -134,8 +134,7 @@ bool budget_has_room(const struct session *s, enum budget_kind k, uint64_t grow)
  * one. A pass that does not cover growth is no way past for its holder's
  * next step either: it waits until the pass is given back.
  */
-bool budget_admit(const struct session *s, struct budget_wait *w, enum budget_kind k,
-		  uint64_t grow)
+bool budget_admit(const struct session *s, struct budget_wait *w, enum budget_kind k, uint64_t grow)
 {
 	struct budget_use *u = &s->account->budget[k];
 	struct budget *b = budget_of(s->account, k);
@@ -175,8 +174,7 @@ void budget_freed(struct budget *b)
 		uv_timer_start(&b->wake, on_wake, 0, 0);
 }
 
-void budget_wait(const struct session *s, struct budget_wait *w, enum budget_kind k,
-		 uint64_t want)
+void budget_wait(const struct session *s, struct budget_wait *w, enum budget_kind k, uint64_t want)
 {
 	struct budget *b = budget_of(s->account, k);
 	const struct budget_use *u = &s->account->budget[k];
@@ -195,8 +193,8 @@ void budget_wait(const struct session *s, struct budget_wait *w, enum budget_kin
 				" bytes %s (limit %" PRIu64 "), all users %" PRIu64
 				" (limit %" PRIu64 ") (%u more waits since the last message)",
 				s->id, (int)s->cred.pid, (unsigned)s->cred.uid, kinds[k].waits,
-				(unsigned)s->cred.uid, u->bytes, kinds[k].held,
-				per_uid, b->bytes, all, held_back);
+				(unsigned)s->cred.uid, u->bytes, kinds[k].held, per_uid, b->bytes,
+				all, held_back);
 	/* Let the line move: w may be the one let past. */
 	budget_freed(b);
 }

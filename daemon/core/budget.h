@@ -56,10 +56,10 @@ struct session;
 
 /* One kind, one waiter (in its owner: struct conn). */
 struct budget_wait {
-	void *owner;			/* passed to budget.retry */
-	struct list_head link;		/* in budget.waiters while waiting */
+	void *owner;           /* passed to budget.retry */
+	struct list_head link; /* in budget.waiters while waiting */
 	bool waiting;
-	uint64_t want;			/* the bytes it waits for; 0: room at all */
+	uint64_t want; /* the bytes it waits for; 0: room at all */
 };
 
 /* Tries owner's step of kind k again: it leaves the line itself
@@ -69,14 +69,14 @@ typedef void (*budget_retry_fn)(void *owner, enum budget_kind k);
 /* One kind, daemon-wide (in struct server). */
 struct budget {
 	enum budget_kind kind;
-	const struct daemon_config *cfg;	/* the limits, read at each use (reloads) */
+	const struct daemon_config *cfg; /* the limits, read at each use (reloads) */
 	uv_loop_t *loop;
 	budget_retry_fn retry;
-	uint64_t bytes;			/* held for all uids: their accounts' sum */
-	unsigned n_uids;		/* accounts that hold some */
-	const struct budget_wait *exempt;	/* let past the daemon-wide limit, or NULL */
-	struct list_head waiters;	/* struct budget_wait, oldest first */
-	uv_timer_t wake;		/* tries them again once room was freed */
+	uint64_t bytes;                   /* held for all uids: their accounts' sum */
+	unsigned n_uids;                  /* accounts that hold some */
+	const struct budget_wait *exempt; /* let past the daemon-wide limit, or NULL */
+	struct list_head waiters;         /* struct budget_wait, oldest first */
+	uv_timer_t wake;                  /* tries them again once room was freed */
 	struct ratelimit log;
 };
 
@@ -85,7 +85,7 @@ struct budget {
  * served, its tree freed off the loop), counted until it is freed.
  */
 struct budget_charge {
-	struct account *account;	/* a reference while bytes are counted */
+	struct account *account; /* a reference while bytes are counted */
 	enum budget_kind kind;
 	uint64_t bytes;
 };
@@ -130,8 +130,7 @@ void budget_unexempt(const struct session *s, struct budget_wait *w, enum budget
 
 /* w waits for want bytes (0: room at all) of kind k, said at notice at
  * most once per interval; budget.retry tries it again. */
-void budget_wait(const struct session *s, struct budget_wait *w, enum budget_kind k,
-		 uint64_t want);
+void budget_wait(const struct session *s, struct budget_wait *w, enum budget_kind k, uint64_t want);
 /* w leaves the line, if it is in it. */
 void budget_unwait(struct budget_wait *w);
 /* Room of b's kind was freed: waiters get their turn soon (not from inside

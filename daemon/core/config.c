@@ -16,23 +16,23 @@
 #include "util/macro.h"
 
 enum config_type {
-	CFG_STRING,	/* char * */
-	CFG_MODE,	/* mode_t, octal */
-	CFG_UINT,	/* unsigned */
-	CFG_U64,	/* uint64_t */
-	CFG_SIZE,	/* uint64_t bytes, with K/M/G/T suffixes */
-	CFG_LIST,	/* char **, NULL-terminated; space or comma separated */
-	CFG_LOGLEVEL,	/* int */
+	CFG_STRING,   /* char * */
+	CFG_MODE,     /* mode_t, octal */
+	CFG_UINT,     /* unsigned */
+	CFG_U64,      /* uint64_t */
+	CFG_SIZE,     /* uint64_t bytes, with K/M/G/T suffixes */
+	CFG_LIST,     /* char **, NULL-terminated; space or comma separated */
+	CFG_LOGLEVEL, /* int */
 };
 
 struct config_key {
 	const char *section;
 	const char *key;
-	const char *option;	/* command-line name; NULL: the key */
+	const char *option; /* command-line name; NULL: the key */
 	enum config_type type;
 	size_t offset;
-	bool reloadable;	/* SIGHUP applies it to a running daemon */
-	uint64_t min, max;	/* numbers: accepted range */
+	bool reloadable;   /* SIGHUP applies it to a running daemon */
+	uint64_t min, max; /* numbers: accepted range */
 	const char *help;
 	/* Lists whose items have a form: its check (0 or -EINVAL) and name. */
 	int (*check_item)(const char *item);
@@ -41,6 +41,7 @@ struct config_key {
 
 #define F(member) offsetof(struct daemon_config, member)
 
+/* clang-format off */
 static const struct config_key keys[] = {
 	{ .section = "daemon", .key = "socket", .type = CFG_STRING, .offset = F(socket_path),
 	  .help = "listen on PATH (default: $RUNTIME_DIRECTORY, /run/rdmamemd/ as root, else "
@@ -117,6 +118,7 @@ static const struct config_key keys[] = {
 	  .offset = F(max_rdma_connections_per_uid), .reloadable = true, .max = 1U << 20,
 	  .help = "remote queue pairs into one user's memory (default 256)" },
 };
+/* clang-format on */
 
 #define FIELD(cfg, k, type) ((type *)((char *)(cfg) + (k)->offset))
 
@@ -228,7 +230,8 @@ int daemon_config_copy(struct daemon_config *dst, const struct daemon_config *sr
 			*FIELD(dst, &keys[i], char *) = strdup(*FIELD(src, &keys[i], char *));
 			oom = oom || !*FIELD(dst, &keys[i], char *);
 		} else if (keys[i].type == CFG_LIST) {
-			*FIELD(dst, &keys[i], char **) = strv_copy(*FIELD(src, &keys[i], char **), &oom);
+			*FIELD(dst, &keys[i], char **) =
+				strv_copy(*FIELD(src, &keys[i], char **), &oom);
 		}
 	}
 	if (oom) {
@@ -308,7 +311,8 @@ static int list_add(char ***v, const char *text)
 
 	if (!copy)
 		return -ENOMEM;
-	for (char *t = strtok_r(copy, ", \t", &save); t && r == 0; t = strtok_r(NULL, ", \t", &save))
+	for (char *t = strtok_r(copy, ", \t", &save); t && r == 0;
+	     t = strtok_r(NULL, ", \t", &save))
 		r = list_append(v, t);
 	/* "devices =" with nothing still means "no device", not "all". */
 	if (r == 0 && !*v)
@@ -349,8 +353,8 @@ static int set_key(struct daemon_config *cfg, const struct config_key *k, const 
 	case CFG_SIZE:
 		r = parse_number(value, k->type == CFG_SIZE, &v);
 		if (r < 0 || v < k->min || v > k->max)
-			return fail(err, size, "%s wants %s from %" PRIu64 " to %" PRIu64 ", not '%s'",
-				    k->key,
+			return fail(err, size,
+				    "%s wants %s from %" PRIu64 " to %" PRIu64 ", not '%s'", k->key,
 				    k->type == CFG_SIZE ? "a size (bytes, or with K, M, G, T)" :
 							  "a number",
 				    k->min, k->max, value);
@@ -363,8 +367,8 @@ static int set_key(struct daemon_config *cfg, const struct config_key *k, const 
 		if (!add)
 			*FIELD(cfg, k, char **) = strv_free(*FIELD(cfg, k, char **));
 		r = list_add(FIELD(cfg, k, char **), value);
-		for (char **item = *FIELD(cfg, k, char **); r == 0 && k->check_item && item && *item;
-		     item++)
+		for (char **item = *FIELD(cfg, k, char **);
+		     r == 0 && k->check_item && item && *item; item++)
 			if (k->check_item(*item) < 0)
 				return fail(err, size, "%s: '%s' is not %s", k->key, *item,
 					    k->item_form);
@@ -372,9 +376,10 @@ static int set_key(struct daemon_config *cfg, const struct config_key *k, const 
 	case CFG_LOGLEVEL:
 		r = log_level_from_string(value);
 		if (r < 0)
-			return fail(err, size,
-				    "log-level wants error, warning, notice, info or debug, not '%s'",
-				    value);
+			return fail(
+				err, size,
+				"log-level wants error, warning, notice, info or debug, not '%s'",
+				value);
 		*FIELD(cfg, k, int) = r;
 		return 0;
 	}
@@ -623,7 +628,8 @@ int config_from_args(int argc, char **argv, struct daemon_config *cfg, const cha
 		else if (c == ARG_VERSION)
 			action = CONFIG_VERSION;
 		else if (c == '?')
-			return fail(err, size, "unknown option '%s' (try --help)", argv[optind - 1]);
+			return fail(err, size, "unknown option '%s' (try --help)",
+				    argv[optind - 1]);
 	}
 	if (optind < argc)
 		return fail(err, size, "unexpected argument '%s'", argv[optind]);

@@ -22,30 +22,30 @@
 #define CONFIG_OUTPUT_PER_UID_DEFAULT (UINT64_C(256) << 20)
 
 struct daemon_config {
-	char *socket_path;		/* NULL: the default for this environment */
+	char *socket_path; /* NULL: the default for this environment */
 	mode_t socket_mode;
-	unsigned max_connections;	/* all uids together */
+	unsigned max_connections; /* all uids together */
 	unsigned max_connections_per_uid;
-	size_t output_max;		/* queued reply bytes before a connection stops being read */
-	unsigned output_stall_sec;	/* a client that reads nothing for this long is dropped */
-	uint64_t max_input_bytes_per_uid;	/* buffered messages, before reading stops */
-	uint64_t max_input_bytes;	/* the same, all uids together */
-	unsigned input_stall_sec;	/* a message left unfinished this long: dropped */
-	uint64_t max_output_bytes_per_uid;	/* replies held, before calls wait */
-	uint64_t max_output_bytes;	/* the same, all uids together */
-	unsigned drain_timeout_ms;	/* at shutdown, how long in-flight calls may take */
+	size_t output_max;         /* queued reply bytes before a connection stops being read */
+	unsigned output_stall_sec; /* a client that reads nothing for this long is dropped */
+	uint64_t max_input_bytes_per_uid;  /* buffered messages, before reading stops */
+	uint64_t max_input_bytes;          /* the same, all uids together */
+	unsigned input_stall_sec;          /* a message left unfinished this long: dropped */
+	uint64_t max_output_bytes_per_uid; /* replies held, before calls wait */
+	uint64_t max_output_bytes;         /* the same, all uids together */
+	unsigned drain_timeout_ms;         /* at shutdown, how long in-flight calls may take */
 	uint64_t max_regions_per_uid;
 	uint64_t max_pinned_bytes_per_uid;
-	unsigned max_leases_per_uid;	/* held or waiting */
-	unsigned max_tokens_per_uid;	/* access tokens */
+	unsigned max_leases_per_uid; /* held or waiting */
+	unsigned max_tokens_per_uid; /* access tokens */
 	unsigned max_shares_per_region;
-	uint64_t read_inline_max;	/* largest Read answered inline */
-	char **devices_allow;		/* NULL: every device */
+	uint64_t read_inline_max; /* largest Read answered inline */
+	char **devices_allow;     /* NULL: every device */
 	char **devices_deny;
-	char **rdmacm_listen;		/* ADDR[:PORT] to accept RDMA connections on */
-	char **rdma_allow;		/* ADDR/PREFIX peers may come from; NULL: any */
+	char **rdmacm_listen; /* ADDR[:PORT] to accept RDMA connections on */
+	char **rdma_allow;    /* ADDR/PREFIX peers may come from; NULL: any */
 	unsigned max_rdma_connections;
-	unsigned max_rdma_connections_per_uid;	/* into one uid's protection domains */
+	unsigned max_rdma_connections_per_uid; /* into one uid's protection domains */
 	int log_level;
 };
 
@@ -94,8 +94,8 @@ void config_help(FILE *f);
 
 enum config_action {
 	CONFIG_RUN,
-	CONFIG_CHECK,		/* --check-config */
-	CONFIG_PRINT,		/* --print-config */
+	CONFIG_CHECK, /* --check-config */
+	CONFIG_PRINT, /* --print-config */
 	CONFIG_HELP,
 	CONFIG_VERSION,
 };

@@ -34,10 +34,10 @@ struct core {
 	struct stats stats;
 	/* Pointers, not members, so that this header stays below every module
 	 * that uses it (daemon.c owns them). */
-	struct account_table *accounts;	/* uid → struct account while the uid has anything */
-	struct offload *offload;	/* client-made CPU work on the pool */
-	uint64_t start_msec;		/* uv_now() at start */
-	bool shutting_down;		/* no new connections; the loop ends once drained */
+	struct account_table *accounts; /* uid → struct account while the uid has anything */
+	struct offload *offload;        /* client-made CPU work on the pool */
+	uint64_t start_msec;            /* uv_now() at start */
+	bool shutting_down;             /* no new connections; the loop ends once drained */
 };
 
 /* Milliseconds since the daemon started. */

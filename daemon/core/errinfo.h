@@ -18,13 +18,12 @@
 struct errinfo {
 	const char *name;
 	char message[512];
-	cJSON *params;		/* extra parameters of an io.rdmamemd error, owned */
-	const char *parameter;	/* InvalidParameter: the one it names (static) */
+	cJSON *params;         /* extra parameters of an io.rdmamemd error, owned */
+	const char *parameter; /* InvalidParameter: the one it names (static) */
 };
 
 /* Records the error and returns err (a negative errno) for "return errinfo_set(…)". */
-int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, ...)
-	_printf_(4, 5);
+int errinfo_set(struct errinfo *e, const char *name, int err, const char *fmt, ...) _printf_(4, 5);
 
 /*
  * org.varlink.service.InvalidParameter naming param (a static string). The

@@ -29,9 +29,9 @@ static int max_level = LOG_INFO;
 static bool journal;
 
 static const char *const level_names[] = {
-	[LOG_EMERG] = "emerg",	 [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",
-	[LOG_ERR] = "error",	 [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
-	[LOG_INFO] = "info",	 [LOG_DEBUG] = "debug",
+	[LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",     [LOG_CRIT] = "crit",
+	[LOG_ERR] = "error",   [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+	[LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
 };
 
 void log_setup(void)
@@ -89,12 +89,12 @@ static bool log_to_journal(int level, int error, const char *file, int line, con
 	struct iovec iov[11];
 	size_t n = 0;
 
-#define FIELD(...)                                                                       \
-	do {                                                                             \
-		int _len = snprintf(buf[n], sizeof(buf[n]), __VA_ARGS__);               \
-		iov[n].iov_base = buf[n];                                                \
-		iov[n].iov_len = (size_t)MIN(_len, (int)sizeof(buf[n]) - 1);             \
-		n++;                                                                     \
+#define FIELD(...)                                                           \
+	do {                                                                 \
+		int _len = snprintf(buf[n], sizeof(buf[n]), __VA_ARGS__);    \
+		iov[n].iov_base = buf[n];                                    \
+		iov[n].iov_len = (size_t)MIN(_len, (int)sizeof(buf[n]) - 1); \
+		n++;                                                         \
 	} while (0)
 	FIELD("MESSAGE=%s", msg);
 	FIELD("PRIORITY=%d", level);

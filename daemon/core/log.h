@@ -37,28 +37,27 @@ struct log_fields {
 	const char *device;
 };
 
-#define LOG_REGION(r)                                                               \
-	(&(const struct log_fields){ .region = (r)->id,                             \
-				     .client_pid = (r)->owner_pid,                  \
-				     .client_uid = (r)->owner_uid,                  \
+#define LOG_REGION(r)                                              \
+	(&(const struct log_fields){ .region = (r)->id,            \
+				     .client_pid = (r)->owner_pid, \
+				     .client_uid = (r)->owner_uid, \
 				     .has_client = true })
-#define LOG_CLIENT(cred)                                                            \
-	(&(const struct log_fields){ .client_pid = (cred)->pid,                     \
-				     .client_uid = (cred)->uid,                     \
+#define LOG_CLIENT(cred)                                        \
+	(&(const struct log_fields){ .client_pid = (cred)->pid, \
+				     .client_uid = (cred)->uid, \
 				     .has_client = true })
 #define LOG_DEVICE(name) (&(const struct log_fields){ .device = (name) })
 
 int log_internal(int level, int error, const char *file, int line, const char *func,
 		 const struct log_fields *fields, const char *fmt, ...) _printf_(7, 8);
 
-#define log_full_fields(level, error, fields, ...)                                    \
-	({                                                                            \
-		int _level = (level), _e = (error);                                   \
-		_e = _e < 0 ? _e : -_e;                                               \
-		log_get_max_level() >= _level ?                                       \
-			log_internal(_level, _e, __FILE__, __LINE__, __func__,        \
-				     (fields), __VA_ARGS__) :                         \
-			_e;                                                           \
+#define log_full_fields(level, error, fields, ...)                                              \
+	({                                                                                      \
+		int _level = (level), _e = (error);                                             \
+		_e = _e < 0 ? _e : -_e;                                                         \
+		log_get_max_level() >= _level ? log_internal(_level, _e, __FILE__, __LINE__,    \
+							     __func__, (fields), __VA_ARGS__) : \
+						_e;                                             \
 	})
 #define log_full_errno(level, error, ...) log_full_fields(level, error, NULL, __VA_ARGS__)
 
@@ -80,8 +79,8 @@ int log_internal(int level, int error, const char *file, int line, const char *f
  */
 struct ratelimit {
 	uint64_t interval_msec;
-	uint64_t begin_msec;	/* start of the current interval */
-	unsigned n_suppressed;	/* held back since the last one let through */
+	uint64_t begin_msec;   /* start of the current interval */
+	unsigned n_suppressed; /* held back since the last one let through */
 };
 
 /* Whether a message may go out now; when it may, *ret_suppressed says how

@@ -21,17 +21,17 @@
 
 struct offload {
 	uv_loop_t *loop;
-	struct list_head waiting;	/* struct offload_job, in order */
+	struct list_head waiting; /* struct offload_job, in order */
 	unsigned running;
 };
 
 struct offload_job {
 	uv_work_t work;
-	struct list_head link;		/* in offload.waiting until it runs */
+	struct list_head link; /* in offload.waiting until it runs */
 	bool started;
 	struct offload *offload;
-	void (*run)(struct offload_job *j);	/* on a pool thread */
-	void (*done)(struct offload_job *j);	/* on the loop, after run; may free j */
+	void (*run)(struct offload_job *j);  /* on a pool thread */
+	void (*done)(struct offload_job *j); /* on the loop, after run; may free j */
 };
 
 void offload_init(struct offload *o, uv_loop_t *loop);

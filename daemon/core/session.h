@@ -46,25 +46,25 @@ enum session_kind {
 
 /* Embedded in a resource; session is NULL while it is in no session. */
 struct session_link {
-	struct list_head link;		/* in session->sets[kind].items */
+	struct list_head link; /* in session->sets[kind].items */
 	struct session *session;
 	enum session_kind kind;
 };
 
 struct session_set {
-	struct list_head items;		/* struct session_link */
+	struct list_head items; /* struct session_link */
 	unsigned n;
 };
 
 struct session {
 	unsigned n_ref;
-	uint64_t id;			/* the connection's id, for listings and logs */
+	uint64_t id; /* the connection's id, for listings and logs */
 	struct ucred cred;
-	gid_t *groups;			/* supplementary groups (SO_PEERGROUPS), or NULL */
+	gid_t *groups; /* supplementary groups (SO_PEERGROUPS), or NULL */
 	size_t n_groups;
-	struct account *account;	/* a reference */
+	struct account *account; /* a reference */
 	struct session_set sets[SESSION_KIND_MAX];
-	bool closed;			/* session_close() ran: nothing may be added */
+	bool closed; /* session_close() ran: nothing may be added */
 };
 
 /*

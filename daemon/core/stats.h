@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 struct counter {
-	const char *name;	/* static, or owned when dup */
+	const char *name; /* static, or owned when dup */
 	uint64_t n;
 	bool dup;
 };
@@ -22,8 +22,8 @@ struct counters {
 };
 
 struct stats {
-	struct counters calls;		/* by method */
-	struct counters errors;		/* by error name */
+	struct counters calls;  /* by method */
+	struct counters errors; /* by error name */
 	uint64_t bytes_read, bytes_written, bytes_copied;
 	uint64_t regions_registered;
 	uint64_t pinned_peak;

@@ -18,47 +18,47 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#define CU_OPS_LIST(X)                                  \
-	X(cuInit, 2000)                                 \
-	X(cuDriverGetVersion, 2020)                     \
-	X(cuGetErrorName, 6000)                         \
-	X(cuGetErrorString, 6000)                       \
-	X(cuDeviceGetCount, 2000)                       \
-	X(cuDeviceGet, 2000)                            \
-	X(cuDeviceGetName, 2000)                        \
-	X(cuDeviceGetAttribute, 2000)                   \
-	X(cuDeviceGetPCIBusId, 4010)                    \
-	X(cuDeviceTotalMem, 3020)                       \
-	X(cuDevicePrimaryCtxRetain, 7000)               \
-	X(cuDevicePrimaryCtxRelease, 11000)             \
-	X(cuCtxPushCurrent, 4000)                       \
-	X(cuCtxPopCurrent, 4000)                        \
-	X(cuCtxGetCurrent, 4000)                        \
-	X(cuCtxSetCurrent, 4000)                        \
-	X(cuPointerGetAttribute, 4000)                  \
-	X(cuMemGetAddressRange, 3020)                   \
-	X(cuMemcpyHtoD, 3020)                           \
-	X(cuMemcpyDtoH, 3020)                           \
-	X(cuMemcpyDtoD, 3020)                           \
-	X(cuMemHostRegister, 6050)                      \
-	X(cuMemHostUnregister, 4000)                    \
-	X(cuIpcOpenMemHandle, 11000)                    \
-	X(cuIpcCloseMemHandle, 4010)                    \
-	X(cuMemImportFromShareableHandle, 10020)        \
+#define CU_OPS_LIST(X)                                   \
+	X(cuInit, 2000)                                  \
+	X(cuDriverGetVersion, 2020)                      \
+	X(cuGetErrorName, 6000)                          \
+	X(cuGetErrorString, 6000)                        \
+	X(cuDeviceGetCount, 2000)                        \
+	X(cuDeviceGet, 2000)                             \
+	X(cuDeviceGetName, 2000)                         \
+	X(cuDeviceGetAttribute, 2000)                    \
+	X(cuDeviceGetPCIBusId, 4010)                     \
+	X(cuDeviceTotalMem, 3020)                        \
+	X(cuDevicePrimaryCtxRetain, 7000)                \
+	X(cuDevicePrimaryCtxRelease, 11000)              \
+	X(cuCtxPushCurrent, 4000)                        \
+	X(cuCtxPopCurrent, 4000)                         \
+	X(cuCtxGetCurrent, 4000)                         \
+	X(cuCtxSetCurrent, 4000)                         \
+	X(cuPointerGetAttribute, 4000)                   \
+	X(cuMemGetAddressRange, 3020)                    \
+	X(cuMemcpyHtoD, 3020)                            \
+	X(cuMemcpyDtoH, 3020)                            \
+	X(cuMemcpyDtoD, 3020)                            \
+	X(cuMemHostRegister, 6050)                       \
+	X(cuMemHostUnregister, 4000)                     \
+	X(cuIpcOpenMemHandle, 11000)                     \
+	X(cuIpcCloseMemHandle, 4010)                     \
+	X(cuMemImportFromShareableHandle, 10020)         \
 	X(cuMemGetAllocationPropertiesFromHandle, 10020) \
-	X(cuMemGetAllocationGranularity, 10020)         \
-	X(cuMemAddressReserve, 10020)                   \
-	X(cuMemAddressFree, 10020)                      \
-	X(cuMemMap, 10020)                              \
-	X(cuMemUnmap, 10020)                            \
-	X(cuMemSetAccess, 10020)                        \
-	X(cuMemRelease, 10020)                          \
-	X(cuMemGetHandleForAddressRange, 11070)         \
-	/* the client side: for test programs only */  \
-	X(cuMemCreate, 10020)                           \
-	X(cuMemExportToShareableHandle, 10020)          \
-	X(cuMemAlloc, 3020)                             \
-	X(cuMemFree, 3020)                              \
+	X(cuMemGetAllocationGranularity, 10020)          \
+	X(cuMemAddressReserve, 10020)                    \
+	X(cuMemAddressFree, 10020)                       \
+	X(cuMemMap, 10020)                               \
+	X(cuMemUnmap, 10020)                             \
+	X(cuMemSetAccess, 10020)                         \
+	X(cuMemRelease, 10020)                           \
+	X(cuMemGetHandleForAddressRange, 11070)          \
+	/* the client side: for test programs only */    \
+	X(cuMemCreate, 10020)                            \
+	X(cuMemExportToShareableHandle, 10020)           \
+	X(cuMemAlloc, 3020)                              \
+	X(cuMemFree, 3020)                               \
 	X(cuIpcGetMemHandle, 4010)
 
 /*

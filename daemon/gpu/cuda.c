@@ -34,9 +34,8 @@
 
 /* A header upgrade that changes an entry point's ABI must break the build,
  * not the call: the table's types have to be cuda.h's prototypes. */
-#define CU_OPS_CHECK(name, version)                                                      \
-	_Static_assert(__builtin_types_compatible_p(PFN_##name##_v##version,            \
-						    __typeof__(&name)),                 \
+#define CU_OPS_CHECK(name, version)                                                              \
+	_Static_assert(__builtin_types_compatible_p(PFN_##name##_v##version, __typeof__(&name)), \
 		       "PFN_" #name "_v" #version " is not the ABI cuda.h declares");
 CU_OPS_LIST(CU_OPS_CHECK)
 #undef CU_OPS_CHECK
@@ -49,19 +48,21 @@ static const struct cu_sym {
 	int version;
 	size_t offset;
 } cu_syms[] = {
+/* clang-format off */
 #define CU_OPS_SYM(name, version) { #name, version, offsetof(struct cu_ops, name) },
+	/* clang-format on */
 	CU_OPS_LIST(CU_OPS_SYM)
 #undef CU_OPS_SYM
 };
 
 static struct cu_ops cu;
-static bool cu_fake;		/* cu_set_ops() installed the table */
+static bool cu_fake; /* cu_set_ops() installed the table */
 static bool cu_load_started;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static int cu_load_result;
 static char cu_load_msg[CU_ERR_MAX];
 static int cu_n_devices;
-static atomic_uint *cu_primary_refs;	/* our retains, per device */
+static atomic_uint *cu_primary_refs; /* our retains, per device */
 
 /* Per thread: copies fail on pool threads and report from there. */
 static __thread char cu_err[CU_ERR_MAX];
@@ -549,7 +550,9 @@ int cu_vmm_import(int fd, uint64_t size, struct cu_vmm_map *ret)
 	if (r < 0)
 		goto err_unmap;
 
-	*ret = (struct cu_vmm_map){ .dptr = dptr, .size = size, .device = device,
+	*ret = (struct cu_vmm_map){ .dptr = dptr,
+				    .size = size,
+				    .device = device,
 				    .handle = handle };
 	return 0;
 
@@ -615,7 +618,9 @@ int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret)
 	ctx_pop(ctx);
 
 	/* The retain stays with the mapping, which lives in that context. */
-	*ret = (struct cu_ipc_map){ .dptr = dptr, .size = base + size - dptr, .device = device,
+	*ret = (struct cu_ipc_map){ .dptr = dptr,
+				    .size = base + size - dptr,
+				    .device = device,
 				    .ctx_device = ordinal };
 	return 0;
 
@@ -866,8 +871,7 @@ int cu_vmm_release(_unused_ struct cu_vmm_map *m)
 	return 0;
 }
 
-int cu_ipc_open(_unused_ const void *handle, _unused_ int ordinal,
-		_unused_ struct cu_ipc_map *ret)
+int cu_ipc_open(_unused_ const void *handle, _unused_ int ordinal, _unused_ struct cu_ipc_map *ret)
 {
 	return -EOPNOTSUPP;
 }

@@ -53,13 +53,13 @@ int cu_device_count(void);
 struct cu_device_info {
 	int ordinal;
 	char name[256];
-	char pci_bus_id[32];	/* "0000:3b:00.0", to match against RDMA NICs */
+	char pci_bus_id[32]; /* "0000:3b:00.0", to match against RDMA NICs */
 	uint64_t total_mem;
 	int cc_major, cc_minor;
-	bool dma_buf;		/* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
-	bool vmm;		/* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-	bool vmm_posix_fd;	/* VMM allocations exportable as POSIX fds */
-	bool gdr_vmm;		/* GPUDirect RDMA on VMM allocations */
+	bool dma_buf;      /* CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED */
+	bool vmm;          /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+	bool vmm_posix_fd; /* VMM allocations exportable as POSIX fds */
+	bool gdr_vmm;      /* GPUDirect RDMA on VMM allocations */
 };
 
 int cu_device_info(int ordinal, struct cu_device_info *ret);
@@ -83,10 +83,12 @@ unsigned cu_primary_ctx_refs(int ordinal);
  *   _cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
  */
 struct cu_ctx_guard {
-	void *ctx;		/* pushed context, NULL when none */
-	int primary;		/* device whose primary context we retained, or -1 */
+	void *ctx;   /* pushed context, NULL when none */
+	int primary; /* device whose primary context we retained, or -1 */
 };
+/* clang-format off */
 #define CU_CTX_GUARD_INIT { .ctx = NULL, .primary = -1 }
+/* clang-format on */
 
 /* -EINVAL when ptr is not device memory. Fills *ret only on success. */
 int cu_ctx_guard_enter(uint64_t ptr, struct cu_ctx_guard *ret);
@@ -112,7 +114,7 @@ struct cu_vmm_map {
 	uint64_t dptr;
 	uint64_t size;
 	int device;
-	uint64_t handle;	/* CUmemGenericAllocationHandle */
+	uint64_t handle; /* CUmemGenericAllocationHandle */
 };
 
 /*
@@ -136,9 +138,9 @@ int cu_vmm_release(struct cu_vmm_map *m);
  */
 struct cu_ipc_map {
 	uint64_t dptr;
-	uint64_t size;		/* the whole allocation, from cuMemGetAddressRange */
-	int device;		/* where the memory lives */
-	int ctx_device;		/* whose primary context opened it */
+	uint64_t size;  /* the whole allocation, from cuMemGetAddressRange */
+	int device;     /* where the memory lives */
+	int ctx_device; /* whose primary context opened it */
 };
 
 int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret);

@@ -15,15 +15,15 @@
 #include "daemon/core/session.h"
 
 struct gpu_import {
-	gpu_import_done_fn done;	/* NULL once cancelled */
+	gpu_import_done_fn done; /* NULL once cancelled */
 	void *userdata;
-	struct session *owner;		/* a reference */
+	struct session *owner; /* a reference */
 	struct gpu_ctx *gpu;
 	struct gpu_import_params p;
 	uint8_t handle[CU_IPC_HANDLE_SIZE];
-	struct region *reg;		/* GPU_MEMORY_VMM: prepared before the import */
-	struct gpu_ipc *ipc;		/* GPU_MEMORY_IPC: the open it waits for */
-	struct list_head link;		/* in ipc->waiters */
+	struct region *reg;    /* GPU_MEMORY_VMM: prepared before the import */
+	struct gpu_ipc *ipc;   /* GPU_MEMORY_IPC: the open it waits for */
+	struct list_head link; /* in ipc->waiters */
 	uv_work_t work;
 	int err;
 	bool driver_loaded;
@@ -460,7 +460,8 @@ bool gpu_peer_memory_loaded(void)
 	if (!f)
 		return false;
 	while (!found && fgets(line, sizeof(line), f))
-		found = strncmp(line, "nvidia_peermem ", 15) == 0 || strncmp(line, "nv_peer_mem ", 12) == 0;
+		found = strncmp(line, "nvidia_peermem ", 15) == 0 ||
+			strncmp(line, "nv_peer_mem ", 12) == 0;
 	fclose(f);
 	return found;
 }

@@ -26,7 +26,6 @@ struct region;
 struct region_registry;
 struct session;
 
-
 /* ListGpus shows at most this many GPUs, and counts regions on those. */
 #define GPU_LIST_MAX 16
 
@@ -37,27 +36,27 @@ struct session;
  */
 struct gpu_ctx {
 	uv_loop_t *loop;
-	struct region_registry *regions;	/* where GPU regions are made and published */
-	struct list_head ipcs;		/* struct gpu_ipc: open legacy IPC handles */
-	unsigned regions_on[GPU_LIST_MAX];	/* live regions by GPU ordinal */
-	bool cuda_loaded;		/* the first GPU import (or a probe) loaded the driver */
+	struct region_registry *regions;   /* where GPU regions are made and published */
+	struct list_head ipcs;             /* struct gpu_ipc: open legacy IPC handles */
+	unsigned regions_on[GPU_LIST_MAX]; /* live regions by GPU ordinal */
+	bool cuda_loaded;                  /* the first GPU import (or a probe) loaded the driver */
 };
 
 void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions);
 
 /* What GPU memory an import is of (Register's "memory"). */
 enum gpu_memory {
-	GPU_MEMORY_VMM = 1,		/* a CUDA VMM allocation exported as a POSIX fd */
-	GPU_MEMORY_IPC,			/* a legacy CUDA IPC handle */
+	GPU_MEMORY_VMM = 1, /* a CUDA VMM allocation exported as a POSIX fd */
+	GPU_MEMORY_IPC,     /* a legacy CUDA IPC handle */
 };
 
 struct gpu_import_params {
 	enum gpu_memory memory;
-	int fd;				/* GPU_MEMORY_VMM: taken */
-	uint64_t alloc_size;		/* GPU_MEMORY_VMM: the allocation's size */
-	const char *ipc_handle;		/* GPU_MEMORY_IPC: 128 hex digits */
-	uint32_t gpu;			/* GPU_MEMORY_IPC: device to open it with */
-	uint64_t offset, length;	/* the region within the allocation; 0: to its end */
+	int fd;                  /* GPU_MEMORY_VMM: taken */
+	uint64_t alloc_size;     /* GPU_MEMORY_VMM: the allocation's size */
+	const char *ipc_handle;  /* GPU_MEMORY_IPC: 128 hex digits */
+	uint32_t gpu;            /* GPU_MEMORY_IPC: device to open it with */
+	uint64_t offset, length; /* the region within the allocation; 0: to its end */
 	unsigned access;
 };
 
@@ -87,12 +86,12 @@ void gpu_import_cancel(struct gpu_import *job);
 
 /* What the driver says of the GPUs (ListGpus). */
 struct gpu_list_result {
-	bool ran;		/* asked the driver (on the pool) */
-	int err;		/* the driver would not load or count, error says why */
+	bool ran; /* asked the driver (on the pool) */
+	int err;  /* the driver would not load or count, error says why */
 	char error[512];
 	int n;
 	struct cu_device_info info[GPU_LIST_MAX];
-	unsigned refs[GPU_LIST_MAX];	/* primary context references */
+	unsigned refs[GPU_LIST_MAX]; /* primary context references */
 };
 typedef void (*gpu_list_done_fn)(void *userdata, const struct gpu_list_result *res);
 

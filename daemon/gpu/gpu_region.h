@@ -28,15 +28,15 @@ enum gpu_ipc_state {
  * over it (the driver maps an IPC allocation once per process). Loop only.
  */
 struct gpu_ipc {
-	struct list_head link;		/* in gpu_ctx->ipcs */
+	struct list_head link; /* in gpu_ctx->ipcs */
 	struct gpu_ctx *gpu;
 	uint8_t handle[CU_IPC_HANDLE_SIZE];
-	int ordinal;			/* the device whose context opens it */
+	int ordinal; /* the device whose context opens it */
 	enum gpu_ipc_state state;
 	struct cu_ipc_map map;
 	char pci_bus_id[32];
-	unsigned n_ref;			/* regions over it */
-	struct list_head waiters;	/* imports waiting for the open */
+	unsigned n_ref;           /* regions over it */
+	struct list_head waiters; /* imports waiting for the open */
 	uv_work_t work;
 	int err;
 	bool driver_loaded;
@@ -49,11 +49,11 @@ void gpu_ipc_unref(struct gpu_ipc *ipc);
 
 /* Immutable once published, but for the hook's link. */
 struct gpu_region {
-	struct region r;		/* first: region.c frees the whole */
+	struct region r; /* first: region.c frees the whole */
 	struct gpu_ctx *gpu;
-	struct region_hook counted;	/* counted on its GPU while its owner holds it */
-	struct cu_vmm_map vmm;		/* cuda-vmm: the import */
-	struct gpu_ipc *ipc;		/* cuda-ipc: the shared open, one of its n_ref */
+	struct region_hook counted; /* counted on its GPU while its owner holds it */
+	struct cu_vmm_map vmm;      /* cuda-vmm: the import */
+	struct gpu_ipc *ipc;        /* cuda-ipc: the shared open, one of its n_ref */
 };
 
 extern const struct region_mem_ops gpu_vmm_ops;

@@ -78,8 +78,8 @@
  */
 struct conn_parse {
 	struct offload_job job;
-	struct conn *conn;		/* a reference */
-	char *buf;			/* holds text; freed by run (by done if cancelled) */
+	struct conn *conn; /* a reference */
+	char *buf;         /* holds text; freed by run (by done if cancelled) */
 	const char *text;
 	size_t len;
 	int fds[VARLINK_FDS_MAX];
@@ -218,8 +218,9 @@ void conn_close(struct conn *c)
 	c->closed = true;
 
 	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(&c->session->cred),
-			"Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls", c->id,
-			(int)c->session->cred.pid, (unsigned)c->session->cred.uid, c->n_calls);
+			"Connection %" PRIu64 " (pid %d uid %u) closed after %" PRIu64 " calls",
+			c->id, (int)c->session->cred.pid, (unsigned)c->session->cred.uid,
+			c->n_calls);
 
 	/*
 	 * Unlinked, but keeping its own pointers: the daemon walks its
@@ -484,8 +485,8 @@ static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
 		return false;
 	close_many(fds, n_fds);
 	conn_protocol_error(c, c->reject ?: RDMAMEM_ERROR_SHUTTING_DOWN,
-			    c->reject ? "the daemon is at its connection limit, try again later"
-				      : "the daemon is shutting down");
+			    c->reject ? "the daemon is at its connection limit, try again later" :
+					"the daemon is shutting down");
 	c->close_after_flush = c->close_after_flush || c->reject;
 	return true;
 }
@@ -900,8 +901,9 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	s->n_conns++;
 	c->session->account->n_connections++;
 
-	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(cred), "Connection %" PRIu64 " from pid %d uid %u gid %u",
-			c->id, (int)cred->pid, (unsigned)cred->uid, (unsigned)cred->gid);
+	log_full_fields(LOG_DEBUG, 0, LOG_CLIENT(cred),
+			"Connection %" PRIu64 " from pid %d uid %u gid %u", c->id, (int)cred->pid,
+			(unsigned)cred->uid, (unsigned)cred->gid);
 	*ret = c;
 	return 0;
 }
@@ -972,8 +974,8 @@ static void conn_drop_stalled(struct conn *c, uint64_t now, const char *what, un
 		log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(&c->session->cred),
 				"Connection %" PRIu64 " (pid %d uid %u) %s for %us, disconnecting "
 				"(%u more stalled clients dropped since the last message)",
-				c->id, (int)c->session->cred.pid, (unsigned)c->session->cred.uid, what,
-				sec, held_back);
+				c->id, (int)c->session->cred.pid, (unsigned)c->session->cred.uid,
+				what, sec, held_back);
 	conn_close(c);
 }
 

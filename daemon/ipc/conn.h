@@ -31,8 +31,8 @@ struct session;
 #define CONN_FD_BATCHES_MAX 4U
 
 struct conn {
-	struct list_head link;	/* in server->conns */
-	struct idseq_node order;	/* in server->conn_order until closed */
+	struct list_head link;   /* in server->conns */
+	struct idseq_node order; /* in server->conn_order until closed */
 	struct server *server;
 	unsigned n_ref;
 	uint64_t id;
@@ -45,8 +45,8 @@ struct conn {
 	struct session *session;
 
 	struct frame_reader in;
-	uint64_t in_charged;		/* of in's buffer, counted in the input budgets */
-	uint64_t in_since;		/* uv_now() when input last came or reading resumed */
+	uint64_t in_charged; /* of in's buffer, counted in the input budgets */
+	uint64_t in_since;   /* uv_now() when input last came or reading resumed */
 	/* Over a budget: input, not read; output, takes no call or makes no
 	 * large reply; until room is freed (budget.h). */
 	struct budget_wait wait[BUDGET_KINDS];
@@ -58,26 +58,26 @@ struct conn {
 	 * one of the next. More means the stream is malformed.
 	 */
 	struct fd_batch {
-		uint64_t ordinal;	/* of the message whose first byte they came with */
-		size_t n_fds;		/* as received: over VARLINK_FDS_MAX, none are kept */
+		uint64_t ordinal; /* of the message whose first byte they came with */
+		size_t n_fds;     /* as received: over VARLINK_FDS_MAX, none are kept */
 		int fds[VARLINK_FDS_MAX];
 	} in_fds[CONN_FD_BATCHES_MAX];
-	unsigned in_fds_first, n_in_fds;	/* a ring */
+	unsigned in_fds_first, n_in_fds; /* a ring */
 
 	struct outq out;
-	uint64_t out_stalled_since;	/* uv_now() when output first could not leave; 0 if flowing */
-	uint64_t out_reserved;		/* for the reply the call in progress makes elsewhere */
-	uint64_t out_charged;		/* out's memory and out_reserved, in the output budgets */
+	uint64_t out_stalled_since; /* uv_now() when output first could not leave; 0 if flowing */
+	uint64_t out_reserved;      /* for the reply the call in progress makes elsewhere */
+	uint64_t out_charged;       /* out's memory and out_reserved, in the output budgets */
 
-	struct rpc_call *call;		/* in progress (holds a reference); NULL when idle */
-	struct conn_parse *parse;	/* the next message, being parsed on the pool */
-	const char *reject;		/* over a limit: answer every call with this error */
+	struct rpc_call *call;    /* in progress (holds a reference); NULL when idle */
+	struct conn_parse *parse; /* the next message, being parsed on the pool */
+	const char *reject;       /* over a limit: answer every call with this error */
 	uint64_t n_calls;
 
-	bool draining;			/* shutdown: finish the call in progress, then close */
-	bool close_after_flush;		/* protocol error: say why, then hang up */
-	bool input_eof;			/* the peer sends no more: answer, then hang up */
-	bool closed;			/* uv_close() was called */
+	bool draining;          /* shutdown: finish the call in progress, then close */
+	bool close_after_flush; /* protocol error: say why, then hang up */
+	bool input_eof;         /* the peer sends no more: answer, then hang up */
+	bool closed;            /* uv_close() was called */
 };
 
 /* Takes ownership of fd (also on failure). */

@@ -136,7 +136,8 @@ int outq_push(struct outq *q, const char *text, size_t len, int *fds, size_t n_f
 int outq_flush(struct outq *q, int fd)
 {
 	while (q->start < q->len || q->marks_start < q->n_marks) {
-		struct outq_mark *m = q->marks_start < q->n_marks ? &q->marks[q->marks_start] : NULL;
+		bool marked = q->marks_start < q->n_marks;
+		struct outq_mark *m = marked ? &q->marks[q->marks_start] : NULL;
 		size_t end = q->len;
 		bool with_fds = m && !m->ext && m->offset == q->start;
 		ssize_t n;

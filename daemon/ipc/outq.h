@@ -23,11 +23,11 @@
 
 /* A message that does not leave with the bytes around it. */
 struct outq_mark {
-	size_t offset;		/* where in buf the message starts (ext: goes before) */
-	size_t end;		/* fds: and where it ends, terminator included */
+	size_t offset; /* where in buf the message starts (ext: goes before) */
+	size_t end;    /* fds: and where it ends, terminator included */
 	size_t n_fds;
 	int fds[VARLINK_FDS_MAX];
-	char *ext;		/* or the message is here, terminator included (owned) */
+	char *ext; /* or the message is here, terminator included (owned) */
 	size_t ext_len, ext_sent;
 };
 
@@ -36,8 +36,8 @@ struct outq {
 	size_t start, len, cap;
 	struct outq_mark *marks;
 	size_t marks_start, n_marks, marks_cap;
-	size_t ext_pending;	/* bytes of ext messages not yet sent */
-	size_t ext_held;	/* bytes of ext buffers not yet freed */
+	size_t ext_pending; /* bytes of ext messages not yet sent */
+	size_t ext_held;    /* bytes of ext buffers not yet freed */
 };
 
 void outq_init(struct outq *q);

@@ -136,7 +136,7 @@ static int server_adopt_activated(struct server *s)
 	fd = SD_LISTEN_FDS_START;
 	if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0)
 		return log_error_errno(-EINVAL, "The socket passed by systemd is not a listening "
-					       "Unix stream socket");
+						"Unix stream socket");
 	flags = fcntl(fd, F_GETFL);
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return log_error_errno(-errno, "Cannot make the passed socket non-blocking: %m");
@@ -226,8 +226,9 @@ static void server_drop_one(struct server *s, int error)
 	safe_close(accept4(s->fd, NULL, NULL, SOCK_CLOEXEC));
 	s->spare_fd = open("/", O_PATH | O_CLOEXEC);
 	if (ratelimit_pass(&s->emfile_log, uv_now(s->core->loop), &held_back))
-		log_warning_errno(error, "Out of file descriptors (%u admitted, %u waiting to be told "
-					 "they are refused), dropped a client and %u before: %m",
+		log_warning_errno(error,
+				  "Out of file descriptors (%u admitted, %u waiting to be told "
+				  "they are refused), dropped a client and %u before: %m",
 				  s->n_conns, s->n_rejected, held_back);
 }
 
@@ -287,7 +288,8 @@ int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
 	if (r == 0) {
 		if (core->cfg.socket_path) {
 			if (strlen(core->cfg.socket_path) >= sizeof(path))
-				return log_error_errno(-ENAMETOOLONG, "Socket path is too long (max %zu)",
+				return log_error_errno(-ENAMETOOLONG,
+						       "Socket path is too long (max %zu)",
 						       sizeof(path) - 1);
 			strcpy(path, core->cfg.socket_path);
 		} else {
@@ -367,7 +369,8 @@ static void server_rpc_status(const void *server, struct rpc_server_status *ret)
 {
 	const struct server *s = server;
 
-	*ret = (struct rpc_server_status){ .path = s->path, .n_clients = s->n_conns,
+	*ret = (struct rpc_server_status){ .path = s->path,
+					   .n_clients = s->n_conns,
 					   .n_rejected_max = SERVER_REJECTED_MAX };
 	for (unsigned k = 0; k < BUDGET_KINDS; k++)
 		ret->bytes[k] = s->budgets[k].bytes;

@@ -30,26 +30,26 @@ struct rpc_server_ops;
 
 /* The ipc subsystem's context. Loop only. */
 struct server {
-	struct core *core;		/* the loop, the limits, the accounts, the counters */
-	struct rpc_ctx *rpc;		/* what its connections' calls reach */
+	struct core *core;   /* the loop, the limits, the accounts, the counters */
+	struct rpc_ctx *rpc; /* what its connections' calls reach */
 	/* During shutdown, the last connection went (daemon.c ends the loop). */
 	void (*drained)(void *userdata);
 	void *drained_userdata;
 	int fd;
-	int spare_fd;		/* closed to accept-and-drop when out of fds */
+	int spare_fd; /* closed to accept-and-drop when out of fds */
 	uv_poll_t poll;
 	bool listening;
-	bool activated;		/* from sd_listen_fds(): systemd owns the path */
-	char *path;		/* shown to users; unlinked at exit unless activated */
+	bool activated; /* from sd_listen_fds(): systemd owns the path */
+	char *path;     /* shown to users; unlinked at exit unless activated */
 
 	struct list_head conns;
-	struct idseq conn_order;	/* the same connections by id, for ListClients */
-	unsigned n_conns;	/* accepted and admitted */
-	unsigned n_rejected;	/* accepted to be told they are over a limit */
+	struct idseq conn_order; /* the same connections by id, for ListClients */
+	unsigned n_conns;        /* accepted and admitted */
+	unsigned n_rejected;     /* accepted to be told they are over a limit */
 	uint64_t next_conn_id;
 	struct ratelimit refusal_log, emfile_log;
 
-	struct budget budgets[BUDGET_KINDS];	/* input and output, daemon-wide */
+	struct budget budgets[BUDGET_KINDS]; /* input and output, daemon-wide */
 	struct ratelimit stall_log;
 };
 

@@ -109,8 +109,8 @@ static void lease_timed_out(struct timeout *t)
 	errinfo_set(&e, RDMAMEM_ERROR_LOCK_TIMEOUT, -ETIMEDOUT,
 		    "no %s lease on region %" PRIu64 " within %" PRIu64 " ms (lock %s, %u holders, "
 		    "%u waiting)",
-		    lock_mode_to_string(l->mode), r->id, waited, lock_state_to_string(r->lock.state),
-		    r->lock.n_holders, r->lock.n_waiters - 1);
+		    lock_mode_to_string(l->mode), r->id, waited,
+		    lock_state_to_string(r->lock.state), r->lock.n_holders, r->lock.n_waiters - 1);
 	lease_wait_done(l, -ETIMEDOUT, &e);
 }
 
@@ -197,7 +197,8 @@ int lease_revoke_lost(struct region *r)
 	 * waiters, whose work may drop other leases on r from the list. */
 	list_for_each_entry(l, &r->leases, region_link) {
 		if (l->released || !lease_holder(l) ||
-		    region_allows(r, lease_holder(l), l->mode == LOCK_SHARED ? REGION_READ : REGION_WRITE))
+		    region_allows(r, lease_holder(l),
+				  l->mode == LOCK_SHARED ? REGION_READ : REGION_WRITE))
 			continue;
 		if (n == cap) {
 			size_t ncap = cap ? cap * 2 : 8;
@@ -226,7 +227,8 @@ int lease_revoke_lost(struct region *r)
 				lease_release(l);
 			} else {
 				errinfo_set(&e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
-					    "region %" PRIu64 " is no longer shared with uid %u for "
+					    "region %" PRIu64
+					    " is no longer shared with uid %u for "
 					    "a %s lease; the lease request was withdrawn",
 					    r->id, (unsigned)uid, lock_mode_to_string(l->mode));
 				lease_wait_done(l, -EACCES, &e);

@@ -35,16 +35,16 @@ struct lease {
 	uint64_t id;
 	unsigned n_ref;
 	struct region_registry *registry;
-	struct region *region;		/* a reference */
+	struct region *region; /* a reference */
 	/* SESSION_LEASE, in the holder's session until released. */
 	struct session_link holder_link;
-	struct list_head region_link;	/* in region->leases */
+	struct list_head region_link; /* in region->leases */
 	struct lock_request req;
 	enum lock_mode mode;
-	bool released;			/* Unlock or disconnect: no new users */
+	bool released; /* Unlock or disconnect: no new users */
 
 	/* While waiting: who is told how it ends, and the deadline. */
-	lease_done_fn done;		/* NULL: nobody waits to be told */
+	lease_done_fn done; /* NULL: nobody waits to be told */
 	void *userdata;
 	struct timeout timeout;
 	uint64_t asked_msec;

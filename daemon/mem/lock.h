@@ -30,16 +30,16 @@ enum lock_mode {
 
 enum lock_state {
 	LOCK_IDLE,
-	LOCK_READING,		/* n shared holders */
-	LOCK_DISJOINT_WRITING,	/* n disjoint holders */
-	LOCK_EXCLUSIVE_WRITING,	/* one holder */
+	LOCK_READING,           /* n shared holders */
+	LOCK_DISJOINT_WRITING,  /* n disjoint holders */
+	LOCK_EXCLUSIVE_WRITING, /* one holder */
 };
 
 struct lock_request;
 typedef void (*lock_granted_fn)(struct lock_request *req);
 
 struct lock_request {
-	struct list_head link;	/* in lock->waiters while waiting */
+	struct list_head link; /* in lock->waiters while waiting */
 	enum lock_mode mode;
 	bool waiting;
 	bool held;

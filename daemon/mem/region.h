@@ -57,7 +57,7 @@ struct account;
 enum region_right {
 	REGION_READ,
 	REGION_WRITE,
-	REGION_ADMIN,		/* Unregister, Share: the owner (or root) only */
+	REGION_ADMIN, /* Unregister, Share: the owner (or root) only */
 };
 
 struct region;
@@ -75,12 +75,12 @@ struct region_span {
 
 /* What an RDMA registration of the region pins (region_mem_ops.mr_source). */
 struct region_mr_source {
-	void *addr;		/* for ibv_reg_mr: the host mapping, or the device address */
-	bool device;		/* addr is device memory, registrable with peer memory */
-	int dmabuf_fd;		/* >= 0: a dma-buf to try first; the caller closes it */
-	uint64_t dmabuf_offset;	/* of the region's first byte in the dma-buf */
-	uint64_t iova;		/* the address peers use for the first byte */
-	char dmabuf_error[256];	/* device memory without a dma-buf: why */
+	void *addr;             /* for ibv_reg_mr: the host mapping, or the device address */
+	bool device;            /* addr is device memory, registrable with peer memory */
+	int dmabuf_fd;          /* >= 0: a dma-buf to try first; the caller closes it */
+	uint64_t dmabuf_offset; /* of the region's first byte in the dma-buf */
+	uint64_t iova;          /* the address peers use for the first byte */
+	char dmabuf_error[256]; /* device memory without a dma-buf: why */
 };
 
 /*
@@ -94,7 +94,7 @@ struct region_mr_source {
  * kind's own state; everything else runs on the loop.
  */
 struct region_mem_ops {
-	const char *type;	/* "memfd", "cuda-vmm", "cuda-ipc": GetRegion's source.type */
+	const char *type; /* "memfd", "cuda-vmm", "cuda-ipc": GetRegion's source.type */
 	/* Pool-safe: unmaps the memory, releases the driver's handle, closes
 	 * the fd. Runs once, after every hook's release. NULL: nothing. */
 	void (*release)(struct region *r);
@@ -140,13 +140,13 @@ enum region_hook_rank {
 
 struct region_hook_ops {
 	enum region_hook_rank rank;
-	void (*revoke)(struct region_hook *h);	/* loop: the owner let go; may be NULL */
-	void (*release)(struct region_hook *h);	/* pool-safe, before the memory; may be NULL */
-	void (*finish)(struct region_hook *h);	/* loop: last; may free h; may be NULL */
+	void (*revoke)(struct region_hook *h);  /* loop: the owner let go; may be NULL */
+	void (*release)(struct region_hook *h); /* pool-safe, before the memory; may be NULL */
+	void (*finish)(struct region_hook *h);  /* loop: last; may free h; may be NULL */
 };
 
 struct region_hook {
-	struct list_head link;	/* in region->hooks, by rank */
+	struct list_head link; /* in region->hooks, by rank */
 	const struct region_hook_ops *ops;
 	struct region *region;
 };
@@ -156,15 +156,15 @@ struct region_hook {
  * counters GetStatus shows and the lock-wait deadlines. Loop only.
  */
 struct region_registry {
-	struct core *core;		/* the loop, the limits, the counters */
-	struct idmap regions;		/* id → struct region, weak */
-	struct idseq region_order;	/* the same regions by id, for ListRegions */
+	struct core *core;         /* the loop, the limits, the counters */
+	struct idmap regions;      /* id → struct region, weak */
+	struct idseq region_order; /* the same regions by id, for ListRegions */
 	uint64_t next_region_id;
-	uint64_t n_regions;		/* charged: published or not, until freed */
+	uint64_t n_regions; /* charged: published or not, until freed */
 	uint64_t pinned_bytes;
-	struct idmap leases;		/* id → struct lease (lease.c) */
+	struct idmap leases; /* id → struct lease (lease.c) */
 	uint64_t next_lease_id;
-	struct timeouts timeouts;	/* lock-wait deadlines: leases, transfers */
+	struct timeouts timeouts; /* lock-wait deadlines: leases, transfers */
 };
 
 /* At daemon start: the maps, the timeouts on core's loop, the drop hook of
@@ -177,7 +177,7 @@ void region_registry_done(struct region_registry *reg);
 
 struct region_share {
 	bool is_group;
-	uint32_t id;		/* uid or gid */
+	uint32_t id; /* uid or gid */
 	bool readonly;
 };
 
@@ -192,47 +192,47 @@ struct region {
 	uint64_t id;
 	unsigned n_ref;
 	struct region_registry *registry;
-	bool dead;		/* unregistered: no new users, no registrations */
-	struct idseq_node order;	/* in registry->region_order while published */
+	bool dead;               /* unregistered: no new users, no registrations */
+	struct idseq_node order; /* in registry->region_order while published */
 
 	/* The owner: a client's session until Unregister or disconnect
 	 * (owner_link.session, NULL since). */
-	struct session_link owner_link;	/* SESSION_REGION */
+	struct session_link owner_link; /* SESSION_REGION */
 	uint64_t owner_conn_id;
 	uid_t owner_uid;
 	gid_t owner_gid;
 	pid_t owner_pid;
-	struct account *account;	/* charged for size and count */
+	struct account *account; /* charged for size and count */
 
-	const struct region_mem_ops *mem;	/* the kind; its state follows the region */
-	bool release_on_pool;	/* the kind's release may block (CUDA, a large munmap) */
-	void *addr;		/* host memory: first byte, in the daemon's mapping */
-	uint64_t dptr;		/* device memory: device address of the first byte */
+	const struct region_mem_ops *mem; /* the kind; its state follows the region */
+	bool release_on_pool;             /* the kind's release may block (CUDA, a large munmap) */
+	void *addr;                       /* host memory: first byte, in the daemon's mapping */
+	uint64_t dptr;                    /* device memory: device address of the first byte */
 	uint64_t size;
-	void *map_base;		/* host memory: the keepalive mapping, page aligned */
+	void *map_base; /* host memory: the keepalive mapping, page aligned */
 	size_t map_len;
-	bool writable;		/* the memory may be written (a host mapping PROT_WRITE) */
-	int numa_node;		/* -1 when unknown */
-	int gpu;		/* device memory: the GPU's ordinal; -1 for host memory */
+	bool writable; /* the memory may be written (a host mapping PROT_WRITE) */
+	int numa_node; /* -1 when unknown */
+	int gpu;       /* device memory: the GPU's ordinal; -1 for host memory */
 	char pci_bus_id[32];
-	unsigned access;	/* REGION_ACCESS_* */
-	uint64_t created_msec;	/* uv_now() at import */
+	unsigned access;       /* REGION_ACCESS_* */
+	uint64_t created_msec; /* uv_now() at import */
 
 	struct access_lock lock;
-	struct list_head leases;	/* struct lease on this region */
+	struct list_head leases; /* struct lease on this region */
 	unsigned n_leases_held, n_leases_waiting;
 
 	struct region_share *shares;
 	size_t n_shares;
 
-	pthread_mutex_t hooks_lock;	/* hooks may be attached from the pool */
-	struct list_head hooks;		/* struct region_hook, by rank */
-	uv_work_t release;		/* the memory, off the loop */
+	pthread_mutex_t hooks_lock; /* hooks may be attached from the pool */
+	struct list_head hooks;     /* struct region_hook, by rank */
+	uv_work_t release;          /* the memory, off the loop */
 };
 
 struct region_weak {
 	uint64_t id;
-	uint64_t addr;		/* region_address() */
+	uint64_t addr; /* region_address() */
 	uint64_t size;
 };
 

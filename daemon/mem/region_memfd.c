@@ -33,10 +33,10 @@
  * mapping itself (map_base, map_len, addr) is in the region: page-locking
  * it for GPU copies needs it too. Immutable once published. */
 struct memfd_region {
-	struct region r;	/* first: region.c frees the whole */
-	int fd;			/* keeps the file; closed after the unmap */
+	struct region r; /* first: region.c frees the whole */
+	int fd;          /* keeps the file; closed after the unmap */
 	uint64_t file_offset;
-	uint64_t file_size;	/* st_size at import */
+	uint64_t file_size; /* st_size at import */
 	/* The memfd's file, so that a copy can tell two regions over one
 	 * memfd (different mappings of the same pages) from two pieces of
 	 * memory: memfd_same_memory(). */
@@ -85,8 +85,10 @@ static int add_seals(cJSON *o, unsigned seals)
 		unsigned bit;
 		const char *name;
 	} names[] = {
-		{ F_SEAL_SEAL, "seal" },   { F_SEAL_SHRINK, "shrink" },
-		{ F_SEAL_GROW, "grow" },   { F_SEAL_WRITE, "write" },
+		{ F_SEAL_SEAL, "seal" },
+		{ F_SEAL_SHRINK, "shrink" },
+		{ F_SEAL_GROW, "grow" },
+		{ F_SEAL_WRITE, "write" },
 		{ F_SEAL_FUTURE_WRITE, "future_write" },
 	};
 	cJSON *a = cJSON_AddArrayToObject(o, "seals");
@@ -173,15 +175,17 @@ static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_se
 
 	seals = fcntl(imp->fd, F_GET_SEALS);
 	if (seals < 0)
-		return errinfo_set(e, RDMAMEM_ERROR_NOT_A_MEMFD, -EBADFD,
-				   "the file descriptor is a regular file that cannot be sealed, not a "
-				   "memfd; create the buffer with memfd_create(2) and "
-				   "MFD_ALLOW_SEALING");
+		return errinfo_set(
+			e, RDMAMEM_ERROR_NOT_A_MEMFD, -EBADFD,
+			"the file descriptor is a regular file that cannot be sealed, not a "
+			"memfd; create the buffer with memfd_create(2) and "
+			"MFD_ALLOW_SEALING");
 	if (!(seals & F_SEAL_SHRINK))
-		return errinfo_set(e, RDMAMEM_ERROR_MISSING_SEAL, -EPERM,
-				   "the memfd is not sealed against shrinking, so truncating it would "
-				   "crash whoever maps it; seal it with fcntl(fd, F_ADD_SEALS, "
-				   "F_SEAL_SHRINK) before registering");
+		return errinfo_set(
+			e, RDMAMEM_ERROR_MISSING_SEAL, -EPERM,
+			"the memfd is not sealed against shrinking, so truncating it would "
+			"crash whoever maps it; seal it with fcntl(fd, F_ADD_SEALS, "
+			"F_SEAL_SHRINK) before registering");
 
 	if (imp->offset > (uint64_t)st->st_size)
 		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
@@ -192,11 +196,11 @@ static int validate_memfd(struct memfd_import *imp, struct stat *st, int *ret_se
 	if (imp->length == 0)
 		imp->length = (uint64_t)st->st_size - imp->offset;
 	if (imp->length == 0)
-		return errinfo_invalid_param(e, imp->offset ? "offset" : "fd", -EINVAL,
-					     "the range is empty: the memfd has %" PRIu64
-					     " bytes and offset %" PRIu64
-					     " is its end; ftruncate it first or pass a smaller offset",
-					     (uint64_t)st->st_size, imp->offset);
+		return errinfo_invalid_param(
+			e, imp->offset ? "offset" : "fd", -EINVAL,
+			"the range is empty: the memfd has %" PRIu64 " bytes and offset %" PRIu64
+			" is its end; ftruncate it first or pass a smaller offset",
+			(uint64_t)st->st_size, imp->offset);
 	if (imp->offset + imp->length < imp->offset)
 		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -EOVERFLOW,
 				   "offset %" PRIu64 " + length %" PRIu64 " overflows 64 bits",
@@ -242,17 +246,19 @@ static int hugetlb_unavailable(uint64_t page, uint64_t len, struct errinfo *e)
 	else
 		snprintf(size, sizeof(size), "%" PRIu64 " MiB", page >> 20);
 	if (free_pages < 0 || resv < 0)
-		return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
-				   "the memfd is backed by %s huge pages and the host has none free "
-				   "to map its %" PRIu64 " pages; reserve huge pages of that size or "
-				   "register memory of normal pages",
-				   size, len / page);
-	return errinfo_set(e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
-			   "the memfd is backed by %s huge pages: mapping it needs up to %" PRIu64
-			   " of them, and the host has %lld free, %lld of those reserved by others; "
-			   "reserve more (" HUGETLB_SYSFS "-%" PRIu64 "kB/nr_hugepages, or "
-			   "hugepages= at boot) or register memory of normal pages",
-			   size, len / page, free_pages, resv, page >> 10);
+		return errinfo_set(
+			e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
+			"the memfd is backed by %s huge pages and the host has none free "
+			"to map its %" PRIu64 " pages; reserve huge pages of that size or "
+			"register memory of normal pages",
+			size, len / page);
+	return errinfo_set(
+		e, RDMAMEM_ERROR_MEMORY_UNAVAILABLE, -ENOMEM,
+		"the memfd is backed by %s huge pages: mapping it needs up to %" PRIu64
+		" of them, and the host has %lld free, %lld of those reserved by others; "
+		"reserve more (" HUGETLB_SYSFS "-%" PRIu64 "kB/nr_hugepages, or "
+		"hugepages= at boot) or register memory of normal pages",
+		size, len / page, free_pages, resv, page >> 10);
 }
 
 /*

@@ -12,9 +12,9 @@
 #include "daemon/mem/region.h"
 
 struct memfd_import {
-	int fd;			/* taken on success */
+	int fd; /* taken on success */
 	uint64_t offset;
-	uint64_t length;	/* 0: to the end of the file */
+	uint64_t length; /* 0: to the end of the file */
 	unsigned access;
 };
 

@@ -34,9 +34,8 @@ static struct region_span span_at(const struct xfer_end *e, uint64_t off)
 static int device_copy(struct xfer *x, struct region_span dst, struct region_span src, uint64_t n,
 		       void *bounce)
 {
-	const struct region_mem_ops *mem = dst.region && !region_is_host(dst.region) ?
-						   dst.region->mem :
-						   src.region->mem;
+	const struct region_mem_ops *mem =
+		dst.region && !region_is_host(dst.region) ? dst.region->mem : src.region->mem;
 	int r = mem->copy(&dst, &src, n, bounce, &x->err);
 
 	if (r < 0)
@@ -277,8 +276,8 @@ static void copy_find_overlap(struct xfer *x)
 	if (x->kind != XFER_COPY || !region_same_memory(x->src.region, x->dst.region, &base))
 		return;
 	x->delta = base + (int64_t)(x->dst.offset - x->src.offset);
-	x->overlap = x->delta != 0 && (x->delta < 0 ? -(uint64_t)x->delta : (uint64_t)x->delta) <
-					      x->length;
+	x->overlap = x->delta != 0 &&
+		     (x->delta < 0 ? -(uint64_t)x->delta : (uint64_t)x->delta) < x->length;
 }
 
 static unsigned pool_parts(const struct xfer *x)
@@ -315,14 +314,16 @@ static void xfer_run(struct xfer *x)
 	x->result = 0;
 	for (unsigned i = 0; i < n; i++) {
 		x->parts[i].begin = i == 0 ? 0 : (x->length / n * i) & ~(uint64_t)4095;
-		x->parts[i].end = i + 1 == n ? x->length : (x->length / n * (i + 1)) & ~(uint64_t)4095;
+		x->parts[i].end = i + 1 == n ? x->length :
+					       (x->length / n * (i + 1)) & ~(uint64_t)4095;
 		x->parts[i].x = x;
 		x->parts[i].work.data = &x->parts[i];
 	}
 	x->n_parts = x->parts_left = n;
 	for (unsigned i = 0; i < n; i++) {
-		if (uv_queue_work(registry->core->loop, &x->parts[i].work, on_work,
-				  on_work_done) == 0)
+		uv_loop_t *loop = registry->core->loop;
+
+		if (uv_queue_work(loop, &x->parts[i].work, on_work, on_work_done) == 0)
 			continue;
 		/* Only the first can fail in practice (no pool at all). */
 		x->result = -ENOMEM;
@@ -366,8 +367,8 @@ static int xfer_check_rights(struct xfer *x)
 	const struct session *c = x->caller;
 
 	for (size_t i = 0; i < ELEMENTSOF(ends); i++)
-		if (ends[i] && !region_allows(ends[i]->region, c,
-					      ends[i]->write ? REGION_WRITE : REGION_READ))
+		if (ends[i] &&
+		    !region_allows(ends[i]->region, c, ends[i]->write ? REGION_WRITE : REGION_READ))
 			return errinfo_set(&x->err, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
 					   "region %" PRIu64 " is no longer shared with uid %u "
 					   "for this; nothing was moved",
@@ -419,7 +420,8 @@ static int check_lease(const struct xfer_end *e, const struct lease *l, struct e
 {
 	if (l->region != e->region)
 		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,
-				   "lease %" PRIu64 " is on region %" PRIu64 ", not on region %" PRIu64,
+				   "lease %" PRIu64 " is on region %" PRIu64
+				   ", not on region %" PRIu64,
 				   l->id, l->region->id, e->region->id);
 	if (!lease_is_held(l))
 		return errinfo_set(err, RDMAMEM_ERROR_LEASE_CONFLICT, -EINVAL,

@@ -41,17 +41,17 @@ struct session;
 #define XFER_ALIAS_STEP (1U << 20)
 
 enum xfer_kind {
-	XFER_READ,	/* region → base64 text */
-	XFER_WRITE,	/* base64 text → region */
-	XFER_COPY,	/* region → region */
+	XFER_READ,  /* region → base64 text */
+	XFER_WRITE, /* base64 text → region */
+	XFER_COPY,  /* region → region */
 };
 
 struct xfer_end {
-	struct region *region;	/* a reference */
+	struct region *region; /* a reference */
 	uint64_t offset;
-	struct lease *lease;	/* a reference, or NULL */
+	struct lease *lease; /* a reference, or NULL */
 	bool write;
-	enum lock_mode mode;	/* for writes without a lease */
+	enum lock_mode mode; /* for writes without a lease */
 };
 
 struct xfer;
@@ -63,15 +63,15 @@ struct xfer;
 typedef void (*xfer_done_fn)(void *userdata, struct xfer *x, int result, struct errinfo *e);
 
 struct xfer {
-	struct session *caller;	/* a reference: whose rights it runs with */
+	struct session *caller; /* a reference: whose rights it runs with */
 	enum xfer_kind kind;
-	struct xfer_end src, dst;	/* READ uses src, WRITE dst, COPY both */
+	struct xfer_end src, dst; /* READ uses src, WRITE dst, COPY both */
 	uint64_t length;
-	int64_t timeout_ms;	/* for the locks: < 0 without limit, 0 only if free now */
-	const char *text;	/* WRITE: base64 input, the caller's, kept until done */
+	int64_t timeout_ms; /* for the locks: < 0 without limit, 0 only if free now */
+	const char *text;   /* WRITE: base64 input, the caller's, kept until done */
 	size_t text_len;
-	char *out;		/* READ: the whole reply, {"parameters":{…}} */
-	size_t out_len;		/* without its NUL */
+	char *out;      /* READ: the whole reply, {"parameters":{…}} */
+	size_t out_len; /* without its NUL */
 	xfer_done_fn done;
 	void *userdata;
 
@@ -83,12 +83,12 @@ struct xfer {
 	} locks[2];
 	unsigned n_locks, n_granted;
 	struct timeout timeout;
-	bool try_only;		/* timeout 0: never queue */
+	bool try_only; /* timeout 0: never queue */
 
 	struct xfer_part {
 		uv_work_t work;
 		struct xfer *x;
-		uint64_t begin, end;	/* byte range of this part */
+		uint64_t begin, end; /* byte range of this part */
 	} parts[XFER_PARTS_MAX];
 	unsigned n_parts, parts_left;
 	/* COPY: the two ranges share bytes (the ends are views of one piece of
@@ -97,8 +97,8 @@ struct xfer {
 	bool overlap;
 	int64_t delta;
 	bool on_pool;
-	int result;		/* of the byte moving: 0, -EINVAL bad base64 */
-	struct errinfo err;	/* why it failed, when result < 0 */
+	int result;         /* of the byte moving: 0, -EINVAL bad base64 */
+	struct errinfo err; /* why it failed, when result < 0 */
 };
 
 /* A new transfer for caller, done(userdata, …) when it ends; the caller

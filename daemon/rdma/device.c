@@ -96,9 +96,11 @@ int devices_open(struct rdma_ctx *rdma)
 		r = vb->device_query(dev->vb, &dev->info);
 		if (r < 0 || !device_allowed(rdma, dev->info.name)) {
 			if (r < 0)
-				log_warning_errno(r, "Cannot query an RDMA device, skipping it: %m");
+				log_warning_errno(r,
+						  "Cannot query an RDMA device, skipping it: %m");
 			else
-				log_info("RDMA device %s excluded by configuration", dev->info.name);
+				log_info("RDMA device %s excluded by configuration",
+					 dev->info.name);
 			free(dev);
 			continue;
 		}
@@ -140,8 +142,9 @@ void devices_free(struct rdma_ctx *rdma)
 			int r = vb->pd_free(p->pd);
 
 			if (r < 0)
-				log_warning_errno(r, "RDMA device %s: cannot free the PD of uid %u: %m",
-						  dev->info.name, (unsigned)p->uid);
+				log_warning_errno(
+					r, "RDMA device %s: cannot free the PD of uid %u: %m",
+					dev->info.name, (unsigned)p->uid);
 			list_del(&p->link);
 			free(p);
 		}

@@ -22,29 +22,29 @@ struct rdma_ctx;
 #define DEVICE_EVENTS_KEPT 8
 
 struct uid_pd {
-	struct list_head link;	/* in device->pds */
+	struct list_head link; /* in device->pds */
 	uid_t uid;
 	struct vb_pd *pd;
 };
 
 struct device {
-	struct list_head link;	/* in rdma->devices */
+	struct list_head link; /* in rdma->devices */
 	struct rdma_ctx *rdma;
 	struct vb_device *vb;
 	struct vb_device_info info;
-	const char *backend;	/* "mlx5" when mlx5dv says so, else "ibv" */
-	bool fatal;		/* IBV_EVENT_DEVICE_FATAL seen */
+	const char *backend; /* "mlx5" when mlx5dv says so, else "ibv" */
+	bool fatal;          /* IBV_EVENT_DEVICE_FATAL seen */
 	uv_poll_t poll;
 	bool polling;
 	struct list_head pds;
-	unsigned n_pds;		/* on pds: ListDevices counts without a walk */
+	unsigned n_pds; /* on pds: ListDevices counts without a walk */
 	uint64_t n_mrs, mr_bytes;
 	unsigned n_connections;
 	struct {
-		uint64_t msec;	/* uv_now() */
+		uint64_t msec; /* uv_now() */
 		char text[64];
 	} events[DEVICE_EVENTS_KEPT];
-	unsigned n_events;	/* ever seen; the last DEVICE_EVENTS_KEPT are kept */
+	unsigned n_events; /* ever seen; the last DEVICE_EVENTS_KEPT are kept */
 };
 
 /* Opens the devices the configuration allows. No device is no error. */

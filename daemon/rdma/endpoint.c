@@ -150,11 +150,11 @@ static struct rconn *rconn_by_cm(struct rdma_ctx *rdma, struct vb_cm_conn *cm)
  * that every rule refuses the same peers, for the same reason, on both.
  */
 struct admission {
-	struct sockaddr_storage peer;	/* rdmacm: the peer's address; ConnectQueuePair: its GID */
+	struct sockaddr_storage peer; /* rdmacm: the peer's address; ConnectQueuePair: its GID */
 	char peer_text[64];
-	const uint8_t *token;		/* raw bytes; NULL: the request carried none */
-	const char *device;		/* asked for, or the one the request came in on */
-	struct device *dev;		/* NULL: no such device is open */
+	const uint8_t *token; /* raw bytes; NULL: the request carried none */
+	const char *device;   /* asked for, or the one the request came in on */
+	struct device *dev;   /* NULL: no such device is open */
 };
 
 static unsigned rdma_connections_of(struct rdma_ctx *rdma, uid_t uid)
@@ -353,7 +353,8 @@ static int parse_allow(struct rdma_ctx *rdma)
 		list = nl;
 		if (netaddr_parse_network(*net, &list[n].addr, &list[n].prefix) < 0) {
 			free(list);
-			return log_error_errno(-EINVAL, "'%s' is not a network (ADDR/PREFIX)", *net);
+			return log_error_errno(-EINVAL, "'%s' is not a network (ADDR/PREFIX)",
+					       *net);
 		}
 		n++;
 	}
@@ -402,8 +403,9 @@ int endpoint_start(struct rdma_ctx *rdma)
 		struct listener *l;
 
 		if (netaddr_parse_address(*addr, &ss) < 0)
-			return log_error_errno(-EINVAL, "'%s' is not an address to listen on "
-							"(ADDR[:PORT])",
+			return log_error_errno(-EINVAL,
+					       "'%s' is not an address to listen on "
+					       "(ADDR[:PORT])",
 					       *addr);
 		l = calloc(1, sizeof(*l));
 		if (!l)
@@ -482,9 +484,8 @@ static void gid_address(const uint8_t gid[16], struct sockaddr_storage *ret, cha
 }
 
 int endpoint_connect_qp(struct rdma_ctx *rdma, struct session *ctl, const char *device,
-			const uint8_t token[TOKEN_BYTES],
-			const struct vb_qp_endpoint *peer, int gid_index,
-			struct vb_qp_endpoint *ret, struct errinfo *e)
+			const uint8_t token[TOKEN_BYTES], const struct vb_qp_endpoint *peer,
+			int gid_index, struct vb_qp_endpoint *ret, struct errinfo *e)
 {
 	struct admission a = { .token = token, .device = device, .dev = device_find(rdma, device) };
 	enum endpoint_reject why;
@@ -507,16 +508,17 @@ int endpoint_connect_qp(struct rdma_ctx *rdma, struct session *ctl, const char *
 
 	r = vb->qp_create(pd, 1, &c->qp);
 	if (r == 0)
-		r = vb->qp_connect(c->qp, peer, gid_index >= 0 ? (uint32_t)gid_index :
-								 (uint32_t)default_gid_index(a.dev),
+		r = vb->qp_connect(c->qp, peer,
+				   gid_index >= 0 ? (uint32_t)gid_index :
+						    (uint32_t)default_gid_index(a.dev),
 				   ret);
 	if (r < 0) {
 		rconn_destroy(c, "setup failed");
 		/* What the peer gave (its GID above all) is what the
 		 * device could not connect to. */
 		return errinfo_invalid_param(e, "gid", r,
-					     "cannot connect a queue pair on %s to qpn %u: %s", device,
-					     peer->qpn, strerror(-r));
+					     "cannot connect a queue pair on %s to qpn %u: %s",
+					     device, peer->qpn, strerror(-r));
 	}
 	c->qpn = ret->qpn;
 	c->established = true;

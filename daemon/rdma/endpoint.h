@@ -37,35 +37,35 @@ struct errinfo;
 #define ENDPOINT_REJECT_MAGIC "RDMR"
 
 enum endpoint_reject {
-	REJECT_BAD_REQUEST = 1,		/* no or malformed private data */
-	REJECT_BAD_TOKEN = 2,		/* no such token */
-	REJECT_NETWORK = 3,		/* peer outside the allowed networks */
-	REJECT_LIMIT = 4,		/* too many connections */
-	REJECT_DEVICE = 5,		/* device unknown or failed */
+	REJECT_BAD_REQUEST = 1, /* no or malformed private data */
+	REJECT_BAD_TOKEN = 2,   /* no such token */
+	REJECT_NETWORK = 3,     /* peer outside the allowed networks */
+	REJECT_LIMIT = 4,       /* too many connections */
+	REJECT_DEVICE = 5,      /* device unknown or failed */
 };
 
 struct rconn {
-	struct list_head link;		/* in rdma->rconns */
-	struct idseq_node order;	/* in rdma->rconn_order */
-	struct token_admission admission;	/* in token->admitted: revoked with it */
+	struct list_head link;            /* in rdma->rconns */
+	struct idseq_node order;          /* in rdma->rconn_order */
+	struct token_admission admission; /* in token->admitted: revoked with it */
 	/* SESSION_RCONN, in the session that set it up (ConnectQueuePair only) */
 	struct session_link ctl_link;
 	uint64_t id;
-	bool oob;			/* from ConnectQueuePair */
+	bool oob; /* from ConnectQueuePair */
 	struct device *dev;
 	struct token *token;
 	uid_t uid;
-	struct account *account;	/* of uid: counts its remote connections */
+	struct account *account; /* of uid: counts its remote connections */
 	struct vb_cm_conn *cm;
 	struct vb_qp *qp;
 	uint32_t qpn;
-	char peer[128];		/* its address, or GID and the pid that set it up */
+	char peer[128]; /* its address, or GID and the pid that set it up */
 	bool established;
 	uint64_t created_msec;
 };
 
 struct listener {
-	struct list_head link;		/* in rdma->listeners */
+	struct list_head link; /* in rdma->listeners */
 	struct rdma_ctx *rdma;
 	struct vb_listener *vb;
 	uv_poll_t poll;
@@ -89,9 +89,8 @@ void endpoint_stop(struct rdma_ctx *rdma);
  * or the token is revoked. A refusal fills *e.
  */
 int endpoint_connect_qp(struct rdma_ctx *rdma, struct session *ctl, const char *device,
-			const uint8_t token[TOKEN_BYTES],
-			const struct vb_qp_endpoint *peer, int gid_index,
-			struct vb_qp_endpoint *ret, struct errinfo *e);
+			const uint8_t token[TOKEN_BYTES], const struct vb_qp_endpoint *peer,
+			int gid_index, struct vb_qp_endpoint *ret, struct errinfo *e);
 
 void rconn_destroy(struct rconn *c, const char *why);
 

@@ -158,12 +158,13 @@ static void memlock_hint(char *buf, size_t size)
 	if (rl.rlim_cur == RLIM_INFINITY)
 		snprintf(buf, size, "; RLIMIT_MEMLOCK of rdmamemd is unlimited");
 	else
-		snprintf(buf, size,
-			 "; RLIMIT_MEMLOCK of rdmamemd is %llu bytes (hard %llu)%s: give the service "
-			 "LimitMEMLOCK=infinity",
-			 (unsigned long long)rl.rlim_cur,
-			 rl.rlim_max == RLIM_INFINITY ? ~0ULL : (unsigned long long)rl.rlim_max,
-			 geteuid() == 0 ? ", which root's CAP_IPC_LOCK normally lifts" : "");
+		snprintf(
+			buf, size,
+			"; RLIMIT_MEMLOCK of rdmamemd is %llu bytes (hard %llu)%s: give the service "
+			"LimitMEMLOCK=infinity",
+			(unsigned long long)rl.rlim_cur,
+			rl.rlim_max == RLIM_INFINITY ? ~0ULL : (unsigned long long)rl.rlim_max,
+			geteuid() == 0 ? ", which root's CAP_IPC_LOCK normally lifts" : "");
 }
 
 static void on_reg_done(uv_work_t *work, int status)
@@ -196,8 +197,8 @@ static void on_reg_done(uv_work_t *work, int status)
 			mreg_fail(m, m->err,
 				  "ibv_reg_mr on %s failed for %" PRIu64 " bytes at 0x%" PRIxPTR
 				  " (access%s): %s%s",
-				  m->device, r->size, (uintptr_t)r->addr, access,
-				  strerror(-m->err), hint);
+				  m->device, r->size, (uintptr_t)r->addr, access, strerror(-m->err),
+				  hint);
 	}
 	mreg_settle(m);
 	/* The owner let go while this was under way: the MR goes at once. */
@@ -230,7 +231,7 @@ static void open_devices_text(struct rdma_ctx *rdma, char *buf, size_t size)
 static bool kernel_pins_read_only(const char **ret_release)
 {
 	static struct utsname u;
-	static int known = -1;	/* loop thread only */
+	static int known = -1; /* loop thread only */
 	unsigned major, minor;
 
 	if (known < 0)
@@ -246,14 +247,15 @@ int mreg_check_region(const struct region *r, struct errinfo *e)
 
 	if (!region_is_host(r) || r->writable || kernel_pins_read_only(&release))
 		return 0;
-	return errinfo_set(e, RDMAMEM_ERROR_READ_ONLY, -EROFS,
-			   "region %" PRIu64 " is read-only (its memfd was opened read-only or "
-			   "sealed against writing), and this kernel (Linux %s) pins the memory of "
-			   "every RDMA registration for writing, which a read-only mapping refuses; "
-			   "registering read-only memory needs Linux 6.2 or later. Register a "
-			   "writable memfd with access [\"remote_read\"] instead: peers can then "
-			   "only read it",
-			   r->id, release);
+	return errinfo_set(
+		e, RDMAMEM_ERROR_READ_ONLY, -EROFS,
+		"region %" PRIu64 " is read-only (its memfd was opened read-only or "
+		"sealed against writing), and this kernel (Linux %s) pins the memory of "
+		"every RDMA registration for writing, which a read-only mapping refuses; "
+		"registering read-only memory needs Linux 6.2 or later. Register a "
+		"writable memfd with access [\"remote_read\"] instead: peers can then "
+		"only read it",
+		r->id, release);
 }
 
 /*
@@ -263,8 +265,8 @@ int mreg_check_region(const struct region *r, struct errinfo *e)
  */
 struct mreg_set {
 	struct region_hook hook;
-	struct list_head mregs;		/* struct mreg, one per device */
-	struct list_head revoke_waiters;	/* struct mreg_waiter: Unregister calls */
+	struct list_head mregs;          /* struct mreg, one per device */
+	struct list_head revoke_waiters; /* struct mreg_waiter: Unregister calls */
 };
 
 static void mreg_set_revoke(struct region_hook *h);
@@ -542,8 +544,7 @@ cJSON *mreg_missing_json(struct rdma_ctx *rdma, const char *device)
 cJSON *mreg_to_json(const struct mreg *m, bool recorded)
 {
 	_cleanup_json_ cJSON *o = cJSON_CreateObject();
-	static const char *const states[] = { "pending", "registered", "failed",
-					      "deregistering" };
+	static const char *const states[] = { "pending", "registered", "failed", "deregistering" };
 
 	if (!o || json_add_string(o, "device", m->device) < 0 ||
 	    json_add_string(o, "state", states[m->state]) < 0)
@@ -576,11 +577,13 @@ cJSON *mreg_to_json(const struct mreg *m, bool recorded)
 	} else if (m->state == MREG_FAILED) {
 		char text[1024];
 
+		static const char recorded_note[] = " (recorded when first tried and not "
+						    "retried; RetryRegistration clears it)";
+
 		snprintf(text, sizeof(text), "%s%s", m->error ?: strerror(-m->err),
-			 recorded ? " (recorded when first tried and not retried; "
-				    "RetryRegistration clears it)" :
-				    "");
-		if (json_add_string(o, "error", text) < 0 || json_add_int(o, "errno", -m->err) < 0 ||
+			 recorded ? recorded_note : "");
+		if (json_add_string(o, "error", text) < 0 ||
+		    json_add_int(o, "errno", -m->err) < 0 ||
 		    json_add_bool(o, "recorded", recorded) < 0)
 			return NULL;
 	}

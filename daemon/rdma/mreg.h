@@ -45,32 +45,32 @@ enum mreg_state {
 	MREG_PENDING,
 	MREG_REGISTERED,
 	MREG_FAILED,
-	MREG_DEREGISTERING,	/* the owner let go: on the pool, gone once done */
+	MREG_DEREGISTERING, /* the owner let go: on the pool, gone once done */
 };
 
 struct mreg_waiter {
-	struct list_head link;	/* in mreg->waiters */
+	struct list_head link; /* in mreg->waiters */
 	void (*settled)(struct mreg_waiter *w);
 };
 
 struct mreg {
-	struct list_head link;	/* in its region's set (mreg.c), one per device */
+	struct list_head link; /* in its region's set (mreg.c), one per device */
 	struct region *region;
 	char device[VB_NAME_MAX];
-	struct device *dev;	/* NULL when no such device is open */
+	struct device *dev; /* NULL when no such device is open */
 	enum mreg_state state;
 	struct vb_mr *mr;
 	uint32_t lkey, rkey;
-	unsigned access;	/* VB_ACCESS_* actually asked for */
+	unsigned access; /* VB_ACCESS_* actually asked for */
 	int err;
-	char *error;		/* why it failed, for the client */
+	char *error; /* why it failed, for the client */
 	uint64_t settled_msec;
 	struct list_head waiters;
 
-	uv_work_t work;		/* while pending or deregistering */
+	uv_work_t work; /* while pending or deregistering */
 	struct vb_pd *pd;
-	const char *how;	/* Registration.via: "host-memory", "dma-buf", "peer-memory" */
-	char gpu_error[512];	/* both causes when GPU memory would not register */
+	const char *how;     /* Registration.via: "host-memory", "dma-buf", "peer-memory" */
+	char gpu_error[512]; /* both causes when GPU memory would not register */
 };
 
 /* r's registration on the device named so, or NULL. */

@@ -27,32 +27,31 @@ struct vb_device;
  * the candidate, whose 16 bytes are then compared in constant time.
  */
 struct token_registry {
-	struct list_head all;		/* struct token, for shutdown */
-	struct idmap by_hash;		/* hash of the bytes → struct token */
-	uint64_t n_compared;		/* candidates compared, for the tests */
+	struct list_head all; /* struct token, for shutdown */
+	struct idmap by_hash; /* hash of the bytes → struct token */
+	uint64_t n_compared;  /* candidates compared, for the tests */
 };
 
-
 struct rdma_ctx {
-	struct core *core;		/* the loop, the limits, the counters, the accounts */
+	struct core *core; /* the loop, the limits, the counters, the accounts */
 
-	struct list_head devices;	/* struct device */
+	struct list_head devices; /* struct device */
 	unsigned n_devices;
 	struct vb_device **vb_devices;
 	size_t n_vb_devices;
 
-	struct list_head listeners;	/* struct listener (rdmacm) */
-	struct list_head rconns;	/* struct rconn: remote peers' queue pairs */
-	struct idseq rconn_order;	/* the same by id, for ListConnections */
+	struct list_head listeners; /* struct listener (rdmacm) */
+	struct list_head rconns;    /* struct rconn: remote peers' queue pairs */
+	struct idseq rconn_order;   /* the same by id, for ListConnections */
 	unsigned n_rconns;
 	uint64_t next_rconn_id;
 	struct token_registry tokens;
 	struct allowed_network {
 		struct sockaddr_storage addr;
 		unsigned prefix;
-	} *allow;
+	} * allow;
 	size_t n_allow;
-	uint64_t rejected;		/* connections refused: token, network, limit */
+	uint64_t rejected; /* connections refused: token, network, limit */
 };
 
 #endif

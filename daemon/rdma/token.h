@@ -27,19 +27,19 @@ struct errinfo;
  * off the token (token_unadmit()). The token knows nothing else of it.
  */
 struct token_admission {
-	struct list_head link;		/* in token->admitted */
+	struct list_head link; /* in token->admitted */
 	void (*revoke)(struct token_admission *a, const char *why);
 };
 
 struct token {
-	struct list_head link;		/* in rdma->tokens.all */
-	struct session_link owner_link;	/* SESSION_TOKEN, in its creator's session */
+	struct list_head link;          /* in rdma->tokens.all */
+	struct session_link owner_link; /* SESSION_TOKEN, in its creator's session */
 	struct rdma_ctx *rdma;
 	uid_t uid;
 	uint8_t raw[TOKEN_BYTES];
 	char hex[TOKEN_BYTES * 2 + 1];
 	uint64_t created_msec;
-	struct list_head admitted;	/* struct token_admission, of what it let in */
+	struct list_head admitted; /* struct token_admission, of what it let in */
 	uint64_t n_admitted;
 };
 

@@ -172,7 +172,7 @@ static int real_device_query(struct vb_device *dev, struct vb_device_info *ret)
 		port->state = port_state_name(pa.state);
 		port->active = pa.state == IBV_PORT_ACTIVE;
 		port->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" :
-										   "InfiniBand";
+									      "InfiniBand";
 		port->mtu = 128U << pa.active_mtu;
 		port->lid = pa.lid;
 		for (ssize_t g = 0; g < n_gids && port->n_gids < VB_GIDS_MAX; g++) {
@@ -312,8 +312,10 @@ static int real_qp_create(struct vb_pd *pd, uint8_t port, struct vb_qp **ret)
 {
 	struct ibv_qp_init_attr init = {
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = QP_DEPTH,
+			 .max_recv_wr = QP_DEPTH,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct ibv_qp_attr attr = {
 		.qp_state = IBV_QPS_INIT,
@@ -372,8 +374,8 @@ static enum ibv_mtu mtu_enum(unsigned bytes)
 	return IBV_MTU_256;
 }
 
-static int real_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer,
-			   uint32_t gid_index, struct vb_qp_endpoint *ret_local)
+static int real_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer, uint32_t gid_index,
+			   struct vb_qp_endpoint *ret_local)
 {
 	struct ibv_context *ctx = qp->qp->context;
 	struct ibv_port_attr pa;
@@ -522,8 +524,8 @@ static int real_cm_next_event(struct vb_listener *l, struct vb_cm_event *ret)
 		ret->conn = c;
 		ret->device = device_of(ev->id->verbs);
 		memcpy(&ret->peer, rdma_get_peer_addr(ev->id), sizeof(struct sockaddr_in6));
-		ret->private_len = MIN((size_t)ev->param.conn.private_data_len,
-				       (size_t)VB_PRIVATE_DATA_MAX);
+		ret->private_len =
+			MIN((size_t)ev->param.conn.private_data_len, (size_t)VB_PRIVATE_DATA_MAX);
 		if (ev->param.conn.private_data)
 			memcpy(ret->private_data, ev->param.conn.private_data, ret->private_len);
 		ret->initiator_depth = ev->param.conn.initiator_depth;
@@ -557,8 +559,10 @@ static int real_cm_accept(struct vb_cm_conn *c, struct vb_pd *pd, uint8_t respon
 {
 	struct ibv_qp_init_attr init = {
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = QP_DEPTH, .max_recv_wr = QP_DEPTH,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = QP_DEPTH,
+			 .max_recv_wr = QP_DEPTH,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
 	};
 	struct rdma_conn_param param = {
 		.responder_resources = responder_resources,

@@ -41,16 +41,16 @@ struct vb_cm_conn;
 struct vb_gid {
 	uint32_t index;
 	uint8_t raw[16];
-	char text[48];		/* IPv6 notation */
-	const char *type;	/* "IB", "RoCEv1", "RoCEv2" */
+	char text[48];    /* IPv6 notation */
+	const char *type; /* "IB", "RoCEv1", "RoCEv2" */
 };
 
 struct vb_port {
 	uint8_t num;
-	const char *state;	/* "ACTIVE", "DOWN", ... */
+	const char *state; /* "ACTIVE", "DOWN", ... */
 	bool active;
-	const char *link_layer;	/* "Ethernet", "InfiniBand" */
-	unsigned mtu;		/* active MTU in bytes */
+	const char *link_layer; /* "Ethernet", "InfiniBand" */
+	unsigned mtu;           /* active MTU in bytes */
 	uint16_t lid;
 	size_t n_gids;
 	struct vb_gid gids[VB_GIDS_MAX];
@@ -59,7 +59,7 @@ struct vb_port {
 struct vb_device_info {
 	char name[VB_NAME_MAX];
 	char node_guid[24];
-	bool mlx5;		/* mlx5dv_is_supported() */
+	bool mlx5; /* mlx5dv_is_supported() */
 	uint64_t max_mr_size;
 	uint32_t max_mr, max_qp, max_qp_rd_atom;
 	size_t n_ports;
@@ -75,7 +75,7 @@ enum vb_event_kind {
 
 struct vb_event {
 	enum vb_event_kind kind;
-	const char *name;	/* ibv_event_type_str() */
+	const char *name; /* ibv_event_type_str() */
 	uint8_t port;
 };
 
@@ -87,21 +87,21 @@ struct vb_qp_endpoint {
 	uint8_t gid[16];
 	uint32_t gid_index;
 	uint8_t port;
-	unsigned mtu;		/* path MTU in bytes: asked for (0: 1024), or in force */
+	unsigned mtu; /* path MTU in bytes: asked for (0: 1024), or in force */
 };
 
 enum vb_cm_event_kind {
-	VB_CM_REQUEST,		/* a peer asks to connect: accept or reject */
+	VB_CM_REQUEST, /* a peer asks to connect: accept or reject */
 	VB_CM_ESTABLISHED,
-	VB_CM_DISCONNECTED,	/* the peer left, or the connection failed */
+	VB_CM_DISCONNECTED, /* the peer left, or the connection failed */
 	VB_CM_OTHER,
 };
 
 struct vb_cm_event {
 	enum vb_cm_event_kind kind;
-	const char *name;	/* rdma_event_str() */
+	const char *name; /* rdma_event_str() */
 	struct vb_cm_conn *conn;
-	struct vb_device *device;	/* the device the request came in on */
+	struct vb_device *device; /* the device the request came in on */
 	struct sockaddr_storage peer;
 	uint8_t private_data[VB_PRIVATE_DATA_MAX];
 	size_t private_len;

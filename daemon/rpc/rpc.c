@@ -18,12 +18,8 @@
 #include "daemon/core/session.h"
 
 static const struct rpc_method *const method_tables[] = {
-	rpc_service_methods,
-	rpc_core_methods,
-	rpc_region_methods,
-	rpc_data_methods,
-	rpc_rdma_methods,
-	rpc_gpu_methods,
+	rpc_service_methods, rpc_core_methods, rpc_region_methods,
+	rpc_data_methods,    rpc_rdma_methods, rpc_gpu_methods,
 };
 
 int rpc_message_measure(struct rpc_message *m)
@@ -43,9 +39,8 @@ int rpc_message_measure(struct rpc_message *m)
 	cJSON_ArrayForEach(item, m->vc.parameters)
 		if (cJSON_IsString(item) &&
 		    strnlen(item->valuestring, RPC_STRING_MEASURE_MIN) == RPC_STRING_MEASURE_MIN)
-			m->long_strings[m->n_long_strings++] = (struct rpc_string){
-				item->valuestring, strlen(item->valuestring)
-			};
+			m->long_strings[m->n_long_strings++] =
+				(struct rpc_string){ item->valuestring, strlen(item->valuestring) };
 	return 0;
 }
 
@@ -137,9 +132,9 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 	rpc_unreserve(call);
 	close_many(call->fds, call->n_fds);
 	rpc_message_done(call->ctx, &(struct rpc_message){ .root = call->root,
-							      .big = call->big,
-							      .long_strings = call->long_strings,
-							      .charge = call->charge });
+							   .big = call->big,
+							   .long_strings = call->long_strings,
+							   .charge = call->charge });
 	session_unref(call->session);
 	free(call);
 	return NULL;
@@ -273,8 +268,7 @@ int rpc_error(struct rpc_call *call, const char *name, cJSON *params)
  * the parameters they declare; org.varlink.service's declare no message,
  * so theirs is only logged.
  */
-static int error_explained(struct rpc_call *call, const char *name, cJSON *params,
-			   const char *text)
+static int error_explained(struct rpc_call *call, const char *name, cJSON *params, const char *text)
 {
 	if (is_service_error(name)) {
 		cJSON_Delete(params);
@@ -459,10 +453,11 @@ static int invalid_params(struct rpc_call *call, const struct json_dispatch_erro
 	/* The name is the client's: one that is no name of ours and could be
 	 * megabytes is not echoed. */
 	if (strnlen(err->field, VARLINK_METHOD_MAX + 1) > VARLINK_METHOD_MAX)
-		return rpc_invalid_param(call, "parameters",
-					 "'parameters' has a parameter whose name is longer than %u "
-					 "bytes",
-					 VARLINK_METHOD_MAX);
+		return rpc_invalid_param(
+			call, "parameters",
+			"'parameters' has a parameter whose name is longer than %u "
+			"bytes",
+			VARLINK_METHOD_MAX);
 	return rpc_invalid_param(call, err->field, "parameter '%s' %s", err->field, err->reason);
 }
 
@@ -593,8 +588,9 @@ bool rpc_dispatch(struct rpc_call *call)
 		} else if (params) {
 			json_add_string(params, "method", vc->method);
 		}
-		rpc_error(call, known ? VARLINK_ERROR_METHOD_NOT_FOUND :
-					VARLINK_ERROR_INTERFACE_NOT_FOUND,
+		rpc_error(call,
+			  known ? VARLINK_ERROR_METHOD_NOT_FOUND :
+				  VARLINK_ERROR_INTERFACE_NOT_FOUND,
 			  TAKE_PTR(params));
 		return false;
 	}
@@ -606,8 +602,8 @@ bool rpc_dispatch(struct rpc_call *call)
 	}
 	if (call->n_fds > 0 && !(m->flags & RPC_ACCEPTS_FDS)) {
 		rpc_errorf(call, RDMAMEM_ERROR_TOO_MANY_FDS,
-			   "%s takes no file descriptors, but the message carries %zu",
-			   vc->method, call->n_fds);
+			   "%s takes no file descriptors, but the message carries %zu", vc->method,
+			   call->n_fds);
 		return false;
 	}
 

@@ -54,10 +54,10 @@ struct session;
 
 /* What GetStatus shows of the server. */
 struct rpc_server_status {
-	const char *path;		/* the socket's */
-	unsigned n_clients;		/* connections admitted */
-	unsigned n_rejected_max;	/* refused connections kept open to be told why */
-	uint64_t bytes[BUDGET_KINDS];	/* held for clients' messages, daemon-wide */
+	const char *path;             /* the socket's */
+	unsigned n_clients;           /* connections admitted */
+	unsigned n_rejected_max;      /* refused connections kept open to be told why */
+	uint64_t bytes[BUDGET_KINDS]; /* held for clients' messages, daemon-wide */
 };
 
 /* What ListClients shows of one connection, besides its session's. */
@@ -65,7 +65,7 @@ struct rpc_client {
 	const struct session *session;
 	uint64_t id;
 	uint64_t n_calls;
-	bool refused;			/* over a connection limit */
+	bool refused; /* over a connection limit */
 	bool in_call;
 };
 
@@ -91,7 +91,7 @@ struct rpc_ctx {
 	struct rdma_ctx *rdma;
 	struct gpu_ctx *gpu;
 	const struct rpc_server_ops *server_ops;
-	const void *server;		/* server_ops' */
+	const void *server; /* server_ops' */
 };
 #define RDMAMEMD_INTERFACE "io.rdmamemd"
 
@@ -114,7 +114,7 @@ struct rpc_ctx {
  * adds of its own (values in range, combinations) it answers itself.
  */
 struct rpc_method {
-	const char *name;		/* interface.Method; NULL ends a table */
+	const char *name; /* interface.Method; NULL ends a table */
 	const struct varlink_symbol *symbol;
 	int (*handler)(struct rpc_call *call, void *params);
 	unsigned flags;
@@ -129,26 +129,28 @@ struct rpc_method {
 
 /* A table entry: the method Name of interface, its symbol rpc_symbol_Name
  * (RPC_DEFINE_METHOD), its handler; then RPC_PARAMS() and other members. */
+/* clang-format off */
 #define RPC_METHOD(_iface, _name, _handler, ...)                                      \
 	{ .name = _iface "." #_name, .symbol = &rpc_symbol_##_name, .handler = (_handler), \
 	  __VA_ARGS__ }
-#define RPC_PARAMS(_struct)                                                          \
-	.params_size = sizeof(_struct) +                                             \
-		       0 * sizeof(struct {                                           \
-			       _Static_assert(sizeof(_struct) <= RPC_PARAMS_MAX,     \
-					      "params too large for RPC_PARAMS_MAX"); \
-			       int unused;                                           \
-		       })
+/* clang-format on */
+#define RPC_PARAMS(_struct)                                                                      \
+	.params_size =                                                                           \
+		sizeof(_struct) + 0 * sizeof(struct {                                            \
+					  _Static_assert(sizeof(_struct) <= RPC_PARAMS_MAX,      \
+							 "params too large for RPC_PARAMS_MAX"); \
+					  int unused;                                            \
+				  })
 /* The symbol of method Name, with its doc and fields (proto/idl.h). */
-#define RPC_DEFINE_METHOD(_name, _doc, ...) \
+#define RPC_DEFINE_METHOD(_name, _doc, ...)                     \
 	static const struct varlink_symbol rpc_symbol_##_name = \
 		VARLINK_DEFINE_METHOD(_name, _doc, __VA_ARGS__)
 
 /* What the dispatcher makes of a parameter once decoded (varlink_field.resolve). */
 enum rpc_resolve {
 	RPC_RESOLVE_NONE,
-	RPC_RESOLVE_LENGTH,		/* a string: struct rpc_string, its length filled in */
-	RPC_RESOLVE_REGION,		/* + enum region_right: struct rpc_region, looked up */
+	RPC_RESOLVE_LENGTH, /* a string: struct rpc_string, its length filled in */
+	RPC_RESOLVE_REGION, /* + enum region_right: struct rpc_region, looked up */
 };
 
 /*
@@ -162,6 +164,7 @@ struct rpc_region {
 	struct region *region;
 };
 
+/* clang-format off */
 #define RPC_INPUT_REGION(_struct, _name, _right)                                  \
 	{ .name = #_name, .type = VARLINK_U64, .offset = offsetof(_struct, _name), \
 	  .resolve = RPC_RESOLVE_REGION + (_right) }
@@ -169,6 +172,7 @@ struct rpc_region {
 #define RPC_INPUT_MEASURED(_struct, _name, _flags)                                          \
 	{ .name = #_name, .type = VARLINK_STRING, .flags = (_flags),                        \
 	  .offset = offsetof(_struct, _name), .resolve = RPC_RESOLVE_LENGTH }
+/* clang-format on */
 
 /*
  * A call's string parameter of RPC_STRING_MEASURE_MIN bytes or more, measured
@@ -184,11 +188,11 @@ struct rpc_string {
 /* A message parsed into a call, as rpc_call_new() takes it. */
 struct rpc_message {
 	cJSON *root;
-	struct varlink_call vc;		/* points into root */
-	bool big;			/* from a large message: root is freed off the loop */
+	struct varlink_call vc; /* points into root */
+	bool big;               /* from a large message: root is freed off the loop */
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
-	struct budget_charge charge;	/* a large message's bytes, until root is freed */
+	struct budget_charge charge; /* a large message's bytes, until root is freed */
 };
 
 /* Measures m's long string parameters (see rpc_string); -ENOMEM. Touches
@@ -217,33 +221,33 @@ struct rpc_transport {
 
 /* A call's handle while it is deferred (rpc_defer()). */
 struct rpc_deferred {
-	struct rpc_call *call;		/* valid until the handle ends */
+	struct rpc_call *call; /* valid until the handle ends */
 	void (*on_cancel)(void *userdata);
 	void *userdata;
-	bool live;			/* deferred and not ended yet */
-	void (*granted)(void *userdata);	/* rpc_deferred_reserve() waits */
+	bool live;                       /* deferred and not ended yet */
+	void (*granted)(void *userdata); /* rpc_deferred_reserve() waits */
 };
 
 struct rpc_call {
 	const struct rpc_transport *transport;
-	void *owner;		/* the transport's: the connection */
-	struct session *session;	/* the caller; a reference */
+	void *owner;             /* the transport's: the connection */
+	struct session *session; /* the caller; a reference */
 	struct rpc_ctx *ctx;
 	cJSON *root;
 	struct varlink_call vc;
-	bool big;		/* from a large message: root is freed off the loop */
+	bool big; /* from a large message: root is freed off the loop */
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
-	struct budget_charge charge;	/* the message's bytes, until root is freed */
+	struct budget_charge charge; /* the message's bytes, until root is freed */
 	const struct rpc_method *method;
 	int fds[VARLINK_FDS_MAX];
 	size_t n_fds;
-	uint64_t reserved;	/* output bytes reserved for its reply */
+	uint64_t reserved; /* output bytes reserved for its reply */
 
 	/* rpc.c's own; handlers use the functions below. */
-	bool answered;		/* one answer per call */
-	bool in_handler;	/* rpc_dispatch() runs its handler */
-	bool cancelled;		/* the client went away */
+	bool answered;   /* one answer per call */
+	bool in_handler; /* rpc_dispatch() runs its handler */
+	bool cancelled;  /* the client went away */
 	struct rpc_deferred deferred;
 };
 
@@ -348,8 +352,8 @@ struct rpc_page_params {
 	uint64_t after;
 };
 extern const struct rpc_page_params rpc_page_init;
-#define RPC_PAGE_INPUTS                                                                  \
-	VARLINK_INPUT(struct rpc_page_params, limit, VARLINK_INT, VARLINK_NULLABLE),    \
+#define RPC_PAGE_INPUTS                                                              \
+	VARLINK_INPUT(struct rpc_page_params, limit, VARLINK_INT, VARLINK_NULLABLE), \
 		VARLINK_INPUT(struct rpc_page_params, after, VARLINK_U64, VARLINK_NULLABLE)
 #define RPC_PAGE_PARAMS RPC_PARAMS(struct rpc_page_params), .params_init = &rpc_page_init
 

@@ -24,11 +24,13 @@ struct ping_params {
 	const char *data;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(Ping,
 		  "Round trip with no side effects. Any data sent comes back unchanged; data\n"
 		  "longer than 16384 bytes is refused with InvalidParameter.",
 		  VARLINK_INPUT(struct ping_params, data, VARLINK_STRING, VARLINK_NULLABLE),
 		  VARLINK_OUTPUT(data, VARLINK_STRING, VARLINK_NULLABLE));
+/* clang-format on */
 
 static int method_ping(struct rpc_call *call, void *params)
 {
@@ -94,6 +96,7 @@ static int add_fd_limit(cJSON *p, const struct rpc_ctx *ctx, const struct rpc_se
 	return 0;
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	GetStatus, "What the daemon is doing.",
 	VARLINK_OUTPUT(version, VARLINK_STRING, 0),
@@ -134,6 +137,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_OUTPUT(fds_needed, VARLINK_U64, 0),
 	VARLINK_FIELD_COMMENT("remote peers' queue pairs"),
 	VARLINK_OUTPUT(rdma_connections, VARLINK_INT, 0));
+/* clang-format on */
 
 static int method_get_status(struct rpc_call *call, _unused_ void *params)
 {
@@ -164,6 +168,7 @@ static int method_get_status(struct rpc_call *call, _unused_ void *params)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(GetStats,
 		  "Counters since the daemon started. calls: method name -> calls answered;\n"
 		  "errors: error name -> errors answered; values are decimal strings.",
@@ -179,6 +184,7 @@ RPC_DEFINE_METHOD(GetStats,
 		  VARLINK_OUTPUT(rdma_registrations, VARLINK_U64, 0),
 		  VARLINK_OUTPUT(rdma_registration_failures, VARLINK_U64, 0),
 		  VARLINK_OUTPUT(rdma_rejected_connections, VARLINK_U64, 0));
+/* clang-format on */
 
 static int method_get_stats(struct rpc_call *call, _unused_ void *params)
 {
@@ -209,6 +215,7 @@ static int method_get_stats(struct rpc_call *call, _unused_ void *params)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Limit = VARLINK_DEFINE_TYPE(
 	Limit, NULL,
 	VARLINK_FIELD(quota, VARLINK_STRING, 0),
@@ -224,6 +231,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_OUTPUT(uid, VARLINK_INT, 0),
 	VARLINK_OUTPUT_BY_TYPE(limits, rpc_type_Limit, VARLINK_ARRAY),
 	VARLINK_OUTPUT(shares_per_region, VARLINK_INT, 0));
+/* clang-format on */
 
 static int method_get_limits(struct rpc_call *call, _unused_ void *params)
 {
@@ -260,6 +268,7 @@ static int method_get_limits(struct rpc_call *call, _unused_ void *params)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Client = VARLINK_DEFINE_TYPE(
 	Client, NULL,
 	VARLINK_FIELD(id, VARLINK_U64, 0),
@@ -275,6 +284,7 @@ static const struct varlink_symbol rpc_type_Client = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(self, VARLINK_BOOL, 0),
 	VARLINK_FIELD_COMMENT("\"idle\", \"in a call\" or \"refused\" (over a connection limit)"),
 	VARLINK_FIELD(state, VARLINK_STRING, 0));
+/* clang-format on */
 
 /* Others' connections are their business; root sees all. */
 static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
@@ -295,19 +305,23 @@ static int client_item(struct rpc_call *call, struct idseq_node *node, cJSON **r
 	    json_add_int(o, "leases", session_count(s, SESSION_LEASE)) < 0 ||
 	    json_add_int(o, "tokens", session_count(s, SESSION_TOKEN)) < 0 ||
 	    json_add_bool(o, "self", s == call->session) < 0 ||
-	    json_add_string(o, "state", c.refused ? "refused" :
-					c.in_call && s != call->session ? "in a call" : "idle") < 0)
+	    json_add_string(o, "state",
+			    c.refused                       ? "refused" :
+			    c.in_call && s != call->session ? "in a call" :
+							      "idle") < 0)
 		return -ENOMEM;
 	*ret = TAKE_PTR(o);
 	return 0;
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(ListClients,
 		  "Connected clients: all of them for root, a user's own otherwise; a page\n"
 		  "at a time, by id, as ListRegions.",
 		  RPC_PAGE_INPUTS,
 		  VARLINK_OUTPUT_BY_TYPE(clients, rpc_type_Client, VARLINK_ARRAY),
 		  VARLINK_OUTPUT(next, VARLINK_U64, VARLINK_NULLABLE));
+/* clang-format on */
 
 static int method_list_clients(struct rpc_call *call, void *params)
 {

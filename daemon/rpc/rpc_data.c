@@ -20,16 +20,18 @@ struct end_params {
 	uint64_t region;
 	uint64_t offset;
 	uint64_t lease;
-	bool has_lease;		/* lease was sent: "0" names no lease, it does not mean none */
+	bool has_lease; /* lease was sent: "0" names no lease, it does not mean none */
 };
 
 /* Copy's ends, decoded into struct end_params by the dispatcher. */
+/* clang-format off */
 static const struct varlink_symbol rpc_type_End = VARLINK_DEFINE_TYPE(
 	End, "One end of a Copy.",
 	VARLINK_INPUT(struct end_params, region, VARLINK_U64, 0),
 	VARLINK_INPUT(struct end_params, offset, VARLINK_U64, VARLINK_NULLABLE),
 	VARLINK_INPUT_HAS(struct end_params, lease, lease, VARLINK_U64, VARLINK_NULLABLE,
 			  has_lease));
+/* clang-format on */
 
 static int parse_mode(struct rpc_call *call, const char *param, const char *s, bool write,
 		      enum lock_mode *ret)
@@ -40,7 +42,8 @@ static int parse_mode(struct rpc_call *call, const char *param, const char *s, b
 		return 0;
 	m = lock_mode_from_string(s);
 	if (m < 0 || (write && m == LOCK_SHARED))
-		return rpc_invalid_param(call, param, "parameter '%s' must be %s, not '%.32s'", param,
+		return rpc_invalid_param(call, param, "parameter '%s' must be %s, not '%.32s'",
+					 param,
 					 write ? "\"exclusive\" or \"disjoint\"" :
 						 "\"shared\", \"disjoint\" or \"exclusive\"",
 					 s);
@@ -196,6 +199,7 @@ static const struct write_params write_params_init = { .timeout_ms = -1 };
 static const struct copy_params copy_params_init = { .timeout_ms = -1 };
 static const struct lock_params lock_params_init = { .timeout_ms = -1 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	Read,
 	"length bytes at offset (default 0), base64 (RFC 4648), at most the inline\n"
@@ -209,6 +213,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_INPUT(struct read_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_OUTPUT(length, VARLINK_U64, 0),
 	VARLINK_OUTPUT(data, VARLINK_STRING, 0));
+/* clang-format on */
 
 static int method_read(struct rpc_call *call, void *params)
 {
@@ -244,6 +249,7 @@ static int method_read(struct rpc_call *call, void *params)
 	return 0;
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	Write,
 	"Writes the base64 data at offset. mode \"exclusive\" (default) or\n"
@@ -257,6 +263,7 @@ RPC_DEFINE_METHOD(
 			  end.has_lease),
 	VARLINK_INPUT(struct write_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_OUTPUT(length, VARLINK_U64, 0));
+/* clang-format on */
 
 static int method_write(struct rpc_call *call, void *params)
 {
@@ -273,8 +280,9 @@ static int method_write(struct rpc_call *call, void *params)
 	/* The length is known from the text; the full check runs where the
 	 * bytes are decoded, before any lands. */
 	if (len % 4)
-		return rpc_invalid_param(call, "data", "parameter 'data' is not valid base64: its "
-						       "length is not a multiple of 4");
+		return rpc_invalid_param(call, "data",
+					 "parameter 'data' is not valid base64: its "
+					 "length is not a multiple of 4");
 
 	x = new_xfer(call, XFER_WRITE, p->timeout_ms);
 	if (!x)
@@ -292,6 +300,7 @@ static int method_write(struct rpc_call *call, void *params)
 	return 0;
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(Copy,
 		  "Copies length bytes between two regions (or within one) inside the\n"
 		  "daemon: no payload on the socket. mode applies to the destination.",
@@ -301,6 +310,7 @@ RPC_DEFINE_METHOD(Copy,
 		  VARLINK_INPUT(struct copy_params, mode, VARLINK_STRING, VARLINK_NULLABLE),
 		  VARLINK_INPUT(struct copy_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
 		  VARLINK_OUTPUT(length, VARLINK_U64, 0));
+/* clang-format on */
 
 static int method_copy(struct rpc_call *call, void *params)
 {
@@ -365,6 +375,7 @@ static void lock_call_cancel(void *userdata)
 	rpc_deferred_drop(l->userdata);
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(Lock,
 		  "Takes a lease on the region's access lock: mode \"shared\", \"disjoint\" or\n"
 		  "\"exclusive\". The answer comes when the lock is granted (or timeout_ms\n"
@@ -374,6 +385,7 @@ RPC_DEFINE_METHOD(Lock,
 		  VARLINK_INPUT(struct lock_params, timeout_ms, VARLINK_INT, VARLINK_NULLABLE),
 		  VARLINK_OUTPUT(lease, VARLINK_U64, 0),
 		  VARLINK_OUTPUT(mode, VARLINK_STRING, 0));
+/* clang-format on */
 
 static int method_lock(struct rpc_call *call, void *params)
 {
@@ -419,7 +431,9 @@ struct unlock_params {
 	uint64_t lease;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(Unlock, NULL, VARLINK_INPUT(struct unlock_params, lease, VARLINK_U64, 0));
+/* clang-format on */
 
 static int method_unlock(struct rpc_call *call, void *params)
 {

@@ -15,7 +15,7 @@
 /* A Register waiting for its GPU import. */
 struct gpu_call {
 	struct rpc_deferred *call;
-	const cJSON *devices;		/* in the call's parameters */
+	const cJSON *devices; /* in the call's parameters */
 	struct gpu_import *import;
 };
 
@@ -127,6 +127,7 @@ static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 	rpc_deferred_error(d, &e);
 }
 
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Gpu = VARLINK_DEFINE_TYPE(
 	Gpu, NULL,
 	VARLINK_FIELD(ordinal, VARLINK_INT, 0),
@@ -142,11 +143,13 @@ static const struct varlink_symbol rpc_type_Gpu = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(gpudirect_rdma_vmm, VARLINK_BOOL, 0),
 	VARLINK_FIELD(primary_context_refs, VARLINK_INT, 0),
 	VARLINK_FIELD(regions, VARLINK_INT, 0));
+/* clang-format on */
 
 struct list_gpus_params {
 	bool probe;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	ListGpus,
 	"The CUDA driver, the GPUs and peer-memory support (nvidia_peermem, for\n"
@@ -158,6 +161,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_OUTPUT_BY_TYPE(gpus, rpc_type_Gpu, VARLINK_ARRAY),
 	VARLINK_OUTPUT_INLINE(peer_memory, 0, VARLINK_FIELD(module, VARLINK_STRING, 0),
 			      VARLINK_FIELD(loaded, VARLINK_BOOL, 0)));
+/* clang-format on */
 
 static int method_list_gpus(struct rpc_call *call, void *params)
 {

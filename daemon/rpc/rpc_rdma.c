@@ -25,6 +25,7 @@
 #include "daemon/rpc/rpc_rdma.h"
 #include "daemon/rdma/token.h"
 
+/* clang-format off */
 const struct varlink_symbol rpc_type_Registration = VARLINK_DEFINE_TYPE(
 	Registration,
 	"A region's registration on one RDMA device: in force (lkey, rkey, addr,\n"
@@ -51,19 +52,20 @@ const struct varlink_symbol rpc_type_Registration = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(error, VARLINK_STRING, VARLINK_NULLABLE),
 	VARLINK_FIELD(errno, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_FIELD(recorded, VARLINK_BOOL, VARLINK_NULLABLE));
+/* clang-format on */
 
 /* A call waiting for registrations on several devices to settle. */
 struct reg_wait {
 	struct rpc_deferred *call;
-	struct region *region;		/* a reference */
-	bool whole_region;		/* Register answers with the region */
+	struct region *region; /* a reference */
+	bool whole_region;     /* Register answers with the region */
 	size_t n, pending;
 	struct reg_item {
 		struct reg_wait *rw;
 		struct mreg_waiter waiter;
 		char device[VB_NAME_MAX];
-		bool recorded;		/* had failed before this call */
-		bool missing;		/* no such device is open: answered, not recorded */
+		bool recorded; /* had failed before this call */
+		bool missing;  /* no such device is open: answered, not recorded */
 	} items[];
 };
 
@@ -161,8 +163,9 @@ static cJSON *registration_of(struct reg_wait *rw, const struct reg_item *it)
 	o = cJSON_CreateObject();
 	if (!o || json_add_string(o, "device", it->device) < 0 ||
 	    json_add_string(o, "state", "failed") < 0 ||
-	    json_add_string(o, "error", "the failure was cleared by RetryRegistration while this "
-					 "call waited; ask again to try again") < 0)
+	    json_add_string(o, "error",
+			    "the failure was cleared by RetryRegistration while this "
+			    "call waited; ask again to try again") < 0)
 		return NULL;
 	return TAKE_PTR(o);
 }
@@ -211,7 +214,8 @@ static void reg_wait_reply(struct reg_wait *rw)
 		if (!o)
 			p = (cJSON_Delete(p), NULL);
 		else
-			cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p, "registrations"), o);
+			cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p, "registrations"),
+					     o);
 	}
 	if (p)
 		rpc_deferred_reply(d, TAKE_PTR(p));
@@ -297,7 +301,8 @@ int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devic
 	}
 	if (n_missing > 0)
 		log_full_fields(LOG_DEBUG, 0, LOG_REGION(r),
-				"Region %" PRIu64 ": %s names %zu device%s that %s not open, such as "
+				"Region %" PRIu64
+				": %s names %zu device%s that %s not open, such as "
 				"'%s'",
 				r->id, call->vc.method, n_missing, n_missing == 1 ? "" : "s",
 				n_missing == 1 ? "is" : "are", missing);
@@ -314,6 +319,7 @@ struct register_on_params {
 	const cJSON *devices;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	RegisterOn,
 	"Registers a region on more devices (\"all\", or a list of names); answers\n"
@@ -327,6 +333,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_INPUT(struct register_on_params, devices, VARLINK_OBJECT, 0),
 	VARLINK_OUTPUT(region, VARLINK_U64, 0),
 	VARLINK_OUTPUT_BY_TYPE(registrations, rpc_type_Registration, VARLINK_ARRAY));
+/* clang-format on */
 
 static int method_register_on(struct rpc_call *call, void *params)
 {
@@ -341,20 +348,23 @@ struct retry_registration_params {
 	const char *device;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(RetryRegistration,
 		  "Forgets a recorded registration failure so the next request tries again.\n"
 		  "Root only.",
 		  RPC_INPUT_REGION(struct retry_registration_params, region, REGION_ADMIN),
 		  VARLINK_INPUT(struct retry_registration_params, device, VARLINK_STRING, 0));
+/* clang-format on */
 
 /* Retrying costs the device and the host a new pinning attempt: the
  * operator decides, not every client. */
 static int retry_registration_check(struct rpc_call *call, _unused_ void *params)
 {
 	if (call->session->cred.uid != 0)
-		return rpc_errorf(call, RDMAMEM_ERROR_PERMISSION_DENIED,
-				  "RetryRegistration is for root: a recorded failure stays until an "
-				  "administrator clears it");
+		return rpc_errorf(
+			call, RDMAMEM_ERROR_PERMISSION_DENIED,
+			"RetryRegistration is for root: a recorded failure stays until an "
+			"administrator clears it");
 	return 0;
 }
 
@@ -371,6 +381,7 @@ static int method_retry_registration(struct rpc_call *call, void *params)
 	return rpc_reply(call, NULL);
 }
 
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Gid = VARLINK_DEFINE_TYPE(
 	Gid, NULL,
 	VARLINK_FIELD(index, VARLINK_INT, 0),
@@ -407,17 +418,18 @@ static const struct varlink_symbol rpc_type_Device = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD_BY_TYPE(ports, rpc_type_Port, VARLINK_ARRAY),
 	VARLINK_FIELD_COMMENT("the last asynchronous events"),
 	VARLINK_FIELD_BY_TYPE(events, rpc_type_DeviceEvent, VARLINK_ARRAY));
+/* clang-format on */
 
 static cJSON *device_json(const struct device *dev)
 {
 	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	cJSON *ports, *events;
+	unsigned first;
 
 	if (!o || json_add_string(o, "name", dev->info.name) < 0 ||
 	    json_add_string(o, "backend", dev->backend) < 0 ||
 	    json_add_string(o, "node_guid", dev->info.node_guid) < 0 ||
-	    json_add_bool(o, "fatal", dev->fatal) < 0 ||
-	    json_add_u64(o, "mrs", dev->n_mrs) < 0 ||
+	    json_add_bool(o, "fatal", dev->fatal) < 0 || json_add_u64(o, "mrs", dev->n_mrs) < 0 ||
 	    json_add_u64(o, "pinned_bytes", dev->mr_bytes) < 0 ||
 	    json_add_int(o, "connections", dev->n_connections) < 0 ||
 	    json_add_u64(o, "max_mr_size", dev->info.max_mr_size) < 0 ||
@@ -433,7 +445,8 @@ static cJSON *device_json(const struct device *dev)
 		if (!po)
 			return NULL;
 		cJSON_AddItemToArray(ports, po);
-		if (json_add_int(po, "port", p->num) < 0 || json_add_string(po, "state", p->state) < 0 ||
+		if (json_add_int(po, "port", p->num) < 0 ||
+		    json_add_string(po, "state", p->state) < 0 ||
 		    json_add_string(po, "link_layer", p->link_layer) < 0 ||
 		    json_add_int(po, "mtu", p->mtu) < 0 || json_add_int(po, "lid", p->lid) < 0)
 			return NULL;
@@ -455,8 +468,9 @@ static cJSON *device_json(const struct device *dev)
 	events = cJSON_AddArrayToObject(o, "events");
 	if (!events)
 		return NULL;
-	for (unsigned k = dev->n_events > DEVICE_EVENTS_KEPT ? dev->n_events - DEVICE_EVENTS_KEPT : 0;
-	     k < dev->n_events; k++) {
+	/* The last DEVICE_EVENTS_KEPT, oldest first. */
+	first = dev->n_events > DEVICE_EVENTS_KEPT ? dev->n_events - DEVICE_EVENTS_KEPT : 0;
+	for (unsigned k = first; k < dev->n_events; k++) {
 		cJSON *e = cJSON_CreateObject();
 		unsigned i = k % DEVICE_EVENTS_KEPT;
 
@@ -471,6 +485,7 @@ static cJSON *device_json(const struct device *dev)
 	return TAKE_PTR(o);
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	ListDevices,
 	"The RDMA devices the daemon opened (none is a normal state), and how many\n"
@@ -478,6 +493,7 @@ RPC_DEFINE_METHOD(
 	"through rdmacm and ConnectQueuePair.",
 	VARLINK_OUTPUT_BY_TYPE(devices, rpc_type_Device, VARLINK_ARRAY),
 	VARLINK_OUTPUT(rejected_connections, VARLINK_U64, 0));
+/* clang-format on */
 
 static int method_list_devices(struct rpc_call *call, _unused_ void *params)
 {
@@ -498,12 +514,14 @@ static int method_list_devices(struct rpc_call *call, _unused_ void *params)
 	return rpc_reply(call, TAKE_PTR(p));
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	CreateAccessToken,
 	"A token that admits remote peers into the caller's uid's protection\n"
 	"domains. It lives until RevokeAccessToken or until this connection closes.",
 	VARLINK_OUTPUT(token, VARLINK_STRING, 0),
 	VARLINK_OUTPUT(uid, VARLINK_INT, 0));
+/* clang-format on */
 
 static int method_create_access_token(struct rpc_call *call, _unused_ void *params)
 {
@@ -527,8 +545,9 @@ static int lookup_token(struct rpc_call *call, const char *hex, struct token **r
 	struct token *t;
 
 	if (token_parse_hex(hex, raw) < 0)
-		return rpc_invalid_param(call, "token", "parameter 'token' must be 32 hex digits, "
-							"as CreateAccessToken returns it");
+		return rpc_invalid_param(call, "token",
+					 "parameter 'token' must be 32 hex digits, "
+					 "as CreateAccessToken returns it");
 	t = token_find(call->ctx->rdma, raw);
 	if (!t)
 		return rpc_errorf(call, RDMAMEM_ERROR_INVALID_TOKEN,
@@ -542,10 +561,12 @@ struct revoke_access_token_params {
 	const char *token;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(RevokeAccessToken,
 		  "Revokes a token and tears down the connections it admitted. Its uid (or\n"
 		  "root) only.",
 		  VARLINK_INPUT(struct revoke_access_token_params, token, VARLINK_STRING, 0));
+/* clang-format on */
 
 static int method_revoke_access_token(struct rpc_call *call, void *params)
 {
@@ -592,6 +613,7 @@ struct connect_queue_pair_params {
 
 static const struct connect_queue_pair_params connect_queue_pair_init = { .gid_index = -1 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	ConnectQueuePair,
 	"Out-of-band queue pair setup for peers that do not use rdmacm: the peer\n"
@@ -621,6 +643,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_OUTPUT(gid_index, VARLINK_INT, 0),
 	VARLINK_OUTPUT(port, VARLINK_INT, 0),
 	VARLINK_OUTPUT(mtu, VARLINK_INT, 0));
+/* clang-format on */
 
 static int method_connect_queue_pair(struct rpc_call *call, void *params)
 {
@@ -633,23 +656,27 @@ static int method_connect_queue_pair(struct rpc_call *call, void *params)
 	int r;
 
 	if (token_parse_hex(p->token, token) < 0)
-		return rpc_invalid_param(call, "token", "parameter 'token' must be 32 hex digits, "
-							"as CreateAccessToken returns it");
+		return rpc_invalid_param(call, "token",
+					 "parameter 'token' must be 32 hex digits, "
+					 "as CreateAccessToken returns it");
 	if (p->qpn == 0 || p->qpn > 0xffffff)
 		return rpc_invalid_param(call, "qpn", "parameter 'qpn' must be a 24-bit QP number");
 	if (parse_gid(p->gid, peer.gid) < 0)
-		return rpc_invalid_param(call, "gid", "parameter 'gid' must be an IPv6-style GID "
-						      "or 32 hex digits");
+		return rpc_invalid_param(call, "gid",
+					 "parameter 'gid' must be an IPv6-style GID "
+					 "or 32 hex digits");
 	/* Absent picks a default; a value sent must be one that exists. */
 	if (p->has_gid_index && (p->gid_index < 0 || p->gid_index > 255))
-		return rpc_invalid_param(call, "gid_index",
-					 "parameter 'gid_index' must be a GID table index, 0 to 255; "
-					 "leave it out for the port's default");
+		return rpc_invalid_param(
+			call, "gid_index",
+			"parameter 'gid_index' must be a GID table index, 0 to 255; "
+			"leave it out for the port's default");
 	/* Absent is the default (1024); anything else is at least the
 	 * smallest IB MTU, and is rounded down to one. */
 	if (p->has_mtu && p->mtu < 256)
-		return rpc_invalid_param(call, "mtu", "parameter 'mtu' is a path MTU in bytes: 256, "
-						      "512, 1024, 2048 or 4096");
+		return rpc_invalid_param(call, "mtu",
+					 "parameter 'mtu' is a path MTU in bytes: 256, "
+					 "512, 1024, 2048 or 4096");
 	peer.qpn = p->qpn;
 	peer.psn = p->psn;
 	peer.lid = (uint16_t)p->lid;
@@ -657,22 +684,23 @@ static int method_connect_queue_pair(struct rpc_call *call, void *params)
 	/* Admission (networks by the peer's GID, token, device, connection
 	 * limits) is the one rdmacm requests go through. */
 	r = endpoint_connect_qp(call->ctx->rdma, call->session, p->device, token, &peer,
-				(int)p->gid_index, &local,
-				&err);
+				(int)p->gid_index, &local, &err);
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 
 	inet_ntop(AF_INET6, local.gid, gid, sizeof(gid));
 	reply = cJSON_CreateObject();
 	if (!reply || json_add_int(reply, "qpn", local.qpn) < 0 ||
-	    json_add_int(reply, "psn", local.psn) < 0 || json_add_int(reply, "lid", local.lid) < 0 ||
-	    json_add_string(reply, "gid", gid) < 0 ||
+	    json_add_int(reply, "psn", local.psn) < 0 ||
+	    json_add_int(reply, "lid", local.lid) < 0 || json_add_string(reply, "gid", gid) < 0 ||
 	    json_add_int(reply, "gid_index", local.gid_index) < 0 ||
-	    json_add_int(reply, "port", local.port) < 0 || json_add_int(reply, "mtu", local.mtu) < 0)
+	    json_add_int(reply, "port", local.port) < 0 ||
+	    json_add_int(reply, "mtu", local.mtu) < 0)
 		return -ENOMEM;
 	return rpc_reply(call, TAKE_PTR(reply));
 }
 
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Connection = VARLINK_DEFINE_TYPE(
 	Connection, NULL,
 	VARLINK_FIELD(id, VARLINK_U64, 0),
@@ -684,6 +712,7 @@ static const struct varlink_symbol rpc_type_Connection = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(qpn, VARLINK_INT, 0),
 	VARLINK_FIELD(established, VARLINK_BOOL, 0),
 	VARLINK_FIELD(age_msec, VARLINK_U64, 0));
+/* clang-format on */
 
 /* Remote peers of the caller's uid; root sees all. */
 static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
@@ -706,12 +735,14 @@ static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON
 	return 0;
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(ListConnections,
 		  "Remote peers' queue pairs: the caller's uid's (all of them for root); a\n"
 		  "page at a time, by id, as ListRegions.",
 		  RPC_PAGE_INPUTS,
 		  VARLINK_OUTPUT_BY_TYPE(connections, rpc_type_Connection, VARLINK_ARRAY),
 		  VARLINK_OUTPUT(next, VARLINK_U64, VARLINK_NULLABLE));
+/* clang-format on */
 
 static int method_list_connections(struct rpc_call *call, void *params)
 {

@@ -36,6 +36,7 @@ static const struct {
  * The types of a region's answers. Registration is rpc_rdma.c's: RegisterOn
  * answers with it too.
  */
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Location = VARLINK_DEFINE_TYPE(
 	Location, "Where a region's memory lives.",
 	VARLINK_FIELD_COMMENT("\"cpu\" (host memory) or \"gpu\""),
@@ -97,19 +98,21 @@ static const struct varlink_symbol rpc_type_Source = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(allocation_size, VARLINK_U64, VARLINK_NULLABLE),
 	VARLINK_FIELD(primary_context_refs, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_FIELD(regions_sharing_the_open, VARLINK_INT, VARLINK_NULLABLE));
+/* clang-format on */
 
 /* The fields of every answer about a region (region_json()), as F and
  * F_BY_TYPE make them: Region's, and the replies of Register and GetRegion. */
-#define REGION_FIELDS(F, F_BY_TYPE)                                                          \
-	F(region, VARLINK_U64, 0), F(size, VARLINK_U64, 0),                                   \
+#define REGION_FIELDS(F, F_BY_TYPE)                                                             \
+	F(region, VARLINK_U64, 0), F(size, VARLINK_U64, 0),                                     \
 		VARLINK_FIELD_COMMENT("of \"local_write\", \"remote_read\", \"remote_write\", " \
 				      "\"remote_atomic\""),                                     \
-		F(access, VARLINK_STRING, VARLINK_ARRAY), F(writable, VARLINK_BOOL, 0),       \
-		F_BY_TYPE(registrations, rpc_type_Registration, VARLINK_ARRAY),               \
+		F(access, VARLINK_STRING, VARLINK_ARRAY), F(writable, VARLINK_BOOL, 0),         \
+		F_BY_TYPE(registrations, rpc_type_Registration, VARLINK_ARRAY),                 \
 		F_BY_TYPE(owner, rpc_type_Owner, 0), F_BY_TYPE(location, rpc_type_Location, 0), \
-		F_BY_TYPE(lock, rpc_type_LockState, 0),                                       \
+		F_BY_TYPE(lock, rpc_type_LockState, 0),                                         \
 		F_BY_TYPE(leases, rpc_type_LeaseCounts, 0), F(age_msec, VARLINK_U64, 0)
 
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Region = VARLINK_DEFINE_TYPE(
 	Region,
 	"A region as queries show it. GetRegion adds source, shares and lease_list\n"
@@ -118,6 +121,7 @@ static const struct varlink_symbol rpc_type_Region = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD_BY_TYPE(source, rpc_type_Source, VARLINK_NULLABLE),
 	VARLINK_FIELD_BY_TYPE(shares, rpc_type_RegionShare, VARLINK_NULLABLE | VARLINK_ARRAY),
 	VARLINK_FIELD_BY_TYPE(lease_list, rpc_type_Lease, VARLINK_NULLABLE | VARLINK_ARRAY));
+/* clang-format on */
 
 static int parse_access(struct rpc_call *call, const cJSON *list, unsigned *ret)
 {
@@ -136,7 +140,8 @@ static int parse_access(struct rpc_call *call, const cJSON *list, unsigned *ret)
 						 "parameter 'access' lists more than %zu names",
 						 ELEMENTSOF(access_names));
 		for (i = 0; i < ELEMENTSOF(access_names); i++)
-			if (cJSON_IsString(item) && strcmp(item->valuestring, access_names[i].name) == 0)
+			if (cJSON_IsString(item) &&
+			    strcmp(item->valuestring, access_names[i].name) == 0)
 				break;
 		if (i == ELEMENTSOF(access_names))
 			return rpc_invalid_param(call, "access",
@@ -285,6 +290,7 @@ struct register_params {
 
 static const struct register_params register_init = { .fd = -1 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	Register,
 	"Imports memory as a region; memory says from where:\n"
@@ -312,6 +318,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_INPUT(struct register_params, ipc_handle, VARLINK_STRING, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, gpu, VARLINK_U32, VARLINK_NULLABLE),
 	REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE));
+/* clang-format on */
 
 static int method_register(struct rpc_call *call, void *params)
 {
@@ -320,7 +327,7 @@ static int method_register(struct rpc_call *call, void *params)
 	_cleanup_close_ int fd = -EBADF;
 	struct errinfo err = {};
 	struct region *reg;
-	int memory = 0;		/* a memfd, else enum gpu_memory */
+	int memory = 0; /* a memfd, else enum gpu_memory */
 	int r;
 
 	r = parse_access(call, p->access, &imp.access);
@@ -337,24 +344,28 @@ static int method_register(struct rpc_call *call, void *params)
 	else if (p->memory && strcmp(p->memory, "cuda-ipc") == 0)
 		memory = GPU_MEMORY_IPC;
 	else if (p->memory && strcmp(p->memory, "memfd") != 0)
-		return rpc_invalid_param(call, "memory", "parameter 'memory' must be \"memfd\" "
-							 "(default), \"cuda-vmm\" or \"cuda-ipc\"");
+		return rpc_invalid_param(call, "memory",
+					 "parameter 'memory' must be \"memfd\" "
+					 "(default), \"cuda-vmm\" or \"cuda-ipc\"");
 	if (memory != GPU_MEMORY_IPC) {
 		if (p->fd < 0 || p->fd > UINT32_MAX)
-			return rpc_invalid_param(call, "fd", "parameter 'fd' is required: the index "
-							     "of the file descriptor sent with the "
-							     "call");
+			return rpc_invalid_param(call, "fd",
+						 "parameter 'fd' is required: the index "
+						 "of the file descriptor sent with the "
+						 "call");
 		r = rpc_take_fd(call, "fd", (uint32_t)p->fd, &fd);
 		if (r < 0)
 			return r;
 	} else if (p->fd >= 0) {
-		return rpc_invalid_param(call, "fd", "a CUDA IPC handle travels in 'ipc_handle', "
-						     "not as a file descriptor");
+		return rpc_invalid_param(call, "fd",
+					 "a CUDA IPC handle travels in 'ipc_handle', "
+					 "not as a file descriptor");
 	}
 	if (memory == GPU_MEMORY_VMM && p->size == 0)
-		return rpc_invalid_param(call, "size", "parameter 'size' is required with "
-						       "\"cuda-vmm\" and not 0: the size the "
-						       "allocation was created with");
+		return rpc_invalid_param(call, "size",
+					 "parameter 'size' is required with "
+					 "\"cuda-vmm\" and not 0: the size the "
+					 "allocation was created with");
 	if (memory) {
 		struct gpu_import_params gp = {
 			.memory = memory,
@@ -388,7 +399,7 @@ static int method_register(struct rpc_call *call, void *params)
 /* An Unregister waiting for the region's MRs to be deregistered. */
 struct unregister_wait {
 	struct rpc_deferred *call;
-	struct region *region;		/* a reference */
+	struct region *region; /* a reference */
 	struct mreg_waiter waiter;
 };
 
@@ -420,6 +431,7 @@ struct region_params {
 	struct rpc_region region;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	Unregister,
 	"Drops the owner's hold on the region: it is gone for every new call, and\n"
@@ -427,6 +439,7 @@ RPC_DEFINE_METHOD(
 	"gone (a remote peer's next access with its rkeys fails). Its memory goes\n"
 	"once in-flight operations and leases on it are done. Owner (or root) only.",
 	RPC_INPUT_REGION(struct region_params, region, REGION_ADMIN));
+/* clang-format on */
 
 static int method_unregister(struct rpc_call *call, void *params)
 {
@@ -461,17 +474,18 @@ struct share_params {
 	struct rpc_region region;
 	int64_t uid, gid;
 	bool has_uid, has_gid;
-	bool readonly;		/* Share only */
+	bool readonly; /* Share only */
 	/* share_check()'s: the id meant */
 	bool is_group;
 	uint32_t id;
 };
 
-#define SHARE_ID_INPUTS                                                                     \
+#define SHARE_ID_INPUTS                                                                           \
 	VARLINK_INPUT_HAS(struct share_params, uid, uid, VARLINK_INT, VARLINK_NULLABLE, has_uid), \
 		VARLINK_INPUT_HAS(struct share_params, gid, gid, VARLINK_INT, VARLINK_NULLABLE,   \
 				  has_gid)
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	Share,
 	"Lets a uid or a gid (exactly one) use the region: read, write and lock,\n"
@@ -492,6 +506,7 @@ RPC_DEFINE_METHOD(
 	"to do. Owner (or root) only.",
 	RPC_INPUT_REGION(struct share_params, region, REGION_ADMIN),
 	SHARE_ID_INPUTS);
+/* clang-format on */
 
 static int share_check(struct rpc_call *call, void *params)
 {
@@ -551,6 +566,7 @@ static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **r
 	return *ret ? 0 : -ENOMEM;
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	ListRegions,
 	"The regions the caller may use (all of them for root), a page at a time,\n"
@@ -562,18 +578,22 @@ RPC_DEFINE_METHOD(
 	RPC_PAGE_INPUTS,
 	VARLINK_OUTPUT_BY_TYPE(regions, rpc_type_Region, VARLINK_ARRAY),
 	VARLINK_OUTPUT(next, VARLINK_U64, VARLINK_NULLABLE));
+/* clang-format on */
 
 static int method_list_regions(struct rpc_call *call, void *params)
 {
-	return rpc_reply_page(call, params, &call->ctx->regions->region_order, "regions", region_item);
+	return rpc_reply_page(call, params, &call->ctx->regions->region_order, "regions",
+			      region_item);
 }
 
+/* clang-format off */
 RPC_DEFINE_METHOD(GetRegion, NULL,
 		  RPC_INPUT_REGION(struct region_params, region, REGION_READ),
 		  REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE),
 		  VARLINK_OUTPUT_BY_TYPE(source, rpc_type_Source, 0),
 		  VARLINK_OUTPUT_BY_TYPE(shares, rpc_type_RegionShare, VARLINK_ARRAY),
 		  VARLINK_OUTPUT_BY_TYPE(lease_list, rpc_type_Lease, VARLINK_ARRAY));
+/* clang-format on */
 
 static int method_get_region(struct rpc_call *call, void *params)
 {

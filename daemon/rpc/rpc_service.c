@@ -10,6 +10,7 @@
 
 #define RDMAMEMD_URL "https://github.com/rdmamemd/rdmamemd"
 
+/* clang-format off */
 RPC_DEFINE_METHOD(GetInfo,
 		  "Get a list of all the interfaces a service provides and information\n"
 		  "about the implementation.",
@@ -18,6 +19,7 @@ RPC_DEFINE_METHOD(GetInfo,
 		  VARLINK_OUTPUT(version, VARLINK_STRING, 0),
 		  VARLINK_OUTPUT(url, VARLINK_STRING, 0),
 		  VARLINK_OUTPUT(interfaces, VARLINK_STRING, VARLINK_ARRAY));
+/* clang-format on */
 
 static int method_get_info(struct rpc_call *call, _unused_ void *params)
 {
@@ -48,11 +50,13 @@ struct get_interface_description_params {
 	const char *interface;
 };
 
+/* clang-format off */
 RPC_DEFINE_METHOD(
 	GetInterfaceDescription,
 	"Get the description of an interface that is implemented by this service.",
 	VARLINK_INPUT(struct get_interface_description_params, interface, VARLINK_STRING, 0),
 	VARLINK_OUTPUT(description, VARLINK_STRING, 0));
+/* clang-format on */
 
 static int method_get_interface_description(struct rpc_call *call, void *params)
 {

@@ -119,8 +119,8 @@ END_TEST
  */
 static const struct {
 	const char *verb;
-	const char *text;	/* in the text output */
-	const char *key;	/* in the JSON object */
+	const char *text; /* in the text output */
+	const char *key;  /* in the JSON object */
 } verbs[] = {
 	{ "status", "regions:       1", "regions" },
 	{ "regions", "1 regions", "regions" },
@@ -165,7 +165,8 @@ START_TEST(test_every_command)
 
 	ck_assert_int_eq(test_run(json, &out, &err), rc);
 	root = cJSON_Parse(out);
-	ck_assert_msg(cJSON_IsObject(root), "%s --json: not a JSON object: %s", verbs[_i].verb, out);
+	ck_assert_msg(cJSON_IsObject(root), "%s --json: not a JSON object: %s", verbs[_i].verb,
+		      out);
 	ck_assert_msg(!verbs[_i].key || cJSON_GetObjectItem(root, verbs[_i].key),
 		      "%s --json: no '%s' in %s", verbs[_i].verb, verbs[_i].key, out);
 	ck_assert_str_eq(err, "");
@@ -202,7 +203,8 @@ static char *doctor_fd_line(const char *const *args, int *ret_limit)
 	test_daemon_child_setup = NULL;
 	fd = test_connect(d.socket);
 	st = test_call(fd, "{\"method\":\"io.rdmamemd.GetStatus\"}");
-	*ret_limit = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "parameters"), "fd_limit")->valueint;
+	*ret_limit =
+		cJSON_GetObjectItem(cJSON_GetObjectItem(st, "parameters"), "fd_limit")->valueint;
 	cJSON_Delete(st);
 	close(fd);
 	test_run(doctor, &out, &err);

@@ -35,7 +35,8 @@ START_TEST(test_connect_and_call)
 	ck_assert_int_eq(rdmamem_client_connect(td.socket, &c), 0);
 	ck_assert_str_eq(rdmamem_client_socket_path(c), td.socket);
 	ck_assert_int_eq(rdmamem_ping(c), 0);
-	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetStatus", NULL, NULL, 0, &reply, NULL, NULL),
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetStatus", NULL, NULL, 0, &reply, NULL,
+				      NULL),
 			 0);
 	root = cJSON_Parse(reply);
 	ck_assert_ptr_nonnull(root);

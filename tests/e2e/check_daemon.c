@@ -90,9 +90,10 @@ END_TEST
 START_TEST(test_null_parameters)
 {
 	static const char *const methods[] = {
-		"org.varlink.service.GetInfo", "io.rdmamemd.Ping",	  "io.rdmamemd.GetStatus",
-		"io.rdmamemd.GetStats",	       "io.rdmamemd.ListClients", "io.rdmamemd.ListRegions",
-		"io.rdmamemd.ListDevices",     "io.rdmamemd.ListConnections",
+		"org.varlink.service.GetInfo",   "io.rdmamemd.Ping",
+		"io.rdmamemd.GetStatus",         "io.rdmamemd.GetStats",
+		"io.rdmamemd.ListClients",       "io.rdmamemd.ListRegions",
+		"io.rdmamemd.ListDevices",       "io.rdmamemd.ListConnections",
 		"io.rdmamemd.CreateAccessToken",
 	};
 	int fd = test_connect(td.socket);
@@ -137,8 +138,9 @@ START_TEST(test_get_interface_description)
 		cJSON_Delete(reply);
 	}
 
-	expect_error_naming(fd, "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
-				"\"parameters\":{\"interface\":\"com.example.Nope\"}}",
+	expect_error_naming(fd,
+			    "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
+			    "\"parameters\":{\"interface\":\"com.example.Nope\"}}",
 			    VARLINK_ERROR_INTERFACE_NOT_FOUND, "interface", "com.example.Nope");
 	close(fd);
 }
@@ -149,7 +151,8 @@ START_TEST(test_ping_and_status)
 	int fd = test_connect(td.socket), fd2 = test_connect(td.socket);
 	cJSON *reply, *p;
 
-	reply = test_call(fd, "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"héllo\"}}");
+	reply = test_call(fd,
+			  "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"héllo\"}}");
 	ck_assert_str_eq(str_of(params_of(reply), "data"), "héllo");
 	cJSON_Delete(reply);
 
@@ -170,8 +173,7 @@ START_TEST(test_ping_and_status)
 END_TEST
 
 /* The used and limit of quota in GetLimits' reply. */
-static void expect_limit(const cJSON *reply, const char *quota, const char *used,
-			 const char *limit)
+static void expect_limit(const cJSON *reply, const char *quota, const char *used, const char *limit)
 {
 	const cJSON *item;
 
@@ -188,11 +190,16 @@ static void expect_limit(const cJSON *reply, const char *quota, const char *used
 START_TEST(test_get_limits)
 {
 	static const char *const extra[] = {
-		"--max-regions-per-uid", "7",
-		"--max-access-tokens-per-uid", "5",
-		"--max-connections-per-uid", "9",
-		"--max-leases-per-uid", "11",
-		"--max-shares-per-region", "3",
+		"--max-regions-per-uid",
+		"7",
+		"--max-access-tokens-per-uid",
+		"5",
+		"--max-connections-per-uid",
+		"9",
+		"--max-leases-per-uid",
+		"11",
+		"--max-shares-per-region",
+		"3",
 		NULL,
 	};
 	struct test_daemon tl;
@@ -213,7 +220,8 @@ START_TEST(test_get_limits)
 			 0);
 
 	/* The uid's, not the connection's: the other one sees the same. */
-	ck_assert_int_eq(rdmamem_call(c2, "io.rdmamemd.GetLimits", NULL, NULL, 0, &text, NULL, NULL),
+	ck_assert_int_eq(rdmamem_call(c2, "io.rdmamemd.GetLimits", NULL, NULL, 0, &text, NULL,
+				      NULL),
 			 0);
 	reply = cJSON_Parse(text);
 	ck_assert_ptr_nonnull(reply);
@@ -245,8 +253,9 @@ START_TEST(test_pipelining_and_oneway)
 	size_t len = 0;
 
 	for (int i = 0; i < 200; i++) {
-		len += sprintf(buf + len, "{\"method\":\"io.rdmamemd.Ping\",%s\"parameters\":"
-					  "{\"data\":\"%d\"}}",
+		len += sprintf(buf + len,
+			       "{\"method\":\"io.rdmamemd.Ping\",%s\"parameters\":"
+			       "{\"data\":\"%d\"}}",
 			       i % 2 ? "\"oneway\":true," : "", i);
 		buf[len++] = '\0';
 	}
@@ -267,31 +276,48 @@ END_TEST
 static const struct {
 	const char *name;
 	const char *bytes;
-	size_t len;		/* 0: strlen + 1 */
-	const char *errors[2];	/* expected error names, in order */
+	size_t len;            /* 0: strlen + 1 */
+	const char *errors[2]; /* expected error names, in order */
 } bad_frames[] = {
 	{ "invalid JSON", "{\"method\":", 0, { RDMAMEM_ERROR_INVALID_MESSAGE } },
 	{ "not an object", "[\"io.rdmamemd.Ping\"]", 0, { RDMAMEM_ERROR_INVALID_MESSAGE } },
 	{ "no method", "{\"parameters\":{}}", 0, { RDMAMEM_ERROR_INVALID_MESSAGE } },
 	{ "empty message", "", 0, { RDMAMEM_ERROR_INVALID_MESSAGE } },
-	{ "raw NUL inside a string", "{\"method\":\"io.rdm\0amemd.Ping\"}", 31,
+	{ "raw NUL inside a string",
+	  "{\"method\":\"io.rdm\0amemd.Ping\"}",
+	  31,
 	  { RDMAMEM_ERROR_INVALID_MESSAGE, RDMAMEM_ERROR_INVALID_MESSAGE } },
-	{ "\\u0000 inside a string", "{\"method\":\"io.rdmamemd.Ping\\u0000x\"}", 0,
+	{ "\\u0000 inside a string",
+	  "{\"method\":\"io.rdmamemd.Ping\\u0000x\"}",
+	  0,
 	  { RDMAMEM_ERROR_INVALID_MESSAGE } },
-	{ "invalid UTF-8", "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"\xc3\x28\"}}",
-	  0, { RDMAMEM_ERROR_INVALID_MESSAGE } },
-	{ "duplicate key", "{\"method\":\"io.rdmamemd.Ping\",\"method\":\"io.rdmamemd.GetStatus\"}",
-	  0, { RDMAMEM_ERROR_INVALID_MESSAGE } },
-	{ "unknown method", "{\"method\":\"io.rdmamemd.Frobnicate\"}", 0,
+	{ "invalid UTF-8",
+	  "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"\xc3\x28\"}}",
+	  0,
+	  { RDMAMEM_ERROR_INVALID_MESSAGE } },
+	{ "duplicate key",
+	  "{\"method\":\"io.rdmamemd.Ping\",\"method\":\"io.rdmamemd.GetStatus\"}",
+	  0,
+	  { RDMAMEM_ERROR_INVALID_MESSAGE } },
+	{ "unknown method",
+	  "{\"method\":\"io.rdmamemd.Frobnicate\"}",
+	  0,
 	  { VARLINK_ERROR_METHOD_NOT_FOUND } },
-	{ "unknown interface", "{\"method\":\"com.example.Frobnicate\"}", 0,
+	{ "unknown interface",
+	  "{\"method\":\"com.example.Frobnicate\"}",
+	  0,
 	  { VARLINK_ERROR_INTERFACE_NOT_FOUND } },
-	{ "unknown parameter", "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"date\":\"x\"}}",
-	  0, { VARLINK_ERROR_INVALID_PARAMETER } },
-	{ "parameter of the wrong type",
-	  "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":1e999}}", 0,
+	{ "unknown parameter",
+	  "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"date\":\"x\"}}",
+	  0,
 	  { VARLINK_ERROR_INVALID_PARAMETER } },
-	{ "upgrade", "{\"method\":\"io.rdmamemd.Ping\",\"upgrade\":true}", 0,
+	{ "parameter of the wrong type",
+	  "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":1e999}}",
+	  0,
+	  { VARLINK_ERROR_INVALID_PARAMETER } },
+	{ "upgrade",
+	  "{\"method\":\"io.rdmamemd.Ping\",\"upgrade\":true}",
+	  0,
 	  { VARLINK_ERROR_INVALID_PARAMETER } },
 };
 
@@ -311,8 +337,8 @@ START_TEST(test_bad_frames)
 			      bad_frames[_i].name);
 		reply = cJSON_Parse(text);
 		ck_assert_ptr_nonnull(reply);
-		ck_assert_msg(test_reply_error(reply) &&
-				      strcmp(test_reply_error(reply), bad_frames[_i].errors[k]) == 0,
+		ck_assert_msg(test_reply_error(reply) && strcmp(test_reply_error(reply),
+								bad_frames[_i].errors[k]) == 0,
 			      "%s: got %s", bad_frames[_i].name, text);
 		/* Every error says what is wrong. */
 		if (strncmp(bad_frames[_i].errors[k], "io.rdmamemd.", 12) == 0)
@@ -392,7 +418,8 @@ END_TEST
 
 START_TEST(test_trickle)
 {
-	static const char msg[] = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"slow\"}}";
+	static const char msg[] =
+		"{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"slow\"}}";
 	int fd = test_connect(td.socket);
 	char *reply;
 
@@ -452,7 +479,8 @@ START_TEST(test_eof_answers_pending_calls)
 	int fd = test_connect(td.socket);
 	char *reply;
 
-	test_send_raw(fd, "{\"method\":\"io.rdmamemd.Ping\"}\0{\"method\":\"io.rdmamemd.Ping\"}", 60);
+	test_send_raw(fd, "{\"method\":\"io.rdmamemd.Ping\"}\0{\"method\":\"io.rdmamemd.Ping\"}",
+		      60);
 	shutdown(fd, SHUT_WR);
 	ck_assert_int_gt(test_recv_msg(fd, &reply, 5000), 0);
 	free(reply);

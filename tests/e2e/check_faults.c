@@ -41,7 +41,8 @@ static uint64_t register_fd(int sock, int fd)
 	char *text;
 	cJSON *r;
 
-	test_send_msg(sock, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &fd, 1);
+	test_send_msg(sock, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &fd,
+		      1);
 	ck_assert_int_gt(test_recv_msg(sock, &text, 10000), 0);
 	r = cJSON_Parse(text);
 	ck_assert_ptr_null(test_reply_error(r));
@@ -387,7 +388,8 @@ START_TEST(test_sigkill_then_restart)
 	{
 		char params[64], *reply = NULL;
 
-		snprintf(params, sizeof(params), "{\"region\":\"%llu\"}", (unsigned long long)region);
+		snprintf(params, sizeof(params), "{\"region\":\"%llu\"}",
+			 (unsigned long long)region);
 		for (int i = 0; i < 500; i++) {
 			ck_assert_int_eq(rdmamem_call(owner, "io.rdmamemd.GetRegion", params, NULL,
 						      0, &reply, NULL, NULL),
@@ -407,11 +409,11 @@ START_TEST(test_sigkill_then_restart)
 	ck_assert_int_eq(waitpid(td.pid, &status, 0), td.pid);
 
 	report = read_report(lock_out[0]);
-	ck_assert_msg(strncmp(report, "-104 ", 5) == 0, "lock: %s", report);	/* -ECONNRESET */
+	ck_assert_msg(strncmp(report, "-104 ", 5) == 0, "lock: %s", report); /* -ECONNRESET */
 	ck_assert_ptr_nonnull(strstr(report, "closed the connection"));
 	ck_assert_ptr_nonnull(strstr(report, "register again"));
 	/* Later calls on that connection say it is gone. */
-	ck_assert_msg(strstr(report, "|-107"), "then: %s", report);	/* -ENOTCONN */
+	ck_assert_msg(strstr(report, "|-107"), "then: %s", report); /* -ENOTCONN */
 	report = read_report(write_out[0]);
 	ck_assert_msg(strncmp(report, "-104 ", 5) == 0, "write: %s", report);
 	ck_assert_ptr_nonnull(strstr(report, "closed the connection"));

@@ -110,14 +110,15 @@ START_TEST(test_gpu_params)
 
 	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &fd, NULL), 0);
 	/* VMM imports need the allocation's size; IPC handles no fd. */
-	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", "{\"fd\":0,\"memory\":\"cuda-vmm\"}",
-				      &fd, 1, &reply, NULL, NULL),
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register",
+				      "{\"fd\":0,\"memory\":\"cuda-vmm\"}", &fd, 1, &reply, NULL,
+				      NULL),
 			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(reply, "\"parameter\":\"size\""));
 	free(reply);
 	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register",
-				      "{\"fd\":0,\"memory\":\"cuda-ipc\",\"ipc_handle\":\"00\"}", &fd,
-				      1, &reply, NULL, NULL),
+				      "{\"fd\":0,\"memory\":\"cuda-ipc\",\"ipc_handle\":\"00\"}",
+				      &fd, 1, &reply, NULL, NULL),
 			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(reply, "\"parameter\":\"fd\""));
 	free(reply);
@@ -176,10 +177,10 @@ END_TEST
 static const struct cu_ops *cu;
 static CUcontext ctx;
 
-#define CU_OK(call)                                                                         \
-	do {                                                                                \
-		CUresult _r = (call);                                                       \
-		ck_assert_msg(_r == CUDA_SUCCESS, "%s: CUresult %d", #call, (int)_r);      \
+#define CU_OK(call)                                                                   \
+	do {                                                                          \
+		CUresult _r = (call);                                                 \
+		ck_assert_msg(_r == CUDA_SUCCESS, "%s: CUresult %d", #call, (int)_r); \
 	} while (0)
 
 static void gpu_setup(void)
@@ -287,8 +288,9 @@ START_TEST(test_vmm_read_write)
 	ck_assert_str_eq(cJSON_GetObjectItem(loc, "type")->valuestring, "gpu");
 	ck_assert_int_eq(cJSON_GetObjectItem(loc, "device")->valueint, 0);
 	ck_assert_int_gt(strlen(cJSON_GetObjectItem(loc, "pci_bus_id")->valuestring), 6);
-	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(info, "source"), "type")->valuestring,
-			 "cuda-vmm");
+	ck_assert_str_eq(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(info, "source"), "type")->valuestring,
+		"cuda-vmm");
 	cJSON_Delete(info);
 
 	/* The daemon writes, the client's own mapping sees it. */
@@ -310,7 +312,8 @@ START_TEST(test_vmm_read_write)
 		ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd2, size2, 4097, 1000, &sub), 0);
 		close(fd2);
 		ck_assert_int_eq(rdmamem_write(c, sub, 0, "edge", 4, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
-		ck_assert_int_eq(rdmamem_write(c, sub, 997, "end", 3, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+		ck_assert_int_eq(rdmamem_write(c, sub, 997, "end", 3, RDMAMEM_LOCK_EXCLUSIVE, 0),
+				 0);
 		ck_assert_int_eq(rdmamem_write(c, sub, 998, "end", 3, RDMAMEM_LOCK_EXCLUSIVE, 0),
 				 -ERANGE);
 		CU_OK(cu->cuMemcpyDtoH(buf, q + 4097, 4));
@@ -385,8 +388,11 @@ START_TEST(test_copy_directions)
 	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &i), 0);
 
 	/* host → VMM */
-	cp = (struct rdmamem_copy){ .from_region = h, .from_offset = 3, .to_region = v,
-				    .to_offset = 1001, .length = (5 << 20) + 7,
+	cp = (struct rdmamem_copy){ .from_region = h,
+				    .from_offset = 3,
+				    .to_region = v,
+				    .to_offset = 1001,
+				    .length = (5 << 20) + 7,
 				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
 	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
 	{
@@ -397,8 +403,11 @@ START_TEST(test_copy_directions)
 		free(got);
 	}
 	/* VMM → IPC (GPU to GPU) */
-	cp = (struct rdmamem_copy){ .from_region = v, .from_offset = 1001, .to_region = i,
-				    .to_offset = 17, .length = 4 << 20,
+	cp = (struct rdmamem_copy){ .from_region = v,
+				    .from_offset = 1001,
+				    .to_region = i,
+				    .to_offset = 17,
+				    .length = 4 << 20,
 				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
 	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
 	{
@@ -410,21 +419,30 @@ START_TEST(test_copy_directions)
 	}
 	/* IPC → host, then host → host */
 	memset(host, 0, 8 << 20);
-	cp = (struct rdmamem_copy){ .from_region = i, .from_offset = 17, .to_region = h,
-				    .to_offset = 5, .length = 3 << 20,
+	cp = (struct rdmamem_copy){ .from_region = i,
+				    .from_offset = 17,
+				    .to_region = h,
+				    .to_offset = 5,
+				    .length = 3 << 20,
 				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
 	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
 	fill(want, 8 << 20, 11);
 	ck_assert_int_eq(memcmp(host + 5, want + 3, 3 << 20), 0);
-	cp = (struct rdmamem_copy){ .from_region = h, .from_offset = 5, .to_region = h,
-				    .to_offset = (4 << 20) + 1, .length = 1 << 20,
+	cp = (struct rdmamem_copy){ .from_region = h,
+				    .from_offset = 5,
+				    .to_region = h,
+				    .to_offset = (4 << 20) + 1,
+				    .length = 1 << 20,
 				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
 	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
 	ck_assert_int_eq(memcmp(host + (4 << 20) + 1, want + 3, 1 << 20), 0);
 
 	/* Out of range on the GPU side is refused like anywhere else. */
-	cp = (struct rdmamem_copy){ .from_region = h, .to_region = i, .to_offset = 8 << 20,
-				    .length = 1, .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	cp = (struct rdmamem_copy){ .from_region = h,
+				    .to_region = i,
+				    .to_offset = 8 << 20,
+				    .length = 1,
+				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
 	ck_assert_int_eq(rdmamem_copy(c, &cp), -ERANGE);
 	close(hfd);
 	close(vfd);
@@ -442,7 +460,7 @@ END_TEST
 #define OVL_SIZE (8U << 20)
 
 struct ovl_copy {
-	int from, to;			/* index into the regions */
+	int from, to; /* index into the regions */
 	uint64_t from_off, to_off, length;
 };
 

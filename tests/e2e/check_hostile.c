@@ -49,9 +49,9 @@ static struct rdmamem_client *good;
 static uint64_t good_region, good_lease;
 
 static struct baseline {
-	struct test_baseline daemon;	/* fds, memfd mappings; settled: at_baseline */
+	struct test_baseline daemon; /* fds, memfd mappings; settled: at_baseline */
 	int clients;
-	char *tables;	/* regions and leases as the well-behaved client sees them */
+	char *tables; /* regions and leases as the well-behaved client sees them */
 } base;
 
 static cJSON *good_call(const char *method, const char *params)
@@ -105,7 +105,8 @@ static char *tables(void)
 
 	ck_assert_ptr_nonnull(f);
 	cJSON_ArrayForEach(r, cJSON_GetObjectItem(list, "regions")) {
-		cJSON *lock = cJSON_GetObjectItem(r, "lock"), *leases = cJSON_GetObjectItem(r, "leases");
+		cJSON *lock = cJSON_GetObjectItem(r, "lock"),
+		      *leases = cJSON_GetObjectItem(r, "leases");
 
 		fprintf(f, "region %s size %s lock %s/%d/%d leases %d/%d\n",
 			cJSON_GetObjectItem(r, "region")->valuestring,
@@ -250,7 +251,7 @@ static const char *expect_error(int fd, const char *bytes, size_t len, const cha
 	if (strncmp(error, "io.rdmamemd.", 12) == 0)
 		ck_assert_int_gt(strlen(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
 							    "message")
-					       ->valuestring),
+						->valuestring),
 				 10);
 	cJSON_Delete(r);
 	return parameter;
@@ -343,14 +344,14 @@ static size_t send_on_many(const char *socket, int n, int *fds, const char *m, s
 START_TEST(test_invalid_utf8)
 {
 	static const char *const bad[] = {
-		"\xc0\xaf",		/* overlong '/' */
-		"\xe0\x80\xaf",		/* overlong, three bytes */
-		"\xed\xa0\x80",		/* a UTF-16 surrogate */
-		"\xf4\x90\x80\x80",	/* past U+10FFFF */
-		"\xf8\x88\x80\x80\x80",	/* five bytes */
-		"\x80",			/* a lone continuation byte */
+		"\xc0\xaf",             /* overlong '/' */
+		"\xe0\x80\xaf",         /* overlong, three bytes */
+		"\xed\xa0\x80",         /* a UTF-16 surrogate */
+		"\xf4\x90\x80\x80",     /* past U+10FFFF */
+		"\xf8\x88\x80\x80\x80", /* five bytes */
+		"\x80",                 /* a lone continuation byte */
 		"\xff\xfe",
-		"\xe2\x82",		/* truncated before the closing quote */
+		"\xe2\x82", /* truncated before the closing quote */
 	};
 	int fd = test_connect(td.socket);
 
@@ -359,17 +360,19 @@ START_TEST(test_invalid_utf8)
 
 		/* In a value, and in a key. */
 		snprintf(msg, sizeof(msg),
-			 "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"a%sb\"}}", bad[i]);
-		expect_error_str(fd, msg, RDMAMEM_ERROR_INVALID_MESSAGE);
-		snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"%s\":1}}",
+			 "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"a%sb\"}}",
 			 bad[i]);
+		expect_error_str(fd, msg, RDMAMEM_ERROR_INVALID_MESSAGE);
+		snprintf(msg, sizeof(msg),
+			 "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"%s\":1}}", bad[i]);
 		expect_error_str(fd, msg, RDMAMEM_ERROR_INVALID_MESSAGE);
 		assert_good_served();
 	}
 	/* Valid UTF-8 at the edges passes and comes back unchanged. */
 	{
-		cJSON *r = test_call(fd, "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":"
-					 "\"\xf4\x8f\xbf\xbf \xef\xbf\xbf \xc2\x80 \\ud83d\\ude00\"}}");
+		cJSON *r = test_call(fd,
+				     "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":"
+				     "\"\xf4\x8f\xbf\xbf \xef\xbf\xbf \xc2\x80 \\ud83d\\ude00\"}}");
 
 		ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "data")
 					 ->valuestring,
@@ -415,7 +418,8 @@ START_TEST(test_deep_nesting)
 	free(m);
 	assert_good_served();
 	/* Brackets that never close count too; brackets inside strings do not. */
-	expect_error_str(fd, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", RDMAMEM_ERROR_INVALID_MESSAGE);
+	expect_error_str(fd, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+			 RDMAMEM_ERROR_INVALID_MESSAGE);
 	{
 		char msg[512] = "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":{\"data\":\"";
 		cJSON *r;
@@ -451,7 +455,8 @@ START_TEST(test_huge_numbers)
 		{ "\"region\":\"1.0\",\"length\":\"1\"", "region" },
 		{ "\"region\":\"0x10\",\"length\":\"1\"", "region" },
 		{ "\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":1e300", "timeout_ms" },
-		{ "\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-9007199254740993", "timeout_ms" },
+		{ "\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-9007199254740993",
+		  "timeout_ms" },
 		{ "\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-2", "timeout_ms" },
 	};
 	int fd = test_connect(td.socket);
@@ -477,13 +482,15 @@ START_TEST(test_huge_numbers)
 	strcpy(msg + n + 20000, "\"}}");
 	ck_assert_str_eq(expect_error_str(fd, msg, VARLINK_ERROR_INVALID_PARAMETER), "lease");
 	/* 32-bit fields. */
-	ck_assert_str_eq(expect_error_str(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":"
-					      "{\"memory\":\"cuda-ipc\",\"gpu\":4294967296}}",
+	ck_assert_str_eq(expect_error_str(fd,
+					  "{\"method\":\"io.rdmamemd.Register\",\"parameters\":"
+					  "{\"memory\":\"cuda-ipc\",\"gpu\":4294967296}}",
 					  VARLINK_ERROR_INVALID_PARAMETER),
 			 "gpu");
 	/* The largest u64 is a value, just not a region. */
-	expect_error_str(fd, "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"region\":"
-			     "\"18446744073709551615\",\"length\":\"1\"}}",
+	expect_error_str(fd,
+			 "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"region\":"
+			 "\"18446744073709551615\",\"length\":\"1\"}}",
 			 RDMAMEM_ERROR_NO_SUCH_REGION);
 	assert_good_served();
 	close(fd);
@@ -508,8 +515,9 @@ START_TEST(test_duplicate_keys)
 	for (size_t i = 0; i < ELEMENTSOF(msgs); i++)
 		expect_error_str(fd, msgs[i], RDMAMEM_ERROR_INVALID_MESSAGE);
 	/* Equal keys in different objects are fine. */
-	ck_assert_str_eq(expect_error_str(fd, "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":"
-					      "{\"data\":{\"data\":{\"data\":1}}}}",
+	ck_assert_str_eq(expect_error_str(fd,
+					  "{\"method\":\"io.rdmamemd.Ping\",\"parameters\":"
+					  "{\"data\":{\"data\":{\"data\":1}}}}",
 					  VARLINK_ERROR_INVALID_PARAMETER),
 			 "data");
 	assert_good_served();
@@ -588,7 +596,9 @@ static void derive_method_params(void)
 /* JSON values of the wrong type for each kind (and a few wrong values). */
 static const char *const *wrong_values(enum ptype t)
 {
-	static const char *const u64[] = { "true", "{}", "[]", "\"abc\"", "-1", "1.5", "\"\"", NULL };
+	static const char *const u64[] = {
+		"true", "{}", "[]", "\"abc\"", "-1", "1.5", "\"\"", NULL
+	};
 	static const char *const i64[] = { "\"1\"", "true", "{}", "[]", "1.5", NULL };
 	static const char *const u32[] = { "\"1\"", "true", "{}", "[]", "-1", "4294967296", NULL };
 	static const char *const b[] = { "\"true\"", "1", "{}", "[]", NULL };
@@ -659,19 +669,21 @@ START_TEST(test_wrong_types_everywhere)
 					 "{\"method\":\"%s\",\"parameters\":{\"length\":\"1\","
 					 "\"%s\":{\"region\":%s},\"%s\":%s}}",
 					 m, strcmp(p, "from") ? "from" : "to", "\"1\"", p, *v);
-			else if (method_params[i].type == DEVICES && strcmp(m, "io.rdmamemd.Register") == 0)
+			else if (method_params[i].type == DEVICES &&
+				 strcmp(m, "io.rdmamemd.Register") == 0)
 				/* Checked once the region exists: it needs a memfd. */
 				snprintf(msg, sizeof(msg),
-					 "{\"method\":\"%s\",\"parameters\":{\"fd\":0,\"%s\":%s}}", m, p,
-					 *v);
+					 "{\"method\":\"%s\",\"parameters\":{\"fd\":0,\"%s\":%s}}",
+					 m, p, *v);
 			else if (method_params[i].type == DEVICES)
 				snprintf(msg, sizeof(msg),
 					 "{\"method\":\"%s\",\"parameters\":{\"region\":\"%llu\","
 					 "\"%s\":%s}}",
 					 m, (unsigned long long)good_region, p, *v);
 			else
-				snprintf(msg, sizeof(msg), "{\"method\":\"%s\",\"parameters\":{\"%s\":%s}}",
-					 m, p, *v);
+				snprintf(msg, sizeof(msg),
+					 "{\"method\":\"%s\",\"parameters\":{\"%s\":%s}}", m, p,
+					 *v);
 			/* RegisterOn needs the owner: the raw connection is root too. */
 			expect_bad_param(fd, msg,
 					 method_params[i].type == DEVICES &&
@@ -687,10 +699,11 @@ START_TEST(test_wrong_types_everywhere)
 			const char *p = method_params[i].param;
 
 			for (size_t k = 0; k < ELEMENTSOF(fields); k++, n++) {
-				snprintf(msg, sizeof(msg),
-					 "{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"length\":"
-					 "\"1\",\"%s\":{\"region\":\"1\"},\"%s\":%s}}",
-					 strcmp(p, "from") ? "from" : "to", p, fields[k]);
+				snprintf(
+					msg, sizeof(msg),
+					"{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"length\":"
+					"\"1\",\"%s\":{\"region\":\"1\"},\"%s\":%s}}",
+					strcmp(p, "from") ? "from" : "to", p, fields[k]);
 				expect_bad_param(fd, msg, false, p);
 			}
 		}
@@ -732,7 +745,7 @@ START_TEST(test_wrong_types_cover_the_idl)
 	snprintf(path, sizeof(path), "%s/proto/io.rdmamemd.varlink", SRC_DIR);
 	idl = test_read_file(path);
 
-	for (p = idl; (p = strstr(p, "\nmethod ")); ) {
+	for (p = idl; (p = strstr(p, "\nmethod "));) {
 		char method[128], *open, *close_paren;
 		bool found = false;
 		size_t n;
@@ -828,8 +841,9 @@ START_TEST(test_trickle_with_fds)
 	close(mfd);
 	r = reply_on(fd, 10000);
 	ck_assert_ptr_null(test_reply_error(r));
-	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "size")->valuestring,
-			 "8192");
+	ck_assert_str_eq(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "size")->valuestring,
+		"8192");
 	cJSON_Delete(r);
 
 	for (size_t i = 0; i < sizeof(two); i++)
@@ -893,8 +907,8 @@ END_TEST
  */
 START_TEST(test_pipelined_fd_messages_across_reads)
 {
-	static const size_t sizes[] = { 64 << 10, 1 << 20, 256 << 10, (1 << 20) - 1, 100 << 10,
-					700 << 10, 65537 };
+	static const size_t sizes[] = { 64 << 10,  1 << 20,   256 << 10, (1 << 20) - 1,
+					100 << 10, 700 << 10, 65537 };
 	static const char head[] = "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0";
 	int fd = test_connect(td.socket), sndbuf = 16 << 20;
 	bool stopped;
@@ -924,7 +938,8 @@ START_TEST(test_pipelined_fd_messages_across_reads)
 		char want[32];
 
 		ck_assert_msg(r, "message %zu: connection closed", i);
-		ck_assert_msg(!test_reply_error(r), "message %zu: %s", i, cJSON_PrintUnformatted(r));
+		ck_assert_msg(!test_reply_error(r), "message %zu: %s", i,
+			      cJSON_PrintUnformatted(r));
 		snprintf(want, sizeof(want), "%zu", 4096 * (i + 1));
 		ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "size")
 					 ->valuestring,
@@ -956,7 +971,8 @@ START_TEST(test_too_many_fds)
 	{
 		cJSON *r;
 
-		test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":15}}",
+		test_send_msg(fd,
+			      "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":15}}",
 			      many, VARLINK_FDS_MAX);
 		r = reply_on(fd, 10000);
 		ck_assert_ptr_null(test_reply_error(r));
@@ -973,7 +989,8 @@ static void expect_register_refused(int fd, int pass, const char *params, const 
 	char msg[256];
 	cJSON *r;
 
-	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Register\",\"parameters\":%s}", params);
+	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Register\",\"parameters\":%s}",
+		 params);
 	test_send_msg(fd, msg, &pass, 1);
 	r = reply_on(fd, 10000);
 	ck_assert_ptr_nonnull(r);
@@ -1004,7 +1021,8 @@ START_TEST(test_fds_of_every_kind)
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sp), 0);
 	close(sp[1]);
 	expect_register_refused(fd, sp[0], "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
-	expect_register_refused(fd, eventfd(0, EFD_CLOEXEC), "{\"fd\":0}", RDMAMEM_ERROR_NOT_A_MEMFD);
+	expect_register_refused(fd, eventfd(0, EFD_CLOEXEC), "{\"fd\":0}",
+				RDMAMEM_ERROR_NOT_A_MEMFD);
 	expect_register_refused(fd, epoll_create1(EPOLL_CLOEXEC), "{\"fd\":0}",
 				RDMAMEM_ERROR_NOT_A_MEMFD);
 	expect_register_refused(fd, open("/", O_PATH | O_CLOEXEC), "{\"fd\":0}",
@@ -1108,7 +1126,8 @@ static int foreign_ids(void *arg)
 		{ "io.rdmamemd.Read", "{\"region\":\"%1$s\",\"length\":\"1\",\"lease\":\"%2$s\"}",
 		  -EACCES },
 		{ "io.rdmamemd.Unlock", "{\"lease\":\"%2$s\"}", -ENOENT },
-		{ "io.rdmamemd.RetryRegistration", "{\"region\":\"%1$s\",\"device\":\"x\"}", -EACCES },
+		{ "io.rdmamemd.RetryRegistration", "{\"region\":\"%1$s\",\"device\":\"x\"}",
+		  -EACCES },
 	};
 	char ids[2][24], params[256];
 	int code = 10;
@@ -1128,11 +1147,13 @@ static int foreign_ids(void *arg)
 		static const char *const none[] = { "424242", "0", "18446744073709551615" };
 
 		snprintf(params, sizeof(params), "{\"region\":\"%s\",\"length\":\"1\"}", none[i]);
-		if (rdmamem_call(c, "io.rdmamemd.Read", params, NULL, 0, NULL, NULL, NULL) != -ENOENT ||
+		if (rdmamem_call(c, "io.rdmamemd.Read", params, NULL, 0, NULL, NULL, NULL) !=
+			    -ENOENT ||
 		    strcmp(rdmamem_client_error_name(c), RDMAMEM_ERROR_NO_SUCH_REGION))
 			return code;
 		snprintf(params, sizeof(params), "{\"lease\":\"%s\"}", none[i]);
-		if (rdmamem_call(c, "io.rdmamemd.Unlock", params, NULL, 0, NULL, NULL, NULL) != -ENOENT ||
+		if (rdmamem_call(c, "io.rdmamemd.Unlock", params, NULL, 0, NULL, NULL, NULL) !=
+			    -ENOENT ||
 		    strcmp(rdmamem_client_error_name(c), RDMAMEM_ERROR_NO_SUCH_LEASE))
 			return code + 50;
 	}
@@ -1140,7 +1161,8 @@ static int foreign_ids(void *arg)
 	{
 		char *reply = NULL;
 
-		if (rdmamem_call(c, "io.rdmamemd.ListRegions", NULL, NULL, 0, &reply, NULL, NULL) < 0 ||
+		if (rdmamem_call(c, "io.rdmamemd.ListRegions", NULL, NULL, 0, &reply, NULL, NULL) <
+			    0 ||
 		    strstr(reply, "\"region\":"))
 			return 99;
 		free(reply);
@@ -1197,7 +1219,8 @@ START_TEST(test_client_never_reads)
 	bool gone = false;
 
 	ck_assert_int_eq(rdmamem_memfd_create("big", 4 << 20, &mfd, NULL), 0);
-	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd, 1);
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd,
+		      1);
 	close(mfd);
 	r = reply_on(fd, 10000);
 	ck_assert_ptr_null(test_reply_error(r));
@@ -1461,7 +1484,7 @@ START_TEST(test_refused_connections_cost_nothing)
 	 * ones waiting to be told hold fds, nothing else. */
 	fds = test_settled_fds(td.pid);
 	ck_assert_msg(fds <= base.daemon.fds + REFUSED_FLOOD_PER_UID - 1 +
-				     (int)SERVER_REJECTED_PER_UID_MAX,
+				      (int)SERVER_REJECTED_PER_UID_MAX,
 		      "the daemon holds %d fds, %d before the flood", fds, base.daemon.fds);
 	assert_good_served();
 	close_many(held, REFUSED_FLOOD_N);
@@ -1491,12 +1514,12 @@ static size_t worst_size(void)
 
 struct worst_case {
 	const char *what;
-	const char *head;	/* printf format; %1$s: the attacker's region, %2$s its token */
-	const char *item;	/* repeated, separated by sep; %u: a counter */
+	const char *head; /* printf format; %1$s: the attacker's region, %2$s its token */
+	const char *item; /* repeated, separated by sep; %u: a counter */
 	const char *sep;
 	const char *tail;
-	bool with_memfd;	/* the message carries a memfd */
-	bool device_list;	/* needs device lists bounded (see below) */
+	bool with_memfd;  /* the message carries a memfd */
+	bool device_list; /* needs device lists bounded (see below) */
 };
 
 static const struct worst_case worst_cases[] = {
@@ -1657,7 +1680,7 @@ static char *worst_message(const struct worst_case *c, const char *region, const
 
 struct attack {
 	size_t size;
-	bool device_lists;	/* the daemon bounds device lists: send those too */
+	bool device_lists; /* the daemon bounds device lists: send those too */
 };
 
 /* Sends every worst case on one connection, one after the other, each
@@ -1982,8 +2005,9 @@ START_TEST(test_echoes_are_bounded)
 	strcpy(m + n + max, "\":1}}");
 	ck_assert_str_eq(expect_error_str(fd, m, VARLINK_ERROR_INVALID_PARAMETER), "parameters");
 	/* Nor an interface name. */
-	snprintf(m, n + max + 64, "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
-				  "\"parameters\":{\"interface\":\"");
+	snprintf(m, n + max + 64,
+		 "{\"method\":\"org.varlink.service.GetInterfaceDescription\","
+		 "\"parameters\":{\"interface\":\"");
 	n = strlen(m);
 	memset(m + n, 'z', max);
 	strcpy(m + n + max, "\"}}");
@@ -2010,8 +2034,8 @@ static int killed_client(const char *socket, void *arg)
 	(void)arg;
 	if (rdmamem_client_connect(socket, &c) < 0 ||
 	    rdmamem_memfd_create("a", 64 << 20, &mfd, NULL) < 0 ||
-	    rdmamem_register(c, mfd, 0, 4096, &a) < 0 ||
-	    rdmamem_register(c, mfd, 0, 0, &b) < 0 || rdmamem_register(c, mfd, 0, 0, &d) < 0 ||
+	    rdmamem_register(c, mfd, 0, 4096, &a) < 0 || rdmamem_register(c, mfd, 0, 0, &b) < 0 ||
+	    rdmamem_register(c, mfd, 0, 0, &d) < 0 ||
 	    rdmamem_lock(c, a, RDMAMEM_LOCK_EXCLUSIVE, -1, &lease) < 0)
 		return 1;
 	for (int i = 0; i < 3; i++)
@@ -2062,10 +2086,12 @@ START_TEST(test_disconnect_while_waiting_behind_own_lease)
 	cJSON *r;
 
 	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &mfd, NULL), 0);
-	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd, 1);
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}", &mfd,
+		      1);
 	close(mfd);
 	r = reply_on(fd, 10000);
-	region = strdup(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "region")->valuestring);
+	region = strdup(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "region")->valuestring);
 	cJSON_Delete(r);
 	snprintf(msg, sizeof(msg),
 		 "{\"method\":\"io.rdmamemd.Lock\",\"parameters\":{\"region\":\"%s\",\"mode\":"
@@ -2084,8 +2110,8 @@ START_TEST(test_disconnect_while_waiting_behind_own_lease)
 		char params[64], *reply = NULL;
 
 		snprintf(params, sizeof(params), "{\"region\":\"%s\"}", region);
-		ck_assert_int_eq(rdmamem_call(good, "io.rdmamemd.GetRegion", params, NULL, 0, &reply,
-					      NULL, NULL),
+		ck_assert_int_eq(rdmamem_call(good, "io.rdmamemd.GetRegion", params, NULL, 0,
+					      &reply, NULL, NULL),
 				 0);
 		if (strstr(reply, "\"waiting\":1")) {
 			free(reply);
@@ -2109,7 +2135,8 @@ static void wait_good_waiting(int n)
 	for (int i = 0; i < 500 && waiting != n; i++) {
 		cJSON *r = good_call("io.rdmamemd.GetRegion", params);
 
-		waiting = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "leases"), "waiting")->valueint;
+		waiting =
+			cJSON_GetObjectItem(cJSON_GetObjectItem(r, "leases"), "waiting")->valueint;
 		cJSON_Delete(r);
 		if (waiting != n)
 			usleep(10000);
@@ -2168,7 +2195,7 @@ END_TEST
 #define DEVICE_NAMES 20000
 
 static char log_path[128];
-static bool fds_for_many;	/* the daemon may keep MANY_REGIONS fds */
+static bool fds_for_many; /* the daemon may keep MANY_REGIONS fds */
 
 static void lists_setup(void)
 {
@@ -2362,15 +2389,17 @@ START_TEST(test_list_cursor_under_churn)
 
 	/* limit below 1 is refused, beyond the end is an empty last page. */
 	fd = test_connect(td.socket);
-	ck_assert_str_eq(expect_error_str(fd, "{\"method\":\"io.rdmamemd.ListRegions\",\"parameters\":"
-					      "{\"limit\":0}}",
+	ck_assert_str_eq(expect_error_str(fd,
+					  "{\"method\":\"io.rdmamemd.ListRegions\",\"parameters\":"
+					  "{\"limit\":0}}",
 					  VARLINK_ERROR_INVALID_PARAMETER),
 			 "limit");
 	{
 		cJSON *r = test_call(fd, "{\"method\":\"io.rdmamemd.ListRegions\",\"parameters\":"
 					 "{\"after\":\"18446744073709551615\"}}");
 
-		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "regions")), 0);
+		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "regions")),
+				 0);
 		ck_assert_ptr_null(cJSON_GetObjectItem(params_of(r), "next"));
 		cJSON_Delete(r);
 	}
@@ -2547,9 +2576,10 @@ START_TEST(test_huge_device_lists)
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(params_of(r), "registrations")), 0);
 	cJSON_Delete(r);
 	/* access names each of its four values at most once. */
-	test_send_msg(fd, "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0,\"access\":"
-			  "[\"remote_read\",\"remote_read\",\"remote_read\",\"remote_read\","
-			  "\"remote_read\"]}}",
+	test_send_msg(fd,
+		      "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0,\"access\":"
+		      "[\"remote_read\",\"remote_read\",\"remote_read\",\"remote_read\","
+		      "\"remote_read\"]}}",
 		      &mfd, 1);
 	r = reply_on(fd, 10000);
 	ck_assert_str_eq(test_reply_error(r), VARLINK_ERROR_INVALID_PARAMETER);
@@ -2590,9 +2620,13 @@ END_TEST
 /* Per-uid caps on leases and access tokens, per-region cap on shares. */
 static void caps_setup(void)
 {
-	static const char *const extra[] = { "--max-access-tokens-per-uid", "3",
-					     "--max-leases-per-uid", "4",
-					     "--max-shares-per-region", "3", NULL };
+	static const char *const extra[] = { "--max-access-tokens-per-uid",
+					     "3",
+					     "--max-leases-per-uid",
+					     "4",
+					     "--max-shares-per-region",
+					     "3",
+					     NULL };
 
 	start(extra);
 }
@@ -2656,8 +2690,7 @@ START_TEST(test_per_uid_caps)
 			_exit(other_uid_not_capped(td.socket));
 		}
 		ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: 0x%x",
-			      status);
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: 0x%x", status);
 	} else {
 		printf("per-uid caps: not root, another uid's tokens are not tried\n");
 	}
@@ -2720,7 +2753,6 @@ static void budget_setup(void)
 
 	start(extra);
 }
-
 
 /* Opens n connections and sends on each a message of 16 MiB less its last
  * byte, never the terminator, as far as the daemon reads. */
@@ -2936,7 +2968,8 @@ static void pipelined_writes(const char *socket)
 
 		ck_assert_int_eq(rdmamem_memfd_create("w", 4U << 20, &mfd[i], &mem[i]), 0);
 		fds[i] = test_connect(socket);
-		test_send_msg(fds[i], "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}",
+		test_send_msg(fds[i],
+			      "{\"method\":\"io.rdmamemd.Register\",\"parameters\":{\"fd\":0}}",
 			      &mfd[i], 1);
 		r = reply_on(fds[i], 10000);
 		ck_assert_ptr_null(test_reply_error(r));
@@ -2976,8 +3009,13 @@ static void pipelined_writes(const char *socket)
 
 START_TEST(test_pipelined_large_writes)
 {
-	static const char *const tight[] = { "--socket-mode", "0666", "--max-input-bytes-per-uid",
-					     "4M", "--max-input-bytes", "4M", NULL };
+	static const char *const tight[] = { "--socket-mode",
+					     "0666",
+					     "--max-input-bytes-per-uid",
+					     "4M",
+					     "--max-input-bytes",
+					     "4M",
+					     NULL };
 	struct test_daemon d;
 
 	/* The defaults. */
@@ -3319,8 +3357,7 @@ END_TEST
  * connection i must carry READ_SIZE bytes of the pattern from offset
  * (first[i] + k) % wrap * READ_SIZE.
  */
-static void read_replies_as_they_come(int n, const int *fds, int n_each, const int *first,
-				      int wrap)
+static void read_replies_as_they_come(int n, const int *fds, int n_each, const int *first, int wrap)
 {
 	struct pollfd *pfd = calloc(n, sizeof(*pfd));
 	char **buf = calloc(n, sizeof(*buf));
@@ -3345,8 +3382,9 @@ static void read_replies_as_they_come(int n, const int *fds, int n_each, const i
 				ck_assert_ptr_nonnull(buf[i]);
 			}
 			r = recv(fds[i], buf[i] + len[i], cap[i] - len[i], MSG_DONTWAIT);
-			ck_assert_msg(r > 0, "connection %d: closed or failed (%zd) after %d replies",
-				      i, r, got[i]);
+			ck_assert_msg(r > 0,
+				      "connection %d: closed or failed (%zd) after %d replies", i,
+				      r, got[i]);
 			len[i] += (size_t)r;
 			while ((nul = memchr(buf[i], 0, len[i]))) {
 				size_t end = (size_t)(nul - buf[i]) + 1;
@@ -3396,8 +3434,7 @@ static void pipelined_reads(const char *socket)
 		bufs[i] = read_calls(region, HONEST_READS, i, HONEST_READS, &lens[i]);
 		total += lens[i];
 	}
-	ck_assert_uint_eq(push_all(HONEST_CONNS, fds, (const char *const *)bufs, lens, 10000,
-				   NULL),
+	ck_assert_uint_eq(push_all(HONEST_CONNS, fds, (const char *const *)bufs, lens, 10000, NULL),
 			  total);
 	read_replies_as_they_come(HONEST_CONNS, fds, HONEST_READS, first, HONEST_READS);
 	for (int i = 0; i < HONEST_CONNS; i++)
@@ -3408,9 +3445,13 @@ static void pipelined_reads(const char *socket)
 
 START_TEST(test_pipelined_large_reads)
 {
-	static const char *const tight[] = { "--socket-mode", "0666",
-					     "--max-output-bytes-per-uid", "1M",
-					     "--max-output-bytes", "1M", NULL };
+	static const char *const tight[] = { "--socket-mode",
+					     "0666",
+					     "--max-output-bytes-per-uid",
+					     "1M",
+					     "--max-output-bytes",
+					     "1M",
+					     NULL };
 	struct test_daemon d;
 
 	/* The defaults. */
@@ -3430,10 +3471,9 @@ static uint64_t status_u64_on(int fd, const char *name)
 	uint64_t v;
 
 	ck_assert_ptr_null(test_reply_error(r));
-	ck_assert_int_eq(json_to_u64(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
-							 name),
-				     &v),
-			 0);
+	ck_assert_int_eq(
+		json_to_u64(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), name), &v),
+		0);
 	cJSON_Delete(r);
 	return v;
 }
@@ -3492,9 +3532,13 @@ END_TEST
 
 static void out_stall_setup(void)
 {
-	static const char *const extra[] = { "--output-stall-timeout", "1",
-					     "--max-output-bytes-per-uid", "16M",
-					     "--max-output-bytes", "16M", NULL };
+	static const char *const extra[] = { "--output-stall-timeout",
+					     "1",
+					     "--max-output-bytes-per-uid",
+					     "16M",
+					     "--max-output-bytes",
+					     "16M",
+					     NULL };
 
 	start(extra);
 }
@@ -3503,8 +3547,7 @@ static uint64_t out_baseline;
 
 static bool output_at_baseline(void)
 {
-	return status_int("clients") == base.clients &&
-	       status_u64("output_bytes") == out_baseline;
+	return status_int("clients") == base.clients && status_u64("output_bytes") == out_baseline;
 }
 
 /*

@@ -120,7 +120,8 @@ END_TEST
 START_TEST(test_socket_activation)
 {
 	static const char *const tool = "/usr/bin/systemd-socket-activate";
-	const char *args[] = { tool, "--listen=@SOCKET@", "-E", "NOTIFY_SOCKET=@NOTIFY@",
+	const char *args[] = { tool,       "--listen=@SOCKET@",
+			       "-E",       "NOTIFY_SOCKET=@NOTIFY@",
 			       DAEMON_BIN, NULL };
 	struct test_daemon td;
 	cJSON *reply;

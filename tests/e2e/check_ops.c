@@ -123,8 +123,8 @@ START_TEST(test_sysusers_tmpfiles)
 	static const char *const tmpfiles = "/usr/bin/systemd-tmpfiles";
 	char root[] = "/tmp/rdmamemd-root.XXXXXX", arg[96], path[128];
 	const char *mk_users[] = { sysusers, arg, SRC_DIR "/systemd/rdmamemd.sysusers", NULL };
-	const char *mk_dirs[] = { tmpfiles, arg, "--create",
-				  SRC_DIR "/systemd/rdmamemd.tmpfiles", NULL };
+	const char *mk_dirs[] = { tmpfiles, arg, "--create", SRC_DIR "/systemd/rdmamemd.tmpfiles",
+				  NULL };
 	const char *cleanup[] = { "/bin/rm", "-rf", root, NULL };
 	unsigned user, group;
 	char *out, *err;
@@ -161,8 +161,9 @@ END_TEST
 /* Under WatchdogSec= the loop pings; STATUS= counts what the daemon holds. */
 START_TEST(test_watchdog_and_status)
 {
-	const char *args[] = { "/usr/bin/env", "WATCHDOG_USEC=200000", DAEMON_BIN, "--socket",
-			       "@SOCKET@", NULL };
+	const char *args[] = { "/usr/bin/env", "WATCHDOG_USEC=200000",
+			       DAEMON_BIN,     "--socket",
+			       "@SOCKET@",     NULL };
 	struct test_daemon td;
 	int fd;
 
@@ -300,8 +301,8 @@ START_TEST(test_config_round_trip)
 	const char *shipped[] = { DAEMON_BIN, "--config", SRC_DIR "/config/rdmamemd.conf",
 				  "--check-config", NULL };
 	const char *print[] = { DAEMON_BIN, "--config", conf, "--print-config", NULL };
-	const char *override[] = { DAEMON_BIN, "--config", conf, "--max-connections", "7",
-				   "--print-config", NULL };
+	const char *override[] = { DAEMON_BIN, "--config",       conf, "--max-connections",
+				   "7",        "--print-config", NULL };
 	const char *defaults[] = { DAEMON_BIN, "--config", "/dev/null", "--print-config", NULL };
 	char *out, *err, *again, *shipped_text;
 
@@ -399,8 +400,8 @@ static int journal_listen(void)
 	mkdir("/run/systemd/journal", 0755);
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: %s",
-		      JOURNAL_SOCKET, strerror(errno));
+	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "%s: %s", JOURNAL_SOCKET,
+		      strerror(errno));
 	return fd;
 }
 
@@ -440,7 +441,7 @@ static void *journal_read(void *userdata)
 		j->len += (size_t)n;
 		j->all[j->len++] = '\n';
 		if (sizeof(j->all) - j->len < 65536)
-			j->len = 0;	/* keep only the latest; the cases need few */
+			j->len = 0; /* keep only the latest; the cases need few */
 	}
 	j->all[j->len] = '\0';
 	return NULL;

@@ -96,8 +96,8 @@ static uint64_t region_with(struct rdmamem_client *c, size_t size, const char *t
  * stdout then stderr. extra: more arguments (NULL-terminated), or NULL.
  */
 static int peer_ex(bool rdmacm, const char *token, const struct rdmamem_registration *reg,
-		   const char *op, const char *value, const char *expect,
-		   const char *const *extra, char **ret_out)
+		   const char *op, const char *value, const char *expect, const char *const *extra,
+		   char **ret_out)
 {
 	char addr[32], rkey[16];
 	const char *argv[32];
@@ -336,8 +336,8 @@ START_TEST(test_isolation)
 	ck_assert_int_eq(peer(true, "0123456789abcdef0123456789abcdef", &reg, "--read", "10", NULL,
 			      NULL),
 			 2);
-	ck_assert_int_eq(peer(false, "0123456789abcdef0123456789abcdef", &reg, "--read", "10",
-			      NULL, NULL),
+	ck_assert_int_eq(peer(false, "0123456789abcdef0123456789abcdef", &reg, "--read", "10", NULL,
+			      NULL),
 			 2);
 	ck_assert_uint_eq(device_field("rejected_connections"), rejected_before + 3);
 
@@ -353,8 +353,10 @@ START_TEST(test_revoke)
 	struct rdmamem_client *c = test_client(td.socket);
 	struct rdmamem_registration reg;
 	char token[RDMAMEM_TOKEN_LEN + 1], addr[32], rkey[16], *line;
-	const char *argv[] = { PEER_BIN, "--rdmacm", listen_arg, "--token", token, "--addr", addr,
-			       "--rkey", rkey, "--read", "7", "--repeat-until-fail", "30", NULL };
+	const char *argv[] = { PEER_BIN, "--rdmacm", listen_arg, "--token",
+			       token,    "--addr",   addr,       "--rkey",
+			       rkey,     "--read",   "7",        "--repeat-until-fail",
+			       "30",     NULL };
 	char *reply = NULL;
 	int out, status;
 	pid_t pid;
@@ -557,11 +559,11 @@ START_TEST(test_cli_devices)
 	ck_assert_int_eq(test_run(devs_json, &out, &err), 0);
 	root = cJSON_Parse(out);
 	ck_assert_ptr_nonnull(root);
-	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"),
-								   0),
-					     "backend")
-				 ->valuestring,
-			 "ibv");
+	ck_assert_str_eq(
+		cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0),
+				    "backend")
+			->valuestring,
+		"ibv");
 	cJSON_Delete(root);
 	free(out);
 	free(err);
@@ -577,8 +579,10 @@ END_TEST
  */
 START_TEST(test_network_allow_list)
 {
-	const char *args[] = { "--socket-mode", "0666", "--rdmacm-listen", listen_arg,
-			       "--rdma-allow-network", "10.99.0.0/16", NULL };
+	const char *args[] = {
+		"--socket-mode", "0666", "--rdmacm-listen", listen_arg, "--rdma-allow-network",
+		"10.99.0.0/16",  NULL
+	};
 	static const char *const nets[] = { "10.99.0.0/16", "fe80::/10", "10.9.0.0/24",
 					    "10.9.0.1" };
 	struct rdmamem_client *c;
@@ -602,8 +606,9 @@ START_TEST(test_network_allow_list)
 				ck_assert_msg(r == 0, "%s: %s", nets[i], out);
 			} else {
 				ck_assert_msg(r == 2, "%s: %s", nets[i], out);
-				ck_assert_ptr_nonnull(strstr(out, rdmacm ? "reason 3" :
-								RDMAMEM_ERROR_NETWORK_NOT_ALLOWED));
+				ck_assert_ptr_nonnull(
+					strstr(out, rdmacm ? "reason 3" :
+							     RDMAMEM_ERROR_NETWORK_NOT_ALLOWED));
 			}
 			free(out);
 		}
@@ -619,8 +624,9 @@ static pid_t step_peer(const char *token, const struct rdmamem_registration *reg
 		       const char *expect, int *ret_out)
 {
 	char addr[32], rkey[16], len[24], *line;
-	const char *argv[] = { PEER_BIN, "--rdmacm", listen_arg, "--token", token, "--addr", addr,
-			       "--rkey", rkey, "--read", len, "--expect", expect, "--step", NULL };
+	const char *argv[] = { PEER_BIN, "--rdmacm", listen_arg, "--token", token,
+			       "--addr", addr,       "--rkey",   rkey,      "--read",
+			       len,      "--expect", expect,     "--step",  NULL };
 	pid_t pid;
 
 	snprintf(addr, sizeof(addr), "%llu", (unsigned long long)reg->addr);
@@ -666,8 +672,9 @@ static void unregister_cuts_peer(struct rdmamem_client *c, uint64_t id, pid_t pi
 	t2 = now_ms();
 	ck_assert_uint_eq(device_field("mrs"), 0);
 	ck_assert_uint_eq(device_field("pinned_bytes"), 0);
-	fprintf(stderr, "Unregister took %.1f ms; the peer's next READ failed %.1f ms after it "
-			"returned\n",
+	fprintf(stderr,
+		"Unregister took %.1f ms; the peer's next READ failed %.1f ms after it "
+		"returned\n",
 		t1 - t0, t2 - t1);
 }
 
@@ -696,7 +703,7 @@ END_TEST
 
 struct lease_holder {
 	pid_t pid;
-	int to, from;		/* pipes to and from the child */
+	int to, from; /* pipes to and from the child */
 };
 
 /*
@@ -760,7 +767,6 @@ static void lease_holder_finish(struct lease_holder *h)
 	close(h->from);
 }
 
-
 /*
  * Another uid holds a lease on the owner's shared region while a peer
  * reads it; then the owner lets go, by Unregister or by disconnecting. The
@@ -821,9 +827,15 @@ END_TEST
  */
 START_TEST(test_connection_caps)
 {
-	const char *args[] = { "--socket-mode", "0666", "--rdmacm-listen", listen_arg,
-			       "--max-rdma-connections-per-uid", "1", "--max-rdma-connections",
-			       "2", NULL };
+	const char *args[] = { "--socket-mode",
+			       "0666",
+			       "--rdmacm-listen",
+			       listen_arg,
+			       "--max-rdma-connections-per-uid",
+			       "1",
+			       "--max-rdma-connections",
+			       "2",
+			       NULL };
 	struct rdmamem_client *c;
 	struct rdmamem_registration reg;
 	char token[RDMAMEM_TOKEN_LEN + 1], *out;
@@ -843,7 +855,8 @@ START_TEST(test_connection_caps)
 	/* uid 0 is at its cap: refused on both paths. */
 	for (int rdmacm = 1; rdmacm >= 0; rdmacm--) {
 		ck_assert_int_eq(peer(rdmacm, token, &reg, "--read", "6", NULL, &out), 2);
-		ck_assert_ptr_nonnull(strstr(out, rdmacm ? "reason 4" : RDMAMEM_ERROR_QUOTA_EXCEEDED));
+		ck_assert_ptr_nonnull(strstr(out,
+					     rdmacm ? "reason 4" : RDMAMEM_ERROR_QUOTA_EXCEEDED));
 		ck_assert_ptr_nonnull(rdmacm ? out : strstr(out, "\"quota\":\"rdma_connections\""));
 		free(out);
 	}
@@ -857,7 +870,7 @@ START_TEST(test_connection_caps)
 		ck_assert_int_eq(peer(rdmacm, other.token, &other.reg, "--read", "9", NULL, &out),
 				 2);
 		ck_assert_ptr_nonnull(strstr(out, rdmacm ? "reason 4" :
-						     RDMAMEM_ERROR_TOO_MANY_CONNECTIONS));
+							   RDMAMEM_ERROR_TOO_MANY_CONNECTIONS));
 		free(out);
 	}
 	ck_assert_uint_eq(device_field("rejected_connections"), 4);
@@ -922,10 +935,10 @@ START_TEST(test_connect_qp_mtu)
 	char token[RDMAMEM_TOKEN_LEN + 1], text[3001], line[32], *out;
 	static const struct {
 		const char *ask;
-		unsigned bytes;		/* what it asks for, as an IB MTU */
+		unsigned bytes; /* what it asks for, as an IB MTU */
 	} cases[] = {
-		{ NULL, 1024 }, { "4096", 4096 }, { "1500", 1024 }, { "2048", 2048 },
-		{ "512", 512 }, { "256", 256 },
+		{ NULL, 1024 },   { "4096", 4096 }, { "1500", 1024 },
+		{ "2048", 2048 }, { "512", 512 },   { "256", 256 },
 	};
 	static const char *const veth_mtus[] = { "9000", "1500" };
 
@@ -994,8 +1007,8 @@ static int read_only_memfd(const char *text, bool rdonly)
 	ck_assert_int_eq(ftruncate(fd, 4096), 0);
 	ck_assert_int_eq(pwrite(fd, text, strlen(text), 0), (ssize_t)strlen(text));
 	if (!rdonly) {
-		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
-							F_SEAL_FUTURE_WRITE),
+		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS,
+				       F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE),
 				 0);
 		return fd;
 	}
@@ -1078,8 +1091,8 @@ START_TEST(test_read_only_region)
 	/* What works on every kernel: a writable memfd, remote_read only. */
 	ck_assert_int_eq(rdmamem_memfd_create("rr", 4096, &fd, NULL), 0);
 	ck_assert_int_eq(pwrite(fd, "readable", 8, 0), 8);
-	snprintf(params, sizeof(params), "{\"fd\":0,\"access\":[\"remote_read\"],\"devices\":[\"%s\"]}",
-		 dev_name);
+	snprintf(params, sizeof(params),
+		 "{\"fd\":0,\"access\":[\"remote_read\"],\"devices\":[\"%s\"]}", dev_name);
 	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", params, &fd, 1, &reply, NULL,
 				      NULL),
 			 0);
@@ -1091,8 +1104,9 @@ START_TEST(test_read_only_region)
 		r = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "registrations"), 0);
 		ck_assert_ptr_nonnull(r);
 		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "access")), 1);
-		ck_assert_str_eq(cJSON_GetArrayItem(cJSON_GetObjectItem(r, "access"), 0)->valuestring,
-				 "remote_read");
+		ck_assert_str_eq(
+			cJSON_GetArrayItem(cJSON_GetObjectItem(r, "access"), 0)->valuestring,
+			"remote_read");
 		ck_assert_int_eq(json_to_u64(cJSON_GetObjectItem(r, "addr"), &reg.addr), 0);
 		ck_assert_int_eq(json_to_u64(cJSON_GetObjectItem(r, "rkey"), &v), 0);
 		reg.rkey = (uint32_t)v;

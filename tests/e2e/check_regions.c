@@ -102,7 +102,8 @@ static uint64_t status_field(const char *name)
 	cJSON *root, *item;
 	uint64_t v = 0;
 
-	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetStatus", NULL, NULL, 0, &reply, NULL, NULL),
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetStatus", NULL, NULL, 0, &reply, NULL,
+				      NULL),
 			 0);
 	root = cJSON_Parse(reply);
 	item = cJSON_GetObjectItem(root, name);
@@ -154,7 +155,8 @@ START_TEST(test_register_write_read_copy)
 	ck_assert_int_eq(rdmamem_register(c, fd, 4 << 20, 4 << 20, &b), 0);
 	ck_assert_uint_gt(b, a);
 
-	ck_assert_int_eq(rdmamem_write(c, a, 13, "hello, region", 13, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	ck_assert_int_eq(rdmamem_write(c, a, 13, "hello, region", 13, RDMAMEM_LOCK_EXCLUSIVE, 0),
+			 0);
 	/* The client's own mapping sees the daemon's write... */
 	ck_assert_int_eq(memcmp((char *)addr + 13, "hello, region", 13), 0);
 	/* ...and the daemon sees the client's. */
@@ -171,8 +173,11 @@ START_TEST(test_register_write_read_copy)
 
 	/* Copy from region a into region b (bytes 4 MiB + x of the file). */
 	{
-		struct rdmamem_copy cp = { .from_region = a, .from_offset = 1000, .to_region = b,
-					   .to_offset = 12345, .length = 2 << 20,
+		struct rdmamem_copy cp = { .from_region = a,
+					   .from_offset = 1000,
+					   .to_region = b,
+					   .to_offset = 12345,
+					   .length = 2 << 20,
 					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
 
 		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
@@ -180,8 +185,11 @@ START_TEST(test_register_write_read_copy)
 	}
 	/* Overlapping copy inside one region behaves like memmove. */
 	{
-		struct rdmamem_copy cp = { .from_region = a, .from_offset = 1000, .to_region = a,
-					   .to_offset = 1001, .length = 100000,
+		struct rdmamem_copy cp = { .from_region = a,
+					   .from_offset = 1000,
+					   .to_region = a,
+					   .to_offset = 1001,
+					   .length = 100000,
 					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
 
 		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
@@ -221,8 +229,8 @@ END_TEST
 START_TEST(test_copy_between_views_of_one_memfd)
 {
 	static const struct {
-		bool a_to_b;		/* else b to a */
-		uint64_t from, to, length;	/* offsets in the regions */
+		bool a_to_b;               /* else b to a */
+		uint64_t from, to, length; /* offsets in the regions */
 	} copies[] = {
 		/* Destination before the source in the file, far apart. */
 		{ true, 24U << 20, 0, 40U << 20 },
@@ -266,8 +274,8 @@ START_TEST(test_copy_between_views_of_one_memfd)
 			.mode = RDMAMEM_LOCK_EXCLUSIVE,
 		};
 
-		memmove((char *)ref + to_base + copies[k].to, (char *)ref + from_base + copies[k].from,
-			copies[k].length);
+		memmove((char *)ref + to_base + copies[k].to,
+			(char *)ref + from_base + copies[k].from, copies[k].length);
 		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
 		ck_assert_msg(memcmp(addr, ref, ALIAS_FILE) == 0,
 			      "copy %zu (%s, %llu bytes from %llu to %llu) differs from memmove", k,
@@ -306,7 +314,8 @@ static int raw_register(int sock, int fd, const char *params, cJSON **ret)
 	char msg[512];
 	char *text;
 
-	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Register\",\"parameters\":%s}", params);
+	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Register\",\"parameters\":%s}",
+		 params);
 	test_send_msg(sock, msg, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0);
 	ck_assert_int_gt(test_recv_msg(sock, &text, 5000), 0);
 	*ret = cJSON_Parse(text);
@@ -356,7 +365,8 @@ static void expect_param_error(int sock, int fd, const char *method, const char 
 	free(text);
 	p = cJSON_GetObjectItem(cJSON_GetObjectItem(reply, "parameters"), "parameter");
 	ck_assert_msg(test_reply_error(reply) &&
-			      strcmp(test_reply_error(reply), VARLINK_ERROR_INVALID_PARAMETER) == 0 &&
+			      strcmp(test_reply_error(reply), VARLINK_ERROR_INVALID_PARAMETER) ==
+				      0 &&
 			      cJSON_IsString(p) && strcmp(p->valuestring, param) == 0,
 		      "%s %s: expected InvalidParameter '%s', got %s", method, params, param,
 		      cJSON_PrintUnformatted(reply));
@@ -382,8 +392,7 @@ static void expect_bad_params(int sock, const char *method, const char *prefix,
 }
 
 /* A raw call on sock: its error name, or NULL when it succeeded. */
-static const char *raw_error(int sock, const char *method, const char *fmt, ...)
-	_printf_(3, 4);
+static const char *raw_error(int sock, const char *method, const char *fmt, ...) _printf_(3, 4);
 static const char *raw_error(int sock, const char *method, const char *fmt, ...)
 {
 	static char name[128];
@@ -454,8 +463,8 @@ START_TEST(test_register_rejections)
 	/* Absent length is "to the end"; an explicit 0 is an empty range. */
 	expect_param_error(sock, sealed, "Register", "{\"fd\":0,\"length\":\"0\"}", "length");
 	expect_param_error(sock, sealed, "Register", "{\"fd\":0,\"offset\":\"4096\"}", "offset");
-	expect_param_error(sock, sealed, "Register",
-			   "{\"fd\":0,\"offset\":\"4095\",\"length\":0}", "length");
+	expect_param_error(sock, sealed, "Register", "{\"fd\":0,\"offset\":\"4095\",\"length\":0}",
+			   "length");
 	expect_register_error(sock, sealed, "{\"fd\":1}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
 	expect_register_error(sock, -1, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
 	expect_register_error(sock, sealed, "{}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
@@ -468,8 +477,7 @@ START_TEST(test_register_rejections)
 	ck_assert_int_eq(close(empty), 0);
 	empty = memfd_create("empty", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	ck_assert_int_eq(fcntl(empty, F_ADD_SEALS, F_SEAL_SHRINK), 0);
-	expect_register_error(sock, empty, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER,
-			      "fd");
+	expect_register_error(sock, empty, "{\"fd\":0}", VARLINK_ERROR_INVALID_PARAMETER, "fd");
 
 	/* Nothing was kept: not the fds, not a region. */
 	ck_assert_int_eq(test_settled_fds(td.pid), before);
@@ -519,15 +527,18 @@ START_TEST(test_bounds)
 		char params[160];
 
 		/* Offset + length wraps around 2^64: refused, not wrapped. */
-		snprintf(params, sizeof(params),
-			 "{\"region\":\"%llu\",\"offset\":\"18446744073709551615\",\"length\":\"2\"}",
-			 (unsigned long long)id);
+		snprintf(
+			params, sizeof(params),
+			"{\"region\":\"%llu\",\"offset\":\"18446744073709551615\",\"length\":\"2\"}",
+			(unsigned long long)id);
 		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Read", params, NULL, 0, NULL, NULL,
 					      NULL),
 				 -ERANGE);
 	}
 	{
-		struct rdmamem_copy cp = { .from_region = id, .to_region = other, .length = 101,
+		struct rdmamem_copy cp = { .from_region = id,
+					   .to_region = other,
+					   .length = 101,
 					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
 
 		ck_assert_int_eq(rdmamem_copy(c, &cp), -ERANGE);
@@ -537,8 +548,8 @@ START_TEST(test_bounds)
 	{
 		char params[160];
 
-		snprintf(params, sizeof(params),
-			 "{\"region\":\"%llu\",\"data\":\"QUJD!EVG\"}", (unsigned long long)id);
+		snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"data\":\"QUJD!EVG\"}",
+			 (unsigned long long)id);
 		ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Write", params, NULL, 0, &reply, NULL,
 					      NULL),
 				 -EINVAL);
@@ -577,7 +588,7 @@ END_TEST
 struct share_args {
 	const char *socket;
 	uint64_t region;
-	int expect_read;	/* errno expected from a read, 0 for success */
+	int expect_read; /* errno expected from a read, 0 for success */
 	int expect_write;
 	char expect_byte;
 };
@@ -702,24 +713,26 @@ START_TEST(test_absent_is_not_zero)
 			 "{\"memory\":\"cuda-ipc\",\"ipc_handle\":\"%s\",\"length\":\"0\"}", zeros);
 		expect_param_error(sock, -1, "Register", params, "length");
 	}
-	expect_param_error(sock, m, "Register",
-			   "{\"memory\":\"cuda-vmm\",\"fd\":0,\"size\":\"2097152\",\"length\":\"0\"}",
-			   "length");
+	expect_param_error(
+		sock, m, "Register",
+		"{\"memory\":\"cuda-vmm\",\"fd\":0,\"size\":\"2097152\",\"length\":\"0\"}",
+		"length");
 	expect_param_error(sock, m, "Register", "{\"memory\":\"cuda-vmm\",\"fd\":0,\"size\":\"0\"}",
 			   "size");
 
 	/* Lease 0 is not "no lease". */
-	ck_assert_str_eq(raw_error(sock, "Read", "{\"region\":\"%llu\",\"length\":\"1\",\"lease\":\"0\"}",
-				   i),
+	ck_assert_str_eq(raw_error(sock, "Read",
+				   "{\"region\":\"%llu\",\"length\":\"1\",\"lease\":\"0\"}", i),
 			 RDMAMEM_ERROR_NO_SUCH_LEASE);
-	ck_assert_str_eq(raw_error(sock, "Write", "{\"region\":\"%llu\",\"data\":\"eA==\",\"lease\":0}",
-				   i),
+	ck_assert_str_eq(raw_error(sock, "Write",
+				   "{\"region\":\"%llu\",\"data\":\"eA==\",\"lease\":0}", i),
 			 RDMAMEM_ERROR_NO_SUCH_LEASE);
-	ck_assert_str_eq(raw_error(sock, "Copy",
-				   "{\"from\":{\"region\":\"%llu\",\"lease\":\"0\"},\"to\":{\"region\":"
-				   "\"%llu\",\"offset\":\"8\"},\"length\":\"1\"}",
-				   i, i),
-			 RDMAMEM_ERROR_NO_SUCH_LEASE);
+	ck_assert_str_eq(
+		raw_error(sock, "Copy",
+			  "{\"from\":{\"region\":\"%llu\",\"lease\":\"0\"},\"to\":{\"region\":"
+			  "\"%llu\",\"offset\":\"8\"},\"length\":\"1\"}",
+			  i, i),
+		RDMAMEM_ERROR_NO_SUCH_LEASE);
 	ck_assert_str_eq(raw_error(sock, "Copy",
 				   "{\"from\":{\"region\":\"%llu\"},\"to\":{\"region\":\"%llu\","
 				   "\"offset\":\"8\",\"lease\":\"0\"},\"length\":\"1\"}",
@@ -738,7 +751,8 @@ START_TEST(test_absent_is_not_zero)
 
 	/* Zero-length transfers are valid: checked like others, nothing moves. */
 	ck_assert_ptr_null(raw_error(sock, "Read",
-				     "{\"region\":\"%llu\",\"offset\":\"4096\",\"length\":\"0\"}", i));
+				     "{\"region\":\"%llu\",\"offset\":\"4096\",\"length\":\"0\"}",
+				     i));
 	ck_assert_str_eq(raw_error(sock, "Read",
 				   "{\"region\":\"%llu\",\"offset\":\"4097\",\"length\":\"0\"}", i),
 			 RDMAMEM_ERROR_OUT_OF_RANGE);
@@ -750,25 +764,29 @@ START_TEST(test_absent_is_not_zero)
 
 	/* timeout_ms -1 is the default spelled out; less is refused. */
 	ck_assert_ptr_null(raw_error(sock, "Read",
-				     "{\"region\":\"%llu\",\"length\":\"1\",\"timeout_ms\":-1}", i));
-	expect_param_error(sock, -1, "Read", "{\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-2}",
-			   "timeout_ms");
+				     "{\"region\":\"%llu\",\"length\":\"1\",\"timeout_ms\":-1}",
+				     i));
+	expect_param_error(sock, -1, "Read",
+			   "{\"region\":\"1\",\"length\":\"1\",\"timeout_ms\":-2}", "timeout_ms");
 
 	/* ConnectQueuePair: a sent mtu or gid_index must exist. */
 	{
 		static const struct bad_param bad[] = {
-			{ "\"mtu\":0", "mtu" },		  { "\"mtu\":128", "mtu" },
+			{ "\"mtu\":0", "mtu" },
+			{ "\"mtu\":128", "mtu" },
 			{ "\"gid_index\":-1", "gid_index" },
 			{ "\"gid_index\":256", "gid_index" },
 		};
 		cJSON *r = test_call(sock, "{\"method\":\"io.rdmamemd.CreateAccessToken\"}");
-		const char *token = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
-							"token")->valuestring;
+		const char *token =
+			cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"), "token")
+				->valuestring;
 		char prefix[160];
 
-		snprintf(prefix, sizeof(prefix),
-			 "\"device\":\"nodev\",\"token\":\"%s\",\"qpn\":1,\"psn\":0,\"gid\":\"fe80::1\"",
-			 token);
+		snprintf(
+			prefix, sizeof(prefix),
+			"\"device\":\"nodev\",\"token\":\"%s\",\"qpn\":1,\"psn\":0,\"gid\":\"fe80::1\"",
+			token);
 		expect_bad_params(sock, "ConnectQueuePair", prefix, bad, ELEMENTSOF(bad));
 		/* Left out, or sound: on to the device, which does not exist. */
 		ck_assert_str_eq(raw_error(sock, "ConnectQueuePair",
@@ -795,9 +813,8 @@ START_TEST(test_absent_is_not_zero)
 		snprintf(prefix, sizeof(prefix), "\"region\":\"%llu\"", i);
 		expect_bad_params(sock, method, prefix, bad, ELEMENTSOF(bad));
 		ck_assert_ptr_null(raw_error(sock, method, "{\"region\":\"%llu\",\"uid\":0}", i));
-		ck_assert_ptr_null(raw_error(sock, method,
-					     "{\"region\":\"%llu\",\"gid\":4294967294,\"uid\":null}",
-					     i));
+		ck_assert_ptr_null(raw_error(
+			sock, method, "{\"region\":\"%llu\",\"gid\":4294967294,\"uid\":null}", i));
 	}
 	/* None of the refused Shares shared anything. */
 	{
@@ -852,8 +869,8 @@ START_TEST(test_hugetlb_without_huge_pages)
 
 		if (avail != 0)
 			continue;
-		fd = memfd_create("huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB |
-						  sizes[k].flag);
+		fd = memfd_create("huge",
+				  MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB | sizes[k].flag);
 		if (fd < 0)
 			continue;
 		ck_assert_int_eq(ftruncate(fd, (off_t)sizes[k].size), 0);
@@ -871,7 +888,8 @@ START_TEST(test_hugetlb_without_huge_pages)
 		/* It says which pages, how many there are, and what to do. */
 		msg = cJSON_GetObjectItem(cJSON_GetObjectItem(reply, "parameters"), "message")
 			      ->valuestring;
-		ck_assert_ptr_nonnull(strstr(msg, sizes[k].size == (2ULL << 20) ? "2 MiB" : "1 GiB"));
+		ck_assert_ptr_nonnull(strstr(msg,
+					     sizes[k].size == (2ULL << 20) ? "2 MiB" : "1 GiB"));
 		ck_assert_ptr_nonnull(strstr(msg, "huge pages"));
 		ck_assert_ptr_nonnull(strstr(msg, "0 free"));
 		ck_assert_ptr_nonnull(strstr(msg, sizes[k].dir));
@@ -969,7 +987,8 @@ START_TEST(test_hugetlb_region)
 	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
 	ck_assert_int_eq(rdmamem_register(c, fd, 4097, 4096, &id), 0);
 	ck_assert_int_eq(rdmamem_write(c, id, 4090, "hugetl", 6, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
-	ck_assert_int_eq(rdmamem_write(c, id, 4091, "hugetl", 6, RDMAMEM_LOCK_EXCLUSIVE, 0), -ERANGE);
+	ck_assert_int_eq(rdmamem_write(c, id, 4091, "hugetl", 6, RDMAMEM_LOCK_EXCLUSIVE, 0),
+			 -ERANGE);
 	addr = mmap(NULL, 2 << 20, PROT_READ, MAP_SHARED, fd, 0);
 	ck_assert_ptr_ne(addr, MAP_FAILED);
 	ck_assert_int_eq(memcmp((char *)addr + 4097 + 4090, "hugetl", 6), 0);
@@ -1052,11 +1071,12 @@ static uint64_t lock_reply(int s, int timeout_ms, const char **error)
 		snprintf(name, sizeof(name), "%s", test_reply_error(r));
 		*error = name;
 	} else {
-		ck_assert_int_eq(json_parse_u64(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
-								    "lease")
-							->valuestring,
-						&lease),
-				 0);
+		ck_assert_int_eq(
+			json_parse_u64(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "parameters"),
+							   "lease")
+					       ->valuestring,
+				       &lease),
+			0);
 		*error = NULL;
 	}
 	cJSON_Delete(r);
@@ -1068,7 +1088,8 @@ static void unlock_raw(int s, uint64_t lease)
 	char msg[128];
 	cJSON *r;
 
-	snprintf(msg, sizeof(msg), "{\"method\":\"io.rdmamemd.Unlock\",\"parameters\":{\"lease\":\"%llu\"}}",
+	snprintf(msg, sizeof(msg),
+		 "{\"method\":\"io.rdmamemd.Unlock\",\"parameters\":{\"lease\":\"%llu\"}}",
 		 (unsigned long long)lease);
 	r = test_call(s, msg);
 	ck_assert_ptr_null(test_reply_error(r));
@@ -1234,8 +1255,12 @@ START_TEST(test_operations_under_lease)
 	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "reads only"));
 	/* Copy b (shared lease) → a (exclusive lease). */
 	{
-		struct rdmamem_copy cp = { .from_region = b, .from_lease = ls, .to_region = a,
-					   .to_offset = 2, .length = 2, .to_lease = la,
+		struct rdmamem_copy cp = { .from_region = b,
+					   .from_lease = ls,
+					   .to_region = a,
+					   .to_offset = 2,
+					   .length = 2,
+					   .to_lease = la,
 					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
 
 		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
@@ -1288,7 +1313,7 @@ static int torn_reader(const char *socket, uint64_t id, int rounds)
 			return 31;
 		for (size_t k = 1; k < TORN_SIZE; k++)
 			if (buf[k] != buf[0])
-				return 32;	/* torn */
+				return 32; /* torn */
 		if (buf[0] != last)
 			changes++;
 		last = buf[0];
@@ -1335,8 +1360,8 @@ static int slice_writer(const char *socket, uint64_t id, int slice)
 		return 40;
 	for (int round = 0; round < 40; round++) {
 		memset(buf, (unsigned char)(slice * 50 + round), SLICE);
-		if (rdmamem_write(c, id, (uint64_t)slice * SLICE, buf, SLICE,
-				  RDMAMEM_LOCK_DISJOINT, 0) < 0)
+		if (rdmamem_write(c, id, (uint64_t)slice * SLICE, buf, SLICE, RDMAMEM_LOCK_DISJOINT,
+				  0) < 0)
 			return 41;
 	}
 	rdmamem_client_close(c);
@@ -1451,7 +1476,9 @@ static void other_user_connections(int *fds, size_t n)
 {
 	char cmsg_buf[CMSG_SPACE(8 * sizeof(int))] = {};
 	struct iovec iov = { .iov_base = (char[1]){ 0 }, .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cmsg_buf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cmsg_buf,
 			     .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
 	int sp[2], status;
 	pid_t pid;

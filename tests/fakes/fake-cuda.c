@@ -33,15 +33,15 @@
 #define GRAN FAKE_CUDA_GRAN
 
 enum alloc_kind {
-	ALLOC_MEM,		/* fake_cuda_alloc(): kept to the end */
-	ALLOC_IPC,		/* cuIpcOpenMemHandle: freed on close */
-	ALLOC_MAPPING,		/* cuMemMap: the reservation owns the bytes */
+	ALLOC_MEM,     /* fake_cuda_alloc(): kept to the end */
+	ALLOC_IPC,     /* cuIpcOpenMemHandle: freed on close */
+	ALLOC_MAPPING, /* cuMemMap: the reservation owns the bytes */
 };
 
 struct fake_alloc {
 	CUdeviceptr base;
 	size_t size;
-	CUcontext ctx;		/* NULL: a VMM mapping (no context) */
+	CUcontext ctx; /* NULL: a VMM mapping (no context) */
 	int device;
 	enum alloc_kind kind;
 	bool used;
@@ -116,8 +116,12 @@ static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, enum a
 	for (size_t i = 0; i < ELEMENTSOF(allocs); i++) {
 		if (allocs[i].used)
 			continue;
-		allocs[i] = (struct fake_alloc){ .base = base, .size = size, .ctx = ctx,
-						 .device = device, .kind = kind, .used = true };
+		allocs[i] = (struct fake_alloc){ .base = base,
+						 .size = size,
+						 .ctx = ctx,
+						 .device = device,
+						 .kind = kind,
+						 .used = true };
 		if (kind == ALLOC_MAPPING)
 			fake_cuda.n_mapped++;
 		ok = true;
@@ -456,8 +460,7 @@ static CUresult f_ipc_close(CUdeviceptr p)
 	return drop(p, ALLOC_IPC, fake_cuda_current());
 }
 
-static CUresult f_import(CUmemGenericAllocationHandle *h, void *fd,
-			 CUmemAllocationHandleType type)
+static CUresult f_import(CUmemGenericAllocationHandle *h, void *fd, CUmemAllocationHandleType type)
 {
 	if ((intptr_t)fd < 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 		return CUDA_ERROR_INVALID_VALUE;

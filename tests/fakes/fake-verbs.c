@@ -33,7 +33,7 @@ struct vb_qp {
 };
 
 atomic_bool fake_verbs_fail_mr;
-atomic_int fake_verbs_live;	/* PDs, MRs and QPs not yet freed */
+atomic_int fake_verbs_live; /* PDs, MRs and QPs not yet freed */
 atomic_int fake_verbs_mrs;
 static atomic_uint next_key = 1;
 
@@ -108,8 +108,12 @@ static int f_device_query(struct vb_device *dev, struct vb_device_info *ret)
 		.n_ports = 1,
 	};
 	ret->ports[0] = (struct vb_port){
-		.num = 1, .state = "ACTIVE", .active = true, .link_layer = "Ethernet",
-		.mtu = 1024, .n_gids = 1,
+		.num = 1,
+		.state = "ACTIVE",
+		.active = true,
+		.link_layer = "Ethernet",
+		.mtu = 1024,
+		.n_gids = 1,
 	};
 	ret->ports[0].gids[0] = (struct vb_gid){ .index = 0, .text = "fe80::1", .type = "RoCEv2" };
 	ret->ports[0].gids[0].raw[0] = 0xfe;

@@ -53,16 +53,16 @@ static const size_t chunk_sizes[16] = {
 };
 
 enum fd_kind {
-	FD_MEMFD,		/* sealed shrink|grow|seal, 64 KiB */
-	FD_MEMFD_LARGE,		/* the same, 1 MiB: transfers on the pool */
-	FD_MEMFD_GROWABLE,	/* shrink only; grown after it was sent */
+	FD_MEMFD,          /* sealed shrink|grow|seal, 64 KiB */
+	FD_MEMFD_LARGE,    /* the same, 1 MiB: transfers on the pool */
+	FD_MEMFD_GROWABLE, /* shrink only; grown after it was sent */
 	FD_MEMFD_UNSEALED,
 	FD_PIPE,
 	FD_SOCKET,
 	FD_DEV_ZERO,
 	FD_DIRECTORY,
-	FD_MEMFD_WRITE_SEALED,	/* a read-only region */
-	FD_MEMFD_RDONLY,	/* opened O_RDONLY */
+	FD_MEMFD_WRITE_SEALED, /* a read-only region */
+	FD_MEMFD_RDONLY,       /* opened O_RDONLY */
 	FD_MEMFD_EMPTY,
 };
 
@@ -80,7 +80,7 @@ static int count_fds(void)
 	while ((de = readdir(d)))
 		n += de->d_name[0] != '.';
 	closedir(d);
-	return n - 1;	/* the directory's own fd */
+	return n - 1; /* the directory's own fd */
 }
 
 static int memfd_sealed(size_t size, unsigned seals)
@@ -384,14 +384,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		clients[0] = safe_close(clients[0]);
 		clients[1] = safe_close(clients[1]);
 		for (unsigned i = 0; i < 100000 && (!list_empty(&d->server->conns) ||
-						    d->core.loop->active_reqs.count > 0); i++)
+						    d->core.loop->active_reqs.count > 0);
+		     i++)
 			uv_run(d->core.loop,
 			       d->core.loop->active_reqs.count ? UV_RUN_ONCE : UV_RUN_NOWAIT);
 		if (!list_empty(&d->server->conns)) {
 			struct conn *c;
 
 			list_for_each_entry(c, &d->server->conns, link)
-				fprintf(stderr, "connection %llu left: call %p %s, draining %d, "
+				fprintf(stderr,
+					"connection %llu left: call %p %s, draining %d, "
 					"close_after_flush %d, input_eof %d, out %zu, in %zu, "
 					"poll %#x\n",
 					(unsigned long long)c->id, (void *)c->call,

@@ -79,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				fuzz_check(r == -EMSGSIZE);
 				/* Only a message longer than the limit, finished
 				 * or still arriving, is refused. */
-				fuzz_check((nul ? (size_t)(nul - (s + taken)) : fed - taken) > max_body);
+				fuzz_check((nul ? (size_t)(nul - (s + taken)) : fed - taken) >
+					   max_body);
 				broken = true;
 				break;
 			}

@@ -40,11 +40,13 @@ struct any_params {
 #define O VARLINK_NULLABLE
 
 /* Copy's ends: decoded by the dispatcher into their struct. */
+/* clang-format off */
 static const struct varlink_symbol end_type = VARLINK_DEFINE_TYPE(
 	End, NULL,
 	VARLINK_INPUT_AT(struct any_end, region, u64, VARLINK_U64, 0),
 	VARLINK_INPUT_AT(struct any_end, offset, u64, VARLINK_U64, VARLINK_NULLABLE),
 	VARLINK_INPUT_HAS(struct any_end, lease, u64, VARLINK_U64, VARLINK_NULLABLE, has));
+/* clang-format on */
 
 /* Shapes of the daemon's tables: every type, optional and mandatory. */
 static const struct varlink_field *const tables[] = {

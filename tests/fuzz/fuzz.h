@@ -23,13 +23,13 @@ FUZZ_EXPORT int LLVMFuzzerInitialize(int *argc, char ***argv);
  * A broken invariant: abort so that libFuzzer (or the replay) reports the
  * input with a stack trace. Not assert(): it must hold in every build.
  */
-#define fuzz_check(cond)                                                              \
-	do {                                                                          \
-		if (!(cond)) {                                                        \
-			fprintf(stderr, "%s:%d: fuzz invariant broken: %s\n", __FILE__, \
-				__LINE__, #cond);                                     \
-			abort();                                                      \
-		}                                                                     \
+#define fuzz_check(cond)                                                                          \
+	do {                                                                                      \
+		if (!(cond)) {                                                                    \
+			fprintf(stderr, "%s:%d: fuzz invariant broken: %s\n", __FILE__, __LINE__, \
+				#cond);                                                           \
+			abort();                                                                  \
+		}                                                                                 \
 	} while (0)
 
 #endif

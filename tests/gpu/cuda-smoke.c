@@ -32,8 +32,8 @@
 #include "daemon/gpu/cuda.h"
 #include "daemon/core/log.h"
 
-#define VMM_SIZE (64ULL << 20)		/* also the bandwidth test's size */
-#define IPC_SIZE ((8ULL << 20) + 12345)	/* odd on purpose */
+#define VMM_SIZE (64ULL << 20)          /* also the bandwidth test's size */
+#define IPC_SIZE ((8ULL << 20) + 12345) /* odd on purpose */
 /* Past the bytes the DtoD test copies from, which keep the child's pattern. */
 #define VMM_WRITE_AT ((32ULL << 20) + 12345)
 #define N_TIMED 20
@@ -44,11 +44,11 @@ enum region_kind { REGION_VMM, REGION_IPC };
 
 struct msg {
 	uint32_t kind;
-	int32_t status;		/* HELLO: child's setup errno; RESULT: mismatches or -errno */
+	int32_t status; /* HELLO: child's setup errno; RESULT: mismatches or -errno */
 	uint64_t vmm_size, ipc_size;
 	unsigned char ipc_handle[CU_IPC_HANDLE_SIZE];
 	double export_us, ipc_get_us;
-	int32_t own_dmabuf[3];	/* CUresults, see DMABUF_PROBES */
+	int32_t own_dmabuf[3]; /* CUresults, see DMABUF_PROBES */
 	char error[256];
 	/* VERIFY */
 	uint32_t region, seed;
@@ -155,7 +155,9 @@ static int recv_msg(int sock, struct msg *m, int *ret_fd)
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
 	struct cmsghdr *c;
 	ssize_t n;
@@ -195,17 +197,16 @@ struct child_state {
 	uint64_t vmm_size;
 };
 
-#define CHILD_TRY(call, what)                                                                 \
-	do {                                                                                  \
-		CUresult _res = (call);                                                       \
-		if (_res != CUDA_SUCCESS) {                                                   \
-			const char *_n = NULL;                                                \
-			cu->cuGetErrorName(_res, &_n);                                        \
-			snprintf(hello.error, sizeof(hello.error), "%s: %s", what,            \
-				 _n ? _n : "?");                                              \
-			hello.status = -EIO;                                                  \
-			goto out_send;                                                        \
-		}                                                                             \
+#define CHILD_TRY(call, what)                                                                      \
+	do {                                                                                       \
+		CUresult _res = (call);                                                            \
+		if (_res != CUDA_SUCCESS) {                                                        \
+			const char *_n = NULL;                                                     \
+			cu->cuGetErrorName(_res, &_n);                                             \
+			snprintf(hello.error, sizeof(hello.error), "%s: %s", what, _n ? _n : "?"); \
+			hello.status = -EIO;                                                       \
+			goto out_send;                                                             \
+		}                                                                                  \
 	} while (0)
 
 static int child_verify(struct child_state *st, const struct msg *req)
@@ -272,7 +273,7 @@ static int child_main(int sock, int ordinal)
 	CHILD_TRY(cu->cuMemSetAccess(st.vmm_ptr, st.vmm_size, &access, 1), "cuMemSetAccess");
 	t = now_us();
 	CHILD_TRY(cu->cuMemExportToShareableHandle(&export_fd, h,
-						    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+						   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
 		  "cuMemExportToShareableHandle");
 	hello.export_us = now_us() - t;
 
@@ -285,9 +286,9 @@ static int child_main(int sock, int ordinal)
 	for (int i = 0; i < 3; i++) {
 		int fd = -1;
 
-		hello.own_dmabuf[i] = cu->cuMemGetHandleForAddressRange(
-			&fd, st.ipc_ptr, probe_len(IPC_SIZE, i), CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
-			0);
+		hello.own_dmabuf[i] =
+			cu->cuMemGetHandleForAddressRange(&fd, st.ipc_ptr, probe_len(IPC_SIZE, i),
+							  CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
 		safe_close(fd);
 	}
 	memcpy(hello.ipc_handle, &ipc, sizeof(ipc));
@@ -333,8 +334,11 @@ out_send:
 static int ask_child(int sock, enum region_kind region, uint64_t offset, uint64_t length,
 		     uint32_t seed)
 {
-	struct msg req = { .kind = MSG_VERIFY, .region = region, .offset = offset,
-			   .length = length, .seed = seed };
+	struct msg req = { .kind = MSG_VERIFY,
+			   .region = region,
+			   .offset = offset,
+			   .length = length,
+			   .seed = seed };
 	struct msg res;
 	int r;
 
@@ -447,15 +451,15 @@ static void bandwidth(uint64_t dptr, uint64_t len, int ordinal)
 		check(0, "mmap of the memfd: %m");
 		return;
 	}
-	fill(map, 0, len, 5);	/* also faults every page in */
+	fill(map, 0, len, 5); /* also faults every page in */
 
 	for (int d = 0; d < 2; d++) {
 		mean = copy_gbps(d, map, dptr, len, &best);
 		pg[d][0] = mean;
 		pg[d][1] = best;
 	}
-	check(mismatches(map, 0, len, 5) == 0, "pageable HtoD then DtoH round trip of %" PRIu64
-	      " MiB is intact", len >> 20);
+	check(mismatches(map, 0, len, 5) == 0,
+	      "pageable HtoD then DtoH round trip of %" PRIu64 " MiB is intact", len >> 20);
 
 	{
 		double t = now_us();

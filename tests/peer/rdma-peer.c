@@ -233,12 +233,18 @@ static cJSON *varlink_call(const char *path, const char *method, const char *par
 static enum ibv_mtu mtu_enum(unsigned bytes)
 {
 	switch (bytes) {
-	case 256: return IBV_MTU_256;
-	case 512: return IBV_MTU_512;
-	case 1024: return IBV_MTU_1024;
-	case 2048: return IBV_MTU_2048;
-	case 4096: return IBV_MTU_4096;
-	default: die(1, "the daemon answered mtu %u, which is no IB MTU", bytes);
+	case 256:
+		return IBV_MTU_256;
+	case 512:
+		return IBV_MTU_512;
+	case 1024:
+		return IBV_MTU_1024;
+	case 2048:
+		return IBV_MTU_2048;
+	case 4096:
+		return IBV_MTU_4096;
+	default:
+		die(1, "the daemon answered mtu %u, which is no IB MTU", bytes);
 	}
 }
 
@@ -264,8 +270,9 @@ static void connect_oob(void)
 	make_cq_qp();
 	init.send_cq = init.recv_cq = peer.cq;
 	peer.qp = ibv_create_qp(peer.pd, &init);
-	if (!peer.qp || ibv_modify_qp(peer.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-						      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (!peer.qp ||
+	    ibv_modify_qp(peer.qp, &attr,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		die(1, "qp: %s", strerror(errno));
 	/* Index 1 is the IPv4 RoCEv2 GID on rxe (as ibv_rc_pingpong -g 1). */
 	if (ibv_query_gid(peer.ctx, 1, 1, &gid))
@@ -299,9 +306,9 @@ static void connect_oob(void)
 	attr.ah_attr.grh.sgid_index = 1;
 	attr.ah_attr.grh.hop_limit = 64;
 	inet_pton(AF_INET6, g->valuestring, attr.ah_attr.grh.dgid.raw);
-	if (ibv_modify_qp(peer.qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-						  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-						  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	if (ibv_modify_qp(peer.qp, &attr,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		die(1, "RTR: %s", strerror(errno));
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IBV_QPS_RTS;
@@ -310,9 +317,9 @@ static void connect_oob(void)
 	attr.rnr_retry = 7;
 	attr.sq_psn = psn;
 	attr.max_rd_atomic = 1;
-	if (ibv_modify_qp(peer.qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-						  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-						  IBV_QP_MAX_QP_RD_ATOMIC))
+	if (ibv_modify_qp(peer.qp, &attr,
+			  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		die(1, "RTS: %s", strerror(errno));
 	cJSON_Delete(root);
 	ibv_free_device_list(list);
@@ -322,7 +329,8 @@ static void connect_oob(void)
 static int one_op(void)
 {
 	size_t len = arg_write ? strlen(arg_write) : arg_read;
-	struct ibv_sge sge = { .addr = (uintptr_t)peer.buf, .length = (uint32_t)len,
+	struct ibv_sge sge = { .addr = (uintptr_t)peer.buf,
+			       .length = (uint32_t)len,
 			       .lkey = peer.mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = 1,
@@ -391,19 +399,44 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
 		switch (c) {
-		case 'c': arg_rdmacm = optarg; break;
-		case 's': arg_socket = optarg; break;
-		case 'd': arg_device = optarg; break;
-		case 't': arg_token = optarg; break;
-		case 'a': arg_addr = strtoull(optarg, NULL, 0); break;
-		case 'k': arg_rkey = (uint32_t)strtoul(optarg, NULL, 0); break;
-		case 'r': arg_read = strtoul(optarg, NULL, 0); break;
-		case 'e': arg_expect = optarg; break;
-		case 'w': arg_write = optarg; break;
-		case 'R': arg_repeat = atof(optarg); break;
-		case 'm': arg_mtu = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'S': arg_step = true; break;
-		default: return 1;
+		case 'c':
+			arg_rdmacm = optarg;
+			break;
+		case 's':
+			arg_socket = optarg;
+			break;
+		case 'd':
+			arg_device = optarg;
+			break;
+		case 't':
+			arg_token = optarg;
+			break;
+		case 'a':
+			arg_addr = strtoull(optarg, NULL, 0);
+			break;
+		case 'k':
+			arg_rkey = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
+		case 'r':
+			arg_read = strtoul(optarg, NULL, 0);
+			break;
+		case 'e':
+			arg_expect = optarg;
+			break;
+		case 'w':
+			arg_write = optarg;
+			break;
+		case 'R':
+			arg_repeat = atof(optarg);
+			break;
+		case 'm':
+			arg_mtu = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'S':
+			arg_step = true;
+			break;
+		default:
+			return 1;
 		}
 	}
 	if ((!arg_rdmacm && !(arg_socket && arg_device)) || (!arg_read && !arg_write) ||

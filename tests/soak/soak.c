@@ -48,9 +48,9 @@ struct sample {
 /* What a client process reports back through its pipe. */
 struct report {
 	unsigned long calls;
-	unsigned long named_errors;	/* expected refusals: NoSuchRegion, LockTimeout, ... */
+	unsigned long named_errors; /* expected refusals: NoSuchRegion, LockTimeout, ... */
 	unsigned long reconnects;
-	char unexpected[256];		/* the first unexpected failure, if any */
+	char unexpected[256]; /* the first unexpected failure, if any */
 };
 
 static const char *daemon_path;
@@ -157,13 +157,20 @@ static unsigned rnd(struct client *cl, unsigned n)
 static bool expected_error(const char *name)
 {
 	static const char *const ok[] = {
-		"io.rdmamemd.NoSuchRegion",	 "io.rdmamemd.NoSuchLease",
-		"io.rdmamemd.LockTimeout",	 "io.rdmamemd.LeaseConflict",
-		"io.rdmamemd.PermissionDenied", "io.rdmamemd.OutOfRange",
-		"io.rdmamemd.QuotaExceeded",	 "io.rdmamemd.NoSuchDevice",
-		"io.rdmamemd.InvalidToken",	 "io.rdmamemd.CudaUnavailable",
-		"io.rdmamemd.TransferTooLarge", "io.rdmamemd.InvalidMessage",
-		"org.varlink.service.InvalidParameter", "org.varlink.service.MethodNotFound",
+		"io.rdmamemd.NoSuchRegion",
+		"io.rdmamemd.NoSuchLease",
+		"io.rdmamemd.LockTimeout",
+		"io.rdmamemd.LeaseConflict",
+		"io.rdmamemd.PermissionDenied",
+		"io.rdmamemd.OutOfRange",
+		"io.rdmamemd.QuotaExceeded",
+		"io.rdmamemd.NoSuchDevice",
+		"io.rdmamemd.InvalidToken",
+		"io.rdmamemd.CudaUnavailable",
+		"io.rdmamemd.TransferTooLarge",
+		"io.rdmamemd.InvalidMessage",
+		"org.varlink.service.InvalidParameter",
+		"org.varlink.service.MethodNotFound",
 	};
 
 	for (size_t i = 0; name && i < sizeof(ok) / sizeof(ok[0]); i++)
@@ -286,11 +293,12 @@ static void op_transfer(struct client *cl)
 	case 1: {
 		char *data = base64_of(cl->buf, len);
 
-		if (!data || asprintf(&params,
-				      "{\"region\":\"%llu\",\"offset\":\"%llu\",\"data\":\"%s\","
-				      "\"mode\":\"%s\",\"timeout_ms\":%d}",
-				      (unsigned long long)id, (unsigned long long)off, data,
-				      rnd(cl, 2) ? "exclusive" : "disjoint", TRANSFER_WAIT_MS) < 0) {
+		if (!data ||
+		    asprintf(&params,
+			     "{\"region\":\"%llu\",\"offset\":\"%llu\",\"data\":\"%s\","
+			     "\"mode\":\"%s\",\"timeout_ms\":%d}",
+			     (unsigned long long)id, (unsigned long long)off, data,
+			     rnd(cl, 2) ? "exclusive" : "disjoint", TRANSFER_WAIT_MS) < 0) {
 			free(data);
 			snprintf(cl->rep->unexpected, sizeof(cl->rep->unexpected), "out of memory");
 			return;
@@ -321,7 +329,7 @@ static void op_transfer(struct client *cl)
 static void op_lock(struct client *cl)
 {
 	static const enum rdmamem_lock_mode modes[] = { RDMAMEM_LOCK_SHARED, RDMAMEM_LOCK_DISJOINT,
-							 RDMAMEM_LOCK_EXCLUSIVE };
+							RDMAMEM_LOCK_EXCLUSIVE };
 	uint64_t size, id, lease;
 	int r;
 
@@ -329,8 +337,8 @@ static void op_lock(struct client *cl)
 		size_t i = rnd(cl, cl->n_leases);
 
 		/* Work under it once, then give it back. */
-		check(cl, "Read", rdmamem_read(cl->c, cl->lease_regions[i], 0, cl->buf, 1,
-					       cl->leases[i]));
+		check(cl, "Read",
+		      rdmamem_read(cl->c, cl->lease_regions[i], 0, cl->buf, 1, cl->leases[i]));
 		/* (Under a lease nothing waits.) */
 		check(cl, "Unlock", rdmamem_unlock(cl->c, cl->leases[i]));
 		cl->n_leases--;
@@ -370,14 +378,16 @@ static void op_misc(struct client *cl)
 		call(cl, "io.rdmamemd.GetRegion", params);
 		break;
 	case 4:
-		check(cl, "Share", rdmamem_share(cl->c, id, 1000 + rnd(cl, 3), rnd(cl, 2) ?
-						 RDMAMEM_SHARE_READONLY : 0));
+		check(cl, "Share",
+		      rdmamem_share(cl->c, id, 1000 + rnd(cl, 3),
+				    rnd(cl, 2) ? RDMAMEM_SHARE_READONLY : 0));
 		break;
 	case 5:
 		call(cl, "org.varlink.service.GetInfo", NULL);
 		break;
 	case 6:
-		call(cl, "org.varlink.service.GetInterfaceDescription", "{\"interface\":\"io.rdmamemd\"}");
+		call(cl, "org.varlink.service.GetInterfaceDescription",
+		     "{\"interface\":\"io.rdmamemd\"}");
 		break;
 	case 7:
 		call(cl, "io.rdmamemd.ListDevices", NULL);
@@ -388,13 +398,15 @@ static void op_misc(struct client *cl)
 			call(cl, "io.rdmamemd.RevokeAccessToken", params);
 			cl->token[0] = '\0';
 		} else {
-			check(cl, "CreateAccessToken", rdmamem_access_token_create(cl->c, cl->token));
+			check(cl, "CreateAccessToken",
+			      rdmamem_access_token_create(cl->c, cl->token));
 		}
 		break;
 	case 9:
-		snprintf(params, sizeof(params),
-			 "{\"device\":\"mlx5_0\",\"token\":\"%s\",\"qpn\":17,\"psn\":1,\"gid\":\"fe80::1\"}",
-			 cl->token[0] ? cl->token : "00000000000000000000000000000000");
+		snprintf(
+			params, sizeof(params),
+			"{\"device\":\"mlx5_0\",\"token\":\"%s\",\"qpn\":17,\"psn\":1,\"gid\":\"fe80::1\"}",
+			cl->token[0] ? cl->token : "00000000000000000000000000000000");
 		call(cl, "io.rdmamemd.ConnectQueuePair", params);
 		break;
 	case 10:
@@ -444,7 +456,8 @@ static int client_main(int index, int seconds, int out)
 			cl.token[0] = '\0';
 			rep.reconnects++;
 			if (rdmamem_client_connect(sock_path, &cl.c) < 0)
-				snprintf(rep.unexpected, sizeof(rep.unexpected), "reconnect failed");
+				snprintf(rep.unexpected, sizeof(rep.unexpected),
+					 "reconnect failed");
 		}
 	}
 	rdmamem_client_close(cl.c);
@@ -569,11 +582,14 @@ int main(int argc, char **argv)
 			t0 = now_sec();
 			while (now_sec() < t0 + secs + 1) {
 				if (sample(mon, &s) == 0) {
-					peak.rss_kib = s.rss_kib > peak.rss_kib ? s.rss_kib : peak.rss_kib;
+					peak.rss_kib = s.rss_kib > peak.rss_kib ? s.rss_kib :
+										  peak.rss_kib;
 					peak.fds = s.fds > peak.fds ? s.fds : peak.fds;
 					peak.maps = s.maps > peak.maps ? s.maps : peak.maps;
-					peak.pinned = s.pinned > peak.pinned ? s.pinned : peak.pinned;
-					peak.regions = s.regions > peak.regions ? s.regions : peak.regions;
+					peak.pinned = s.pinned > peak.pinned ? s.pinned :
+									       peak.pinned;
+					peak.regions = s.regions > peak.regions ? s.regions :
+										  peak.regions;
 				}
 				usleep(200000);
 			}
@@ -586,8 +602,8 @@ int main(int argc, char **argv)
 			close(pipes[i]);
 			waitpid(pids[i], &status, 0);
 			if (rep.unexpected[0] || !WIFEXITED(status) || WEXITSTATUS(status)) {
-				fprintf(stderr, "soak: client %d: %s (status 0x%x)\n", i, rep.unexpected,
-					status);
+				fprintf(stderr, "soak: client %d: %s (status 0x%x)\n", i,
+					rep.unexpected, status);
 				failed = 1;
 			}
 			if (phase == 1) {
@@ -621,12 +637,13 @@ int main(int argc, char **argv)
 	       "%lu refused as expected, %lu abrupt reconnects\n",
 	       n_clients, seconds, warm, calls, calls / (double)seconds, named, reconnects);
 	printf("  %-12s %12s %12s %12s\n", "", "start", "peak", "end");
-	print_row("rss", start.rss_kib / 1024.0, peak.rss_kib / 1024.0, end.rss_kib / 1024.0, "MiB");
+	print_row("rss", start.rss_kib / 1024.0, peak.rss_kib / 1024.0, end.rss_kib / 1024.0,
+		  "MiB");
 	print_row("fds", start.fds, peak.fds, end.fds, "");
 	print_row("memfd maps", start.maps, peak.maps, end.maps, "");
 	print_row("regions", start.regions, peak.regions, end.regions, "");
-	print_row("pinned", start.pinned / 1048576.0, peak.pinned / 1048576.0, end.pinned / 1048576.0,
-		  "MiB");
+	print_row("pinned", start.pinned / 1048576.0, peak.pinned / 1048576.0,
+		  end.pinned / 1048576.0, "MiB");
 
 	if (end.fds != start.fds || end.maps != start.maps || end.regions != start.regions ||
 	    end.pinned != start.pinned) {
@@ -634,7 +651,8 @@ int main(int argc, char **argv)
 		failed = 1;
 	}
 	if (end.rss_kib > start.rss_kib + slack_mib * 1024L) {
-		fprintf(stderr, "soak: RSS grew by %ld KiB, more than the %d MiB the allocator may keep\n",
+		fprintf(stderr,
+			"soak: RSS grew by %ld KiB, more than the %d MiB the allocator may keep\n",
 			end.rss_kib - start.rss_kib, slack_mib);
 		failed = 1;
 	}

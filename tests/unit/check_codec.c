@@ -12,8 +12,13 @@ static const struct {
 	const char *raw, *b64;
 } vectors[] = {
 	/* RFC 4648 section 10 */
-	{ "", "" },	    { "f", "Zg==" },	 { "fo", "Zm8=" },	{ "foo", "Zm9v" },
-	{ "foob", "Zm9vYg==" }, { "fooba", "Zm9vYmE=" }, { "foobar", "Zm9vYmFy" },
+	{ "", "" },
+	{ "f", "Zg==" },
+	{ "fo", "Zm8=" },
+	{ "foo", "Zm9v" },
+	{ "foob", "Zm9vYg==" },
+	{ "fooba", "Zm9vYmE=" },
+	{ "foobar", "Zm9vYmFy" },
 };
 
 START_TEST(test_base64_vectors)
@@ -51,13 +56,13 @@ END_TEST
 START_TEST(test_base64_rejects)
 {
 	static const char *const bad[] = {
-		"Zg=", "Zg", "Z===", "Zm9v!A==", "Zm 9v", "Zh==", /* non-zero padding bits */
+		"Zg=",  "Zg",   "Z===",     "Zm9v!A==", "Zm 9v", "Zh==", /* non-zero padding bits */
 		"Zm9=", "====", "Zm9vYg=A", "Zm\n9v",
 	};
 
 	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
-		ck_assert_msg(base64_decoded_len(bad[i], strlen(bad[i])) == -EINVAL, "'%s' accepted",
-			      bad[i]);
+		ck_assert_msg(base64_decoded_len(bad[i], strlen(bad[i])) == -EINVAL,
+			      "'%s' accepted", bad[i]);
 }
 END_TEST
 

@@ -110,9 +110,9 @@ START_TEST(test_errno_table)
 		CUresult res;
 		int err;
 	} cases[] = {
-		{ CUDA_ERROR_OUT_OF_MEMORY, -ENOMEM },	{ CUDA_ERROR_INVALID_VALUE, -EINVAL },
+		{ CUDA_ERROR_OUT_OF_MEMORY, -ENOMEM },     { CUDA_ERROR_INVALID_VALUE, -EINVAL },
 		{ CUDA_ERROR_NOT_SUPPORTED, -EOPNOTSUPP }, { CUDA_ERROR_NO_DEVICE, -ENODEV },
-		{ CUDA_ERROR_ECC_UNCORRECTABLE, -EIO },	{ CUDA_ERROR_ILLEGAL_ADDRESS, -EIO },
+		{ CUDA_ERROR_ECC_UNCORRECTABLE, -EIO },    { CUDA_ERROR_ILLEGAL_ADDRESS, -EIO },
 	};
 	uint8_t b[8] = {};
 	CUdeviceptr p;
@@ -148,7 +148,7 @@ START_TEST(test_guard_own_context)
 	ck_assert_int_eq(fake_cuda.primary_refs[0] + fake_cuda.primary_refs[1], 0);
 	cu_ctx_guard_exit(&g);
 	ck_assert_ptr_null(fake_cuda_current());
-	cu_ctx_guard_exit(&g);	/* idempotent */
+	cu_ctx_guard_exit(&g); /* idempotent */
 	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
 END_TEST
@@ -248,9 +248,9 @@ START_TEST(test_vmm_granularity)
 
 	load_fake();
 	ck_assert_int_eq(cu_vmm_import(3, GRAN + 4096, &m), -EINVAL);
-	ck_assert_ptr_nonnull(
-		strstr(cu_last_error(), "not a multiple of device 1's VMM granularity"));
-	ck_assert_uint_eq(m.dptr, 0xdead);	/* untouched on failure */
+	ck_assert_ptr_nonnull(strstr(cu_last_error(),
+				     "not a multiple of device 1's VMM granularity"));
+	ck_assert_uint_eq(m.dptr, 0xdead); /* untouched on failure */
 	ck_assert_int_eq(cu_vmm_import(3, 0, &m), -EINVAL);
 	ck_assert_int_eq(cu_vmm_import(-EBADF, GRAN, &m), -EBADF);
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
@@ -300,7 +300,7 @@ START_TEST(test_vmm_import_copy_release)
 
 	ck_assert_int_eq(cu_vmm_release(&m), 0);
 	ck_assert_uint_eq(m.dptr, 0);
-	ck_assert_int_eq(cu_vmm_release(&m), 0);	/* a zeroed map is a no-op */
+	ck_assert_int_eq(cu_vmm_release(&m), 0); /* a zeroed map is a no-op */
 	ck_assert_int_eq(fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_mapped, 0);
 	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 }
@@ -317,7 +317,7 @@ START_TEST(test_ipc_open_close)
 	ck_assert_int_eq(cu_ipc_open(h, 0, &m), 0);
 	ck_assert_uint_eq(fake_cuda.last_ipc_flags, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	ck_assert_int_eq(m.ctx_device, 0);
-	ck_assert_int_eq(m.device, 1);	/* lives on device 1, opened from 0 */
+	ck_assert_int_eq(m.device, 1); /* lives on device 1, opened from 0 */
 	ck_assert_uint_eq(m.size, 1 << 20);
 	ck_assert_ptr_null(fake_cuda_current());
 	ck_assert_int_eq(fake_cuda.primary_refs[0], 1);

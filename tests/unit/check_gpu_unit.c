@@ -46,12 +46,12 @@
 static struct {
 	pthread_mutex_t lock;
 	char text[2048];
-	bool fail_dmabuf;	/* cuMemGetHandleForAddressRange refuses */
+	bool fail_dmabuf; /* cuMemGetHandleForAddressRange refuses */
 	int n_ipc_open, n_ipc_close;
 } drv = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-static struct cu_ops fake;	/* the fake's own entries, called through */
-static struct cu_ops logged;	/* installed: the fake's, some wrapped */
+static struct cu_ops fake;   /* the fake's own entries, called through */
+static struct cu_ops logged; /* installed: the fake's, some wrapped */
 
 static void log_call(const char *what)
 {
@@ -427,7 +427,7 @@ START_TEST(test_ipc_describe_same_memory)
 
 	ck_assert_str_eq(a->mem->type, "cuda-ipc");
 	ck_assert_ptr_eq(b->mem, &gpu_ipc_ops);
-	ck_assert_int_eq(a->gpu, 1);	/* lives on 1, opened from 0 */
+	ck_assert_int_eq(a->gpu, 1); /* lives on 1, opened from 0 */
 	ck_assert_uint_eq(a->size, 8192);
 	ck_assert_uint_eq(b->size, FAKE_CUDA_IPC_SIZE - 4096);
 	ck_assert_ptr_eq(gpu_region_of(a)->ipc, gpu_region_of(b)->ipc);
@@ -571,8 +571,8 @@ START_TEST(test_copy)
 			 -ENOMEM);
 	ck_assert_str_eq(e.name, RDMAMEM_ERROR_CUDA);
 	ck_assert_ptr_nonnull(strstr(e.message, "writing GPU memory failed"));
-	ck_assert_ptr_nonnull(
-		strstr(e.message, "CUDA_ERROR_OUT_OF_MEMORY: out of memory (cuMemcpyHtoD)"));
+	ck_assert_ptr_nonnull(strstr(e.message,
+				     "CUDA_ERROR_OUT_OF_MEMORY: out of memory (cuMemcpyHtoD)"));
 	errinfo_done(&e);
 	fake_cuda.copy_result = CUDA_SUCCESS;
 	ck_assert_int_eq(fake_cuda_depth(), 0);

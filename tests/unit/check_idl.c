@@ -20,6 +20,7 @@ struct sample_params {
 	const char *name;
 };
 
+/* clang-format off */
 static const struct varlink_symbol sample_Pair = VARLINK_DEFINE_TYPE(
 	Pair, "Two of a kind.",
 	VARLINK_FIELD(left, VARLINK_INT, 0),
@@ -57,6 +58,7 @@ static const struct varlink_error sample_errors[] = {
 	VARLINK_DEFINE_ERROR("com.example.sample.Bare", EIO, NULL),
 	{},
 };
+/* clang-format on */
 
 START_TEST(test_idl_format)
 {

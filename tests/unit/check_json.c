@@ -10,13 +10,13 @@
 
 static const struct {
 	const char *text;
-	size_t len;	/* 0: strlen */
+	size_t len; /* 0: strlen */
 	int expect;
 } parse_cases[] = {
 	{ "{}", 0, 0 },
 	{ "{\"a\":[1,2,{\"b\":null}]}", 0, 0 },
 	{ "{\"s\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}", 0, 0 },
-	{ "{\"s\":\"a\\\\u0000\"}", 0, 0 },		/* escaped backslash, then text */
+	{ "{\"s\":\"a\\\\u0000\"}", 0, 0 }, /* escaped backslash, then text */
 	{ "{\"s\":\"\\u00e9\"}", 0, 0 },
 	{ "", 0, -EBADMSG },
 	{ "{", 0, -EBADMSG },
@@ -25,10 +25,10 @@ static const struct {
 	{ "{\"s\":\"\\u0000\"}", 0, -EBADMSG },
 	{ "{\"s\":\"x\\u0000y\"}", 0, -EBADMSG },
 	{ "{\"s\":\"\xff\"}", 0, -EILSEQ },
-	{ "{\"s\":\"\xc0\x80\"}", 0, -EILSEQ },		/* overlong NUL */
-	{ "{\"s\":\"\xed\xa0\x80\"}", 0, -EILSEQ },	/* surrogate */
-	{ "{\"s\":\"\xf4\x90\x80\x80\"}", 0, -EILSEQ },	/* above U+10FFFF */
-	{ "{\"s\":\"\xe2\x82\"}", 0, -EILSEQ },		/* truncated */
+	{ "{\"s\":\"\xc0\x80\"}", 0, -EILSEQ },         /* overlong NUL */
+	{ "{\"s\":\"\xed\xa0\x80\"}", 0, -EILSEQ },     /* surrogate */
+	{ "{\"s\":\"\xf4\x90\x80\x80\"}", 0, -EILSEQ }, /* above U+10FFFF */
+	{ "{\"s\":\"\xe2\x82\"}", 0, -EILSEQ },         /* truncated */
 	{ "{\"a\":1,\"a\":2}", 0, -ENOTUNIQ },
 	{ "{\"x\":{\"a\":1,\"b\":{\"a\":1,\"a\":1}}}", 0, -ENOTUNIQ },
 };
@@ -42,8 +42,8 @@ START_TEST(test_parse_table)
 	int r;
 
 	r = json_parse(text, len, &root, &reason);
-	ck_assert_msg(r == parse_cases[_i].expect, "case %d '%s': got %d, expected %d", _i, text,
-		      r, parse_cases[_i].expect);
+	ck_assert_msg(r == parse_cases[_i].expect, "case %d '%s': got %d, expected %d", _i, text, r,
+		      parse_cases[_i].expect);
 	if (r == 0)
 		ck_assert_ptr_nonnull(root);
 	else
@@ -165,7 +165,7 @@ START_TEST(test_u64)
 	n = cJSON_CreateNumber(4096);
 	ck_assert_int_eq(json_to_u64(n, &v), 0);
 	ck_assert_uint_eq(v, 4096);
-	cJSON_SetNumberValue(n, 9007199254740992.0);	/* 2^53: not exact any more */
+	cJSON_SetNumberValue(n, 9007199254740992.0); /* 2^53: not exact any more */
 	ck_assert_int_eq(json_to_u64(n, &v), -ERANGE);
 	cJSON_SetNumberValue(n, 1.5);
 	ck_assert_int_eq(json_to_u64(n, &v), -EINVAL);
@@ -189,13 +189,14 @@ struct sample {
 	cJSON *list;
 };
 
-static const struct varlink_field *const sample_fields = VARLINK_FIELDS(
-	VARLINK_INPUT(struct sample, size, VARLINK_U64, 0),
-	VARLINK_INPUT(struct sample, index, VARLINK_U32, VARLINK_NULLABLE),
-	VARLINK_INPUT(struct sample, timeout, VARLINK_INT, VARLINK_NULLABLE),
-	VARLINK_INPUT(struct sample, flag, VARLINK_BOOL, VARLINK_NULLABLE),
-	VARLINK_INPUT(struct sample, name, VARLINK_STRING, VARLINK_NULLABLE),
-	VARLINK_INPUT(struct sample, list, VARLINK_STRING, VARLINK_NULLABLE | VARLINK_ARRAY));
+static const struct varlink_field *const sample_fields =
+	VARLINK_FIELDS(VARLINK_INPUT(struct sample, size, VARLINK_U64, 0),
+		       VARLINK_INPUT(struct sample, index, VARLINK_U32, VARLINK_NULLABLE),
+		       VARLINK_INPUT(struct sample, timeout, VARLINK_INT, VARLINK_NULLABLE),
+		       VARLINK_INPUT(struct sample, flag, VARLINK_BOOL, VARLINK_NULLABLE),
+		       VARLINK_INPUT(struct sample, name, VARLINK_STRING, VARLINK_NULLABLE),
+		       VARLINK_INPUT(struct sample, list, VARLINK_STRING,
+				     VARLINK_NULLABLE | VARLINK_ARRAY));
 
 static cJSON *dispatch_root;
 

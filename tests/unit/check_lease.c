@@ -21,7 +21,7 @@ struct waiter {
 	unsigned calls;
 	int result;
 	char error[64];
-	bool held_then;		/* lease_is_held() when told */
+	bool held_then; /* lease_is_held() when told */
 	bool done;
 };
 

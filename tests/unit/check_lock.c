@@ -80,10 +80,10 @@ START_TEST(test_compatibility_matrix)
 				/* The waiter runs as soon as the holder leaves. */
 				ck_assert_int_eq(n_granted, 1);
 				ck_assert(b.held);
-				ck_assert_int_eq(lk.state, asked == LOCK_SHARED ? LOCK_READING :
-							    asked == LOCK_DISJOINT ?
-										    LOCK_DISJOINT_WRITING :
-										    LOCK_EXCLUSIVE_WRITING);
+				ck_assert_int_eq(lk.state,
+						 asked == LOCK_SHARED   ? LOCK_READING :
+						 asked == LOCK_DISJOINT ? LOCK_DISJOINT_WRITING :
+									  LOCK_EXCLUSIVE_WRITING);
 			}
 		}
 }

@@ -144,8 +144,8 @@ START_TEST(test_failure_recorded)
 	ck_assert_int_eq(atomic_load(&fake_verbs_mrs), 0);
 	j = mreg_to_json(m, true);
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "recorded")));
-	ck_assert_ptr_nonnull(
-		strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "error")), "RetryRegistration"));
+	ck_assert_ptr_nonnull(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "error")),
+				     "RetryRegistration"));
 
 	ck_assert_int_eq(mreg_forget_failure(r, "fake0"), 0);
 	ck_assert_int_eq(mreg_forget_failure(r, "fake0"), -ENOENT);

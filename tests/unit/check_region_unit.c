@@ -88,7 +88,7 @@ static struct region *import(size_t size)
 
 	ck_assert_int_eq(rdmamem_memfd_create("unit", size, &imp.fd, NULL), 0);
 	ck_assert_int_eq(region_import_memfd(&regions, owner, &imp, &r, &e), 0);
-	ck_assert_int_eq(imp.fd, -EBADF);	/* taken */
+	ck_assert_int_eq(imp.fd, -EBADF); /* taken */
 	return r;
 }
 
@@ -227,8 +227,8 @@ static void teardown_fake(void)
 struct probe {
 	struct mreg_waiter w;
 	bool settled;
-	int mrs_then;		/* MRs the fake verbs still had */
-	uint64_t regions_then;	/* regions still holding memory */
+	int mrs_then;          /* MRs the fake verbs still had */
+	uint64_t regions_then; /* regions still holding memory */
 };
 
 static void on_probe(struct mreg_waiter *w)

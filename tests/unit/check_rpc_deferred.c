@@ -29,7 +29,7 @@
 static struct {
 	unsigned sent, ended, cancelled;
 	char last[256];
-	struct rpc_call *call;		/* the call in progress, freed when it ends */
+	struct rpc_call *call; /* the call in progress, freed when it ends */
 } t;
 
 /* The core and the handlers' view of it: no daemon. */
@@ -37,7 +37,7 @@ static struct core core;
 static struct account_table accounts;
 static struct rpc_ctx ctx = { .core = &core };
 static struct session *s;
-static struct rpc_deferred *held;	/* the handle a handler deferred */
+static struct rpc_deferred *held; /* the handle a handler deferred */
 
 static int fake_send_json(void *owner, const cJSON *msg)
 {
@@ -97,8 +97,7 @@ static void setup(void)
 	held = NULL;
 	account_table_init(&accounts);
 	core.accounts = &accounts;
-	s = test_session_new(&accounts, 3,
-			     &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
+	s = test_session_new(&accounts, 3, &(struct ucred){ .pid = 1, .uid = 1000, .gid = 1000 });
 }
 
 static void teardown(void)
@@ -124,7 +123,8 @@ static struct rpc_call *new_call_with(struct session *caller, const char *params
 	m.root = cJSON_Parse(text);
 	ck_assert_ptr_nonnull(m.root);
 	ck_assert_int_eq(varlink_call_parse(m.root, &m.vc, &reason), 0);
-	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, caller, &ctx, &m, no_fds, 0, &t.call), 0);
+	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, caller, &ctx, &m, no_fds, 0, &t.call),
+			 0);
 	return t.call;
 }
 
@@ -171,7 +171,9 @@ static int defer_dropping(struct rpc_call *call, _unused_ void *params)
 
 #define TEST_INTERFACE "org.example.test"
 
+/* clang-format off */
 RPC_DEFINE_METHOD(Method, NULL);
+/* clang-format on */
 
 static const struct rpc_method m_defer = RPC_METHOD(TEST_INTERFACE, Method, defer_only);
 static const struct rpc_method m_at_once = RPC_METHOD(TEST_INTERFACE, Method, defer_and_answer);
@@ -310,6 +312,7 @@ struct decode_params {
 	bool refuse;
 };
 
+/* clang-format off */
 static const struct varlink_symbol rpc_type_Inner = VARLINK_DEFINE_TYPE(
 	Inner, NULL,
 	VARLINK_INPUT(struct decode_inner, a, VARLINK_U64, 0),
@@ -327,6 +330,7 @@ RPC_DEFINE_METHOD(Decode, NULL,
 					VARLINK_NULLABLE),
 		  VARLINK_INPUT(struct decode_params, refuse, VARLINK_BOOL, VARLINK_NULLABLE),
 		  VARLINK_OUTPUT(ok, VARLINK_BOOL, 0));
+/* clang-format on */
 
 static const struct decode_params decode_init = { .timeout = -1 };
 
@@ -334,7 +338,7 @@ static const struct decode_params decode_init = { .timeout = -1 };
 static struct {
 	struct decode_params p;
 	unsigned ran;
-	unsigned region_refs;	/* the region's references while the handler ran */
+	unsigned region_refs; /* the region's references while the handler ran */
 } seen;
 
 static int decode_handler(struct rpc_call *call, void *params)
@@ -360,8 +364,8 @@ static const struct rpc_method m_decode =
 		   .params_init = &decode_init, .check = decode_check);
 
 static uv_loop_t loop;
-static struct region *reg;	/* owned by s's uid */
-static struct session *other;	/* another uid */
+static struct region *reg;    /* owned by s's uid */
+static struct session *other; /* another uid */
 static struct region_registry regs;
 
 static void setup_decode(void)
@@ -376,7 +380,8 @@ static void setup_decode(void)
 	daemon_config_init(&core.cfg);
 	region_registry_init(&regs, &core);
 	ctx.regions = &regs;
-	other = test_session_new(&accounts, 4, &(struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 });
+	other = test_session_new(&accounts, 4,
+				 &(struct ucred){ .pid = 2, .uid = 2000, .gid = 2000 });
 	ck_assert_int_eq(rdmamem_memfd_create("decode", 4096, &imp.fd, NULL), 0);
 	ck_assert_int_eq(region_import_memfd(&regs, s, &imp, &reg, &e), 0);
 }

@@ -39,8 +39,9 @@ START_TEST(test_server_default)
 		ck_assert_str_eq(buf, "/run/user/1000/rdmamemd/rdmamemd.sock");
 
 	clear_env();
-	setenv("RDMAMEM_SOCKET", "/a/very/long/path/that/goes/on/and/on/and/on/and/on/and/on/and/"
-				  "on/and/on/and/on/and/on/and/on/and/on/x.sock",
+	setenv("RDMAMEM_SOCKET",
+	       "/a/very/long/path/that/goes/on/and/on/and/on/and/on/and/on/and/"
+	       "on/and/on/and/on/and/on/and/on/and/on/x.sock",
 	       1);
 	ck_assert_int_eq(sockpath_server_default(buf, 40), -ENAMETOOLONG);
 }

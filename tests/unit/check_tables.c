@@ -71,7 +71,7 @@ START_TEST(test_idseq_order_and_holes)
 	for (size_t i = 0; i < N_SEQ; i++)
 		if (i % 4 != 1)
 			idseq_remove(&s, &nodes[i]);
-	idseq_remove(&s, &nodes[0]);	/* twice: a no-op */
+	idseq_remove(&s, &nodes[0]); /* twice: a no-op */
 	ck_assert_uint_lt(s.n, N_SEQ / 2);
 	for (size_t i = 0; i < N_SEQ; i++) {
 		if (i % 4 == 1) {

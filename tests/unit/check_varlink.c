@@ -141,8 +141,9 @@ START_TEST(test_format)
 
 	json_add_u64(params, "offset", 4096);
 	ck_assert_int_eq(varlink_call_format("io.rdmamemd.Read", params, true, &text, &len), 0);
-	ck_assert_str_eq(text, "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"offset\":\"4096\"},"
-			       "\"oneway\":true}");
+	ck_assert_str_eq(text,
+			 "{\"method\":\"io.rdmamemd.Read\",\"parameters\":{\"offset\":\"4096\"},"
+			 "\"oneway\":true}");
 	ck_assert_uint_eq(len, strlen(text));
 	free(text);
 	ck_assert_int_eq(varlink_call_format("io.rdmamemd.Ping", NULL, false, &text, &len), 0);
@@ -165,7 +166,7 @@ END_TEST
 static const char *const idl_files[] = { "io.rdmamemd", "org.varlink.service" };
 
 struct idl_member {
-	char keyword[8];	/* "type", "method" or "error" */
+	char keyword[8]; /* "type", "method" or "error" */
 	char name[64];
 };
 
@@ -187,7 +188,8 @@ static size_t idl_members(const char *text, struct idl_member *out, size_t max)
 		if (sscanf(line, "%7[a-z] %63[A-Za-z0-9]", m.keyword, m.name) != 2 ||
 		    !(m.name[0] >= 'A' && m.name[0] <= 'Z'))
 			continue;
-		if (strcmp(m.keyword, "type") && strcmp(m.keyword, "method") && strcmp(m.keyword, "error"))
+		if (strcmp(m.keyword, "type") && strcmp(m.keyword, "method") &&
+		    strcmp(m.keyword, "error"))
 			continue;
 		ck_assert_uint_lt(n, max);
 		out[n++] = m;

@@ -72,7 +72,9 @@ static void set_src(struct xfer *x, struct region *r, uint64_t offset)
 
 static void set_dst(struct xfer *x, struct region *r, uint64_t offset)
 {
-	x->dst = (struct xfer_end){ .region = region_ref(r), .offset = offset, .write = true,
+	x->dst = (struct xfer_end){ .region = region_ref(r),
+				    .offset = offset,
+				    .write = true,
 				    .mode = LOCK_EXCLUSIVE };
 }
 

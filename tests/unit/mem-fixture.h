@@ -28,8 +28,8 @@ struct mem_fixture {
 	struct core core;
 	struct account_table accounts;
 	struct region_registry regions;
-	struct session *owner;	/* uid 1000 */
-	struct session *other;	/* uid 2000 */
+	struct session *owner; /* uid 1000 */
+	struct session *other; /* uid 2000 */
 };
 
 static inline void mem_fixture_init(struct mem_fixture *f)
