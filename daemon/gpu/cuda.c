@@ -658,43 +658,43 @@ int cu_ipc_close(struct cu_ipc_map *m)
 	return r;
 }
 
-int cu_copy_htod(uint64_t dst, const void *src, size_t n)
+/*
+ * A copy's preamble: nothing to do for n == 0 (returns 0); else enters the
+ * context of the device behind ptr, the device side of the copy (returns 1),
+ * or fails.
+ */
+static int copy_enter(uint64_t ptr, size_t n, struct cu_ctx_guard *g)
 {
-	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
 	int r;
 
 	if (n == 0)
 		return 0;
-	r = cu_ctx_guard_enter(dst, &g);
-	if (r < 0)
-		return r;
-	return CU(cuMemcpyHtoD, dst, src, n);
+	r = cu_ctx_guard_enter(ptr, g);
+	return r < 0 ? r : 1;
+}
+
+int cu_copy_htod(uint64_t dst, const void *src, size_t n)
+{
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+	int r = copy_enter(dst, n, &g);
+
+	return r <= 0 ? r : CU(cuMemcpyHtoD, dst, src, n);
 }
 
 int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
 {
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
-	int r;
+	int r = copy_enter(src, n, &g);
 
-	if (n == 0)
-		return 0;
-	r = cu_ctx_guard_enter(src, &g);
-	if (r < 0)
-		return r;
-	return CU(cuMemcpyDtoH, dst, src, n);
+	return r <= 0 ? r : CU(cuMemcpyDtoH, dst, src, n);
 }
 
 int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n)
 {
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
-	int r;
+	int r = copy_enter(dst, n, &g);
 
-	if (n == 0)
-		return 0;
-	r = cu_ctx_guard_enter(dst, &g);
-	if (r < 0)
-		return r;
-	return CU(cuMemcpyDtoD, dst, src, n);
+	return r <= 0 ? r : CU(cuMemcpyDtoD, dst, src, n);
 }
 
 int cu_host_register(void *p, size_t n, int ordinal, bool readonly)
