@@ -279,6 +279,11 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		log_error_errno(r, "Cannot take SIGTERM, SIGINT and SIGHUP: %m");
 		goto fail;
 	}
+	/* Not before the signals are blocked: the first job starts libuv's pool
+	 * threads, which inherit the mask; one that did not block SIGTERM would
+	 * take it with its default action. */
+	if (d->core.cfg.bandwidth_probe_size)
+		membw_start(&d->regions.membw, &d->offload, d->core.cfg.bandwidth_probe_size);
 	uv_timer_init(d->core.loop, &d->tick);
 	d->tick.data = d;
 	uv_timer_start(&d->tick, on_tick, DAEMON_TICK_MSEC, DAEMON_TICK_MSEC);

@@ -166,8 +166,10 @@ void test_daemon_start(struct test_daemon *td, const char *const *extra_args)
 {
 	/* Quiet unless asked: RDMAMEM_TEST_LOG=debug shows what the daemon did. */
 	const char *level = getenv("RDMAMEM_TEST_LOG") ?: "warning";
-	const char *argv[64] = { DAEMON_BIN, "--socket", "@SOCKET@", "--log-level", level };
-	size_t n = 5;
+	/* A small bandwidth probe: every test daemon makes one at start. */
+	const char *argv[64] = { DAEMON_BIN,    "--socket", "@SOCKET@",
+				 "--log-level", level,      "--bandwidth-probe-size=4M" };
+	size_t n = 6;
 
 	for (; extra_args && *extra_args && n < ELEMENTSOF(argv) - 1; extra_args++)
 		argv[n++] = *extra_args;

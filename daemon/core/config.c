@@ -50,6 +50,10 @@ static const struct config_key keys[] = {
 	  .max = 0777, .help = "permissions of a socket the daemon creates (default 0660)" },
 	{ .section = "daemon", .key = "log-level", .type = CFG_LOGLEVEL, .offset = F(log_level),
 	  .reloadable = true, .help = "error, warning, notice, info (default) or debug" },
+	{ .section = "daemon", .key = "bandwidth-probe-size", .type = CFG_SIZE,
+	  .offset = F(bandwidth_probe_size), .max = 1ULL << 30,
+	  .help = "buffer size of the host memory bandwidth measurement at start (default 64M; "
+		  "0: not measured)" },
 	{ .section = "limits", .key = "max-connections", .type = CFG_UINT,
 	  .offset = F(max_connections), .reloadable = true, .min = 1, .max = 1U << 20,
 	  .help = "connections from all users (default 4096)" },
@@ -168,6 +172,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_rdma_connections = 1024,
 		.max_rdma_connections_per_uid = 256,
 		.log_level = LOG_INFO,
+		.bandwidth_probe_size = 64ULL << 20,
 	};
 }
 

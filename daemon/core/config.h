@@ -47,6 +47,7 @@ struct daemon_config {
 	unsigned max_rdma_connections;
 	unsigned max_rdma_connections_per_uid; /* into one uid's protection domains */
 	int log_level;
+	uint64_t bandwidth_probe_size; /* each buffer of the host memcpy measurement; 0: none */
 };
 
 /* The built-in defaults: the daemon runs with no configuration file. */

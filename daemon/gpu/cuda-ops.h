@@ -35,6 +35,7 @@
 	X(cuCtxPopCurrent, 4000)                         \
 	X(cuCtxGetCurrent, 4000)                         \
 	X(cuCtxSetCurrent, 4000)                         \
+	X(cuCtxSynchronize, 2000)                        \
 	X(cuPointerGetAttribute, 4000)                   \
 	X(cuMemGetAddressRange, 3020)                    \
 	X(cuMemcpyHtoD, 3020)                            \
@@ -54,11 +55,12 @@
 	X(cuMemSetAccess, 10020)                         \
 	X(cuMemRelease, 10020)                           \
 	X(cuMemGetHandleForAddressRange, 11070)          \
+	/* cu_measure_bandwidth()'s buffers */           \
+	X(cuMemAlloc, 3020)                              \
+	X(cuMemFree, 3020)                               \
 	/* the client side: for test programs only */    \
 	X(cuMemCreate, 10020)                            \
 	X(cuMemExportToShareableHandle, 10020)           \
-	X(cuMemAlloc, 3020)                              \
-	X(cuMemFree, 3020)                               \
 	X(cuIpcGetMemHandle, 4010)
 
 /*

@@ -24,6 +24,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
+#include <time.h>
 
 #include "daemon/gpu/cuda-ops.h"
 
@@ -725,6 +727,80 @@ int cu_host_register(void *p, size_t n, int ordinal, bool readonly)
 	return r;
 }
 
+static uint64_t mono_nsec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The best rate of a few synchronised copies; 0 when one fails. Device to
+ * device copies return before they are done, so every pass synchronises. */
+static uint64_t best_rate(CUdeviceptr dst, CUdeviceptr src, const void *host, size_t size)
+{
+	uint64_t best = 0;
+
+	for (int pass = 0; pass < 4; pass++) {
+		uint64_t t0 = mono_nsec(), dt;
+		int r = host ? CU(cuMemcpyHtoD, dst, host, size) : CU(cuMemcpyDtoD, dst, src, size);
+
+		if (r < 0 || CU(cuCtxSynchronize) < 0)
+			return 0;
+		dt = mono_nsec() - t0;
+		/* The first pass warms up (lazy mappings, clocks): not counted. */
+		if (pass > 0 && dt > 0 && size * 1000000000ULL / dt > best)
+			best = size * 1000000000ULL / dt;
+	}
+	return best;
+}
+
+int cu_measure_bandwidth(int ordinal, size_t size, struct cu_bandwidth *ret)
+{
+	CUdeviceptr a = 0, b = 0;
+	bool host_locked = false;
+	void *host;
+	CUcontext ctx;
+	int r;
+
+	*ret = (struct cu_bandwidth){};
+	r = cu_load();
+	if (r < 0)
+		return r;
+	host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (host == MAP_FAILED)
+		return -errno;
+	memset(host, 0x5a, size);
+	r = primary_retain(ordinal, &ctx);
+	if (r < 0)
+		goto unmap;
+	r = CU(cuCtxPushCurrent, ctx);
+	if (r < 0)
+		goto release;
+	r = CU(cuMemAlloc, &a, size);
+	if (r >= 0)
+		r = CU(cuMemAlloc, &b, size);
+	if (r >= 0)
+		r = CU(cuMemHostRegister, host, size, CU_MEMHOSTREGISTER_PORTABLE);
+	host_locked = r >= 0;
+	if (r >= 0) {
+		ret->htod = best_rate(a, 0, host, size);
+		ret->dtod = best_rate(b, a, NULL, size);
+	}
+	if (host_locked)
+		CU(cuMemHostUnregister, host);
+	if (b)
+		CU(cuMemFree, b);
+	if (a)
+		CU(cuMemFree, a);
+	ctx_pop(ctx);
+release:
+	primary_release_quiet(ordinal);
+unmap:
+	munmap(host, size);
+	return r < 0 ? r : 0;
+}
+
 int cu_host_unregister(void *p, int ordinal)
 {
 	CUcontext ctx;
@@ -899,6 +975,12 @@ int cu_copy_dtod(_unused_ uint64_t dst, _unused_ uint64_t src, _unused_ size_t n
 int cu_host_register(_unused_ void *p, _unused_ size_t n, _unused_ int ordinal,
 		     _unused_ bool readonly)
 {
+	return -EOPNOTSUPP;
+}
+
+int cu_measure_bandwidth(_unused_ int ordinal, _unused_ size_t size, struct cu_bandwidth *ret)
+{
+	*ret = (struct cu_bandwidth){};
 	return -EOPNOTSUPP;
 }
 

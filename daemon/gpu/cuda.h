@@ -160,6 +160,16 @@ int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n);
  * already in use, or CUDA creates a context on an idle GPU for it.
  */
 int cu_host_register(void *p, size_t n, int ordinal, bool readonly);
+
+/* Copy bandwidth of one GPU, bytes per second (best of a few passes). */
+struct cu_bandwidth {
+	uint64_t dtod; /* device memory to device memory */
+	uint64_t htod; /* page-locked host memory to the device */
+};
+/* Measures GPU ordinal's copy bandwidth with two device buffers and one
+ * page-locked host buffer of size bytes each, all freed before it returns.
+ * Pool: blocks for the copies (a few milliseconds on an H200 at 32 MiB). */
+int cu_measure_bandwidth(int ordinal, size_t size, struct cu_bandwidth *ret);
 int cu_host_unregister(void *p, int ordinal);
 
 /*

@@ -44,6 +44,13 @@ struct gpu_ctx {
 
 void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions);
 
+/*
+ * A GPU's copy bandwidth (struct cu_bandwidth), measured on the pool right
+ * after the first import of its memory succeeds, once per daemon: false
+ * until then, or when the measurement failed. Any thread.
+ */
+bool gpu_bandwidth(int device, struct cu_bandwidth *ret);
+
 /* What GPU memory an import is of (Register's "memory"). */
 enum gpu_memory {
 	GPU_MEMORY_VMM = 1, /* a CUDA VMM allocation exported as a POSIX fd */

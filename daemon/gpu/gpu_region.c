@@ -75,6 +75,13 @@ static struct region_hook *host_lock_make(struct region *r, void *userdata)
 	return &l->hook;
 }
 
+int gpu_region_host_locked_on(const struct region *r)
+{
+	struct region_hook *h = region_hook_find(r, &host_lock_ops);
+
+	return h ? container_of(h, struct gpu_host_lock, hook)->ordinal : -1;
+}
+
 /* Pool: page-locks host region r through GPU ordinal, once. */
 static void host_lock(struct region *r, int ordinal)
 {

@@ -64,4 +64,7 @@ static inline struct gpu_region *gpu_region_of(struct region *r)
 	return container_of(r, struct gpu_region, r);
 }
 
+/* The GPU ordinal host region r is page-locked on for copies, or -1. Loop. */
+int gpu_region_host_locked_on(const struct region *r);
+
 #endif

@@ -36,6 +36,7 @@
 #include <cjson/cJSON.h>
 #include <uv.h>
 
+#include "daemon/mem/membw.h"
 #include "util/idmap.h"
 #include "util/idseq.h"
 #include "daemon/mem/lock.h"
@@ -165,6 +166,7 @@ struct region_registry {
 	struct idmap leases; /* id → struct lease (lease.c) */
 	uint64_t next_lease_id;
 	struct timeouts timeouts; /* lock-wait deadlines: leases, transfers */
+	struct membw membw;       /* host memory bandwidth per NUMA node */
 };
 
 /* At daemon start: the maps, the timeouts on core's loop, the drop hook of

@@ -9,6 +9,7 @@
 #include "daemon/core/core.h"
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
+#include "daemon/gpu/gpu_region.h"
 #include "daemon/mem/lease.h"
 #include "daemon/rdma/mreg.h"
 #include "proto/errors.h"
@@ -592,16 +593,46 @@ RPC_DEFINE_METHOD(GetRegion, NULL,
 		  REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE),
 		  VARLINK_OUTPUT_BY_TYPE(source, rpc_type_Source, 0),
 		  VARLINK_OUTPUT_BY_TYPE(shares, rpc_type_RegionShare, VARLINK_ARRAY),
-		  VARLINK_OUTPUT_BY_TYPE(lease_list, rpc_type_Lease, VARLINK_ARRAY));
+		  VARLINK_OUTPUT_BY_TYPE(lease_list, rpc_type_Lease, VARLINK_ARRAY),
+		  VARLINK_FIELD_COMMENT("Bytes per second at which the CPU reads and writes the memory\n"
+					"in place: memcpy on its NUMA node, measured at start. Absent\n"
+					"for GPU memory, and until measured."),
+		  VARLINK_OUTPUT(direct_access_host_bandwidth, VARLINK_U64, VARLINK_NULLABLE),
+		  VARLINK_FIELD_COMMENT("Bytes per second at which a GPU copies it: its GPU's device to\n"
+					"device copies for GPU memory; host to device for host memory\n"
+					"page-locked for a GPU (after a Copy with a GPU region). Measured\n"
+					"at the GPU's first import; absent until then, or otherwise."),
+		  VARLINK_OUTPUT(direct_access_device_bandwidth, VARLINK_U64, VARLINK_NULLABLE));
 /* clang-format on */
+
+/* Measured figures only (0: none): never a guess. */
+static int add_bandwidth(cJSON *o, const struct rpc_ctx *ctx, const struct region *r)
+{
+	struct cu_bandwidth gbw;
+	uint64_t host = 0, device = 0;
+	int locked;
+
+	if (r->gpu < 0 && r->map_base)
+		host = membw_at(&ctx->regions->membw, r->map_base);
+	if (r->gpu >= 0 && gpu_bandwidth(r->gpu, &gbw))
+		device = gbw.dtod;
+	locked = r->gpu < 0 ? gpu_region_host_locked_on(r) : -1;
+	if (locked >= 0 && gpu_bandwidth(locked, &gbw))
+		device = gbw.htod;
+	if ((host && json_add_u64(o, "direct_access_host_bandwidth", host) < 0) ||
+	    (device && json_add_u64(o, "direct_access_device_bandwidth", device) < 0))
+		return -ENOMEM;
+	return 0;
+}
 
 static int method_get_region(struct rpc_call *call, void *params)
 {
-	cJSON *o = region_json(((struct region_params *)params)->region.region, true);
+	const struct region *r = ((struct region_params *)params)->region.region;
+	_cleanup_json_ cJSON *o = region_json(r, true);
 
-	if (!o)
+	if (!o || add_bandwidth(o, call->ctx, r) < 0)
 		return -ENOMEM;
-	return rpc_reply(call, o);
+	return rpc_reply(call, TAKE_PTR(o));
 }
 
 const struct rpc_method rpc_region_methods[] = {

@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +270,39 @@ static cJSON *region_info(struct rdmamem_client *c, uint64_t id)
 	return call_json(c, "io.rdmamemd.GetRegion", params);
 }
 
+/* GetRegion's direct_access_{host,device}_bandwidth: present as asked, and
+ * plausible (an H200 copies at 10 GB/s to a few TB/s). The host figure
+ * comes from the measurement at start: polled. */
+static void expect_bandwidth(struct rdmamem_client *c, uint64_t id, bool host, bool device)
+{
+	static const char *const names[] = { "direct_access_host_bandwidth",
+					     "direct_access_device_bandwidth" };
+	const bool want[] = { host, device };
+
+	for (int k = 0; k < 2; k++) {
+		cJSON *r = region_info(c, id);
+		const cJSON *item = cJSON_GetObjectItemCaseSensitive(r, names[k]);
+		uint64_t bps = 0;
+
+		for (int i = 0; i < 100 && want[k] && !item; i++) {
+			usleep(50 * 1000);
+			cJSON_Delete(r);
+			r = region_info(c, id);
+			item = cJSON_GetObjectItemCaseSensitive(r, names[k]);
+		}
+		ck_assert_msg(!item == !want[k], "region %llu: %s %s", (unsigned long long)id,
+			      names[k], item ? "present" : "absent");
+		if (item) {
+			ck_assert_int_eq(json_to_u64(item, &bps), 0);
+			ck_assert_uint_gt(bps, 1000000000ULL);
+			ck_assert_uint_lt(bps, 100000000000000ULL);
+			printf("region %llu: %s %" PRIu64 " MB/s\n", (unsigned long long)id,
+			       names[k], bps / 1000000);
+		}
+		cJSON_Delete(r);
+	}
+}
+
 /* A VMM import: its pointer has no context in the daemon, which copies
  * under the device's primary context. Byte-exact at odd offsets. */
 START_TEST(test_vmm_read_write)
@@ -444,6 +478,13 @@ START_TEST(test_copy_directions)
 				    .length = 1,
 				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
 	ck_assert_int_eq(rdmamem_copy(c, &cp), -ERANGE);
+
+	/* Measured bandwidths: the GPU's device-to-device rate for GPU memory
+	 * (no host figure: the CPU cannot load it), and host-to-device for the
+	 * host region, page-locked on the GPU by the copies above. */
+	expect_bandwidth(c, v, false, true);
+	expect_bandwidth(c, i, false, true);
+	expect_bandwidth(c, h, true, true);
 	close(hfd);
 	close(vfd);
 	free(want);

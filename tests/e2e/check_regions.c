@@ -226,6 +226,34 @@ END_TEST
 #define ALIAS_B_OFF (8U << 20)
 #define ALIAS_B_LEN (80U << 20)
 
+/* GetRegion's bandwidth figures are measured, never made up: a host region
+ * gets its NUMA node's memcpy rate once the start-up measurement is done
+ * (it runs on the pool, so poll), and no GPU figure (no GPU touched it). */
+START_TEST(test_region_bandwidth)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	uint64_t id = register_new(c, 1 << 20, 1), bps = 0;
+	const cJSON *host = NULL;
+	cJSON *r = NULL;
+
+	for (int i = 0; i < 200 && !host; i++) {
+		cJSON_Delete(r);
+		r = get_region(c, id);
+		host = cJSON_GetObjectItemCaseSensitive(r, "direct_access_host_bandwidth");
+		if (!host)
+			usleep(50 * 1000);
+	}
+	ck_assert_msg(host, "no direct_access_host_bandwidth after 10 s");
+	ck_assert_int_eq(json_to_u64(host, &bps), 0);
+	/* Any machine copies faster than 10 MB/s, and none at 10 TB/s. */
+	ck_assert_uint_gt(bps, 10000000);
+	ck_assert_uint_lt(bps, 10000000000000ULL);
+	ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(r, "direct_access_device_bandwidth"));
+	cJSON_Delete(r);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 START_TEST(test_copy_between_views_of_one_memfd)
 {
 	static const struct {
@@ -1745,6 +1773,7 @@ Suite *regions_suite(void)
 	tcase_add_test(tc, test_register_write_read_copy);
 	tcase_add_test(tc, test_keepalive);
 	tcase_add_test(tc, test_copy_between_views_of_one_memfd);
+	tcase_add_test(tc, test_region_bandwidth);
 	tcase_add_test(tc, test_read_only_region);
 	tcase_add_test(tc, test_cli_regions);
 	suite_add_tcase(s, tc);

@@ -36,6 +36,7 @@ enum alloc_kind {
 	ALLOC_MEM,     /* fake_cuda_alloc(): kept to the end */
 	ALLOC_IPC,     /* cuIpcOpenMemHandle: freed on close */
 	ALLOC_MAPPING, /* cuMemMap: the reservation owns the bytes */
+	ALLOC_OWN,     /* cuMemAlloc: the daemon's own (bandwidth measurement) */
 };
 
 struct fake_alloc {
@@ -144,11 +145,11 @@ static CUresult drop(CUdeviceptr base, enum alloc_kind kind, CUcontext ctx)
 	for (size_t i = 0; i < ELEMENTSOF(allocs); i++) {
 		if (!allocs[i].used || allocs[i].base != base || allocs[i].kind != kind)
 			continue;
-		if (kind == ALLOC_IPC && allocs[i].ctx != ctx) {
+		if ((kind == ALLOC_IPC || kind == ALLOC_OWN) && allocs[i].ctx != ctx) {
 			res = CUDA_ERROR_INVALID_CONTEXT;
 			break;
 		}
-		if (kind == ALLOC_IPC)
+		if (kind == ALLOC_IPC || kind == ALLOC_OWN)
 			free((void *)(uintptr_t)allocs[i].base);
 		else
 			fake_cuda.n_mapped--;
@@ -595,6 +596,39 @@ static CUresult f_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHan
 	return CUDA_SUCCESS;
 }
 
+static CUresult f_sync(void)
+{
+	return depth ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+/* Device memory of the current context's device, as cuMemAlloc makes it. */
+static CUresult f_mem_alloc(CUdeviceptr *p, size_t size)
+{
+	CUcontext ctx = fake_cuda_current();
+	void *mem;
+	int device = -1;
+
+	for (int d = 0; d < N_DEV; d++)
+		if (ctx == PRIMARY(d))
+			device = d;
+	if (device < 0 || size == 0)
+		return device < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_INVALID_VALUE;
+	mem = heap(size);
+	if (!mem)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!add((uintptr_t)mem, size, ctx, device, ALLOC_OWN)) {
+		free(mem);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*p = (uintptr_t)mem;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_mem_free(CUdeviceptr p)
+{
+	return drop(p, ALLOC_OWN, fake_cuda_current());
+}
+
 const struct cu_ops fake_cu_ops = {
 	.cuInit = f_init,
 	.cuDriverGetVersion = f_version,
@@ -612,6 +646,7 @@ const struct cu_ops fake_cu_ops = {
 	.cuCtxPopCurrent = f_pop,
 	.cuCtxGetCurrent = f_get_current,
 	.cuCtxSetCurrent = f_set_current,
+	.cuCtxSynchronize = f_sync,
 	.cuPointerGetAttribute = f_attr,
 	.cuMemGetAddressRange = f_range,
 	.cuMemcpyHtoD = f_htod,
@@ -631,6 +666,8 @@ const struct cu_ops fake_cu_ops = {
 	.cuMemSetAccess = f_access,
 	.cuMemRelease = f_mem_release,
 	.cuMemGetHandleForAddressRange = f_dmabuf,
+	.cuMemAlloc = f_mem_alloc,
+	.cuMemFree = f_mem_free,
 };
 
 void fake_cuda_install(void)

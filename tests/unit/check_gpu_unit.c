@@ -389,6 +389,16 @@ START_TEST(test_vmm_describe)
 	ck_assert_str_eq(r->pci_bus_id, info.pci_bus_id);
 	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 1);
 	ck_assert(gpu.cuda_loaded);
+	/* The first import of device 1 measured its copy rates with buffers of
+	 * its own, freed again (the fake copies with memcpy: some rate). */
+	{
+		struct cu_bandwidth bw;
+
+		ck_assert(gpu_bandwidth(1, &bw));
+		ck_assert_uint_gt(bw.dtod, 0);
+		ck_assert_uint_gt(bw.htod, 0);
+		ck_assert(!gpu_bandwidth(0, &bw) || bw.dtod > 0);
+	}
 
 	ck_assert_int_eq(r->mem->describe(r, src), 0);
 	ck_assert_str_eq(describe_str(src, "offset"), "4096");
@@ -557,6 +567,8 @@ START_TEST(test_copy)
 	ck_assert_mem_eq(dev_bytes(v, 0), (unsigned char *)host->addr + 10, 4000);
 	ck_assert_ptr_eq(fake_cuda.last_register_ctx, fake_cuda_primary(1));
 	ck_assert_uint_eq(fake_cuda.last_register_flags, CU_MEMHOSTREGISTER_PORTABLE);
+	ck_assert_int_eq(gpu_region_host_locked_on(host), 1);
+	ck_assert_int_eq(gpu_region_host_locked_on(v), -1);
 	ck_assert_int_eq(ipc->mem->copy(&(struct region_span){ .region = host, .offset = 4096 },
 					&(struct region_span){ .region = ipc, .offset = 5 },
 					sizeof(buf), NULL, &e),
