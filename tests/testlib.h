@@ -195,6 +195,7 @@ Suite *json_suite(void);
 Suite *varlink_suite(void);
 Suite *outq_suite(void);
 Suite *sockpath_suite(void);
+Suite *wr_plan_suite(void);
 Suite *daemon_suite(void);
 Suite *client_suite(void);
 Suite *cli_suite(void);
