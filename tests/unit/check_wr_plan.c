@@ -381,18 +381,9 @@ END_TEST
 
 static uint64_t rng_state;
 
-static uint64_t rng(void)
-{
-	/* xorshift64*: enough to vary the cases, same run for the same seed. */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 2685821657736338717ULL;
-}
-
 static uint64_t rng_below(uint64_t n)
 {
-	return n ? rng() % n : 0;
+	return test_rng_below(&rng_state, n);
 }
 
 /*
