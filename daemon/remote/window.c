@@ -271,6 +271,8 @@ int window_batch_init(struct window_batch *b, struct wr_plan *plan,
 	return 0;
 }
 
+static const struct window_status cancelled = { .outcome = WINDOW_CANCELLED };
+
 void window_batch_start(struct window_batch *b, struct window *const *wins)
 {
 	const struct wr_plan *plan = b->plan;
@@ -286,6 +288,11 @@ void window_batch_start(struct window_batch *b, struct window *const *wins)
 		l->end = l->next + plan->path_n[p];
 		if (l->next == l->end || b->ops_left == 0)
 			continue;
+		/* Cancelled before it started: nothing goes out. */
+		if (b->cancelled) {
+			lane_drop(l, &cancelled);
+			continue;
+		}
 		if (l->win->failed) {
 			lane_drop(l, &l->win->cause);
 			continue;
@@ -301,8 +308,6 @@ void window_batch_start(struct window_batch *b, struct window *const *wins)
 
 void window_batch_cancel(struct window_batch *b)
 {
-	static const struct window_status cancelled = { .outcome = WINDOW_CANCELLED };
-
 	if (b->cancelled || b->finished)
 		return;
 	b->cancelled = true;

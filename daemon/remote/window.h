@@ -185,8 +185,9 @@ int window_batch_init(struct window_batch *b, struct wr_plan *plan,
 /* Queues path p's WRs on wins[p] (p < the plan's n_paths) and posts what
  * fits. An empty plan is done at once. */
 void window_batch_start(struct window_batch *b, struct window *const *wins);
-/* Stops posting: ops not wholly posted are reported CANCELLED now; the
- * posted WRs complete or flush, then done comes. */
+/* Stops posting: ops not wholly posted are reported CANCELLED now (before
+ * start: when it starts); the posted WRs complete or flush, then done
+ * comes. */
 void window_batch_cancel(struct window_batch *b);
 /* Before start, or after done. */
 void window_batch_fini(struct window_batch *b);

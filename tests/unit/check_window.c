@@ -491,6 +491,17 @@ START_TEST(test_cancel)
 	window_batch_cancel(&t.b);
 	ck_assert_int_eq(t.rec.done, 1);
 	bed_free(&t);
+
+	/* Before start: nothing is posted, every op is cancelled. */
+	bed_init(&t, 5, 25, false, &pp, 4, 4, 0);
+	window_batch_cancel(&t.b);
+	ck_assert_int_eq(t.rec.done, 0);
+	window_batch_start(&t.b, t.wins);
+	ck_assert_uint_eq(t.links[0].n_posted, 0);
+	ck_assert_int_eq(t.rec.done, 1);
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_int_eq(t.rec.st[i].outcome, WINDOW_CANCELLED);
+	bed_free(&t);
 }
 END_TEST
 
