@@ -221,6 +221,9 @@ $(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
+# The transfer engine's benchmark runs its logic in process.
+$(B)/bench-remote: $(B)/daemon/remote/wr_plan.o $(B)/daemon/remote/window.o
+
 # The GPU benchmark plays the client with the driver API, through cuda.c.
 $(B)/bench-gpu: $(B)/daemon/gpu/cuda.o $(B)/daemon/core/log.o
 
@@ -267,11 +270,12 @@ asan:
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	$(MAKE) VARIANT=asan check
 
-BENCHES := $(B)/bench-ping $(B)/bench-region
+BENCHES := $(B)/bench-ping $(B)/bench-region $(B)/bench-remote
 
 bench: all $(BENCHES)
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
+	$(B)/bench-remote --daemon $(B)/rdmamemd
 
 # The C sources as .clang-format (clang-format 14, Debian 12's) writes them:
 # format-check fails on any difference, format rewrites them.

@@ -28,6 +28,8 @@ int main(void)
 	srunner_add_suite(sr, cuda_suite());
 	srunner_add_suite(sr, gpu_unit_suite());
 	srunner_add_suite(sr, sockpath_suite());
+	srunner_add_suite(sr, wr_plan_suite());
+	srunner_add_suite(sr, window_suite());
 	/* tests/e2e: real daemons over Varlink. */
 	srunner_add_suite(sr, daemon_suite());
 	srunner_add_suite(sr, lifecycle_suite());

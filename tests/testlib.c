@@ -870,3 +870,14 @@ long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socke
 	free(rtt);
 	return p99;
 }
+
+uint64_t test_rng_below(uint64_t *state, uint64_t n)
+{
+	uint64_t x = *state;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*state = x;
+	return n ? (x * 2685821657736338717ULL) % n : 0;
+}

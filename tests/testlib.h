@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <check.h>
@@ -179,6 +180,11 @@ void test_assert_bystander_p99(const char *what, const char *socket,
  */
 #define TEST_OTHER_UID 65534
 bool test_root_or_skip(const char *test, const char *why);
+
+/* A seeded generator for randomised suites (xorshift64*): the same seed
+ * gives the same cases, so a failing seed reproduces. Returns 0 .. n-1
+ * (0 when n is 0) and advances *state, which must not be 0. */
+uint64_t test_rng_below(uint64_t *state, uint64_t n);
 /* In a child of a root test: becomes TEST_OTHER_UID (gid TEST_OTHER_UID, no
  * supplementary groups). Returns 0 or a negative errno. */
 int test_become_other_uid(void);
@@ -195,6 +201,8 @@ Suite *json_suite(void);
 Suite *varlink_suite(void);
 Suite *outq_suite(void);
 Suite *sockpath_suite(void);
+Suite *wr_plan_suite(void);
+Suite *window_suite(void);
 Suite *daemon_suite(void);
 Suite *client_suite(void);
 Suite *cli_suite(void);
