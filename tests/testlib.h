@@ -208,6 +208,7 @@ Suite *mreg_suite(void);
 Suite *endpoint_suite(void);
 Suite *idl_suite(void);
 Suite *codec_suite(void);
+Suite *descriptor_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
 Suite *tables_suite(void);
