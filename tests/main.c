@@ -38,6 +38,7 @@ int main(void)
 	srunner_add_suite(sr, faults_suite());
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, rdma_suite());
+	srunner_add_suite(sr, remote_suite());
 	srunner_add_suite(sr, gpu_suite());
 	srunner_add_suite(sr, ops_suite());
 

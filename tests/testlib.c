@@ -868,3 +868,11 @@ long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socke
 	free(rtt);
 	return p99;
 }
+
+const char *test_str(const cJSON *o, const char *name)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	ck_assert_msg(cJSON_IsString(i), "'%s' is not a string", name);
+	return i->valuestring;
+}
