@@ -421,3 +421,105 @@ _public_ int rdmamem_register_cuda_ipc(struct rdmamem_client *c, const void *han
 		p = (cJSON_Delete(p), NULL);
 	return call_u64(c, "io.rdmamemd.Register", p, NULL, 0, -1, "region", ret_region);
 }
+
+_public_ int rdmamem_region_export(struct rdmamem_client *c, uint64_t region,
+				   const char *const *devices, char **ret_descriptor,
+				   char ret_token[RDMAMEM_TOKEN_LEN + 1], uint64_t *ret_id)
+{
+	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *root = NULL;
+	cJSON *reply = NULL, *d, *t, *list;
+	uint64_t id;
+	int r;
+
+	if (!ret_descriptor)
+		return -EINVAL;
+	if (!p || add_id(p, "region", region) < 0)
+		return -ENOMEM;
+	if (devices) {
+		list = cJSON_AddArrayToObject(p, "devices");
+		if (!list)
+			return -ENOMEM;
+		for (const char *const *n = devices; *n; n++)
+			if (!cJSON_AddItemToArray(list, cJSON_CreateString(*n)))
+				return -ENOMEM;
+	}
+	r = rdmamem__call(c, "io.rdmamemd.ExportRegion", p, NULL, 0, 0, &root, &reply, NULL, NULL);
+	if (r < 0)
+		return r;
+	d = cJSON_GetObjectItemCaseSensitive(reply, "descriptor");
+	t = cJSON_GetObjectItemCaseSensitive(reply, "token");
+	if (!cJSON_IsString(d) || !cJSON_IsString(t) ||
+	    strlen(t->valuestring) != RDMAMEM_TOKEN_LEN ||
+	    json_to_u64(cJSON_GetObjectItemCaseSensitive(reply, "id"), &id) < 0) {
+		rdmamem__set_error(c, NULL, "the reply to ExportRegion lacks its descriptor");
+		return -EPROTO;
+	}
+	*ret_descriptor = strdup(d->valuestring);
+	if (!*ret_descriptor)
+		return -ENOMEM;
+	if (ret_token)
+		memcpy(ret_token, t->valuestring, RDMAMEM_TOKEN_LEN + 1);
+	if (ret_id)
+		*ret_id = id;
+	return 0;
+}
+
+_public_ int rdmamem_remote_import(struct rdmamem_client *c, const char *descriptor,
+				   uint64_t *ret_remote)
+{
+	cJSON *p = params_new();
+
+	if (!descriptor || !ret_remote) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (p && json_add_string(p, "descriptor", descriptor) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.ImportRemote", p, NULL, 0, 0, "remote", ret_remote);
+}
+
+_public_ int rdmamem_remote_release(struct rdmamem_client *c, uint64_t remote)
+{
+	cJSON *p = params_new();
+
+	if (add_id(p, "remote", remote) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.ReleaseRemote", p, NULL, 0, 0, NULL, NULL);
+}
+
+_public_ int rdmamem_transfer_prepare(struct rdmamem_client *c, uint64_t region, uint64_t remote,
+				      const struct rdmamem_range *ranges, size_t n_ranges,
+				      uint64_t *ret_plan)
+{
+	cJSON *p = params_new(), *list;
+
+	if (!ret_plan || (!ranges && n_ranges > 0)) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (!p || add_id(p, "region", region) < 0 || add_id(p, "remote", remote) < 0 ||
+	    !(list = cJSON_AddArrayToObject(p, "ranges")))
+		p = (cJSON_Delete(p), NULL);
+	for (size_t i = 0; p && i < n_ranges; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		/* o is p's once added: freed with it. */
+		if (o)
+			cJSON_AddItemToArray(list, o);
+		if (!o || add_id(o, "local_offset", ranges[i].local_offset) < 0 ||
+		    add_id(o, "remote_offset", ranges[i].remote_offset) < 0 ||
+		    add_id(o, "length", ranges[i].length) < 0)
+			p = (cJSON_Delete(p), NULL);
+	}
+	return call_u64(c, "io.rdmamemd.PrepareTransfer", p, NULL, 0, 0, "plan", ret_plan);
+}
+
+_public_ int rdmamem_plan_release(struct rdmamem_client *c, uint64_t plan)
+{
+	cJSON *p = params_new();
+
+	if (add_id(p, "plan", plan) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_u64(c, "io.rdmamemd.ReleasePlan", p, NULL, 0, 0, NULL, NULL);
+}

@@ -22,6 +22,7 @@
 #include "daemon/mem/region.h"
 #include "daemon/ipc/server.h"
 #include "daemon/rdma/token.h"
+#include "daemon/remote/plan.h"
 
 #define DAEMON_TICK_MSEC 1000U
 
@@ -252,11 +253,14 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	list_init(&d->rdma.listeners);
 	endpoint_init(&d->rdma);
 	token_registry_init(&d->rdma);
+	remote_ctx_init(&d->remote, &d->core, &d->rdma);
+	plan_init(&d->remote);
 	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);
 	d->rpc = (struct rpc_ctx){
 		.core = &d->core,
 		.regions = &d->regions,
 		.rdma = &d->rdma,
+		.remote = &d->remote,
 		.gpu = &d->gpu,
 	};
 
@@ -342,6 +346,7 @@ struct daemon *daemon_free(struct daemon *d)
 	devices_free(&d->rdma);
 	region_registry_done(&d->regions);
 	lease_registry_done(&d->regions);
+	remote_ctx_done(&d->remote);
 	token_registry_done(&d->rdma);
 	account_table_done(&d->accounts);
 	if (d->core.loop) {

@@ -19,6 +19,7 @@
 #include "daemon/gpu/gpu.h"
 #include "daemon/core/offload.h"
 #include "daemon/rdma/rdma.h"
+#include "daemon/remote/remote.h"
 #include "daemon/mem/region.h"
 #include "daemon/rpc/rpc.h"
 
@@ -38,6 +39,7 @@ struct daemon {
 	struct offload offload;         /* core.offload points here */
 	struct region_registry regions; /* mem */
 	struct rdma_ctx rdma;
+	struct remote_ctx remote; /* remote handles, plans, export ids */
 	struct gpu_ctx gpu;
 	struct server *server; /* ipc */
 	struct rpc_ctx rpc;    /* pointers to the above, for the handlers */

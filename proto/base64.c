@@ -1,94 +1,155 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "proto/base64.h"
 
-static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/* One of the two encodings: its alphabet, and whether it pads with '='. */
+struct base64_code {
+	const char *alphabet;
+	bool pad;
+	/* 0..63 for alphabet characters, 64 for anything else; built at load
+	 * time so that decoding needs no locking. */
+	uint8_t reverse[256];
+};
 
-/* 0..63 for alphabet characters, 64 for anything else; built at load time
- * so that decoding needs no locking. */
-static uint8_t reverse[256];
+static struct base64_code standard = {
+	.alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+	.pad = true,
+};
+static struct base64_code url = {
+	.alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+};
 
-__attribute__((constructor)) static void build_reverse(void)
+static void build_reverse(struct base64_code *c)
 {
 	for (int i = 0; i < 256; i++)
-		reverse[i] = 64;
+		c->reverse[i] = 64;
 	for (int i = 0; i < 64; i++)
-		reverse[(uint8_t)alphabet[i]] = (uint8_t)i;
+		c->reverse[(uint8_t)c->alphabet[i]] = (uint8_t)i;
 }
 
-void base64_encode(const void *in, size_t n, char *out)
+__attribute__((constructor)) static void build_reverses(void)
 {
+	build_reverse(&standard);
+	build_reverse(&url);
+}
+
+static void encode(const struct base64_code *c, const void *in, size_t n, char *out)
+{
+	const char *a = c->alphabet;
 	const uint8_t *p = in;
 	size_t i = 0;
 
 	for (; i + 3 <= n; i += 3) {
 		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
 
-		*out++ = alphabet[v >> 18];
-		*out++ = alphabet[(v >> 12) & 63];
-		*out++ = alphabet[(v >> 6) & 63];
-		*out++ = alphabet[v & 63];
+		*out++ = a[v >> 18];
+		*out++ = a[(v >> 12) & 63];
+		*out++ = a[(v >> 6) & 63];
+		*out++ = a[v & 63];
 	}
 	if (n - i == 1) {
 		uint32_t v = (uint32_t)p[i] << 16;
 
-		*out++ = alphabet[v >> 18];
-		*out++ = alphabet[(v >> 12) & 63];
-		*out++ = '=';
-		*out++ = '=';
+		*out++ = a[v >> 18];
+		*out++ = a[(v >> 12) & 63];
+		if (c->pad) {
+			*out++ = '=';
+			*out++ = '=';
+		}
 	} else if (n - i == 2) {
 		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8;
 
-		*out++ = alphabet[v >> 18];
-		*out++ = alphabet[(v >> 12) & 63];
-		*out++ = alphabet[(v >> 6) & 63];
-		*out++ = '=';
+		*out++ = a[v >> 18];
+		*out++ = a[(v >> 12) & 63];
+		*out++ = a[(v >> 6) & 63];
+		if (c->pad)
+			*out++ = '=';
 	}
 	*out = '\0';
 }
 
+void base64_encode(const void *in, size_t n, char *out)
+{
+	encode(&standard, in, n, out);
+}
+
+void base64url_encode(const void *in, size_t n, char *out)
+{
+	encode(&url, in, n, out);
+}
+
+/* The characters of text that carry data: without the padding, if any. */
+static size_t data_len(const struct base64_code *c, const char *text, size_t len)
+{
+	if (c->pad && len >= 1 && text[len - 1] == '=') {
+		len--;
+		if (len >= 1 && text[len - 1] == '=')
+			len--;
+	}
+	return len;
+}
+
+static ssize_t decoded_len(const struct base64_code *c, const char *text, size_t len)
+{
+	size_t data = data_len(c, text, len), tail = data % 4;
+
+	/* Padded: whole groups only. A group of one character holds no byte. */
+	if ((c->pad && len % 4) || tail == 1)
+		return -EINVAL;
+	for (size_t i = 0; i < data; i++)
+		if (c->reverse[(uint8_t)text[i]] == 64)
+			return -EINVAL;
+	/* The bits past the last byte must be zero: one spelling per byte string. */
+	if (tail == 2 && (c->reverse[(uint8_t)text[data - 1]] & 15))
+		return -EINVAL;
+	if (tail == 3 && (c->reverse[(uint8_t)text[data - 1]] & 3))
+		return -EINVAL;
+	return (ssize_t)(data / 4 * 3 + (tail ? tail - 1 : 0));
+}
+
 ssize_t base64_decoded_len(const char *text, size_t len)
 {
-	const uint8_t *t = reverse;
-	size_t pad = 0;
+	return decoded_len(&standard, text, len);
+}
 
-	if (len % 4)
-		return -EINVAL;
-	if (len >= 1 && text[len - 1] == '=')
-		pad++;
-	if (len >= 2 && text[len - 2] == '=')
-		pad++;
-	for (size_t i = 0; i < len - pad; i++)
-		if (t[(uint8_t)text[i]] == 64)
-			return -EINVAL;
-	/* Padding bits must be zero: one spelling per byte string. */
-	if (pad == 1 && (t[(uint8_t)text[len - 2]] & 3))
-		return -EINVAL;
-	if (pad == 2 && (t[(uint8_t)text[len - 3]] & 15))
-		return -EINVAL;
-	return (ssize_t)(len / 4 * 3 - pad);
+ssize_t base64url_decoded_len(const char *text, size_t len)
+{
+	return decoded_len(&url, text, len);
+}
+
+static void decode(const struct base64_code *c, const char *text, size_t len, void *out)
+{
+	const uint8_t *t = c->reverse;
+	size_t data = data_len(c, text, len), i;
+	uint8_t *o = out;
+	uint32_t v;
+
+	for (i = 0; i + 4 <= data; i += 4) {
+		v = (uint32_t)t[(uint8_t)text[i]] << 18 | (uint32_t)t[(uint8_t)text[i + 1]] << 12 |
+		    (uint32_t)t[(uint8_t)text[i + 2]] << 6 | t[(uint8_t)text[i + 3]];
+		*o++ = v >> 16;
+		*o++ = (v >> 8) & 0xff;
+		*o++ = v & 0xff;
+	}
+	if (data - i < 2)
+		return;
+	v = (uint32_t)t[(uint8_t)text[i]] << 18 | (uint32_t)t[(uint8_t)text[i + 1]] << 12;
+	*o++ = v >> 16;
+	if (data - i == 3) {
+		v |= (uint32_t)t[(uint8_t)text[i + 2]] << 6;
+		*o++ = (v >> 8) & 0xff;
+	}
 }
 
 void base64_decode(const char *text, size_t len, void *out)
 {
-	const uint8_t *t = reverse;
-	uint8_t *o = out;
-	size_t i;
+	decode(&standard, text, len, out);
+}
 
-	for (i = 0; i + 4 <= len; i += 4) {
-		uint32_t v = (uint32_t)t[(uint8_t)text[i]] << 18 | (uint32_t)t[(uint8_t)text[i + 1]]
-									   << 12;
-
-		*o++ = v >> 16;
-		if (text[i + 2] == '=')
-			break;
-		v |= (uint32_t)t[(uint8_t)text[i + 2]] << 6;
-		*o++ = (v >> 8) & 0xff;
-		if (text[i + 3] == '=')
-			break;
-		v |= t[(uint8_t)text[i + 3]];
-		*o++ = v & 0xff;
-	}
+void base64url_decode(const char *text, size_t len, void *out)
+{
+	decode(&url, text, len, out);
 }

@@ -59,8 +59,16 @@ static int dispatch_one(const cJSON *item, const struct varlink_field *f, void *
 	double d;
 
 	if (f->flags & (VARLINK_ARRAY | VARLINK_MAP)) {
+		const cJSON *e;
+
 		if (!((f->flags & VARLINK_ARRAY) ? cJSON_IsArray(item) : cJSON_IsObject(item)))
 			return -EINVAL;
+		/* []string and []T: each element's JSON type, in the first pass,
+		 * so that a wrong element is named before a missing parameter. */
+		cJSON_ArrayForEach(e, item)
+			if ((f->type == VARLINK_STRING && !cJSON_IsString(e)) ||
+			    (f->type == VARLINK_STRUCT && !cJSON_IsObject(e)))
+				return -EINVAL;
 		*(const cJSON **)p = item;
 		return 0;
 	}

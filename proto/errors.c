@@ -52,6 +52,26 @@ const struct varlink_error rdmamem_errors[] = {
 		"No such access token: never issued, revoked, or its creator disconnected.",
 		VARLINK_FIELD(message, VARLINK_STRING, 0)),
 	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_NOT_REGISTERED, ENOLINK,
+		"ExportRegion: the region has no registration in force on a device asked\n"
+		"for (or, devices left out, on any): there is no rkey to describe.",
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_NO_RDMA_ENDPOINT, EADDRNOTAVAIL,
+		"ExportRegion: the daemon accepts no RDMA connections (no rdmacm-listen\n"
+		"address, or none of its addresses is on an exported device), so no peer\n"
+		"could reach the region.",
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_NO_SUCH_REMOTE, ENOENT,
+		"This connection holds no remote handle of that id (never imported, or\n"
+		"released).",
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_NO_SUCH_PLAN, ENOENT,
+		"This connection holds no plan of that id (never prepared, or released).",
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
 		RDMAMEM_ERROR_NETWORK_NOT_ALLOWED, ECONNREFUSED,
 		"A remote peer (by its GID, for ConnectQueuePair) is outside the networks\n"
 		"the daemon admits RDMA peers from.",
@@ -72,7 +92,8 @@ const struct varlink_error rdmamem_errors[] = {
 	VARLINK_DEFINE_ERROR(
 		RDMAMEM_ERROR_QUOTA_EXCEEDED, EDQUOT,
 		"A limit would be passed: quota is \"regions\", \"pinned_bytes\", \"leases\",\n"
-		"\"tokens\" or \"rdma_connections\" (per uid), or \"shares\" (per region).",
+		"\"tokens\", \"rdma_connections\", \"remotes\" or \"plans\" (per uid), or\n"
+		"\"shares\" (per region).",
 		VARLINK_FIELD(quota, VARLINK_STRING, 0),
 		VARLINK_FIELD(limit, VARLINK_STRING, 0),
 		VARLINK_FIELD(used, VARLINK_STRING, 0),

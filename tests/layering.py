@@ -6,7 +6,7 @@ The layers, bottom to top, as BELOW writes them: each names the layers right
 below it, and a file may include files of its own layer and of any layer
 below it:
 
-    util < proto < core < mem < {gpu, rdma}, rdma < remote, {gpu, remote} < rpc < ipc < top
+    util < proto < core < mem < {gpu, rdma < remote} < rpc < ipc < top
     util < proto < client
 
 gpu and rdma are siblings: neither includes the other. client (librdmamem,
@@ -53,7 +53,8 @@ BELOW = {
     "gpu": ["mem"],
     # Verbs, devices, registrations, endpoints, tokens.
     "rdma": ["mem"],
-    # Transfers to other hosts' regions: links, WR plans, completion windows.
+    # Other hosts' regions: descriptors, remote handles, plans, links,
+    # WR plans and completion windows; the transfers to them.
     "remote": ["rdma"],
     # The interface tables, dispatch, deferred replies, the method handlers.
     "rpc": ["gpu", "remote"],

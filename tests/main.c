@@ -15,6 +15,7 @@ int main(void)
 	srunner_add_suite(sr, varlink_suite());
 	srunner_add_suite(sr, outq_suite());
 	srunner_add_suite(sr, codec_suite());
+	srunner_add_suite(sr, descriptor_suite());
 	srunner_add_suite(sr, lock_suite());
 	srunner_add_suite(sr, session_suite());
 	srunner_add_suite(sr, rpc_deferred_suite());
@@ -39,6 +40,7 @@ int main(void)
 	srunner_add_suite(sr, faults_suite());
 	srunner_add_suite(sr, cli_suite());
 	srunner_add_suite(sr, rdma_suite());
+	srunner_add_suite(sr, remote_suite());
 	srunner_add_suite(sr, gpu_suite());
 	srunner_add_suite(sr, ops_suite());
 

@@ -881,3 +881,11 @@ uint64_t test_rng_below(uint64_t *state, uint64_t n)
 	*state = x;
 	return n ? (x * 2685821657736338717ULL) % n : 0;
 }
+
+const char *test_str(const cJSON *o, const char *name)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	ck_assert_msg(cJSON_IsString(i), "'%s' is not a string", name);
+	return i->valuestring;
+}

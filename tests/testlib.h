@@ -116,6 +116,8 @@ void test_send_msg(int fd, const char *text, const int *fds, size_t n_fds);
 ssize_t test_recv_msg(int fd, char **ret, int timeout_ms);
 /* Sends a call and parses the reply; fails the test on EOF or timeout. */
 cJSON *test_call(int fd, const char *text);
+/* o's string member name; fails the test when it is not one. */
+const char *test_str(const cJSON *o, const char *name);
 /* The reply's error name, or NULL. */
 const char *test_reply_error(const cJSON *reply);
 
@@ -216,10 +218,12 @@ Suite *mreg_suite(void);
 Suite *endpoint_suite(void);
 Suite *idl_suite(void);
 Suite *codec_suite(void);
+Suite *descriptor_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
 Suite *tables_suite(void);
 Suite *rdma_suite(void);
+Suite *remote_suite(void);
 Suite *cuda_suite(void);
 Suite *gpu_unit_suite(void);
 Suite *gpu_suite(void);

@@ -220,6 +220,58 @@ int rdmamem_access_token_create(struct rdmamem_client *client, char ret[RDMAMEM_
 int rdmamem_access_token_revoke(struct rdmamem_client *client, const char *token);
 
 /*
+ * Other hosts' regions. rdmamem_region_export() gives the owner of a region
+ * registered on RDMA devices a descriptor (a string of at most 2255 bytes,
+ * "rdmamem1." and base64url; *ret_descriptor is malloc()ed, the caller frees
+ * it) for peers on other hosts: the daemon's rdmacm endpoints and, per
+ * device, the region's addr, rkey and GID, with a new access token of its
+ * own (ret_token, may be NULL) and the export's id (ret_id, may be NULL).
+ * devices: NULL-terminated names, or NULL for every device the region is
+ * registered on. The descriptor grants the region's remote access until
+ * the token is revoked, this connection closes or the region is
+ * unregistered: hand it only to whom you would hand the token.
+ * -ENOLINK (NotRegistered): no registration in force on a device asked
+ * for; -EADDRNOTAVAIL (NoRdmaEndpoint): the daemon listens for no RDMA
+ * connections. A remote one-sided operation does not take the region's
+ * lock: coordinate with the peers (a notification, a flag they write last).
+ */
+int rdmamem_region_export(struct rdmamem_client *client, uint64_t region,
+			  const char *const *devices, char **ret_descriptor,
+			  char ret_token[RDMAMEM_TOKEN_LEN + 1], uint64_t *ret_id);
+
+/*
+ * A remote handle of another daemon's descriptor, for this connection: the
+ * descriptor is checked once (-EINVAL, with the reason in
+ * rdmamem_client_error_message()); no connection is made yet. It lasts
+ * until rdmamem_remote_release() or until the connection closes; -EDQUOT
+ * past the daemon's max-remotes-per-uid.
+ */
+int rdmamem_remote_import(struct rdmamem_client *client, const char *descriptor,
+			  uint64_t *ret_remote);
+/* -ENOENT when this connection holds no such remote. */
+int rdmamem_remote_release(struct rdmamem_client *client, uint64_t remote);
+
+/* Bytes [local_offset, +length) of a region and [remote_offset, +length) of a remote. */
+struct rdmamem_range {
+	uint64_t local_offset;
+	uint64_t remote_offset;
+	uint64_t length;
+};
+
+/*
+ * A plan: 1 to 16000 ranges between region (which the caller may read) and
+ * remote, checked now against both lengths (-ERANGE names the first that
+ * does not fit, by index, in the error message), to be posted later by
+ * index without sending them again. It lasts until rdmamem_plan_release()
+ * or until the connection closes; -EDQUOT past max-plans-per-uid.
+ */
+int rdmamem_transfer_prepare(struct rdmamem_client *client, uint64_t region, uint64_t remote,
+			     const struct rdmamem_range *ranges, size_t n_ranges,
+			     uint64_t *ret_plan);
+/* -ENOENT when this connection holds no such plan. */
+int rdmamem_plan_release(struct rdmamem_client *client, uint64_t plan);
+
+/*
  * GPU memory (CUDA). The daemon loads the CUDA driver on the first GPU
  * import; without one these answer -ENXIO (io.rdmamemd.CudaUnavailable).
  *

@@ -48,6 +48,8 @@ struct account {
 	uint64_t pinned_bytes;
 	unsigned n_leases; /* held or waiting, not yet released */
 	unsigned n_tokens;
+	unsigned n_remotes;                     /* remote handles imported (ImportRemote) */
+	unsigned n_plans;                       /* prepared plans (PrepareTransfer) */
 	struct budget_use budget[BUDGET_KINDS]; /* bytes of its messages held (budget.h) */
 };
 

@@ -36,8 +36,10 @@ struct daemon_config {
 	unsigned drain_timeout_ms;         /* at shutdown, how long in-flight calls may take */
 	uint64_t max_regions_per_uid;
 	uint64_t max_pinned_bytes_per_uid;
-	unsigned max_leases_per_uid; /* held or waiting */
-	unsigned max_tokens_per_uid; /* access tokens */
+	unsigned max_leases_per_uid;  /* held or waiting */
+	unsigned max_tokens_per_uid;  /* access tokens */
+	unsigned max_remotes_per_uid; /* remote handles (ImportRemote) */
+	unsigned max_plans_per_uid;   /* prepared plans (PrepareTransfer) */
 	unsigned max_shares_per_region;
 	uint64_t read_inline_max; /* largest Read answered inline */
 	char **devices_allow;     /* NULL: every device */

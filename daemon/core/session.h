@@ -30,13 +30,17 @@
 struct account;
 
 /*
- * The kinds of resources a session holds, in teardown order: remote access
- * first — tokens (the peers they admitted go with them), then the queue
+ * The kinds of resources a session holds, in teardown order: what it
+ * imported of other hosts first — prepared plans, then the remote handles
+ * they use (a transfer in flight keeps its own references); then remote
+ * access — tokens (the peers they admitted go with them), then the queue
  * pairs set up with ConnectQueuePair — since peers reach this client's
  * memory; then leases, which hold the regions' locks (work still running
  * under a lease keeps it until it finishes); then the regions.
  */
 enum session_kind {
+	SESSION_PLAN,
+	SESSION_REMOTE,
 	SESSION_TOKEN,
 	SESSION_RCONN,
 	SESSION_LEASE,

@@ -24,6 +24,19 @@ bool device_allowed(const struct rdma_ctx *rdma, const char *name)
 	return !in_list(rdma->core->cfg.devices_deny, name);
 }
 
+bool device_name_is_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= VB_NAME_MAX)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' || *s == '.'))
+			return false;
+	return true;
+}
+
 static void device_note_event(struct device *dev, const char *text)
 {
 	unsigned i = dev->n_events++ % DEVICE_EVENTS_KEPT;

@@ -59,6 +59,10 @@ struct device *device_find(struct rdma_ctx *rdma, const char *name);
 /* uid's protection domain on dev, allocated on first need. */
 int device_pd(struct device *dev, uid_t uid, struct vb_pd **ret);
 
+/* Whether s has the form of a device name: 1 to VB_NAME_MAX - 1 of
+ * [A-Za-z0-9_.-] (what a client or a descriptor may name). */
+bool device_name_is_valid(const char *s);
+
 /* Whether name passes the allow and deny lists. */
 bool device_allowed(const struct rdma_ctx *rdma, const char *name);
 

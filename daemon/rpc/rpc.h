@@ -47,6 +47,7 @@ struct errinfo;
 struct gpu_ctx;
 struct rdma_ctx;
 struct region_registry;
+struct remote_ctx;
 struct idseq;
 struct idseq_node;
 struct rpc_call;
@@ -89,6 +90,7 @@ struct rpc_ctx {
 	struct core *core;
 	struct region_registry *regions;
 	struct rdma_ctx *rdma;
+	struct remote_ctx *remote;
 	struct gpu_ctx *gpu;
 	const struct rpc_server_ops *server_ops;
 	const void *server; /* server_ops' */
@@ -377,6 +379,7 @@ extern const struct rpc_method rpc_core_methods[];
 extern const struct rpc_method rpc_region_methods[];
 extern const struct rpc_method rpc_data_methods[];
 extern const struct rpc_method rpc_rdma_methods[];
+extern const struct rpc_method rpc_remote_methods[];
 extern const struct rpc_method rpc_gpu_methods[];
 
 /* The interfaces served, with their doc (rpc_idl.c); a NULL name ends it. */

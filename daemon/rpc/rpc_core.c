@@ -226,8 +226,9 @@ RPC_DEFINE_METHOD(
 	GetLimits,
 	"The caller's uid's limits and what it uses of each, by the names\n"
 	"QuotaExceeded gives them (\"regions\", \"pinned_bytes\", \"leases\",\n"
-	"\"tokens\", \"rdma_connections\"), and \"connections\" (Varlink\n"
-	"connections); shares_per_region bounds each region's shares.",
+	"\"tokens\", \"rdma_connections\", \"remotes\", \"plans\"), and\n"
+	"\"connections\" (Varlink connections); shares_per_region bounds each\n"
+	"region's shares.",
 	VARLINK_OUTPUT(uid, VARLINK_INT, 0),
 	VARLINK_OUTPUT_BY_TYPE(limits, rpc_type_Limit, VARLINK_ARRAY),
 	VARLINK_OUTPUT(shares_per_region, VARLINK_INT, 0));
@@ -247,6 +248,8 @@ static int method_get_limits(struct rpc_call *call, _unused_ void *params)
 		{ "leases", cfg->max_leases_per_uid, a->n_leases },
 		{ "tokens", cfg->max_tokens_per_uid, a->n_tokens },
 		{ "rdma_connections", cfg->max_rdma_connections_per_uid, a->n_rdma_connections },
+		{ "remotes", cfg->max_remotes_per_uid, a->n_remotes },
+		{ "plans", cfg->max_plans_per_uid, a->n_plans },
 	};
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 	cJSON *list = p ? cJSON_AddArrayToObject(p, "limits") : NULL;

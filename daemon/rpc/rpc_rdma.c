@@ -76,19 +76,6 @@ struct reg_wait {
  */
 #define DEVICES_LIST_MAX 64
 
-static bool device_name_is_valid(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n >= VB_NAME_MAX)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-' || *s == '.'))
-			return false;
-	return true;
-}
-
 /*
  * devices: "all", or an array of names ([] registers nowhere yet). Fills
  * *ret with the names, each once, in the order first asked.

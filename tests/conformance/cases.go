@@ -249,6 +249,34 @@ var cases = []*testCase{
 			}
 			return nil
 		}},
+	// --- descriptors, remote handles, plans ------------------------------------
+	{what: "ExportRegion of a region registered nowhere", conn: "lib", method: "io.rdmamemd.ExportRegion",
+		params: obj("region", "$B"), err: "io.rdmamemd.NotRegistered"},
+	// The suite's daemon listens for no rdmacm connections.
+	{what: "ExportRegion with no rdmacm listener", conn: "lib", method: "io.rdmamemd.ExportRegion",
+		params: obj("region", "$A"), need: needDevice, err: "io.rdmamemd.NoRdmaEndpoint"},
+	{what: "ExportRegion", conn: "lib", method: "io.rdmamemd.ExportRegion", params: obj("region", "$A"),
+		need: func(s *suite) string {
+			return "a descriptor needs a registration and an rdmacm listener, which this suite's daemon does not have (the remote suite's rdma cases export in the VM)"
+		}},
+	// One IPv4 endpoint (10.0.2.15:7471), one device (rxe0), 1 MiB,
+	// read and write: tests/fuzz/gen-seeds.py's "one" record.
+	{what: "ImportRemote", conn: "lib", method: "io.rdmamemd.ImportRemote",
+		params: obj("descriptor", "rdmamem1.AQMBAQcAAAAAAAAAAAAQAAAAAACgoaKjpKWmp6ipqqusra6vBAAvHQoAAg8AAAAAAAAAAAAAAAAAAQIDBAUGBwgJCgsMDQ4PABAAAAB_AAA0EgAAAQRyeGUw"),
+		then: all(learn("remote", "remote"), wantField("length", "1048576"), wantField("export", "7"))},
+	{what: "ImportRemote of a broken descriptor", conn: "lib", method: "io.rdmamemd.ImportRemote",
+		params: obj("descriptor", "rdmamem1.AQMBAQ"), err: "org.varlink.service.InvalidParameter",
+		errParams: map[string]string{"parameter": "descriptor"}},
+	{what: "PrepareTransfer", conn: "lib", method: "io.rdmamemd.PrepareTransfer",
+		params: obj("region", "$A", "remote", "$remote", "ranges", []interface{}{
+			map[string]interface{}{"local_offset": "0", "remote_offset": "4096", "length": "16"}}),
+		then: learn("plan", "plan")},
+	{what: "ReleasePlan", conn: "lib", method: "io.rdmamemd.ReleasePlan", params: obj("plan", "$plan")},
+	{what: "ReleasePlan again", conn: "lib", method: "io.rdmamemd.ReleasePlan", params: obj("plan", "$plan"),
+		err: "io.rdmamemd.NoSuchPlan"},
+	{what: "ReleaseRemote", conn: "lib", method: "io.rdmamemd.ReleaseRemote", params: obj("remote", "$remote")},
+	{what: "ReleaseRemote again", conn: "lib", method: "io.rdmamemd.ReleaseRemote", params: obj("remote", "$remote"),
+		err: "io.rdmamemd.NoSuchRemote"},
 	{what: "RetryRegistration", conn: "lib", method: "io.rdmamemd.RetryRegistration",
 		params: obj("region", "$B", "device", "$failed"),
 		need: func(s *suite) string {

@@ -15,7 +15,7 @@
 # (-fsanitize=fuzzer-no-link), the targets link libFuzzer's main.
 
 DEB_PKGS     += clang libclang-rt-14-dev
-FUZZ_TARGETS := frame request daemon
+FUZZ_TARGETS := frame request daemon descriptor
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 
@@ -26,14 +26,16 @@ SAN := $(SAN_fuzz)
 endif
 
 # What each target links beyond its own file: the frame and request targets
-# only the protocol code; the daemon target the daemon without its main(),
-# the fakes (tests/fakes, which the test runner links too) and the protocol
-# code.
+# only the protocol code; the daemon and descriptor targets the daemon
+# without its main(), the fakes (tests/fakes, which the test runner links
+# too) and the protocol code.
 FUZZ_DAEMON_OBJS := $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FAKE_OBJS)
 FUZZ_LIBS_daemon  = $(LIBS_DAEMON) $(LIBS_DL)
 FUZZ_LIBS_frame   = $(LIBS_CLIENT)
 FUZZ_LIBS_request = $(LIBS_CLIENT)
 FUZZ_EXTRA_daemon := $(FUZZ_DAEMON_OBJS)
+FUZZ_LIBS_descriptor = $(FUZZ_LIBS_daemon)
+FUZZ_EXTRA_descriptor := $(FUZZ_DAEMON_OBJS)
 
 FUZZ_OBJS    := $(call obj,$(wildcard tests/fuzz/*.c))
 FUZZ_REPLAYS := $(addprefix $(B)/fuzz-replay-,$(FUZZ_TARGETS))

@@ -3,6 +3,7 @@
 """Writes the hand-made seed inputs of tests/fuzz/corpus/ (fuzz.h, the
 targets' headers describe the formats). Inputs the fuzzers found are kept
 beside them under other names; this script only (re)writes seed-*."""
+import base64
 import json
 import os
 
@@ -167,3 +168,38 @@ daemon("protocol-errors", 0x21,
        rec(b'{"method":"io.rdmamemd.Read","parameters":{"region":"99","length":"1"}}'),
        rec(b'{"method":"io.rdmamemd.Unlock","parameters":{"lease":"18446744073709551616"}}'),
        rec(b"garbage"))
+
+
+# descriptor: [mode] then the text (mode 0) or the binary record (else);
+# daemon/remote/descriptor.h has the record's layout.
+def descriptor_record(endpoints, devices, access=3, export_id=7, length=1 << 20,
+                      version=1):
+    out = bytes([version, access, len(endpoints), len(devices)])
+    out += export_id.to_bytes(8, "little") + length.to_bytes(8, "little")
+    out += bytes(range(0xa0, 0xb0))
+    for family, port, addr in endpoints:
+        out += bytes([family, 0]) + port.to_bytes(2, "little") + addr.ljust(16, b"\0")
+    for name, gid, addr, rkey, port in devices:
+        out += gid + addr.to_bytes(8, "little") + rkey.to_bytes(4, "little")
+        out += bytes([port, len(name)]) + name
+    return out
+
+
+def descriptor_text(record):
+    return b"rdmamem1." + base64.urlsafe_b64encode(record).rstrip(b"=")
+
+
+V4 = (4, 7471, bytes([10, 0, 2, 15]))
+V6 = (6, 7471, bytes([0xfe, 0x80] + [0] * 13 + [1]))
+RXE = (b"rxe0", bytes(range(16)), 0x7f0000001000, 0x1234, 1)
+one = descriptor_record([V4], [RXE])
+most = descriptor_record([V4, V6] * 4,
+                         [(bytes([0x61 + i]) * 63, bytes(16), 0x1000 * i, i, 1)
+                          for i in range(16)])
+write("descriptor", "one-text", b"\0" + descriptor_text(one))
+write("descriptor", "one-record", b"\1" + one)
+write("descriptor", "largest-record", b"\1" + most)
+write("descriptor", "v4-and-v6", b"\1" + descriptor_record([V4, V6], [RXE, (b"mlx5_0", bytes(16), 0, 1, 2)]))
+write("descriptor", "trailing-byte", b"\1" + one + b"\0")
+write("descriptor", "wrong-version", b"\1" + descriptor_record([V4], [RXE], version=2))
+write("descriptor", "padded-text", b"\0" + descriptor_text(one) + b"==")

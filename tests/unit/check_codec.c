@@ -66,6 +66,37 @@ START_TEST(test_base64_rejects)
 }
 END_TEST
 
+/* base64url: RFC 4648's vectors without their padding, both characters
+ * of its own alphabet, and what it refuses. */
+START_TEST(test_base64url)
+{
+	static const char *const bad[] = {
+		"Zg==", "Z", "Zm9vY", "Zh", "Zm9", "Zm+v", "Zm/v", "Zm9v!A", "Zm 9v", "Zm9v=",
+	};
+	const unsigned char special[] = { 0xfb, 0xff, 0xbf };
+	char out[64], back[64];
+
+	for (size_t i = 0; i < ELEMENTSOF(vectors); i++) {
+		size_t n = strlen(vectors[i].raw), len = strcspn(vectors[i].b64, "=");
+
+		ck_assert_uint_eq(base64url_encoded_len(n), len);
+		base64url_encode(vectors[i].raw, n, out);
+		ck_assert_int_eq(strncmp(out, vectors[i].b64, len), 0);
+		ck_assert_uint_eq(strlen(out), len);
+		ck_assert_int_eq(base64url_decoded_len(out, len), (ssize_t)n);
+		base64url_decode(out, len, back);
+		ck_assert_int_eq(memcmp(back, vectors[i].raw, n), 0);
+	}
+	base64url_encode(special, sizeof(special), out);
+	ck_assert_str_eq(out, "-_-_");
+	base64url_decode(out, 4, back);
+	ck_assert_int_eq(memcmp(back, special, sizeof(special)), 0);
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+		ck_assert_msg(base64url_decoded_len(bad[i], strlen(bad[i])) == -EINVAL,
+			      "'%s' accepted", bad[i]);
+}
+END_TEST
+
 static void count_entry(uint64_t id, void *value, void *userdata)
 {
 	ck_assert_uint_eq(id, (uint64_t)(uintptr_t)value);
@@ -106,6 +137,7 @@ Suite *codec_suite(void)
 	tcase_add_loop_test(tc, test_base64_vectors, 0, ELEMENTSOF(vectors));
 	tcase_add_test(tc, test_base64_roundtrip_binary);
 	tcase_add_test(tc, test_base64_rejects);
+	tcase_add_test(tc, test_base64url);
 	tcase_add_test(tc, test_idmap);
 	suite_add_tcase(s, tc);
 	return s;

@@ -67,25 +67,30 @@ static void add(struct item *it, enum session_kind kind, int tag)
 
 START_TEST(test_close_order)
 {
-	struct item items[6];
+	struct item items[8];
 
 	/* Added in no particular order of kinds. */
 	add(&items[0], SESSION_REGION, 40);
 	add(&items[1], SESSION_LEASE, 30);
 	add(&items[2], SESSION_TOKEN, 10);
-	add(&items[3], SESSION_REGION, 41);
-	add(&items[4], SESSION_RCONN, 20);
-	add(&items[5], SESSION_LEASE, 31);
+	add(&items[3], SESSION_REMOTE, 5);
+	add(&items[4], SESSION_REGION, 41);
+	add(&items[5], SESSION_RCONN, 20);
+	add(&items[6], SESSION_PLAN, 1);
+	add(&items[7], SESSION_LEASE, 31);
 	session_close(s);
 
-	/* Teardown order is the kind enum's; within a kind, first added first. */
-	ck_assert_uint_eq(n_dropped, 6);
-	ck_assert_int_eq(dropped[0], 10);
-	ck_assert_int_eq(dropped[1], 20);
-	ck_assert_int_eq(dropped[2], 30);
-	ck_assert_int_eq(dropped[3], 31);
-	ck_assert_int_eq(dropped[4], 40);
-	ck_assert_int_eq(dropped[5], 41);
+	/* Teardown order is the kind enum's (plans, remotes, tokens, queue
+	 * pairs, leases, regions); within a kind, first added first. */
+	ck_assert_uint_eq(n_dropped, 8);
+	ck_assert_int_eq(dropped[0], 1);
+	ck_assert_int_eq(dropped[1], 5);
+	ck_assert_int_eq(dropped[2], 10);
+	ck_assert_int_eq(dropped[3], 20);
+	ck_assert_int_eq(dropped[4], 30);
+	ck_assert_int_eq(dropped[5], 31);
+	ck_assert_int_eq(dropped[6], 40);
+	ck_assert_int_eq(dropped[7], 41);
 	for (unsigned k = 0; k < SESSION_KIND_MAX; k++)
 		ck_assert_uint_eq(session_count(s, k), 0);
 	ck_assert(s->closed);

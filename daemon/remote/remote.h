@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Remote handles: a descriptor another host's daemon exported, imported by
+ * a client of this one (ImportRemote). Parsed and checked once, then named
+ * by its id; no connection is made until a transfer needs one. A remote
+ * belongs to the session that imported it (SESSION_REMOTE: released with
+ * it, or by ReleaseRemote) and counts against its uid's
+ * max-remotes-per-uid while it does. It is refcounted: a plan made on it,
+ * and a transfer in flight, keep it after it is released, so that what
+ * they read of it stays valid; its id is gone at once.
+ *
+ * The subsystem's context (struct remote_ctx) holds the ids of remotes and
+ * plans (plan.h) and the export ids (export.h). Loop thread only.
+ */
+#ifndef RDMAMEMD_REMOTE_H
+#define RDMAMEMD_REMOTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/core/session.h"
+#include "daemon/remote/descriptor.h"
+#include "util/idmap.h"
+
+struct account;
+struct core;
+struct errinfo;
+struct rdma_ctx;
+
+struct remote_ctx {
+	struct core *core; /* the limits, the accounts */
+	struct rdma_ctx *rdma;
+	struct idmap remotes; /* id → struct remote, while imported */
+	struct idmap plans;   /* id → struct plan, while prepared */
+	uint64_t next_remote_id, next_plan_id, next_export_id;
+	unsigned n_remotes, n_plans; /* in the maps */
+};
+
+struct remote {
+	unsigned n_ref;
+	uint64_t id;
+	struct remote_ctx *ctx;
+	struct session_link owner_link; /* SESSION_REMOTE, until released */
+	uid_t uid;                      /* of the session that imported it */
+	struct account *account;        /* charged one remote until released; a reference */
+	bool released;
+	struct descriptor desc;
+};
+
+/* At daemon start: the maps, and the drop hook of SESSION_REMOTE (plan_init()
+ * registers SESSION_PLAN's). */
+void remote_ctx_init(struct remote_ctx *ctx, struct core *core, struct rdma_ctx *rdma);
+/* After every session is closed. */
+void remote_ctx_done(struct remote_ctx *ctx);
+
+/*
+ * A remote of d for session s; QuotaExceeded ("remotes") in *e past the
+ * uid's max-remotes-per-uid. The session holds the reference returned
+ * (*ret is borrowed).
+ */
+int remote_import(struct remote_ctx *ctx, struct session *s, const struct descriptor *d,
+		  struct remote **ret, struct errinfo *e);
+
+/* s's remote of that id, or NULL (never another session's: ids are no
+ * capability, the descriptor was). */
+struct remote *remote_lookup(struct remote_ctx *ctx, uint64_t id, const struct session *s);
+
+/* Takes r out of its session and the map, uncharges its uid, drops the
+ * session's reference. Holders of other references keep the struct. */
+void remote_release(struct remote *r);
+
+struct remote *remote_ref(struct remote *r);
+struct remote *remote_unref(struct remote *r);
+
+#endif

@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * io.rdmamemd methods about other hosts' regions: ExportRegion (a
+ * descriptor of one of the caller's regions, for a peer elsewhere),
+ * ImportRemote and ReleaseRemote (remote handles of such descriptors),
+ * PrepareTransfer and ReleasePlan (range lists between a local region and
+ * a remote, checked once). The model is daemon/remote/.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/errinfo.h"
+#include "daemon/rdma/device.h"
+#include "daemon/rdma/token.h"
+#include "daemon/remote/descriptor.h"
+#include "daemon/remote/export.h"
+#include "daemon/remote/plan.h"
+#include "daemon/remote/remote.h"
+#include "daemon/rpc/rpc.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+#include "util/strset.h"
+
+struct export_region_params {
+	struct rpc_region region;
+	const cJSON *devices;
+};
+
+/* clang-format off */
+RPC_DEFINE_METHOD(
+	ExportRegion,
+	"A descriptor of a region for peers on other hosts (PROTOCOL.md,\n"
+	"\"Descriptors\"): the daemon's rdmacm endpoints, and per device the GID,\n"
+	"addr, rkey and port of the region's registration, its length, the access\n"
+	"it grants and a new access token of the caller's (token; revoking it, or\n"
+	"this connection closing, ends what the descriptor grants, as does\n"
+	"Unregister). devices: names of devices the region is registered on (at\n"
+	"most 16, each once); left out, every device it is registered on (the\n"
+	"first 16). Owner (or root) only. NotRegistered when a device has no\n"
+	"registration in force, NoRdmaEndpoint when the daemon listens for none.",
+	RPC_INPUT_REGION(struct export_region_params, region, REGION_ADMIN),
+	VARLINK_INPUT(struct export_region_params, devices, VARLINK_STRING,
+		      VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_FIELD_COMMENT("\"rdmamem1.\" then base64url: opaque to clients"),
+	VARLINK_OUTPUT(descriptor, VARLINK_STRING, 0),
+	VARLINK_OUTPUT(token, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("the export's id, which the descriptor carries"),
+	VARLINK_OUTPUT(id, VARLINK_U64, 0));
+/* clang-format on */
+
+/* devices: distinct device names, at most DESCRIPTOR_DEVICES_MAX. */
+static int parse_export_devices(struct rpc_call *call, const cJSON *devices, const char **names,
+				size_t *ret_n)
+{
+	_cleanup_(strset_done) struct strset seen = {};
+	const cJSON *item;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(item, devices) {
+		if (n == DESCRIPTOR_DEVICES_MAX)
+			return rpc_invalid_param(call, "devices",
+						 "parameter 'devices' names more than %d devices",
+						 DESCRIPTOR_DEVICES_MAX);
+		if (!cJSON_IsString(item) || !device_name_is_valid(item->valuestring))
+			return rpc_invalid_param(call, "devices",
+						 "parameter 'devices' lists something that is not "
+						 "a device name");
+		names[n++] = item->valuestring;
+	}
+	if (strset_init(&seen, n) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!strset_add(&seen, names[i]))
+			return rpc_invalid_param(call, "devices",
+						 "parameter 'devices' names '%s' twice", names[i]);
+	*ret_n = n;
+	return 0;
+}
+
+static int method_export_region(struct rpc_call *call, void *params)
+{
+	const struct export_region_params *p = params;
+	const char *names[DESCRIPTOR_DEVICES_MAX];
+	_cleanup_free_ char *text = NULL;
+	_cleanup_json_ cJSON *reply = NULL;
+	struct errinfo err = {};
+	struct descriptor d;
+	struct token *t;
+	size_t n = 0;
+	int r;
+
+	if (p->devices) {
+		r = parse_export_devices(call, p->devices, names, &n);
+		if (r < 0)
+			return r;
+		if (n == 0)
+			return rpc_invalid_param(
+				call, "devices",
+				"parameter 'devices' is empty: leave it out to "
+				"export on every device the region is registered on");
+	}
+	r = remote_export(call->ctx->remote, call->session, p->region.region, (char *const *)names,
+			  n, &d, &text, &t, &err);
+	if (r < 0)
+		return err.name ? rpc_error_info(call, &err) : r;
+	reply = cJSON_CreateObject();
+	if (!reply || json_add_string(reply, "descriptor", text) < 0 ||
+	    json_add_string(reply, "token", t->hex) < 0 || json_add_u64(reply, "id", d.id) < 0)
+		return -ENOMEM;
+	return rpc_reply(call, TAKE_PTR(reply));
+}
+
+/* clang-format off */
+static const struct varlink_symbol rpc_type_RemoteDevice = VARLINK_DEFINE_TYPE(
+	RemoteDevice, "A device of the exporting host, as the descriptor names it.",
+	VARLINK_FIELD(name, VARLINK_STRING, 0),
+	VARLINK_FIELD(gid, VARLINK_STRING, 0),
+	VARLINK_FIELD(port, VARLINK_INT, 0),
+	VARLINK_FIELD(addr, VARLINK_U64, 0),
+	VARLINK_FIELD(rkey, VARLINK_U64, 0));
+/* clang-format on */
+
+struct import_remote_params {
+	struct rpc_string descriptor;
+};
+
+/* clang-format off */
+RPC_DEFINE_METHOD(
+	ImportRemote,
+	"A remote handle of a descriptor another daemon's ExportRegion made:\n"
+	"parsed and checked once (InvalidParameter saying what is wrong with it),\n"
+	"no connection made yet. It lives until ReleaseRemote or until this\n"
+	"connection closes; max-remotes-per-uid bounds them (QuotaExceeded\n"
+	"\"remotes\"). The reply shows what the descriptor says, but its token.",
+	RPC_INPUT_MEASURED(struct import_remote_params, descriptor, 0),
+	VARLINK_OUTPUT(remote, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("the export's id on the exporting host"),
+	VARLINK_OUTPUT(export, VARLINK_U64, 0),
+	VARLINK_OUTPUT(length, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("\"read\", \"write\""),
+	VARLINK_OUTPUT(access, VARLINK_STRING, VARLINK_ARRAY),
+	VARLINK_FIELD_COMMENT("the exporting daemon's rdmacm endpoints, ADDR:PORT or [ADDR]:PORT"),
+	VARLINK_OUTPUT(endpoints, VARLINK_STRING, VARLINK_ARRAY),
+	VARLINK_OUTPUT_BY_TYPE(devices, rpc_type_RemoteDevice, VARLINK_ARRAY));
+/* clang-format on */
+
+static int add_access(cJSON *reply, uint8_t access)
+{
+	cJSON *a = cJSON_AddArrayToObject(reply, "access");
+
+	if (!a)
+		return -ENOMEM;
+	if ((access & DESCRIPTOR_ACCESS_READ) &&
+	    !cJSON_AddItemToArray(a, cJSON_CreateString("read")))
+		return -ENOMEM;
+	if ((access & DESCRIPTOR_ACCESS_WRITE) &&
+	    !cJSON_AddItemToArray(a, cJSON_CreateString("write")))
+		return -ENOMEM;
+	return 0;
+}
+
+static cJSON *remote_json(const struct remote *r)
+{
+	const struct descriptor *d = &r->desc;
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
+	cJSON *eps, *devs;
+
+	if (!o || json_add_u64(o, "remote", r->id) < 0 || json_add_u64(o, "export", d->id) < 0 ||
+	    json_add_u64(o, "length", d->length) < 0 || add_access(o, d->access) < 0)
+		return NULL;
+	eps = cJSON_AddArrayToObject(o, "endpoints");
+	devs = cJSON_AddArrayToObject(o, "devices");
+	if (!eps || !devs)
+		return NULL;
+	for (size_t i = 0; i < d->n_endpoints; i++) {
+		char text[64];
+
+		descriptor_endpoint_text(&d->endpoints[i], text, sizeof(text));
+		if (!cJSON_AddItemToArray(eps, cJSON_CreateString(text)))
+			return NULL;
+	}
+	for (size_t i = 0; i < d->n_devices; i++) {
+		const struct descriptor_device *dev = &d->devices[i];
+		cJSON *x = cJSON_CreateObject();
+		char gid[INET6_ADDRSTRLEN];
+
+		if (!x || !cJSON_AddItemToArray(devs, x))
+			return (cJSON_Delete(x), NULL);
+		inet_ntop(AF_INET6, dev->gid, gid, sizeof(gid));
+		if (json_add_string(x, "name", dev->name) < 0 ||
+		    json_add_string(x, "gid", gid) < 0 || json_add_int(x, "port", dev->port) < 0 ||
+		    json_add_u64(x, "addr", dev->addr) < 0 ||
+		    json_add_u64(x, "rkey", dev->rkey) < 0)
+			return NULL;
+	}
+	return TAKE_PTR(o);
+}
+
+static int method_import_remote(struct rpc_call *call, void *params)
+{
+	const struct import_remote_params *p = params;
+	struct errinfo err = {};
+	struct descriptor d;
+	const char *why = NULL;
+	struct remote *r;
+	cJSON *reply;
+	int res;
+
+	if (descriptor_parse(p->descriptor.s, p->descriptor.len, &d, &why) < 0)
+		return rpc_invalid_param(call, "descriptor", "parameter 'descriptor' %s", why);
+	res = remote_import(call->ctx->remote, call->session, &d, &r, &err);
+	if (res < 0)
+		return err.name ? rpc_error_info(call, &err) : res;
+	reply = remote_json(r);
+	if (!reply) {
+		remote_release(r);
+		return -ENOMEM;
+	}
+	return rpc_reply(call, reply);
+}
+
+/* The caller's remote of that id; answers NoSuchRemote. */
+static int lookup_remote(struct rpc_call *call, uint64_t id, struct remote **ret)
+{
+	*ret = remote_lookup(call->ctx->remote, id, call->session);
+	if (!*ret)
+		return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_REMOTE,
+				  "this connection holds no remote %" PRIu64, id);
+	return 0;
+}
+
+struct release_remote_params {
+	uint64_t remote;
+};
+
+/* clang-format off */
+RPC_DEFINE_METHOD(
+	ReleaseRemote,
+	"Forgets a remote handle of this connection. Plans made on it keep it for\n"
+	"themselves until they are released; its id is gone at once.",
+	VARLINK_INPUT(struct release_remote_params, remote, VARLINK_U64, 0));
+/* clang-format on */
+
+static int method_release_remote(struct rpc_call *call, void *params)
+{
+	const struct release_remote_params *p = params;
+	struct remote *r;
+	int res;
+
+	res = lookup_remote(call, p->remote, &r);
+	if (res < 0)
+		return res;
+	remote_release(r);
+	return rpc_reply(call, NULL);
+}
+
+struct prepare_transfer_params {
+	struct rpc_region region;
+	uint64_t remote;
+	const cJSON *ranges;
+};
+
+/* clang-format off */
+static const struct varlink_symbol rpc_type_Range = VARLINK_DEFINE_TYPE(
+	Range, "Bytes [local_offset, +length) of the region and [remote_offset, +length) of the remote.",
+	VARLINK_INPUT(struct plan_range, local_offset, VARLINK_U64, 0),
+	VARLINK_INPUT(struct plan_range, remote_offset, VARLINK_U64, 0),
+	VARLINK_INPUT(struct plan_range, length, VARLINK_U64, 0));
+
+RPC_DEFINE_METHOD(
+	PrepareTransfer,
+	"A plan: 1 to 16000 ranges between a region the caller may read and one of\n"
+	"its remotes, each checked against both lengths now (OutOfRange names the\n"
+	"first that does not fit, by index; a length of 0 is out of range too), so\n"
+	"that a transfer posts them by index without sending them again. It lives\n"
+	"until ReleasePlan or until this connection closes; max-plans-per-uid\n"
+	"bounds them (QuotaExceeded \"plans\"). The region is looked up again, with\n"
+	"the caller's rights then, whenever the plan is used.",
+	RPC_INPUT_REGION(struct prepare_transfer_params, region, REGION_READ),
+	VARLINK_INPUT(struct prepare_transfer_params, remote, VARLINK_U64, 0),
+	VARLINK_INPUT_BY_TYPE(struct prepare_transfer_params, ranges, ranges, rpc_type_Range,
+			      VARLINK_ARRAY),
+	VARLINK_OUTPUT(plan, VARLINK_U64, 0));
+/* clang-format on */
+
+/* ranges into a new array: each an object of rpc_type_Range's fields. */
+static int parse_ranges(struct rpc_call *call, const cJSON *ranges, struct plan_range **ret,
+			size_t *ret_n)
+{
+	_cleanup_free_ struct plan_range *out = NULL;
+	const cJSON *item;
+	size_t n = 0, k = 0;
+
+	/* Counted as far as the bound only: the list may be millions long. */
+	cJSON_ArrayForEach(item, ranges)
+		if (++n > PLAN_RANGES_MAX)
+			return rpc_invalid_param(call, "ranges",
+						 "parameter 'ranges' has more than %d ranges",
+						 PLAN_RANGES_MAX);
+	if (n == 0)
+		return rpc_invalid_param(call, "ranges", "parameter 'ranges' is empty");
+	out = calloc(n, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	cJSON_ArrayForEach(item, ranges) {
+		struct json_dispatch_error err;
+
+		if (!cJSON_IsObject(item) ||
+		    json_dispatch(item, rpc_type_Range.fields, &out[k], &err) < 0)
+			return rpc_invalid_param(
+				call, "ranges",
+				"parameter 'ranges' item %zu must be {local_offset, "
+				"remote_offset, length}, each a decimal string",
+				k);
+		k++;
+	}
+	*ret = TAKE_PTR(out);
+	*ret_n = n;
+	return 0;
+}
+
+static int method_prepare_transfer(struct rpc_call *call, void *params)
+{
+	const struct prepare_transfer_params *p = params;
+	_cleanup_free_ struct plan_range *ranges = NULL;
+	_cleanup_json_ cJSON *reply = NULL;
+	struct errinfo err = {};
+	struct remote *r;
+	struct plan *plan;
+	size_t n = 0;
+	int res;
+
+	res = parse_ranges(call, p->ranges, &ranges, &n);
+	if (res < 0)
+		return res;
+	res = lookup_remote(call, p->remote, &r);
+	if (res < 0)
+		return res;
+	res = plan_create(call->ctx->remote, call->session, p->region.region, r, ranges, n, &plan,
+			  &err);
+	if (res < 0)
+		return err.name ? rpc_error_info(call, &err) : res;
+	reply = cJSON_CreateObject();
+	if (!reply || json_add_u64(reply, "plan", plan->id) < 0) {
+		plan_release(plan);
+		return -ENOMEM;
+	}
+	return rpc_reply(call, TAKE_PTR(reply));
+}
+
+struct release_plan_params {
+	uint64_t plan;
+};
+
+/* clang-format off */
+RPC_DEFINE_METHOD(ReleasePlan, "Forgets a plan of this connection.",
+		  VARLINK_INPUT(struct release_plan_params, plan, VARLINK_U64, 0));
+/* clang-format on */
+
+static int method_release_plan(struct rpc_call *call, void *params)
+{
+	const struct release_plan_params *p = params;
+	struct plan *plan = plan_lookup(call->ctx->remote, p->plan, call->session);
+
+	if (!plan)
+		return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_PLAN,
+				  "this connection holds no plan %" PRIu64, p->plan);
+	plan_release(plan);
+	return rpc_reply(call, NULL);
+}
+
+const struct rpc_method rpc_remote_methods[] = {
+	RPC_METHOD(RDMAMEMD_INTERFACE, ExportRegion, method_export_region,
+		   RPC_PARAMS(struct export_region_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ImportRemote, method_import_remote,
+		   RPC_PARAMS(struct import_remote_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ReleaseRemote, method_release_remote,
+		   RPC_PARAMS(struct release_remote_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, PrepareTransfer, method_prepare_transfer,
+		   RPC_PARAMS(struct prepare_transfer_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, ReleasePlan, method_release_plan,
+		   RPC_PARAMS(struct release_plan_params)),
+	{},
+};

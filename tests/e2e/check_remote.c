@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Descriptors, remote handles and plans over Varlink: ExportRegion,
+ * ImportRemote/ReleaseRemote, PrepareTransfer/ReleasePlan. The host cases
+ * need no RDMA device: descriptors are made here with the daemon's own
+ * codec, imported, refused, capped, dropped with their session, and plans
+ * checked against both lengths. The cases tagged "rdma" export a region
+ * registered on Soft-RoCE (make vmtest) and hold the descriptor against
+ * the registration.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon/remote/descriptor.h"
+#include "proto/json.h"
+#include "rdmamem.h"
+#include "tests/testlib.h"
+
+static struct test_daemon td;
+
+static void setup(void)
+{
+	static const char *const args[] = { "--max-remotes-per-uid", "3", "--max-plans-per-uid",
+					    "2", NULL };
+
+	test_daemon_start(&td, args);
+}
+
+static void teardown(void)
+{
+	test_daemon_stop(&td);
+}
+
+/* A descriptor of length bytes with one endpoint and one device. */
+static char *descriptor_of(uint64_t length, uint64_t id)
+{
+	struct descriptor d = {
+		.access = DESCRIPTOR_ACCESS_READ | DESCRIPTOR_ACCESS_WRITE,
+		.id = id,
+		.length = length,
+		.n_endpoints = 1,
+		.n_devices = 1,
+		.endpoints = { { .family = 4, .port = 7471, .addr = { 10, 0, 2, 15 } } },
+		.devices = { { .name = "rxe0", .addr = 0x10000, .rkey = 0x1234, .port = 1 } },
+	};
+	const char *why;
+	char *text;
+
+	memset(d.token, 0x5a, sizeof(d.token));
+	ck_assert_int_eq(descriptor_format(&d, &text, &why), 0);
+	return text;
+}
+
+static uint64_t region_of(struct rdmamem_client *c, size_t size)
+{
+	uint64_t id;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("remote", size, &fd, NULL), 0);
+	ck_assert_int_eq(rdmamem_register(c, fd, 0, 0, &id), 0);
+	close(fd);
+	return id;
+}
+
+/* used of quota in GetLimits. */
+static unsigned long long limit_used(struct rdmamem_client *c, const char *quota)
+{
+	const cJSON *item;
+	char *text = NULL;
+	unsigned long long v = ~0ULL;
+	cJSON *reply;
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetLimits", NULL, NULL, 0, &text, NULL, NULL),
+			 0);
+	reply = cJSON_Parse(text);
+	cJSON_ArrayForEach(item, cJSON_GetObjectItem(reply, "limits"))
+		if (strcmp(test_str(item, "quota"), quota) == 0)
+			v = strtoull(test_str(item, "used"), NULL, 10);
+	cJSON_Delete(reply);
+	free(text);
+	ck_assert_uint_ne(v, ~0ULL);
+	return v;
+}
+
+/* ExportRegion without a registration, or with a bad device list. */
+START_TEST(test_export_refusals)
+{
+	struct rdmamem_client *c = test_client(td.socket), *other = test_client(td.socket);
+	const char *const nosuch[] = { "nosuchdev0", NULL }, *const none[] = { NULL };
+	const char *const twice[] = { "a", "a", NULL }, *const bad[] = { "a/b", NULL };
+	uint64_t region = region_of(c, 4096);
+	char *desc = NULL;
+
+	ck_assert_int_eq(rdmamem_region_export(c, region, NULL, &desc, NULL, NULL), -ENOLINK);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NotRegistered");
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "RegisterOn"));
+	ck_assert_int_eq(rdmamem_region_export(c, region, nosuch, &desc, NULL, NULL), -ENODEV);
+	ck_assert_int_eq(rdmamem_region_export(c, region, none, &desc, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(rdmamem_region_export(c, region, twice, &desc, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(rdmamem_region_export(c, region, bad, &desc, NULL, NULL), -EINVAL);
+	/* Owner only. */
+	ck_assert_int_lt(rdmamem_region_export(other, region, NULL, &desc, NULL, NULL), 0);
+	ck_assert_ptr_null(desc);
+	/* Nothing was made: no token is left behind by a refusal. */
+	ck_assert_uint_eq(limit_used(c, "tokens"), 0);
+	rdmamem_client_close(other);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* ImportRemote shows what the descriptor says; ids are the connection's. */
+START_TEST(test_import_release)
+{
+	struct rdmamem_client *c = test_client(td.socket), *other = test_client(td.socket);
+	char *desc = descriptor_of(1 << 20, 42), *params, *text = NULL;
+	uint64_t remote, again;
+	cJSON *reply, *dev;
+
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote), 0);
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &again), 0);
+	ck_assert_uint_ne(remote, again);
+	ck_assert_int_eq(asprintf(&params, "{\"descriptor\":\"%s\"}", desc),
+			 (int)strlen(desc) + 17);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ImportRemote", params, NULL, 0, &text, NULL,
+				      NULL),
+			 0);
+	reply = cJSON_Parse(text);
+	ck_assert_str_eq(test_str(reply, "export"), "42");
+	ck_assert_str_eq(test_str(reply, "length"), "1048576");
+	ck_assert_str_eq(
+		cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "endpoints"), 0)->valuestring,
+		"10.0.2.15:7471");
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(reply, "access")), 2);
+	dev = cJSON_GetArrayItem(cJSON_GetObjectItem(reply, "devices"), 0);
+	ck_assert_str_eq(test_str(dev, "name"), "rxe0");
+	ck_assert_str_eq(test_str(dev, "rkey"), "4660");
+	ck_assert_str_eq(test_str(dev, "addr"), "65536");
+	/* The token stays out of the answer. */
+	ck_assert_ptr_null(strstr(text, "5a5a"));
+	ck_assert_ptr_null(cJSON_GetObjectItem(reply, "token"));
+	ck_assert_uint_eq(limit_used(c, "remotes"), 3);
+
+	/* Another connection of the same uid cannot name it. */
+	ck_assert_int_eq(rdmamem_remote_release(other, remote), -ENOENT);
+	ck_assert_str_eq(rdmamem_client_error_name(other), "io.rdmamemd.NoSuchRemote");
+	ck_assert_int_eq(rdmamem_remote_release(c, remote), 0);
+	ck_assert_int_eq(rdmamem_remote_release(c, remote), -ENOENT);
+	ck_assert_uint_eq(limit_used(c, "remotes"), 2);
+	cJSON_Delete(reply);
+	free(text);
+	free(params);
+	free(desc);
+	rdmamem_client_close(other);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Hostile descriptors: refused with InvalidParameter naming descriptor and
+ * why, and nothing imported. */
+START_TEST(test_hostile_descriptors)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	char *good = descriptor_of(4096, 1), *huge;
+	static const char *const bad[] = {
+		"",
+		"rdmamem1.",
+		"rdmamem2.AQMB",
+		"rdmamem1.AQMBAQ==",
+		"rdmamem1.!!!!",
+		"RDMAMEM1.AQMBAQ",
+	};
+	size_t n = strlen(good);
+	uint64_t remote;
+
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		ck_assert_int_eq(rdmamem_remote_import(c, bad[i], &remote), -EINVAL);
+		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "descriptor"));
+	}
+	/* Truncated, one character more, one flipped. */
+	good[n - 1] = '\0';
+	ck_assert_int_eq(rdmamem_remote_import(c, good, &remote), -EINVAL);
+	free(good);
+	good = descriptor_of(4096, 1);
+	good[12] = good[12] == 'A' ? 'B' : 'A';
+	ck_assert_int_eq(rdmamem_remote_import(c, good, &remote), -EINVAL);
+	/* A megabyte of it: refused by its length, before any decoding. */
+	huge = malloc(1 << 20);
+	memset(huge, 'A', (1 << 20) - 1);
+	memcpy(huge, "rdmamem1.", 9);
+	huge[(1 << 20) - 1] = '\0';
+	ck_assert_int_eq(rdmamem_remote_import(c, huge, &remote), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "descriptor"));
+	/* Not a string. */
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ImportRemote", "{\"descriptor\":7}", NULL, 0,
+				      NULL, NULL, NULL),
+			 -EINVAL);
+	ck_assert_uint_eq(limit_used(c, "remotes"), 0);
+	free(huge);
+	free(good);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* max-remotes-per-uid and max-plans-per-uid (3 and 2 here), across connections. */
+START_TEST(test_caps)
+{
+	struct rdmamem_client *c = test_client(td.socket), *c2 = test_client(td.socket);
+	const struct rdmamem_range r = { 0, 0, 16 };
+	char *desc = descriptor_of(4096, 1);
+	uint64_t remote[3], x, plan[2], region = region_of(c, 4096);
+
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote[0]), 0);
+	ck_assert_int_eq(rdmamem_remote_import(c2, desc, &remote[1]), 0);
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote[2]), 0);
+	ck_assert_int_eq(rdmamem_remote_import(c2, desc, &x), -EDQUOT);
+	ck_assert_str_eq(rdmamem_client_error_name(c2), "io.rdmamemd.QuotaExceeded");
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote[0], &r, 1, &plan[0]), 0);
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote[2], &r, 1, &plan[1]), 0);
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote[0], &r, 1, &x), -EDQUOT);
+	ck_assert_uint_eq(limit_used(c2, "plans"), 2);
+	ck_assert_int_eq(rdmamem_plan_release(c, plan[0]), 0);
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote[0], &r, 1, &plan[0]), 0);
+	ck_assert_int_eq(rdmamem_remote_release(c2, remote[1]), 0);
+	ck_assert_int_eq(rdmamem_remote_import(c2, desc, &remote[1]), 0);
+	free(desc);
+	rdmamem_client_close(c2);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* A closed connection's plans and remotes go with it, uncharged. */
+START_TEST(test_session_drop)
+{
+	struct rdmamem_client *c = test_client(td.socket), *watch = test_client(td.socket);
+	const struct rdmamem_range r = { 0, 0, 16 };
+	char *desc = descriptor_of(4096, 1);
+	uint64_t remote, plan, region = region_of(c, 4096);
+
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote), 0);
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, &r, 1, &plan), 0);
+	/* The plan keeps its remote: releasing the handle does not end it. */
+	ck_assert_int_eq(rdmamem_remote_release(c, remote), 0);
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote), 0);
+	ck_assert_uint_eq(limit_used(watch, "remotes"), 1);
+	ck_assert_uint_eq(limit_used(watch, "plans"), 1);
+	rdmamem_client_close(c);
+	/* Closing is asynchronous: GetLimits on another connection sees it soon. */
+	for (int i = 0; i < 200 && limit_used(watch, "plans") + limit_used(watch, "remotes"); i++)
+		usleep(10000);
+	ck_assert_uint_eq(limit_used(watch, "remotes"), 0);
+	ck_assert_uint_eq(limit_used(watch, "plans"), 0);
+	free(desc);
+	rdmamem_client_close(watch);
+}
+END_TEST
+
+/* Ranges are checked against both lengths, once, at PrepareTransfer. */
+START_TEST(test_plan_ranges)
+{
+	struct rdmamem_client *c = test_client(td.socket), *other = test_client(td.socket);
+	char *desc = descriptor_of(4096, 1);
+	uint64_t remote, plan, region = region_of(c, 8192);
+	const struct rdmamem_range ok[] = { { 0, 0, 4096 }, { 8191, 4095, 1 }, { 4096, 0, 4096 } };
+	const struct {
+		struct rdmamem_range r;
+		const char *why;
+	} bad[] = {
+		{ { 0, 0, 0 }, "length 0" },        { { 8192, 0, 1 }, "region" },
+		{ { 4097, 0, 4096 }, "region" },    { { 0, 4096, 1 }, "remote" },
+		{ { 0, 1, 4096 }, "remote" },       { { UINT64_MAX, 0, 2 }, "region" },
+		{ { 0, UINT64_MAX, 2 }, "remote" },
+	};
+	struct rdmamem_range *many;
+
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote), 0);
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, ok, ELEMENTSOF(ok), &plan), 0);
+	ck_assert_int_eq(rdmamem_plan_release(c, plan), 0);
+	ck_assert_int_eq(rdmamem_plan_release(c, plan), -ENOENT);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NoSuchPlan");
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		struct rdmamem_range rs[2] = { ok[0], bad[i].r };
+
+		ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, rs, 2, &plan),
+				 -ERANGE);
+		/* The second range is the one named. */
+		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "range 1"));
+		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), bad[i].why));
+	}
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, ok, 0, &plan), -EINVAL);
+	/* One more than the most a plan holds: refused by count. */
+	many = calloc(16001, sizeof(*many));
+	for (size_t i = 0; i < 16001; i++)
+		many[i] = (struct rdmamem_range){ i % 4096, i % 4096, 1 };
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 16001, &plan), -EINVAL);
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 16000, &plan), 0);
+	free(many);
+	/* Another connection has neither the remote nor, uid aside, a right
+	 * the owner did not give: its own remote on this region works (same
+	 * uid), someone else's remote id does not. */
+	ck_assert_int_eq(rdmamem_transfer_prepare(other, region, remote, ok, 1, &plan), -ENOENT);
+	ck_assert_str_eq(rdmamem_client_error_name(other), "io.rdmamemd.NoSuchRemote");
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, 999999, remote, ok, 1, &plan), -ENOENT);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NoSuchRegion");
+	ck_assert_int_eq(
+		rdmamem_call(c, "io.rdmamemd.PrepareTransfer",
+			     "{\"region\":\"1\",\"remote\":\"1\",\"ranges\":[{\"length\":\"1\"}]}",
+			     NULL, 0, NULL, NULL, NULL),
+		-EINVAL);
+	free(desc);
+	rdmamem_client_close(other);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* In the VM: a region on rxe exported, the descriptor holds its registration. */
+START_TEST(test_export_rdma)
+{
+	const char *dev_name = getenv("RDMAMEM_RXE_DEV"), *dev_addr = getenv("RDMAMEM_RXE_ADDR");
+	struct rdmamem_registration reg;
+	struct test_daemon tv;
+	struct rdmamem_client *c;
+	struct descriptor d;
+	char listen[64], token[RDMAMEM_TOKEN_LEN + 1], *desc = NULL, *again = NULL;
+	const char *why;
+	uint64_t region, id, remote;
+
+	ck_assert_msg(dev_name && dev_addr, "RDMA cases run inside the Soft-RoCE VM (make vmtest)");
+	snprintf(listen, sizeof(listen), "%s:7471", dev_addr);
+	{
+		const char *args[] = { "--rdmacm-listen", listen, NULL };
+
+		test_daemon_start(&tv, args);
+	}
+	c = test_client(tv.socket);
+	region = region_of(c, 65536);
+	ck_assert_int_eq(rdmamem_region_export(c, region, NULL, &desc, token, &id), -ENOLINK);
+	ck_assert_int_eq(rdmamem_register_on(c, region, dev_name, &reg), 0);
+	ck_assert_msg(rdmamem_region_export(c, region, NULL, &desc, token, &id) == 0, "%s",
+		      rdmamem_client_error_message(c));
+	ck_assert_int_eq(descriptor_parse(desc, strlen(desc), &d, &why), 0);
+	ck_assert_uint_eq(d.id, id);
+	ck_assert_uint_eq(d.length, 65536);
+	ck_assert_uint_eq(d.n_devices, 1);
+	ck_assert_str_eq(d.devices[0].name, dev_name);
+	ck_assert_uint_eq(d.devices[0].rkey, reg.rkey);
+	ck_assert_uint_eq(d.devices[0].addr, reg.addr);
+	ck_assert_uint_eq(d.n_endpoints, 1);
+	ck_assert_uint_eq(d.endpoints[0].port, 7471);
+	ck_assert_uint_eq(limit_used(c, "tokens"), 1);
+	/* A second export: another token, another id. */
+	ck_assert_int_eq(rdmamem_region_export(c, region, (const char *const[]){ dev_name, NULL },
+					       &again, NULL, &remote),
+			 0);
+	ck_assert_uint_ne(remote, id);
+	ck_assert_str_ne(again, desc);
+	ck_assert_uint_eq(limit_used(c, "tokens"), 2);
+	/* Its own descriptor imports like any other. */
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote), 0);
+	ck_assert_int_eq(rdmamem_access_token_revoke(c, token), 0);
+	ck_assert_uint_eq(limit_used(c, "tokens"), 1);
+	free(again);
+	free(desc);
+	rdmamem_client_close(c);
+	test_daemon_stop(&tv);
+}
+END_TEST
+
+Suite *remote_suite(void)
+{
+	Suite *s = suite_create("remote");
+	TCase *tc = tcase_create("host"), *rx = tcase_create("rxe");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_export_refusals);
+	tcase_add_test(tc, test_import_release);
+	tcase_add_test(tc, test_hostile_descriptors);
+	tcase_add_test(tc, test_caps);
+	tcase_add_test(tc, test_session_drop);
+	tcase_add_test(tc, test_plan_ranges);
+	suite_add_tcase(s, tc);
+	tcase_set_tags(rx, "rdma");
+	tcase_set_timeout(rx, 120);
+	test_add_tagged(rx, "rdma", test_export_rdma);
+	suite_add_tcase(s, rx);
+	return s;
+}
