@@ -6,7 +6,8 @@ The layers, bottom to top, as BELOW writes them: each names the layers right
 below it, and a file may include files of its own layer and of any layer
 below it:
 
-    util < proto < core < mem < {gpu, rdma} < rpc < ipc < top
+    util < proto < core < mem < {gpu, rdma}, rdma < remote, {gpu, remote} < rpc
+    < ipc < top
     util < proto < client
 
 gpu and rdma are siblings: neither includes the other. client (librdmamem,
@@ -53,8 +54,11 @@ BELOW = {
     "gpu": ["mem"],
     # Verbs, devices, registrations, endpoints, tokens.
     "rdma": ["mem"],
+    # Daemon-to-daemon transfers: links (our own queue pairs to other
+    # daemons), descriptors, remote handles, plans, the engine.
+    "remote": ["rdma"],
     # The interface tables, dispatch, deferred replies, the method handlers.
-    "rpc": ["gpu", "rdma"],
+    "rpc": ["gpu", "remote"],
     # The server, its connections and their output.
     "ipc": ["rpc"],
     # daemon.c, which composes the contexts, and main.c.
