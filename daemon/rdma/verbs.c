@@ -508,6 +508,29 @@ static int real_cm_fd(struct vb_listener *l)
 	return l->channel->fd;
 }
 
+/*
+ * Disconnect first, so that the peer learns at once instead of by timeout;
+ * then the QP goes to error and away: the device touches no memory through
+ * it after this returns.
+ */
+static void cm_id_hangup(struct rdma_cm_id *id, bool has_qp)
+{
+	rdma_disconnect(id);
+	if (has_qp)
+		rdma_destroy_qp(id);
+}
+
+/* What a request or a reject carried, as much as fits. */
+static size_t cm_private_data(const struct rdma_cm_event *ev, uint8_t *buf)
+{
+	size_t len = MIN((size_t)ev->param.conn.private_data_len, (size_t)VB_PRIVATE_DATA_MAX);
+
+	if (!ev->param.conn.private_data)
+		return 0;
+	memcpy(buf, ev->param.conn.private_data, len);
+	return len;
+}
+
 static struct vb_device *device_of(struct ibv_context *ctx)
 {
 	for (size_t i = 0; i < n_devices; i++)
@@ -541,10 +564,7 @@ static int real_cm_next_event(struct vb_listener *l, struct vb_cm_event *ret)
 		ret->conn = c;
 		ret->device = device_of(ev->id->verbs);
 		memcpy(&ret->peer, rdma_get_peer_addr(ev->id), sizeof(struct sockaddr_in6));
-		ret->private_len =
-			MIN((size_t)ev->param.conn.private_data_len, (size_t)VB_PRIVATE_DATA_MAX);
-		if (ev->param.conn.private_data)
-			memcpy(ret->private_data, ev->param.conn.private_data, ret->private_len);
+		ret->private_len = cm_private_data(ev, ret->private_data);
 		ret->initiator_depth = ev->param.conn.initiator_depth;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
@@ -613,10 +633,7 @@ static void real_cm_conn_destroy(struct vb_cm_conn *c)
 {
 	if (!c)
 		return;
-	/* Disconnect first: the peer learns at once instead of by timeout. */
-	rdma_disconnect(c->id);
-	if (c->has_qp)
-		rdma_destroy_qp(c->id);
+	cm_id_hangup(c->id, c->has_qp);
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
 	c->id->context = NULL;
@@ -871,12 +888,7 @@ static int real_conn_next_event(struct vb_conn *c, struct vb_conn_event *ret)
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		ret->kind = VB_CONN_REJECTED;
-		ret->private_len =
-			MIN((size_t)ev->param.conn.private_data_len, (size_t)VB_PRIVATE_DATA_MAX);
-		if (ev->param.conn.private_data)
-			memcpy(ret->private_data, ev->param.conn.private_data, ret->private_len);
-		else
-			ret->private_len = 0;
+		ret->private_len = cm_private_data(ev, ret->private_data);
 		break;
 	case RDMA_CM_EVENT_ADDR_ERROR:
 	case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -903,11 +915,7 @@ static void real_conn_destroy(struct vb_conn *c)
 {
 	if (!c)
 		return;
-	/* The peer learns at once; the QP goes to error, then away: the
-	 * device touches no memory of ours after this returns. */
-	rdma_disconnect(c->id);
-	if (c->has_qp)
-		rdma_destroy_qp(c->id);
+	cm_id_hangup(c->id, c->has_qp);
 	rdma_destroy_id(c->id);
 	rdma_destroy_event_channel(c->channel);
 	free(c);
@@ -931,41 +939,25 @@ static enum ibv_wr_opcode wr_opcode(enum vb_wr_opcode op)
 /* Chained in chunks on the stack: one doorbell per chunk, no allocation. */
 #define POST_CHUNK 32
 
-static int real_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
-			     size_t *ret_posted)
+/*
+ * Posts n work requests, POST_CHUNK at a time: chunk(qp, wrs, first, k,
+ * &ok) chains and posts k of them from first and says how many the device
+ * took. *ret_posted: how many went in all.
+ */
+typedef int (*post_chunk_fn)(struct ibv_qp *qp, const void *wrs, size_t first, size_t k,
+			     size_t *ret_ok);
+
+static int post_chunked(struct ibv_qp *qp, const void *wrs, size_t n, post_chunk_fn chunk,
+			size_t *ret_posted)
 {
-	struct ibv_send_wr wr[POST_CHUNK], *bad = NULL;
-	struct ibv_sge sge[POST_CHUNK];
 	size_t done = 0;
 
 	while (done < n) {
-		size_t k = MIN(n - done, (size_t)POST_CHUNK);
-		int r;
+		size_t k = MIN(n - done, (size_t)POST_CHUNK), ok = 0;
+		int r = chunk(qp, wrs, done, k, &ok);
 
-		for (size_t i = 0; i < k; i++) {
-			const struct vb_send_wr *w = &wrs[done + i];
-
-			sge[i] = (struct ibv_sge){ .addr = w->local_addr,
-						   .length = w->length,
-						   .lkey = w->lkey };
-			wr[i] = (struct ibv_send_wr){
-				.wr_id = w->wr_id,
-				.next = i + 1 < k ? &wr[i + 1] : NULL,
-				.sg_list = &sge[i],
-				.num_sge = 1,
-				.opcode = wr_opcode(w->opcode),
-				.send_flags = w->signaled ? IBV_SEND_SIGNALED : 0,
-			};
-			if (w->opcode == VB_WR_RDMA_WRITE_IMM)
-				wr[i].imm_data = htobe32(w->imm);
-			if (w->opcode != VB_WR_SEND) {
-				wr[i].wr.rdma.remote_addr = w->remote_addr;
-				wr[i].wr.rdma.rkey = w->rkey;
-			}
-		}
-		r = ibv_post_send(qp->qp, wr, &bad);
 		if (r) {
-			*ret_posted = done + (size_t)(bad ? bad - wr : 0);
+			*ret_posted = done + ok;
 			return fail(r);
 		}
 		done += k;
@@ -974,35 +966,68 @@ static int real_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, siz
 	return 0;
 }
 
-static int real_qp_post_recv(struct vb_qp *qp, const struct vb_recv_wr *wrs, size_t n,
-			     size_t *ret_posted)
+static int send_chunk(struct ibv_qp *qp, const void *wrs, size_t first, size_t k, size_t *ret_ok)
+{
+	struct ibv_send_wr wr[POST_CHUNK], *bad = NULL;
+	struct ibv_sge sge[POST_CHUNK];
+	int r;
+
+	for (size_t i = 0; i < k; i++) {
+		const struct vb_send_wr *w = (const struct vb_send_wr *)wrs + first + i;
+
+		sge[i] = (struct ibv_sge){ .addr = w->local_addr,
+					   .length = w->length,
+					   .lkey = w->lkey };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = w->wr_id,
+			.next = i + 1 < k ? &wr[i + 1] : NULL,
+			.sg_list = &sge[i],
+			.num_sge = 1,
+			.opcode = wr_opcode(w->opcode),
+			.send_flags = w->signaled ? IBV_SEND_SIGNALED : 0,
+		};
+		if (w->opcode == VB_WR_RDMA_WRITE_IMM)
+			wr[i].imm_data = htobe32(w->imm);
+		if (w->opcode != VB_WR_SEND) {
+			wr[i].wr.rdma.remote_addr = w->remote_addr;
+			wr[i].wr.rdma.rkey = w->rkey;
+		}
+	}
+	r = ibv_post_send(qp, wr, &bad);
+	*ret_ok = r && bad ? (size_t)(bad - wr) : k;
+	return r;
+}
+
+static int recv_chunk(struct ibv_qp *qp, const void *wrs, size_t first, size_t k, size_t *ret_ok)
 {
 	struct ibv_recv_wr wr[POST_CHUNK], *bad = NULL;
 	struct ibv_sge sge[POST_CHUNK];
-	size_t done = 0;
+	int r;
 
-	while (done < n) {
-		size_t k = MIN(n - done, (size_t)POST_CHUNK);
-		int r;
+	for (size_t i = 0; i < k; i++) {
+		const struct vb_recv_wr *w = (const struct vb_recv_wr *)wrs + first + i;
 
-		for (size_t i = 0; i < k; i++) {
-			sge[i] = (struct ibv_sge){ .addr = wrs[done + i].addr,
-						   .length = wrs[done + i].length,
-						   .lkey = wrs[done + i].lkey };
-			wr[i] = (struct ibv_recv_wr){ .wr_id = wrs[done + i].wr_id,
-						      .next = i + 1 < k ? &wr[i + 1] : NULL,
-						      .sg_list = &sge[i],
-						      .num_sge = 1 };
-		}
-		r = ibv_post_recv(qp->qp, wr, &bad);
-		if (r) {
-			*ret_posted = done + (size_t)(bad ? bad - wr : 0);
-			return fail(r);
-		}
-		done += k;
+		sge[i] = (struct ibv_sge){ .addr = w->addr, .length = w->length, .lkey = w->lkey };
+		wr[i] = (struct ibv_recv_wr){ .wr_id = w->wr_id,
+					      .next = i + 1 < k ? &wr[i + 1] : NULL,
+					      .sg_list = &sge[i],
+					      .num_sge = 1 };
 	}
-	*ret_posted = done;
-	return 0;
+	r = ibv_post_recv(qp, wr, &bad);
+	*ret_ok = r && bad ? (size_t)(bad - wr) : k;
+	return r;
+}
+
+static int real_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
+			     size_t *ret_posted)
+{
+	return post_chunked(qp->qp, wrs, n, send_chunk, ret_posted);
+}
+
+static int real_qp_post_recv(struct vb_qp *qp, const struct vb_recv_wr *wrs, size_t n,
+			     size_t *ret_posted)
+{
+	return post_chunked(qp->qp, wrs, n, recv_chunk, ret_posted);
 }
 
 const struct vb_ops vb_real_ops = {

@@ -168,7 +168,7 @@ struct link {
 	struct vb_wc fail_wc;
 
 	struct link_stats stats;
-	uint64_t created_msec, ready_msec;
+	uint64_t created_msec, ready_msec; /* monotonic clock (uv_hrtime) */
 };
 
 /* cfg NULL or zero fields: the defaults above. */

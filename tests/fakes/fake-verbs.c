@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +153,13 @@ static void wait_released(const bool *which)
 	while (*which)
 		pthread_cond_wait(&hold_cond, &hold_lock);
 	pthread_mutex_unlock(&hold_lock);
+}
+
+static void sa_copy(struct sockaddr_storage *dst, const struct sockaddr *src)
+{
+	memcpy(dst, src,
+	       src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					    sizeof(struct sockaddr_in));
 }
 
 static void fd_signal(int fd)
@@ -765,23 +773,29 @@ size_t fake_verbs_held(void)
 
 /* rdmacm: listeners and the connections that reach them. */
 
+/* A zeroed object of size whose event queue is at offset q; counted live. */
+static void *evq_owner_new(size_t size, size_t q)
+{
+	void *p = calloc(1, size);
+
+	if (!p)
+		return NULL;
+	if (evq_init((struct evq *)((char *)p + q)) < 0) {
+		free(p);
+		return NULL;
+	}
+	atomic_fetch_add(&fake_verbs_live, 1);
+	return p;
+}
+
 static int f_cm_listen(const struct sockaddr *addr, struct vb_listener **ret)
 {
-	struct vb_listener *l = calloc(1, sizeof(*l));
-	int r;
+	struct vb_listener *l = evq_owner_new(sizeof(*l), offsetof(struct vb_listener, q));
 
 	if (!l)
 		return -ENOMEM;
-	r = evq_init(&l->q);
-	if (r < 0) {
-		free(l);
-		return r;
-	}
-	memcpy(&l->addr, addr,
-	       addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-					     sizeof(struct sockaddr_in));
+	sa_copy(&l->addr, addr);
 	list_add_tail(&l->node, &listeners);
-	atomic_fetch_add(&fake_verbs_live, 1);
 	*ret = l;
 	return 0;
 }
@@ -899,17 +913,10 @@ static void f_cm_listener_close(struct vb_listener *l)
 
 static int f_conn_create(struct vb_conn **ret)
 {
-	struct vb_conn *c = calloc(1, sizeof(*c));
-	int r;
+	struct vb_conn *c = evq_owner_new(sizeof(*c), offsetof(struct vb_conn, q));
 
 	if (!c)
 		return -ENOMEM;
-	r = evq_init(&c->q);
-	if (r < 0) {
-		free(c);
-		return r;
-	}
-	atomic_fetch_add(&fake_verbs_live, 1);
 	*ret = c;
 	return 0;
 }
@@ -925,13 +932,9 @@ static int f_conn_resolve_addr(struct vb_conn *c, const struct sockaddr *src,
 	struct sockaddr_in *sin = (struct sockaddr_in *)&c->src;
 
 	(void)timeout_ms;
-	memcpy(&c->dst, dst,
-	       dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-					    sizeof(struct sockaddr_in));
+	sa_copy(&c->dst, dst);
 	if (src)
-		memcpy(&c->src, src,
-		       src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-						    sizeof(struct sockaddr_in));
+		sa_copy(&c->src, src);
 	else {
 		sin->sin_family = AF_INET;
 		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -47,6 +47,16 @@ static void reinit(const struct link_pool_config *cfg)
 	link_fixture_init(&lf, "127.0.0.1:7471", cfg);
 }
 
+/* A WR between local[loff] and the start of the read-only region. */
+static struct vb_send_wr ro_wr(enum vb_wr_opcode op, uint64_t wr_id, size_t loff, uint32_t len)
+{
+	struct vb_send_wr w = link_fixture_wr(&lf, op, wr_id, loff, 0, len, true);
+
+	w.rkey = lf.ro.rkey;
+	w.remote_addr = (uint64_t)(uintptr_t)lf.ro.buf;
+	return w;
+}
+
 /* Connect, then WRITE and READ at odd offsets and lengths: byte-exact,
  * one callback per signalled WR, the last of a post signalled anyway. */
 START_TEST(test_connect_post)
@@ -206,9 +216,7 @@ START_TEST(test_remote_access_refused)
 
 	link_rec_init(&rec);
 	link_fixture_fill(&lf, 3);
-	w = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, 5, 0, 0, 32, true);
-	w.rkey = lf.ro.rkey;
-	w.remote_addr = (uint64_t)(uintptr_t)lf.ro.buf;
+	w = ro_wr(VB_WR_RDMA_WRITE, 5, 0, 32);
 	ck_assert_int_eq(link_post(l, &rec.u, &w, 1), 0);
 	LINK_RUN_UNTIL(&lf, rec.n == 1);
 	ck_assert(rec.c[0].final);
@@ -591,9 +599,7 @@ START_TEST(test_rxe_write_read)
 
 	/* A WRITE into memory registered remote-read-only: the device
 	 * refuses it, the link fails with the status, no byte lands. */
-	bad = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, 7, 0, 0, 64, true);
-	bad.rkey = lf.ro.rkey;
-	bad.remote_addr = (uint64_t)(uintptr_t)lf.ro.buf;
+	bad = ro_wr(VB_WR_RDMA_WRITE, 7, 0, 64);
 	rec.n = 0;
 	ck_assert_int_eq(link_post(l, &rec.u, &bad, 1), 0);
 	LINK_RUN_UNTIL(&lf, rec.n == 1);
@@ -610,9 +616,7 @@ START_TEST(test_rxe_write_read)
 	for (size_t i = 0; i < 64; i++)
 		lf.ro.buf[i] = (uint8_t)(i * 5 + 1);
 	l = link_fixture_connect(&lf, lf.key);
-	bad = link_fixture_wr(&lf, VB_WR_RDMA_READ, 8, 1000, 0, 64, true);
-	bad.rkey = lf.ro.rkey;
-	bad.remote_addr = (uint64_t)(uintptr_t)lf.ro.buf;
+	bad = ro_wr(VB_WR_RDMA_READ, 8, 1000, 64);
 	rec.n = 0;
 	ck_assert_int_eq(link_post(l, &rec.u, &bad, 1), 0);
 	LINK_RUN_UNTIL(&lf, rec.n == 1);
