@@ -216,6 +216,7 @@ Suite *xfer_suite(void);
 Suite *lease_suite(void);
 Suite *mreg_suite(void);
 Suite *endpoint_suite(void);
+Suite *link_suite(void);
 Suite *idl_suite(void);
 Suite *codec_suite(void);
 Suite *descriptor_suite(void);

@@ -14,7 +14,8 @@
 #include "util/macro.h"
 #include "daemon/rdma/verbs.h"
 
-/* The daemon never posts: one entry each is what the verbs require. */
+/* The endpoint's queue pairs: peers post on them, the daemon never does;
+ * one entry each is what the verbs require. */
 #define QP_DEPTH 1
 
 struct vb_device {
@@ -31,8 +32,20 @@ struct vb_mr {
 
 struct vb_qp {
 	struct ibv_qp *qp;
-	struct ibv_cq *cq;
+	struct ibv_cq *cq; /* owned (qp_create), or NULL: the conn's QP */
 	uint8_t port;
+};
+
+struct vb_cq {
+	struct ibv_comp_channel *channel;
+	struct ibv_cq *cq;
+};
+
+struct vb_conn {
+	struct rdma_event_channel *channel;
+	struct rdma_cm_id *id;
+	struct vb_qp qp;
+	bool has_qp;
 };
 
 struct vb_listener {
@@ -158,6 +171,9 @@ static int real_device_query(struct vb_device *dev, struct vb_device_info *ret)
 	ret->max_mr = attr.max_mr;
 	ret->max_qp = attr.max_qp;
 	ret->max_qp_rd_atom = attr.max_qp_rd_atom;
+	ret->max_qp_init_rd_atom = attr.max_qp_init_rd_atom;
+	ret->max_qp_wr = attr.max_qp_wr;
+	ret->max_cqe = attr.max_cqe;
 	ret->n_ports = MIN((size_t)attr.phys_port_cnt, (size_t)VB_PORTS_MAX);
 
 	n_gids = ibv_query_gid_table(ctx, gids, ELEMENTSOF(gids), 0);
@@ -174,6 +190,7 @@ static int real_device_query(struct vb_device *dev, struct vb_device_info *ret)
 		port->link_layer = pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" :
 									      "InfiniBand";
 		port->mtu = 128U << pa.active_mtu;
+		port->max_msg_sz = pa.max_msg_sz;
 		port->lid = pa.lid;
 		for (ssize_t g = 0; g < n_gids && port->n_gids < VB_GIDS_MAX; g++) {
 			struct vb_gid *out = &port->gids[port->n_gids];
@@ -491,6 +508,29 @@ static int real_cm_fd(struct vb_listener *l)
 	return l->channel->fd;
 }
 
+/*
+ * Disconnect first, so that the peer learns at once instead of by timeout;
+ * then the QP goes to error and away: the device touches no memory through
+ * it after this returns.
+ */
+static void cm_id_hangup(struct rdma_cm_id *id, bool has_qp)
+{
+	rdma_disconnect(id);
+	if (has_qp)
+		rdma_destroy_qp(id);
+}
+
+/* What a request or a reject carried, as much as fits. */
+static size_t cm_private_data(const struct rdma_cm_event *ev, uint8_t *buf)
+{
+	size_t len = MIN((size_t)ev->param.conn.private_data_len, (size_t)VB_PRIVATE_DATA_MAX);
+
+	if (!ev->param.conn.private_data)
+		return 0;
+	memcpy(buf, ev->param.conn.private_data, len);
+	return len;
+}
+
 static struct vb_device *device_of(struct ibv_context *ctx)
 {
 	for (size_t i = 0; i < n_devices; i++)
@@ -524,10 +564,7 @@ static int real_cm_next_event(struct vb_listener *l, struct vb_cm_event *ret)
 		ret->conn = c;
 		ret->device = device_of(ev->id->verbs);
 		memcpy(&ret->peer, rdma_get_peer_addr(ev->id), sizeof(struct sockaddr_in6));
-		ret->private_len =
-			MIN((size_t)ev->param.conn.private_data_len, (size_t)VB_PRIVATE_DATA_MAX);
-		if (ev->param.conn.private_data)
-			memcpy(ret->private_data, ev->param.conn.private_data, ret->private_len);
+		ret->private_len = cm_private_data(ev, ret->private_data);
 		ret->initiator_depth = ev->param.conn.initiator_depth;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
@@ -596,10 +633,7 @@ static void real_cm_conn_destroy(struct vb_cm_conn *c)
 {
 	if (!c)
 		return;
-	/* Disconnect first: the peer learns at once instead of by timeout. */
-	rdma_disconnect(c->id);
-	if (c->has_qp)
-		rdma_destroy_qp(c->id);
+	cm_id_hangup(c->id, c->has_qp);
 	if (c->cq)
 		ibv_destroy_cq(c->cq);
 	c->id->context = NULL;
@@ -614,6 +648,386 @@ static void real_cm_listener_close(struct vb_listener *l)
 	rdma_destroy_id(l->id);
 	rdma_destroy_event_channel(l->channel);
 	free(l);
+}
+
+static int set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static int real_cq_create(struct vb_device *dev, unsigned depth, struct vb_cq **ret)
+{
+	struct vb_cq *cq = calloc(1, sizeof(*cq));
+	int r;
+
+	if (!cq)
+		return -ENOMEM;
+	cq->channel = ibv_create_comp_channel(dev->ctx);
+	if (!cq->channel) {
+		r = fail(errno);
+		goto fail_free;
+	}
+	r = set_nonblock(cq->channel->fd);
+	if (r < 0)
+		goto fail_channel;
+	cq->cq = ibv_create_cq(dev->ctx, (int)depth, cq, cq->channel, 0);
+	if (!cq->cq) {
+		r = fail(errno);
+		goto fail_channel;
+	}
+	r = ibv_req_notify_cq(cq->cq, 0);
+	if (r) {
+		r = fail(r);
+		ibv_destroy_cq(cq->cq);
+		goto fail_channel;
+	}
+	*ret = cq;
+	return 0;
+
+fail_channel:
+	ibv_destroy_comp_channel(cq->channel);
+fail_free:
+	free(cq);
+	return r;
+}
+
+static int real_cq_fd(struct vb_cq *cq)
+{
+	return cq->channel->fd;
+}
+
+static int real_cq_event(struct vb_cq *cq)
+{
+	struct ibv_cq *ev_cq;
+	void *ev_ctx;
+	int r;
+
+	if (ibv_get_cq_event(cq->channel, &ev_cq, &ev_ctx) < 0)
+		return errno == EAGAIN ? -EAGAIN : fail(errno);
+	/* One at a time: acking costs a mutex, and events are rare next to
+	 * completions (one per arming). */
+	ibv_ack_cq_events(ev_cq, 1);
+	r = ibv_req_notify_cq(cq->cq, 0);
+	return r ? fail(r) : 0;
+}
+
+static enum vb_wc_status wc_status(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_SUCCESS:
+		return VB_WC_SUCCESS;
+	case IBV_WC_WR_FLUSH_ERR:
+		return VB_WC_FLUSH_ERR;
+	case IBV_WC_REM_ACCESS_ERR:
+		return VB_WC_REM_ACCESS_ERR;
+	case IBV_WC_LOC_PROT_ERR:
+	case IBV_WC_LOC_ACCESS_ERR:
+	case IBV_WC_LOC_LEN_ERR:
+		return VB_WC_LOC_ACCESS_ERR;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+		return VB_WC_RETRY_EXC_ERR;
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_REM_OP_ERR:
+		return VB_WC_REM_OP_ERR;
+	default:
+		return VB_WC_OTHER_ERR;
+	}
+}
+
+static int real_cq_poll(struct vb_cq *cq, struct vb_wc *out, unsigned n)
+{
+	struct ibv_wc wc[32];
+	int got;
+
+	got = ibv_poll_cq(cq->cq, (int)MIN(n, (unsigned)ELEMENTSOF(wc)), wc);
+	if (got < 0)
+		return -EIO;
+	for (int i = 0; i < got; i++) {
+		out[i] = (struct vb_wc){
+			.wr_id = wc[i].wr_id,
+			.status = wc_status(wc[i].status),
+			.status_name = ibv_wc_status_str(wc[i].status),
+			.vendor_err = wc[i].vendor_err,
+			.byte_len = wc[i].byte_len,
+			.recv = (wc[i].opcode & IBV_WC_RECV) != 0,
+			.has_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0,
+			.imm = be32toh(wc[i].imm_data),
+		};
+	}
+	return got;
+}
+
+static void real_cq_destroy(struct vb_cq *cq)
+{
+	if (!cq)
+		return;
+	ibv_destroy_cq(cq->cq);
+	ibv_destroy_comp_channel(cq->channel);
+	free(cq);
+}
+
+static int real_conn_create(struct vb_conn **ret)
+{
+	struct vb_conn *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->channel = rdma_create_event_channel();
+	if (!c->channel) {
+		r = fail(errno);
+		free(c);
+		return r;
+	}
+	r = set_nonblock(c->channel->fd);
+	if (r == 0 && rdma_create_id(c->channel, &c->id, c, RDMA_PS_TCP) < 0)
+		r = fail(errno);
+	if (r < 0) {
+		rdma_destroy_event_channel(c->channel);
+		free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+static int real_conn_fd(struct vb_conn *c)
+{
+	return c->channel->fd;
+}
+
+static int real_conn_resolve_addr(struct vb_conn *c, const struct sockaddr *src,
+				  const struct sockaddr *dst, int timeout_ms)
+{
+	if (rdma_resolve_addr(c->id, (struct sockaddr *)src, (struct sockaddr *)dst, timeout_ms) <
+	    0)
+		return fail(errno);
+	return 0;
+}
+
+static int real_conn_resolve_route(struct vb_conn *c, int timeout_ms)
+{
+	if (rdma_resolve_route(c->id, timeout_ms) < 0)
+		return fail(errno);
+	return 0;
+}
+
+static struct vb_device *real_conn_device(struct vb_conn *c)
+{
+	return c->id->verbs ? device_of(c->id->verbs) : NULL;
+}
+
+static int real_conn_qp_create(struct vb_conn *c, struct vb_pd *pd, struct vb_cq *cq,
+			       const struct vb_qp_caps *caps, struct vb_qp **ret)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.send_cq = cq->cq,
+		.recv_cq = cq->cq,
+		.cap = { .max_send_wr = caps->max_send_wr,
+			 .max_recv_wr = caps->max_recv_wr ?: 1,
+			 .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		/* Only what is asked for makes a completion: the window
+		 * signals selectively. */
+		.sq_sig_all = 0,
+	};
+
+	if (c->has_qp)
+		return -EEXIST;
+	if (pd->pd->context != c->id->verbs)
+		return -EXDEV;
+	if (rdma_create_qp(c->id, pd->pd, &init) < 0)
+		return fail(errno);
+	c->has_qp = true;
+	c->qp = (struct vb_qp){ .qp = c->id->qp, .port = c->id->port_num };
+	*ret = &c->qp;
+	return 0;
+}
+
+static int real_conn_connect(struct vb_conn *c, const void *data, size_t len,
+			     uint8_t initiator_depth)
+{
+	struct rdma_conn_param param = {
+		.private_data = data,
+		.private_data_len = (uint8_t)MIN(len, (size_t)VB_PRIVATE_DATA_MAX),
+		.initiator_depth = initiator_depth,
+		.responder_resources = 0, /* the peer never READs from us on it */
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+
+	if (rdma_connect(c->id, &param) < 0)
+		return fail(errno);
+	return 0;
+}
+
+static int real_conn_next_event(struct vb_conn *c, struct vb_conn_event *ret)
+{
+	struct rdma_cm_event *ev;
+
+	if (rdma_get_cm_event(c->channel, &ev) < 0)
+		return errno == EAGAIN ? -EAGAIN : fail(errno);
+	memset(ret, 0, sizeof(*ret));
+	ret->name = rdma_event_str(ev->event);
+	ret->status = ev->status;
+	switch (ev->event) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		ret->kind = VB_CONN_ADDR_RESOLVED;
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		ret->kind = VB_CONN_ROUTE_RESOLVED;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		ret->kind = VB_CONN_ESTABLISHED;
+		break;
+	case RDMA_CM_EVENT_REJECTED:
+		ret->kind = VB_CONN_REJECTED;
+		ret->private_len = cm_private_data(ev, ret->private_data);
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		ret->kind = VB_CONN_UNREACHABLE;
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		ret->kind = VB_CONN_DISCONNECTED;
+		break;
+	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+		ret->kind = VB_CONN_TIMEWAIT_EXIT;
+		break;
+	default:
+		ret->kind = VB_CONN_OTHER;
+		break;
+	}
+	rdma_ack_cm_event(ev);
+	return 0;
+}
+
+static void real_conn_destroy(struct vb_conn *c)
+{
+	if (!c)
+		return;
+	cm_id_hangup(c->id, c->has_qp);
+	rdma_destroy_id(c->id);
+	rdma_destroy_event_channel(c->channel);
+	free(c);
+}
+
+static enum ibv_wr_opcode wr_opcode(enum vb_wr_opcode op)
+{
+	switch (op) {
+	case VB_WR_RDMA_READ:
+		return IBV_WR_RDMA_READ;
+	case VB_WR_SEND:
+		return IBV_WR_SEND;
+	case VB_WR_RDMA_WRITE_IMM:
+		return IBV_WR_RDMA_WRITE_WITH_IMM;
+	case VB_WR_RDMA_WRITE:
+	default:
+		return IBV_WR_RDMA_WRITE;
+	}
+}
+
+/* Chained in chunks on the stack: one doorbell per chunk, no allocation. */
+#define POST_CHUNK 32
+
+/*
+ * Posts n work requests, POST_CHUNK at a time: chunk(qp, wrs, first, k,
+ * &ok) chains and posts k of them from first and says how many the device
+ * took. *ret_posted: how many went in all.
+ */
+typedef int (*post_chunk_fn)(struct ibv_qp *qp, const void *wrs, size_t first, size_t k,
+			     size_t *ret_ok);
+
+static int post_chunked(struct ibv_qp *qp, const void *wrs, size_t n, post_chunk_fn chunk,
+			size_t *ret_posted)
+{
+	size_t done = 0;
+
+	while (done < n) {
+		size_t k = MIN(n - done, (size_t)POST_CHUNK), ok = 0;
+		int r = chunk(qp, wrs, done, k, &ok);
+
+		if (r) {
+			*ret_posted = done + ok;
+			return fail(r);
+		}
+		done += k;
+	}
+	*ret_posted = done;
+	return 0;
+}
+
+static int send_chunk(struct ibv_qp *qp, const void *wrs, size_t first, size_t k, size_t *ret_ok)
+{
+	struct ibv_send_wr wr[POST_CHUNK], *bad = NULL;
+	struct ibv_sge sge[POST_CHUNK];
+	int r;
+
+	for (size_t i = 0; i < k; i++) {
+		const struct vb_send_wr *w = (const struct vb_send_wr *)wrs + first + i;
+
+		sge[i] = (struct ibv_sge){ .addr = w->local_addr,
+					   .length = w->length,
+					   .lkey = w->lkey };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = w->wr_id,
+			.next = i + 1 < k ? &wr[i + 1] : NULL,
+			.sg_list = &sge[i],
+			.num_sge = 1,
+			.opcode = wr_opcode(w->opcode),
+			.send_flags = w->signaled ? IBV_SEND_SIGNALED : 0,
+		};
+		if (w->opcode == VB_WR_RDMA_WRITE_IMM)
+			wr[i].imm_data = htobe32(w->imm);
+		if (w->opcode != VB_WR_SEND) {
+			wr[i].wr.rdma.remote_addr = w->remote_addr;
+			wr[i].wr.rdma.rkey = w->rkey;
+		}
+	}
+	r = ibv_post_send(qp, wr, &bad);
+	*ret_ok = r && bad ? (size_t)(bad - wr) : k;
+	return r;
+}
+
+static int recv_chunk(struct ibv_qp *qp, const void *wrs, size_t first, size_t k, size_t *ret_ok)
+{
+	struct ibv_recv_wr wr[POST_CHUNK], *bad = NULL;
+	struct ibv_sge sge[POST_CHUNK];
+	int r;
+
+	for (size_t i = 0; i < k; i++) {
+		const struct vb_recv_wr *w = (const struct vb_recv_wr *)wrs + first + i;
+
+		sge[i] = (struct ibv_sge){ .addr = w->addr, .length = w->length, .lkey = w->lkey };
+		wr[i] = (struct ibv_recv_wr){ .wr_id = w->wr_id,
+					      .next = i + 1 < k ? &wr[i + 1] : NULL,
+					      .sg_list = &sge[i],
+					      .num_sge = 1 };
+	}
+	r = ibv_post_recv(qp, wr, &bad);
+	*ret_ok = r && bad ? (size_t)(bad - wr) : k;
+	return r;
+}
+
+static int real_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
+			     size_t *ret_posted)
+{
+	return post_chunked(qp->qp, wrs, n, send_chunk, ret_posted);
+}
+
+static int real_qp_post_recv(struct vb_qp *qp, const struct vb_recv_wr *wrs, size_t n,
+			     size_t *ret_posted)
+{
+	return post_chunked(qp->qp, wrs, n, recv_chunk, ret_posted);
 }
 
 const struct vb_ops vb_real_ops = {
@@ -638,6 +1052,22 @@ const struct vb_ops vb_real_ops = {
 	.cm_reject = real_cm_reject,
 	.cm_conn_destroy = real_cm_conn_destroy,
 	.cm_listener_close = real_cm_listener_close,
+	.cq_create = real_cq_create,
+	.cq_fd = real_cq_fd,
+	.cq_event = real_cq_event,
+	.cq_poll = real_cq_poll,
+	.cq_destroy = real_cq_destroy,
+	.conn_create = real_conn_create,
+	.conn_fd = real_conn_fd,
+	.conn_resolve_addr = real_conn_resolve_addr,
+	.conn_resolve_route = real_conn_resolve_route,
+	.conn_device = real_conn_device,
+	.conn_qp_create = real_conn_qp_create,
+	.conn_connect = real_conn_connect,
+	.conn_next_event = real_conn_next_event,
+	.conn_destroy = real_conn_destroy,
+	.qp_post_send = real_qp_post_send,
+	.qp_post_recv = real_qp_post_recv,
 };
 
 const struct vb_ops *vb = &vb_real_ops;

@@ -31,6 +31,8 @@ struct vb_mr;
 struct vb_qp;
 struct vb_listener;
 struct vb_cm_conn;
+struct vb_cq;
+struct vb_conn;
 
 /* Access of a memory region, mirrored from IBV_ACCESS_*. */
 #define VB_ACCESS_LOCAL_WRITE (1U << 0)
@@ -51,6 +53,7 @@ struct vb_port {
 	bool active;
 	const char *link_layer; /* "Ethernet", "InfiniBand" */
 	unsigned mtu;           /* active MTU in bytes */
+	uint32_t max_msg_sz;    /* the largest message one work request may move */
 	uint16_t lid;
 	size_t n_gids;
 	struct vb_gid gids[VB_GIDS_MAX];
@@ -62,6 +65,8 @@ struct vb_device_info {
 	bool mlx5; /* mlx5dv_is_supported() */
 	uint64_t max_mr_size;
 	uint32_t max_mr, max_qp, max_qp_rd_atom;
+	uint32_t max_qp_init_rd_atom; /* READs a QP of ours may have outstanding */
+	uint32_t max_qp_wr, max_cqe;
 	size_t n_ports;
 	struct vb_port ports[VB_PORTS_MAX];
 };
@@ -109,6 +114,85 @@ struct vb_cm_event {
 	int status;
 };
 
+/*
+ * The daemon's own queue pairs (daemon/remote/link.c): connected actively
+ * through librdmacm, with a CQ on a completion channel of their own, posting
+ * RDMA READ/WRITE (one sge each) and, for notifications, SEND and
+ * WRITE_WITH_IMM.
+ */
+enum vb_wr_opcode {
+	VB_WR_RDMA_WRITE,
+	VB_WR_RDMA_READ,
+	VB_WR_SEND,
+	VB_WR_RDMA_WRITE_IMM,
+};
+
+struct vb_send_wr {
+	uint64_t wr_id;
+	enum vb_wr_opcode opcode;
+	bool signaled; /* a completion is generated (errors always are) */
+	uint64_t local_addr;
+	uint32_t lkey;
+	uint32_t length;
+	uint64_t remote_addr; /* READ, WRITE, WRITE_IMM */
+	uint32_t rkey;
+	uint32_t imm; /* WRITE_IMM, host order */
+};
+
+struct vb_recv_wr {
+	uint64_t wr_id;
+	uint64_t addr;
+	uint32_t lkey;
+	uint32_t length;
+};
+
+/* What a completion says, by what the layers above do about it. */
+enum vb_wc_status {
+	VB_WC_SUCCESS = 0,
+	VB_WC_FLUSH_ERR,      /* not done: the QP was in error before it ran */
+	VB_WC_REM_ACCESS_ERR, /* the peer refused the rkey, bounds or access */
+	VB_WC_LOC_ACCESS_ERR, /* our lkey, bounds or access */
+	VB_WC_RETRY_EXC_ERR,  /* the peer never answered (transport or RNR retries) */
+	VB_WC_REM_OP_ERR,     /* the peer could not carry it out */
+	VB_WC_OTHER_ERR,
+};
+
+struct vb_wc {
+	uint64_t wr_id;
+	enum vb_wc_status status;
+	const char *status_name; /* ibv_wc_status_str() */
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	bool recv; /* a receive (SEND or WRITE_IMM from the peer) */
+	bool has_imm;
+	uint32_t imm; /* host order */
+};
+
+/* Events of an active connection, in the order a good one sees them. */
+enum vb_conn_event_kind {
+	VB_CONN_ADDR_RESOLVED,
+	VB_CONN_ROUTE_RESOLVED,
+	VB_CONN_ESTABLISHED,
+	VB_CONN_REJECTED,    /* private_data: the endpoint's "RDMR" and reason */
+	VB_CONN_UNREACHABLE, /* also address, route and connect errors */
+	VB_CONN_DISCONNECTED,
+	VB_CONN_TIMEWAIT_EXIT,
+	VB_CONN_OTHER,
+};
+
+struct vb_conn_event {
+	enum vb_conn_event_kind kind;
+	const char *name; /* rdma_event_str() */
+	int status;
+	uint8_t private_data[VB_PRIVATE_DATA_MAX];
+	size_t private_len;
+};
+
+struct vb_qp_caps {
+	uint32_t max_send_wr, max_recv_wr;
+	uint8_t initiator_depth; /* READs outstanding at once */
+};
+
 struct vb_ops {
 	int (*devices_open)(struct vb_device ***ret, size_t *ret_n);
 	void (*devices_close)(struct vb_device **devs, size_t n);
@@ -139,6 +223,47 @@ struct vb_ops {
 	int (*cm_reject)(struct vb_cm_conn *c, const void *data, size_t len);
 	void (*cm_conn_destroy)(struct vb_cm_conn *c);
 	void (*cm_listener_close)(struct vb_listener *l);
+
+	/* A CQ of depth entries on its own completion channel, whose fd is
+	 * non-blocking and armed for the next completion. */
+	int (*cq_create)(struct vb_device *dev, unsigned depth, struct vb_cq **ret);
+	int (*cq_fd)(struct vb_cq *cq);
+	/* On a readable fd: takes the channel's event, acks it and re-arms;
+	 * -EAGAIN when there was none. Then poll until empty. */
+	int (*cq_event)(struct vb_cq *cq);
+	/* Up to n completions: how many, or -errno (an overflowed CQ). */
+	int (*cq_poll)(struct vb_cq *cq, struct vb_wc *wc, unsigned n);
+	/* After every QP on it is destroyed. */
+	void (*cq_destroy)(struct vb_cq *cq);
+
+	/* An active rdmacm id on a non-blocking event channel of its own. */
+	int (*conn_create)(struct vb_conn **ret);
+	int (*conn_fd)(struct vb_conn *c);
+	/* src may be NULL (the route picks the device); VB_CONN_ADDR_RESOLVED
+	 * or VB_CONN_UNREACHABLE follow. */
+	int (*conn_resolve_addr)(struct vb_conn *c, const struct sockaddr *src,
+				 const struct sockaddr *dst, int timeout_ms);
+	int (*conn_resolve_route)(struct vb_conn *c, int timeout_ms);
+	/* The device the address resolved to (after VB_CONN_ADDR_RESOLVED). */
+	struct vb_device *(*conn_device)(struct vb_conn *c);
+	/* The RC QP of the connection, in pd, both queues on cq; owned by c
+	 * (conn_destroy frees it: never qp_destroy). */
+	int (*conn_qp_create)(struct vb_conn *c, struct vb_pd *pd, struct vb_cq *cq,
+			      const struct vb_qp_caps *caps, struct vb_qp **ret);
+	int (*conn_connect)(struct vb_conn *c, const void *data, size_t len,
+			    uint8_t initiator_depth);
+	/* Copies and acks one event; -EAGAIN when there is none. */
+	int (*conn_next_event)(struct vb_conn *c, struct vb_conn_event *ret);
+	/* Disconnects, destroys the QP (no DMA after it returns), the id and
+	 * the channel. */
+	void (*conn_destroy)(struct vb_conn *c);
+
+	/* Posts wrs in order; *ret_posted says how many went (all but on
+	 * error). Never blocks. */
+	int (*qp_post_send)(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
+			    size_t *ret_posted);
+	int (*qp_post_recv)(struct vb_qp *qp, const struct vb_recv_wr *wrs, size_t n,
+			    size_t *ret_posted);
 };
 
 /* The ops in use: libibverbs/librdmacm unless a test swapped them. */

@@ -6,16 +6,32 @@
  * bookkeeping, drop order and error paths run; fake_verbs_fail_mr makes every
  * registration fail, fake_verbs_hold_* keeps (de)registrations on their pool
  * thread until released. Registrations run on pool threads: counters are
- * atomic.
+ * atomic, and the list of MRs is under a mutex.
+ *
+ * rdmacm and posting run in process: an active connection (conn_*) reaches
+ * a listener of this process bound to its address, whose accept pairs the
+ * two QPs; a posted READ or WRITE is a memcpy between the MRs' memory,
+ * checked like a device checks it (lkey and rkey in the QP's PD, bounds,
+ * access), else the WR completes in error and its QP goes to error, which
+ * flushes the rest as a device does. Events and completions arrive on
+ * eventfds, so they reach the loop as the real ones do. The tests can hold
+ * completions, fail the n-th WR, cap a CQ so that it overflows, make
+ * connections unreachable or silent, and drop every connection.
+ * Everything but registration is loop-thread only.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "util/list.h"
+#include "util/macro.h"
 #include "daemon/rdma/verbs.h"
 #include "fake.h"
 
@@ -26,16 +42,87 @@ struct vb_pd {
 	struct vb_device *dev;
 };
 struct vb_mr {
+	struct list_head node; /* in mrs, under mr_lock */
 	uint32_t key;
+	struct vb_pd *pd;
+	uint8_t *addr;
+	size_t len;
+	unsigned access;
 };
 struct vb_qp {
+	struct list_head node; /* in qps */
 	uint32_t qpn;
+	struct vb_pd *pd;
+	struct vb_cq *cq;   /* NULL: completions go nowhere (the passive side) */
+	struct vb_qp *peer; /* connected: where READ/WRITE/SEND land */
+	bool error;
+	unsigned max_send;
+	struct vb_send_wr *held; /* posted while completions are held */
+	size_t n_held;
+	struct vb_recv_wr *recvs;
+	size_t n_recvs, cap_recvs;
+};
+struct vb_cq {
+	int fd;
+	unsigned cap;
+	struct vb_wc *ring;
+	unsigned head, n;
+	bool armed, overflowed;
+};
+
+/* An event queue behind an eventfd, readable while it holds events. */
+struct evq {
+	int fd;
+	struct list_head items; /* struct ev */
+};
+struct ev {
+	struct list_head node;
+	union {
+		struct vb_conn_event conn;
+		struct vb_cm_event cm;
+	};
+};
+struct vb_listener {
+	struct list_head node; /* in listeners */
+	struct evq q;
+	struct sockaddr_storage addr;
+};
+/* The passive side of a connection request. */
+struct vb_cm_conn {
+	struct list_head node; /* in cm_conns */
+	struct vb_listener *l;
+	struct vb_conn *active; /* NULL once the active side went */
+	struct vb_qp *qp;       /* accepted */
+	bool established;
+};
+struct vb_conn {
+	struct evq q;
+	struct sockaddr_storage src, dst;
+	struct vb_qp qp;
+	bool has_qp;
+	struct vb_cm_conn *cm;
 };
 
 atomic_bool fake_verbs_fail_mr;
-atomic_int fake_verbs_live; /* PDs, MRs and QPs not yet freed */
+atomic_int fake_verbs_live; /* PDs, MRs, QPs, CQs, connections, listeners not yet freed */
 atomic_int fake_verbs_mrs;
 static atomic_uint next_key = 1;
+
+static pthread_mutex_t mr_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct list_head mrs = LIST_HEAD_INIT(mrs);
+/* Loop thread only. */
+static struct list_head qps = LIST_HEAD_INIT(qps);
+static struct list_head listeners = LIST_HEAD_INIT(listeners);
+static struct list_head cm_conns = LIST_HEAD_INIT(cm_conns);
+static struct vb_device *fake_device;
+static struct {
+	bool hold;
+	unsigned fail_countdown; /* 0: none; n: the n-th WR run from now fails */
+	enum vb_wc_status fail_status;
+	unsigned cq_cap; /* 0: as asked */
+	enum fake_cm_fault cm_fault;
+	uint64_t wrs_run;
+} ctl;
 
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
@@ -68,6 +155,114 @@ static void wait_released(const bool *which)
 	pthread_mutex_unlock(&hold_lock);
 }
 
+static void sa_copy(struct sockaddr_storage *dst, const struct sockaddr *src)
+{
+	memcpy(dst, src,
+	       src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					    sizeof(struct sockaddr_in));
+}
+
+static void fd_signal(int fd)
+{
+	uint64_t one = 1;
+
+	if (write(fd, &one, sizeof(one)) < 0) {
+		/* The counter cannot overflow with this few writes. */
+	}
+}
+
+static bool fd_drain(int fd)
+{
+	uint64_t v;
+
+	return read(fd, &v, sizeof(v)) == sizeof(v);
+}
+
+static int evq_init(struct evq *q)
+{
+	q->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	list_init(&q->items);
+	return q->fd < 0 ? -errno : 0;
+}
+
+static struct ev *evq_push(struct evq *q)
+{
+	struct ev *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		abort(); /* a test double: nowhere to report it */
+	list_add_tail(&e->node, &q->items);
+	fd_signal(q->fd);
+	return e;
+}
+
+static struct ev *evq_pop(struct evq *q)
+{
+	struct ev *e;
+
+	if (list_empty(&q->items)) {
+		fd_drain(q->fd);
+		return NULL;
+	}
+	e = list_first_entry(&q->items, struct ev, node);
+	list_del(&e->node);
+	return e;
+}
+
+static void evq_done(struct evq *q)
+{
+	struct ev *e;
+
+	while ((e = evq_pop(q)))
+		free(e);
+	close(q->fd);
+}
+
+static void conn_event(struct vb_conn *c, enum vb_conn_event_kind kind, const char *name,
+		       int status)
+{
+	struct ev *e = evq_push(&c->q);
+
+	e->conn.kind = kind;
+	e->conn.name = name;
+	e->conn.status = status;
+}
+
+static void cm_event(struct vb_cm_conn *cm, enum vb_cm_event_kind kind, const char *name)
+{
+	struct ev *e;
+
+	if (!cm->l)
+		return;
+	e = evq_push(&cm->l->q);
+	e->cm.kind = kind;
+	e->cm.name = name;
+	e->cm.conn = cm;
+	e->cm.device = fake_device;
+}
+
+/* Knobs (fake.h). */
+void fake_verbs_fail_wr(unsigned n, enum vb_wc_status status)
+{
+	ctl.fail_countdown = n;
+	ctl.fail_status = status;
+}
+
+void fake_verbs_cq_cap(unsigned cap)
+{
+	ctl.cq_cap = cap;
+}
+
+void fake_verbs_cm_fault(enum fake_cm_fault f)
+{
+	ctl.cm_fault = f;
+}
+
+uint64_t fake_verbs_wrs_run(void)
+{
+	return ctl.wrs_run;
+}
+
 static int f_devices_open(struct vb_device ***ret, size_t *ret_n)
 {
 	struct vb_device **list = calloc(1, sizeof(*list));
@@ -81,6 +276,7 @@ static int f_devices_open(struct vb_device ***ret, size_t *ret_n)
 	}
 	/* Pollable and never readable: the device has no events to tell. */
 	list[0]->async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	fake_device = list[0];
 	*ret = list;
 	*ret_n = 1;
 	return 0;
@@ -89,6 +285,8 @@ static int f_devices_open(struct vb_device ***ret, size_t *ret_n)
 static void f_devices_close(struct vb_device **devs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
+		if (devs[i] == fake_device)
+			fake_device = NULL;
 		close(devs[i]->async_fd);
 		free(devs[i]);
 	}
@@ -105,6 +303,9 @@ static int f_device_query(struct vb_device *dev, struct vb_device_info *ret)
 		.max_mr = 1 << 20,
 		.max_qp = 1 << 10,
 		.max_qp_rd_atom = 16,
+		.max_qp_init_rd_atom = 16,
+		.max_qp_wr = 1 << 14,
+		.max_cqe = 1 << 16,
 		.n_ports = 1,
 	};
 	ret->ports[0] = (struct vb_port){
@@ -113,6 +314,7 @@ static int f_device_query(struct vb_device *dev, struct vb_device_info *ret)
 		.active = true,
 		.link_layer = "Ethernet",
 		.mtu = 1024,
+		.max_msg_sz = UINT32_C(1) << 31,
 		.n_gids = 1,
 	};
 	ret->ports[0].gids[0] = (struct vb_gid){ .index = 0, .text = "fe80::1", .type = "RoCEv2" };
@@ -157,8 +359,6 @@ static int f_mr_reg(struct vb_pd *pd, void *addr, size_t len, unsigned access, s
 {
 	struct vb_mr *mr;
 
-	(void)pd;
-	(void)access;
 	wait_released(&hold_reg);
 	if (atomic_load(&fake_verbs_fail_mr))
 		return -ENOMEM;
@@ -172,7 +372,14 @@ static int f_mr_reg(struct vb_pd *pd, void *addr, size_t len, unsigned access, s
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
-	mr->key = atomic_fetch_add(&next_key, 1);
+	mr->key = atomic_fetch_add(&next_key, 1) & 0x7fffffff;
+	mr->pd = pd;
+	mr->addr = addr;
+	mr->len = len;
+	mr->access = access;
+	pthread_mutex_lock(&mr_lock);
+	list_add_tail(&mr->node, &mrs);
+	pthread_mutex_unlock(&mr_lock);
 	atomic_fetch_add(&fake_verbs_live, 1);
 	atomic_fetch_add(&fake_verbs_mrs, 1);
 	*ret = mr;
@@ -186,13 +393,16 @@ static int f_mr_reg_dmabuf(struct vb_pd *pd, int fd, uint64_t offset, size_t len
 	(void)offset;
 	(void)len;
 	(void)iova;
-	/* GPU memory: nothing here to touch. */
+	/* GPU memory: nothing here to touch, and nothing a WR may reach. */
 	return f_mr_reg(pd, NULL, 0, access, ret);
 }
 
 static int f_mr_dereg(struct vb_mr *mr)
 {
 	wait_released(&hold_dereg);
+	pthread_mutex_lock(&mr_lock);
+	list_del(&mr->node);
+	pthread_mutex_unlock(&mr_lock);
 	atomic_fetch_sub(&fake_verbs_mrs, 1);
 	atomic_fetch_sub(&fake_verbs_live, 1);
 	free(mr);
@@ -205,16 +415,59 @@ static void f_mr_keys(const struct vb_mr *mr, uint32_t *lkey, uint32_t *rkey)
 	*rkey = mr->key | 0x80000000u;
 }
 
+/*
+ * The memory a key names in pd for [addr, addr + len), if access allows it;
+ * NULL is what the device would refuse. A length of 0 touches nothing.
+ */
+static uint8_t *mr_reach(uint32_t key, bool remote, struct vb_pd *pd, uint64_t addr, size_t len,
+			 unsigned need)
+{
+	uint8_t *p = NULL;
+	struct vb_mr *mr;
+
+	pthread_mutex_lock(&mr_lock);
+	list_for_each_entry(mr, &mrs, node) {
+		uint64_t start = (uint64_t)(uintptr_t)mr->addr;
+
+		if ((remote ? (mr->key | 0x80000000u) : mr->key) != key)
+			continue;
+		if (mr->pd == pd && (mr->access & need) == need && addr >= start &&
+		    len <= mr->len && addr - start <= mr->len - len)
+			p = (uint8_t *)(uintptr_t)addr;
+		break;
+	}
+	pthread_mutex_unlock(&mr_lock);
+	return p;
+}
+
+static void qp_init(struct vb_qp *qp, struct vb_pd *pd, struct vb_cq *cq, unsigned max_send)
+{
+	qp->qpn = atomic_fetch_add(&next_key, 1) & 0xffffff;
+	qp->pd = pd;
+	qp->cq = cq;
+	qp->max_send = max_send ?: 1;
+	list_add_tail(&qp->node, &qps);
+	atomic_fetch_add(&fake_verbs_live, 1);
+}
+
+static void qp_done(struct vb_qp *qp)
+{
+	if (qp->peer)
+		qp->peer->peer = NULL;
+	list_del(&qp->node);
+	free(qp->held);
+	free(qp->recvs);
+	atomic_fetch_sub(&fake_verbs_live, 1);
+}
+
 static int f_qp_create(struct vb_pd *pd, uint8_t port, struct vb_qp **ret)
 {
 	struct vb_qp *qp = calloc(1, sizeof(*qp));
 
-	(void)pd;
 	(void)port;
 	if (!qp)
 		return -ENOMEM;
-	qp->qpn = atomic_fetch_add(&next_key, 1) & 0xffffff;
-	atomic_fetch_add(&fake_verbs_live, 1);
+	qp_init(qp, pd, NULL, 1);
 	*ret = qp;
 	return 0;
 }
@@ -235,16 +488,600 @@ static int f_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer, uin
 
 static void f_qp_destroy(struct vb_qp *qp)
 {
-	atomic_fetch_sub(&fake_verbs_live, 1);
+	qp_done(qp);
 	free(qp);
 }
 
-/* No rdmacm: the harness does not configure listeners. */
+/* Completion queues. */
+
+static int f_cq_create(struct vb_device *dev, unsigned depth, struct vb_cq **ret)
+{
+	struct vb_cq *cq = calloc(1, sizeof(*cq));
+
+	(void)dev;
+	if (!cq)
+		return -ENOMEM;
+	cq->cap = ctl.cq_cap ? MIN(ctl.cq_cap, depth) : depth;
+	cq->ring = calloc(cq->cap ?: 1, sizeof(*cq->ring));
+	cq->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!cq->ring || cq->fd < 0) {
+		if (cq->fd >= 0)
+			close(cq->fd);
+		free(cq->ring);
+		free(cq);
+		return -ENOMEM;
+	}
+	cq->armed = true;
+	atomic_fetch_add(&fake_verbs_live, 1);
+	*ret = cq;
+	return 0;
+}
+
+static int f_cq_fd(struct vb_cq *cq)
+{
+	return cq->fd;
+}
+
+static int f_cq_event(struct vb_cq *cq)
+{
+	if (!fd_drain(cq->fd))
+		return -EAGAIN;
+	cq->armed = true;
+	return 0;
+}
+
+static void cq_push(struct vb_cq *cq, const struct vb_wc *wc)
+{
+	if (!cq || cq->overflowed)
+		return;
+	if (cq->n == cq->cap) {
+		/* What a device reports as a CQ error: the consumer must
+		 * learn, armed or not. */
+		cq->overflowed = true;
+		fd_signal(cq->fd);
+		return;
+	}
+	cq->ring[(cq->head + cq->n) % cq->cap] = *wc;
+	cq->n++;
+	if (cq->armed) {
+		cq->armed = false;
+		fd_signal(cq->fd);
+	}
+}
+
+static int f_cq_poll(struct vb_cq *cq, struct vb_wc *wc, unsigned n)
+{
+	unsigned got = 0;
+
+	if (cq->overflowed)
+		return -EOVERFLOW;
+	while (got < n && cq->n) {
+		wc[got++] = cq->ring[cq->head];
+		cq->head = (cq->head + 1) % cq->cap;
+		cq->n--;
+	}
+	return (int)got;
+}
+
+static void f_cq_destroy(struct vb_cq *cq)
+{
+	if (!cq)
+		return;
+	close(cq->fd);
+	free(cq->ring);
+	free(cq);
+	atomic_fetch_sub(&fake_verbs_live, 1);
+}
+
+/* Posting. */
+
+static const char *status_name(enum vb_wc_status s)
+{
+	static const char *const names[] = {
+		[VB_WC_SUCCESS] = "success",
+		[VB_WC_FLUSH_ERR] = "Work Request Flushed Error",
+		[VB_WC_REM_ACCESS_ERR] = "remote access error",
+		[VB_WC_LOC_ACCESS_ERR] = "local protection error",
+		[VB_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+		[VB_WC_REM_OP_ERR] = "remote operation error",
+		[VB_WC_OTHER_ERR] = "general error",
+	};
+
+	return names[s];
+}
+
+static void complete(struct vb_qp *qp, uint64_t wr_id, bool recv, bool signaled,
+		     enum vb_wc_status st, uint32_t byte_len, bool has_imm, uint32_t imm)
+{
+	struct vb_wc wc = {
+		.wr_id = wr_id,
+		.status = st,
+		.status_name = status_name(st),
+		.vendor_err = st == VB_WC_SUCCESS || st == VB_WC_FLUSH_ERR ? 0 : 0x42,
+		.byte_len = byte_len,
+		.recv = recv,
+		.has_imm = has_imm,
+		.imm = imm,
+	};
+
+	/* Errors always make a completion, as on a device. */
+	if (signaled || st != VB_WC_SUCCESS)
+		cq_push(qp->cq, &wc);
+}
+
+/* The QP went to error: what was waiting is flushed, each with a completion. */
+static void qp_error(struct vb_qp *qp)
+{
+	qp->error = true;
+	for (size_t i = 0; i < qp->n_held; i++)
+		complete(qp, qp->held[i].wr_id, false, true, VB_WC_FLUSH_ERR, 0, false, 0);
+	qp->n_held = 0;
+	for (size_t i = 0; i < qp->n_recvs; i++)
+		complete(qp, qp->recvs[i].wr_id, true, true, VB_WC_FLUSH_ERR, 0, false, 0);
+	qp->n_recvs = 0;
+}
+
+/* A SEND or WRITE_IMM lands in the peer's first receive. */
+static enum vb_wc_status deliver(struct vb_qp *peer, const uint8_t *data, uint32_t len,
+				 bool has_imm, uint32_t imm)
+{
+	struct vb_recv_wr r;
+	uint8_t *buf;
+
+	if (peer->n_recvs == 0)
+		return VB_WC_RETRY_EXC_ERR; /* RNR retries exhausted */
+	r = peer->recvs[0];
+	memmove(peer->recvs, peer->recvs + 1, --peer->n_recvs * sizeof(*peer->recvs));
+	buf = data && len ? mr_reach(r.lkey, false, peer->pd, r.addr, len, VB_ACCESS_LOCAL_WRITE) :
+			    NULL;
+	if (data && len && (len > r.length || !buf)) {
+		complete(peer, r.wr_id, true, true, VB_WC_LOC_ACCESS_ERR, 0, false, 0);
+		qp_error(peer);
+		return VB_WC_REM_OP_ERR;
+	}
+	if (buf)
+		memcpy(buf, data, len);
+	complete(peer, r.wr_id, true, true, VB_WC_SUCCESS, len, has_imm, imm);
+	return VB_WC_SUCCESS;
+}
+
+static enum vb_wc_status execute(struct vb_qp *qp, const struct vb_send_wr *w)
+{
+	struct vb_qp *peer = qp->peer;
+	uint8_t *local, *remote;
+
+	if (!peer || qp->error)
+		return VB_WC_FLUSH_ERR;
+	if (ctl.fail_countdown && --ctl.fail_countdown == 0)
+		return ctl.fail_status;
+	local = w->length ? mr_reach(w->lkey, false, qp->pd, w->local_addr, w->length,
+				     w->opcode == VB_WR_RDMA_READ ? VB_ACCESS_LOCAL_WRITE : 0) :
+			    NULL;
+	if (w->length && !local)
+		return VB_WC_LOC_ACCESS_ERR;
+	if (w->opcode == VB_WR_SEND)
+		return deliver(peer, local, w->length, false, 0);
+	remote = w->length ? mr_reach(w->rkey, true, peer->pd, w->remote_addr, w->length,
+				      w->opcode == VB_WR_RDMA_READ ? VB_ACCESS_REMOTE_READ :
+								     VB_ACCESS_REMOTE_WRITE) :
+			     NULL;
+	if (w->length && !remote)
+		return VB_WC_REM_ACCESS_ERR;
+	if (w->length && w->opcode == VB_WR_RDMA_READ)
+		memcpy(local, remote, w->length);
+	else if (w->length)
+		memcpy(remote, local, w->length);
+	if (w->opcode == VB_WR_RDMA_WRITE_IMM)
+		return deliver(peer, NULL, w->length, true, w->imm);
+	return VB_WC_SUCCESS;
+}
+
+static void run_wr(struct vb_qp *qp, const struct vb_send_wr *w)
+{
+	enum vb_wc_status st = execute(qp, w);
+
+	ctl.wrs_run++;
+	complete(qp, w->wr_id, false, w->signaled, st,
+		 st == VB_WC_SUCCESS && w->opcode == VB_WR_RDMA_READ ? w->length : 0, false, 0);
+	if (st != VB_WC_SUCCESS && st != VB_WC_FLUSH_ERR)
+		qp_error(qp);
+}
+
+static int f_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
+			  size_t *ret_posted)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!qp->peer && !qp->error) {
+			*ret_posted = i;
+			return -EINVAL; /* not connected: RESET or INIT */
+		}
+		if (ctl.hold && !qp->error) {
+			if (qp->n_held == qp->max_send) {
+				*ret_posted = i;
+				return -ENOMEM; /* the send queue is full */
+			}
+			if (!qp->held)
+				qp->held = calloc(qp->max_send, sizeof(*qp->held));
+			if (!qp->held) {
+				*ret_posted = i;
+				return -ENOMEM;
+			}
+			qp->held[qp->n_held++] = wrs[i];
+			continue;
+		}
+		run_wr(qp, &wrs[i]);
+	}
+	*ret_posted = n;
+	return 0;
+}
+
+static int f_qp_post_recv(struct vb_qp *qp, const struct vb_recv_wr *wrs, size_t n,
+			  size_t *ret_posted)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (qp->error) {
+			complete(qp, wrs[i].wr_id, true, true, VB_WC_FLUSH_ERR, 0, false, 0);
+			continue;
+		}
+		if (qp->n_recvs == qp->cap_recvs) {
+			size_t cap = qp->cap_recvs ? qp->cap_recvs * 2 : 16;
+			void *p = reallocarray(qp->recvs, cap, sizeof(*qp->recvs));
+
+			if (!p) {
+				*ret_posted = i;
+				return -ENOMEM;
+			}
+			qp->recvs = p;
+			qp->cap_recvs = cap;
+		}
+		qp->recvs[qp->n_recvs++] = wrs[i];
+	}
+	*ret_posted = n;
+	return 0;
+}
+
+void fake_verbs_hold_completions(bool hold)
+{
+	struct vb_qp *qp;
+
+	ctl.hold = hold;
+	if (hold)
+		return;
+	list_for_each_entry(qp, &qps, node) {
+		/* run_wr() may flush the rest (qp_error()): take each from
+		 * the front while any are left. */
+		size_t i = 0;
+
+		while (i < qp->n_held) {
+			struct vb_send_wr w = qp->held[i++];
+
+			run_wr(qp, &w);
+		}
+		qp->n_held = 0;
+	}
+}
+
+size_t fake_verbs_held(void)
+{
+	struct vb_qp *qp;
+	size_t n = 0;
+
+	list_for_each_entry(qp, &qps, node)
+		n += qp->n_held;
+	return n;
+}
+
+/* rdmacm: listeners and the connections that reach them. */
+
+/* A zeroed object of size whose event queue is at offset q; counted live. */
+static void *evq_owner_new(size_t size, size_t q)
+{
+	void *p = calloc(1, size);
+
+	if (!p)
+		return NULL;
+	if (evq_init((struct evq *)((char *)p + q)) < 0) {
+		free(p);
+		return NULL;
+	}
+	atomic_fetch_add(&fake_verbs_live, 1);
+	return p;
+}
+
 static int f_cm_listen(const struct sockaddr *addr, struct vb_listener **ret)
 {
-	(void)addr;
-	(void)ret;
-	return -EOPNOTSUPP;
+	struct vb_listener *l = evq_owner_new(sizeof(*l), offsetof(struct vb_listener, q));
+
+	if (!l)
+		return -ENOMEM;
+	sa_copy(&l->addr, addr);
+	list_add_tail(&l->node, &listeners);
+	*ret = l;
+	return 0;
+}
+
+static int f_cm_fd(struct vb_listener *l)
+{
+	return l->q.fd;
+}
+
+static int f_cm_next_event(struct vb_listener *l, struct vb_cm_event *ret)
+{
+	struct ev *e = evq_pop(&l->q);
+
+	if (!e)
+		return -EAGAIN;
+	*ret = e->cm;
+	free(e);
+	return 0;
+}
+
+static int f_cm_accept(struct vb_cm_conn *cm, struct vb_pd *pd, uint8_t responder_resources,
+		       uint32_t *ret_qpn)
+{
+	struct vb_conn *c = cm->active;
+
+	(void)responder_resources;
+	if (!c || !c->has_qp)
+		return -ECONNRESET; /* the active side gave up meanwhile */
+	cm->qp = calloc(1, sizeof(*cm->qp));
+	if (!cm->qp)
+		return -ENOMEM;
+	qp_init(cm->qp, pd, NULL, 1);
+	cm->qp->peer = &c->qp;
+	c->qp.peer = cm->qp;
+	cm->established = true;
+	conn_event(c, VB_CONN_ESTABLISHED, "RDMA_CM_EVENT_ESTABLISHED", 0);
+	cm_event(cm, VB_CM_ESTABLISHED, "RDMA_CM_EVENT_ESTABLISHED");
+	*ret_qpn = cm->qp->qpn;
+	return 0;
+}
+
+static int f_cm_reject(struct vb_cm_conn *cm, const void *data, size_t len)
+{
+	struct vb_conn *c = cm->active;
+	struct ev *e;
+
+	if (!c)
+		return 0;
+	e = evq_push(&c->q);
+	e->conn.kind = VB_CONN_REJECTED;
+	e->conn.name = "RDMA_CM_EVENT_REJECTED";
+	e->conn.status = 28; /* IB_CM_REJ_CONSUMER_DEFINED */
+	e->conn.private_len = MIN(len, (size_t)VB_PRIVATE_DATA_MAX);
+	memcpy(e->conn.private_data, data, e->conn.private_len);
+	c->cm = NULL;
+	cm->active = NULL;
+	return 0;
+}
+
+/* Events still queued for cm are dropped with it, as rdma_destroy_id does. */
+static void cm_purge(struct vb_cm_conn *cm)
+{
+	struct ev *e, *n;
+
+	if (!cm->l)
+		return;
+	list_for_each_entry_safe(e, n, &cm->l->q.items, node)
+		if (e->cm.conn == cm) {
+			list_del(&e->node);
+			free(e);
+		}
+}
+
+static void f_cm_conn_destroy(struct vb_cm_conn *cm)
+{
+	struct vb_conn *c;
+
+	if (!cm)
+		return;
+	c = cm->active;
+	if (c) {
+		if (cm->established)
+			conn_event(c, VB_CONN_DISCONNECTED, "RDMA_CM_EVENT_DISCONNECTED", 0);
+		else
+			conn_event(c, VB_CONN_REJECTED, "RDMA_CM_EVENT_REJECTED", 28);
+		qp_error(&c->qp);
+		c->cm = NULL;
+	}
+	if (cm->qp) {
+		qp_done(cm->qp);
+		free(cm->qp);
+	}
+	cm_purge(cm);
+	list_del(&cm->node);
+	atomic_fetch_sub(&fake_verbs_live, 1);
+	free(cm);
+}
+
+static void f_cm_listener_close(struct vb_listener *l)
+{
+	struct vb_cm_conn *cm;
+
+	if (!l)
+		return;
+	list_for_each_entry(cm, &cm_conns, node)
+		if (cm->l == l)
+			cm->l = NULL;
+	list_del(&l->node);
+	evq_done(&l->q);
+	atomic_fetch_sub(&fake_verbs_live, 1);
+	free(l);
+}
+
+/* Active connections. */
+
+static int f_conn_create(struct vb_conn **ret)
+{
+	struct vb_conn *c = evq_owner_new(sizeof(*c), offsetof(struct vb_conn, q));
+
+	if (!c)
+		return -ENOMEM;
+	*ret = c;
+	return 0;
+}
+
+static int f_conn_fd(struct vb_conn *c)
+{
+	return c->q.fd;
+}
+
+static int f_conn_resolve_addr(struct vb_conn *c, const struct sockaddr *src,
+			       const struct sockaddr *dst, int timeout_ms)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)&c->src;
+
+	(void)timeout_ms;
+	sa_copy(&c->dst, dst);
+	if (src)
+		sa_copy(&c->src, src);
+	else {
+		sin->sin_family = AF_INET;
+		sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	}
+	if (ctl.cm_fault == FAKE_CM_SILENT)
+		return 0;
+	if (ctl.cm_fault == FAKE_CM_UNREACHABLE || !fake_device)
+		conn_event(c, VB_CONN_UNREACHABLE, "RDMA_CM_EVENT_ADDR_ERROR", -EHOSTUNREACH);
+	else
+		conn_event(c, VB_CONN_ADDR_RESOLVED, "RDMA_CM_EVENT_ADDR_RESOLVED", 0);
+	return 0;
+}
+
+static int f_conn_resolve_route(struct vb_conn *c, int timeout_ms)
+{
+	(void)timeout_ms;
+	conn_event(c, VB_CONN_ROUTE_RESOLVED, "RDMA_CM_EVENT_ROUTE_RESOLVED", 0);
+	return 0;
+}
+
+static struct vb_device *f_conn_device(struct vb_conn *c)
+{
+	(void)c;
+	return fake_device;
+}
+
+static int f_conn_qp_create(struct vb_conn *c, struct vb_pd *pd, struct vb_cq *cq,
+			    const struct vb_qp_caps *caps, struct vb_qp **ret)
+{
+	if (c->has_qp)
+		return -EEXIST;
+	qp_init(&c->qp, pd, cq, caps->max_send_wr);
+	c->has_qp = true;
+	*ret = &c->qp;
+	return 0;
+}
+
+static bool same_endpoint(const struct sockaddr_storage *listen, const struct sockaddr *dst)
+{
+	if (listen->ss_family != dst->sa_family)
+		return false;
+	if (dst->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)listen, *b = (const void *)dst;
+
+		return a->sin_port == b->sin_port && (a->sin_addr.s_addr == htonl(INADDR_ANY) ||
+						      a->sin_addr.s_addr == b->sin_addr.s_addr);
+	}
+	if (dst->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)listen, *b = (const void *)dst;
+
+		return a->sin6_port == b->sin6_port &&
+		       (IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr) ||
+			IN6_ARE_ADDR_EQUAL(&a->sin6_addr, &b->sin6_addr));
+	}
+	return false;
+}
+
+static int f_conn_connect(struct vb_conn *c, const void *data, size_t len, uint8_t initiator_depth)
+{
+	struct vb_listener *l, *found = NULL;
+	struct vb_cm_conn *cm;
+	struct ev *e;
+
+	if (!c->has_qp)
+		return -EINVAL;
+	list_for_each_entry(l, &listeners, node)
+		if (same_endpoint(&l->addr, (struct sockaddr *)&c->dst)) {
+			found = l;
+			break;
+		}
+	if (!found) {
+		/* Nobody listens there: the peer's CM answers "invalid
+		 * service id". */
+		conn_event(c, VB_CONN_REJECTED, "RDMA_CM_EVENT_REJECTED", 8);
+		return 0;
+	}
+	cm = calloc(1, sizeof(*cm));
+	if (!cm)
+		return -ENOMEM;
+	cm->l = found;
+	cm->active = c;
+	c->cm = cm;
+	list_add_tail(&cm->node, &cm_conns);
+	atomic_fetch_add(&fake_verbs_live, 1);
+	e = evq_push(&found->q);
+	e->cm.kind = VB_CM_REQUEST;
+	e->cm.name = "RDMA_CM_EVENT_CONNECT_REQUEST";
+	e->cm.conn = cm;
+	e->cm.device = fake_device;
+	e->cm.peer = c->src;
+	e->cm.private_len = MIN(len, (size_t)VB_PRIVATE_DATA_MAX);
+	memcpy(e->cm.private_data, data, e->cm.private_len);
+	e->cm.initiator_depth = initiator_depth;
+	return 0;
+}
+
+static int f_conn_next_event(struct vb_conn *c, struct vb_conn_event *ret)
+{
+	struct ev *e = evq_pop(&c->q);
+
+	if (!e)
+		return -EAGAIN;
+	*ret = e->conn;
+	free(e);
+	return 0;
+}
+
+static void f_conn_destroy(struct vb_conn *c)
+{
+	struct vb_cm_conn *cm;
+
+	if (!c)
+		return;
+	cm = c->cm;
+	if (cm) {
+		cm->active = NULL;
+		if (cm->established) {
+			cm_event(cm, VB_CM_DISCONNECTED, "RDMA_CM_EVENT_DISCONNECTED");
+			if (cm->qp)
+				qp_error(cm->qp);
+		}
+	}
+	if (c->has_qp)
+		qp_done(&c->qp);
+	evq_done(&c->q);
+	atomic_fetch_sub(&fake_verbs_live, 1);
+	free(c);
+}
+
+void fake_verbs_disconnect_all(void)
+{
+	struct vb_cm_conn *cm;
+
+	list_for_each_entry(cm, &cm_conns, node) {
+		if (!cm->established || !cm->active)
+			continue;
+		conn_event(cm->active, VB_CONN_DISCONNECTED, "RDMA_CM_EVENT_DISCONNECTED", 0);
+		qp_error(&cm->active->qp);
+		cm_event(cm, VB_CM_DISCONNECTED, "RDMA_CM_EVENT_DISCONNECTED");
+		if (cm->qp)
+			qp_error(cm->qp);
+	}
+}
+
+void fake_verbs_reset(void)
+{
+	memset(&ctl, 0, sizeof(ctl));
 }
 
 const struct vb_ops fake_vb_ops = {
@@ -263,4 +1100,26 @@ const struct vb_ops fake_vb_ops = {
 	.qp_connect = f_qp_connect,
 	.qp_destroy = f_qp_destroy,
 	.cm_listen = f_cm_listen,
+	.cm_fd = f_cm_fd,
+	.cm_next_event = f_cm_next_event,
+	.cm_accept = f_cm_accept,
+	.cm_reject = f_cm_reject,
+	.cm_conn_destroy = f_cm_conn_destroy,
+	.cm_listener_close = f_cm_listener_close,
+	.cq_create = f_cq_create,
+	.cq_fd = f_cq_fd,
+	.cq_event = f_cq_event,
+	.cq_poll = f_cq_poll,
+	.cq_destroy = f_cq_destroy,
+	.conn_create = f_conn_create,
+	.conn_fd = f_conn_fd,
+	.conn_resolve_addr = f_conn_resolve_addr,
+	.conn_resolve_route = f_conn_resolve_route,
+	.conn_device = f_conn_device,
+	.conn_qp_create = f_conn_qp_create,
+	.conn_connect = f_conn_connect,
+	.conn_next_event = f_conn_next_event,
+	.conn_destroy = f_conn_destroy,
+	.qp_post_send = f_qp_post_send,
+	.qp_post_recv = f_qp_post_recv,
 };

@@ -5,8 +5,10 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-struct vb_ops;
+#include "daemon/rdma/verbs.h"
 
 extern const struct vb_ops fake_vb_ops;
 /* Every MR registration fails with ENOMEM while set. */
@@ -22,6 +24,36 @@ extern atomic_int fake_verbs_mrs;
  */
 void fake_verbs_hold_reg(bool hold);
 void fake_verbs_hold_dereg(bool hold);
+
+/*
+ * The daemon's own connections and posts (loop thread; fake_verbs_reset()
+ * puts every knob back):
+ * - hold_completions(true): posted WRs wait, not run, until released with
+ *   false (then each runs in post order and completes);
+ * - fail_wr(n, status): the n-th WR run from now completes with status,
+ *   and its QP goes to error (the rest flush);
+ * - cq_cap(n): CQs created from now hold n entries whatever was asked,
+ *   so that more completions overflow them;
+ * - cm_fault: UNREACHABLE (address resolution fails), SILENT (it never
+ *   answers: the caller's timeout must end it);
+ * - disconnect_all(): every established connection drops, both sides
+ *   (DISCONNECTED, QPs to error), as when the remote daemon dies.
+ */
+enum fake_cm_fault {
+	FAKE_CM_NONE,
+	FAKE_CM_UNREACHABLE,
+	FAKE_CM_SILENT,
+};
+void fake_verbs_hold_completions(bool hold);
+/* WRs posted and held, on every QP. */
+size_t fake_verbs_held(void);
+void fake_verbs_fail_wr(unsigned n, enum vb_wc_status status);
+void fake_verbs_cq_cap(unsigned cap);
+void fake_verbs_cm_fault(enum fake_cm_fault f);
+void fake_verbs_disconnect_all(void);
+/* WRs run (completed, well or not) since the process started. */
+uint64_t fake_verbs_wrs_run(void);
+void fake_verbs_reset(void);
 
 /* Installs the fake CUDA driver (before the daemon's first GPU import);
  * without cuda.h at build time the daemon has no driver table to fake.

@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/macro.h"
+#include "daemon/core/log.h"
+#include "daemon/core/netaddr.h"
+#include "daemon/rdma/device.h"
+#include "daemon/rdma/endpoint.h"
+#include "daemon/remote/link.h"
+
+/* Completions taken per poll call. */
+#define POLL_BATCH 32
+
+static void link_fail(struct link *l, enum link_state state, int error, const char *fmt, ...)
+	_printf_(4, 5);
+
+/* The loop's time is that of its last turn: a connect's own time is
+ * measured by the clock. */
+static uint64_t now_msec(void)
+{
+	return uv_hrtime() / 1000000;
+}
+
+const char *link_state_name(enum link_state s)
+{
+	switch (s) {
+	case LINK_CONNECTING:
+		return "connecting";
+	case LINK_READY:
+		return "ready";
+	case LINK_ERROR:
+		return "error";
+	case LINK_CLOSED:
+		return "closed";
+	}
+	return "unknown";
+}
+
+void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_pool_config *cfg)
+{
+	memset(pool, 0, sizeof(*pool));
+	pool->loop = loop;
+	if (cfg)
+		pool->cfg = *cfg;
+	if (!pool->cfg.window)
+		pool->cfg.window = LINK_WINDOW_DEFAULT;
+	if (!pool->cfg.idle_sec)
+		pool->cfg.idle_sec = LINK_IDLE_SEC_DEFAULT;
+	if (!pool->cfg.connect_timeout_ms)
+		pool->cfg.connect_timeout_ms = LINK_CONNECT_TIMEOUT_MS_DEFAULT;
+	list_init(&pool->links);
+}
+
+static bool same_sockaddr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+
+		return x->sin6_port == y->sin6_port &&
+		       memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+	}
+	return false;
+}
+
+static bool key_equal(const struct link_key *a, const struct link_key *b)
+{
+	return a->dev == b->dev && a->uid == b->uid && same_sockaddr(&a->endpoint, &b->endpoint) &&
+	       memcmp(a->token, b->token, TOKEN_BYTES) == 0;
+}
+
+static void set_state(struct link *l, enum link_state s)
+{
+	l->state = s;
+	if (l->pool->state_changed)
+		l->pool->state_changed(l, l->pool->userdata);
+}
+
+static void link_free(struct link *l)
+{
+	list_del(&l->node);
+	l->pool->n_links--;
+	free(l->ring);
+	free(l->scratch);
+	free(l);
+}
+
+struct link *link_ref(struct link *l)
+{
+	if (l)
+		l->n_ref++;
+	return l;
+}
+
+struct link *link_unref(struct link *l)
+{
+	if (!l || --l->n_ref > 0)
+		return NULL;
+	if (l->finished)
+		link_free(l);
+	else if (!l->closing)
+		link_fail(l, LINK_CLOSED, 0, "no longer used");
+	return NULL;
+}
+
+unsigned link_space(const struct link *l)
+{
+	if (l->state != LINK_READY)
+		return 0;
+	return l->window - (unsigned)(l->tail_seq - l->head_seq);
+}
+
+/*
+ * The failure walk, once the QP is gone: each user with WRs in flight
+ * hears once, at its first WR from the failure point on (or, when all of
+ * its WRs lie before it, at its last: those completed).
+ */
+static void flush_users(struct link *l)
+{
+	struct list_head told = LIST_HEAD_INIT(told);
+	struct link_user *u, *n;
+
+	for (uint64_t seq = l->head_seq; seq < l->tail_seq; seq++) {
+		struct link_slot *s = &l->ring[seq % l->window];
+
+		u = s->user;
+		if (!u->fail_listed) {
+			u->fail_listed = true;
+			u->fail = (struct link_completion){ .wr_id = s->wr_id,
+							    .status = VB_WC_SUCCESS,
+							    .status_name = "success" };
+			list_add_tail(&u->fail_node, &told);
+		}
+		if (u->fail.final)
+			continue;
+		u->fail.wr_id = s->wr_id;
+		if (seq < l->fail_seq)
+			continue;
+		u->fail.final = true;
+		u->fail.error = l->error;
+		u->fail.reason = l->reason;
+		if (l->has_fail_wc && seq == l->fail_seq) {
+			u->fail.status = l->fail_wc.status;
+			u->fail.status_name = l->fail_wc.status_name;
+			u->fail.vendor_err = l->fail_wc.vendor_err;
+		} else {
+			u->fail.status = VB_WC_FLUSH_ERR;
+			u->fail.status_name = "WR_FLUSH_ERR";
+		}
+	}
+	l->head_seq = l->tail_seq;
+	/* Every WR is accounted for before anyone hears: a callback may
+	 * free its user. */
+	list_for_each_entry(u, &told, fail_node)
+		u->n_inflight = 0;
+	list_for_each_entry_safe(u, n, &told, fail_node) {
+		struct link_completion c = u->fail;
+
+		list_del(&u->fail_node);
+		u->fail_listed = false;
+		u->fail = (struct link_completion){};
+		u->complete(u, &c);
+	}
+}
+
+static void notify_waiters(struct link *l, struct link *ready, int error, const char *reason)
+{
+	while (!list_empty(&l->waiters)) {
+		struct link_waiter *w = list_first_entry(&l->waiters, struct link_waiter, node);
+
+		list_del(&w->node);
+		w->link = NULL;
+		w->ready(w, link_ref(ready), error, reason);
+	}
+}
+
+/* Every handle closed: the QP goes (no DMA after), then the CQ, then the
+ * users and waiters hear. */
+static void finish(struct link *l)
+{
+	vb->conn_destroy(l->conn);
+	l->conn = NULL;
+	l->qp = NULL;
+	vb->cq_destroy(l->cq);
+	l->cq = NULL;
+	l->finished = true;
+
+	l->n_ref++; /* the callbacks may drop the last reference */
+	flush_users(l);
+	notify_waiters(l, NULL, l->error ?: -ECONNABORTED, l->reason);
+	log_info("Link %" PRIu64 " (%s, uid %u → %s) %s: %s", l->id, l->key.dev->info.name,
+		 (unsigned)l->key.uid, l->peer, link_state_name(l->state), l->reason);
+	link_unref(l);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct link *l = h->data;
+
+	if (--l->n_handles == 0)
+		finish(l);
+}
+
+static void close_handle(uv_handle_t *h)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, on_handle_closed);
+}
+
+/*
+ * Ends the link: out of the index at once (the next link_get() makes a new
+ * one), then the handles close (their fds are the channels', closed only
+ * after libuv forgot them) and finish() tears down and tells everyone.
+ */
+static void link_fail(struct link *l, enum link_state state, int error, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (l->closing)
+		return;
+	l->closing = true;
+	l->indexed = false;
+	l->error = error;
+	va_start(ap, fmt);
+	vsnprintf(l->reason, sizeof(l->reason), fmt, ap);
+	va_end(ap);
+	if (!l->has_fail_wc)
+		l->fail_seq = l->head_seq;
+	if (state == LINK_ERROR) {
+		l->stats.errors++;
+		if (l->ready_msec == 0)
+			l->pool->n_failed++;
+	}
+	set_state(l, state);
+	close_handle((uv_handle_t *)&l->timer);
+	close_handle((uv_handle_t *)&l->cm_poll);
+	if (l->cq_polling)
+		close_handle((uv_handle_t *)&l->cq_poll);
+}
+
+void link_close(struct link *l, int error, const char *why)
+{
+	link_fail(l, LINK_CLOSED, error ?: -ECONNABORTED, "%s", why);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	struct link *l = t->data;
+
+	if (l->state == LINK_CONNECTING)
+		link_fail(l, LINK_ERROR, -ETIMEDOUT, "no connection to %s within %u ms", l->peer,
+			  l->pool->cfg.connect_timeout_ms);
+	else if (l->state == LINK_READY && l->head_seq == l->tail_seq)
+		link_fail(l, LINK_CLOSED, -ETIMEDOUT, "idle for %u s", l->pool->cfg.idle_sec);
+}
+
+static void start_idle(struct link *l)
+{
+	uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000, 0);
+}
+
+/* One completion of ours, in order. */
+static void on_wc(struct link *l, const struct vb_wc *wc)
+{
+	uint64_t seq = wc->wr_id;
+	struct link_completion c;
+	struct link_slot *s;
+
+	if (wc->recv)
+		return; /* no receives are posted on links (yet) */
+	if (seq < l->head_seq || seq >= l->tail_seq) {
+		link_fail(l, LINK_ERROR, -EPROTO,
+			  "completion for work request %" PRIu64 " not in flight", seq);
+		return;
+	}
+	l->stats.completions++;
+	if (wc->status != VB_WC_SUCCESS) {
+		/* RC: everything before it completed, it and everything
+		 * after it did not. A flush first means the QP went to error
+		 * without a WR of ours failing: the connection dropped. */
+		l->fail_seq = seq;
+		l->fail_wc = *wc;
+		l->has_fail_wc = true;
+		if (wc->status == VB_WC_FLUSH_ERR)
+			link_fail(l, LINK_ERROR, -ECONNRESET,
+				  "the connection to %s dropped (work requests flushed)", l->peer);
+		else
+			link_fail(l, LINK_ERROR,
+				  wc->status == VB_WC_RETRY_EXC_ERR ? -EHOSTUNREACH : -EIO,
+				  "work request failed on %s: %s (vendor error 0x%x)", l->peer,
+				  wc->status_name, wc->vendor_err);
+		return;
+	}
+	/* A signalled completion retires every WR before it. */
+	for (; l->head_seq < seq; l->head_seq++)
+		l->ring[l->head_seq % l->window].user->n_inflight--;
+	s = &l->ring[seq % l->window];
+	s->user->n_inflight--;
+	l->head_seq = seq + 1;
+	c = (struct link_completion){ .wr_id = s->wr_id,
+				      .status = VB_WC_SUCCESS,
+				      .status_name = wc->status_name,
+				      .byte_len = wc->byte_len };
+	s->user->complete(s->user, &c);
+}
+
+/* Takes what the CQ holds; false once the link failed. */
+static bool drain_cq(struct link *l)
+{
+	struct vb_wc wc[POLL_BATCH];
+	int n;
+
+	do {
+		n = vb->cq_poll(l->cq, wc, POLL_BATCH);
+		if (n < 0) {
+			link_fail(l, LINK_ERROR, n, "completion queue of the link to %s failed: %s",
+				  l->peer, n == -EOVERFLOW ? "overflow" : strerror(-n));
+			return false;
+		}
+		for (int i = 0; i < n; i++) {
+			on_wc(l, &wc[i]);
+			if (l->state != LINK_READY)
+				return false;
+		}
+	} while (n == POLL_BATCH);
+	return true;
+}
+
+static void on_cq(uv_poll_t *h, int status, int events)
+{
+	struct link *l = h->data;
+
+	(void)events;
+	if (l->state != LINK_READY)
+		return;
+	if (status < 0) {
+		link_fail(l, LINK_ERROR, status, "completion channel failed: %s",
+			  uv_strerror(status));
+		return;
+	}
+	/* Ack and re-arm before polling: a completion after the poll then
+	 * raises a new event instead of being missed. */
+	while (vb->cq_event(l->cq) == 0)
+		;
+	if (drain_cq(l) && l->head_seq == l->tail_seq)
+		start_idle(l);
+}
+
+static const char *reject_reason(int why, int *ret_error)
+{
+	switch (why) {
+	case REJECT_BAD_REQUEST:
+		*ret_error = -EPROTO;
+		return "it found the connect request malformed";
+	case REJECT_BAD_TOKEN:
+		*ret_error = -EKEYREJECTED;
+		return "no such access token there (never issued, revoked, or its owner "
+		       "disconnected)";
+	case REJECT_NETWORK:
+		*ret_error = -EACCES;
+		return "it admits no RDMA peers from this network (allow-networks)";
+	case REJECT_LIMIT:
+		*ret_error = -EUSERS;
+		return "it is at its RDMA connection limit";
+	case REJECT_DEVICE:
+		*ret_error = -ENODEV;
+		return "its device failed or is not open";
+	default:
+		*ret_error = -ECONNREFUSED;
+		return "for a reason this daemon does not know";
+	}
+}
+
+static void on_rejected(struct link *l, const struct vb_conn_event *ev)
+{
+	const char *why;
+	int error;
+
+	if (ev->private_len >= 5 && memcmp(ev->private_data, ENDPOINT_REJECT_MAGIC, 4) == 0) {
+		l->reject = ev->private_data[4];
+		why = reject_reason(l->reject, &error);
+		link_fail(l, LINK_ERROR, error, "the remote daemon at %s refused the link: %s",
+			  l->peer, why);
+		return;
+	}
+	link_fail(l, LINK_ERROR, -ECONNREFUSED,
+		  "refused by the RDMA CM at %s (status %d): is an rdmamemd listening there?",
+		  l->peer, ev->status);
+}
+
+static int on_route(struct link *l)
+{
+	struct device *dev = l->key.dev;
+	uint8_t data[ENDPOINT_REQUEST_LEN] = ENDPOINT_MAGIC;
+	struct vb_qp_caps caps;
+	struct vb_pd *pd;
+	int r;
+
+	r = device_pd(dev, l->key.uid, &pd);
+	if (r < 0)
+		return r;
+	/* Every WR in flight may complete (flushes included) before a poll:
+	 * twice the window leaves room for receives later. */
+	r = vb->cq_create(dev->vb, l->window * 2, &l->cq);
+	if (r < 0)
+		return r;
+	r = uv_poll_init(l->pool->loop, &l->cq_poll, vb->cq_fd(l->cq));
+	if (r < 0)
+		return r;
+	l->cq_poll.data = l;
+	l->cq_polling = true;
+	l->n_handles++;
+	uv_poll_start(&l->cq_poll, UV_READABLE, on_cq);
+
+	l->initiator_depth = (uint8_t)MIN(dev->info.max_qp_init_rd_atom ?: 1U, 16U);
+	caps = (struct vb_qp_caps){ .max_send_wr = l->window,
+				    .max_recv_wr = 1,
+				    .initiator_depth = l->initiator_depth };
+	r = vb->conn_qp_create(l->conn, pd, l->cq, &caps, &l->qp);
+	if (r < 0)
+		return r;
+	data[4] = ENDPOINT_VERSION;
+	memcpy(data + 8, l->key.token, TOKEN_BYTES);
+	return vb->conn_connect(l->conn, data, sizeof(data), l->initiator_depth);
+}
+
+static void on_established(struct link *l)
+{
+	uv_timer_stop(&l->timer);
+	l->ready_msec = now_msec();
+	l->pool->n_connected++;
+	set_state(l, LINK_READY);
+	log_info("Link %" PRIu64 " (%s, uid %u → %s) ready in %" PRIu64 " ms", l->id,
+		 l->key.dev->info.name, (unsigned)l->key.uid, l->peer,
+		 l->ready_msec - l->created_msec);
+	start_idle(l);
+	l->n_ref++; /* a waiter may drop the last reference */
+	notify_waiters(l, l, 0, NULL);
+	link_unref(l);
+}
+
+static void on_cm(uv_poll_t *h, int status, int events)
+{
+	struct link *l = h->data;
+	struct vb_conn_event ev;
+	int r;
+
+	(void)events;
+	if (status < 0) {
+		link_fail(l, LINK_ERROR, status, "event channel failed: %s", uv_strerror(status));
+		return;
+	}
+	while (!l->closing && vb->conn_next_event(l->conn, &ev) == 0) {
+		switch (ev.kind) {
+		case VB_CONN_ADDR_RESOLVED:
+			if (vb->conn_device(l->conn) != l->key.dev->vb) {
+				link_fail(l, LINK_ERROR, -EXDEV,
+					  "the route to %s does not leave through %s", l->peer,
+					  l->key.dev->info.name);
+				break;
+			}
+			r = vb->conn_resolve_route(l->conn, (int)l->pool->cfg.connect_timeout_ms);
+			if (r < 0)
+				link_fail(l, LINK_ERROR, r, "cannot resolve a route to %s: %s",
+					  l->peer, strerror(-r));
+			break;
+		case VB_CONN_ROUTE_RESOLVED:
+			r = on_route(l);
+			if (r < 0)
+				link_fail(l, LINK_ERROR, r, "cannot connect to %s: %s", l->peer,
+					  strerror(-r));
+			break;
+		case VB_CONN_ESTABLISHED:
+			if (l->state == LINK_CONNECTING)
+				on_established(l);
+			break;
+		case VB_CONN_REJECTED:
+			on_rejected(l, &ev);
+			break;
+		case VB_CONN_UNREACHABLE:
+			link_fail(l, LINK_ERROR, -EHOSTUNREACH, "%s is unreachable (%s)", l->peer,
+				  ev.name);
+			break;
+		case VB_CONN_DISCONNECTED:
+			/* What completed before the peer left still counts. */
+			if (l->state == LINK_READY && !drain_cq(l))
+				break;
+			link_fail(l, LINK_ERROR, -ECONNRESET,
+				  "the remote daemon at %s disconnected", l->peer);
+			break;
+		case VB_CONN_TIMEWAIT_EXIT:
+		case VB_CONN_OTHER:
+			log_debug("Link %" PRIu64 ": %s", l->id, ev.name);
+			break;
+		}
+	}
+}
+
+static int link_new(struct link_pool *pool, const struct link_key *key, struct link **ret)
+{
+	struct link *l = calloc(1, sizeof(*l));
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	l->pool = pool;
+	l->id = ++pool->next_id;
+	l->key = *key;
+	l->window = pool->cfg.window;
+	l->max_msg = key->dev->info.n_ports ? key->dev->info.ports[0].max_msg_sz : 0;
+	l->ring = calloc(l->window, sizeof(*l->ring));
+	l->scratch = calloc(l->window, sizeof(*l->scratch));
+	list_init(&l->waiters);
+	list_add_tail(&l->node, &pool->links);
+	pool->n_links++;
+	l->created_msec = now_msec();
+	netaddr_format(&key->endpoint, l->peer, sizeof(l->peer));
+	if (!l->ring || !l->scratch) {
+		link_free(l);
+		return -ENOMEM;
+	}
+	r = vb->conn_create(&l->conn);
+	if (r < 0) {
+		link_free(l);
+		return r;
+	}
+	r = uv_poll_init(pool->loop, &l->cm_poll, vb->conn_fd(l->conn));
+	if (r < 0) {
+		vb->conn_destroy(l->conn);
+		link_free(l);
+		return r;
+	}
+	uv_timer_init(pool->loop, &l->timer);
+	l->cm_poll.data = l->timer.data = l;
+	l->n_handles = 2;
+	l->state = LINK_CONNECTING;
+	l->indexed = true;
+	uv_poll_start(&l->cm_poll, UV_READABLE, on_cm);
+	uv_timer_start(&l->timer, on_timer, pool->cfg.connect_timeout_ms, 0);
+	r = vb->conn_resolve_addr(l->conn, NULL, (const struct sockaddr *)&key->endpoint,
+				  (int)pool->cfg.connect_timeout_ms);
+	if (r < 0) {
+		/* Torn down like any failure, heard by nobody yet. */
+		link_fail(l, LINK_ERROR, r, "cannot resolve %s: %s", l->peer, strerror(-r));
+		return r;
+	}
+	*ret = l;
+	return 0;
+}
+
+int link_get(struct link_pool *pool, const struct link_key *key, struct link_waiter *w,
+	     struct link **ret)
+{
+	struct link *l;
+	int r;
+
+	list_for_each_entry(l, &pool->links, node) {
+		if (!l->indexed || !key_equal(&l->key, key))
+			continue;
+		if (l->state == LINK_READY) {
+			*ret = link_ref(l);
+			return 0;
+		}
+		goto wait;
+	}
+	r = link_new(pool, key, &l);
+	if (r < 0)
+		return r;
+wait:
+	w->link = l;
+	list_add_tail(&w->node, &l->waiters);
+	*ret = NULL;
+	return -EINPROGRESS;
+}
+
+void link_waiter_cancel(struct link_waiter *w)
+{
+	struct link *l = w->link;
+
+	if (!l)
+		return;
+	list_del(&w->node);
+	w->link = NULL;
+	/* Nobody wants it any more. */
+	if (list_empty(&l->waiters) && l->n_ref == 0)
+		link_fail(l, LINK_CLOSED, -ECANCELED, "nobody waits for it");
+}
+
+int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs, size_t n)
+{
+	size_t posted = 0;
+	int r;
+
+	if (l->state != LINK_READY)
+		return l->error ?: -ENOTCONN;
+	if (n == 0)
+		return 0;
+	if (n > link_space(l))
+		return -EAGAIN;
+	for (size_t i = 0; i < n; i++) {
+		struct vb_send_wr *w = &l->scratch[i];
+		uint64_t seq = l->tail_seq + i;
+
+		*w = wrs[i];
+		w->wr_id = seq;
+		w->signaled = wrs[i].signaled || i + 1 == n;
+		l->ring[seq % l->window] = (struct link_slot){ .user = u, .wr_id = wrs[i].wr_id };
+		l->stats.wrs++;
+		if (w->opcode == VB_WR_RDMA_READ)
+			l->stats.bytes_read += w->length;
+		else
+			l->stats.bytes_written += w->length;
+	}
+	/* In flight from here on, posted or not: a failed post fails the
+	 * link, and the walk tells u about every one of them. */
+	l->tail_seq += n;
+	u->n_inflight += (unsigned)n;
+	uv_timer_stop(&l->timer);
+	r = vb->qp_post_send(l->qp, l->scratch, n, &posted);
+	if (r < 0)
+		link_fail(l, LINK_ERROR, r, "posting to %s failed after %zu of %zu: %s", l->peer,
+			  posted, n, strerror(-r));
+	return 0;
+}
+
+void link_pool_stop(struct link_pool *pool)
+{
+	struct link *l;
+
+	list_for_each_entry(l, &pool->links, node)
+		if (!l->closing)
+			link_fail(l, LINK_CLOSED, -ESHUTDOWN, "the daemon is shutting down");
+}
+
+int link_pool_done(struct link_pool *pool)
+{
+	return list_empty(&pool->links) ? 0 : -EBUSY;
+}

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Links: the daemon's own RC queue pairs to other daemons, over which it
+ * posts one-sided READ and WRITE for its clients.
+ *
+ * A link goes from (local device, the initiating uid's PD there) to (a
+ * remote daemon's rdmacm endpoint, the token that admits it into the remote
+ * owner's PD): struct link_key. It connects actively through librdmacm
+ * (resolve address, resolve route, connect with the endpoint's private data:
+ * magic, version, token), each step on the link's event channel, polled in
+ * the loop, under one deadline. Its CQ (2 × window entries) is on a
+ * completion channel of its own, polled in the loop as well: on readable,
+ * take and ack the event, re-arm, poll until empty; nothing blocks.
+ *
+ * States: CONNECTING → READY → (ERROR | CLOSED). ERROR and CLOSED are
+ * final: the link is out of the pool's index, its QP destroyed (the device
+ * touches no memory after that), and link_get() makes a new one for the
+ * same key. ERROR: an error completion, the peer's DISCONNECTED, a CQ
+ * overflow, a failed post, a refused or timed-out connect. CLOSED: idle
+ * (nothing in flight for idle_sec), the last reference gone (the last
+ * holder — a session's remote handle, a transfer — let go), link_close(),
+ * link_pool_stop().
+ *
+ * Completions. Every WR posted retires exactly once, and RC completes in
+ * order: a callback for one of a user's WRs says that each earlier WR of
+ * that user is done. While the link lives, the user hears of its signalled
+ * WRs (the last of each link_post() is signalled whatever it asked). When
+ * the link fails, each user with WRs in flight hears once more, final: the
+ * WR named did not complete (its own error status when its completion
+ * carried the error, VB_WC_FLUSH_ERR otherwise), nor did any later one of
+ * that user; every earlier one did. The final callbacks come after the QP is
+ * destroyed, so the user may release the memory they touched.
+ *
+ * Callbacks are never made from inside link_get() or link_post(); they may
+ * post, get, unref and close. Loop thread only.
+ */
+#ifndef RDMAMEMD_LINK_H
+#define RDMAMEMD_LINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "util/list.h"
+#include "daemon/rdma/endpoint.h"
+#include "daemon/rdma/token.h"
+#include "daemon/rdma/verbs.h"
+
+struct device;
+struct link;
+
+#define LINK_WINDOW_DEFAULT 128U
+#define LINK_IDLE_SEC_DEFAULT 60U
+#define LINK_CONNECT_TIMEOUT_MS_DEFAULT 5000U
+
+enum link_state {
+	LINK_CONNECTING,
+	LINK_READY,
+	LINK_ERROR,
+	LINK_CLOSED,
+};
+
+struct link_key {
+	struct device *dev;
+	uid_t uid;                        /* whose PD on dev: its regions' lkeys work */
+	struct sockaddr_storage endpoint; /* the remote daemon's rdmacm address */
+	uint8_t token[TOKEN_BYTES];       /* admits us into the remote owner's PD */
+};
+
+struct link_completion {
+	uint64_t wr_id; /* the user's */
+	enum vb_wc_status status;
+	const char *status_name;
+	uint32_t vendor_err;
+	uint32_t byte_len;
+	/* The link failed: this WR and every later one of the user did not
+	 * complete. error and reason say why the link failed. */
+	bool final;
+	int error;
+	const char *reason;
+};
+
+/* One poster (a transfer), embedded in it; it must outlive its WRs. */
+struct link_user {
+	void (*complete)(struct link_user *u, const struct link_completion *c);
+	/* The link's: WRs in flight, and the failure walk's marks. */
+	unsigned n_inflight;
+	struct list_head fail_node;
+	bool fail_listed;
+	struct link_completion fail;
+};
+
+/* A caller of link_get() waiting for its link. */
+struct link_waiter {
+	struct list_head node; /* in link->waiters */
+	struct link *link;
+	/* l: the ready link and a reference for the waiter; or NULL with
+	 * error (-errno) and reason. */
+	void (*ready)(struct link_waiter *w, struct link *l, int error, const char *reason);
+};
+
+struct link_pool_config {
+	unsigned window;             /* WRs in flight per link (the send queue) */
+	unsigned idle_sec;           /* nothing in flight this long: closed */
+	unsigned connect_timeout_ms; /* connect, all steps */
+};
+
+struct link_pool {
+	uv_loop_t *loop;
+	struct link_pool_config cfg;
+	struct list_head links; /* struct link, until freed */
+	unsigned n_links;
+	uint64_t next_id;
+	uint64_t n_connected, n_failed;
+	/* Optional: a link changed state (visibility, the engine). */
+	void (*state_changed)(struct link *l, void *userdata);
+	void *userdata;
+};
+
+struct link_stats {
+	uint64_t wrs, bytes_read, bytes_written; /* posted */
+	uint64_t completions, errors;
+};
+
+/* In flight, in post order. */
+struct link_slot {
+	struct link_user *user;
+	uint64_t wr_id;
+};
+
+struct link {
+	struct list_head node; /* in pool->links */
+	struct link_pool *pool;
+	unsigned n_ref;
+	uint64_t id;
+	struct link_key key;
+	char peer[64]; /* the endpoint, as text */
+	enum link_state state;
+	bool indexed;     /* link_get() finds it: CONNECTING or READY */
+	bool closing;     /* handles closing: teardown under way */
+	bool finished;    /* resources gone, users told */
+	int error;        /* ERROR, CLOSED: why, as -errno */
+	char reason[192]; /* and in words */
+	int reject;       /* the endpoint's enum endpoint_reject, or 0 */
+	struct list_head waiters;
+
+	struct vb_conn *conn;
+	struct vb_cq *cq;
+	struct vb_qp *qp;
+	uv_poll_t cm_poll, cq_poll;
+	uv_timer_t timer; /* the connect deadline, then the idle timer */
+	bool cq_polling;
+	unsigned n_handles; /* initialised, not yet closed */
+
+	uint32_t max_msg;        /* the port's max message size */
+	uint8_t initiator_depth; /* READs in flight the peer allows */
+	unsigned window;
+	struct link_slot *ring; /* window entries; seq % window */
+	struct vb_send_wr *scratch;
+	uint64_t head_seq, tail_seq; /* oldest in flight; next to post */
+	/* The failure point: WRs before it completed; the one at it carried
+	 * fail_wc's error when has_fail_wc. */
+	uint64_t fail_seq;
+	bool has_fail_wc;
+	struct vb_wc fail_wc;
+
+	struct link_stats stats;
+	uint64_t created_msec, ready_msec; /* monotonic clock (uv_hrtime) */
+};
+
+/* cfg NULL or zero fields: the defaults above. */
+void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_pool_config *cfg);
+/* Closes every link (users and waiters hear -ESHUTDOWN); run the loop after. */
+void link_pool_stop(struct link_pool *pool);
+/* After the loop ran: -EBUSY while links are left (a reference not dropped). */
+int link_pool_done(struct link_pool *pool);
+
+/*
+ * The link for key: 0 and *ret (a reference) when one is READY; otherwise
+ * -EINPROGRESS and w is called once the link is ready or failed (cancel
+ * with link_waiter_cancel()); another -errno when no connect could start.
+ */
+int link_get(struct link_pool *pool, const struct link_key *key, struct link_waiter *w,
+	     struct link **ret);
+void link_waiter_cancel(struct link_waiter *w);
+
+struct link *link_ref(struct link *l);
+/* The last reference closes a live link and frees it once torn down. */
+struct link *link_unref(struct link *l);
+
+/* WRs that may be posted now. */
+unsigned link_space(const struct link *l);
+/*
+ * Posts n WRs for u, all or none: -EAGAIN when fewer than n fit in the
+ * window, -ENOTCONN (or the link's error) when it is not READY. wr_id is
+ * the user's own; the last WR is signalled.
+ */
+int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs, size_t n);
+/* Ends a live link (CLOSED; in-flight WRs flush with error and why). */
+void link_close(struct link *l, int error, const char *why);
+
+const char *link_state_name(enum link_state s);
+
+#endif
