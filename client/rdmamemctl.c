@@ -38,6 +38,7 @@ static void help(void)
 	       "  limits            your uid's limits and what it uses of each\n"
 	       "  doctor            check what the daemon needs, say what to fix\n"
 	       "  ping              check that the daemon answers\n"
+	       "  descriptor DESC   what a region descriptor names (endpoints, devices, keys)\n"
 	       "\n"
 	       "Options:\n"
 	       "  -s, --socket=PATH daemon socket (default: $RDMAMEM_SOCKET, the per-user\n"
@@ -234,6 +235,46 @@ static int region_params(const char *arg, char **ret)
 	*ret = cJSON_PrintUnformatted(params);
 	cJSON_Delete(params);
 	return *ret ? 0 : -ENOMEM;
+}
+
+/* A descriptor is parsed by the daemon (ImportRemote): the handle this
+ * connection gets dies with it when rdmamemctl exits. */
+static int descriptor_params(const char *arg, char **ret)
+{
+	cJSON *params;
+
+	if (!arg || !*arg) {
+		fprintf(stderr, "rdmamemctl: 'descriptor' wants a descriptor (rdmamem1....)\n");
+		return -EINVAL;
+	}
+	params = cJSON_CreateObject();
+	if (!params || !cJSON_AddStringToObject(params, "descriptor", arg)) {
+		cJSON_Delete(params);
+		return -ENOMEM;
+	}
+	*ret = cJSON_PrintUnformatted(params);
+	cJSON_Delete(params);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static void show_descriptor(const cJSON *reply)
+{
+	const cJSON *item;
+	char size[32];
+
+	format_bytes(get_u64(reply, "length"), size, sizeof(size));
+	printf("export %s of a region of %s (%" PRIu64 " bytes)\n", get_string(reply, "export"),
+	       size, get_u64(reply, "length"));
+	printf("  %-15s", "access:");
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "access"))
+		printf(" %s", cJSON_IsString(item) ? item->valuestring : "?");
+	printf("\n");
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "endpoints"))
+		printf("  %-15s %s\n", "endpoint:", cJSON_IsString(item) ? item->valuestring : "?");
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "devices"))
+		printf("  %-15s %s port %.0f gid %s addr 0x%" PRIx64 " rkey 0x%" PRIx64 "\n",
+		       "device:", get_string(item, "name"), get_number(item, "port"),
+		       get_string(item, "gid"), get_u64(item, "addr"), get_u64(item, "rkey"));
 }
 
 static void show_region(const cJSON *reply)
@@ -649,6 +690,8 @@ static const struct verb verbs[] = {
 	{ "region", "io.rdmamemd.GetRegion", .make_params = region_params, .show = show_region,
 	  .takes_arg = true },
 	{ "ping", "io.rdmamemd.Ping", .show = show_ping },
+	{ "descriptor", "io.rdmamemd.ImportRemote", .make_params = descriptor_params,
+	  .show = show_descriptor, .takes_arg = true },
 };
 
 static int query(struct rdmamem_client *c, const struct verb *v, const char *arg)

@@ -159,6 +159,38 @@ START_TEST(test_import_release)
 }
 END_TEST
 
+/* rdmamemctl descriptor: what a descriptor names, parsed by the daemon; a
+ * malformed one is refused with the daemon's reason. */
+START_TEST(test_cli_descriptor)
+{
+	char *desc = descriptor_of(1 << 20, 42), *out = NULL, *err = NULL;
+	const char *argv[] = { CTL_BIN, "-s", td.socket, "descriptor", desc, NULL };
+	const char *bad[] = { CTL_BIN, "-s", td.socket, "descriptor", "rdmamem1.AAAA", NULL };
+	const char *json[] = { CTL_BIN, "--json", "-s", td.socket, "descriptor", desc, NULL };
+	cJSON *reply;
+
+	ck_assert_int_eq(test_run(argv, &out, &err), 0);
+	ck_assert_msg(strstr(out, "export 42 of a region of 1.0 MiB (1048576 bytes)"), "%s", out);
+	ck_assert_msg(strstr(out, "10.0.2.15:7471"), "%s", out);
+	ck_assert_msg(strstr(out, "rxe0 port 1") && strstr(out, "rkey 0x1234"), "%s", out);
+	ck_assert_msg(!strstr(out, "5a5a"), "the token leaked: %s", out);
+	free(out);
+	free(err);
+	ck_assert_int_ne(test_run(bad, &out, &err), 0);
+	ck_assert_msg(strstr(err, "InvalidParameter"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(test_run(json, &out, &err), 0);
+	reply = cJSON_Parse(out);
+	ck_assert_ptr_nonnull(reply);
+	ck_assert_str_eq(test_str(reply, "export"), "42");
+	cJSON_Delete(reply);
+	free(out);
+	free(err);
+	free(desc);
+}
+END_TEST
+
 /* Hostile descriptors: refused with InvalidParameter naming descriptor and
  * why, and nothing imported. */
 START_TEST(test_hostile_descriptors)
@@ -377,6 +409,7 @@ Suite *remote_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_export_refusals);
 	tcase_add_test(tc, test_import_release);
+	tcase_add_test(tc, test_cli_descriptor);
 	tcase_add_test(tc, test_hostile_descriptors);
 	tcase_add_test(tc, test_caps);
 	tcase_add_test(tc, test_session_drop);
