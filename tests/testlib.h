@@ -194,6 +194,7 @@ Suite *frame_suite(void);
 Suite *json_suite(void);
 Suite *varlink_suite(void);
 Suite *outq_suite(void);
+Suite *conn_suite(void);
 Suite *sockpath_suite(void);
 Suite *daemon_suite(void);
 Suite *client_suite(void);
