@@ -407,6 +407,25 @@ static void append_msg(char *buf, size_t cap, size_t *len, const char *text)
 	*len += n;
 }
 
+/* Appends a Ping of data and its NUL to buf at *len. */
+static void append_ping(char *buf, size_t cap, size_t *len, const char *data)
+{
+	int n = snprintf(buf + *len, cap - *len, PING, data);
+
+	ck_assert(n >= 0 && (size_t)n < cap - *len);
+	*len += (size_t)n + 1;
+}
+
+/* The tick keeps the connection until deadline (the daemon's clock) and
+ * drops it then. */
+static void assert_dropped_at(uint64_t deadline)
+{
+	conn_tick(f.conn, deadline - 1);
+	ck_assert(!f.conn->closed);
+	conn_tick(f.conn, deadline);
+	ck_assert(f.conn->closed);
+}
+
 /* The deferred call answers {"data": data}. */
 static void answer_held(const char *data)
 {
@@ -488,14 +507,13 @@ START_TEST(test_pipelined)
 {
 	enum { N = 100 };
 	static char buf[N * 80];
-	char text[128], data[16];
+	char data[16];
 	size_t len = 0;
 
 	conn_open(0);
 	for (unsigned i = 0; i < N; i++) {
 		snprintf(data, sizeof(data), "p%u", i);
-		snprintf(text, sizeof(text), PING, data);
-		append_msg(buf, sizeof(buf), &len, text);
+		append_ping(buf, sizeof(buf), &len, data);
 	}
 	client_send(buf, len, NULL, 0);
 	for (unsigned i = 0; i < N; i++) {
@@ -511,15 +529,13 @@ END_TEST
  * it is answered. */
 START_TEST(test_pipelined_behind_deferred)
 {
-	char buf[512], text[128];
+	char buf[512];
 	size_t len = 0;
 
 	conn_open(0);
-	snprintf(text, sizeof(text), PING, "before");
-	append_msg(buf, sizeof(buf), &len, text);
+	append_ping(buf, sizeof(buf), &len, "before");
 	append_msg(buf, sizeof(buf), &len, "{\"method\":\"" TEST_INTERFACE ".Defer\"}");
-	snprintf(text, sizeof(text), PING, "after");
-	append_msg(buf, sizeof(buf), &len, text);
+	append_ping(buf, sizeof(buf), &len, "after");
 	client_send(buf, len, NULL, 0);
 
 	client_expect_pong("before");
@@ -770,13 +786,12 @@ END_TEST
  * read behind it is refused with ShuttingDown; then the daemon hangs up. */
 START_TEST(test_drain_deferred)
 {
-	char buf[256], text[128];
+	char buf[256];
 	size_t len = 0;
 
 	conn_open(0);
 	append_msg(buf, sizeof(buf), &len, "{\"method\":\"" TEST_INTERFACE ".Defer\"}");
-	snprintf(text, sizeof(text), PING, "queued");
-	append_msg(buf, sizeof(buf), &len, text);
+	append_ping(buf, sizeof(buf), &len, "queued");
 	client_send(buf, len, NULL, 0);
 	wait_until(is_held, NULL, "the deferred call");
 
@@ -808,13 +823,12 @@ static void flood_data(unsigned i, char *data)
 static void flood_send(void)
 {
 	static char buf[FLOOD_CALLS * (FLOOD_DATA + 80)];
-	char data[FLOOD_DATA + 1], text[FLOOD_DATA + 80];
+	char data[FLOOD_DATA + 1];
 	size_t len = 0;
 
 	for (unsigned i = 0; i < FLOOD_CALLS; i++) {
 		flood_data(i, data);
-		snprintf(text, sizeof(text), PING, data);
-		append_msg(buf, sizeof(buf), &len, text);
+		append_ping(buf, sizeof(buf), &len, data);
 	}
 	client_send(buf, len, NULL, 0);
 }
@@ -900,10 +914,7 @@ START_TEST(test_output_stall)
 	ck_assert_uint_gt(since, 0);
 	ck_assert_uint_le(since, uv_now(&f.loop));
 
-	conn_tick(f.conn, since + stall - 1);
-	ck_assert(!f.conn->closed);
-	conn_tick(f.conn, since + stall);
-	ck_assert(f.conn->closed);
+	assert_dropped_at(since + stall);
 	ck_assert_uint_lt(f.conn->n_calls, FLOOD_CALLS);
 	/* What was in the socket comes, then the end (perhaps amid a reply):
 	 * fewer replies than calls. */
@@ -932,10 +943,7 @@ START_TEST(test_input_stall)
 	wait_until(has_pending, &len, "the start of the message to be read");
 	since = f.conn->in_since;
 	stall = f.core.cfg.input_stall_sec * 1000ULL;
-	conn_tick(f.conn, since + stall - 1);
-	ck_assert(!f.conn->closed);
-	conn_tick(f.conn, since + stall);
-	ck_assert(f.conn->closed);
+	assert_dropped_at(since + stall);
 	client_expect_eof();
 }
 END_TEST
@@ -945,7 +953,7 @@ END_TEST
  * connection counts as refused, not admitted, until then. */
 START_TEST(test_reject)
 {
-	char buf[256], text[128];
+	char buf[256];
 	size_t len = 0;
 
 	conn_open(0);
@@ -954,10 +962,8 @@ START_TEST(test_reject)
 	ck_assert_uint_eq(f.server->n_rejected, 1);
 	ck_assert_uint_eq(f.conn->session->account->n_rejected, 1);
 
-	snprintf(text, sizeof(text), PING, "one");
-	append_msg(buf, sizeof(buf), &len, text);
-	snprintf(text, sizeof(text), PING, "two");
-	append_msg(buf, sizeof(buf), &len, text);
+	append_ping(buf, sizeof(buf), &len, "one");
+	append_ping(buf, sizeof(buf), &len, "two");
 	client_send(buf, len, NULL, 0);
 	client_expect_error(RDMAMEM_ERROR_TOO_MANY_CONNECTIONS);
 	ck_assert_uint_eq(f.conn->n_calls, 0);
