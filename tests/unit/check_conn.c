@@ -48,7 +48,7 @@
 
 /* The server and the one connection under test. Loop thread: the test's. */
 static struct {
-	int fds_before; /* the process's open fds but the loop's before setup */
+	int fds_before; /* the process's open fds once the loop is made */
 	uv_loop_t loop;
 	struct core core;
 	struct account_table accounts;
