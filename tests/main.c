@@ -14,6 +14,7 @@ int main(void)
 	srunner_add_suite(sr, json_suite());
 	srunner_add_suite(sr, varlink_suite());
 	srunner_add_suite(sr, outq_suite());
+	srunner_add_suite(sr, conn_suite());
 	srunner_add_suite(sr, codec_suite());
 	srunner_add_suite(sr, descriptor_suite());
 	srunner_add_suite(sr, lock_suite());

@@ -202,6 +202,7 @@ Suite *frame_suite(void);
 Suite *json_suite(void);
 Suite *varlink_suite(void);
 Suite *outq_suite(void);
+Suite *conn_suite(void);
 Suite *sockpath_suite(void);
 Suite *wr_plan_suite(void);
 Suite *window_suite(void);

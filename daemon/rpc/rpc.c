@@ -156,8 +156,11 @@ const struct rpc_method *rpc_method_next(size_t *i)
 	return NULL;
 }
 
-static const struct rpc_method *rpc_find_method(const char *name)
+static const struct rpc_method *rpc_find_method(const struct rpc_ctx *ctx, const char *name)
 {
+	for (const struct rpc_method *m = ctx->extra_methods; m && m->name; m++)
+		if (strcmp(m->name, name) == 0)
+			return m;
 	for (size_t t = 0; t < ELEMENTSOF(method_tables); t++)
 		for (const struct rpc_method *m = method_tables[t]; m->name; m++)
 			if (strcmp(m->name, name) == 0)
@@ -572,7 +575,7 @@ bool rpc_dispatch(struct rpc_call *call)
 	const struct varlink_call *vc = &call->vc;
 	const struct rpc_method *m;
 
-	m = rpc_find_method(vc->method);
+	m = rpc_find_method(call->ctx, vc->method);
 	/* Known methods by their static name; others under one label, so a
 	 * client cannot grow the table without bound. */
 	counters_bump(&call->ctx->core->stats.calls, m ? m->name : "(unknown method)", false);

@@ -94,6 +94,11 @@ struct rpc_ctx {
 	struct gpu_ctx *gpu;
 	const struct rpc_server_ops *server_ops;
 	const void *server; /* server_ops' */
+	/* Methods served besides the tables, found before them (a NULL name
+	 * ends it): a unit suite's own, which drives a real connection
+	 * through calls the suite controls (tests/unit/check_conn.c). NULL
+	 * in the daemon, which serves the tables alone. */
+	const struct rpc_method *extra_methods;
 };
 #define RDMAMEMD_INTERFACE "io.rdmamemd"
 
