@@ -36,6 +36,17 @@ struct errinfo;
 /* And of a reject: "RDMR", then the reason. */
 #define ENDPOINT_REJECT_MAGIC "RDMR"
 
+/*
+ * Receives posted on each queue pair a peer connected with an export's
+ * token (another daemon's link, which SENDs notifications after its
+ * writes), and the bytes of each: a notification's header and its at most
+ * 4 KiB (remote/notify_msg.h). A buffer is posted again as soon as what it
+ * received was handed on; a peer with more SENDs in flight than this waits
+ * (RNR retries) until buffers are posted again.
+ */
+#define ENDPOINT_RECV_DEPTH 16U
+#define ENDPOINT_RECV_BYTES 4120U
+
 enum endpoint_reject {
 	REJECT_BAD_REQUEST = 1, /* no or malformed private data */
 	REJECT_BAD_TOKEN = 2,   /* no such token */
