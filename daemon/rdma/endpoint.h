@@ -28,6 +28,7 @@ struct session;
 struct rdma_ctx;
 struct device;
 struct errinfo;
+struct recv_ring;
 
 /* rdmacm private data of a connect request: magic, version, token. */
 #define ENDPOINT_MAGIC "RDMT"
@@ -35,17 +36,6 @@ struct errinfo;
 #define ENDPOINT_REQUEST_LEN 24
 /* And of a reject: "RDMR", then the reason. */
 #define ENDPOINT_REJECT_MAGIC "RDMR"
-
-/*
- * Receives posted on each queue pair a peer connected with an export's
- * token (another daemon's link, which SENDs notifications after its
- * writes), and the bytes of each: a notification's header and its at most
- * 4 KiB (remote/notify_msg.h). A buffer is posted again as soon as what it
- * received was handed on; a peer with more SENDs in flight than this waits
- * (RNR retries) until buffers are posted again.
- */
-#define ENDPOINT_RECV_DEPTH 16U
-#define ENDPOINT_RECV_BYTES 4120U
 
 enum endpoint_reject {
 	REJECT_BAD_REQUEST = 1, /* no or malformed private data */
@@ -69,6 +59,9 @@ struct rconn {
 	struct account *account; /* of uid: counts its remote connections */
 	struct vb_cm_conn *cm;
 	struct vb_qp *qp;
+	/* Admitted by an export's token (rdmacm only): the receives its
+	 * notifications land in. */
+	struct recv_ring *rx;
 	uint32_t qpn;
 	char peer[128]; /* its address, or GID and the pid that set it up */
 	bool established;

@@ -12,7 +12,7 @@
  *	then length bytes.
  *
  * A message is one SEND of exactly NOTIFY_HEADER_BYTES + length bytes; the
- * receiver posts buffers of ENDPOINT_RECV_BYTES (a SEND longer than that
+ * receiver posts buffers of RECV_RING_BYTES (a SEND longer than that
  * fails on the receiving QP: RC gives no way to take half of it).
  */
 #ifndef RDMAMEMD_NOTIFY_MSG_H
@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "daemon/rdma/endpoint.h"
+#include "daemon/rdma/recv_ring.h"
 
 #define NOTIFY_MAGIC "RDMN"
 #define NOTIFY_VERSION 1
@@ -31,7 +31,7 @@
 #define NOTIFY_MAX 4096U
 #define NOTIFY_MSG_MAX (NOTIFY_HEADER_BYTES + NOTIFY_MAX)
 
-_Static_assert(NOTIFY_MSG_MAX <= ENDPOINT_RECV_BYTES,
+_Static_assert(NOTIFY_MSG_MAX <= RECV_RING_BYTES,
 	       "the endpoint's receive buffers must hold the largest notification");
 
 struct notify_header {
