@@ -515,6 +515,57 @@ _public_ int rdmamem_transfer_prepare(struct rdmamem_client *c, uint64_t region,
 	return call_u64(c, "io.rdmamemd.PrepareTransfer", p, NULL, 0, 0, "plan", ret_plan);
 }
 
+static int notification_parse(const cJSON *o, struct rdmamem_notification *ret)
+{
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(o, "data");
+	const cJSON *uid = cJSON_GetObjectItemCaseSensitive(o, "sender_uid");
+	ssize_t len;
+
+	if (!cJSON_IsString(data) || !cJSON_IsNumber(uid) ||
+	    json_to_u64(cJSON_GetObjectItemCaseSensitive(o, "export"), &ret->export_id) < 0 ||
+	    json_to_u64(cJSON_GetObjectItemCaseSensitive(o, "received_usec"), &ret->received_usec) <
+		    0)
+		return -EPROTO;
+	len = base64_decoded_len(data->valuestring, strlen(data->valuestring));
+	if (len < 0 || len > RDMAMEM_NOTIFY_MAX)
+		return -EPROTO;
+	base64_decode(data->valuestring, strlen(data->valuestring), ret->data);
+	ret->len = (size_t)len;
+	ret->sender_uid = (uint32_t)uid->valuedouble;
+	return 0;
+}
+
+_public_ int rdmamem_notifications_wait(struct rdmamem_client *c, int timeout_ms,
+					struct rdmamem_notification *ret, size_t n)
+{
+	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *root = NULL;
+	cJSON *reply = NULL, *item;
+	const cJSON *list;
+	size_t k = 0;
+	int r;
+
+	if (!ret || n == 0 || n > 256 || timeout_ms < 0)
+		return -EINVAL;
+	if (!p || !cJSON_AddNumberToObject(p, "timeout_ms", timeout_ms) ||
+	    !cJSON_AddNumberToObject(p, "max", (double)n))
+		return -ENOMEM;
+	r = rdmamem__call(c, "io.rdmamemd.WaitNotifications", p, NULL, 0, timeout_ms, &root, &reply,
+			  NULL, NULL);
+	if (r < 0)
+		return r;
+	list = cJSON_GetObjectItemCaseSensitive(reply, "notifications");
+	if (!cJSON_IsArray(list) || (size_t)cJSON_GetArraySize(list) > n)
+		goto bad;
+	cJSON_ArrayForEach(item, list)
+		if (notification_parse(item, &ret[k++]) < 0)
+			goto bad;
+	return (int)k;
+bad:
+	rdmamem__set_error(c, NULL, "the reply to WaitNotifications is malformed");
+	return -EPROTO;
+}
+
 _public_ int rdmamem_plan_release(struct rdmamem_client *c, uint64_t plan)
 {
 	cJSON *p = params_new();

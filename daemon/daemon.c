@@ -22,6 +22,7 @@
 #include "daemon/mem/region.h"
 #include "daemon/ipc/server.h"
 #include "daemon/rdma/token.h"
+#include "daemon/remote/notify.h"
 #include "daemon/remote/plan.h"
 
 #define DAEMON_TICK_MSEC 1000U
@@ -255,6 +256,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	token_registry_init(&d->rdma);
 	remote_ctx_init(&d->remote, &d->core, &d->rdma);
 	plan_init(&d->remote);
+	notify_init(&d->remote.notify, &d->rdma);
 	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);
 	d->rpc = (struct rpc_ctx){
 		.core = &d->core,

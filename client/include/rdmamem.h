@@ -271,6 +271,35 @@ int rdmamem_transfer_prepare(struct rdmamem_client *client, uint64_t region, uin
 /* -ENOENT when this connection holds no such plan. */
 int rdmamem_plan_release(struct rdmamem_client *client, uint64_t plan);
 
+/* The bytes a peer may attach to one transfer as its notification. */
+#define RDMAMEM_NOTIFY_MAX 4096
+
+/*
+ * A notification: bytes a peer's client attached to a transfer into one
+ * of this connection's exports. It arrives after that transfer's data is
+ * in place (the peer's daemon SENDs it after the writes, on the same RC
+ * queue pair).
+ */
+struct rdmamem_notification {
+	uint64_t export_id;     /* rdmamem_region_export()'s ret_id */
+	uint32_t sender_uid;    /* the sender's uid on its host, as its daemon states it */
+	uint64_t received_usec; /* CLOCK_REALTIME, when this daemon received it */
+	size_t len;
+	uint8_t data[RDMAMEM_NOTIFY_MAX];
+};
+
+/*
+ * Takes up to n notifications queued for this connection's exports,
+ * oldest first, into ret: at once when timeout_ms is 0, else waiting up to
+ * timeout_ms (at most an hour) for the first when none is queued. Returns
+ * how many (0: none came in time), or -errno. The daemon queues at most
+ * 256 per connection and drops (and counts, GetStats) what comes past
+ * that: read them. n: 1 to 256. The connection serves no other call while
+ * it waits.
+ */
+int rdmamem_notifications_wait(struct rdmamem_client *client, int timeout_ms,
+			       struct rdmamem_notification *ret, size_t n);
+
 /*
  * GPU memory (CUDA). The daemon loads the CUDA driver on the first GPU
  * import; without one these answer -ENXIO (io.rdmamemd.CudaUnavailable).

@@ -35,14 +35,17 @@ struct account;
  * they use (a transfer in flight keeps its own references); then remote
  * access — tokens (the peers they admitted go with them), then the queue
  * pairs set up with ConnectQueuePair — since peers reach this client's
- * memory; then leases, which hold the regions' locks (work still running
- * under a lease keeps it until it finishes); then the regions.
+ * memory; then the notifications queued for it (nothing adds to them once
+ * the tokens, and with them the peers' queue pairs, are gone); then
+ * leases, which hold the regions' locks (work still running under a lease
+ * keeps it until it finishes); then the regions.
  */
 enum session_kind {
 	SESSION_PLAN,
 	SESSION_REMOTE,
 	SESSION_TOKEN,
 	SESSION_RCONN,
+	SESSION_NOTIFY,
 	SESSION_LEASE,
 	SESSION_REGION,
 	SESSION_KIND_MAX,

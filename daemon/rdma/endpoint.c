@@ -12,6 +12,7 @@
 #include "daemon/rdma/rdma.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
+#include "daemon/rdma/recv_ring.h"
 #include "daemon/core/errinfo.h"
 #include "daemon/core/log.h"
 #include "daemon/core/netaddr.h"
@@ -123,6 +124,8 @@ void rconn_destroy(struct rconn *c, const char *why)
 		vb->cm_conn_destroy(c->cm);
 	if (c->qp)
 		vb->qp_destroy(c->qp);
+	/* The QP is gone: no receive lands any more. */
+	recv_ring_free(c->rx);
 	list_del(&c->link);
 	idseq_remove(&rdma->rconn_order, &c->order);
 	token_unadmit(&c->admission);
@@ -254,6 +257,36 @@ static void reject(struct vb_cm_conn *cm, enum endpoint_reject why)
 	vb->cm_conn_destroy(cm);
 }
 
+static void rconn_received(void *userdata, const uint8_t *data, size_t len)
+{
+	struct rconn *c = userdata;
+	struct rdma_ctx *rdma = c->dev->rdma;
+
+	if (rdma->received)
+		rdma->received(rdma->received_userdata, c, data, len);
+}
+
+/*
+ * A connection an export's token admitted: its QP on the CQ of a ring of
+ * receives, every one posted before the accept, so that the peer's first
+ * notification finds a buffer.
+ */
+static int rconn_receive(struct rconn *c, struct vb_pd *pd)
+{
+	struct vb_qp_caps caps = { .max_send_wr = 1, .max_recv_wr = RECV_RING_DEPTH };
+	struct rdma_ctx *rdma = c->dev->rdma;
+	struct vb_qp *qp;
+	int r;
+
+	r = recv_ring_new(rdma->core->loop, c->dev->vb, pd, rconn_received, c, &c->rx);
+	if (r < 0)
+		return r;
+	r = vb->cm_qp_create(c->cm, pd, c->rx->cq, &caps, &qp);
+	if (r < 0)
+		return r;
+	return recv_ring_start(c->rx, qp);
+}
+
 static void on_request(struct rdma_ctx *rdma, struct vb_cm_event *ev)
 {
 	struct admission a = { .peer = ev->peer };
@@ -289,6 +322,15 @@ static void on_request(struct rdma_ctx *rdma, struct vb_cm_event *ev)
 	}
 	c->cm = ev->conn;
 	snprintf(c->peer, sizeof(c->peer), "%s", a.peer_text);
+	if (t->export_id) {
+		r = rconn_receive(c, pd);
+		if (r < 0) {
+			log_warning_errno(r, "RDMA connection from %s: no receive buffers: %m",
+					  a.peer_text);
+			rconn_destroy(c, "no receive buffers");
+			return;
+		}
+	}
 	/* The peer drives READs and atomics: answer as many as it asks for,
 	 * within what the device does. */
 	r = vb->cm_accept(c->cm, pd,

@@ -28,6 +28,7 @@ struct session;
 struct rdma_ctx;
 struct device;
 struct errinfo;
+struct recv_ring;
 
 /* rdmacm private data of a connect request: magic, version, token. */
 #define ENDPOINT_MAGIC "RDMT"
@@ -58,6 +59,9 @@ struct rconn {
 	struct account *account; /* of uid: counts its remote connections */
 	struct vb_cm_conn *cm;
 	struct vb_qp *qp;
+	/* Admitted by an export's token (rdmacm only): the receives its
+	 * notifications land in. */
+	struct recv_ring *rx;
 	uint32_t qpn;
 	char peer[128]; /* its address, or GID and the pid that set it up */
 	bool established;

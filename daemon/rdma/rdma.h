@@ -18,6 +18,7 @@
 #include "util/list.h"
 
 struct core;
+struct rconn;
 struct vb_device;
 
 /*
@@ -52,6 +53,14 @@ struct rdma_ctx {
 	} * allow;
 	size_t n_allow;
 	uint64_t rejected; /* connections refused: token, network, limit */
+
+	/*
+	 * What peers SEND on the queue pairs an export's token admitted
+	 * (remote/notify.c sets it; NULL: dropped): c the connection, whose
+	 * token is live; data valid during the call only.
+	 */
+	void (*received)(void *userdata, struct rconn *c, const uint8_t *data, size_t len);
+	void *received_userdata;
 };
 
 #endif

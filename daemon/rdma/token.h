@@ -39,6 +39,9 @@ struct token {
 	uint8_t raw[TOKEN_BYTES];
 	char hex[TOKEN_BYTES * 2 + 1];
 	uint64_t created_msec;
+	/* The ExportRegion that made it (remote/export.c), or 0: connections
+	 * it admits get receive buffers for that export's notifications. */
+	uint64_t export_id;
 	struct list_head admitted; /* struct token_admission, of what it let in */
 	uint64_t n_admitted;
 };

@@ -55,7 +55,8 @@ struct vb_listener {
 
 struct vb_cm_conn {
 	struct rdma_cm_id *id;
-	struct ibv_cq *cq;
+	struct ibv_cq *cq; /* its own, when cm_accept made the QP */
+	struct vb_qp qp;
 	bool has_qp;
 };
 
@@ -591,31 +592,62 @@ static int real_cm_next_event(struct vb_listener *l, struct vb_cm_event *ret)
 	return 0;
 }
 
-static int real_cm_accept(struct vb_cm_conn *c, struct vb_pd *pd, uint8_t responder_resources,
-			  uint32_t *ret_qpn)
+/* c's QP in pd on cq (the caller's, or NULL: one of c's own). */
+static int cm_create_qp(struct vb_cm_conn *c, struct vb_pd *pd, struct ibv_cq *cq,
+			uint32_t max_send, uint32_t max_recv)
 {
 	struct ibv_qp_init_attr init = {
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = QP_DEPTH,
-			 .max_recv_wr = QP_DEPTH,
+		.cap = { .max_send_wr = max_send ?: 1,
+			 .max_recv_wr = max_recv ?: 1,
 			 .max_send_sge = 1,
 			 .max_recv_sge = 1 },
 	};
+
+	if (c->has_qp)
+		return -EEXIST;
+	if (pd->pd->context != c->id->verbs)
+		return -EXDEV;
+	if (!cq) {
+		c->cq = ibv_create_cq(c->id->verbs, QP_DEPTH * 2, NULL, NULL, 0);
+		if (!c->cq)
+			return fail(errno);
+		cq = c->cq;
+	}
+	init.send_cq = init.recv_cq = cq;
+	if (rdma_create_qp(c->id, pd->pd, &init) < 0)
+		return fail(errno);
+	c->has_qp = true;
+	c->qp = (struct vb_qp){ .qp = c->id->qp, .port = c->id->port_num };
+	return 0;
+}
+
+static int real_cm_qp_create(struct vb_cm_conn *c, struct vb_pd *pd, struct vb_cq *cq,
+			     const struct vb_qp_caps *caps, struct vb_qp **ret)
+{
+	int r = cm_create_qp(c, pd, cq->cq, caps->max_send_wr, caps->max_recv_wr);
+
+	if (r < 0)
+		return r;
+	*ret = &c->qp;
+	return 0;
+}
+
+static int real_cm_accept(struct vb_cm_conn *c, struct vb_pd *pd, uint8_t responder_resources,
+			  uint32_t *ret_qpn)
+{
 	struct rdma_conn_param param = {
 		.responder_resources = responder_resources,
 		.initiator_depth = 0,
 		.rnr_retry_count = 7,
 	};
+	int r;
 
-	if (pd->pd->context != c->id->verbs)
-		return -EXDEV;
-	c->cq = ibv_create_cq(c->id->verbs, QP_DEPTH * 2, NULL, NULL, 0);
-	if (!c->cq)
-		return fail(errno);
-	init.send_cq = init.recv_cq = c->cq;
-	if (rdma_create_qp(c->id, pd->pd, &init) < 0)
-		return fail(errno);
-	c->has_qp = true;
+	if (!c->has_qp) {
+		r = cm_create_qp(c, pd, NULL, QP_DEPTH, QP_DEPTH);
+		if (r < 0)
+			return r;
+	}
 	if (rdma_accept(c->id, &param) < 0)
 		return fail(errno);
 	*ret_qpn = c->id->qp->qp_num;
@@ -1048,6 +1080,7 @@ const struct vb_ops vb_real_ops = {
 	.cm_listen = real_cm_listen,
 	.cm_fd = real_cm_fd,
 	.cm_next_event = real_cm_next_event,
+	.cm_qp_create = real_cm_qp_create,
 	.cm_accept = real_cm_accept,
 	.cm_reject = real_cm_reject,
 	.cm_conn_destroy = real_cm_conn_destroy,

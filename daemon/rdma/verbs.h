@@ -218,6 +218,16 @@ struct vb_ops {
 	int (*cm_listen)(const struct sockaddr *addr, struct vb_listener **ret);
 	int (*cm_fd)(struct vb_listener *l);
 	int (*cm_next_event)(struct vb_listener *l, struct vb_cm_event *ret);
+	/*
+	 * The passive side's RC QP before it is accepted, in pd, both queues
+	 * on cq, with caps' queue sizes; owned by c (cm_conn_destroy frees
+	 * it). Receives posted on it before cm_accept are there before the
+	 * peer can send. Without it, cm_accept makes a QP of its own (one WR
+	 * each way, on a CQ nobody polls: the peer only READs and WRITEs).
+	 */
+	int (*cm_qp_create)(struct vb_cm_conn *c, struct vb_pd *pd, struct vb_cq *cq,
+			    const struct vb_qp_caps *caps, struct vb_qp **ret);
+	/* pd: for the QP made here when cm_qp_create made none. */
 	int (*cm_accept)(struct vb_cm_conn *c, struct vb_pd *pd, uint8_t responder_resources,
 			 uint32_t *ret_qpn);
 	int (*cm_reject)(struct vb_cm_conn *c, const void *data, size_t len);

@@ -10,6 +10,7 @@
 #include "daemon/rdma/device.h"
 #include "daemon/remote/descriptor.h"
 #include "proto/base64.h"
+#include "util/le.h"
 #include "util/macro.h"
 
 static bool all_zero(const uint8_t *p, size_t n)
@@ -87,8 +88,8 @@ static void put(struct cursor *c, const void *v, size_t n)
 
 static void put_le(struct cursor *c, uint64_t v, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		c->p[c->at++] = (uint8_t)(v >> (8 * i));
+	le_put(c->p + c->at, v, n);
+	c->at += n;
 }
 
 /* false when fewer than n bytes are left. */
@@ -103,10 +104,9 @@ static bool get(struct cursor *c, void *v, size_t n)
 
 static uint64_t get_le(struct cursor *c, size_t n)
 {
-	uint64_t v = 0;
+	uint64_t v = le_get(c->p + c->at, n);
 
-	for (size_t i = 0; i < n; i++)
-		v |= (uint64_t)c->p[c->at++] << (8 * i);
+	c->at += n;
 	return v;
 }
 

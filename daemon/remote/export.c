@@ -199,6 +199,7 @@ int remote_export(struct remote_ctx *ctx, struct session *s, struct region *r, c
 		return res;
 	memcpy(d.token, t->raw, TOKEN_BYTES);
 	d.id = ++ctx->next_export_id;
+	t->export_id = d.id;
 	res = descriptor_format(&d, ret_text, &why);
 	if (res < 0) {
 		/* What the daemon describes is its own: a refusal here is a bug. */

@@ -13,6 +13,7 @@
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
 #include "daemon/remote/link.h"
+#include "daemon/remote/notify_msg.h"
 
 /* Completions taken per poll call. */
 #define POLL_BATCH 32
@@ -92,6 +93,7 @@ static void link_free(struct link *l)
 {
 	list_del(&l->node);
 	l->pool->n_links--;
+	free(l->notify_buf);
 	free(l->ring);
 	free(l->scratch);
 	free(l);
@@ -195,6 +197,10 @@ static void finish(struct link *l)
 	l->qp = NULL;
 	vb->cq_destroy(l->cq);
 	l->cq = NULL;
+	/* No WR reads the send buffers once the QP is gone. */
+	if (l->notify_mr)
+		vb->mr_dereg(l->notify_mr);
+	l->notify_mr = NULL;
 	l->finished = true;
 
 	l->n_ref++; /* the callbacks may drop the last reference */
@@ -271,6 +277,18 @@ static void start_idle(struct link *l)
 	uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000, 0);
 }
 
+/* The WR at seq is done: its user has one fewer in flight, its
+ * notification buffer (the oldest in use) is free. */
+static struct link_slot *retire(struct link *l, uint64_t seq)
+{
+	struct link_slot *s = &l->ring[seq % l->window];
+
+	s->user->n_inflight--;
+	if (s->notify)
+		l->notify_head++;
+	return s;
+}
+
 /* One completion of ours, in order. */
 static void on_wc(struct link *l, const struct vb_wc *wc)
 {
@@ -305,9 +323,8 @@ static void on_wc(struct link *l, const struct vb_wc *wc)
 	}
 	/* A signalled completion retires every WR before it. */
 	for (; l->head_seq < seq; l->head_seq++)
-		l->ring[l->head_seq % l->window].user->n_inflight--;
-	s = &l->ring[seq % l->window];
-	s->user->n_inflight--;
+		retire(l, l->head_seq);
+	s = retire(l, seq);
 	l->head_seq = seq + 1;
 	c = (struct link_completion){ .wr_id = s->wr_id,
 				      .status = VB_WC_SUCCESS,
@@ -620,7 +637,7 @@ int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs,
 		l->stats.wrs++;
 		if (w->opcode == VB_WR_RDMA_READ)
 			l->stats.bytes_read += w->length;
-		else
+		else if (w->opcode != VB_WR_SEND)
 			l->stats.bytes_written += w->length;
 	}
 	/* In flight from here on, posted or not: a failed post fails the
@@ -632,6 +649,64 @@ int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs,
 	if (r < 0)
 		link_fail(l, LINK_ERROR, r, "posting to %s failed after %zu of %zu: %s", l->peer,
 			  posted, n, strerror(-r));
+	return 0;
+}
+
+/* The send buffers, registered in the key's PD at the first use. */
+static int notify_buffers(struct link *l)
+{
+	size_t size = (size_t)LINK_NOTIFY_SLOTS * NOTIFY_MSG_MAX;
+	struct vb_pd *pd;
+	uint32_t rkey;
+	int r;
+
+	if (l->notify_mr)
+		return 0;
+	r = device_pd(l->key.dev, l->key.uid, &pd);
+	if (r < 0)
+		return r;
+	if (!l->notify_buf) {
+		l->notify_buf = malloc(size);
+		if (!l->notify_buf)
+			return -ENOMEM;
+	}
+	/* A few KiB on the loop: cheaper than a trip to the pool. */
+	r = vb->mr_reg(pd, l->notify_buf, size, VB_ACCESS_LOCAL_WRITE, &l->notify_mr);
+	if (r < 0)
+		return r;
+	vb->mr_keys(l->notify_mr, &l->notify_lkey, &rkey);
+	return 0;
+}
+
+int link_post_notify(struct link *l, struct link_user *u, const void *data, size_t len,
+		     uint64_t export_id)
+{
+	struct vb_send_wr wr = { .wr_id = LINK_WR_ID_NOTIFY,
+				 .opcode = VB_WR_SEND,
+				 .signaled = true };
+	uint8_t *buf;
+	int r;
+
+	if (len > NOTIFY_MAX)
+		return -EMSGSIZE;
+	if (l->state != LINK_READY)
+		return l->error ?: -ENOTCONN;
+	if (l->notify_tail - l->notify_head == LINK_NOTIFY_SLOTS || link_space(l) == 0)
+		return -EAGAIN;
+	r = notify_buffers(l);
+	if (r < 0)
+		return r;
+	buf = l->notify_buf + (l->notify_tail % LINK_NOTIFY_SLOTS) * NOTIFY_MSG_MAX;
+	wr.length = (uint32_t)notify_msg_encode(buf, export_id, l->key.uid, data, len);
+	wr.local_addr = (uint64_t)(uintptr_t)buf;
+	wr.lkey = l->notify_lkey;
+	r = link_post(l, u, &wr, 1);
+	if (r < 0)
+		return r;
+	/* The slot link_post() just filled holds the buffer until it retires. */
+	l->ring[(l->tail_seq - 1) % l->window].notify = true;
+	l->notify_tail++;
+	l->stats.notifications++;
 	return 0;
 }
 

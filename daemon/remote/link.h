@@ -55,6 +55,10 @@ struct link;
 #define LINK_WINDOW_DEFAULT 128U
 #define LINK_IDLE_SEC_DEFAULT 60U
 #define LINK_CONNECT_TIMEOUT_MS_DEFAULT 5000U
+/* Notifications in flight per link at most: their send buffers. */
+#define LINK_NOTIFY_SLOTS 8U
+/* The wr_id a notification's SEND carries to its user's complete(). */
+#define LINK_WR_ID_NOTIFY UINT64_MAX
 
 enum link_state {
 	LINK_CONNECTING,
@@ -122,6 +126,7 @@ struct link_pool {
 
 struct link_stats {
 	uint64_t wrs, bytes_read, bytes_written; /* posted */
+	uint64_t notifications;                  /* posted (link_post_notify()) */
 	uint64_t completions, errors;
 };
 
@@ -129,6 +134,7 @@ struct link_stats {
 struct link_slot {
 	struct link_user *user;
 	uint64_t wr_id;
+	bool notify; /* holds the oldest notification send buffer in use */
 };
 
 struct link {
@@ -167,6 +173,14 @@ struct link {
 	bool has_fail_wc;
 	struct vb_wc fail_wc;
 
+	/* Notifications' send buffers: LINK_NOTIFY_SLOTS of NOTIFY_MSG_MAX
+	 * bytes, registered in the key's PD at the first notification; in use:
+	 * [notify_head, notify_tail), retired in post order with their WRs. */
+	uint8_t *notify_buf;
+	struct vb_mr *notify_mr;
+	uint32_t notify_lkey;
+	uint64_t notify_head, notify_tail;
+
 	struct link_stats stats;
 	uint64_t created_msec, ready_msec; /* monotonic clock (uv_hrtime) */
 };
@@ -199,6 +213,24 @@ unsigned link_space(const struct link *l);
  * the user's own; the last WR is signalled.
  */
 int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs, size_t n);
+/*
+ * Posts a notification for u: one signalled SEND of a header (the export
+ * id the initiator imported, the key's uid as the sender, the length) and
+ * len ≤ NOTIFY_MAX bytes of data (copied: data may go when this returns).
+ * RC executes a QP's send queue in order, so the remote daemon receives it
+ * only after every WR posted on this link before it has been carried out
+ * there: post it after the transfer's last WRITE on this link, and it
+ * arrives after their data. Only this link's WRs are ordered before it:
+ * a transfer striped over several links posts it once the others' WRs
+ * have completed. It completes like any WR of u, with wr_id
+ * LINK_WR_ID_NOTIFY (the link's failure names it in a final callback when
+ * it is u's first WR not done). -EMSGSIZE when len > NOTIFY_MAX; -EAGAIN
+ * when the window or the LINK_NOTIFY_SLOTS buffers are full; -ENOTCONN (or
+ * the link's error) when it is not READY; another -errno when the send
+ * buffers cannot be registered.
+ */
+int link_post_notify(struct link *l, struct link_user *u, const void *data, size_t len,
+		     uint64_t export_id);
 /* Ends a live link (CLOSED; in-flight WRs flush with error and why). */
 void link_close(struct link *l, int error, const char *why);
 

@@ -21,6 +21,7 @@
 
 #include "daemon/core/session.h"
 #include "daemon/remote/descriptor.h"
+#include "daemon/remote/notify.h"
 #include "util/idmap.h"
 
 struct account;
@@ -35,6 +36,7 @@ struct remote_ctx {
 	struct idmap plans;   /* id → struct plan, while prepared */
 	uint64_t next_remote_id, next_plan_id, next_export_id;
 	unsigned n_remotes, n_plans; /* in the maps */
+	struct notify_ctx notify;    /* notifications received (notify.h) */
 };
 
 struct remote {

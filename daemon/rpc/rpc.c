@@ -19,7 +19,7 @@
 
 static const struct rpc_method *const method_tables[] = {
 	rpc_service_methods, rpc_core_methods,   rpc_region_methods, rpc_data_methods,
-	rpc_rdma_methods,    rpc_remote_methods, rpc_gpu_methods,
+	rpc_rdma_methods,    rpc_remote_methods, rpc_notify_methods, rpc_gpu_methods,
 };
 
 int rpc_message_measure(struct rpc_message *m)
@@ -428,6 +428,31 @@ int rpc_deferred_fail(struct rpc_deferred *d, int err)
 void rpc_deferred_drop(struct rpc_deferred *d)
 {
 	rpc_deferred_end(d);
+}
+
+int rpc_deferred_continue(struct rpc_deferred *d, cJSON *params)
+{
+	_cleanup_json_ cJSON *p = params;
+	_cleanup_json_ cJSON *msg = NULL;
+	struct rpc_call *call = d->call;
+	int r;
+
+	assert(d->live);
+	if (!call->vc.more)
+		return -EINVAL;
+	if (call->cancelled)
+		return 0;
+	msg = cJSON_CreateObject();
+	if (!msg || (!p && !(p = cJSON_CreateObject())))
+		return -ENOMEM;
+	cJSON_AddItemToObject(msg, "parameters", TAKE_PTR(p));
+	if (!cJSON_AddTrueToObject(msg, "continues"))
+		return -ENOMEM;
+	r = call->transport->send_json(call->owner, msg);
+	if (r < 0)
+		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
+				  call->session->id);
+	return r;
 }
 
 void rpc_call_cancel(struct rpc_call *call)

@@ -296,6 +296,13 @@ int rpc_deferred_error(struct rpc_deferred *d, struct errinfo *e);
 int rpc_deferred_fail(struct rpc_deferred *d, int err);
 /* Ends d without an answer (after on_cancel, or for a oneway call). */
 void rpc_deferred_drop(struct rpc_deferred *d);
+/*
+ * One reply of a call made with "more": true that is not its last
+ * ({"parameters": …, "continues": true}); d stays live, and the call ends
+ * later with one of the forms above. params is consumed. Dropped after a
+ * cancel; -EINVAL (nothing sent) for a call made without "more".
+ */
+int rpc_deferred_continue(struct rpc_deferred *d, cJSON *params);
 
 /*
  * Replies. params is consumed (may be NULL for an empty object). The error
@@ -385,6 +392,7 @@ extern const struct rpc_method rpc_region_methods[];
 extern const struct rpc_method rpc_data_methods[];
 extern const struct rpc_method rpc_rdma_methods[];
 extern const struct rpc_method rpc_remote_methods[];
+extern const struct rpc_method rpc_notify_methods[];
 extern const struct rpc_method rpc_gpu_methods[];
 
 /* The interfaces served, with their doc (rpc_idl.c); a NULL name ends it. */

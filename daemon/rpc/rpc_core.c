@@ -10,6 +10,7 @@
 #include "daemon/core/core.h"
 #include "proto/json.h"
 #include "daemon/rdma/rdma.h"
+#include "daemon/remote/remote.h"
 #include "daemon/mem/region.h"
 #include "daemon/rpc/rpc.h"
 #include "daemon/core/session.h"
@@ -183,12 +184,21 @@ RPC_DEFINE_METHOD(GetStats,
 		  VARLINK_OUTPUT(pinned_bytes_peak, VARLINK_U64, 0),
 		  VARLINK_OUTPUT(rdma_registrations, VARLINK_U64, 0),
 		  VARLINK_OUTPUT(rdma_registration_failures, VARLINK_U64, 0),
-		  VARLINK_OUTPUT(rdma_rejected_connections, VARLINK_U64, 0));
+		  VARLINK_OUTPUT(rdma_rejected_connections, VARLINK_U64, 0),
+		  VARLINK_FIELD_COMMENT("notifications queued for their exports' owners"),
+		  VARLINK_OUTPUT(notifications_received, VARLINK_U64, 0),
+		  VARLINK_FIELD_COMMENT("dropped: the owner's queue was full"),
+		  VARLINK_OUTPUT(notifications_dropped_full, VARLINK_U64, 0),
+		  VARLINK_FIELD_COMMENT("dropped: not a notification of the connection's export"),
+		  VARLINK_OUTPUT(notifications_dropped_malformed, VARLINK_U64, 0));
 /* clang-format on */
 
 static int method_get_stats(struct rpc_call *call, _unused_ void *params)
 {
 	const struct stats *st = &call->ctx->core->stats;
+	static const struct notify_stats none;
+	const struct notify_stats *ns = call->ctx->remote ? &call->ctx->remote->notify.stats :
+							    &none;
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 	cJSON *calls, *errors;
 
@@ -210,7 +220,10 @@ static int method_get_stats(struct rpc_call *call, _unused_ void *params)
 	    json_add_u64(p, "pinned_bytes_peak", st->pinned_peak) < 0 ||
 	    json_add_u64(p, "rdma_registrations", st->mrs_registered) < 0 ||
 	    json_add_u64(p, "rdma_registration_failures", st->mr_failures) < 0 ||
-	    json_add_u64(p, "rdma_rejected_connections", call->ctx->rdma->rejected) < 0)
+	    json_add_u64(p, "rdma_rejected_connections", call->ctx->rdma->rejected) < 0 ||
+	    json_add_u64(p, "notifications_received", ns->received) < 0 ||
+	    json_add_u64(p, "notifications_dropped_full", ns->full) < 0 ||
+	    json_add_u64(p, "notifications_dropped_malformed", ns->malformed) < 0)
 		return -ENOMEM;
 	return rpc_reply(call, TAKE_PTR(p));
 }

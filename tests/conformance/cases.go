@@ -277,6 +277,14 @@ var cases = []*testCase{
 	{what: "ReleaseRemote", conn: "lib", method: "io.rdmamemd.ReleaseRemote", params: obj("remote", "$remote")},
 	{what: "ReleaseRemote again", conn: "lib", method: "io.rdmamemd.ReleaseRemote", params: obj("remote", "$remote"),
 		err: "io.rdmamemd.NoSuchRemote"},
+	// Nothing sends this suite's daemon notifications: the poll form
+	// answers an empty list, at once or after its timeout.
+	{what: "WaitNotifications", conn: "lib", method: "io.rdmamemd.WaitNotifications"},
+	{what: "WaitNotifications with a timeout", conn: "lib", method: "io.rdmamemd.WaitNotifications",
+		params: obj("timeout_ms", 20, "max", 4)},
+	{what: "WaitNotifications with max 0", conn: "lib", method: "io.rdmamemd.WaitNotifications",
+		params: obj("max", 0), err: "org.varlink.service.InvalidParameter",
+		errParams: map[string]string{"parameter": "max"}},
 	{what: "RetryRegistration", conn: "lib", method: "io.rdmamemd.RetryRegistration",
 		params: obj("region", "$B", "device", "$failed"),
 		need: func(s *suite) string {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/remote/descriptor.h"
@@ -401,6 +402,44 @@ START_TEST(test_export_rdma)
 }
 END_TEST
 
+/*
+ * WaitNotifications where nothing sends any (the host has no RDMA): the
+ * poll form answers none at once, a wait answers none after its timeout, a
+ * stream answers nothing and ends with its connection.
+ */
+static uint64_t now_msec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+START_TEST(test_notifications_none)
+{
+	static struct rdmamem_notification got[4];
+	struct rdmamem_client *c = test_client(td.socket);
+	uint64_t t0;
+	char *reply = NULL;
+	int fd;
+
+	ck_assert_int_eq(rdmamem_notifications_wait(c, 0, got, 4), 0);
+	t0 = now_msec();
+	ck_assert_int_eq(rdmamem_notifications_wait(c, 60, got, 4), 0);
+	ck_assert_uint_ge(now_msec() - t0, 55);
+	ck_assert_int_eq(rdmamem_notifications_wait(c, 0, got, 0), -EINVAL);
+	ck_assert_int_eq(rdmamem_notifications_wait(c, 0, got, 257), -EINVAL);
+
+	fd = test_connect(td.socket);
+	test_send_msg(fd, "{\"method\":\"io.rdmamemd.WaitNotifications\",\"more\":true}", NULL, 0);
+	ck_assert_int_lt(test_recv_msg(fd, &reply, 150), 0);
+	close(fd);
+	test_assert_serving(td.socket);
+	ck_assert_int_eq(rdmamem_notifications_wait(c, 0, got, 1), 0);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 Suite *remote_suite(void)
 {
 	Suite *s = suite_create("remote");
@@ -414,6 +453,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, test_caps);
 	tcase_add_test(tc, test_session_drop);
 	tcase_add_test(tc, test_plan_ranges);
+	tcase_add_test(tc, test_notifications_none);
 	suite_add_tcase(s, tc);
 	tcase_set_tags(rx, "rdma");
 	tcase_set_timeout(rx, 120);

@@ -816,6 +816,19 @@ static int f_cm_next_event(struct vb_listener *l, struct vb_cm_event *ret)
 	return 0;
 }
 
+static int f_cm_qp_create(struct vb_cm_conn *cm, struct vb_pd *pd, struct vb_cq *cq,
+			  const struct vb_qp_caps *caps, struct vb_qp **ret)
+{
+	if (cm->qp)
+		return -EEXIST;
+	cm->qp = calloc(1, sizeof(*cm->qp));
+	if (!cm->qp)
+		return -ENOMEM;
+	qp_init(cm->qp, pd, cq, caps->max_send_wr);
+	*ret = cm->qp;
+	return 0;
+}
+
 static int f_cm_accept(struct vb_cm_conn *cm, struct vb_pd *pd, uint8_t responder_resources,
 		       uint32_t *ret_qpn)
 {
@@ -824,10 +837,12 @@ static int f_cm_accept(struct vb_cm_conn *cm, struct vb_pd *pd, uint8_t responde
 	(void)responder_resources;
 	if (!c || !c->has_qp)
 		return -ECONNRESET; /* the active side gave up meanwhile */
-	cm->qp = calloc(1, sizeof(*cm->qp));
-	if (!cm->qp)
-		return -ENOMEM;
-	qp_init(cm->qp, pd, NULL, 1);
+	if (!cm->qp) {
+		cm->qp = calloc(1, sizeof(*cm->qp));
+		if (!cm->qp)
+			return -ENOMEM;
+		qp_init(cm->qp, pd, NULL, 1);
+	}
 	cm->qp->peer = &c->qp;
 	c->qp.peer = cm->qp;
 	cm->established = true;
@@ -1102,6 +1117,7 @@ const struct vb_ops fake_vb_ops = {
 	.cm_listen = f_cm_listen,
 	.cm_fd = f_cm_fd,
 	.cm_next_event = f_cm_next_event,
+	.cm_qp_create = f_cm_qp_create,
 	.cm_accept = f_cm_accept,
 	.cm_reject = f_cm_reject,
 	.cm_conn_destroy = f_cm_conn_destroy,

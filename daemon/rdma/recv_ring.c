@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/log.h"
+#include "daemon/rdma/recv_ring.h"
+#include "util/macro.h"
+
+/* Completions taken per poll call. */
+#define POLL_BATCH 16
+
+static struct vb_recv_wr recv_wr(const struct recv_ring *ring, uint64_t i)
+{
+	return (struct vb_recv_wr){ .wr_id = i,
+				    .addr = (uint64_t)(uintptr_t)(ring->buf + i * RECV_RING_BYTES),
+				    .lkey = ring->lkey,
+				    .length = RECV_RING_BYTES };
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	struct recv_ring *ring = h->data;
+
+	vb->cq_destroy(ring->cq);
+	if (ring->mr)
+		vb->mr_dereg(ring->mr);
+	free(ring->buf);
+	free(ring);
+}
+
+void recv_ring_free(struct recv_ring *ring)
+{
+	if (ring)
+		uv_close((uv_handle_t *)&ring->poll, on_closed);
+}
+
+static void repost(struct recv_ring *ring, uint64_t i)
+{
+	struct vb_recv_wr w = recv_wr(ring, i);
+	size_t posted = 0;
+	int r = vb->qp_post_recv(ring->qp, &w, 1, &posted);
+
+	if (r < 0) {
+		ring->dead = true;
+		log_warning_errno(r, "Cannot post a receive again: %m");
+		return;
+	}
+	ring->stats.reposted++;
+}
+
+static void on_wc(struct recv_ring *ring, const struct vb_wc *wc)
+{
+	if (!wc->recv || wc->wr_id >= RECV_RING_DEPTH)
+		return; /* the passive side posts no sends */
+	if (wc->status != VB_WC_SUCCESS) {
+		ring->stats.errors++;
+		if (wc->status != VB_WC_FLUSH_ERR)
+			log_notice("A receive failed: %s (vendor error 0x%x)", wc->status_name,
+				   wc->vendor_err);
+		return;
+	}
+	ring->stats.received++;
+	ring->received(ring->userdata, ring->buf + wc->wr_id * RECV_RING_BYTES,
+		       MIN(wc->byte_len, RECV_RING_BYTES));
+	if (!ring->dead)
+		repost(ring, wc->wr_id);
+}
+
+static void on_cq(uv_poll_t *h, int status, int events)
+{
+	struct recv_ring *ring = h->data;
+	struct vb_wc wc[POLL_BATCH];
+	int n;
+
+	(void)events;
+	if (status < 0 || ring->dead)
+		return;
+	/* Ack and re-arm before polling: a completion after the poll then
+	 * raises a new event instead of being missed. */
+	while (vb->cq_event(ring->cq) == 0)
+		;
+	do {
+		n = vb->cq_poll(ring->cq, wc, POLL_BATCH);
+		if (n < 0) {
+			ring->dead = true;
+			uv_poll_stop(&ring->poll);
+			log_warning_errno(n, "Receive queue failed: %m");
+			return;
+		}
+		for (int i = 0; i < n; i++)
+			on_wc(ring, &wc[i]);
+	} while (n == POLL_BATCH);
+}
+
+int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
+		  void (*received)(void *userdata, const uint8_t *data, size_t len), void *userdata,
+		  struct recv_ring **ret)
+{
+	size_t size = (size_t)RECV_RING_DEPTH * RECV_RING_BYTES;
+	struct recv_ring *ring = calloc(1, sizeof(*ring));
+	uint32_t rkey;
+	int r;
+
+	if (!ring)
+		return -ENOMEM;
+	ring->received = received;
+	ring->userdata = userdata;
+	ring->buf = malloc(size);
+	if (!ring->buf) {
+		free(ring);
+		return -ENOMEM;
+	}
+	/* Small and once per connection: on the loop, like the QP itself. */
+	r = vb->mr_reg(pd, ring->buf, size, VB_ACCESS_LOCAL_WRITE, &ring->mr);
+	if (r == 0)
+		r = vb->cq_create(dev, RECV_RING_DEPTH, &ring->cq);
+	if (r == 0)
+		r = uv_poll_init(loop, &ring->poll, vb->cq_fd(ring->cq));
+	if (r < 0) {
+		vb->cq_destroy(ring->cq);
+		if (ring->mr)
+			vb->mr_dereg(ring->mr);
+		free(ring->buf);
+		free(ring);
+		return r;
+	}
+	vb->mr_keys(ring->mr, &ring->lkey, &rkey);
+	ring->poll.data = ring;
+	*ret = ring;
+	return 0;
+}
+
+int recv_ring_start(struct recv_ring *ring, struct vb_qp *qp)
+{
+	struct vb_recv_wr w[RECV_RING_DEPTH];
+	size_t posted = 0;
+	int r;
+
+	ring->qp = qp;
+	for (uint64_t i = 0; i < RECV_RING_DEPTH; i++)
+		w[i] = recv_wr(ring, i);
+	r = vb->qp_post_recv(qp, w, RECV_RING_DEPTH, &posted);
+	if (r < 0) {
+		ring->dead = true;
+		return r;
+	}
+	return uv_poll_start(&ring->poll, UV_READABLE, on_cq);
+}

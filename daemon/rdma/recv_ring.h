@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A ring of receive buffers on one queue pair: RECV_RING_DEPTH buffers
+ * of RECV_RING_BYTES, registered (local write) in the QP's protection
+ * domain, and the QP's CQ on a completion channel polled in the loop. The
+ * endpoint gives one to each queue pair a peer connected with an export's
+ * token, for the notifications that peer SENDs (remote/notify.c).
+ *
+ * Every buffer is posted before the connection is accepted. On readable:
+ * take and ack the channel's event, re-arm, poll until empty; each
+ * successful receive is handed to received() (the bytes are valid during
+ * the call only) and its buffer posted again at once. A receive that
+ * completes in error is counted, not posted again: a flush means the QP is
+ * going away, any other status (a SEND longer than a buffer) leaves the QP
+ * in error, and the peer's link fails with it. Nothing blocks.
+ *
+ * Teardown: the QP first (the device writes no buffer after that), then
+ * recv_ring_free(), which closes the poll handle and frees the CQ, the MR
+ * and the buffers once libuv let go of the fd. Loop thread only.
+ */
+#ifndef RDMAMEMD_RECV_RING_H
+#define RDMAMEMD_RECV_RING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "daemon/rdma/verbs.h"
+
+/*
+ * Receives posted on each queue pair a peer connected with an export's
+ * token (another daemon's link, which SENDs notifications after its
+ * writes), and the bytes of each: a notification's header and its at most
+ * 4 KiB (remote/notify_msg.h). A buffer is posted again as soon as what it
+ * received was handed on; a peer with more SENDs in flight than this waits
+ * (RNR retries) until buffers are posted again.
+ */
+#define RECV_RING_DEPTH 16U
+#define RECV_RING_BYTES 4120U
+
+struct recv_ring_stats {
+	uint64_t received; /* completed without error, handed on */
+	uint64_t errors;   /* completed in error, flushes included */
+	uint64_t reposted;
+};
+
+struct recv_ring {
+	uv_poll_t poll;
+	struct vb_cq *cq; /* the QP's, both queues */
+	struct vb_mr *mr;
+	uint8_t *buf; /* RECV_RING_DEPTH × RECV_RING_BYTES */
+	uint32_t lkey;
+	struct vb_qp *qp; /* recv_ring_start()'s */
+	bool dead;        /* a CQ or post failure: nothing is posted again */
+	void (*received)(void *userdata, const uint8_t *data, size_t len);
+	void *userdata;
+	struct recv_ring_stats stats;
+};
+
+/* The CQ (make the QP on ring->cq), the buffers and their MR in pd. */
+int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
+		  void (*received)(void *userdata, const uint8_t *data, size_t len), void *userdata,
+		  struct recv_ring **ret);
+/* Posts every buffer on qp (made on ring->cq), before the peer may send. */
+int recv_ring_start(struct recv_ring *ring, struct vb_qp *qp);
+/* After the QP is destroyed (or was never made). NULL is fine. */
+void recv_ring_free(struct recv_ring *ring);
+
+#endif
