@@ -6,8 +6,8 @@
 # BUILD_DIR/vmlinuz            Debian's stock kernel: ours has no InfiniBand
 #                              support, Debian's has rdma_rxe as a module
 # BUILD_DIR/initramfs.cpio.gz  busybox, iproute2, rdma-core's rxe provider and
-#                              tools, the RDMA modules, tests/vm/init and
-#                              smoke.sh, and every FILE at its own absolute path
+#                              tools, the RDMA and virtio-net modules,
+#                              tests/vm/init, smoke.sh and hostd.sh, and every FILE at its own absolute path
 #                              (the tests find their programs through paths
 #                              compiled in), each with the libraries ldd names
 #
@@ -40,9 +40,12 @@ done
 
 # The RDMA stack in the order tests/vm/README.md gives: rdma_rxe needs
 # crc32_generic loaded first (it asks the crypto API for "crc32" by name, so
-# no symbol dependency pulls it in), and librdmacm needs the CM modules.
-MODULES="crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth
-	 iw_cm ib_cm rdma_cm rdma_ucm"
+# no symbol dependency pulls it in), and librdmacm needs the CM modules. The
+# virtio NIC drivers come before ib_core, for the two-VM bed's eth0 and eth1
+# (virtio_pci is the bus driver no symbol of virtio_net pulls in); alone, the
+# VM has no NIC and they find nothing.
+MODULES="crc32_generic udp_tunnel ip6_udp_tunnel virtio_pci virtio_net ib_core ib_uverbs
+	 rdma_rxe veth iw_cm ib_cm rdma_cm rdma_ucm"
 LIBDIR=/usr/lib/x86_64-linux-gnu
 # Paths as Debian packages them (iproute2, ibverbs-utils, rdmacm-utils,
 # ibverbs-providers, busybox-static); libgcc_s is dlopened by pthread_exit.
@@ -142,6 +145,7 @@ install_file /bin/busybox
 
 install -m 755 "$here/init" "$root/init"
 install -m 755 "$here/smoke.sh" "$root/vmtest/smoke.sh"
+install -m 755 "$here/hostd.sh" "$root/vmtest/hostd.sh"
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\n' >"$root/etc/group"
 
