@@ -143,8 +143,8 @@ deps:
 # A plain `make` never installs anything: objects wait for `deps` only when
 # a goal that installs (run, check and the other test goals) was asked for;
 # otherwise `build-deps` only says which libraries are missing.
-INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmbench \
-                    vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
+INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 \
+                    vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
                     format-check layering
 BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
 

@@ -14,7 +14,7 @@
 # by every VARIANT, so run one VM target at a time.
 
 DEB_PKGS   += qemu-system-x86 busybox-static iproute2 rdma-core ibverbs-utils \
-              rdmacm-utils kmod cpio
+              rdmacm-utils perftest kmod cpio
 VM_DIR     ?= build/vm
 VM_TIMEOUT ?= 600
 
@@ -26,7 +26,7 @@ VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBS
               TSAN_OPTIONS,\
               $(if $($(v)),$(v)='$($(v))'))
 
-.PHONY: vmtest vmtest2 vmbench
+.PHONY: vmtest vmtest2 vmbench vmbench2
 
 # The Varlink conformance suite's cases that need a device (ConnectQueuePair,
 # registrations in force): all of it, with -require-rdma, unless the run is
@@ -49,11 +49,20 @@ VM2_PROGS   = $(B)/vm-agent $(B)/region-owner
 VM2_FILES   = $(filter-out %/conformance,$(VM_FILES)) $(abspath $(VM2_PROGS))
 VM2_TIMEOUT ?= 420
 
+VM2_RUN     = tests/vm/run-vm.sh --hosts 2 --build-dir $(VM_DIR) --timeout $(VM2_TIMEOUT) \
+              --path $(abspath $(B)) \
+              --cmd-b '/vmtest/hostd.sh start && exec vm-agent --listen "$$RDMAMEM_AGENT_LISTEN" --lifetime $(VM2_TIMEOUT)'
+
 vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(VM2_PROGS)
-	$(Q)tests/vm/run-vm.sh --hosts 2 --build-dir $(VM_DIR) --timeout $(VM2_TIMEOUT) \
-		--path $(abspath $(B)) $(addprefix --add ,$(VM2_FILES)) \
-		--cmd "/vmtest/hostd.sh start && /vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=hosts test-rdmamemd" \
-		--cmd-b '/vmtest/hostd.sh start && exec vm-agent --listen "$$RDMAMEM_AGENT_LISTEN" --lifetime $(VM2_TIMEOUT)'
+	$(Q)$(VM2_RUN) $(addprefix --add ,$(VM2_FILES)) \
+		--cmd "/vmtest/hostd.sh start && /vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=hosts test-rdmamemd"
+
+# perftest between the two VMs on rxe0 (tests/vm/perftest.sh): the anchor
+# the daemon's transfers are held against. Not part of make check.
+# PERFTEST_SIZES narrows the sizes (bytes, space separated).
+vmbench2: deps all $(VM2_PROGS)
+	$(Q)$(VM2_RUN) $(addprefix --add ,$(abspath $(B)/rdmamemd $(B)/rdmamemctl $(VM2_PROGS))) \
+		--cmd "/vmtest/hostd.sh start && $(if $(PERFTEST_SIZES),PERFTEST_SIZES='$(PERFTEST_SIZES)') /vmtest/perftest.sh"
 
 # Registration through the daemon beside bare ibv_reg_mr, and Ping during a
 # large registration, on Soft-RoCE: function, not performance.
