@@ -88,7 +88,7 @@ static struct owner *owner_start(size_t size)
 	o->pid = test_remote_spawn(cmd, 30, &line);
 	ck_assert_int_eq(sscanf(line, "region=%*u fd=%d token=%63s", &o->fd, o->token), 2);
 	for (int i = 0; i < N_PAIRS; i++) {
-		char key[16];
+		char key[32];
 
 		snprintf(key, sizeof(key), " rxe%d=", i);
 		p = strstr(line, key);

@@ -440,7 +440,8 @@ static bool serve(int fd)
 	if (sec_text)
 		sec = strtod(sec_text, &end);
 	deadline = now_ms() + (int64_t)(sec * 1000);
-	fprintf(stderr, "vm-agent: %s %s %s\n", verb ?: "", sec_text ?: "", arg ?: "");
+	fprintf(stderr, "vm-agent:%s%s%s%s%s%s\n", verb ? " " : "", verb ?: "", sec_text ? " " : "",
+		sec_text ?: "", arg && *arg ? " " : "", arg ?: "");
 	if (verb && strcmp(verb, "quit") == 0) {
 		kill_spawned();
 		quit = true;
@@ -568,8 +569,9 @@ static int client(int argc, char **argv)
 		fprintf(stderr, "vm-agent: sending the request: %m\n");
 		return CLIENT_FAILED;
 	}
-	/* The agent bounds the command by sec; the margin covers its kill. */
-	deadline = now_ms() + (int64_t)(sec * 1000) + 30000;
+	/* The agent bounds the command by sec; the margin covers its kill
+	 * (up to 10 s) and the answer. */
+	deadline = now_ms() + (int64_t)(sec * 1000) + 15000;
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int64_t left = deadline - now_ms();

@@ -44,14 +44,14 @@ vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance
 # what vmtest carries. B's command is its agent; A's /init tells it to quit
 # once A's command is done. Both start their own rdmamemd first
 # (tests/vm/hostd.sh). The whole run is bounded by VM2_TIMEOUT, the agent's
-# lifetime by the same.
+# lifetime by 30 s less, so that B says itself that A never told it to quit.
 VM2_PROGS   = $(B)/vm-agent $(B)/region-owner
 VM2_FILES   = $(filter-out %/conformance,$(VM_FILES)) $(abspath $(VM2_PROGS))
 VM2_TIMEOUT ?= 420
 
 VM2_RUN     = tests/vm/run-vm.sh --hosts 2 --build-dir $(VM_DIR) --timeout $(VM2_TIMEOUT) \
               --path $(abspath $(B)) \
-              --cmd-b '/vmtest/hostd.sh start && exec vm-agent --listen "$$RDMAMEM_AGENT_LISTEN" --lifetime $(VM2_TIMEOUT)'
+              --cmd-b '/vmtest/hostd.sh start && exec vm-agent --listen "$$RDMAMEM_AGENT_LISTEN" --lifetime $$(($(VM2_TIMEOUT) - 30))'
 
 vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(VM2_PROGS)
 	$(Q)$(VM2_RUN) $(addprefix --add ,$(VM2_FILES)) \
