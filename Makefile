@@ -10,6 +10,7 @@
 #   make idl       write proto/*.varlink from the daemon's interface tables
 #   make conformance  the Varlink conformance suite alone (reference Go library)
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
+#   make vmtest2   the two-VM bed: smoke across hosts + tests tagged hosts
 #   make check-clone  check + vmbench in a fresh clone of HEAD under /tmp
 #   make installcheck  install into a temporary root and build a client against it
 #   make asan      the whole test suite under ASan + UBSan (build/asan)
@@ -142,8 +143,8 @@ deps:
 # A plain `make` never installs anything: objects wait for `deps` only when
 # a goal that installs (run, check and the other test goals) was asked for;
 # otherwise `build-deps` only says which libraries are missing.
-INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmbench \
-                    vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
+INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 \
+                    vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
                     format-check layering
 BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
 
@@ -217,6 +218,16 @@ $(B)/rdma-peer: $(B)/tests/peer/rdma-peer.o
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS)
 
+# The two-VM bed's programs (tests/vm/vm.mk, make vmtest2): host B's
+# remote-control agent, and a client that owns a region and holds it.
+$(B)/vm-agent: $(B)/tests/peer/vm-agent.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+$(B)/region-owner: $(B)/tests/peer/region-owner.o $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
+
 $(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
@@ -241,17 +252,20 @@ idl: $(B)/rdmamemd
 	done
 
 # CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
-# "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk).
-# check-host is everything but the VM.
-check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS)
+# "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk);
+# "hosts" two hosts: they run in the two-VM bed (make vmtest2). check-host
+# is everything but the VMs (it builds the bed's programs, which then keep
+# compiling).
+check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS)
 	$(Q)$(MAKE) --no-print-directory layering format-check
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda" $(B)/test-rdmamemd
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 
 check: check-host
 	$(Q)$(MAKE) --no-print-directory vmtest
+	$(Q)$(MAKE) --no-print-directory vmtest2
 
 # What a clean clone does, where many clone: under /tmp (tests/clone-check.sh).
 check-clone:

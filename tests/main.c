@@ -46,6 +46,7 @@ int main(void)
 	srunner_add_suite(sr, remote_suite());
 	srunner_add_suite(sr, gpu_suite());
 	srunner_add_suite(sr, ops_suite());
+	srunner_add_suite(sr, hosts_suite());
 
 	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);

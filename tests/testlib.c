@@ -673,7 +673,7 @@ char *test_read_line(int fd, int timeout_ms)
 	return strdup(buf);
 }
 
-static unsigned n_rdma_cases, n_cuda_cases;
+static unsigned n_rdma_cases, n_cuda_cases, n_hosts_cases;
 
 void test_count_tagged(const char *tag)
 {
@@ -681,22 +681,91 @@ void test_count_tagged(const char *tag)
 		n_rdma_cases++;
 	else if (strcmp(tag, "cuda") == 0)
 		n_cuda_cases++;
+	else if (strcmp(tag, "hosts") == 0)
+		n_hosts_cases++;
 }
 
 void test_report_skipped(void)
 {
-	const char *ex = getenv("CK_EXCLUDE_TAGS");
+	const char *ex = getenv("CK_EXCLUDE_TAGS"), *in = getenv("CK_INCLUDE_TAGS");
 
-	if (!ex)
-		return;
-	if (strstr(ex, "rdma") && n_rdma_cases)
+	if (ex && strstr(ex, "rdma") && n_rdma_cases)
 		printf("SKIPPED %u cases tagged rdma here: they need an RDMA device and run "
 		       "inside the Soft-RoCE VM (make vmtest, part of make check)\n",
 		       n_rdma_cases);
-	if (strstr(ex, "cuda") && n_cuda_cases)
+	if (ex && strstr(ex, "cuda") && n_cuda_cases)
 		printf("SKIPPED %u cases tagged cuda here: they need a GPU and run on the GPU "
 		       "machine (tests/gpu/README.md)\n",
 		       n_cuda_cases);
+	/* The one-VM run includes only "rdma": these are left out there too. */
+	if (((ex && strstr(ex, "hosts")) || (in && !strstr(in, "hosts"))) && n_hosts_cases)
+		printf("SKIPPED %u cases tagged hosts here: they need two hosts and run in the "
+		       "two-VM bed (make vmtest2, part of make check)\n",
+		       n_hosts_cases);
+}
+
+/* One request to host B's agent (tests/peer/vm-agent.c): the command's
+ * status (>= 0), the pid the agent names and the output. */
+static int remote(const char *verb, int timeout_s, const char *arg, pid_t *ret_pid, char **ret_out)
+{
+	const char *agent = getenv("RDMAMEM_PEER_AGENT");
+	char sec[16], *out, *err;
+	const char *argv[] = {
+		AGENT_BIN, "--connect", agent, "--wait", "10", verb, sec, arg, NULL
+	};
+	const char *line;
+	int status, rc = -1, pid = 0;
+
+	ck_assert_msg(agent, "cases tagged hosts run on host A of the two-VM bed (make vmtest2), "
+			     "which sets RDMAMEM_PEER_AGENT");
+	ck_assert_int_le(timeout_s, TEST_REMOTE_TIMEOUT_MAX);
+	snprintf(sec, sizeof(sec), "%d", timeout_s);
+	status = test_run(argv, &out, &err);
+	line = strstr(err, "vm-agent rc=");
+	ck_assert_msg(line && sscanf(line, "vm-agent rc=%d pid=%d", &rc, &pid) == 2 && rc >= 0 &&
+			      rc == status,
+		      "host B's agent did not answer '%s %s %s': exit %d: %s%s", verb, sec, arg,
+		      status, out, err);
+	free(err);
+	if (ret_pid)
+		*ret_pid = pid;
+	if (ret_out)
+		*ret_out = out;
+	else
+		free(out);
+	return rc;
+}
+
+int test_remote_sh(const char *cmd, int timeout_s, char **ret_out)
+{
+	return remote("run", timeout_s, cmd, NULL, ret_out);
+}
+
+pid_t test_remote_spawn(const char *cmd, int timeout_s, char **ret_line)
+{
+	char *out, *nl;
+	pid_t pid;
+	int rc;
+
+	ck_assert_int_gt(timeout_s, 0);
+	rc = remote("spawn", timeout_s, cmd, &pid, &out);
+	nl = strchr(out, '\n');
+	ck_assert_msg(rc == 0 && nl, "'%s' on host B: exit %d before its first line: %s", cmd, rc,
+		      out);
+	*nl = '\0';
+	if (ret_line)
+		*ret_line = out;
+	else
+		free(out);
+	return pid;
+}
+
+int test_remote_wait(pid_t pid, int timeout_s, char **ret_out)
+{
+	char arg[16];
+
+	snprintf(arg, sizeof(arg), "%d", (int)pid);
+	return remote("wait", timeout_s, arg, NULL, ret_out);
 }
 
 long long test_thread_cpu_ns(pid_t pid, pid_t tid)

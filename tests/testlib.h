@@ -191,6 +191,27 @@ uint64_t test_rng_below(uint64_t *state, uint64_t n);
  * supplementary groups). Returns 0 or a negative errno. */
 int test_become_other_uid(void);
 
+/*
+ * The two-VM bed (make vmtest2, tests/vm/README.md): cases tagged "hosts" run
+ * on host A, and these act on host B through its agent (tests/peer/vm-agent.c)
+ * at $RDMAMEM_PEER_AGENT. Not reaching the agent fails the case; timeout_s is
+ * at most TEST_REMOTE_TIMEOUT_MAX (test_run waits 60 s for the client).
+ *
+ * test_remote_sh runs `sh -c cmd` on B and returns its exit status (128+N for
+ * a signal N, 124 when it ran past timeout_s and was killed) and, when
+ * ret_out is not NULL, its stdout and stderr (malloc()ed).
+ * test_remote_spawn starts cmd on B in the background and returns its pid
+ * there once it printed its first line (malloc()ed into *ret_line, without
+ * the newline, when not NULL); the case fails if it exits or stays silent for
+ * timeout_s first. test_remote_wait waits for such a pid to exit: its status
+ * and all it printed.
+ */
+#define AGENT_BIN BUILD_DIR "/vm-agent"
+#define TEST_REMOTE_TIMEOUT_MAX 40
+int test_remote_sh(const char *cmd, int timeout_s, char **ret_out);
+pid_t test_remote_spawn(const char *cmd, int timeout_s, char **ret_line);
+int test_remote_wait(pid_t pid, int timeout_s, char **ret_out);
+
 /* Run in the daemon's child between fork and exec, when set. */
 extern void (*test_daemon_child_setup)(void);
 /* When set, the daemons started send their stderr (the log) to this file. */
@@ -233,11 +254,12 @@ Suite *gpu_suite(void);
 Suite *ops_suite(void);
 Suite *hostile_suite(void);
 Suite *faults_suite(void);
+Suite *hosts_suite(void);
 
 /*
  * Adds a case that needs hardware (tag "rdma": the Soft-RoCE VM; "cuda": a
- * GPU), counted so that a run that excludes the tag can say how many cases
- * it skipped and where they run instead.
+ * GPU; "hosts": the two-VM bed), counted so that a run that leaves the tag
+ * out can say how many cases it skipped and where they run instead.
  */
 #define test_add_tagged(tc, tag, test)    \
 	do {                              \
@@ -245,7 +267,8 @@ Suite *faults_suite(void);
 		test_count_tagged(tag);   \
 	} while (0)
 void test_count_tagged(const char *tag);
-/* Prints what the exclusion of tags (CK_EXCLUDE_TAGS) skipped, and why. */
+/* Prints what the tags left out (CK_EXCLUDE_TAGS, or CK_INCLUDE_TAGS without
+ * "hosts") skipped, and why. */
 void test_report_skipped(void);
 
 #endif

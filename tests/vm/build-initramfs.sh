@@ -6,8 +6,10 @@
 # BUILD_DIR/vmlinuz            Debian's stock kernel: ours has no InfiniBand
 #                              support, Debian's has rdma_rxe as a module
 # BUILD_DIR/initramfs.cpio.gz  busybox, iproute2, rdma-core's rxe provider and
-#                              tools, the RDMA modules, tests/vm/init and
-#                              smoke.sh, and every FILE at its own absolute path
+#                              tools, perftest, the RDMA and virtio-net
+#                              modules, tests/vm/init and the scripts run
+#                              inside (smoke.sh, pair.sh, hostd.sh,
+#                              perftest.sh), and every FILE at its own absolute path
 #                              (the tests find their programs through paths
 #                              compiled in), each with the libraries ldd names
 #
@@ -40,14 +42,19 @@ done
 
 # The RDMA stack in the order tests/vm/README.md gives: rdma_rxe needs
 # crc32_generic loaded first (it asks the crypto API for "crc32" by name, so
-# no symbol dependency pulls it in), and librdmacm needs the CM modules.
-MODULES="crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe veth
-	 iw_cm ib_cm rdma_cm rdma_ucm"
+# no symbol dependency pulls it in), and librdmacm needs the CM modules. The
+# virtio NIC drivers come before ib_core, for the two-VM bed's eth0 and eth1
+# (virtio_pci is the bus driver no symbol of virtio_net pulls in); alone, the
+# VM has no NIC and they find nothing.
+MODULES="crc32_generic udp_tunnel ip6_udp_tunnel virtio_pci virtio_net ib_core ib_uverbs
+	 rdma_rxe veth iw_cm ib_cm rdma_cm rdma_ucm"
 LIBDIR=/usr/lib/x86_64-linux-gnu
 # Paths as Debian packages them (iproute2, ibverbs-utils, rdmacm-utils,
-# ibverbs-providers, busybox-static); libgcc_s is dlopened by pthread_exit.
+# perftest, ibverbs-providers, busybox-static); libgcc_s is dlopened by
+# pthread_exit.
 TOOLS="/bin/ip /usr/bin/rdma /usr/bin/ibv_devices /usr/bin/ibv_devinfo
-       /usr/bin/ibv_rc_pingpong /usr/bin/rping $LIBDIR/libibverbs/librxe-rdmav34.so
+       /usr/bin/ibv_rc_pingpong /usr/bin/rping /usr/bin/ib_write_bw /usr/bin/ib_read_bw
+       /usr/bin/ib_write_lat $LIBDIR/libibverbs/librxe-rdmav34.so
        /etc/libibverbs.d/rxe.driver $LIBDIR/libgcc_s.so.1"
 
 # --- kernel -----------------------------------------------------------------
@@ -141,7 +148,9 @@ install_file /bin/busybox
 /bin/busybox --install -s "$root/usr/bin"
 
 install -m 755 "$here/init" "$root/init"
-install -m 755 "$here/smoke.sh" "$root/vmtest/smoke.sh"
+for f in smoke.sh pair.sh hostd.sh perftest.sh; do
+	install -m 755 "$here/$f" "$root/vmtest/$f"
+done
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\n' >"$root/etc/group"
 

@@ -4,13 +4,17 @@
 # the scripts rely on).
 #
 #   make vmtest    smoke-test the VM's RDMA stack, then run the test cases
-#                  tagged "rdma" inside it (`make check` ends with this)
+#                  tagged "rdma" inside it (`make check` runs it)
+#   make vmtest2   two VMs, hosts A and B, each with its own rdmamemd and
+#                  two rxe devices: smoke-test RDMA across them, then run
+#                  the cases tagged "hosts" on A, which drive B through its
+#                  agent (`make check` ends with this)
 #
-# VM_DIR holds the kernel cache, the initramfs and console.log; it is shared
-# by every VARIANT, so run one vmtest at a time.
+# VM_DIR holds the kernel cache, the initramfs and the consoles; it is shared
+# by every VARIANT, so run one VM target at a time.
 
 DEB_PKGS   += qemu-system-x86 busybox-static iproute2 rdma-core ibverbs-utils \
-              rdmacm-utils kmod cpio
+              rdmacm-utils perftest kmod cpio
 VM_DIR     ?= build/vm
 VM_TIMEOUT ?= 600
 
@@ -22,7 +26,7 @@ VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBS
               TSAN_OPTIONS,\
               $(if $($(v)),$(v)='$($(v))'))
 
-.PHONY: vmtest vmbench
+.PHONY: vmtest vmtest2 vmbench vmbench2
 
 # The Varlink conformance suite's cases that need a device (ConnectQueuePair,
 # registrations in force): all of it, with -require-rdma, unless the run is
@@ -35,6 +39,30 @@ vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance
 	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
 		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES)) \
 		--cmd "/vmtest/smoke.sh && $(VM_CONFORMANCE) $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
+
+# The two-VM bed: host B's agent and the region holder it runs, beside
+# what vmtest carries. B's command is its agent; A's /init tells it to quit
+# once A's command is done. Both start their own rdmamemd first
+# (tests/vm/hostd.sh). The whole run is bounded by VM2_TIMEOUT, the agent's
+# lifetime by 30 s less, so that B says itself that A never told it to quit.
+VM2_PROGS   = $(B)/vm-agent $(B)/region-owner
+VM2_FILES   = $(filter-out %/conformance,$(VM_FILES)) $(abspath $(VM2_PROGS))
+VM2_TIMEOUT ?= 420
+
+VM2_RUN     = tests/vm/run-vm.sh --hosts 2 --build-dir $(VM_DIR) --timeout $(VM2_TIMEOUT) \
+              --path $(abspath $(B)) \
+              --cmd-b '/vmtest/hostd.sh start && exec vm-agent --listen "$$RDMAMEM_AGENT_LISTEN" --lifetime $$(($(VM2_TIMEOUT) - 30))'
+
+vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(VM2_PROGS)
+	$(Q)$(VM2_RUN) $(addprefix --add ,$(VM2_FILES)) \
+		--cmd "/vmtest/hostd.sh start && /vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=hosts test-rdmamemd"
+
+# perftest between the two VMs on rxe0 (tests/vm/perftest.sh): the anchor
+# the daemon's transfers are held against. Not part of make check.
+# PERFTEST_SIZES narrows the sizes (bytes, space separated).
+vmbench2: deps all $(VM2_PROGS)
+	$(Q)$(VM2_RUN) $(addprefix --add ,$(abspath $(B)/rdmamemd $(B)/rdmamemctl $(VM2_PROGS))) \
+		--cmd "/vmtest/hostd.sh start && $(if $(PERFTEST_SIZES),PERFTEST_SIZES='$(PERFTEST_SIZES)') /vmtest/perftest.sh"
 
 # Registration through the daemon beside bare ibv_reg_mr, and Ping during a
 # large registration, on Soft-RoCE: function, not performance.
