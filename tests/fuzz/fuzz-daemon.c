@@ -236,6 +236,8 @@ static struct daemon *daemon_start(bool fail_mr)
 	cfg.drain_timeout_ms = 1;
 	cfg.log_level = LOG_CRIT;
 	cfg.max_pinned_bytes_per_uid = 64U << 20;
+	/* No host bandwidth probe: it would copy 128 MiB per input. */
+	cfg.bandwidth_probe_size = 0;
 	atomic_store(&fake_verbs_fail_mr, fail_mr);
 	fuzz_check(daemon_new(&cfg, &d) == 0);
 	return d;
