@@ -172,6 +172,9 @@ void daemon_shutdown(struct daemon *d, const char *why)
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 
 	server_stop_listening(d->server);
+	/* Our own queue pairs to other daemons first: transfers in flight end
+	 * (posted work flushes), before the devices under them stop. */
+	link_pool_stop(&d->remote.links);
 	/* Remote peers lose their queue pairs now: the memory behind them is
 	 * about to go. */
 	endpoint_stop(&d->rdma);
@@ -255,6 +258,11 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	token_registry_init(&d->rdma);
 	remote_ctx_init(&d->remote, &d->core, &d->rdma);
 	plan_init(&d->remote);
+	link_pool_init(&d->remote.links, d->core.loop,
+		       &(struct link_pool_config){
+			       .window = d->core.cfg.transfer_window,
+			       .idle_sec = d->core.cfg.link_idle_sec,
+		       });
 	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);
 	d->rpc = (struct rpc_ctx){
 		.core = &d->core,
@@ -313,6 +321,7 @@ fail:
 		server_stop_listening(d->server);
 		budget_stop(d->server->budgets);
 	}
+	link_pool_stop(&d->remote.links);
 	endpoint_stop(&d->rdma);
 	devices_stop(&d->rdma);
 	close_handle((uv_handle_t *)&d->signal_poll);
@@ -342,6 +351,11 @@ struct daemon *daemon_free(struct daemon *d)
 	if (!d)
 		return NULL;
 	server_free(d->server);
+	/* link_pool_stop() ran and the loop after it: no link is left unless
+	 * a reference leaked, which would keep a QP in a PD freed below. */
+	if (link_pool_done(&d->remote.links) < 0)
+		log_warning("%u queue pairs to other daemons left at exit",
+			    d->remote.links.n_links);
 	/* Every region (and so every MR) and QP is gone: PDs, then contexts. */
 	devices_free(&d->rdma);
 	region_registry_done(&d->regions);

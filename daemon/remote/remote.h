@@ -21,6 +21,7 @@
 
 #include "daemon/core/session.h"
 #include "daemon/remote/descriptor.h"
+#include "daemon/remote/link.h"
 #include "util/idmap.h"
 
 struct account;
@@ -35,6 +36,13 @@ struct remote_ctx {
 	struct idmap plans;   /* id → struct plan, while prepared */
 	uint64_t next_remote_id, next_plan_id, next_export_id;
 	unsigned n_remotes, n_plans; /* in the maps */
+	/*
+	 * The queue pairs this daemon opens to other daemons for Transfer
+	 * (link.h). daemon.c starts the pool after remote_ctx_init() and stops
+	 * it at shutdown before the endpoint and the devices: its QPs are on
+	 * those devices, in the PDs devices_free() frees.
+	 */
+	struct link_pool links;
 };
 
 struct remote {
