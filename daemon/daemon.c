@@ -23,6 +23,7 @@
 #include "daemon/ipc/server.h"
 #include "daemon/rdma/token.h"
 #include "daemon/remote/plan.h"
+#include "daemon/remote/transfer.h"
 
 #define DAEMON_TICK_MSEC 1000U
 
@@ -263,6 +264,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 			       .window = d->core.cfg.transfer_window,
 			       .idle_sec = d->core.cfg.link_idle_sec,
 		       });
+	transfer_engine_init(&d->remote, &d->regions);
 	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);
 	d->rpc = (struct rpc_ctx){
 		.core = &d->core,

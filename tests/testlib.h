@@ -217,6 +217,7 @@ Suite *lease_suite(void);
 Suite *mreg_suite(void);
 Suite *endpoint_suite(void);
 Suite *link_suite(void);
+Suite *transfer_suite(void);
 Suite *idl_suite(void);
 Suite *codec_suite(void);
 Suite *descriptor_suite(void);

@@ -28,6 +28,7 @@ struct account;
 struct core;
 struct errinfo;
 struct rdma_ctx;
+struct region_registry;
 
 struct remote_ctx {
 	struct core *core; /* the limits, the accounts */
@@ -43,6 +44,14 @@ struct remote_ctx {
 	 * those devices, in the PDs devices_free() frees.
 	 */
 	struct link_pool links;
+	/* Transfers (transfer.h): the region registry they look regions up
+	 * in, the windows of the live links, and the notification hook. */
+	struct region_registry *regions;
+	struct list_head transfer_qps; /* struct transfer_qp */
+	unsigned n_transfer_qps;       /* allocated, live or draining */
+	unsigned n_transfers;          /* started, not freed */
+	uint64_t n_transfers_done, n_transfers_failed;
+	int (*notify)(struct link *l, const void *data, size_t len, uint64_t export_id);
 };
 
 struct remote {
