@@ -387,6 +387,21 @@ int rpc_deferred_reply(struct rpc_deferred *d, cJSON *params)
 	return r;
 }
 
+int rpc_deferred_continues(struct rpc_deferred *d, cJSON *params)
+{
+	_cleanup_json_ cJSON *p = params;
+	_cleanup_json_ cJSON *msg = NULL;
+	struct rpc_call *call = d->call;
+
+	if (!d->live || call->cancelled || call->answered || !call->vc.more)
+		return 0;
+	msg = cJSON_CreateObject();
+	if (!msg || !p || json_add_bool(msg, "continues", true) < 0)
+		return -ENOMEM;
+	cJSON_AddItemToObject(msg, "parameters", TAKE_PTR(p));
+	return call->transport->send_json(call->owner, msg);
+}
+
 int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len)
 {
 	int r = 0;

@@ -289,6 +289,10 @@ int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len);
 int rpc_deferred_error(struct rpc_deferred *d, struct errinfo *e);
 /* InternalError for a negative errno nobody answered ("Method failed: …"). */
 int rpc_deferred_fail(struct rpc_deferred *d, int err);
+/* A reply with "continues": true to a call made with "more", which stays
+ * deferred; nothing is sent for a call without "more" or after a cancel.
+ * params is consumed. */
+int rpc_deferred_continues(struct rpc_deferred *d, cJSON *params);
 /* Ends d without an answer (after on_cancel, or for a oneway call). */
 void rpc_deferred_drop(struct rpc_deferred *d);
 

@@ -275,6 +275,17 @@ var cases = []*testCase{
 		params: obj("region", "$A", "remote", "$remote", "ranges", []interface{}{
 			map[string]interface{}{"local_offset": "0", "remote_offset": "4096", "length": "16"}}),
 		then: learn("plan", "plan")},
+	{what: "Transfer of a region registered nowhere", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"0"}),
+		err:    "io.rdmamemd.NotRegistered"},
+	{what: "Transfer past the plan", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"1"}),
+		err:    "io.rdmamemd.OutOfRange"},
+	{what: "Transfer", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("plan", "$plan", "op", "write"),
+		need: func(s *suite) string {
+			return "a transfer needs a registration and a reachable rdmacm endpoint, which this suite's daemon does not have (the transfer unit suite runs it over the fake verbs)"
+		}},
 	{what: "ReleasePlan", conn: "lib", method: "io.rdmamemd.ReleasePlan", params: obj("plan", "$plan")},
 	{what: "ReleasePlan again", conn: "lib", method: "io.rdmamemd.ReleasePlan", params: obj("plan", "$plan"),
 		err: "io.rdmamemd.NoSuchPlan"},
