@@ -26,5 +26,11 @@ void rdmamem__put_error(struct rdmamem_client *c, char *name, char *message);
 int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params, const int *fds,
 		  size_t n_fds, int extra_wait_ms, cJSON **ret_root, cJSON **ret_params,
 		  int *ret_fds, size_t *ret_n_fds);
+/* The same with "more": on_continues sees each progress reply's parameters
+ * before the final reply comes back as rdmamem__call()'s does. */
+int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON *params,
+		       const int *fds, size_t n_fds, int extra_wait_ms,
+		       void (*on_continues)(void *userdata, const cJSON *params), void *userdata,
+		       cJSON **ret_root, cJSON **ret_params, int *ret_fds, size_t *ret_n_fds);
 
 #endif

@@ -325,6 +325,15 @@ int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *par
 		  size_t n_fds, int extra_wait_ms, cJSON **ret_root, cJSON **ret_params,
 		  int *ret_fds, size_t *ret_n_fds)
 {
+	return rdmamem__call_more(c, method, params, fds, n_fds, extra_wait_ms, NULL, NULL,
+				  ret_root, ret_params, ret_fds, ret_n_fds);
+}
+
+int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON *params,
+		       const int *fds, size_t n_fds, int extra_wait_ms,
+		       void (*on_continues)(void *userdata, const cJSON *params), void *userdata,
+		       cJSON **ret_root, cJSON **ret_params, int *ret_fds, size_t *ret_n_fds)
+{
 	_cleanup_json_ cJSON *root = NULL;
 	_cleanup_free_ char *text = NULL;
 	struct varlink_reply reply;
@@ -349,6 +358,16 @@ int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *par
 	r = varlink_call_format(method, params, false, &text, &len);
 	if (r < 0)
 		return r;
+	/* With more: the same message, '"more":true' before its closing brace. */
+	if (on_continues) {
+		char *m = realloc(text, len + sizeof(",\"more\":true"));
+
+		if (!m)
+			return -ENOMEM;
+		text = m;
+		strcpy(text + len - 1, ",\"more\":true}");
+		len = strlen(text);
+	}
 
 	/* Calls that wait on the daemon's side (locks) get that long more. */
 	deadline = c->timeout_ms < 0 || extra_wait_ms < 0 ?
@@ -359,9 +378,19 @@ int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *par
 	if (r < 0)
 		return broken(c, r);
 
-	r = recv_message(c, &root, deadline);
-	if (r == 0 && varlink_reply_parse(root, &reply, &reason) < 0)
-		r = -EPROTO;
+	for (;;) {
+		r = recv_message(c, &root, deadline);
+		if (r == 0 && varlink_reply_parse(root, &reply, &reason) < 0)
+			r = -EPROTO;
+		if (r < 0 || !reply.continues || !on_continues || reply.error)
+			break;
+		/* A progress reply: the final one follows. Each one moves the
+		 * deadline: the call is alive. */
+		on_continues(userdata, reply.parameters);
+		cJSON_Delete(TAKE_PTR(root));
+		if (deadline >= 0)
+			deadline = now_msec() + c->timeout_ms + extra_wait_ms;
+	}
 	if (r == 0 && reply.continues)
 		r = -EPROTO;
 	if (r < 0) {

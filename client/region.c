@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Typed helpers for regions, transfers and leases. */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -573,4 +574,110 @@ _public_ int rdmamem_plan_release(struct rdmamem_client *c, uint64_t plan)
 	if (add_id(p, "plan", plan) < 0)
 		p = (cJSON_Delete(p), NULL);
 	return call_u64(c, "io.rdmamemd.ReleasePlan", p, NULL, 0, 0, NULL, NULL);
+}
+
+struct transfer_progress_ctx {
+	rdmamem_transfer_progress_fn fn;
+	void *userdata;
+};
+
+static void transfer_continues(void *userdata, const cJSON *params)
+{
+	struct transfer_progress_ctx *pc = userdata;
+	uint64_t ops_done = 0, bytes_done = 0, n = 0, bytes = 0;
+
+	json_get_u64(params, "ops_done", &ops_done);
+	json_get_u64(params, "bytes_done", &bytes_done);
+	json_get_u64(params, "ops", &n);
+	json_get_u64(params, "bytes", &bytes);
+	pc->fn(pc->userdata, ops_done, bytes_done, n, bytes);
+}
+
+static int call_transfer(struct rdmamem_client *c, cJSON *params,
+			 rdmamem_transfer_progress_fn progress, void *userdata, uint64_t *ret_bytes)
+{
+	_cleanup_json_ cJSON *p = params;
+	_cleanup_json_ cJSON *root = NULL;
+	struct transfer_progress_ctx pc = { progress, userdata };
+	cJSON *reply = NULL;
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	r = rdmamem__call_more(c, "io.rdmamemd.Transfer", p, NULL, 0, -1,
+			       progress ? transfer_continues : NULL, &pc, &root, &reply, NULL,
+			       NULL);
+	if (r < 0)
+		return r;
+	if (ret_bytes && json_get_u64(reply, "bytes_done", ret_bytes) < 0) {
+		rdmamem__set_error(c, NULL, "the reply to Transfer lacks 'bytes_done'");
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static const char *opcode_name(int op)
+{
+	return op == RDMAMEM_TRANSFER_READ ? "read" : op == RDMAMEM_TRANSFER_WRITE ? "write" : NULL;
+}
+
+_public_ int rdmamem_transfer(struct rdmamem_client *c, const struct rdmamem_transfer_op *ops,
+			      size_t n_ops, rdmamem_transfer_progress_fn progress, void *userdata,
+			      uint64_t *ret_bytes)
+{
+	cJSON *p = params_new(), *list = NULL;
+
+	if (!ops || n_ops == 0) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (p && !(list = cJSON_AddArrayToObject(p, "ops")))
+		p = (cJSON_Delete(p), NULL);
+	for (size_t i = 0; p && i < n_ops; i++) {
+		const struct rdmamem_transfer_op *o = &ops[i];
+		cJSON *x = cJSON_CreateObject(), *l = NULL, *r = NULL;
+
+		if (!opcode_name(o->op)) {
+			cJSON_Delete(x);
+			cJSON_Delete(p);
+			return -EINVAL;
+		}
+		/* x is p's once added: freed with it. */
+		if (x)
+			cJSON_AddItemToArray(list, x);
+		if (!x || json_add_string(x, "op", opcode_name(o->op)) < 0 ||
+		    !(l = cJSON_AddObjectToObject(x, "local")) ||
+		    !(r = cJSON_AddObjectToObject(x, "remote")) ||
+		    add_id(l, "region", o->region) < 0 || add_id(l, "offset", o->offset) < 0 ||
+		    (o->lease && add_id(l, "lease", o->lease) < 0) ||
+		    add_id(r, "id", o->remote) < 0 || add_id(r, "offset", o->remote_offset) < 0 ||
+		    add_id(x, "length", o->length) < 0)
+			p = (cJSON_Delete(p), NULL);
+	}
+	return call_transfer(c, p, progress, userdata, ret_bytes);
+}
+
+_public_ int rdmamem_transfer_post(struct rdmamem_client *c, uint64_t plan, int op,
+				   const uint64_t *indices, size_t n,
+				   rdmamem_transfer_progress_fn progress, void *userdata,
+				   uint64_t *ret_bytes)
+{
+	cJSON *p = params_new(), *list = NULL;
+
+	if (!opcode_name(op) || (n > 0 && !indices)) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (p && (add_id(p, "plan", plan) < 0 || json_add_string(p, "op", opcode_name(op)) < 0))
+		p = (cJSON_Delete(p), NULL);
+	if (p && n > 0 && !(list = cJSON_AddArrayToObject(p, "indices")))
+		p = (cJSON_Delete(p), NULL);
+	for (size_t i = 0; p && i < n; i++) {
+		char num[24];
+
+		snprintf(num, sizeof(num), "%" PRIu64, indices[i]);
+		if (!cJSON_AddItemToArray(list, cJSON_CreateString(num)))
+			p = (cJSON_Delete(p), NULL);
+	}
+	return call_transfer(c, p, progress, userdata, ret_bytes);
 }

@@ -24,6 +24,7 @@
 #include "daemon/rdma/token.h"
 #include "daemon/remote/notify.h"
 #include "daemon/remote/plan.h"
+#include "daemon/remote/transfer.h"
 
 #define DAEMON_TICK_MSEC 1000U
 
@@ -173,6 +174,9 @@ void daemon_shutdown(struct daemon *d, const char *why)
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 
 	server_stop_listening(d->server);
+	/* Our own queue pairs to other daemons first: transfers in flight end
+	 * (posted work flushes), before the devices under them stop. */
+	link_pool_stop(&d->remote.links);
 	/* Remote peers lose their queue pairs now: the memory behind them is
 	 * about to go. */
 	endpoint_stop(&d->rdma);
@@ -257,6 +261,12 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	remote_ctx_init(&d->remote, &d->core, &d->rdma);
 	plan_init(&d->remote);
 	notify_init(&d->remote.notify, &d->rdma);
+	link_pool_init(&d->remote.links, d->core.loop,
+		       &(struct link_pool_config){
+			       .window = d->core.cfg.transfer_window,
+			       .idle_sec = d->core.cfg.link_idle_sec,
+		       });
+	transfer_engine_init(&d->remote, &d->regions);
 	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);
 	d->rpc = (struct rpc_ctx){
 		.core = &d->core,
@@ -315,6 +325,7 @@ fail:
 		server_stop_listening(d->server);
 		budget_stop(d->server->budgets);
 	}
+	link_pool_stop(&d->remote.links);
 	endpoint_stop(&d->rdma);
 	devices_stop(&d->rdma);
 	close_handle((uv_handle_t *)&d->signal_poll);
@@ -344,6 +355,11 @@ struct daemon *daemon_free(struct daemon *d)
 	if (!d)
 		return NULL;
 	server_free(d->server);
+	/* link_pool_stop() ran and the loop after it: no link is left unless
+	 * a reference leaked, which would keep a QP in a PD freed below. */
+	if (link_pool_done(&d->remote.links) < 0)
+		log_warning("%u queue pairs to other daemons left at exit",
+			    d->remote.links.n_links);
 	/* Every region (and so every MR) and QP is gone: PDs, then contexts. */
 	devices_free(&d->rdma);
 	region_registry_done(&d->regions);

@@ -72,6 +72,53 @@ const struct varlink_error rdmamem_errors[] = {
 		"This connection holds no plan of that id (never prepared, or released).",
 		VARLINK_FIELD(message, VARLINK_STRING, 0)),
 	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_REMOTE_ACCESS, EACCES,
+		"Transfer: the remote device refused an op (rkey, bounds or access: the\n"
+		"remote owner unregistered, or registered without that access). status\n"
+		"is the completion's, vendor_error the device's; the ops after it on the\n"
+		"same queue pair were flushed.",
+		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(status, VARLINK_STRING, VARLINK_NULLABLE),
+		VARLINK_FIELD(vendor_error, VARLINK_INT, VARLINK_NULLABLE),
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_PEER_UNREACHABLE, EHOSTUNREACH,
+		"Transfer: the remote daemon could not be reached (connect refused, with\n"
+		"the endpoint's reason, rejected, timed out, no route) or stopped\n"
+		"answering (transport retries exceeded).",
+		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(status, VARLINK_STRING, VARLINK_NULLABLE),
+		VARLINK_FIELD(vendor_error, VARLINK_INT, VARLINK_NULLABLE),
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_TRANSFER_CANCELLED, ECANCELED,
+		"Transfer: the op was not posted because the transfer was cancelled (its\n"
+		"client went away, the daemon is shutting down).",
+		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
+		RDMAMEM_ERROR_TRANSFER_FAILED, EIO,
+		"Transfer: an op did not complete for another reason: a local access\n"
+		"error, or its queue pair failed or closed under it (the remote daemon\n"
+		"disconnected, the token was revoked); status as for RemoteAccessError\n"
+		"when a completion said so.",
+		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
+		VARLINK_FIELD(status, VARLINK_STRING, VARLINK_NULLABLE),
+		VARLINK_FIELD(vendor_error, VARLINK_INT, VARLINK_NULLABLE),
+		VARLINK_FIELD(message, VARLINK_STRING, 0)),
+	VARLINK_DEFINE_ERROR(
 		RDMAMEM_ERROR_NETWORK_NOT_ALLOWED, ECONNREFUSED,
 		"A remote peer (by its GID, for ConnectQueuePair) is outside the networks\n"
 		"the daemon admits RDMA peers from.",

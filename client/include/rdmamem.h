@@ -299,6 +299,45 @@ struct rdmamem_notification {
  */
 int rdmamem_notifications_wait(struct rdmamem_client *client, int timeout_ms,
 			       struct rdmamem_notification *ret, size_t n);
+/* One op of rdmamem_transfer(). */
+enum rdmamem_transfer_opcode {
+	RDMAMEM_TRANSFER_READ = 1,  /* remote -> local */
+	RDMAMEM_TRANSFER_WRITE = 2, /* local -> remote */
+};
+
+struct rdmamem_transfer_op {
+	int op; /* enum rdmamem_transfer_opcode */
+	uint64_t region, offset;
+	uint64_t lease; /* one of this connection's leases on region, or 0: the daemon locks */
+	uint64_t remote, remote_offset;
+	uint64_t length;
+};
+
+/* Progress of a transfer: ops and bytes done so far, of n_ops and bytes. */
+typedef void (*rdmamem_transfer_progress_fn)(void *userdata, uint64_t ops_done, uint64_t bytes_done,
+					     uint64_t n_ops, uint64_t bytes);
+
+/*
+ * Transfer: the daemon posts one-sided READs and WRITEs between local
+ * regions and remotes on its own queue pairs and returns when every op is
+ * done (0, *ret_bytes the bytes moved). The local regions are locked for
+ * the duration (shared for WRITEs, exclusive for READs) unless an op names
+ * a lease. progress (may be NULL) is called with progress replies (at most
+ * every 100 ms or 4096 ops). Failures, with the first failed op's index in
+ * rdmamem_error_message(): -EACCES (RemoteAccessError, or PermissionDenied
+ * up front), -EHOSTUNREACH (PeerUnreachable), -ECANCELED
+ * (TransferCancelled), -EIO (TransferFailed), -ENOENT, -ERANGE, -EINVAL.
+ * The call has no deadline of its own beyond the client's timeout per
+ * reply.
+ */
+int rdmamem_transfer(struct rdmamem_client *client, const struct rdmamem_transfer_op *ops,
+		     size_t n_ops, rdmamem_transfer_progress_fn progress, void *userdata,
+		     uint64_t *ret_bytes);
+/* The same for ranges indices[0..n) of plan (n == 0: all), op READ or
+ * WRITE for all: the prepared form (rdmamem_transfer_prepare()). */
+int rdmamem_transfer_post(struct rdmamem_client *client, uint64_t plan, int op,
+			  const uint64_t *indices, size_t n, rdmamem_transfer_progress_fn progress,
+			  void *userdata, uint64_t *ret_bytes);
 
 /*
  * GPU memory (CUDA). The daemon loads the CUDA driver on the first GPU

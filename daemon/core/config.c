@@ -79,6 +79,9 @@ static const struct config_key keys[] = {
 	  .offset = F(max_plans_per_uid), .reloadable = true, .min = 1, .max = 1U << 24,
 	  .help = "prepared transfer plans one user may hold, each up to 16000 ranges "
 		  "(default 256)" },
+	{ .section = "limits", .key = "max-transfer-ops", .type = CFG_UINT,
+	  .offset = F(max_transfer_ops), .reloadable = true, .min = 1, .max = 1U << 24,
+	  .help = "ops one Transfer call may carry, listed or by plan index (default 100000)" },
 	{ .section = "limits", .key = "max-shares-per-region", .type = CFG_UINT,
 	  .offset = F(max_shares_per_region), .reloadable = true, .min = 1, .max = 4096,
 	  .help = "uids and gids one region may be shared with, at most 4096 (default 64)" },
@@ -128,6 +131,14 @@ static const struct config_key keys[] = {
 	  .option = "max-rdma-connections-per-uid", .type = CFG_UINT,
 	  .offset = F(max_rdma_connections_per_uid), .reloadable = true, .max = 1U << 20,
 	  .help = "remote queue pairs into one user's memory (default 256)" },
+	{ .section = "rdma", .key = "link-idle-sec", .type = CFG_UINT, .offset = F(link_idle_sec),
+	  .min = 1, .max = 86400,
+	  .help = "seconds a queue pair to another daemon may stay idle before it is closed "
+		  "(default 60)" },
+	{ .section = "rdma", .key = "transfer-window", .type = CFG_UINT,
+	  .offset = F(transfer_window), .min = 1, .max = 4096,
+	  .help = "work requests outstanding per queue pair to another daemon, at most 4096 "
+		  "(default 128)" },
 };
 /* clang-format on */
 
@@ -176,10 +187,13 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_tokens_per_uid = 256,
 		.max_remotes_per_uid = 1024,
 		.max_plans_per_uid = 256,
+		.max_transfer_ops = 100000,
 		.max_shares_per_region = 64,
 		.read_inline_max = 4U * 1024U * 1024U,
 		.max_rdma_connections = 1024,
 		.max_rdma_connections_per_uid = 256,
+		.link_idle_sec = 60,
+		.transfer_window = 128,
 		.log_level = LOG_INFO,
 		.bandwidth_probe_size = 64ULL << 20,
 	};

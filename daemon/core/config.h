@@ -40,6 +40,7 @@ struct daemon_config {
 	unsigned max_tokens_per_uid;  /* access tokens */
 	unsigned max_remotes_per_uid; /* remote handles (ImportRemote) */
 	unsigned max_plans_per_uid;   /* prepared plans (PrepareTransfer) */
+	unsigned max_transfer_ops;    /* ops one Transfer call may carry */
 	unsigned max_shares_per_region;
 	uint64_t read_inline_max; /* largest Read answered inline */
 	char **devices_allow;     /* NULL: every device */
@@ -48,6 +49,8 @@ struct daemon_config {
 	char **rdma_allow;    /* ADDR/PREFIX peers may come from; NULL: any */
 	unsigned max_rdma_connections;
 	unsigned max_rdma_connections_per_uid; /* into one uid's protection domains */
+	unsigned link_idle_sec;   /* a queue pair to another daemon idle this long: closed */
+	unsigned transfer_window; /* work requests outstanding per such queue pair */
 	int log_level;
 	uint64_t bandwidth_probe_size; /* each buffer of the host memcpy measurement; 0: none */
 };

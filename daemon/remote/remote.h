@@ -22,12 +22,14 @@
 #include "daemon/core/session.h"
 #include "daemon/remote/descriptor.h"
 #include "daemon/remote/notify.h"
+#include "daemon/remote/link.h"
 #include "util/idmap.h"
 
 struct account;
 struct core;
 struct errinfo;
 struct rdma_ctx;
+struct region_registry;
 
 struct remote_ctx {
 	struct core *core; /* the limits, the accounts */
@@ -37,6 +39,21 @@ struct remote_ctx {
 	uint64_t next_remote_id, next_plan_id, next_export_id;
 	unsigned n_remotes, n_plans; /* in the maps */
 	struct notify_ctx notify;    /* notifications received (notify.h) */
+	/*
+	 * The queue pairs this daemon opens to other daemons for Transfer
+	 * (link.h). daemon.c starts the pool after remote_ctx_init() and stops
+	 * it at shutdown before the endpoint and the devices: its QPs are on
+	 * those devices, in the PDs devices_free() frees.
+	 */
+	struct link_pool links;
+	/* Transfers (transfer.h): the region registry they look regions up
+	 * in, the windows of the live links, and the notification hook. */
+	struct region_registry *regions;
+	struct list_head transfer_qps; /* struct transfer_qp */
+	unsigned n_transfer_qps;       /* allocated, live or draining */
+	unsigned n_transfers;          /* started, not freed */
+	uint64_t n_transfers_done, n_transfers_failed;
+	int (*notify_send)(struct link *l, const void *data, size_t len, uint64_t export_id);
 };
 
 struct remote {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/core/core.h"
 #include "daemon/core/errinfo.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/token.h"
@@ -19,7 +20,9 @@
 #include "daemon/remote/export.h"
 #include "daemon/remote/plan.h"
 #include "daemon/remote/remote.h"
+#include "daemon/remote/transfer.h"
 #include "daemon/rpc/rpc.h"
+#include "proto/base64.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "util/strset.h"
@@ -372,6 +375,283 @@ static int method_release_plan(struct rpc_call *call, void *params)
 	return rpc_reply(call, NULL);
 }
 
+struct transfer_params {
+	const cJSON *ops;
+	uint64_t plan;
+	bool has_plan;
+	const char *op;
+	const cJSON *indices;
+	struct rpc_string notify;
+};
+
+/* clang-format off */
+static const struct varlink_symbol rpc_type_TransferOp = VARLINK_DEFINE_TYPE(
+	TransferOp, "One op: length bytes between the local region and the remote.",
+	VARLINK_FIELD_COMMENT("\"read\" (remote to local) or \"write\" (local to remote)"),
+	VARLINK_FIELD(op, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("lease: one of this connection's on the region, to run under"),
+	VARLINK_FIELD_INLINE(local, 0,
+		VARLINK_FIELD(region, VARLINK_U64, 0),
+		VARLINK_FIELD(offset, VARLINK_U64, 0),
+		VARLINK_FIELD(lease, VARLINK_U64, VARLINK_NULLABLE)),
+	VARLINK_FIELD_INLINE(remote, 0,
+		VARLINK_FIELD(id, VARLINK_U64, 0),
+		VARLINK_FIELD(offset, VARLINK_U64, 0)),
+	VARLINK_FIELD(length, VARLINK_U64, 0));
+
+RPC_DEFINE_METHOD(
+	Transfer,
+	"One-sided RDMA READs and WRITEs between this connection's view of local\n"
+	"regions and remotes (ImportRemote), posted by the daemon on its own queue\n"
+	"pairs to the exporting daemons (PROTOCOL.md, \"Transfers\"). Either ops\n"
+	"(at most max-transfer-ops, and what one message holds), or plan with op\n"
+	"and indices (left out: every range of the plan). The local regions are\n"
+	"locked for the duration (shared when only read, by writes; exclusive when\n"
+	"a read writes them) unless an op names a lease. The reply comes when\n"
+	"every op is done; with \"more\", progress replies come first (at most\n"
+	"every 100 ms or 4096 ops). A failure names the first failed op (index)\n"
+	"and how many failed: RemoteAccessError, PeerUnreachable,\n"
+	"TransferCancelled, TransferFailed. notify: base64 bytes (at most 4096)\n"
+	"the remote owner receives after the data.",
+	VARLINK_INPUT_BY_TYPE(struct transfer_params, ops, ops, rpc_type_TransferOp,
+			      VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_INPUT_HAS(struct transfer_params, plan, plan, VARLINK_U64, VARLINK_NULLABLE,
+			  has_plan),
+	VARLINK_FIELD_COMMENT("with plan: \"read\" or \"write\""),
+	VARLINK_INPUT(struct transfer_params, op, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct transfer_params, indices, VARLINK_U64,
+		      VARLINK_NULLABLE | VARLINK_ARRAY),
+	RPC_INPUT_MEASURED(struct transfer_params, notify, VARLINK_NULLABLE),
+	VARLINK_FIELD_COMMENT("ops and bytes in the call; ops and bytes done so far (all at the end)"),
+	VARLINK_OUTPUT(ops, VARLINK_U64, 0),
+	VARLINK_OUTPUT(bytes, VARLINK_U64, 0),
+	VARLINK_OUTPUT(ops_done, VARLINK_U64, 0),
+	VARLINK_OUTPUT(bytes_done, VARLINK_U64, 0));
+/* clang-format on */
+
+static int parse_opcode(const char *s, uint8_t *ret)
+{
+	if (s && strcmp(s, "read") == 0)
+		*ret = WR_READ;
+	else if (s && strcmp(s, "write") == 0)
+		*ret = WR_WRITE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_transfer_ops(struct rpc_call *call, const cJSON *list, struct transfer_op **ret,
+			      size_t *ret_n)
+{
+	unsigned max = call->ctx->core->cfg.max_transfer_ops;
+	_cleanup_free_ struct transfer_op *ops = NULL;
+	const cJSON *item;
+	size_t n = 0, k = 0;
+
+	cJSON_ArrayForEach(item, list)
+		if (++n > max)
+			return rpc_invalid_param(call, "ops",
+						 "parameter 'ops' has more than %u ops "
+						 "(max-transfer-ops)",
+						 max);
+	if (n == 0)
+		return rpc_invalid_param(call, "ops", "parameter 'ops' is empty");
+	ops = calloc(n, sizeof(*ops));
+	if (!ops)
+		return -ENOMEM;
+	cJSON_ArrayForEach(item, list) {
+		const cJSON *local = cJSON_GetObjectItemCaseSensitive(item, "local");
+		const cJSON *remote = cJSON_GetObjectItemCaseSensitive(item, "remote");
+		const cJSON *lease = cJSON_GetObjectItemCaseSensitive(local, "lease");
+		struct transfer_op *o = &ops[k];
+
+		if (parse_opcode(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(item, "op")),
+				 &o->opcode) < 0 ||
+		    !cJSON_IsObject(local) || !cJSON_IsObject(remote) ||
+		    json_get_u64(local, "region", &o->region) < 0 ||
+		    json_get_u64(local, "offset", &o->offset) < 0 ||
+		    (lease && !cJSON_IsNull(lease) && json_to_u64(lease, &o->lease) < 0) ||
+		    json_get_u64(remote, "id", &o->remote) < 0 ||
+		    json_get_u64(remote, "offset", &o->remote_offset) < 0 ||
+		    json_get_u64(item, "length", &o->length) < 0)
+			return rpc_invalid_param(
+				call, "ops",
+				"parameter 'ops' item %zu must be {op: \"read\" or "
+				"\"write\", local: {region, offset, lease?}, remote: "
+				"{id, offset}, length}, numbers as decimal strings",
+				k);
+		k++;
+	}
+	*ret = TAKE_PTR(ops);
+	*ret_n = n;
+	return 0;
+}
+
+static int parse_indices(struct rpc_call *call, const cJSON *list, uint64_t **ret, size_t *ret_n)
+{
+	unsigned max = call->ctx->core->cfg.max_transfer_ops;
+	_cleanup_free_ uint64_t *idx = NULL;
+	const cJSON *item;
+	size_t n = 0, k = 0;
+
+	cJSON_ArrayForEach(item, list)
+		if (++n > max)
+			return rpc_invalid_param(call, "indices",
+						 "parameter 'indices' has more than %u entries "
+						 "(max-transfer-ops)",
+						 max);
+	if (n == 0)
+		return rpc_invalid_param(call, "indices",
+					 "parameter 'indices' is empty: leave it out to post "
+					 "every range");
+	idx = calloc(n, sizeof(*idx));
+	if (!idx)
+		return -ENOMEM;
+	cJSON_ArrayForEach(item, list)
+		if (!cJSON_IsString(item) || json_to_u64(item, &idx[k++]) < 0)
+			return rpc_invalid_param(call, "indices",
+						 "parameter 'indices' must hold decimal strings");
+	*ret = TAKE_PTR(idx);
+	*ret_n = n;
+	return 0;
+}
+
+/* A Transfer in flight: its deferred reply. */
+struct transfer_call {
+	struct rpc_deferred *d;
+	struct transfer *t;
+};
+
+static cJSON *transfer_reply(const struct transfer_progress *p)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o && (json_add_u64(o, "ops", p->n_ops) < 0 || json_add_u64(o, "bytes", p->bytes) < 0 ||
+		  json_add_u64(o, "ops_done", p->ops_done) < 0 ||
+		  json_add_u64(o, "bytes_done", p->bytes_done) < 0))
+		o = (cJSON_Delete(o), NULL);
+	return o;
+}
+
+static void on_transfer_progress(void *userdata, struct transfer *t,
+				 const struct transfer_progress *p)
+{
+	struct transfer_call *tc = userdata;
+
+	(void)t;
+	/* A progress reply is best effort: a failed one is not the transfer's. */
+	if (tc->d->call->vc.more && p->ops_done < p->n_ops)
+		(void)rpc_deferred_continue(tc->d, transfer_reply(p));
+}
+
+static void on_transfer_done(void *userdata, struct transfer *t, int result, struct errinfo *e)
+{
+	struct transfer_call *tc = userdata;
+	cJSON *reply;
+
+	if (result < 0) {
+		rpc_deferred_error(tc->d, e);
+	} else {
+		reply = transfer_reply(&t->progress);
+		if (reply)
+			rpc_deferred_reply(tc->d, reply);
+		else
+			rpc_deferred_fail(tc->d, -ENOMEM);
+	}
+	transfer_free(t);
+	free(tc);
+}
+
+/* The client went away: nothing more is posted; what was drains, then done
+ * ends the handle (its answer dropped). */
+static void on_transfer_cancel(void *userdata)
+{
+	struct transfer_call *tc = userdata;
+
+	transfer_cancel(tc->t);
+}
+
+static const struct transfer_cb transfer_call_cb = {
+	.done = on_transfer_done,
+	.progress = on_transfer_progress,
+};
+
+static int method_transfer(struct rpc_call *call, void *params)
+{
+	const struct transfer_params *p = params;
+	_cleanup_free_ struct transfer_op *ops = NULL;
+	_cleanup_free_ uint64_t *idx = NULL;
+	_cleanup_free_ uint8_t *notify = NULL;
+	_cleanup_free_ struct transfer_call *tc = NULL;
+	struct errinfo err = {};
+	size_t n = 0, notify_len = 0;
+	struct plan *plan = NULL;
+	uint8_t opcode = 0;
+	int r;
+
+	/* Each list's own form first: what is wrong with it, by its name. */
+	if (p->indices) {
+		r = parse_indices(call, p->indices, &idx, &n);
+		if (r < 0)
+			return r;
+	}
+	if (!!p->ops == p->has_plan)
+		return rpc_invalid_param(call, p->ops ? "plan" : "ops",
+					 "give either 'ops' or 'plan' (with 'op')");
+	if (p->ops) {
+		if (p->op || p->indices)
+			return rpc_invalid_param(call, p->op ? "op" : "indices",
+						 "'op' and 'indices' go with 'plan'");
+		r = parse_transfer_ops(call, p->ops, &ops, &n);
+		if (r < 0)
+			return r;
+	} else {
+		if (parse_opcode(p->op, &opcode) < 0)
+			return rpc_invalid_param(call, "op",
+						 "parameter 'op' must be \"read\" or \"write\" "
+						 "with 'plan'");
+		plan = plan_lookup(call->ctx->remote, p->plan, call->session);
+		if (!plan)
+			return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_PLAN,
+					  "this connection holds no plan %" PRIu64, p->plan);
+		if (!idx && plan->n_ranges > call->ctx->core->cfg.max_transfer_ops)
+			return rpc_invalid_param(call, "plan",
+						 "plan %" PRIu64 " has more ranges than "
+						 "max-transfer-ops; post it by indices",
+						 p->plan);
+	}
+	if (p->notify.s) {
+		ssize_t len = base64_decoded_len(p->notify.s, p->notify.len);
+
+		if (len < 0)
+			return rpc_invalid_param(call, "notify",
+						 "parameter 'notify' is not valid base64");
+		if ((size_t)len > TRANSFER_NOTIFY_MAX)
+			return rpc_invalid_param(call, "notify",
+						 "parameter 'notify' holds more than %u bytes",
+						 TRANSFER_NOTIFY_MAX);
+		notify = malloc(len ? (size_t)len : 1);
+		if (!notify)
+			return -ENOMEM;
+		base64_decode(p->notify.s, p->notify.len, notify);
+		notify_len = (size_t)len;
+	}
+	tc = calloc(1, sizeof(*tc));
+	if (!tc)
+		return -ENOMEM;
+	if (plan)
+		r = transfer_start_plan(call->ctx->remote, call->session, plan, opcode, idx, n,
+					notify, notify_len, &transfer_call_cb, tc, &tc->t, &err);
+	else
+		r = transfer_start(call->ctx->remote, call->session, ops, n, notify, notify_len,
+				   &transfer_call_cb, tc, &tc->t, &err);
+	if (r < 0)
+		return err.name ? rpc_error_info(call, &err) : r;
+	tc->d = rpc_defer(call, on_transfer_cancel, tc);
+	TAKE_PTR(tc);
+	return 0;
+}
+
 const struct rpc_method rpc_remote_methods[] = {
 	RPC_METHOD(RDMAMEMD_INTERFACE, ExportRegion, method_export_region,
 		   RPC_PARAMS(struct export_region_params)),
@@ -383,5 +663,7 @@ const struct rpc_method rpc_remote_methods[] = {
 		   RPC_PARAMS(struct prepare_transfer_params)),
 	RPC_METHOD(RDMAMEMD_INTERFACE, ReleasePlan, method_release_plan,
 		   RPC_PARAMS(struct release_plan_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Transfer, method_transfer,
+		   RPC_PARAMS(struct transfer_params)),
 	{},
 };

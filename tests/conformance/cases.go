@@ -53,6 +53,10 @@ var unprovokable = []struct{ err, why string }{
 	{"org.varlink.service.MethodNotImplemented", "rdmamemd implements every method it declares; the method cases show each one answers"},
 	{"org.varlink.service.PermissionDenied", "rdmamemd refuses with io.rdmamemd.PermissionDenied, which says what was refused"},
 	{"org.varlink.service.ExpectedMore", "no method of io.rdmamemd requires \"more\""},
+	{"io.rdmamemd.RemoteAccessError", "a transfer needs a registration and a reachable rdmacm endpoint, which this suite's daemon does not have (the transfer unit suite provokes it over the fake verbs)"},
+	{"io.rdmamemd.PeerUnreachable", "a transfer needs a registration, which this suite's daemon does not have (the transfer unit suite provokes it over the fake verbs)"},
+	{"io.rdmamemd.TransferCancelled", "a transfer must be in flight when its client leaves, and then nobody reads the error (the transfer unit suite checks it)"},
+	{"io.rdmamemd.TransferFailed", "a transfer needs a registration and a reachable rdmacm endpoint, which this suite's daemon does not have (the transfer unit suite provokes it over the fake verbs)"},
 }
 
 func obj(kv ...interface{}) func(s *suite) interface{} {
@@ -263,7 +267,7 @@ var cases = []*testCase{
 	// read and write: tests/fuzz/gen-seeds.py's "one" record.
 	{what: "ImportRemote", conn: "lib", method: "io.rdmamemd.ImportRemote",
 		params: obj("descriptor", "rdmamem1.AQMBAQcAAAAAAAAAAAAQAAAAAACgoaKjpKWmp6ipqqusra6vBAAvHQoAAg8AAAAAAAAAAAAAAAAAAQIDBAUGBwgJCgsMDQ4PABAAAAB_AAA0EgAAAQRyeGUw"),
-		then: all(learn("remote", "remote"), wantField("length", "1048576"), wantField("export", "7"))},
+		then:   all(learn("remote", "remote"), wantField("length", "1048576"), wantField("export", "7"))},
 	{what: "ImportRemote of a broken descriptor", conn: "lib", method: "io.rdmamemd.ImportRemote",
 		params: obj("descriptor", "rdmamem1.AQMBAQ"), err: "org.varlink.service.InvalidParameter",
 		errParams: map[string]string{"parameter": "descriptor"}},
@@ -271,6 +275,17 @@ var cases = []*testCase{
 		params: obj("region", "$A", "remote", "$remote", "ranges", []interface{}{
 			map[string]interface{}{"local_offset": "0", "remote_offset": "4096", "length": "16"}}),
 		then: learn("plan", "plan")},
+	{what: "Transfer of a region registered nowhere", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"0"}),
+		err:    "io.rdmamemd.NotRegistered"},
+	{what: "Transfer past the plan", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"1"}),
+		err:    "io.rdmamemd.OutOfRange"},
+	{what: "Transfer", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("plan", "$plan", "op", "write"),
+		need: func(s *suite) string {
+			return "a transfer needs a registration and a reachable rdmacm endpoint, which this suite's daemon does not have (the transfer unit suite runs it over the fake verbs)"
+		}},
 	{what: "ReleasePlan", conn: "lib", method: "io.rdmamemd.ReleasePlan", params: obj("plan", "$plan")},
 	{what: "ReleasePlan again", conn: "lib", method: "io.rdmamemd.ReleasePlan", params: obj("plan", "$plan"),
 		err: "io.rdmamemd.NoSuchPlan"},

@@ -1,0 +1,1170 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/core/account.h"
+#include "daemon/core/core.h"
+#include "daemon/core/log.h"
+#include "daemon/core/session.h"
+#include "daemon/mem/lease.h"
+#include "daemon/mem/region.h"
+#include "daemon/rdma/device.h"
+#include "daemon/rdma/mreg.h"
+#include "daemon/rdma/rdma.h"
+#include "daemon/remote/plan.h"
+#include "daemon/remote/remote.h"
+#include "daemon/remote/transfer.h"
+#include "proto/errors.h"
+#include "proto/json.h"
+
+/* ---- the windows of live links ---- */
+
+static struct transfer_qp *qp_ref(struct transfer_qp *q)
+{
+	q->n_ref++;
+	return q;
+}
+
+static void qp_free_maybe(struct transfer_qp *q)
+{
+	if (q->n_ref || q->busy)
+		return;
+	window_done(&q->win);
+	free(q->scratch);
+	q->ctx->n_transfer_qps--;
+	free(q);
+}
+
+static struct transfer_qp *qp_unref(struct transfer_qp *q)
+{
+	if (q) {
+		q->n_ref--;
+		qp_free_maybe(q);
+	}
+	return NULL;
+}
+
+/* Its link failed or closed: out of the list, no new batch; the window
+ * fails what is left (nothing is, when the link's final completion came).
+ * The link's reference goes; the transfers' references keep the struct. */
+static void qp_kill(struct transfer_qp *q, int status)
+{
+	if (q->dead)
+		return;
+	q->dead = true;
+	q->busy++;
+	window_fail(&q->win, status, 0);
+	q->busy--;
+	list_del(&q->node);
+	q->link = link_unref(q->link);
+	qp_unref(q);
+}
+
+static int qp_post(void *userdata, struct wr *wrs, size_t n)
+{
+	struct transfer_qp *q = userdata;
+
+	if (q->dead)
+		return -ENOTCONN;
+	for (size_t i = 0; i < n; i++)
+		q->scratch[i] = (struct vb_send_wr){
+			.wr_id = wrs[i].wr_id,
+			.opcode = wrs[i].opcode == WR_READ ? VB_WR_RDMA_READ : VB_WR_RDMA_WRITE,
+			.signaled = wrs[i].signalled,
+			.local_addr = wrs[i].local_addr,
+			.lkey = wrs[i].lkey,
+			.length = wrs[i].length,
+			.remote_addr = wrs[i].remote_addr,
+			.rkey = wrs[i].rkey,
+		};
+	return link_post(q->link, &q->user, q->scratch, n);
+}
+
+static const struct window_link_ops qp_link_ops = { .post = qp_post };
+
+/*
+ * The link's completions. RC order: a completion for wr_id says every
+ * earlier WR of ours ran. A final one says wr_id did not (its own error,
+ * or flushed) nor did any later one: the window retires the earlier ones
+ * as done and fails the rest.
+ */
+static void qp_complete(struct link_user *u, const struct link_completion *c)
+{
+	struct transfer_qp *q = container_of(u, struct transfer_qp, user);
+	struct window_wc wc = { .wr_id = c->wr_id,
+				.status = c->status == VB_WC_SUCCESS ? 0 : (int)c->status,
+				.vendor_err = c->vendor_err };
+
+	q->busy++;
+	if (!c->final || c->status != VB_WC_FLUSH_ERR) {
+		window_complete(&q->win, &wc, 1);
+	} else {
+		if (c->wr_id > q->win.tail) {
+			wc = (struct window_wc){ .wr_id = c->wr_id - 1 };
+			window_complete(&q->win, &wc, 1);
+		}
+		window_fail(&q->win, c->error < 0 ? c->error : -ECONNRESET, 0);
+	}
+	q->busy--;
+	if (c->final)
+		qp_kill(q, c->error < 0 ? c->error : -ECONNRESET);
+	else
+		qp_free_maybe(q);
+}
+
+/* The pool's hook: a link left READY. With WRs in flight its final
+ * completion comes and kills the window; without, it goes now. */
+static void on_link_state(struct link *l, void *userdata)
+{
+	struct remote_ctx *ctx = userdata;
+	struct transfer_qp *q, *n;
+
+	if (l->state != LINK_ERROR && l->state != LINK_CLOSED)
+		return;
+	list_for_each_entry_safe(q, n, &ctx->transfer_qps, node)
+		if (q->link == l && q->user.n_inflight == 0)
+			qp_kill(q, l->error < 0 ? l->error : -ECONNRESET);
+}
+
+/* The window of READY link l (whose reference the caller passes). */
+static int qp_get(struct remote_ctx *ctx, struct link *l, struct transfer_qp **ret)
+{
+	struct transfer_qp *q;
+	uint32_t depth = l->window;
+	int r;
+
+	list_for_each_entry(q, &ctx->transfer_qps, node)
+		if (q->link == l) {
+			link_unref(l);
+			*ret = qp_ref(q);
+			return 0;
+		}
+	q = calloc(1, sizeof(*q));
+	if (q)
+		q->scratch = calloc(depth, sizeof(*q->scratch));
+	if (!q || !q->scratch) {
+		free(q);
+		link_unref(l);
+		return -ENOMEM;
+	}
+	r = window_init(&q->win,
+			&(struct window_params){ .depth = depth,
+						 .signal_every =
+							 MAX(1U, depth / TRANSFER_SIGNAL_DIV),
+						 .post_max = depth },
+			&qp_link_ops, q);
+	if (r < 0) {
+		free(q->scratch);
+		free(q);
+		link_unref(l);
+		return r;
+	}
+	q->ctx = ctx;
+	q->link = l;
+	q->user.complete = qp_complete;
+	q->n_ref = 2; /* the list's, the caller's */
+	list_add_tail(&q->node, &ctx->transfer_qps);
+	ctx->n_transfer_qps++;
+	*ret = q;
+	return 0;
+}
+
+void transfer_engine_init(struct remote_ctx *ctx, struct region_registry *regions)
+{
+	ctx->regions = regions;
+	list_init(&ctx->transfer_qps);
+	ctx->links.state_changed = on_link_state;
+	ctx->links.userdata = ctx;
+}
+
+/* ---- outcomes ---- */
+
+static const char *status_text(int status)
+{
+	static const char *const names[] = {
+		[VB_WC_SUCCESS] = "success",
+		[VB_WC_FLUSH_ERR] = "work request flushed error",
+		[VB_WC_REM_ACCESS_ERR] = "remote access error",
+		[VB_WC_LOC_ACCESS_ERR] = "local access error",
+		[VB_WC_RETRY_EXC_ERR] = "transport retry counter exceeded",
+		[VB_WC_REM_OP_ERR] = "remote operation error",
+		[VB_WC_OTHER_ERR] = "other error",
+	};
+
+	if (status >= 0 && (size_t)status < ELEMENTSOF(names) && names[status])
+		return names[status];
+	return "unknown status";
+}
+
+/* The named error of a failed op: a completion status (> 0) or an errno. */
+static int fail_info(struct transfer *t, struct errinfo *e)
+{
+	const struct window_status *st = &t->fail_st;
+	const char *name = RDMAMEM_ERROR_TRANSFER_FAILED;
+	cJSON *p = cJSON_CreateObject();
+	const char *what;
+	int err = -EIO;
+
+	if (st->outcome == WINDOW_CANCELLED) {
+		name = RDMAMEM_ERROR_TRANSFER_CANCELLED;
+		err = -ECANCELED;
+		what = "cancelled before it was posted (the client went away)";
+	} else if (st->status > 0) {
+		if (st->status == VB_WC_REM_ACCESS_ERR) {
+			name = RDMAMEM_ERROR_REMOTE_ACCESS;
+			err = -EACCES;
+		} else if (st->status == VB_WC_RETRY_EXC_ERR) {
+			name = RDMAMEM_ERROR_PEER_UNREACHABLE;
+			err = -EHOSTUNREACH;
+		}
+		what = st->outcome == WINDOW_WC_ERROR ?
+			       "its work request completed with an error" :
+			       "flushed: an earlier work request on its queue pair failed";
+		if (p && (json_add_string(p, "status", status_text(st->status)) < 0 ||
+			  json_add_int(p, "vendor_error", st->vendor_err) < 0))
+			p = (cJSON_Delete(p), NULL);
+	} else {
+		what = "its queue pair failed or closed before it ran";
+		if (st->status == -ETIMEDOUT || st->status == -EHOSTUNREACH) {
+			name = RDMAMEM_ERROR_PEER_UNREACHABLE;
+			err = -EHOSTUNREACH;
+		}
+	}
+	if (p && (json_add_u64(p, "index", t->fail_op) < 0 ||
+		  json_add_u64(p, "ops_done", t->progress.ops_done) < 0 ||
+		  json_add_u64(p, "ops_failed", t->progress.ops_failed) < 0 ||
+		  json_add_u64(p, "bytes_done", t->progress.bytes_done) < 0))
+		p = (cJSON_Delete(p), NULL);
+	errinfo_set(e, name, err, "op %zu: %s (%s); %" PRIu64 " of %" PRIu64 " ops failed",
+		    t->fail_op, what,
+		    st->outcome == WINDOW_CANCELLED ? "cancelled" :
+		    st->status > 0                  ? status_text(st->status) :
+						      strerror(-st->status),
+		    t->progress.ops_failed, t->progress.n_ops);
+	cJSON_Delete(e->params);
+	e->params = p;
+	return err;
+}
+
+static void release_all(struct transfer *t)
+{
+	/* Locks in reverse order of taking; waiting requests withdrawn. */
+	for (uint32_t i = t->n_regions; i-- > 0;) {
+		struct transfer_region *tr = &t->regions[t->lock_order[i]];
+
+		if (tr->locked)
+			lock_release(&tr->region->lock, &tr->req);
+		else if (tr->req.waiting)
+			lock_cancel(&tr->region->lock, &tr->req);
+		tr->locked = false;
+	}
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		for (uint32_t p = 0; p < t->legs[i].n_paths; p++) {
+			struct transfer_path *path = &t->legs[i].paths[p];
+
+			if (path->waiting)
+				link_waiter_cancel(&path->waiter);
+			path->waiting = false;
+			path->qp = qp_unref(path->qp);
+		}
+}
+
+/* Everything is over (nothing in flight): report, once. */
+static void finish(struct transfer *t)
+{
+	struct errinfo e = {};
+	int r = 0;
+
+	if (t->state == TRANSFER_DONE || t->hold)
+		return;
+	t->state = TRANSFER_DONE;
+	release_all(t);
+	if (t->fail_err < 0) {
+		r = t->fail_err;
+		e = t->fail_info;
+		t->fail_info = (struct errinfo){};
+	} else if (t->failed) {
+		r = fail_info(t, &e);
+	}
+	if (r < 0)
+		t->ctx->n_transfers_failed++;
+	else
+		t->ctx->n_transfers_done++;
+	t->cb.done(t->userdata, t, r, &e);
+	errinfo_done(&e);
+}
+
+/* A failure before any WR went out: recorded, the rest is undone. */
+static void fail_early(struct transfer *t, int err, struct errinfo *e)
+{
+	if (t->fail_err == 0 && !t->failed) {
+		t->fail_err = err;
+		t->fail_info = *e;
+		*e = (struct errinfo){};
+	} else {
+		errinfo_done(e);
+	}
+	finish(t);
+}
+
+static void progress_maybe(struct transfer *t, bool force)
+{
+	uint64_t now;
+
+	if (!t->cb.progress || t->state == TRANSFER_DONE)
+		return;
+	now = uv_now(t->ctx->core->loop);
+	if (!force && t->progress.ops_done - t->last_progress_ops < TRANSFER_PROGRESS_OPS &&
+	    now - t->last_progress_msec < TRANSFER_PROGRESS_MS)
+		return;
+	if (t->progress.ops_done == t->last_progress_ops)
+		return;
+	t->last_progress_ops = t->progress.ops_done;
+	t->last_progress_msec = now;
+	t->cb.progress(t->userdata, t, &t->progress);
+}
+
+static void leg_op_done(void *userdata, struct window_batch *b, uint32_t op,
+			const struct window_status *st)
+{
+	struct transfer_leg *leg = userdata;
+	struct transfer *t = leg->t;
+	size_t index = leg->ops[op].index;
+
+	(void)b;
+	if (st->outcome == WINDOW_OK) {
+		t->progress.ops_done++;
+		t->progress.bytes_done += t->lengths[index];
+		progress_maybe(t, false);
+		return;
+	}
+	t->progress.ops_failed++;
+	if (!t->failed || index < t->fail_op) {
+		t->failed = true;
+		t->fail_op = index;
+		t->fail_st = *st;
+	}
+}
+
+static int leg_notify(struct transfer_leg *leg, struct errinfo *e)
+{
+	struct transfer *t = leg->t;
+	struct link *l = leg->paths[0].qp && !leg->paths[0].qp->dead ? leg->paths[0].qp->link :
+								       NULL;
+	int r;
+
+	if (!l)
+		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, -ENOTCONN,
+				   "the data is in place, but the queue pair closed before the "
+				   "notification could be sent");
+	r = t->ctx->notify_send(l, t->notify, t->notify_len, leg->remote->desc.id);
+	if (r < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, r,
+				   "the data is in place, but the notification was not sent: %s",
+				   strerror(-r));
+	return 0;
+}
+
+static void leg_done(void *userdata, struct window_batch *b)
+{
+	struct transfer_leg *leg = userdata;
+	struct transfer *t = leg->t;
+
+	(void)b;
+	leg->done = true;
+	if (--t->legs_left > 0)
+		return;
+	if (t->notify && !t->failed) {
+		for (uint32_t i = 0; i < t->n_legs && t->fail_err == 0; i++) {
+			struct errinfo e = {};
+			int r = leg_notify(&t->legs[i], &e);
+
+			if (r < 0) {
+				t->fail_err = r;
+				t->fail_info = e;
+			}
+		}
+	}
+	progress_maybe(t, true);
+	finish(t);
+}
+
+static const struct window_batch_ops leg_batch_ops = {
+	.op_done = leg_op_done,
+	.done = leg_done,
+};
+
+/* ---- run ---- */
+
+static int leg_start(struct transfer_leg *leg, struct errinfo *e)
+{
+	struct wr_plan_params params = { .n_paths = leg->n_paths,
+					 .max_msg = WR_MSG_MAX,
+					 .stripe_min = leg->n_paths > 1 ? TRANSFER_STRIPE_MIN : 0,
+					 .stripe_chunk = TRANSFER_STRIPE_CHUNK };
+	int r;
+
+	for (uint32_t p = 0; p < leg->n_paths; p++) {
+		struct link *l = leg->paths[p].qp->link;
+
+		if (l && l->max_msg && l->max_msg < params.max_msg)
+			params.max_msg = l->max_msg;
+	}
+	r = wr_plan_build(&leg->plan, leg->ops, leg->n_ops, leg->keys, leg->n_regions, &params);
+	if (r == 0)
+		r = window_batch_init(&leg->batch, &leg->plan, &leg_batch_ops, leg);
+	if (r < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, r,
+				   "cannot plan the work requests: %s", strerror(-r));
+	leg->started = true;
+	return 0;
+}
+
+static void run(struct transfer *t)
+{
+	struct errinfo e = {};
+	int r;
+
+	for (uint32_t i = 0; i < t->n_legs; i++) {
+		r = leg_start(&t->legs[i], &e);
+		if (r < 0) {
+			/* Nothing posted yet: the started batches end unstarted. */
+			for (uint32_t j = 0; j <= i; j++)
+				if (t->legs[j].started)
+					window_batch_fini(&t->legs[j].batch);
+			for (uint32_t j = 0; j <= i; j++)
+				t->legs[j].started = false;
+			fail_early(t, r, &e);
+			return;
+		}
+	}
+	t->state = TRANSFER_RUNNING;
+	t->legs_left = t->n_legs;
+	t->hold++;
+	for (uint32_t i = 0; i < t->n_legs; i++) {
+		struct transfer_leg *leg = &t->legs[i];
+		struct window *wins[WR_PLAN_PATHS_MAX];
+
+		for (uint32_t p = 0; p < leg->n_paths; p++) {
+			leg->paths[p].qp->busy++;
+			wins[p] = &leg->paths[p].qp->win;
+		}
+		if (t->cancelled)
+			window_batch_cancel(&leg->batch);
+		window_batch_start(&leg->batch, wins);
+		for (uint32_t p = 0; p < leg->n_paths; p++) {
+			leg->paths[p].qp->busy--;
+			qp_free_maybe(leg->paths[p].qp);
+		}
+	}
+	t->hold--;
+	if (t->legs_left == 0)
+		finish(t);
+}
+
+static void path_ready(struct link_waiter *w, struct link *l, int error, const char *reason);
+
+/* Each path's link: READY now, or waited for. */
+static void connect_all(struct transfer *t)
+{
+	struct errinfo e = {};
+
+	t->state = TRANSFER_CONNECTING;
+	t->hold++;
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		for (uint32_t p = 0; p < t->legs[i].n_paths; p++) {
+			struct transfer_path *path = &t->legs[i].paths[p];
+			struct link *l = NULL;
+			int r;
+
+			path->waiter.ready = path_ready;
+			path->waiting = true;
+			t->paths_waiting++;
+			r = link_get(&t->ctx->links, &path->key, &path->waiter, &l);
+			if (r == -EINPROGRESS)
+				continue;
+			path->waiting = false;
+			t->paths_waiting--;
+			if (r == 0)
+				r = qp_get(t->ctx, l, &path->qp);
+			if (r < 0 && t->fail_err == 0) {
+				errinfo_set(&e, RDMAMEM_ERROR_PEER_UNREACHABLE, r,
+					    "cannot connect to %s on %s: %s", "the remote daemon",
+					    path->dev->info.name, strerror(-r));
+				t->fail_err = r;
+				t->fail_info = e;
+				e = (struct errinfo){};
+			}
+		}
+	t->hold--;
+	if (t->fail_err < 0 || t->cancelled) {
+		if (t->paths_waiting == 0)
+			finish(t);
+		return;
+	}
+	if (t->paths_waiting == 0)
+		run(t);
+}
+
+static void path_ready(struct link_waiter *w, struct link *l, int error, const char *reason)
+{
+	struct transfer_path *path = container_of(w, struct transfer_path, waiter);
+	struct transfer *t = path->leg->t;
+	int r = error;
+
+	path->waiting = false;
+	t->paths_waiting--;
+	if (l) {
+		r = qp_get(t->ctx, l, &path->qp);
+		if (r < 0)
+			reason = NULL;
+	}
+	if (r < 0 && t->fail_err == 0 && !t->cancelled) {
+		struct errinfo e = {};
+
+		errinfo_set(&e, RDMAMEM_ERROR_PEER_UNREACHABLE, r,
+			    "cannot connect from %s to the daemon of remote %" PRIu64 ": %s",
+			    path->dev->info.name, path->leg->remote->id,
+			    reason && *reason ? reason : strerror(-r));
+		t->fail_err = r;
+		t->fail_info = e;
+	}
+	if (t->paths_waiting > 0)
+		return;
+	if (t->fail_err < 0 || t->cancelled)
+		finish(t);
+	else
+		run(t);
+}
+
+/* ---- locks ---- */
+
+static void lock_next(struct transfer *t);
+
+static void on_lock_granted(struct lock_request *req)
+{
+	struct transfer *t = req->userdata;
+
+	t->regions[t->lock_order[t->n_locked]].locked = true;
+	t->n_locked++;
+	lock_next(t);
+}
+
+static void lock_next(struct transfer *t)
+{
+	while (t->n_locked < t->n_regions) {
+		struct transfer_region *tr = &t->regions[t->lock_order[t->n_locked]];
+		enum lock_mode mode = tr->written ? LOCK_EXCLUSIVE : LOCK_SHARED;
+		int r;
+
+		if (tr->lease) {
+			t->n_locked++;
+			continue;
+		}
+		tr->req.userdata = t;
+		r = lock_acquire(&tr->region->lock, &tr->req, mode, false, on_lock_granted, t);
+		if (r == 0)
+			return; /* on_lock_granted() goes on */
+		tr->locked = true;
+		t->n_locked++;
+	}
+	connect_all(t);
+}
+
+/* ---- resolve ---- */
+
+static int region_slot(struct transfer *t, uint64_t id, uint8_t opcode, uint64_t lease_id,
+		       uint32_t *ret, struct errinfo *e)
+{
+	struct transfer_region *tr = NULL;
+	uint32_t i;
+	int r;
+
+	for (i = 0; i < t->n_regions; i++)
+		if (t->regions[i].region->id == id) {
+			tr = &t->regions[i];
+			break;
+		}
+	if (!tr) {
+		struct region *reg;
+
+		if (t->n_regions == TRANSFER_REGIONS_MAX)
+			return errinfo_invalid_param(e, "ops", -E2BIG,
+						     "a transfer names at most %u local regions",
+						     TRANSFER_REGIONS_MAX);
+		r = region_lookup(t->ctx->regions, id, t->caller, REGION_READ, &reg, e);
+		if (r < 0)
+			return r;
+		tr = &t->regions[t->n_regions++];
+		tr->region = reg;
+	}
+	if (opcode == WR_READ && !tr->written) {
+		if (!region_allows(tr->region, t->caller, REGION_WRITE))
+			return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					   "a READ writes region %" PRIu64
+					   ", which this connection may only read",
+					   id);
+		tr->written = true;
+	}
+	if (lease_id) {
+		struct lease *l;
+
+		if (!tr->lease || tr->lease->id != lease_id) {
+			if (tr->lease)
+				return errinfo_invalid_param(e, "ops", -EINVAL,
+							     "two leases named for region %" PRIu64,
+							     id);
+			r = lease_lookup(t->ctx->regions, lease_id, t->caller, &l, e);
+			if (r < 0)
+				return r;
+			if (l->region != tr->region)
+				return errinfo_invalid_param(e, "ops", -EINVAL,
+							     "lease %" PRIu64
+							     " is not on region %" PRIu64,
+							     lease_id, id);
+			tr->lease = lease_ref(l);
+		}
+	}
+	*ret = (uint32_t)(tr - t->regions);
+	return 0;
+}
+
+static int remote_slot(struct transfer *t, struct remote *rem, uint32_t *ret, struct errinfo *e)
+{
+	for (uint32_t i = 0; i < t->n_remotes; i++)
+		if (t->remotes[i] == rem) {
+			*ret = i;
+			return 0;
+		}
+	if (t->n_remotes == TRANSFER_REMOTES_MAX)
+		return errinfo_invalid_param(e, "ops", -E2BIG,
+					     "a transfer names at most %u remotes",
+					     TRANSFER_REMOTES_MAX);
+	t->remotes[t->n_remotes] = remote_ref(rem);
+	*ret = t->n_remotes++;
+	return 0;
+}
+
+/* The leg of (remote, owner uid); its key set for region slot rs. */
+static int leg_slot(struct transfer *t, struct remote *rem, uint32_t rs, uint32_t *ret_leg,
+		    uint32_t *ret_keys, struct errinfo *e)
+{
+	uid_t uid = t->regions[rs].region->owner_uid;
+	struct transfer_leg *leg = NULL;
+	uint32_t i;
+
+	for (i = 0; i < t->n_legs; i++)
+		if (t->legs[i].remote == rem && t->legs[i].uid == uid) {
+			leg = &t->legs[i];
+			break;
+		}
+	if (!leg) {
+		if (t->n_legs == TRANSFER_LEGS_MAX)
+			return errinfo_invalid_param(e, "ops", -E2BIG,
+						     "a transfer spans at most %u pairs of remote "
+						     "and local region owner",
+						     TRANSFER_LEGS_MAX);
+		leg = &t->legs[t->n_legs++];
+		leg->t = t;
+		leg->remote = rem;
+		leg->uid = uid;
+		leg->regions = calloc(TRANSFER_REGIONS_MAX, sizeof(*leg->regions));
+		if (!leg->regions)
+			return -ENOMEM;
+		wr_plan_init(&leg->plan);
+	}
+	*ret_leg = (uint32_t)(leg - t->legs);
+	for (i = 0; i < leg->n_regions; i++)
+		if (leg->regions[i] == rs) {
+			*ret_keys = i;
+			return 0;
+		}
+	leg->regions[leg->n_regions] = rs;
+	*ret_keys = leg->n_regions++;
+	return 0;
+}
+
+struct resolved {
+	uint32_t leg, keys;
+};
+
+/* Op i: rights, ranges, its leg and key set. */
+static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t region,
+		      uint64_t offset, uint64_t lease, struct remote *rem, uint64_t remote_offset,
+		      uint64_t length, struct resolved *ret, struct errinfo *e)
+{
+	uint32_t rs = 0, remote;
+	uint8_t need = opcode == WR_READ ? DESCRIPTOR_ACCESS_READ : DESCRIPTOR_ACCESS_WRITE;
+	const struct region *reg;
+	int r;
+
+	if (opcode != WR_READ && opcode != WR_WRITE)
+		return errinfo_invalid_param(e, "op", -EINVAL, "op %zu: 'read' or 'write'", i);
+	r = region_slot(t, region, opcode, lease, &rs, e);
+	if (r < 0)
+		return r;
+	reg = t->regions[rs].region;
+	if (length == 0 || offset > reg->size || length > reg->size - offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "op %zu: [%" PRIu64 ", +%" PRIu64
+				   ") is not inside region %" PRIu64 " (%" PRIu64 " bytes)%s",
+				   i, offset, length, region, reg->size,
+				   length == 0 ? "; a length of 0 is refused" : "");
+	if (remote_offset > rem->desc.length || length > rem->desc.length - remote_offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "op %zu: [%" PRIu64 ", +%" PRIu64
+				   ") is not inside remote %" PRIu64 " (%" PRIu64 " bytes)",
+				   i, remote_offset, length, rem->id, rem->desc.length);
+	if (!(rem->desc.access & need))
+		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+				   "op %zu: remote %" PRIu64 " grants no %s access", i, rem->id,
+				   opcode == WR_READ ? "read" : "write");
+	r = remote_slot(t, rem, &remote, e);
+	if (r < 0)
+		return r;
+	r = leg_slot(t, rem, rs, &ret->leg, &ret->keys, e);
+	if (r < 0)
+		return r;
+	t->lengths[i] = length;
+	return 0;
+}
+
+/* Leases must allow what the ops do to their regions. */
+static int check_leases(struct transfer *t, struct errinfo *e)
+{
+	for (uint32_t i = 0; i < t->n_regions; i++) {
+		struct transfer_region *tr = &t->regions[i];
+
+		if (!tr->lease)
+			continue;
+		if (!lease_is_held(tr->lease))
+			return errinfo_set(e, RDMAMEM_ERROR_LEASE_CONFLICT, -EBUSY,
+					   "lease %" PRIu64 " is still waiting for its lock",
+					   tr->lease->id);
+		if (tr->written && tr->lease->mode == LOCK_SHARED)
+			return errinfo_set(e, RDMAMEM_ERROR_LEASE_CONFLICT, -EBUSY,
+					   "lease %" PRIu64 " is shared, which allows the "
+					   "region to be read only; a READ writes it",
+					   tr->lease->id);
+	}
+	return 0;
+}
+
+/* ---- paths ---- */
+
+/* The IPv4 address of an IPv4-mapped GID, or 0. */
+static uint32_t gid_ipv4(const uint8_t gid[16])
+{
+	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	uint32_t a;
+
+	if (memcmp(gid, prefix, sizeof(prefix)) != 0)
+		return 0;
+	memcpy(&a, gid + 12, 4);
+	return a;
+}
+
+/* Whether one of dev's IPv4 GIDs is on an interface whose network holds
+ * addr (network order): the device reaches that endpoint directly. */
+static bool dev_reaches(const struct device *dev, uint32_t addr, const struct ifaddrs *ifs)
+{
+	for (size_t p = 0; p < dev->info.n_ports; p++)
+		for (size_t g = 0; g < dev->info.ports[p].n_gids; g++) {
+			uint32_t a = gid_ipv4(dev->info.ports[p].gids[g].raw);
+
+			if (!a)
+				continue;
+			for (const struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+				const struct sockaddr_in *ia = (const void *)i->ifa_addr;
+				const struct sockaddr_in *im = (const void *)i->ifa_netmask;
+
+				if (!ia || !im || ia->sin_family != AF_INET ||
+				    ia->sin_addr.s_addr != a)
+					continue;
+				if (((a ^ addr) & im->sin_addr.s_addr) == 0)
+					return true;
+			}
+		}
+	return false;
+}
+
+/* The endpoint that reaches remote device d: the one on its address, else
+ * the first. */
+static const struct descriptor_endpoint *endpoint_of(const struct descriptor *desc,
+						     const struct descriptor_device *d)
+{
+	uint32_t a = gid_ipv4(d->gid);
+
+	for (size_t i = 0; a && i < desc->n_endpoints; i++)
+		if (desc->endpoints[i].family == 4 && memcmp(desc->endpoints[i].addr, &a, 4) == 0)
+			return &desc->endpoints[i];
+	return &desc->endpoints[0];
+}
+
+static bool leg_registered_on(const struct transfer *t, const struct transfer_leg *leg,
+			      const struct device *dev)
+{
+	for (uint32_t k = 0; k < leg->n_regions; k++) {
+		const struct mreg *m =
+			mreg_find(t->regions[leg->regions[k]].region, dev->info.name);
+
+		if (!m || m->state != MREG_REGISTERED)
+			return false;
+	}
+	return true;
+}
+
+static int leg_paths(struct transfer *t, struct transfer_leg *leg, const struct ifaddrs *ifs,
+		     struct errinfo *e)
+{
+	const struct descriptor *desc = &leg->remote->desc;
+	struct device *cand[16], *dev;
+	size_t n_cand = 0;
+
+	list_for_each_entry(dev, &t->ctx->rdma->devices, link)
+		if (n_cand < ELEMENTSOF(cand) && !dev->fatal && leg_registered_on(t, leg, dev))
+			cand[n_cand++] = dev;
+	if (n_cand == 0)
+		return errinfo_set(e, RDMAMEM_ERROR_NOT_REGISTERED, -ENOLINK,
+				   "region %" PRIu64
+				   " (or another of the transfer's regions of uid "
+				   "%u) has no registration in force on a device of this host "
+				   "(RegisterOn makes one)",
+				   t->regions[leg->regions[0]].region->id, (unsigned)leg->uid);
+	for (uint32_t r = 0; r < desc->n_devices && leg->n_paths < WR_PLAN_PATHS_MAX; r++) {
+		const struct descriptor_endpoint *ep = endpoint_of(desc, &desc->devices[r]);
+		struct transfer_path *path = &leg->paths[leg->n_paths];
+		struct sockaddr_storage ss = {};
+		uint32_t addr = 0;
+		bool dup = false;
+
+		dev = cand[0];
+		if (ep->family == 4) {
+			memcpy(&addr, ep->addr, 4);
+			for (size_t c = 0; c < n_cand; c++)
+				if (dev_reaches(cand[c], addr, ifs)) {
+					dev = cand[c];
+					break;
+				}
+		}
+		descriptor_endpoint_sockaddr(ep, &ss);
+		for (uint32_t q = 0; q < leg->n_paths; q++)
+			if (leg->paths[q].dev == dev &&
+			    memcmp(&leg->paths[q].key.endpoint, &ss, sizeof(ss)) == 0)
+				dup = true;
+		if (dup)
+			continue;
+		*path = (struct transfer_path){ .leg = leg, .dev = dev, .remote_dev = r };
+		path->key.dev = dev;
+		path->key.uid = leg->uid;
+		path->key.endpoint = ss;
+		memcpy(path->key.token, desc->token, TOKEN_BYTES);
+		leg->n_paths++;
+	}
+	leg->keys = calloc((size_t)leg->n_regions * leg->n_paths, sizeof(*leg->keys));
+	if (!leg->keys)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < leg->n_regions; k++) {
+		struct region *reg = t->regions[leg->regions[k]].region;
+
+		for (uint32_t p = 0; p < leg->n_paths; p++) {
+			const struct mreg *m = mreg_find(reg, leg->paths[p].dev->info.name);
+			const struct descriptor_device *rd =
+				&desc->devices[leg->paths[p].remote_dev];
+
+			/* The device writes the region for a READ only when its MR
+			 * allows local writes (the owner's access list). */
+			if (t->regions[leg->regions[k]].written &&
+			    !(m->access & VB_ACCESS_LOCAL_WRITE))
+				return errinfo_set(
+					e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+					"a READ writes region %" PRIu64
+					", whose registration on %s does not allow local "
+					"writes (register it with access local_write)",
+					reg->id, leg->paths[p].dev->info.name);
+
+			leg->keys[k * leg->n_paths + p] = (struct wr_keys){
+				.local_addr = region_address(reg),
+				.remote_addr = rd->addr,
+				.lkey = m->lkey,
+				.rkey = rd->rkey,
+			};
+		}
+	}
+	return 0;
+}
+
+static int plan_paths(struct transfer *t, struct errinfo *e)
+{
+	struct ifaddrs *ifs = NULL;
+	int r = 0;
+
+	/* No interface list: every path goes from the first device. */
+	if (getifaddrs(&ifs) < 0)
+		ifs = NULL;
+	for (uint32_t i = 0; i < t->n_legs && r == 0; i++)
+		r = leg_paths(t, &t->legs[i], ifs, e);
+	freeifaddrs(ifs);
+	return r;
+}
+
+/* ---- the transfer ---- */
+
+static struct transfer *transfer_alloc(struct remote_ctx *ctx, struct session *caller, size_t n)
+{
+	struct transfer *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->lengths = calloc(n, sizeof(*t->lengths));
+	if (!t->lengths) {
+		free(t);
+		return NULL;
+	}
+	t->ctx = ctx;
+	t->caller = session_ref(caller);
+	t->n_ops = n;
+	t->progress.n_ops = n;
+	ctx->n_transfers++;
+	return t;
+}
+
+void transfer_free(struct transfer *t)
+{
+	if (!t)
+		return;
+	release_all(t);
+	for (uint32_t i = 0; i < t->n_legs; i++) {
+		struct transfer_leg *leg = &t->legs[i];
+
+		if (leg->started)
+			window_batch_fini(&leg->batch);
+		wr_plan_done(&leg->plan);
+		free(leg->regions);
+		free(leg->ops);
+		free(leg->keys);
+	}
+	for (uint32_t i = 0; i < t->n_regions; i++) {
+		lease_unref(t->regions[i].lease);
+		region_unref(t->regions[i].region);
+	}
+	for (uint32_t i = 0; i < t->n_remotes; i++)
+		remote_unref(t->remotes[i]);
+	errinfo_done(&t->fail_info);
+	session_unref(t->caller);
+	t->ctx->n_transfers--;
+	free(t->notify);
+	free(t->lengths);
+	free(t);
+}
+
+/* After the ops were resolved (res[i] for op i): the legs' op arrays, the
+ * paths, the lock order; then the locks are asked for. */
+static int transfer_begin(struct transfer *t, const struct resolved *res, const struct wr_op *ops,
+			  const void *notify, size_t notify_len, struct errinfo *e)
+{
+	size_t fill[TRANSFER_LEGS_MAX] = {};
+	int r;
+
+	if (notify_len > 0) {
+		if (!t->ctx->notify_send)
+			return errinfo_invalid_param(e, "notify", -EOPNOTSUPP,
+						     "parameter 'notify': this daemon sends no "
+						     "notifications yet");
+		t->notify = malloc(notify_len);
+		if (!t->notify)
+			return -ENOMEM;
+		memcpy(t->notify, notify, notify_len);
+		t->notify_len = notify_len;
+	}
+	r = check_leases(t, e);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < t->n_ops; i++)
+		t->legs[res[i].leg].n_ops++;
+	for (uint32_t l = 0; l < t->n_legs; l++) {
+		t->legs[l].ops = calloc(t->legs[l].n_ops, sizeof(struct wr_op));
+		if (!t->legs[l].ops)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->n_ops; i++) {
+		struct transfer_leg *leg = &t->legs[res[i].leg];
+		struct wr_op *o = &leg->ops[fill[res[i].leg]++];
+
+		*o = ops[i];
+		o->keys = res[i].keys;
+		o->index = (uint32_t)i;
+		t->progress.bytes += o->length;
+	}
+	r = plan_paths(t, e);
+	if (r < 0)
+		return r;
+	/* Locks in region id order: transfers (and Copy) never wait in a cycle. */
+	for (uint32_t i = 0; i < t->n_regions; i++) {
+		uint32_t j = i;
+
+		while (j > 0 &&
+		       t->regions[t->lock_order[j - 1]].region->id > t->regions[i].region->id) {
+			t->lock_order[j] = t->lock_order[j - 1];
+			j--;
+		}
+		t->lock_order[j] = i;
+	}
+	t->last_progress_msec = uv_now(t->ctx->core->loop);
+	t->hold++;
+	lock_next(t);
+	t->hold--;
+	/* Over already (no link could start, the windows had failed): said by
+	 * the return, as done never comes from inside the start. */
+	if (t->state == TRANSFER_RUNNING ?
+		    t->legs_left > 0 :
+		    t->fail_err == 0 || t->paths_waiting > 0 || t->n_locked < t->n_regions)
+		return 0;
+	if (t->fail_err < 0) {
+		r = t->fail_err;
+		*e = t->fail_info;
+		t->fail_info = (struct errinfo){};
+	} else {
+		r = t->failed ? fail_info(t, e) :
+				errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, -EIO,
+					    "the transfer ended before it started");
+	}
+	return r;
+}
+
+static int transfer_setup(struct transfer *t, const struct transfer_cb *cb, void *userdata,
+			  struct resolved **ret_res, struct wr_op **ret_ops)
+{
+	t->cb = *cb;
+	t->userdata = userdata;
+	*ret_res = calloc(t->n_ops, sizeof(**ret_res));
+	*ret_ops = calloc(t->n_ops, sizeof(**ret_ops));
+	return *ret_res && *ret_ops ? 0 : -ENOMEM;
+}
+
+/* Ends a transfer that did not start, and returns r. */
+static int transfer_abandon(struct transfer *t, int r, struct resolved *res, struct wr_op *ops)
+{
+	free(res);
+	free(ops);
+	t->state = TRANSFER_DONE;
+	transfer_free(t);
+	return r;
+}
+
+int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct transfer_op *ops,
+		   size_t n, const void *notify, size_t notify_len, const struct transfer_cb *cb,
+		   void *userdata, struct transfer **ret, struct errinfo *e)
+{
+	struct transfer *t = transfer_alloc(ctx, caller, n);
+	struct resolved *res = NULL;
+	struct wr_op *wops = NULL;
+	int r;
+
+	*ret = NULL;
+	if (!t)
+		return -ENOMEM;
+	r = transfer_setup(t, cb, userdata, &res, &wops);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		const struct transfer_op *o = &ops[i];
+		struct remote *rem = remote_lookup(ctx, o->remote, caller);
+
+		if (!rem) {
+			r = errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REMOTE, -ENOENT,
+					"op %zu: this connection holds no remote %" PRIu64, i,
+					o->remote);
+			break;
+		}
+		r = resolve_op(t, i, o->opcode, o->region, o->offset, o->lease, rem,
+			       o->remote_offset, o->length, &res[i], e);
+		wops[i] = (struct wr_op){ .local_offset = o->offset,
+					  .remote_offset = o->remote_offset,
+					  .length = o->length,
+					  .opcode = o->opcode };
+	}
+	if (r == 0)
+		r = transfer_begin(t, res, wops, notify, notify_len, e);
+	if (r < 0)
+		return transfer_abandon(t, r, res, wops);
+	free(res);
+	free(wops);
+	*ret = t;
+	return 0;
+}
+
+int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
+			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
+			size_t notify_len, const struct transfer_cb *cb, void *userdata,
+			struct transfer **ret, struct errinfo *e)
+{
+	size_t count = n ? n : p->n_ranges;
+	struct transfer *t = transfer_alloc(ctx, caller, count);
+	struct resolved *res = NULL;
+	struct wr_op *wops = NULL;
+	int r;
+
+	*ret = NULL;
+	if (!t)
+		return -ENOMEM;
+	r = transfer_setup(t, cb, userdata, &res, &wops);
+	for (size_t i = 0; i < count && r == 0; i++) {
+		uint64_t k = n ? indices[i] : i;
+		const struct plan_range *pr;
+
+		if (k >= p->n_ranges) {
+			r = errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+					"index %zu: plan %" PRIu64 " has %zu ranges, not %" PRIu64,
+					i, p->id, p->n_ranges, k + 1);
+			break;
+		}
+		pr = &p->ranges[k];
+		r = resolve_op(t, i, opcode, p->region, pr->local_offset, 0, p->remote,
+			       pr->remote_offset, pr->length, &res[i], e);
+		wops[i] = (struct wr_op){ .local_offset = pr->local_offset,
+					  .remote_offset = pr->remote_offset,
+					  .length = pr->length,
+					  .opcode = opcode };
+	}
+	if (r == 0)
+		r = transfer_begin(t, res, wops, notify, notify_len, e);
+	if (r < 0)
+		return transfer_abandon(t, r, res, wops);
+	free(res);
+	free(wops);
+	*ret = t;
+	return 0;
+}
+
+void transfer_cancel(struct transfer *t)
+{
+	if (t->cancelled || t->state == TRANSFER_DONE)
+		return;
+	t->cancelled = true;
+	switch (t->state) {
+	case TRANSFER_LOCKING:
+	case TRANSFER_CONNECTING:
+		/* Nothing posted: the waits end now. */
+		t->fail_st = (struct window_status){ .outcome = WINDOW_CANCELLED };
+		t->failed = true;
+		t->fail_op = 0;
+		t->progress.ops_failed = t->n_ops;
+		finish(t);
+		break;
+	case TRANSFER_RUNNING:
+		t->hold++;
+		for (uint32_t i = 0; i < t->n_legs; i++)
+			if (!t->legs[i].done)
+				window_batch_cancel(&t->legs[i].batch);
+		t->hold--;
+		if (t->legs_left == 0)
+			finish(t);
+		break;
+	case TRANSFER_DONE:
+		break;
+	}
+}

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Transfers: one-sided READ and WRITE between the caller's local regions
+ * and remote regions (remote.h), posted by this daemon on its own queue
+ * pairs to the exporting daemons (link.h). The model of the Transfer
+ * method: it answers no call, it reports through its callbacks.
+ *
+ * The life of a transfer, each step on the loop:
+ *
+ *   resolve  every op against the caller's rights now (a WRITE reads the
+ *            local region: REGION_READ; a READ writes it: REGION_WRITE),
+ *            the remote's access bits and both lengths; refusals are
+ *            reported before anything starts (transfer_new*() fails);
+ *   lock     each local region once, in region id order: shared when the
+ *            ops only read it (WRITEs), exclusive when any writes it
+ *            (READs) — unless the caller names a lease of its own on it,
+ *            which must allow that;
+ *   connect  per leg (the ops of one remote and one local owner uid: the
+ *            owner's PD holds the lkeys), one path per device pair that
+ *            reaches (a local device the regions are registered on whose
+ *            network holds a remote endpoint, and the remote device of
+ *            that endpoint's address); the pool's link of each (device,
+ *            owner uid, endpoint, token);
+ *   run      the leg's WR plan (wr_plan.h: coalesced, split at the links'
+ *            max message size, striped over the paths past
+ *            TRANSFER_STRIPE_MIN) through each link's window (window.h:
+ *            TRANSFER_SIGNAL_DIV-th WRs signalled and the last of a post);
+ *   report   done(result) once, after every posted WR completed or was
+ *            flushed: the regions (their memory) and the leases and locks
+ *            stay until then.
+ *
+ * Each op's outcome is counted; the first failure by op index is what
+ * done reports, with its op index, named: RemoteAccessError (the remote
+ * refused the rkey, bounds or access: the completion's status and vendor
+ * error), PeerUnreachable (no connection: refused with the endpoint's
+ * reason, timed out, no route; or the peer stopped answering),
+ * TransferCancelled (transfer_cancel() before the op's WRs were posted),
+ * TransferFailed (anything else: a local access error, a queue pair that
+ * failed or closed under it).
+ *
+ * transfer_cancel() (the client went away) posts nothing more; what was
+ * posted drains, then done comes as for any transfer. One window per live
+ * link is shared by every transfer on it (struct transfer_qp); the window
+ * dies with its link (an error, idle, the pool's stop), and the next
+ * transfer gets a new link. Loop thread only.
+ */
+#ifndef RDMAMEMD_TRANSFER_H
+#define RDMAMEMD_TRANSFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/core/errinfo.h"
+#include "daemon/mem/lock.h"
+#include "daemon/remote/link.h"
+#include "daemon/remote/window.h"
+#include "daemon/remote/wr_plan.h"
+
+struct lease;
+struct plan;
+struct region;
+struct region_registry;
+struct remote;
+struct remote_ctx;
+struct session;
+struct transfer;
+
+/* Distinct local regions, remotes and legs one transfer may name. */
+#define TRANSFER_REGIONS_MAX 64U
+#define TRANSFER_REMOTES_MAX 16U
+#define TRANSFER_LEGS_MAX 16U
+/* A batch of at least this many bytes stripes over several device pairs,
+ * in pieces of TRANSFER_STRIPE_CHUNK. */
+#define TRANSFER_STRIPE_MIN (4ULL << 20)
+#define TRANSFER_STRIPE_CHUNK (1U << 20)
+/* One WR in each window / TRANSFER_SIGNAL_DIV is signalled (and the last
+ * of each post): completions stay few, and the send queue frees in steps. */
+#define TRANSFER_SIGNAL_DIV 4U
+/* Progress at most this often: every TRANSFER_PROGRESS_MS or
+ * TRANSFER_PROGRESS_OPS ops, whichever comes first. */
+#define TRANSFER_PROGRESS_MS 100U
+#define TRANSFER_PROGRESS_OPS 4096U
+/* The largest notify payload the Transfer method takes. */
+#define TRANSFER_NOTIFY_MAX 4096U
+
+/*
+ * Notifications (posted by another module, after the data of a transfer is
+ * in place, on the same link): called once per leg whose ops all
+ * succeeded, with the leg's first link and the export id of its remote;
+ * returns 0 or -errno (TransferFailed). NULL: a transfer with notify bytes
+ * is refused up front.
+ */
+typedef int (*transfer_notify_fn)(struct link *l, const void *data, size_t len, uint64_t export_id);
+
+/* One live link's window, shared by the transfers on it. */
+struct transfer_qp {
+	struct list_head node; /* in ctx->transfer_qps while its link is live */
+	struct remote_ctx *ctx;
+	unsigned n_ref;    /* the list's while live, and each transfer's */
+	unsigned busy;     /* inside window calls: freeing waits */
+	bool dead;         /* its link failed or closed: no new batch */
+	struct link *link; /* a reference until dead */
+	struct link_user user;
+	struct window win;
+	struct vb_send_wr *scratch; /* one post's WRs, window depth entries */
+};
+
+/* One op as a caller lists it (ids are the caller's session's). */
+struct transfer_op {
+	uint8_t opcode; /* enum wr_opcode */
+	uint64_t region, offset;
+	uint64_t lease; /* 0: none */
+	uint64_t remote, remote_offset;
+	uint64_t length;
+};
+
+struct transfer_region {
+	struct region *region; /* a reference */
+	struct lease *lease;   /* a reference, or NULL: we lock */
+	bool written;          /* some op READs into it */
+	struct lock_request req;
+	bool locked;
+};
+
+struct transfer_path {
+	struct transfer_leg *leg;
+	struct device *dev;
+	uint32_t remote_dev; /* in the descriptor */
+	struct link_key key;
+	struct link_waiter waiter;
+	bool waiting;
+	struct transfer_qp *qp; /* a reference, once connected */
+};
+
+/* The ops of one remote and one local owner uid: one plan, one batch. */
+struct transfer_leg {
+	struct transfer *t;
+	struct remote *remote; /* t's reference */
+	uid_t uid;
+	uint32_t *regions; /* key set k: t->regions index */
+	uint32_t n_regions;
+	struct wr_op *ops; /* op index: t's op position */
+	size_t n_ops;
+	struct transfer_path paths[WR_PLAN_PATHS_MAX];
+	uint32_t n_paths;
+	struct wr_keys *keys;
+	struct wr_plan plan;
+	struct window_batch batch;
+	bool started, done;
+};
+
+struct transfer_progress {
+	uint64_t ops_done, bytes_done; /* succeeded so far */
+	uint64_t ops_failed;
+	uint64_t n_ops, bytes; /* in all */
+};
+
+struct transfer_cb {
+	/* Once, at the end: result 0 (every op succeeded), or a negative
+	 * errno with e naming the first failure (the callee may take e's
+	 * params). The callee frees t with transfer_free(), there or later. */
+	void (*done)(void *userdata, struct transfer *t, int result, struct errinfo *e);
+	/* Optional: ops completed since the last call (throttled). */
+	void (*progress)(void *userdata, struct transfer *t, const struct transfer_progress *p);
+};
+
+enum transfer_state {
+	TRANSFER_LOCKING,
+	TRANSFER_CONNECTING,
+	TRANSFER_RUNNING,
+	TRANSFER_DONE,
+};
+
+struct transfer {
+	struct remote_ctx *ctx;
+	struct session *caller; /* a reference */
+	enum transfer_state state;
+	struct transfer_cb cb;
+	void *userdata;
+
+	uint64_t *lengths; /* per op */
+	size_t n_ops;
+	struct transfer_region regions[TRANSFER_REGIONS_MAX];
+	uint32_t n_regions;
+	uint32_t lock_order[TRANSFER_REGIONS_MAX];    /* regions by id */
+	uint32_t n_locked;                            /* lock_order's prefix granted */
+	struct remote *remotes[TRANSFER_REMOTES_MAX]; /* references */
+	uint32_t n_remotes;
+	struct transfer_leg legs[TRANSFER_LEGS_MAX];
+	uint32_t n_legs, legs_left, paths_waiting;
+
+	void *notify;
+	size_t notify_len;
+
+	bool cancelled;
+	struct transfer_progress progress;
+	uint64_t last_progress_ops, last_progress_msec;
+	/* The first failure by op index. */
+	bool failed;
+	size_t fail_op;
+	struct window_status fail_st;
+	int fail_err; /* before the run: -errno, with fail_info */
+	struct errinfo fail_info;
+	unsigned hold; /* inside our own calls: done waits */
+};
+
+/* At daemon start, after remote_ctx_init() and the pool's init. */
+void transfer_engine_init(struct remote_ctx *ctx, struct region_registry *regions);
+
+/*
+ * A transfer of ops[0..n) (1 ≤ n ≤ the max-transfer-ops limit, the
+ * caller's to check) for caller. Refusals answer before it starts, in *e:
+ * NoSuchRegion, PermissionDenied, NoSuchRemote, NoSuchLease, OutOfRange,
+ * InvalidParameter (too many regions, remotes or legs; a lease that does
+ * not cover), NotRegistered (no device both sides are registered on), and
+ * then *ret is NULL. Otherwise it runs: cb->done comes once, never from
+ * inside this call.
+ */
+int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct transfer_op *ops,
+		   size_t n, const void *notify, size_t notify_len, const struct transfer_cb *cb,
+		   void *userdata, struct transfer **ret, struct errinfo *e);
+/* The same for ranges indices[0..n) of plan p (n == 0: every range), op
+ * READ or WRITE for all; OutOfRange for an index past the plan. */
+int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
+			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
+			size_t notify_len, const struct transfer_cb *cb, void *userdata,
+			struct transfer **ret, struct errinfo *e);
+
+/* The client went away: nothing more is posted, waits end; done comes once
+ * what was posted has drained (perhaps from here). */
+void transfer_cancel(struct transfer *t);
+/* After done. */
+void transfer_free(struct transfer *t);
+
+#endif
