@@ -152,6 +152,15 @@ func needDevice(s *suite) string {
 	return ""
 }
 
+// The case's premise is a region registered nowhere, which holds only
+// where the daemon has no device to register $A on.
+func needNoDevice(s *suite) string {
+	if s.v["device"] != "" {
+		return "region $A is registered on " + s.v["device"] + " here (the next case covers it)"
+	}
+	return ""
+}
+
 var cases = []*testCase{
 	// --- introspection, through the library's own helpers -------------------
 	{what: "the library's GetInfo() and GetInterfaceDescription()", custom: libIntrospection,
@@ -277,7 +286,12 @@ var cases = []*testCase{
 		then: learn("plan", "plan")},
 	{what: "Transfer of a region registered nowhere", conn: "lib", method: "io.rdmamemd.Transfer",
 		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"0"}),
-		err:    "io.rdmamemd.NotRegistered"},
+		need:   needNoDevice, err: "io.rdmamemd.NotRegistered"},
+	// Registered: the daemon tries the descriptor's endpoint, which no host
+	// of the suite's has.
+	{what: "Transfer to an endpoint nobody serves", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"0"}),
+		need:   needDevice, err: "io.rdmamemd.PeerUnreachable"},
 	{what: "Transfer past the plan", conn: "lib", method: "io.rdmamemd.Transfer",
 		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"1"}),
 		err:    "io.rdmamemd.OutOfRange"},
