@@ -444,6 +444,30 @@ static void print_counters(const char *title, const cJSON *o)
 	}
 }
 
+/* Transfers this daemon initiated, and what each device carried. */
+static void show_transfer_stats(const cJSON *reply)
+{
+	const cJSON *dev;
+
+	printf("transfers:\n");
+	printf("  %-14s %" PRIu64 "\n  %-14s %" PRIu64 "\n  %-14s %" PRIu64 "\n  %-14s %" PRIu64
+	       "\n  %-14s %" PRIu64 "\n",
+	       "started:", get_u64(reply, "transfers_started"),
+	       "done:", get_u64(reply, "transfers_done"),
+	       "failed:", get_u64(reply, "transfers_failed"),
+	       "cancelled:", get_u64(reply, "transfers_cancelled"),
+	       "running:", get_u64(reply, "transfers_running"));
+	cJSON_ArrayForEach(dev, cJSON_GetObjectItemCaseSensitive(reply, "transfer_devices")) {
+		char in[32], out[32];
+
+		format_bytes(get_u64(dev, "bytes_in"), in, sizeof(in));
+		format_bytes(get_u64(dev, "bytes_out"), out, sizeof(out));
+		printf("  %-14s %s in (%" PRIu64 " reads), %s out (%" PRIu64 " writes)\n",
+		       get_string(dev, "device"), in, get_u64(dev, "reads"), out,
+		       get_u64(dev, "writes"));
+	}
+}
+
 static void show_stats(const cJSON *reply)
 {
 	char a[32], b[32], d[32], p[32], pk[32];
@@ -463,6 +487,7 @@ static void show_stats(const cJSON *reply)
 	       "registrations:", get_u64(reply, "rdma_registrations"),
 	       "failures:", get_u64(reply, "rdma_registration_failures"),
 	       "refused peers:", get_u64(reply, "rdma_rejected_connections"));
+	show_transfer_stats(reply);
 }
 
 /* doctor: one line per check, and what to do about a failing one. */

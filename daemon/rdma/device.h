@@ -27,6 +27,17 @@ struct uid_pd {
 	struct vb_pd *pd;
 };
 
+/*
+ * One-sided work a daemon's own queue pairs carried out (remote/link.c
+ * counts them as their completions retire): READs bring bytes in, WRITEs
+ * send bytes out. A link keeps one, its device another, so a transfer
+ * striped over several device pairs shows the split.
+ */
+struct xfer_count {
+	uint64_t reads, bytes_in;   /* RDMA READ work requests completed */
+	uint64_t writes, bytes_out; /* RDMA WRITE work requests completed */
+};
+
 struct device {
 	struct list_head link; /* in rdma->devices */
 	struct rdma_ctx *rdma;
@@ -40,6 +51,7 @@ struct device {
 	unsigned n_pds; /* on pds: ListDevices counts without a walk */
 	uint64_t n_mrs, mr_bytes;
 	unsigned n_connections;
+	struct xfer_count xfer; /* every link on this device, since start */
 	struct {
 		uint64_t msec; /* uv_now() */
 		char text[64];

@@ -62,6 +62,7 @@ struct rconn {
 	/* Admitted by an export's token (rdmacm only): the receives its
 	 * notifications land in. */
 	struct recv_ring *rx;
+	struct notify_count notify; /* what arrived on it */
 	uint32_t qpn;
 	char peer[128]; /* its address, or GID and the pid that set it up */
 	bool established;

@@ -31,6 +31,12 @@ struct token_admission {
 	void (*revoke)(struct token_admission *a, const char *why);
 };
 
+/* Notifications that arrived on connections an export's token admitted
+ * (remote/notify.c): received = queued + dropped. */
+struct notify_count {
+	uint64_t received, queued, dropped;
+};
+
 struct token {
 	struct list_head link;          /* in rdma->tokens.all */
 	struct session_link owner_link; /* SESSION_TOKEN, in its creator's session */
@@ -42,7 +48,8 @@ struct token {
 	/* The ExportRegion that made it (remote/export.c), or 0: connections
 	 * it admits get receive buffers for that export's notifications. */
 	uint64_t export_id;
-	struct list_head admitted; /* struct token_admission, of what it let in */
+	struct notify_count notify; /* on every connection it admitted */
+	struct list_head admitted;  /* struct token_admission, of what it let in */
 	uint64_t n_admitted;
 };
 

@@ -43,6 +43,60 @@ const char *link_state_name(enum link_state s)
 	return "unknown";
 }
 
+const char *link_error_kind_name(enum link_error_kind k)
+{
+	static const char *const names[LINK_ERR_KINDS] = {
+		[LINK_ERR_CONNECT] = "connect",
+		[LINK_ERR_REMOTE_ACCESS] = "remote_access",
+		[LINK_ERR_LOCAL_ACCESS] = "local_access",
+		[LINK_ERR_RETRY] = "retry_exceeded",
+		[LINK_ERR_DISCONNECT] = "disconnect",
+		[LINK_ERR_OTHER] = "other",
+	};
+
+	return (unsigned)k < LINK_ERR_KINDS ? names[k] : "unknown";
+}
+
+/* Why l is failing, for its counters: before link_fail() sets the state. */
+static enum link_error_kind error_kind(const struct link *l)
+{
+	if (l->state == LINK_CONNECTING)
+		return LINK_ERR_CONNECT;
+	if (!l->has_fail_wc)
+		return l->error == -ECONNRESET ? LINK_ERR_DISCONNECT : LINK_ERR_OTHER;
+	switch (l->fail_wc.status) {
+	case VB_WC_FLUSH_ERR:
+		return LINK_ERR_DISCONNECT;
+	case VB_WC_REM_ACCESS_ERR:
+	case VB_WC_REM_OP_ERR:
+		return LINK_ERR_REMOTE_ACCESS;
+	case VB_WC_LOC_ACCESS_ERR:
+		return LINK_ERR_LOCAL_ACCESS;
+	case VB_WC_RETRY_EXC_ERR:
+		return LINK_ERR_RETRY;
+	default:
+		return LINK_ERR_OTHER;
+	}
+}
+
+static void count(struct xfer_count *x, const struct link_slot *s)
+{
+	if (s->opcode == VB_WR_RDMA_READ) {
+		x->reads++;
+		x->bytes_in += s->length;
+	} else if (s->opcode != VB_WR_SEND) {
+		x->writes++;
+		x->bytes_out += s->length;
+	}
+}
+
+/* The WR in s completed: the link's counters and its device's. */
+static void count_done(struct link *l, const struct link_slot *s)
+{
+	count(&l->stats.done, s);
+	count(&l->key.dev->xfer, s);
+}
+
 void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_pool_config *cfg)
 {
 	memset(pool, 0, sizeof(*pool));
@@ -137,6 +191,10 @@ static void flush_users(struct link *l)
 	for (uint64_t seq = l->head_seq; seq < l->tail_seq; seq++) {
 		struct link_slot *s = &l->ring[seq % l->window];
 
+		if (seq < l->fail_seq)
+			count_done(l, s);
+		else
+			l->stats.flushed++;
 		u = s->user;
 		if (!u->fail_listed) {
 			u->fail_listed = true;
@@ -245,7 +303,7 @@ static void link_fail(struct link *l, enum link_state state, int error, const ch
 	if (!l->has_fail_wc)
 		l->fail_seq = l->head_seq;
 	if (state == LINK_ERROR) {
-		l->stats.errors++;
+		l->stats.errors[error_kind(l)]++;
 		if (l->ready_msec == 0)
 			l->pool->n_failed++;
 	}
@@ -284,6 +342,7 @@ static struct link_slot *retire(struct link *l, uint64_t seq)
 	struct link_slot *s = &l->ring[seq % l->window];
 
 	s->user->n_inflight--;
+	count_done(l, s);
 	if (s->notify)
 		l->notify_head++;
 	return s;
@@ -633,12 +692,11 @@ int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs,
 		*w = wrs[i];
 		w->wr_id = seq;
 		w->signaled = wrs[i].signaled || i + 1 == n;
-		l->ring[seq % l->window] = (struct link_slot){ .user = u, .wr_id = wrs[i].wr_id };
+		l->ring[seq % l->window] = (struct link_slot){ .user = u,
+							       .wr_id = wrs[i].wr_id,
+							       .length = w->length,
+							       .opcode = (uint8_t)w->opcode };
 		l->stats.wrs++;
-		if (w->opcode == VB_WR_RDMA_READ)
-			l->stats.bytes_read += w->length;
-		else if (w->opcode != VB_WR_SEND)
-			l->stats.bytes_written += w->length;
 	}
 	/* In flight from here on, posted or not: a failed post fails the
 	 * link, and the walk tells u about every one of them. */

@@ -45,6 +45,7 @@
 #include <uv.h>
 
 #include "util/list.h"
+#include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
 #include "daemon/rdma/token.h"
 #include "daemon/rdma/verbs.h"
@@ -124,17 +125,33 @@ struct link_pool {
 	void *userdata;
 };
 
+/* Why a link went to ERROR, as its counters and ListLinks name it. */
+enum link_error_kind {
+	LINK_ERR_CONNECT,       /* refused, unreachable, timed out: never READY */
+	LINK_ERR_REMOTE_ACCESS, /* REM_ACCESS_ERR, REM_OP_ERR: the peer refused a WR */
+	LINK_ERR_LOCAL_ACCESS,  /* LOC_ACCESS_ERR: our lkey, bounds or access */
+	LINK_ERR_RETRY,         /* RETRY_EXC_ERR: the peer stopped answering */
+	LINK_ERR_DISCONNECT,    /* the peer disconnected, or WRs flushed first */
+	LINK_ERR_OTHER,         /* CQ overflow, a failed post, another status */
+	LINK_ERR_KINDS,
+};
+
 struct link_stats {
-	uint64_t wrs, bytes_read, bytes_written; /* posted */
-	uint64_t notifications;                  /* posted (link_post_notify()) */
-	uint64_t completions, errors;
+	uint64_t wrs;           /* posted, every kind */
+	struct xfer_count done; /* completed: READs in, WRITEs out */
+	uint64_t notifications; /* posted (link_post_notify()) */
+	uint64_t completions;   /* taken off the CQ */
+	uint64_t flushed;       /* WRs that did not complete when it failed */
+	uint64_t errors[LINK_ERR_KINDS];
 };
 
 /* In flight, in post order. */
 struct link_slot {
 	struct link_user *user;
 	uint64_t wr_id;
-	bool notify; /* holds the oldest notification send buffer in use */
+	uint32_t length;
+	uint8_t opcode; /* enum vb_wr_opcode */
+	bool notify;    /* holds the oldest notification send buffer in use */
 };
 
 struct link {
@@ -235,5 +252,7 @@ int link_post_notify(struct link *l, struct link_user *u, const void *data, size
 void link_close(struct link *l, int error, const char *why);
 
 const char *link_state_name(enum link_state s);
+/* "connect", "remote_access", …: the keys of ListLinks' errors. */
+const char *link_error_kind_name(enum link_error_kind k);
 
 #endif

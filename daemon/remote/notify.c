@@ -85,6 +85,11 @@ void notify_received(struct notify_ctx *ctx, struct rconn *c, const uint8_t *dat
 	struct notify_queue *q;
 	const char *why = NULL;
 
+	c->notify.received++;
+	c->token->notify.received++;
+	/* Counted dropped until it is queued. */
+	c->notify.dropped++;
+	c->token->notify.dropped++;
 	if (notify_msg_decode(data, len, &h, &why) < 0 || h.export_id != c->token->export_id) {
 		ctx->stats.malformed++;
 		log_debug("RDMA connection %" PRIu64 " from %s: dropped %zu bytes: %s", c->id,
@@ -115,6 +120,10 @@ void notify_received(struct notify_ctx *ctx, struct rconn *c, const uint8_t *dat
 				    .len = h.length };
 	memcpy(n->data, data + NOTIFY_HEADER_BYTES, h.length);
 	list_add_tail(&n->node, &q->items);
+	c->notify.dropped--;
+	c->token->notify.dropped--;
+	c->notify.queued++;
+	c->token->notify.queued++;
 	q->n++;
 	q->received++;
 	ctx->n_queued++;

@@ -52,7 +52,10 @@ struct remote_ctx {
 	struct list_head transfer_qps; /* struct transfer_qp */
 	unsigned n_transfer_qps;       /* allocated, live or draining */
 	unsigned n_transfers;          /* started, not freed */
-	uint64_t n_transfers_done, n_transfers_failed;
+	/* Since the daemon started: started = done + failed + cancelled +
+	 * those still running (a refusal before the start counts nowhere). */
+	uint64_t n_transfers_started, n_transfers_done, n_transfers_failed;
+	uint64_t n_transfers_cancelled;
 	int (*notify_send)(struct link *l, const void *data, size_t len, uint64_t export_id);
 };
 

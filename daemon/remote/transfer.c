@@ -291,7 +291,9 @@ static void finish(struct transfer *t)
 	} else if (t->failed) {
 		r = fail_info(t, &e);
 	}
-	if (r < 0)
+	if (t->cancelled)
+		t->ctx->n_transfers_cancelled++;
+	else if (r < 0)
 		t->ctx->n_transfers_failed++;
 	else
 		t->ctx->n_transfers_done++;
@@ -1023,8 +1025,11 @@ static int transfer_begin(struct transfer *t, const struct resolved *res, const 
 	 * the return, as done never comes from inside the start. */
 	if (t->state == TRANSFER_RUNNING ?
 		    t->legs_left > 0 :
-		    t->fail_err == 0 || t->paths_waiting > 0 || t->n_locked < t->n_regions)
+		    t->fail_err == 0 || t->paths_waiting > 0 || t->n_locked < t->n_regions) {
+		/* Started: done comes, and counts it once more. */
+		t->ctx->n_transfers_started++;
 		return 0;
+	}
 	if (t->fail_err < 0) {
 		r = t->fail_err;
 		*e = t->fail_info;

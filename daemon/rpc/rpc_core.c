@@ -9,6 +9,7 @@
 
 #include "daemon/core/core.h"
 #include "proto/json.h"
+#include "daemon/rdma/device.h"
 #include "daemon/rdma/rdma.h"
 #include "daemon/remote/remote.h"
 #include "daemon/mem/region.h"
@@ -170,6 +171,16 @@ static int method_get_status(struct rpc_call *call, _unused_ void *params)
 }
 
 /* clang-format off */
+static const struct varlink_symbol rpc_type_DeviceTransfers = VARLINK_DEFINE_TYPE(
+	DeviceTransfers, NULL,
+	VARLINK_FIELD(device, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("RDMA READ work requests completed, and the bytes they brought in"),
+	VARLINK_FIELD(reads, VARLINK_U64, 0),
+	VARLINK_FIELD(bytes_in, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("RDMA WRITE work requests completed, and the bytes they sent out"),
+	VARLINK_FIELD(writes, VARLINK_U64, 0),
+	VARLINK_FIELD(bytes_out, VARLINK_U64, 0));
+
 RPC_DEFINE_METHOD(GetStats,
 		  "Counters since the daemon started. calls: method name -> calls answered;\n"
 		  "errors: error name -> errors answered; values are decimal strings.",
@@ -190,8 +201,47 @@ RPC_DEFINE_METHOD(GetStats,
 		  VARLINK_FIELD_COMMENT("dropped: the owner's queue was full"),
 		  VARLINK_OUTPUT(notifications_dropped_full, VARLINK_U64, 0),
 		  VARLINK_FIELD_COMMENT("dropped: not a notification of the connection's export"),
-		  VARLINK_OUTPUT(notifications_dropped_malformed, VARLINK_U64, 0));
+		  VARLINK_OUTPUT(notifications_dropped_malformed, VARLINK_U64, 0),
+		  VARLINK_FIELD_COMMENT("Transfers (this daemon the initiator): started = done +\n"
+					"failed + cancelled + those running"),
+		  VARLINK_OUTPUT(transfers_started, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(transfers_done, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(transfers_failed, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(transfers_cancelled, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(transfers_running, VARLINK_U64, 0),
+		  VARLINK_FIELD_COMMENT("what the daemon's own queue pairs carried, per device"),
+		  VARLINK_OUTPUT_BY_TYPE(transfer_devices, rpc_type_DeviceTransfers,
+					 VARLINK_ARRAY));
 /* clang-format on */
+
+static int add_transfer_stats(cJSON *p, const struct rpc_ctx *ctx)
+{
+	static const struct remote_ctx none;
+	const struct remote_ctx *rc = ctx->remote ?: &none;
+	cJSON *list = cJSON_AddArrayToObject(p, "transfer_devices");
+	const struct device *dev;
+
+	if (!list || json_add_u64(p, "transfers_started", rc->n_transfers_started) < 0 ||
+	    json_add_u64(p, "transfers_done", rc->n_transfers_done) < 0 ||
+	    json_add_u64(p, "transfers_failed", rc->n_transfers_failed) < 0 ||
+	    json_add_u64(p, "transfers_cancelled", rc->n_transfers_cancelled) < 0 ||
+	    json_add_u64(p, "transfers_running", rc->n_transfers) < 0)
+		return -ENOMEM;
+	list_for_each_entry(dev, &ctx->rdma->devices, link) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o)
+			return -ENOMEM;
+		cJSON_AddItemToArray(list, o);
+		if (json_add_string(o, "device", dev->info.name) < 0 ||
+		    json_add_u64(o, "reads", dev->xfer.reads) < 0 ||
+		    json_add_u64(o, "bytes_in", dev->xfer.bytes_in) < 0 ||
+		    json_add_u64(o, "writes", dev->xfer.writes) < 0 ||
+		    json_add_u64(o, "bytes_out", dev->xfer.bytes_out) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
 
 static int method_get_stats(struct rpc_call *call, _unused_ void *params)
 {
@@ -223,7 +273,8 @@ static int method_get_stats(struct rpc_call *call, _unused_ void *params)
 	    json_add_u64(p, "rdma_rejected_connections", call->ctx->rdma->rejected) < 0 ||
 	    json_add_u64(p, "notifications_received", ns->received) < 0 ||
 	    json_add_u64(p, "notifications_dropped_full", ns->full) < 0 ||
-	    json_add_u64(p, "notifications_dropped_malformed", ns->malformed) < 0)
+	    json_add_u64(p, "notifications_dropped_malformed", ns->malformed) < 0 ||
+	    add_transfer_stats(p, call->ctx) < 0)
 		return -ENOMEM;
 	return rpc_reply(call, TAKE_PTR(p));
 }

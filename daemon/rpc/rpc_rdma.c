@@ -698,7 +698,14 @@ static const struct varlink_symbol rpc_type_Connection = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(peer, VARLINK_STRING, 0),
 	VARLINK_FIELD(qpn, VARLINK_INT, 0),
 	VARLINK_FIELD(established, VARLINK_BOOL, 0),
-	VARLINK_FIELD(age_msec, VARLINK_U64, 0));
+	VARLINK_FIELD(age_msec, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("the ExportRegion whose token admitted it, or 0"),
+	VARLINK_FIELD(export, VARLINK_U64, 0),
+	VARLINK_FIELD_COMMENT("notifications that arrived on it: queued for the export's\n"
+			      "owner, or dropped (its queue full, malformed)"),
+	VARLINK_FIELD(notifications_received, VARLINK_U64, 0),
+	VARLINK_FIELD(notifications_queued, VARLINK_U64, 0),
+	VARLINK_FIELD(notifications_dropped, VARLINK_U64, 0));
 /* clang-format on */
 
 /* Remote peers of the caller's uid; root sees all. */
@@ -716,7 +723,11 @@ static int connection_item(struct rpc_call *call, struct idseq_node *node, cJSON
 	    json_add_int(o, "uid", c->uid) < 0 || json_add_string(o, "peer", c->peer) < 0 ||
 	    json_add_int(o, "qpn", c->qpn) < 0 ||
 	    json_add_bool(o, "established", c->established) < 0 ||
-	    json_add_u64(o, "age_msec", uv_now(call->ctx->core->loop) - c->created_msec) < 0)
+	    json_add_u64(o, "age_msec", uv_now(call->ctx->core->loop) - c->created_msec) < 0 ||
+	    json_add_u64(o, "export", c->token ? c->token->export_id : 0) < 0 ||
+	    json_add_u64(o, "notifications_received", c->notify.received) < 0 ||
+	    json_add_u64(o, "notifications_queued", c->notify.queued) < 0 ||
+	    json_add_u64(o, "notifications_dropped", c->notify.dropped) < 0)
 		return -ENOMEM;
 	*ret = TAKE_PTR(o);
 	return 0;

@@ -88,8 +88,15 @@ START_TEST(test_connect_post)
 	ck_assert_uint_eq(rec.u.n_inflight, 0);
 	ck_assert_uint_eq(link_space(l), LINK_WINDOW_DEFAULT);
 	link_fixture_check(&lf, w, 3);
-	ck_assert_uint_eq(l->stats.bytes_written, 4094);
-	ck_assert_uint_eq(l->stats.bytes_read, 333);
+	/* Counted as they complete: WRITEs out, READs in; the device too. */
+	ck_assert_uint_eq(l->stats.wrs, 3);
+	ck_assert_uint_eq(l->stats.done.writes, 2);
+	ck_assert_uint_eq(l->stats.done.bytes_out, 4094);
+	ck_assert_uint_eq(l->stats.done.reads, 1);
+	ck_assert_uint_eq(l->stats.done.bytes_in, 333);
+	ck_assert_uint_eq(lf.dev->xfer.bytes_out, 4094);
+	ck_assert_uint_eq(lf.dev->xfer.bytes_in, 333);
+	ck_assert_uint_eq(lf.dev->xfer.writes, 2);
 
 	/* Each signalled: each heard, in order; a READ says its length. */
 	w[0] = link_fixture_wr(&lf, VB_WR_RDMA_READ, 10, 100, 200, 50, true);
@@ -183,6 +190,12 @@ START_TEST(test_error_flushes_and_reconnect)
 	ck_assert(b.c[1].final);
 	ck_assert_int_eq(b.c[1].status, VB_WC_FLUSH_ERR);
 	ck_assert_ptr_nonnull(strstr(a.reason, "remote access error"));
+	/* Two WRITEs done, three not (the failed one and two flushed). */
+	ck_assert_uint_eq(l->stats.done.writes, 2);
+	ck_assert_uint_eq(l->stats.done.bytes_out, 128);
+	ck_assert_uint_eq(l->stats.flushed, 3);
+	ck_assert_uint_eq(l->stats.errors[LINK_ERR_REMOTE_ACCESS], 1);
+	ck_assert_uint_eq(l->stats.errors[LINK_ERR_DISCONNECT], 0);
 	ck_assert_uint_eq(a.u.n_inflight, 0);
 	ck_assert_uint_eq(b.u.n_inflight, 0);
 	/* Done before the failure point, not after it. */
@@ -260,6 +273,9 @@ START_TEST(test_disconnect_midflight)
 	ck_assert_uint_eq(rec.c[0].wr_id, 0);
 	ck_assert_int_eq(rec.c[0].status, VB_WC_FLUSH_ERR);
 	ck_assert_uint_eq(rec.u.n_inflight, 0);
+	ck_assert_uint_eq(l->stats.errors[LINK_ERR_DISCONNECT], 1);
+	ck_assert_uint_eq(l->stats.flushed, 3);
+	ck_assert_uint_eq(l->stats.done.writes, 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert(!link_fixture_same(&lf, &w[i]));
 	LINK_RUN_UNTIL(&lf, lf.rdma.n_rconns == 0);
@@ -490,6 +506,7 @@ START_TEST(test_cq_overflow)
 	LINK_RUN_UNTIL(&lf, l->finished);
 	ck_assert_int_eq(l->state, LINK_ERROR);
 	ck_assert_int_eq(l->error, -EOVERFLOW);
+	ck_assert_uint_eq(l->stats.errors[LINK_ERR_OTHER], 1);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert(rec.c[0].final);
 	ck_assert_uint_eq(rec.c[0].wr_id, 0);

@@ -239,6 +239,12 @@ START_TEST(test_queue_bound)
 	ck_assert_uint_eq(nctx.stats.received, NOTIFY_QUEUE_MAX);
 	ck_assert_uint_eq(c->rx->stats.received, total);
 	ck_assert_uint_eq(c->rx->stats.reposted, total);
+	/* The connection's and its export's counts. */
+	ck_assert_uint_eq(c->notify.received, total);
+	ck_assert_uint_eq(c->notify.queued, NOTIFY_QUEUE_MAX);
+	ck_assert_uint_eq(c->notify.dropped, 5);
+	ck_assert_uint_eq(c->token->notify.dropped, 5);
+	ck_assert_uint_eq(c->token->notify.queued, NOTIFY_QUEUE_MAX);
 	ck_assert_uint_gt(total, RECV_RING_DEPTH);
 	/* Oldest first; the dropped ones were the last. */
 	n = notify_queue_pop(q);
@@ -280,6 +286,8 @@ START_TEST(test_malformed)
 	ck_assert_int_eq(link_post(l, &rec.u, &w, 1), 0);
 	LINK_RUN_UNTIL(&lf, rec.n == 3);
 	ck_assert_uint_eq(nctx.stats.malformed, 3);
+	ck_assert_uint_eq(c->notify.dropped, 3);
+	ck_assert_uint_eq(c->notify.queued, 0);
 	ck_assert_ptr_null(notify_queue_of(lf.f.owner));
 	ck_assert_uint_eq(c->rx->stats.reposted, 3);
 

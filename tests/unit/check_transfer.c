@@ -177,6 +177,13 @@ START_TEST(test_write_read_exact)
 	ck_assert_uint_eq(lbuf()[100003], lbuf()[3 + 772]);
 	ck_assert_uint_eq(o.last.ops_done, 3);
 	ck_assert_uint_eq(o.last.bytes_done, 40001 + 1 + 7777);
+	ck_assert_uint_eq(ctx.n_transfers_started, 1);
+	ck_assert_uint_eq(ctx.n_transfers_done, 1);
+	/* The device carried them: WRITEs out, the READ in. */
+	ck_assert_uint_eq(lf.dev->xfer.bytes_out, 40001 + 1);
+	ck_assert_uint_eq(lf.dev->xfer.bytes_in, 7777);
+	ck_assert_uint_ge(lf.dev->xfer.writes, 1);
+	ck_assert_uint_eq(lf.dev->xfer.reads, 1);
 	/* The locks are given back. */
 	ck_assert(lock_is_idle(&local->lock));
 }
@@ -203,6 +210,9 @@ START_TEST(test_ten_thousand)
 	ck_assert_uint_eq(o.last.ops_done, n);
 	ck_assert_uint_eq(o.last.bytes_done, bytes);
 	ck_assert_uint_ge(o.n_progress, 2);
+	/* Every byte carried once, by the one link and its device. */
+	ck_assert_uint_eq(lf.dev->xfer.bytes_in + lf.dev->xfer.bytes_out, bytes);
+	ck_assert_uint_eq(ctx.n_transfers_done, 1);
 	for (size_t i = 0; i < n; i++)
 		ck_assert_mem_eq(lbuf() + ops[i].offset, lf.remote.buf + ops[i].remote_offset,
 				 ops[i].length);
@@ -326,6 +336,8 @@ START_TEST(test_remote_access_error)
 			 "remote access error");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(o.e.params, "ops_failed")), "2");
 	errinfo_done(&o.e);
+	ck_assert_uint_eq(ctx.n_transfers_failed, 1);
+	ck_assert_uint_eq(ctx.n_transfers_done, 1);
 	LINK_RUN_UNTIL(&lf, ctx.n_transfer_qps == 0);
 
 	/* A real refusal: a wrong rkey. */
@@ -370,6 +382,9 @@ START_TEST(test_cancel_drains)
 	finish(t, &o);
 	ck_assert_int_eq(o.result, -ECANCELED);
 	ck_assert_str_eq(o.e.name, RDMAMEM_ERROR_TRANSFER_CANCELLED);
+	ck_assert_uint_eq(ctx.n_transfers_cancelled, 1);
+	ck_assert_uint_eq(ctx.n_transfers_failed, 0);
+	ck_assert_uint_eq(ctx.n_transfers_started, 1);
 	/* Some ops were posted and ran (drained), the rest never went out. */
 	ck_assert_uint_lt(o.last.ops_done, n);
 	errinfo_done(&o.e);
