@@ -110,6 +110,7 @@ void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_p
 	if (!pool->cfg.connect_timeout_ms)
 		pool->cfg.connect_timeout_ms = LINK_CONNECT_TIMEOUT_MS_DEFAULT;
 	list_init(&pool->links);
+	idseq_init(&pool->order);
 }
 
 static bool same_sockaddr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -146,6 +147,7 @@ static void set_state(struct link *l, enum link_state s)
 static void link_free(struct link *l)
 {
 	list_del(&l->node);
+	idseq_remove(&l->pool->order, &l->order);
 	l->pool->n_links--;
 	free(l->notify_buf);
 	free(l->ring);
@@ -599,11 +601,12 @@ static int link_new(struct link_pool *pool, const struct link_key *key, struct l
 	l->ring = calloc(l->window, sizeof(*l->ring));
 	l->scratch = calloc(l->window, sizeof(*l->scratch));
 	list_init(&l->waiters);
+	idseq_node_init(&l->order);
 	list_add_tail(&l->node, &pool->links);
 	pool->n_links++;
 	l->created_msec = now_msec();
 	netaddr_format(&key->endpoint, l->peer, sizeof(l->peer));
-	if (!l->ring || !l->scratch) {
+	if (!l->ring || !l->scratch || idseq_add(&pool->order, l->id, &l->order) < 0) {
 		link_free(l);
 		return -ENOMEM;
 	}
@@ -779,5 +782,8 @@ void link_pool_stop(struct link_pool *pool)
 
 int link_pool_done(struct link_pool *pool)
 {
-	return list_empty(&pool->links) ? 0 : -EBUSY;
+	if (!list_empty(&pool->links))
+		return -EBUSY;
+	idseq_done(&pool->order);
+	return 0;
 }

@@ -44,6 +44,7 @@
 
 #include <uv.h>
 
+#include "util/idseq.h"
 #include "util/list.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
@@ -117,6 +118,7 @@ struct link_pool {
 	uv_loop_t *loop;
 	struct link_pool_config cfg;
 	struct list_head links; /* struct link, until freed */
+	struct idseq order;     /* the same by id, for ListLinks */
 	unsigned n_links;
 	uint64_t next_id;
 	uint64_t n_connected, n_failed;
@@ -155,7 +157,8 @@ struct link_slot {
 };
 
 struct link {
-	struct list_head node; /* in pool->links */
+	struct list_head node;   /* in pool->links */
+	struct idseq_node order; /* in pool->order */
 	struct link_pool *pool;
 	unsigned n_ref;
 	uint64_t id;

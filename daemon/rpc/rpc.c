@@ -18,8 +18,9 @@
 #include "daemon/core/session.h"
 
 static const struct rpc_method *const method_tables[] = {
-	rpc_service_methods, rpc_core_methods,   rpc_region_methods, rpc_data_methods,
-	rpc_rdma_methods,    rpc_remote_methods, rpc_notify_methods, rpc_gpu_methods,
+	rpc_service_methods, rpc_core_methods,   rpc_region_methods,
+	rpc_data_methods,    rpc_rdma_methods,   rpc_remote_methods,
+	rpc_links_methods,   rpc_notify_methods, rpc_gpu_methods,
 };
 
 int rpc_message_measure(struct rpc_message *m)

@@ -392,6 +392,7 @@ extern const struct rpc_method rpc_region_methods[];
 extern const struct rpc_method rpc_data_methods[];
 extern const struct rpc_method rpc_rdma_methods[];
 extern const struct rpc_method rpc_remote_methods[];
+extern const struct rpc_method rpc_links_methods[];
 extern const struct rpc_method rpc_notify_methods[];
 extern const struct rpc_method rpc_gpu_methods[];
 

@@ -122,17 +122,12 @@ static const struct {
 	const char *text; /* in the text output */
 	const char *key;  /* in the JSON object */
 } verbs[] = {
-	{ "status", "regions:       1", "regions" },
-	{ "regions", "1 regions", "regions" },
-	{ "region", "4096 bytes", "region" },
-	{ "devices", "No RDMA devices", "devices" },
-	{ "connections", "STATE", "connections" },
-	{ "gpus", "CUDA driver:", "driver" },
-	{ "clients", "(this)", "clients" },
-	{ "stats", "io.rdmamemd.Register", "calls" },
-	{ "limits", "pinned_bytes", "limits" },
-	{ "doctor", "locked memory", "checks" },
-	{ "ping", "answers", NULL },
+	{ "status", "regions:       1", "regions" },  { "regions", "1 regions", "regions" },
+	{ "region", "4096 bytes", "region" },         { "devices", "No RDMA devices", "devices" },
+	{ "connections", "STATE", "connections" },    { "peers", "No remote daemons", "peers" },
+	{ "gpus", "CUDA driver:", "driver" },         { "clients", "(this)", "clients" },
+	{ "stats", "io.rdmamemd.Register", "calls" }, { "limits", "pinned_bytes", "limits" },
+	{ "doctor", "locked memory", "checks" },      { "ping", "answers", NULL },
 };
 
 START_TEST(test_every_command)

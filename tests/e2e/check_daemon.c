@@ -82,11 +82,11 @@ END_TEST
 START_TEST(test_null_parameters)
 {
 	static const char *const methods[] = {
-		"org.varlink.service.GetInfo",   "io.rdmamemd.Ping",
-		"io.rdmamemd.GetStatus",         "io.rdmamemd.GetStats",
-		"io.rdmamemd.ListClients",       "io.rdmamemd.ListRegions",
-		"io.rdmamemd.ListDevices",       "io.rdmamemd.ListConnections",
-		"io.rdmamemd.CreateAccessToken",
+		"org.varlink.service.GetInfo", "io.rdmamemd.Ping",
+		"io.rdmamemd.GetStatus",       "io.rdmamemd.GetStats",
+		"io.rdmamemd.ListClients",     "io.rdmamemd.ListRegions",
+		"io.rdmamemd.ListDevices",     "io.rdmamemd.ListConnections",
+		"io.rdmamemd.ListLinks",       "io.rdmamemd.CreateAccessToken",
 	};
 	int fd = test_connect(td.socket);
 

@@ -415,6 +415,47 @@ static uint64_t now_msec(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/*
+ * ListLinks on a daemon that opened none (no RDMA device here: the
+ * links themselves are the unit suite's and the two-host bed's): an empty
+ * page without next, the page parameters checked as every listing's, and
+ * the Transfer counters of GetStats all zero with nothing started.
+ */
+START_TEST(test_list_links_none)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	static const char *const zero[] = { "transfers_started", "transfers_done",
+					    "transfers_failed", "transfers_cancelled",
+					    "transfers_running" };
+	char *reply = NULL;
+	cJSON *stats;
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ListLinks", "{\"limit\":1}", NULL, 0, &reply,
+				      NULL, NULL),
+			 0);
+	ck_assert_str_eq(reply, "{\"links\":[]}");
+	free(reply);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.ListLinks", "{\"limit\":0}", NULL, 0, &reply,
+				      NULL, NULL),
+			 -EINVAL);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "org.varlink.service.InvalidParameter");
+	ck_assert_int_eq(rdmamem_list(c, "io.rdmamemd.ListLinks", &reply), 0);
+	ck_assert_ptr_nonnull(strstr(reply, "\"links\":[]"));
+	free(reply);
+
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.GetStats", NULL, NULL, 0, &reply, NULL, NULL),
+			 0);
+	stats = cJSON_Parse(reply);
+	free(reply);
+	ck_assert_ptr_nonnull(stats);
+	for (size_t i = 0; i < ELEMENTSOF(zero); i++)
+		ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(stats, zero[i])), "0");
+	ck_assert(cJSON_IsArray(cJSON_GetObjectItem(stats, "transfer_devices")));
+	cJSON_Delete(stats);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 START_TEST(test_notifications_none)
 {
 	static struct rdmamem_notification got[4];
@@ -447,6 +488,7 @@ Suite *remote_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_export_refusals);
+	tcase_add_test(tc, test_list_links_none);
 	tcase_add_test(tc, test_import_release);
 	tcase_add_test(tc, test_cli_descriptor);
 	tcase_add_test(tc, test_hostile_descriptors);

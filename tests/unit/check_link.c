@@ -211,6 +211,16 @@ START_TEST(test_error_flushes_and_reconnect)
 	ck_assert_ptr_ne(l2, l);
 	ck_assert_uint_gt(l2->id, l->id);
 	link_unref(l);
+	/* ListLinks' order: the failed link left it when it was freed. */
+	{
+		size_t i = idseq_seek(&lf.pool.order, 0);
+
+		while (i < lf.pool.order.n && !lf.pool.order.slots[i].node)
+			i++;
+		ck_assert_uint_lt(i, lf.pool.order.n);
+		ck_assert_ptr_eq(lf.pool.order.slots[i].node, &l2->order);
+		ck_assert_uint_eq(lf.pool.order.slots[i].id, l2->id);
+	}
 	a.n = 0;
 	ck_assert_int_eq(link_post(l2, &a.u, wa + 2, 1), 0);
 	LINK_RUN_UNTIL(&lf, a.n == 1);
