@@ -11,6 +11,7 @@
 
 #include "daemon/core/core.h"
 #include "daemon/rdma/device.h"
+#include "daemon/rdma/endpoint.h"
 #include "daemon/core/errinfo.h"
 #include "daemon/core/log.h"
 #include "daemon/rdma/mreg.h"
@@ -467,6 +468,43 @@ static void on_dereg_done(uv_work_t *work, int status)
 	region_unref(r);
 }
 
+static void dereg_start(struct mreg *m)
+{
+	if (uv_queue_work(m->dev->rdma->core->loop, &m->work, on_dereg_work, on_dereg_done) < 0) {
+		/* Never left in force: on the loop, then. */
+		on_dereg_work(&m->work);
+		on_dereg_done(&m->work, 0);
+	}
+}
+
+/* The MR stays for the daemon's own WRs: its rkey ends now another way,
+ * with the queue pairs of every remote peer in the owner's PD on that
+ * device (the only ones that can name it). */
+static void revoke_peers(struct mreg *m)
+{
+	struct rdma_ctx *rdma = m->dev->rdma;
+	struct rconn *c, *n;
+
+	list_for_each_entry_safe(c, n, &rdma->rconns, link)
+		if (c->dev == m->dev && c->uid == m->region->owner_uid)
+			rconn_destroy(c, "the owner unregistered a region in its protection "
+					 "domain while the daemon's own transfers held it");
+}
+
+struct mreg *mreg_hold(struct mreg *m)
+{
+	m->n_hold++;
+	return m;
+}
+
+void mreg_release(struct mreg *m)
+{
+	if (--m->n_hold > 0 || !m->dereg_waits)
+		return;
+	m->dereg_waits = false;
+	dereg_start(m);
+}
+
 static void mreg_revoke(struct mreg *m)
 {
 	struct region *r = m->region;
@@ -485,11 +523,12 @@ static void mreg_revoke(struct mreg *m)
 	}
 	m->state = MREG_DEREGISTERING;
 	region_ref(r);
-	if (uv_queue_work(m->dev->rdma->core->loop, &m->work, on_dereg_work, on_dereg_done) < 0) {
-		/* Never left in force: on the loop, then. */
-		on_dereg_work(&m->work);
-		on_dereg_done(&m->work, 0);
+	if (m->n_hold > 0) {
+		m->dereg_waits = true;
+		revoke_peers(m);
+		return;
 	}
+	dereg_start(m);
 }
 
 /* The owner let go of the region (r->dead): its MRs go, now or once their

@@ -16,6 +16,19 @@
  * reference on the region until it is deregistered, so the memory is
  * unmapped only after every MR over it is gone.
  *
+ * One exception, for the daemon's own work requests: a transfer (the
+ * engine in remote/) holds the MRs whose lkeys its posted WRs carry
+ * (mreg_hold()), as Monarch's "a posted op pins its memory" — a dereg under
+ * them would fail them with a local access error, or worse, let the device
+ * touch pages that are no longer pinned. When the owner lets go of a held
+ * MR, its deregistration waits for the last mreg_release(); a
+ * deregistration cannot be partial, so the rkey is stopped another way at
+ * once: every remote peer's queue pair in the owner's protection domain on
+ * that device is destroyed (rconn_destroy(): the only way a peer reaches an
+ * rkey of that PD), and the entry shows "deregistering" from then on. A
+ * peer admitted into that PD during the drain could still name the rkey if
+ * it had learnt it before; the drain is bounded by the links' timeouts.
+ *
  * A region's registrations hang on it as its first hook (struct
  * region_hook, rank REGION_HOOK_REGISTRATIONS): revoked when the owner lets
  * go, freed with the region. What to register comes from the region's
@@ -67,7 +80,9 @@ struct mreg {
 	uint64_t settled_msec;
 	struct list_head waiters;
 
-	uv_work_t work; /* while pending or deregistering */
+	unsigned n_hold;  /* mreg_hold()s: the daemon's own WRs carry the lkey */
+	bool dereg_waits; /* the owner let go while held: dereg at the last release */
+	uv_work_t work;   /* while pending or deregistering */
 	struct vb_pd *pd;
 	const char *how;     /* Registration.via: "host-memory", "dma-buf", "peer-memory" */
 	char gpu_error[512]; /* both causes when GPU memory would not register */
@@ -105,6 +120,11 @@ int mreg_forget_failure(struct region *r, const char *device);
  * deregistered (mreg_waiter_cancel() stops waiting).
  */
 bool mreg_wait_revoked(struct region *r, struct mreg_waiter *w);
+
+/* Keeps m's MR (a registered one) while the daemon's own WRs use its lkey. */
+struct mreg *mreg_hold(struct mreg *m);
+/* The last release of an MR whose owner let go deregisters it. */
+void mreg_release(struct mreg *m);
 
 /* Whether r has any entry: an MR in any state, or a recorded failure. */
 bool mreg_any(const struct region *r);

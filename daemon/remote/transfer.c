@@ -869,13 +869,14 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, const struct 
 		leg->n_paths++;
 	}
 	leg->keys = calloc((size_t)leg->n_regions * leg->n_paths, sizeof(*leg->keys));
-	if (!leg->keys)
+	leg->mregs = calloc((size_t)leg->n_regions * leg->n_paths, sizeof(*leg->mregs));
+	if (!leg->keys || !leg->mregs)
 		return -ENOMEM;
 	for (uint32_t k = 0; k < leg->n_regions; k++) {
 		struct region *reg = t->regions[leg->regions[k]].region;
 
 		for (uint32_t p = 0; p < leg->n_paths; p++) {
-			const struct mreg *m = mreg_find(reg, leg->paths[p].dev->info.name);
+			struct mreg *m = mreg_find(reg, leg->paths[p].dev->info.name);
 			const struct descriptor_device *rd =
 				&desc->devices[leg->paths[p].remote_dev];
 
@@ -890,6 +891,8 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, const struct 
 					"writes (register it with access local_write)",
 					reg->id, leg->paths[p].dev->info.name);
 
+			/* Its MR stays until the transfer is over (mreg.h). */
+			leg->mregs[k * leg->n_paths + p] = mreg_hold(m);
 			leg->keys[k * leg->n_paths + p] = (struct wr_keys){
 				.local_addr = region_address(reg),
 				.remote_addr = rd->addr,
@@ -950,6 +953,11 @@ void transfer_free(struct transfer *t)
 		free(leg->regions);
 		free(leg->ops);
 		free(leg->keys);
+		/* After done: nothing of ours is in flight on them. */
+		for (size_t k = 0; leg->mregs && k < (size_t)leg->n_regions * leg->n_paths; k++)
+			if (leg->mregs[k])
+				mreg_release(leg->mregs[k]);
+		free(leg->mregs);
 	}
 	for (uint32_t i = 0; i < t->n_regions; i++) {
 		lease_unref(t->regions[i].lease);

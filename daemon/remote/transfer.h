@@ -58,6 +58,7 @@
 #include "daemon/remote/wr_plan.h"
 
 struct lease;
+struct mreg;
 struct plan;
 struct region;
 struct region_registry;
@@ -145,6 +146,7 @@ struct transfer_leg {
 	struct transfer_path paths[WR_PLAN_PATHS_MAX];
 	uint32_t n_paths;
 	struct wr_keys *keys;
+	struct mreg **mregs; /* held (mreg_hold()), as keys: until transfer_free() */
 	struct wr_plan plan;
 	struct window_batch batch;
 	bool started, done;

@@ -240,6 +240,51 @@ START_TEST(test_session_close_in_flight)
 }
 END_TEST
 
+/*
+ * The daemon's own WRs hold an MR (a transfer's lkey): the owner's
+ * Unregister marks it deregistering at once but the MR stays — the fake
+ * counts it live — until the last release; then it goes, and Unregister's
+ * wait ends.
+ */
+START_TEST(test_hold_defers_dereg)
+{
+	struct region *r = mem_fixture_import(&f, 4096);
+	struct probe a, gone;
+	struct mreg *m;
+
+	list_init(&rdma.rconns); /* no endpoint here: no peers to end */
+	probe_init(&a);
+	probe_init(&gone);
+	m = mreg_ensure(r, dev, &a.w);
+	mem_fixture_run_until(&f, &a.settled, 10000);
+	ck_assert_int_eq(m->state, MREG_REGISTERED);
+	ck_assert_ptr_eq(mreg_hold(m), m);
+	mreg_hold(m);
+	region_ref(r);
+	session_close(f.owner);
+	ck_assert(r->dead);
+	ck_assert_int_eq(m->state, MREG_DEREGISTERING);
+	ck_assert(mreg_wait_revoked(r, &gone.w));
+	for (int i = 0; i < 20; i++)
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+	ck_assert(!gone.settled);
+	ck_assert_int_eq(atomic_load(&fake_verbs_mrs), 1);
+	mreg_release(m);
+	for (int i = 0; i < 20; i++)
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+	ck_assert(!gone.settled);
+	ck_assert_int_eq(atomic_load(&fake_verbs_mrs), 1);
+	/* The last release: deregistered now. */
+	mreg_release(m);
+	mem_fixture_run_until(&f, &gone.settled, 10000);
+	ck_assert_int_eq(atomic_load(&fake_verbs_mrs), 0);
+	ck_assert(!mreg_any(r));
+	ck_assert_uint_eq(dev->n_mrs, 0);
+	region_unref(r);
+	ck_assert_uint_eq(f.regions.n_regions, 0);
+}
+END_TEST
+
 /* A device that is not open is answered, not recorded: naming the open ones. */
 START_TEST(test_missing_device)
 {
@@ -265,6 +310,7 @@ Suite *mreg_suite(void)
 	tcase_add_test(tc, test_failure_recorded);
 	tcase_add_test(tc, test_fatal_device);
 	tcase_add_test(tc, test_pd_per_uid);
+	tcase_add_test(tc, test_hold_defers_dereg);
 	tcase_add_test(tc, test_session_close_in_flight);
 	tcase_add_test(tc, test_missing_device);
 	suite_add_tcase(su, tc);
