@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "rdmamem.h"
 #include "tests/testlib.h"
 
 #define OWNER_BIN BUILD_DIR "/region-owner"
@@ -33,6 +35,9 @@ struct owner {
 	char token[64];
 	unsigned long long addr[N_PAIRS];
 	unsigned rkey[N_PAIRS];
+	/* With --export: the descriptor and the export's own token. */
+	char *desc;
+	char xtoken[64];
 };
 
 static const char *peer_addr[N_PAIRS];
@@ -71,20 +76,23 @@ static void teardown(void)
 	for (size_t i = 0; i < n_owners; i++) {
 		snprintf(cmd, sizeof(cmd), "kill %d", (int)owners[i].pid);
 		test_remote_sh(cmd, 10, NULL);
+		free(owners[i].desc);
 	}
 }
 
-/* Starts region-owner on B with a region of size bytes. */
-static struct owner *owner_start(size_t size)
+/* Starts region-owner on B with a region of size bytes; extra: more of
+ * its options ("--export"). */
+static struct owner *owner_start_with(size_t size, const char *extra)
 {
 	struct owner *o = &owners[n_owners++];
-	char cmd[512], *line, *p;
+	char cmd[4096], *line, *p;
 
 	ck_assert_uint_le(n_owners, ELEMENTSOF(owners));
+	*o = (struct owner){};
 	snprintf(cmd, sizeof(cmd),
 		 "exec %s --socket \"$RDMAMEM_HOST_SOCKET\" --device rxe0 --device rxe1 --size %zu "
-		 "--fill \"%s\"",
-		 OWNER_BIN, size, fill);
+		 "--fill \"%s\" %s",
+		 OWNER_BIN, size, fill, extra);
 	o->pid = test_remote_spawn(cmd, 30, &line);
 	ck_assert_int_eq(sscanf(line, "region=%*u fd=%d token=%63s", &o->fd, o->token), 2);
 	for (int i = 0; i < N_PAIRS; i++) {
@@ -96,8 +104,22 @@ static struct owner *owner_start(size_t size)
 					      2,
 			      "no rxe%d registration in '%s'", i, line);
 	}
+	p = strstr(line, " descriptor=");
+	if (p) {
+		o->desc = strdup(p + strlen(" descriptor="));
+		ck_assert_ptr_nonnull(o->desc);
+		o->desc[strcspn(o->desc, " \n")] = '\0';
+		p = strstr(line, " xtoken=");
+		ck_assert_ptr_nonnull(p);
+		ck_assert_int_eq(sscanf(p, " xtoken=%63s", o->xtoken), 1);
+	}
 	free(line);
 	return o;
+}
+
+static struct owner *owner_start(size_t size)
+{
+	return owner_start_with(size, "");
 }
 
 /* The owner's bytes [off, off + len) as the fill makes them. */
@@ -289,6 +311,484 @@ START_TEST(test_peer_daemon_killed)
 }
 END_TEST
 
+/* ---- Transfer: A's daemon moves the bytes, B's region exported ---- */
+
+/* A client of A's own daemon with a memfd region of size bytes registered
+ * on both of A's devices, and, with a descriptor, B's export imported. */
+struct local {
+	struct rdmamem_client *c;
+	int fd;
+	unsigned char *map;
+	size_t size;
+	uint64_t region, remote;
+};
+
+static void local_init(struct local *l, size_t size, const char *desc)
+{
+	struct rdmamem_registration reg;
+
+	*l = (struct local){ .size = size };
+	l->c = test_client(getenv("RDMAMEM_HOST_SOCKET"));
+	ck_assert_int_eq(rdmamem_memfd_create("hosts", size, &l->fd, (void **)&l->map), 0);
+	ck_assert_int_eq(rdmamem_register(l->c, l->fd, 0, 0, &l->region), 0);
+	for (int i = 0; i < N_PAIRS; i++) {
+		char dev[16];
+
+		snprintf(dev, sizeof(dev), "rxe%d", i);
+		ck_assert_msg(rdmamem_register_on(l->c, l->region, dev, &reg) == 0,
+			      "RegisterOn %s: %s", dev, rdmamem_client_error_message(l->c));
+	}
+	if (desc)
+		ck_assert_msg(rdmamem_remote_import(l->c, desc, &l->remote) == 0,
+			      "ImportRemote: %s", rdmamem_client_error_message(l->c));
+}
+
+static void local_done(struct local *l)
+{
+	rdmamem_client_close(l->c);
+	munmap(l->map, l->size);
+	close(l->fd);
+}
+
+/* Transfers n ops; returns its status and prints the error and the time. */
+static int transfer(struct local *l, const struct rdmamem_transfer_op *ops, size_t n,
+		    uint64_t *ret_bytes)
+{
+	uint64_t bytes = 0, total = 0;
+	double t0 = now_ms();
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		total += ops[i].length;
+	r = rdmamem_transfer(l->c, ops, n, NULL, NULL, &bytes);
+	fprintf(stderr, "Transfer of %zu ops, %s %llu bytes: %d %s%s%s in %.0f ms\n", n,
+		ops[0].op == RDMAMEM_TRANSFER_READ ? "READ" : "WRITE", (unsigned long long)total, r,
+		r < 0 ? rdmamem_client_error_name(l->c) : "", r < 0 ? ": " : "",
+		r < 0 ? rdmamem_client_error_message(l->c) : "", now_ms() - t0);
+	if (ret_bytes)
+		*ret_bytes = bytes;
+	return r;
+}
+
+static int transfer1(struct local *l, int op, size_t loff, size_t roff, size_t len)
+{
+	struct rdmamem_transfer_op o = { .op = op,
+					 .region = l->region,
+					 .offset = loff,
+					 .remote = l->remote,
+					 .remote_offset = roff,
+					 .length = len };
+
+	return transfer(l, &o, 1, NULL);
+}
+
+/* A's bytes for WRITEs: no period that lines up with the fill's. */
+static void pattern(unsigned char *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(((i + seed) * 2654435761U) >> 13);
+}
+
+/* md5sum's line for bytes (run here, on A). */
+static char *md5_of(const void *p, size_t len)
+{
+	static const char *const argv[] = { "/bin/sh", "-c", "md5sum < /tmp/hosts-expect", NULL };
+	char *out, *err;
+	FILE *f = fopen("/tmp/hosts-expect", "w");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(p, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(test_run(argv, &out, &err), 0);
+	free(err);
+	unlink("/tmp/hosts-expect");
+	return out;
+}
+
+/* md5sum's line for the owner's bytes [off, off + len) on B. */
+static char *owner_md5(const struct owner *o, size_t off, size_t len)
+{
+	char cmd[160], *out;
+
+	snprintf(cmd, sizeof(cmd), "tail -c +%zu /proc/%d/fd/%d | head -c %zu | md5sum", off + 1,
+		 (int)o->pid, o->fd, len);
+	ck_assert_int_eq(test_remote_sh(cmd, 40, &out), 0);
+	return out;
+}
+
+/* B's bytes [off - 1, off + len + 1) are the fill's with [off, +len) from
+ * src: what a WRITE there of len bytes of src made, and nothing beside. */
+static void assert_written(const struct owner *o, size_t off, const unsigned char *src, size_t len)
+{
+	char *want = filled(off - 1, len + 2), *a, *b;
+
+	memcpy(want + 1, src, len);
+	a = md5_of(want, len + 2);
+	b = owner_md5(o, off - 1, len + 2);
+	ck_assert_msg(strcmp(a, b) == 0, "B's bytes at %zu (+%zu): md5 %.32s, want %.32s", off, len,
+		      b, a);
+	free(a);
+	free(b);
+	free(want);
+}
+
+#define BIG (64U << 20)
+
+/*
+ * A client on A reads B's exported region through its own daemon, byte
+ * exact at odd offsets and lengths from 1 B to 64 MiB, each byte beside
+ * untouched; then writes into it, which B sees in its memory.
+ */
+START_TEST(test_transfer_read_write)
+{
+	static const struct {
+		size_t loff, roff, len;
+	} reads[] = { { 1, 0, 1 },
+		      { 3, 7, 4093 },
+		      { 4099, 65537, 99991 },
+		      { 8191, 1048577, (1 << 20) + 3 },
+		      { 4097, 4095, BIG } },
+	  writes[] = { { 0, 1, 1 }, { 5, 4099, 4093 }, { 70001, 131071, 99991 }, { 3, 4097, BIG } };
+	static const size_t size = BIG + 8192;
+	struct owner *o = owner_start_with(size, "--export");
+	struct local l;
+
+	local_init(&l, size, o->desc);
+	for (size_t i = 0; i < ELEMENTSOF(reads); i++) {
+		char *want = filled(reads[i].roff, reads[i].len);
+
+		memset(l.map, 0xee, size);
+		ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, reads[i].loff, reads[i].roff,
+					   reads[i].len),
+				 0);
+		ck_assert_msg(memcmp(l.map + reads[i].loff, want, reads[i].len) == 0,
+			      "READ of %zu bytes at %zu differs", reads[i].len, reads[i].roff);
+		ck_assert_uint_eq(l.map[reads[i].loff - !!reads[i].loff],
+				  reads[i].loff ? 0xee : want[0]);
+		ck_assert_uint_eq(l.map[reads[i].loff + reads[i].len], 0xee);
+		free(want);
+	}
+	pattern(l.map, size, 1);
+	for (size_t i = 0; i < ELEMENTSOF(writes); i++) {
+		ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_WRITE, writes[i].loff,
+					   writes[i].roff, writes[i].len),
+				 0);
+		/* The earlier WRITEs lie inside the last one: each is checked
+		 * before the next. */
+		assert_written(o, writes[i].roff, l.map + writes[i].loff, writes[i].len);
+	}
+	local_done(&l);
+}
+END_TEST
+
+/*
+ * A large batch (3000 READs of 97 bytes, neither side contiguous) in one
+ * Transfer, and a prepared plan of 1000 ranges posted by index (every third
+ * WRITE): the bytes each names, and nothing beside.
+ */
+START_TEST(test_transfer_batch_plan)
+{
+	enum { N_BATCH = 3000, N_PLAN = 1000 };
+	static const size_t size = 4 << 20;
+	struct owner *o = owner_start_with(size, "--export");
+	struct rdmamem_transfer_op *ops = calloc(N_BATCH, sizeof(*ops));
+	struct rdmamem_range *ranges = calloc(N_PLAN, sizeof(*ranges));
+	uint64_t *idx = calloc(N_PLAN, sizeof(*idx)), plan, bytes;
+	size_t n_idx = 0, span = 1031 * N_PLAN + 300;
+	char *want, *a, *b;
+	struct local l;
+
+	ck_assert(ops && ranges && idx);
+	local_init(&l, size, o->desc);
+	memset(l.map, 0xee, size);
+	for (size_t i = 0; i < N_BATCH; i++)
+		ops[i] = (struct rdmamem_transfer_op){ .op = RDMAMEM_TRANSFER_READ,
+						       .region = l.region,
+						       .offset = i * 128,
+						       .remote = l.remote,
+						       .remote_offset = 1 + i * 131,
+						       .length = 97 };
+	ck_assert_int_eq(transfer(&l, ops, N_BATCH, &bytes), 0);
+	ck_assert_uint_eq(bytes, 97 * N_BATCH);
+	for (size_t i = 0; i < N_BATCH; i++) {
+		want = filled(1 + i * 131, 97);
+		ck_assert_msg(memcmp(l.map + i * 128, want, 97) == 0, "op %zu differs", i);
+		for (size_t k = 97; k < 128; k++)
+			ck_assert_uint_eq(l.map[i * 128 + k], 0xee);
+		free(want);
+	}
+
+	pattern(l.map, size, 2);
+	for (size_t i = 0; i < N_PLAN; i++) {
+		ranges[i] = (struct rdmamem_range){ .local_offset = i * 1024 + 5,
+						    .remote_offset = i * 1031 + 7,
+						    .length = 100 + i % 151 };
+		if (i % 3 == 0)
+			idx[n_idx++] = i;
+	}
+	ck_assert_int_eq(rdmamem_transfer_prepare(l.c, l.region, l.remote, ranges, N_PLAN, &plan),
+			 0);
+	ck_assert_msg(rdmamem_transfer_post(l.c, plan, RDMAMEM_TRANSFER_WRITE, idx, n_idx, NULL,
+					    NULL, &bytes) == 0,
+		      "posting the plan: %s", rdmamem_client_error_message(l.c));
+	want = filled(0, span);
+	for (size_t k = 0; k < n_idx; k++) {
+		const struct rdmamem_range *rg = &ranges[idx[k]];
+
+		memcpy(want + rg->remote_offset, l.map + rg->local_offset, rg->length);
+	}
+	a = md5_of(want, span);
+	b = owner_md5(o, 0, span);
+	ck_assert_str_eq(b, a);
+	ck_assert_int_eq(rdmamem_plan_release(l.c, plan), 0);
+	free(a);
+	free(b);
+	free(want);
+	free(ops);
+	free(ranges);
+	free(idx);
+	local_done(&l);
+}
+END_TEST
+
+/* The other way: a client on B reads a region that a client on A exports,
+ * through B's daemon. */
+START_TEST(test_transfer_from_b)
+{
+	static const size_t size = (1 << 20) + 77;
+	char extra[4096], token[RDMAMEM_TOKEN_LEN + 1], *desc;
+	unsigned long long bytes, fnv, want = 0xcbf29ce484222325ULL;
+	struct owner *o;
+	struct local l;
+	char *p, *line;
+
+	local_init(&l, size, NULL);
+	pattern(l.map, size, 3);
+	for (size_t i = 0; i < size; i++)
+		want = (want ^ l.map[i]) * 0x100000001b3ULL;
+	ck_assert_int_eq(rdmamem_region_export(l.c, l.region, NULL, &desc, token, NULL), 0);
+	snprintf(extra, sizeof(extra), "--read-from %s", desc);
+	free(desc);
+	o = owner_start_with(size, extra);
+	/* owner_start_with() kept no "read=": ask its log again. */
+	snprintf(extra, sizeof(extra), "head -n 1 /tmp/vm-agent/%d.log", (int)o->pid);
+	ck_assert_int_eq(test_remote_sh(extra, 10, &line), 0);
+	p = strstr(line, " read=");
+	ck_assert_msg(p && sscanf(p, " read=%llu fnv=%llx", &bytes, &fnv) == 2, "owner: %s", line);
+	ck_assert_uint_eq(bytes, size);
+	ck_assert_msg(fnv == want, "B read fnv %016llx, A holds %016llx", fnv, want);
+	free(line);
+	local_done(&l);
+}
+END_TEST
+
+static bool named(const struct local *l, const char *const *names)
+{
+	const char *e = rdmamem_client_error_name(l->c);
+
+	for (; e && *names; names++)
+		if (strcmp(e, *names) == 0)
+			return true;
+	return false;
+}
+
+/* A peer's access ended: the named errors a Transfer may end with. */
+static const char *const ended[] = { "io.rdmamemd.RemoteAccessError", "io.rdmamemd.PeerUnreachable",
+				     "io.rdmamemd.TransferFailed", NULL };
+
+/* Waits until region-owner on B said what (after a signal). */
+static void owner_said(const struct owner *o, const char *what)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd),
+		 "for i in $(seq 100); do grep -qx %s /tmp/vm-agent/%d.log && exit 0; sleep 0.1; "
+		 "done; exit 1",
+		 what, (int)o->pid);
+	ck_assert_msg(test_remote_sh(cmd, 30, NULL) == 0, "region-owner did not say %s", what);
+}
+
+/* A descriptor with a wrong token is refused; so is one whose token was
+ * revoked after a transfer brought its links up. */
+START_TEST(test_transfer_token_refused)
+{
+	struct owner *o = owner_start_with(1 << 20, "--export");
+	char *wrong = strdup(o->desc), cmd[64];
+	struct local l, w;
+
+	/* The token is bytes 20 to 35 of the record: base64url characters 28
+	 * to 31 hold bytes 21 to 23. */
+	ck_assert_ptr_nonnull(wrong);
+	wrong[strlen("rdmamem1.") + 29] = wrong[strlen("rdmamem1.") + 29] == 'A' ? 'B' : 'A';
+	local_init(&w, 4096, wrong);
+	ck_assert_int_lt(transfer1(&w, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
+	ck_assert_str_eq(rdmamem_client_error_name(w.c), "io.rdmamemd.PeerUnreachable");
+	local_done(&w);
+	free(wrong);
+
+	local_init(&l, 1 << 20, o->desc);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
+	snprintf(cmd, sizeof(cmd), "kill -HUP %d", (int)o->pid);
+	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
+	owner_said(o, "revoked");
+	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
+	ck_assert_msg(named(&l, ended), "%s", rdmamem_client_error_name(l.c));
+	local_done(&l);
+}
+END_TEST
+
+/* The owner unregisters its region under links that are up: the next
+ * transfer into it ends with a named error, in bounded time. */
+START_TEST(test_transfer_owner_unregisters)
+{
+	struct owner *o = owner_start_with(1 << 20, "--export");
+	struct local l;
+	char cmd[64];
+	double t0;
+
+	local_init(&l, 1 << 20, o->desc);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 0, 4096), 0);
+	snprintf(cmd, sizeof(cmd), "kill -USR1 %d", (int)o->pid);
+	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
+	owner_said(o, "unregistered");
+	t0 = now_ms();
+	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 0, 4096), 0);
+	ck_assert_msg(named(&l, ended), "%s", rdmamem_client_error_name(l.c));
+	ck_assert_double_lt(now_ms() - t0, 30000);
+	local_done(&l);
+}
+END_TEST
+
+static pid_t hostd_pid(void)
+{
+	char buf[32] = "";
+	FILE *f = fopen("/run/rdmamemd-host.pid", "re");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	return atoi(buf);
+}
+
+/*
+ * B's daemon is SIGKILLed under links that are up: the next transfer ends
+ * with a named error within a bounded time, and once B's daemon is back a
+ * new export is reached again, with A's daemon holding as many
+ * descriptors as before.
+ */
+START_TEST(test_transfer_peer_killed)
+{
+	struct owner *o = owner_start_with(1 << 20, "--export");
+	pid_t ad = hostd_pid();
+	struct local l;
+	double t0;
+	int fds;
+
+	local_init(&l, 1 << 20, o->desc);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
+	fds = test_settled_fds(ad);
+	ck_assert_int_eq(test_remote_sh(HOSTD " kill", 40, NULL), 0);
+	t0 = now_ms();
+	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 0, 1 << 20), 0);
+	ck_assert_msg(named(&l, ended), "%s", rdmamem_client_error_name(l.c));
+	ck_assert_double_lt(now_ms() - t0, 30000);
+	local_done(&l);
+
+	ck_assert_int_eq(test_remote_sh(HOSTD " start", 40, NULL), 0);
+	o = owner_start_with(1 << 20, "--export");
+	local_init(&l, 1 << 20, o->desc);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
+	ck_assert_int_eq(test_settled_fds(ad), fds);
+	local_done(&l);
+}
+END_TEST
+
+/* B's rdmacm connections (ListConnections as root: all of them). */
+static int peer_connections(void)
+{
+	char *out;
+	int n;
+
+	ck_assert_int_eq(test_remote_sh("rdmamemctl --socket \"$RDMAMEM_HOST_SOCKET\" --json "
+					"connections | grep -o '\"rdmacm\"' | wc -l",
+					30, &out),
+			 0);
+	n = atoi(out);
+	free(out);
+	return n;
+}
+
+/* Several sessions on A of one uid, one export: one link per device pair,
+ * shared (B accepted two connections, and A's daemon holds no more
+ * descriptors for three sessions than for one). */
+START_TEST(test_transfer_links_shared)
+{
+	struct owner *o = owner_start_with(1 << 20, "--export");
+	int before = peer_connections(), fds[3];
+	struct local l[3];
+	pid_t ad = hostd_pid();
+
+	for (size_t i = 0; i < ELEMENTSOF(l); i++) {
+		int f0 = test_settled_fds(ad);
+
+		local_init(&l[i], 1 << 20, o->desc);
+		ck_assert_int_eq(transfer1(&l[i], RDMAMEM_TRANSFER_READ, 0, i * 4096, 4096), 0);
+		fds[i] = test_settled_fds(ad) - f0;
+		fprintf(stderr, "session %zu: %d more descriptors in A's daemon\n", i, fds[i]);
+	}
+	ck_assert_int_eq(peer_connections() - before, N_PAIRS);
+	/* The first session's transfer brought the links up; the others' only
+	 * their own connection and region. */
+	ck_assert_int_gt(fds[0], fds[1]);
+	ck_assert_int_eq(fds[1], fds[2]);
+	for (size_t i = 0; i < ELEMENTSOF(l); i++)
+		local_done(&l[i]);
+}
+END_TEST
+
+static unsigned long long sent_pkts(int dev)
+{
+	char path[96];
+	unsigned long long n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/rxe%d/ports/1/hw_counters/sent_pkts",
+		 dev);
+	f = fopen(path, "re");
+	ck_assert_msg(f, "no %s", path);
+	ck_assert_int_eq(fscanf(f, "%llu", &n), 1);
+	fclose(f);
+	return n;
+}
+
+/* A large WRITE with both device pairs registered stripes: both of A's
+ * devices send a good share of its packets. */
+START_TEST(test_transfer_striped)
+{
+	static const size_t size = 16 << 20;
+	struct owner *o = owner_start_with(size, "--export");
+	unsigned long long before[N_PAIRS], sent[N_PAIRS];
+	struct local l;
+
+	local_init(&l, size, o->desc);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 1), 0);
+	pattern(l.map, size, 7);
+	for (int i = 0; i < N_PAIRS; i++)
+		before[i] = sent_pkts(i);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 1, 1, size - 2), 0);
+	for (int i = 0; i < N_PAIRS; i++) {
+		sent[i] = sent_pkts(i) - before[i];
+		fprintf(stderr, "rxe%d sent %llu packets\n", i, sent[i]);
+	}
+	/* 1024-byte packets (the MTU on virtio-net's 1500): a quarter each
+	 * at least. */
+	for (int i = 0; i < N_PAIRS; i++)
+		ck_assert_uint_ge(sent[i], size / 1024 / 4);
+	assert_written(o, 1, l.map + 1, size - 2);
+	local_done(&l);
+}
+END_TEST
+
 Suite *hosts_suite(void)
 {
 	Suite *s = suite_create("hosts");
@@ -300,6 +800,14 @@ Suite *hosts_suite(void)
 	test_add_tagged(tc, "hosts", test_agent);
 	test_add_tagged(tc, "hosts", test_read_write_across);
 	test_add_tagged(tc, "hosts", test_peer_daemon_killed);
+	test_add_tagged(tc, "hosts", test_transfer_read_write);
+	test_add_tagged(tc, "hosts", test_transfer_batch_plan);
+	test_add_tagged(tc, "hosts", test_transfer_from_b);
+	test_add_tagged(tc, "hosts", test_transfer_token_refused);
+	test_add_tagged(tc, "hosts", test_transfer_owner_unregisters);
+	test_add_tagged(tc, "hosts", test_transfer_peer_killed);
+	test_add_tagged(tc, "hosts", test_transfer_links_shared);
+	test_add_tagged(tc, "hosts", test_transfer_striped);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -12,13 +12,28 @@
  * when it exits 0. fd is its own descriptor of the memfd: root on the same
  * host reads and writes the region's bytes at /proc/PID/fd/FD.
  *
- *   region-owner --socket PATH --device NAME [--device NAME]... --size BYTES
- *                --fill TEXT
+ * --export adds " export=ID xtoken=HEX descriptor=TEXT" to the line: the
+ * region exported (ExportRegion) on its devices, for another host's
+ * daemon to Transfer to and from; xtoken is the export's own token. Then
+ * SIGHUP revokes that token and SIGUSR1 unregisters the region, each
+ * printing a line ("revoked", "unregistered") once done, so that a test
+ * can end a remote peer's access in the middle of its transfer.
  *
- * Exit status: 0 on a signal, 1 when any step fails (named on stderr).
+ * --read-from DESCRIPTOR plays a client of this host reading another's
+ * export: before the line goes out, the whole region is read (Transfer
+ * READ) from the descriptor's region at offset 0, and the line gets
+ * " read=BYTES fnv=HEX", FNV-1a 64 of the region after the read.
+ *
+ *   region-owner --socket PATH --device NAME [--device NAME]... --size BYTES
+ *                --fill TEXT [--export] [--read-from DESCRIPTOR]
+ *
+ * Exit status: 0 on SIGTERM or SIGINT, 1 when any step fails (named on
+ * stderr).
  */
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +43,44 @@
 
 #define DEVICES_MAX 8
 
-static const char *arg_socket, *arg_fill;
+static const char *arg_socket, *arg_fill, *arg_read_from;
 static const char *arg_devices[DEVICES_MAX];
 static size_t arg_n_devices, arg_size;
+static bool arg_export;
+
+static int fail(struct rdmamem_client *client, const char *what)
+{
+	fprintf(stderr, "region-owner: %s: %s: %s\n", what, rdmamem_client_error_name(client) ?: "",
+		rdmamem_client_error_message(client) ?: "");
+	return 1;
+}
+
+/* FNV-1a, 64 bits: what a test on the other host compares with its own. */
+static uint64_t fnv1a(const unsigned char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* The whole region from the descriptor's region at offset 0. */
+static int read_from(struct rdmamem_client *client, uint64_t region, const char *map)
+{
+	struct rdmamem_transfer_op op = { .op = RDMAMEM_TRANSFER_READ,
+					  .region = region,
+					  .length = arg_size };
+	uint64_t bytes = 0;
+
+	if (rdmamem_remote_import(client, arg_read_from, &op.remote) < 0)
+		return fail(client, "ImportRemote");
+	if (rdmamem_transfer(client, &op, 1, NULL, NULL, &bytes) < 0)
+		return fail(client, "Transfer");
+	printf(" read=%llu fnv=%016llx", (unsigned long long)bytes,
+	       (unsigned long long)fnv1a((const unsigned char *)map, arg_size));
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -39,9 +89,11 @@ int main(int argc, char **argv)
 		{ "device", required_argument, NULL, 'd' },
 		{ "size", required_argument, NULL, 'S' },
 		{ "fill", required_argument, NULL, 'f' },
+		{ "export", no_argument, NULL, 'e' },
+		{ "read-from", required_argument, NULL, 'r' },
 		{},
 	};
-	char token[RDMAMEM_TOKEN_LEN + 1];
+	char token[RDMAMEM_TOKEN_LEN + 1], xtoken[RDMAMEM_TOKEN_LEN + 1];
 	struct rdmamem_client *client;
 	struct rdmamem_registration reg;
 	size_t fill_len;
@@ -68,6 +120,12 @@ int main(int argc, char **argv)
 		case 'f':
 			arg_fill = optarg;
 			break;
+		case 'e':
+			arg_export = true;
+			break;
+		case 'r':
+			arg_read_from = optarg;
+			break;
 		default:
 			return 1;
 		}
@@ -82,6 +140,8 @@ int main(int argc, char **argv)
 	sigemptyset(&stop);
 	sigaddset(&stop, SIGTERM);
 	sigaddset(&stop, SIGINT);
+	sigaddset(&stop, SIGHUP);
+	sigaddset(&stop, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &stop, NULL);
 
 	r = rdmamem_client_connect(arg_socket, &client);
@@ -112,10 +172,36 @@ int main(int argc, char **argv)
 		}
 		printf(" %s=%llu/%u", arg_devices[i], (unsigned long long)reg.addr, reg.rkey);
 	}
+	if (arg_export) {
+		char *desc;
+		uint64_t id;
+
+		if (rdmamem_region_export(client, region, NULL, &desc, xtoken, &id) < 0)
+			return fail(client, "ExportRegion");
+		printf(" export=%llu xtoken=%s descriptor=%s", (unsigned long long)id, xtoken,
+		       desc);
+		free(desc);
+	}
+	if (arg_read_from && read_from(client, region, map))
+		return 1;
 	printf("\n");
 	fflush(stdout);
 
-	sigwait(&stop, &sig);
+	for (;;) {
+		sigwait(&stop, &sig);
+		if (sig == SIGHUP && arg_export) {
+			if (rdmamem_access_token_revoke(client, xtoken) < 0)
+				return fail(client, "RevokeAccessToken");
+			printf("revoked\n");
+		} else if (sig == SIGUSR1) {
+			if (rdmamem_unregister(client, region) < 0)
+				return fail(client, "Unregister");
+			printf("unregistered\n");
+		} else if (sig == SIGTERM || sig == SIGINT) {
+			break;
+		}
+		fflush(stdout);
+	}
 	rdmamem_client_close(client);
 	return 0;
 }

@@ -9,9 +9,10 @@
 #                              tools, perftest, the RDMA and virtio-net
 #                              modules, tests/vm/init and the scripts run
 #                              inside (smoke.sh, pair.sh, hostd.sh,
-#                              perftest.sh), and every FILE at its own absolute path
-#                              (the tests find their programs through paths
-#                              compiled in), each with the libraries ldd names
+#                              perftest.sh, transferbench.sh), and every
+#                              FILE at its own absolute path (the tests
+#                              find their programs through paths compiled
+#                              in), each with the libraries ldd names
 #
 # --overlay DIR is copied over the tree last (run-vm.sh puts /vmtest/run.sh
 # there). The kernel package is downloaded once into BUILD_DIR/kernel and
@@ -148,7 +149,7 @@ install_file /bin/busybox
 /bin/busybox --install -s "$root/usr/bin"
 
 install -m 755 "$here/init" "$root/init"
-for f in smoke.sh pair.sh hostd.sh perftest.sh; do
+for f in smoke.sh pair.sh hostd.sh perftest.sh transferbench.sh; do
 	install -m 755 "$here/$f" "$root/vmtest/$f"
 done
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"

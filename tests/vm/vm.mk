@@ -57,12 +57,15 @@ vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(VM2_PROGS)
 	$(Q)$(VM2_RUN) $(addprefix --add ,$(VM2_FILES)) \
 		--cmd "/vmtest/hostd.sh start && /vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=hosts test-rdmamemd"
 
-# perftest between the two VMs on rxe0 (tests/vm/perftest.sh): the anchor
-# the daemon's transfers are held against. Not part of make check.
-# PERFTEST_SIZES narrows the sizes (bytes, space separated).
-vmbench2: deps all $(VM2_PROGS)
-	$(Q)$(VM2_RUN) $(addprefix --add ,$(abspath $(B)/rdmamemd $(B)/rdmamemctl $(VM2_PROGS))) \
-		--cmd "/vmtest/hostd.sh start && $(if $(PERFTEST_SIZES),PERFTEST_SIZES='$(PERFTEST_SIZES)') /vmtest/perftest.sh"
+# perftest between the two VMs on rxe0 (tests/vm/perftest.sh), then the
+# daemon's Transfer between the same devices beside it, with ratios
+# (tests/vm/transferbench.sh, bench/bench-transfer.c). Not part of make
+# check. PERFTEST_SIZES narrows the sizes (bytes, space separated).
+vmbench2: deps all $(VM2_PROGS) $(B)/bench-transfer
+	$(Q)$(VM2_RUN) $(addprefix --add ,$(abspath $(B)/rdmamemd $(B)/rdmamemctl $(VM2_PROGS) $(B)/bench-transfer)) \
+		--cmd "/vmtest/hostd.sh start && $(if $(PERFTEST_SIZES),export PERFTEST_SIZES='$(PERFTEST_SIZES)' &&) \
+			{ /vmtest/perftest.sh >/tmp/perftest.out; rc=\$$?; cat /tmp/perftest.out; [ \$$rc = 0 ]; } && \
+			/vmtest/transferbench.sh /tmp/perftest.out"
 
 # Registration through the daemon beside bare ibv_reg_mr, and Ping during a
 # large registration, on Soft-RoCE: function, not performance.
