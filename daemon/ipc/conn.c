@@ -501,14 +501,30 @@ static void conn_call_free(struct conn *c)
 
 static void conn_call_finished(struct conn *c);
 
+/*
+ * A message queued outside conn_process(): a deferred call's reply with
+ * "continues" (a transfer's progress, a notification on a stream), made
+ * from another callback of the loop. Nothing else writes it until the
+ * connection's next event (the call's final reply): poll for writable, and
+ * on_poll() flushes it on the next turn. Not at once from here: a failed
+ * write closes the connection, which cancels the call, whose caller is in
+ * the middle of its own callback.
+ */
+static int conn_queued(struct conn *c, int r)
+{
+	if (!c->processing)
+		conn_update_poll(c);
+	return r;
+}
+
 static int transport_send_json(void *owner, const cJSON *msg)
 {
-	return conn_send_json(owner, msg);
+	return conn_queued(owner, conn_send_json(owner, msg));
 }
 
 static int transport_send_buffer(void *owner, char *text, size_t len)
 {
-	return conn_send_buffer(owner, text, len);
+	return conn_queued(owner, conn_send_buffer(owner, text, len));
 }
 
 static int transport_reserve(void *owner, uint64_t bytes)
@@ -699,6 +715,8 @@ static void conn_process(struct conn *c)
 	struct conn *ref = conn_ref(c);
 	bool frames_left = true;
 
+	c->processing++;
+
 	for (;;) {
 		while (!c->closed && !conn_busy(c) && !c->close_after_flush &&
 		       conn_output_admits(c)) {
@@ -728,6 +746,7 @@ static void conn_process(struct conn *c)
 	    (c->close_after_flush || ((c->input_eof || c->draining) && !frames_left)))
 		conn_close(c);
 
+	c->processing--;
 	conn_update_poll(c);
 	conn_unref(ref);
 }

@@ -78,6 +78,9 @@ struct conn {
 	bool close_after_flush; /* protocol error: say why, then hang up */
 	bool input_eof;         /* the peer sends no more: answer, then hang up */
 	bool closed;            /* uv_close() was called */
+	/* Inside conn_process() (nested when a call ends within it), which
+	 * flushes and polls for what is queued meanwhile. */
+	unsigned processing;
 };
 
 /* Takes ownership of fd (also on failure). */
