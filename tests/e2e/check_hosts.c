@@ -8,6 +8,8 @@
  * rxe0 and rxe1; rdma-peer on A reaches it across the VMs with the token and
  * {addr, rkey} the owner printed, as a remote host would.
  */
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -608,57 +610,6 @@ static void owner_said(const struct owner *o, const char *what)
 	ck_assert_msg(test_remote_sh(cmd, 30, NULL) == 0, "region-owner did not say %s", what);
 }
 
-/* A descriptor with a wrong token is refused; so is one whose token was
- * revoked after a transfer brought its links up. */
-START_TEST(test_transfer_token_refused)
-{
-	struct owner *o = owner_start_with(1 << 20, "--export");
-	char *wrong = strdup(o->desc), cmd[64];
-	struct local l, w;
-
-	/* The token is bytes 20 to 35 of the record: base64url characters 28
-	 * to 31 hold bytes 21 to 23. */
-	ck_assert_ptr_nonnull(wrong);
-	wrong[strlen("rdmamem1.") + 29] = wrong[strlen("rdmamem1.") + 29] == 'A' ? 'B' : 'A';
-	local_init(&w, 4096, wrong);
-	ck_assert_int_lt(transfer1(&w, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
-	ck_assert_str_eq(rdmamem_client_error_name(w.c), "io.rdmamemd.PeerUnreachable");
-	local_done(&w);
-	free(wrong);
-
-	local_init(&l, 1 << 20, o->desc);
-	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
-	snprintf(cmd, sizeof(cmd), "kill -HUP %d", (int)o->pid);
-	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
-	owner_said(o, "revoked");
-	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
-	ck_assert_msg(named(&l, ended), "%s", rdmamem_client_error_name(l.c));
-	local_done(&l);
-}
-END_TEST
-
-/* The owner unregisters its region under links that are up: the next
- * transfer into it ends with a named error, in bounded time. */
-START_TEST(test_transfer_owner_unregisters)
-{
-	struct owner *o = owner_start_with(1 << 20, "--export");
-	struct local l;
-	char cmd[64];
-	double t0;
-
-	local_init(&l, 1 << 20, o->desc);
-	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 0, 4096), 0);
-	snprintf(cmd, sizeof(cmd), "kill -USR1 %d", (int)o->pid);
-	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
-	owner_said(o, "unregistered");
-	t0 = now_ms();
-	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 0, 4096), 0);
-	ck_assert_msg(named(&l, ended), "%s", rdmamem_client_error_name(l.c));
-	ck_assert_double_lt(now_ms() - t0, 30000);
-	local_done(&l);
-}
-END_TEST
-
 static pid_t hostd_pid(void)
 {
 	char buf[32] = "";
@@ -670,36 +621,237 @@ static pid_t hostd_pid(void)
 	return atoi(buf);
 }
 
-/*
- * B's daemon is SIGKILLed under links that are up: the next transfer ends
- * with a named error within a bounded time, and once B's daemon is back a
- * new export is reached again, with A's daemon holding as many
- * descriptors as before.
- */
-START_TEST(test_transfer_peer_killed)
+/* A descriptor with a wrong token is refused. */
+START_TEST(test_transfer_token_refused)
 {
 	struct owner *o = owner_start_with(1 << 20, "--export");
-	pid_t ad = hostd_pid();
+	char *wrong = strdup(o->desc);
+	struct local w;
+
+	/* The token is bytes 20 to 35 of the record: base64url characters 28
+	 * to 31 hold bytes 21 to 23. */
+	ck_assert_ptr_nonnull(wrong);
+	wrong[strlen("rdmamem1.") + 29] = wrong[strlen("rdmamem1.") + 29] == 'A' ? 'B' : 'A';
+	local_init(&w, 4096, wrong);
+	ck_assert_int_lt(transfer1(&w, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
+	ck_assert_str_eq(rdmamem_client_error_name(w.c), "io.rdmamemd.PeerUnreachable");
+	local_done(&w);
+	free(wrong);
+}
+END_TEST
+
+/*
+ * Mid-transfer events. A client on A WRITEs MID_OPS × MID_LEN (512 MiB:
+ * the same 64 MiB of its region to the same 64 MiB of B's, op after op —
+ * neither side contiguous from one op to the next, so nothing coalesces)
+ * with progress, on a thread. At the first progress reply, which says how
+ * much is done, the case ends B's side of it (revokes the token,
+ * unregisters the region, kills B's daemon): the transfer must end with a
+ * named error within MID_BOUND_MS of that, having done at most a quarter.
+ */
+#define MID_OPS 8U
+#define MID_LEN (64U << 20)
+#define MID_BOUND_MS 20000.0
+
+struct midway {
+	struct local *l;
+	pthread_t th;
+	int pipe[2]; /* a byte at the first progress reply, one at the end */
+	double t0, first_ms, hit_ms, end_ms;
+	uint64_t first_bytes, first_ops, last_bytes;
+	unsigned n_progress;
+	int result;
+	char name[128], message[512];
+};
+
+static void mid_progress(void *userdata, uint64_t ops_done, uint64_t bytes_done, uint64_t n_ops,
+			 uint64_t bytes)
+{
+	struct midway *m = userdata;
+
+	(void)n_ops;
+	(void)bytes;
+	if (m->n_progress++ == 0) {
+		m->first_ms = now_ms() - m->t0;
+		m->first_ops = ops_done;
+		m->first_bytes = bytes_done;
+		(void)!write(m->pipe[1], "p", 1);
+	}
+	m->last_bytes = bytes_done;
+}
+
+static void *mid_thread(void *arg)
+{
+	struct midway *m = arg;
+	struct rdmamem_transfer_op ops[MID_OPS];
+
+	for (unsigned i = 0; i < MID_OPS; i++)
+		ops[i] = (struct rdmamem_transfer_op){ .op = RDMAMEM_TRANSFER_WRITE,
+						       .region = m->l->region,
+						       .remote = m->l->remote,
+						       .length = MID_LEN };
+	m->result = rdmamem_transfer(m->l->c, ops, MID_OPS, mid_progress, m, NULL);
+	if (m->result < 0) {
+		snprintf(m->name, sizeof(m->name), "%s", rdmamem_client_error_name(m->l->c));
+		snprintf(m->message, sizeof(m->message), "%s",
+			 rdmamem_client_error_message(m->l->c));
+	}
+	m->end_ms = now_ms() - m->t0;
+	(void)!write(m->pipe[1], "e", 1);
+	return NULL;
+}
+
+/* Starts the transfer and returns at its first progress reply, which must
+ * come before its end with at most a quarter done. */
+static void mid_start(struct midway *m, struct local *l)
+{
+	struct pollfd pfd;
+	char c = 0;
+
+	*m = (struct midway){ .l = l };
+	ck_assert_int_eq(pipe(m->pipe), 0);
+	m->t0 = now_ms();
+	ck_assert_int_eq(pthread_create(&m->th, NULL, mid_thread, m), 0);
+	pfd = (struct pollfd){ .fd = m->pipe[0], .events = POLLIN };
+	ck_assert_int_eq(poll(&pfd, 1, 150000), 1);
+	ck_assert_int_eq(read(m->pipe[0], &c, 1), 1);
+	fprintf(stderr, "first progress at %.0f ms: %llu ops, %llu of %llu bytes\n", m->first_ms,
+		(unsigned long long)m->first_ops, (unsigned long long)m->first_bytes,
+		(unsigned long long)MID_OPS * MID_LEN);
+	ck_assert_msg(c == 'p',
+		      "the transfer ended (%d %s after %.0f ms) before any progress reply",
+		      m->result, m->name, m->end_ms);
+	ck_assert_uint_gt(m->first_bytes, 0);
+	ck_assert_uint_le(m->first_bytes, (uint64_t)MID_OPS * MID_LEN / 4);
+}
+
+/* What A's and B's daemons logged about links and connections. */
+static void logs_tail(void)
+{
+	static const char *const argv[] = {
+		"/bin/sh", "-c",
+		"grep -E 'Link|RDMA connection|Transfer' /tmp/rdmamemd-host.log | tail -n 8", NULL
+	};
+	char *out = NULL, *err = NULL;
+
+	test_run(argv, &out, &err);
+	fprintf(stderr, "A's daemon:\n%s", out ? out : "");
+	free(out);
+	free(err);
+	out = NULL;
+	test_remote_sh("grep -E 'Link|RDMA connection|revoked|nregister' /tmp/rdmamemd-host.log | "
+		       "tail -n 8",
+		       20, &out);
+	fprintf(stderr, "B's daemon:\n%s", out ? out : "");
+	free(out);
+}
+
+/* The deed was done (hit_ms set): the transfer ends with a named error
+ * after it, within MID_BOUND_MS. */
+static void mid_failed(struct midway *m, const char *what)
+{
+	pthread_join(m->th, NULL);
+	close(m->pipe[0]);
+	close(m->pipe[1]);
+	fprintf(stderr,
+		"%s at %.0f ms: the transfer ended at %.0f ms (%.0f ms after), %llu bytes done: "
+		"%d %s: %s\n",
+		what, m->hit_ms, m->end_ms, m->end_ms - m->hit_ms,
+		(unsigned long long)m->last_bytes, m->result, m->name, m->message);
+	logs_tail();
+	ck_assert_msg(m->result < 0, "%s: the transfer succeeded", what);
+	ck_assert_msg(m->end_ms > m->hit_ms, "%s: the transfer ended before", what);
+	ck_assert_msg(named(m->l, ended), "%s: %s", what, m->name);
+	ck_assert_double_lt(m->end_ms - m->hit_ms, MID_BOUND_MS);
+}
+
+/* After a mid-transfer event and the client's close: A's daemon holds as
+ * many descriptors as before the client came (its links to B are gone),
+ * and a transfer to a new export of B works. */
+static void mid_after(pid_t ad, int fds)
+{
+	struct owner *o;
 	struct local l;
-	double t0;
-	int fds;
 
-	local_init(&l, 1 << 20, o->desc);
-	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
-	fds = test_settled_fds(ad);
-	ck_assert_int_eq(test_remote_sh(HOSTD " kill", 40, NULL), 0);
-	t0 = now_ms();
-	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 0, 1 << 20), 0);
-	ck_assert_msg(named(&l, ended), "%s", rdmamem_client_error_name(l.c));
-	ck_assert_double_lt(now_ms() - t0, 30000);
-	local_done(&l);
-
-	ck_assert_int_eq(test_remote_sh(HOSTD " start", 40, NULL), 0);
+	ck_assert_int_eq(test_settled_fds(ad), fds);
 	o = owner_start_with(1 << 20, "--export");
 	local_init(&l, 1 << 20, o->desc);
 	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
-	ck_assert_int_eq(test_settled_fds(ad), fds);
 	local_done(&l);
+}
+
+/* The owner revokes its export's token mid-transfer (B's daemon closes the
+ * queue pairs it admitted with it): a named error, and the token is
+ * refused after. */
+START_TEST(test_transfer_revoked_midway)
+{
+	struct owner *o = owner_start_with(MID_LEN, "--export");
+	pid_t ad = hostd_pid();
+	struct midway m;
+	struct local l;
+	char cmd[64];
+	int fds;
+
+	fds = test_settled_fds(ad);
+	local_init(&l, MID_LEN, o->desc);
+	mid_start(&m, &l);
+	snprintf(cmd, sizeof(cmd), "kill -HUP %d", (int)o->pid);
+	m.hit_ms = now_ms() - m.t0;
+	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
+	owner_said(o, "revoked");
+	mid_failed(&m, "revoked");
+	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
+	ck_assert_str_eq(rdmamem_client_error_name(l.c), "io.rdmamemd.PeerUnreachable");
+	local_done(&l);
+	mid_after(ad, fds);
+}
+END_TEST
+
+/* The owner unregisters its region mid-transfer: a named error. */
+START_TEST(test_transfer_unregistered_midway)
+{
+	struct owner *o = owner_start_with(MID_LEN, "--export");
+	pid_t ad = hostd_pid();
+	struct midway m;
+	struct local l;
+	char cmd[64];
+	int fds;
+
+	fds = test_settled_fds(ad);
+	local_init(&l, MID_LEN, o->desc);
+	mid_start(&m, &l);
+	snprintf(cmd, sizeof(cmd), "kill -USR1 %d", (int)o->pid);
+	m.hit_ms = now_ms() - m.t0;
+	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
+	owner_said(o, "unregistered");
+	mid_failed(&m, "unregistered");
+	local_done(&l);
+	mid_after(ad, fds);
+}
+END_TEST
+
+/*
+ * B's daemon is SIGKILLed mid-transfer: a named error within the bound,
+ * nothing left in A's daemon, and once B's daemon is back a new export is
+ * reached again.
+ */
+START_TEST(test_transfer_peer_killed_midway)
+{
+	struct owner *o = owner_start_with(MID_LEN, "--export");
+	pid_t ad = hostd_pid();
+	struct midway m;
+	struct local l;
+	int fds;
+
+	fds = test_settled_fds(ad);
+	local_init(&l, MID_LEN, o->desc);
+	mid_start(&m, &l);
+	m.hit_ms = now_ms() - m.t0;
+	ck_assert_int_eq(test_remote_sh(HOSTD " kill", 40, NULL), 0);
+	mid_failed(&m, "killed");
+	local_done(&l);
+	ck_assert_int_eq(test_remote_sh(HOSTD " start", 40, NULL), 0);
+	mid_after(ad, fds);
 }
 END_TEST
 
@@ -804,10 +956,18 @@ Suite *hosts_suite(void)
 	test_add_tagged(tc, "hosts", test_transfer_batch_plan);
 	test_add_tagged(tc, "hosts", test_transfer_from_b);
 	test_add_tagged(tc, "hosts", test_transfer_token_refused);
-	test_add_tagged(tc, "hosts", test_transfer_owner_unregisters);
-	test_add_tagged(tc, "hosts", test_transfer_peer_killed);
 	test_add_tagged(tc, "hosts", test_transfer_links_shared);
 	test_add_tagged(tc, "hosts", test_transfer_striped);
+	suite_add_tcase(s, tc);
+
+	/* Events in the middle of a large transfer (CK_RUN_CASE=midway). */
+	tc = tcase_create("midway");
+	tcase_set_tags(tc, "hosts");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 300);
+	test_add_tagged(tc, "hosts", test_transfer_revoked_midway);
+	test_add_tagged(tc, "hosts", test_transfer_unregistered_midway);
+	test_add_tagged(tc, "hosts", test_transfer_peer_killed_midway);
 	suite_add_tcase(s, tc);
 	return s;
 }
