@@ -53,7 +53,8 @@ struct remote_ctx {
 	unsigned n_transfer_qps;       /* allocated, live or draining */
 	unsigned n_transfers;          /* started, not freed */
 	uint64_t n_transfers_done, n_transfers_failed;
-	int (*notify_send)(struct link *l, const void *data, size_t len, uint64_t export_id);
+	int (*notify_send)(struct link *l, struct link_user *u, const void *data, size_t len,
+			   uint64_t export_id);
 };
 
 struct remote {
