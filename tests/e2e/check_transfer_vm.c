@@ -32,6 +32,7 @@
 #define BIG_LEN (16 * MIB)
 /* The big transfer is under way this long after it was asked for. */
 #define BIG_SETTLE_MS 2000
+#define EXAMPLE_BIN BUILD_DIR "/examples/remote-copy"
 
 static struct test_daemon td;
 static const char *dev_name;
@@ -339,7 +340,7 @@ struct big {
 	struct pair *p;
 	pthread_t th;
 	double t0;
-	double hit_ms;       /* when the case did its deed */
+	double hit_ms;       /* when the case asked for its deed */
 	volatile double end; /* when the transfer ended, or 0 */
 	int result;
 	char name[128], message[512];
@@ -399,8 +400,8 @@ START_TEST(test_revoke_mid_transfer)
 
 	pair_open(&p);
 	big_start(&g, &p);
-	ck_assert_int_eq(rdmamem_access_token_revoke(p.c1, p.token), 0);
 	g.hit_ms = now_ms() - g.t0;
+	ck_assert_int_eq(rdmamem_access_token_revoke(p.c1, p.token), 0);
 	big_failed(&g, "revoked");
 	o = xop(&p, RDMAMEM_TRANSFER_WRITE, 0, 0, 4096);
 	ck_assert_int_lt(rdmamem_transfer(p.c2, &o, 1, NULL, NULL, NULL), 0);
@@ -418,8 +419,8 @@ START_TEST(test_unregister_mid_transfer)
 
 	pair_open(&p);
 	big_start(&g, &p);
-	ck_assert_int_eq(rdmamem_unregister(p.c1, p.a), 0);
 	g.hit_ms = now_ms() - g.t0;
+	ck_assert_int_eq(rdmamem_unregister(p.c1, p.a), 0);
 	big_failed(&g, "unregistered");
 	pair_close(&p);
 }
@@ -514,6 +515,56 @@ START_TEST(test_client_killed_mid_transfer)
 }
 END_TEST
 
+/* examples/remote-copy: one process exports a region and waits, another
+ * imports the descriptor and READs the whole region, checksum checked. */
+START_TEST(test_example_remote_copy)
+{
+	const char *exp_argv[] = { EXAMPLE_BIN, "export", td.socket, dev_name, "1048583", NULL };
+	char *desc_line, *sum_line, *out = NULL, *err = NULL, *d, *s;
+	int out_fd, r;
+	pid_t exp;
+
+	exp = test_spawn(exp_argv, &out_fd);
+	desc_line = test_read_line(out_fd, 60000);
+	sum_line = test_read_line(out_fd, 60000);
+	ck_assert_ptr_nonnull(desc_line);
+	ck_assert_ptr_nonnull(sum_line);
+	ck_assert_msg(strncmp(desc_line, "descriptor ", 11) == 0, "%s", desc_line);
+	ck_assert_msg(strncmp(sum_line, "checksum ", 9) == 0, "%s", sum_line);
+	d = desc_line + 11;
+	s = sum_line + 9;
+	d[strcspn(d, "\n")] = 0;
+	s[strcspn(s, "\n")] = 0;
+	{
+		const char *imp_argv[] = { EXAMPLE_BIN, "import", td.socket, dev_name, d, s, NULL };
+
+		r = test_run(imp_argv, &out, &err);
+	}
+	fprintf(stderr, "remote-copy import: exit %d: %s%s", r, out, err);
+	ck_assert_int_eq(r, 0);
+	ck_assert_ptr_nonnull(strstr(out, "checksum ok"));
+	/* A wrong checksum is said so. */
+	free(out);
+	free(err);
+	{
+		const char *imp_argv[] = {
+			EXAMPLE_BIN, "import", td.socket, dev_name, d, "1", NULL
+		};
+
+		r = test_run(imp_argv, &out, &err);
+	}
+	ck_assert_int_ne(r, 0);
+	ck_assert_ptr_nonnull(strstr(err, "checksum"));
+	free(out);
+	free(err);
+	kill(exp, SIGKILL);
+	ck_assert_int_eq(waitpid(exp, NULL, 0), exp);
+	close(out_fd);
+	free(desc_line);
+	free(sum_line);
+}
+END_TEST
+
 Suite *transfer_vm_suite(void)
 {
 	Suite *s = suite_create("transfer-vm");
@@ -528,6 +579,7 @@ Suite *transfer_vm_suite(void)
 	test_add_tagged(tc, "rdma", test_revoke_mid_transfer);
 	test_add_tagged(tc, "rdma", test_unregister_mid_transfer);
 	test_add_tagged(tc, "rdma", test_client_killed_mid_transfer);
+	test_add_tagged(tc, "rdma", test_example_remote_copy);
 	suite_add_tcase(s, tc);
 	return s;
 }
