@@ -100,6 +100,8 @@ FAKE_SRCS   := $(wildcard tests/fakes/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
 PEER_SRCS   := $(wildcard tests/peer/*.c)
 GPU_SRCS    := $(wildcard tests/gpu/*.c)
+# examples/: client programs, built against the static library.
+EXAMPLE_SRCS := $(wildcard examples/*.c)
 
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 PROTO_OBJS  := $(call obj,$(UTIL_SRCS) $(PROTO_SRCS))
@@ -110,8 +112,9 @@ TEST_OBJS   := $(call obj,$(TEST_SRCS))
 FAKE_OBJS   := $(call obj,$(FAKE_SRCS))
 BENCH_OBJS  := $(call obj,$(BENCH_SRCS))
 GPU_OBJS    := $(call obj,$(GPU_SRCS))
+EXAMPLES    := $(patsubst examples/%.c,$(B)/examples/%,$(EXAMPLE_SRCS))
 ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OBJS) $(FAKE_OBJS) \
-               $(BENCH_OBJS) $(call obj,$(PEER_SRCS)) $(GPU_OBJS)
+               $(BENCH_OBJS) $(call obj,$(PEER_SRCS)) $(GPU_OBJS) $(call obj,$(EXAMPLE_SRCS))
 
 LIB_SO      := $(B)/librdmamem.so.$(VERSION)
 LIB_A       := $(B)/librdmamem.a
@@ -213,6 +216,10 @@ gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS)
 # It stays unsanitized: built with ASan, its ConnectQueuePair path stops
 # completing work requests on rxe under TCG (the daemon is what asan tests).
 $(B)/tests/peer/rdma-peer.o: SAN := $(filter-out -fsanitize=%,$(SAN))
+$(B)/examples/%: $(B)/examples/%.o $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
+
 $(B)/rdma-peer: SAN := $(filter-out -fsanitize=%,$(SAN))
 $(B)/rdma-peer: $(B)/tests/peer/rdma-peer.o
 	@echo "  LD      $@"
@@ -256,7 +263,8 @@ idl: $(B)/rdmamemd
 # "hosts" two hosts: they run in the two-VM bed (make vmtest2). check-host
 # is everything but the VMs (it builds the bed's programs, which then keep
 # compiling).
-check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS)
+check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS) \
+		$(EXAMPLES)
 	$(Q)$(MAKE) --no-print-directory layering format-check
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)

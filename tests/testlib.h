@@ -249,6 +249,7 @@ Suite *region_unit_suite(void);
 Suite *tables_suite(void);
 Suite *rdma_suite(void);
 Suite *remote_suite(void);
+Suite *transfer_vm_suite(void);
 Suite *cuda_suite(void);
 Suite *gpu_unit_suite(void);
 Suite *gpu_suite(void);

@@ -56,7 +56,8 @@ struct remote_ctx {
 	 * those still running (a refusal before the start counts nowhere). */
 	uint64_t n_transfers_started, n_transfers_done, n_transfers_failed;
 	uint64_t n_transfers_cancelled;
-	int (*notify_send)(struct link *l, const void *data, size_t len, uint64_t export_id);
+	int (*notify_send)(struct link *l, struct link_user *u, const void *data, size_t len,
+			   uint64_t export_id);
 };
 
 struct remote {

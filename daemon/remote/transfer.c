@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,10 @@
 #include "proto/json.h"
 
 /* ---- the windows of live links ---- */
+
+static void notice_end(struct transfer_leg *leg, int err, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void notice_post(struct transfer_leg *leg);
 
 static struct transfer_qp *qp_ref(struct transfer_qp *q)
 {
@@ -59,6 +64,17 @@ static void qp_kill(struct transfer_qp *q, int status)
 	q->dead = true;
 	q->busy++;
 	window_fail(&q->win, status, 0);
+	while (!list_empty(&q->notices)) {
+		struct transfer_notice *n =
+			list_first_entry(&q->notices, struct transfer_notice, node);
+
+		list_del(&n->node);
+		notice_end(container_of(n, struct transfer_leg, notice), status,
+			   RDMAMEM_ERROR_TRANSFER_FAILED,
+			   "the data is in place, but the queue pair closed before the "
+			   "notification could be sent: %s",
+			   strerror(-status));
+	}
 	q->busy--;
 	list_del(&q->node);
 	q->link = link_unref(q->link);
@@ -87,6 +103,21 @@ static int qp_post(void *userdata, struct wr *wrs, size_t n)
 
 static const struct window_link_ops qp_link_ops = { .post = qp_post };
 
+/* Notifications that found no room, in their order: the link has some
+ * now (it retired WRs). The qp is held. */
+static void qp_notices_retry(struct transfer_qp *q)
+{
+	while (!q->dead && !list_empty(&q->notices)) {
+		struct transfer_notice *n =
+			list_first_entry(&q->notices, struct transfer_notice, node);
+
+		list_del(&n->node);
+		notice_post(container_of(n, struct transfer_leg, notice));
+		if (n->state == NOTICE_WAITING)
+			return;
+	}
+}
+
 /*
  * The link's completions. RC order: a completion for wr_id says every
  * earlier WR of ours ran. A final one says wr_id did not (its own error,
@@ -101,6 +132,8 @@ static void qp_complete(struct link_user *u, const struct link_completion *c)
 				.vendor_err = c->vendor_err };
 
 	q->busy++;
+	if (!c->final)
+		qp_notices_retry(q);
 	if (!c->final || c->status != VB_WC_FLUSH_ERR) {
 		window_complete(&q->win, &wc, 1);
 	} else {
@@ -135,7 +168,12 @@ static void on_link_state(struct link *l, void *userdata)
 static int qp_get(struct remote_ctx *ctx, struct link *l, struct transfer_qp **ret)
 {
 	struct transfer_qp *q;
-	uint32_t depth = l->window;
+	/* Room for notifications beside a full window; a send queue too
+	 * short for that gives them half (when they find none, they wait
+	 * for a completion). */
+	uint32_t depth = l->window > 2 * TRANSFER_NOTIFY_RESERVE ?
+				 l->window - TRANSFER_NOTIFY_RESERVE :
+				 MAX(1U, l->window - l->window / 2);
 	int r;
 
 	list_for_each_entry(q, &ctx->transfer_qps, node)
@@ -167,6 +205,7 @@ static int qp_get(struct remote_ctx *ctx, struct link *l, struct transfer_qp **r
 	q->ctx = ctx;
 	q->link = l;
 	q->user.complete = qp_complete;
+	list_init(&q->notices);
 	q->n_ref = 2; /* the list's, the caller's */
 	list_add_tail(&q->node, &ctx->transfer_qps);
 	ctx->n_transfer_qps++;
@@ -180,6 +219,7 @@ void transfer_engine_init(struct remote_ctx *ctx, struct region_registry *region
 	list_init(&ctx->transfer_qps);
 	ctx->links.state_changed = on_link_state;
 	ctx->links.userdata = ctx;
+	ctx->notify_send = link_post_notify;
 }
 
 /* ---- outcomes ---- */
@@ -290,6 +330,10 @@ static void finish(struct transfer *t)
 		t->fail_info = (struct errinfo){};
 	} else if (t->failed) {
 		r = fail_info(t, &e);
+	} else if (t->notice_err < 0) {
+		r = t->notice_err;
+		e = t->notice_info;
+		t->notice_info = (struct errinfo){};
 	}
 	if (t->cancelled)
 		t->ctx->n_transfers_cancelled++;
@@ -353,52 +397,128 @@ static void leg_op_done(void *userdata, struct window_batch *b, uint32_t op,
 	}
 }
 
-static int leg_notify(struct transfer_leg *leg, struct errinfo *e)
+/* The leg's batch is done and its notification is not in flight. */
+static void leg_end_maybe(struct transfer_leg *leg)
 {
 	struct transfer *t = leg->t;
-	struct link *l = leg->paths[0].qp && !leg->paths[0].qp->dead ? leg->paths[0].qp->link :
-								       NULL;
+
+	if (leg->done || !leg->batch_done || leg->notice.state == NOTICE_WAITING ||
+	    leg->notice.state == NOTICE_POSTED)
+		return;
+	leg->done = true;
+	if (--t->legs_left > 0)
+		return;
+	progress_maybe(t, true);
+	finish(t);
+}
+
+/* The notification will not be delivered: said when nothing else failed. */
+static void notice_end(struct transfer_leg *leg, int err, const char *name, const char *fmt, ...)
+{
+	struct transfer *t = leg->t;
+	va_list ap;
+
+	leg->notice.state = NOTICE_DONE;
+	if (t->notice_err == 0) {
+		char msg[256];
+
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		t->notice_err = errinfo_set(&t->notice_info, name, err, "%s", msg);
+	}
+	leg_end_maybe(leg);
+}
+
+/* The SEND's completion: delivered (RC: after every earlier WR of the
+ * link), or not. */
+static void notice_complete(struct link_user *u, const struct link_completion *c)
+{
+	struct transfer_leg *leg = container_of(u, struct transfer_leg, notice.user);
+	struct transfer_qp *q = leg->paths[0].qp;
+
+	if (c->final) {
+		notice_end(leg, c->error < 0 ? c->error : -EIO, RDMAMEM_ERROR_TRANSFER_FAILED,
+			   "the notification was not delivered: %s (%s)", c->status_name,
+			   c->reason ? c->reason : "the queue pair failed");
+		return;
+	}
+	/* Its send queue entry and buffer are free: whoever waited for them. */
+	q->busy++;
+	qp_notices_retry(q);
+	if (!q->dead)
+		window_kick(&q->win);
+	q->busy--;
+	leg->notice.state = NOTICE_DONE;
+	leg_end_maybe(leg);
+	qp_free_maybe(q);
+}
+
+/* Posts the leg's notification on its first path's link, after what the
+ * leg posted there. */
+static void notice_post(struct transfer_leg *leg)
+{
+	struct transfer *t = leg->t;
+	struct transfer_qp *q = leg->paths[0].qp;
 	int r;
 
-	if (!l)
-		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, -ENOTCONN,
-				   "the data is in place, but the queue pair closed before the "
-				   "notification could be sent");
-	r = t->ctx->notify_send(l, t->notify, t->notify_len, leg->remote->desc.id);
-	if (r < 0)
-		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, r,
-				   "the data is in place, but the notification was not sent: %s",
-				   strerror(-r));
-	return 0;
+	if (t->cancelled) {
+		notice_end(leg, -ECANCELED, RDMAMEM_ERROR_TRANSFER_CANCELLED,
+			   "the data is in place, but the notification was not sent: the "
+			   "client went away");
+		return;
+	}
+	if (q->dead) {
+		notice_end(leg, -ENOTCONN, RDMAMEM_ERROR_TRANSFER_FAILED,
+			   "the data is in place, but the queue pair closed before the "
+			   "notification could be sent");
+		return;
+	}
+	leg->notice.user.complete = notice_complete;
+	r = t->ctx->notify_send(q->link, &leg->notice.user, t->notify, t->notify_len,
+				leg->remote->desc.id);
+	if (r == -EAGAIN) {
+		leg->notice.state = NOTICE_WAITING;
+		list_add_tail(&leg->notice.node, &q->notices);
+	} else if (r < 0) {
+		notice_end(leg, r, RDMAMEM_ERROR_TRANSFER_FAILED,
+			   "the data is in place, but the notification was not sent: %s",
+			   strerror(-r));
+	} else {
+		leg->notice.state = NOTICE_POSTED;
+	}
+}
+
+/* Every WR of a single-path leg went to its link: the notification follows. */
+static void leg_posted(void *userdata, struct window_batch *b, uint32_t path)
+{
+	struct transfer_leg *leg = userdata;
+
+	(void)b;
+	if (path == 0 && leg->n_paths == 1 && leg->notice.state == NOTICE_ARMED)
+		notice_post(leg);
 }
 
 static void leg_done(void *userdata, struct window_batch *b)
 {
 	struct transfer_leg *leg = userdata;
-	struct transfer *t = leg->t;
 
-	(void)b;
-	leg->done = true;
-	if (--t->legs_left > 0)
-		return;
-	if (t->notify && !t->failed) {
-		for (uint32_t i = 0; i < t->n_legs && t->fail_err == 0; i++) {
-			struct errinfo e = {};
-			int r = leg_notify(&t->legs[i], &e);
-
-			if (r < 0) {
-				t->fail_err = r;
-				t->fail_info = e;
-			}
-		}
+	leg->batch_done = true;
+	/* Striped: every link's WRs completed, the notification may go. Not
+	 * posted at all: some of the data failed. */
+	if (leg->notice.state == NOTICE_ARMED) {
+		if (leg->n_paths > 1 && b->progress.ops_failed == 0)
+			notice_post(leg);
+		else
+			leg->notice.state = NOTICE_NONE;
 	}
-	progress_maybe(t, true);
-	finish(t);
+	leg_end_maybe(leg);
 }
 
 static const struct window_batch_ops leg_batch_ops = {
 	.op_done = leg_op_done,
 	.done = leg_done,
+	.posted = leg_posted,
 };
 
 /* ---- run ---- */
@@ -424,6 +544,8 @@ static int leg_start(struct transfer_leg *leg, struct errinfo *e)
 		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, r,
 				   "cannot plan the work requests: %s", strerror(-r));
 	leg->started = true;
+	if (leg->t->notify)
+		leg->notice.state = NOTICE_ARMED;
 	return 0;
 }
 
@@ -966,6 +1088,7 @@ void transfer_free(struct transfer *t)
 	for (uint32_t i = 0; i < t->n_remotes; i++)
 		remote_unref(t->remotes[i]);
 	errinfo_done(&t->fail_info);
+	errinfo_done(&t->notice_info);
 	session_unref(t->caller);
 	t->ctx->n_transfers--;
 	free(t->notify);
@@ -1170,9 +1293,17 @@ void transfer_cancel(struct transfer *t)
 		break;
 	case TRANSFER_RUNNING:
 		t->hold++;
-		for (uint32_t i = 0; i < t->n_legs; i++)
-			if (!t->legs[i].done)
-				window_batch_cancel(&t->legs[i].batch);
+		for (uint32_t i = 0; i < t->n_legs; i++) {
+			struct transfer_leg *leg = &t->legs[i];
+
+			if (!leg->batch_done)
+				window_batch_cancel(&leg->batch);
+			/* Not sent yet: it will not be. */
+			if (leg->notice.state == NOTICE_WAITING) {
+				list_del(&leg->notice.node);
+				notice_post(leg);
+			}
+		}
 		t->hold--;
 		if (t->legs_left == 0)
 			finish(t);

@@ -86,13 +86,23 @@ struct transfer;
 #define TRANSFER_NOTIFY_MAX 4096U
 
 /*
- * Notifications (posted by another module, after the data of a transfer is
- * in place, on the same link): called once per leg whose ops all
- * succeeded, with the leg's first link and the export id of its remote;
- * returns 0 or -errno (TransferFailed). NULL: a transfer with notify bytes
- * is refused up front.
+ * Notifications: with notify bytes, each leg SENDs them to its remote's
+ * owner on its first path's link (link_post_notify(), remote_ctx's
+ * notify_send hook; NULL refuses notify bytes up front). RC carries a
+ * queue pair's work in order, so the SEND is posted as soon as the leg's
+ * last WR went to that link (not after their completions: the remote
+ * daemon receives it only after their data is in place, and never when one
+ * of them failed, as the queue pair is in error then). A striped leg's
+ * other links are not ordered with it: it is posted once every WR of the
+ * leg completed. The leg, and so the transfer, ends when the SEND
+ * completed too. The SEND has a link user of its own (its completion,
+ * wr_id LINK_WR_ID_NOTIFY, never reaches the window), and the window
+ * leaves TRANSFER_NOTIFY_RESERVE of the link's send queue to them.
  */
-typedef int (*transfer_notify_fn)(struct link *l, const void *data, size_t len, uint64_t export_id);
+typedef int (*transfer_notify_fn)(struct link *l, struct link_user *u, const void *data, size_t len,
+				  uint64_t export_id);
+/* Send queue entries of each link the window leaves to notifications. */
+#define TRANSFER_NOTIFY_RESERVE LINK_NOTIFY_SLOTS
 
 /* One live link's window, shared by the transfers on it. */
 struct transfer_qp {
@@ -105,6 +115,22 @@ struct transfer_qp {
 	struct link_user user;
 	struct window win;
 	struct vb_send_wr *scratch; /* one post's WRs, window depth entries */
+	struct list_head notices;   /* struct transfer_notice waiting for room */
+};
+
+enum transfer_notice_state {
+	NOTICE_NONE,    /* no notify bytes, or dropped: the leg's data failed */
+	NOTICE_ARMED,   /* waiting for the leg's WRs to be posted (completed, striped) */
+	NOTICE_WAITING, /* in qp->notices: the link had no room */
+	NOTICE_POSTED,  /* the SEND is in flight */
+	NOTICE_DONE,    /* completed, or failed (the transfer's notice_err) */
+};
+
+/* A leg's notification. */
+struct transfer_notice {
+	struct link_user user; /* the SEND's, apart from the window's */
+	struct list_head node; /* in qp->notices while WAITING */
+	enum transfer_notice_state state;
 };
 
 /* One op as a caller lists it (ids are the caller's session's). */
@@ -149,7 +175,8 @@ struct transfer_leg {
 	struct mreg **mregs; /* held (mreg_hold()), as keys: until transfer_free() */
 	struct wr_plan plan;
 	struct window_batch batch;
-	bool started, done;
+	struct transfer_notice notice;
+	bool started, batch_done, done; /* done: the batch and the notice */
 };
 
 struct transfer_progress {
@@ -194,6 +221,10 @@ struct transfer {
 
 	void *notify;
 	size_t notify_len;
+	/* A notification that failed while the data did not: reported when
+	 * nothing else failed. */
+	int notice_err;
+	struct errinfo notice_info;
 
 	bool cancelled;
 	struct transfer_progress progress;

@@ -199,6 +199,8 @@ static void pump(struct window *w)
 		list_del(&l->node);
 		if (l->next < l->end)
 			list_add_tail(&l->node, &w->queue);
+		else if (b->cb->posted)
+			b->cb->posted(b->userdata, b, (uint32_t)(l - b->lanes));
 	}
 }
 

@@ -149,6 +149,11 @@ struct window_batch_ops {
 			const struct window_status *st);
 	/* Every op reported, nothing of the batch outstanding. */
 	void (*done)(void *userdata, struct window_batch *b);
+	/* Optional: the last WR of path's lane went to the link (every WR of
+	 * the lane was posted; never after a cancel or a failure dropped
+	 * some). Called from inside the window's posting: it may post on the
+	 * link but must not call into the window. */
+	void (*posted)(void *userdata, struct window_batch *b, uint32_t path);
 };
 
 /* A batch's WRs of one path, and where they stand on that path's window. */

@@ -347,6 +347,10 @@ var cases = []*testCase{
 			}
 			return nil
 		}},
+	// The daemon's own links to other daemons: those the Transfer cases
+	// above tried, if any (their endpoint serves nobody); the reply's
+	// types are checked against the IDL like every other.
+	{what: "ListLinks", conn: "lib", method: "io.rdmamemd.ListLinks", params: obj("limit", 8)},
 	{what: "Unregister", conn: "lib", method: "io.rdmamemd.Unregister", params: obj("region", "$C")},
 
 	// --- every declared error, once ------------------------------------------

@@ -15,6 +15,7 @@
 
 #include "daemon/rdma/mreg.h"
 #include "daemon/remote/descriptor.h"
+#include "daemon/remote/notify.h"
 #include "daemon/remote/plan.h"
 #include "daemon/remote/remote.h"
 #include "daemon/remote/transfer.h"
@@ -85,6 +86,10 @@ static void setup(void)
 	link_pool_init(&ctx.links, &lf.f.loop,
 		       &(struct link_pool_config){ .window = 16, .idle_sec = 60 });
 	transfer_engine_init(&ctx, &lf.f.regions);
+	/* The fixture's token as export 77's: its connections receive
+	 * notifications, queued for f.owner. */
+	notify_init(&ctx.notify, &lf.rdma);
+	lf.token->export_id = 77;
 
 	local = mem_fixture_import(&lf.f, LOCAL_SIZE);
 	local->access |= REGION_ACCESS_LOCAL_WRITE; /* READs land in it */
@@ -300,11 +305,168 @@ START_TEST(test_refusals)
 	mreg_find(local, lf.dev->info.name)->access |= VB_ACCESS_LOCAL_WRITE;
 	o1 = op(WR_WRITE, 0, 0, 1);
 	/* Notify bytes without a notification hook. */
+	ctx.notify_send = NULL;
 	ck_assert_int_eq(transfer_start(&ctx, lf.f.owner, &o1, 1, "x", 1, &cb, &o, &t, &e),
 			 -EOPNOTSUPP);
+	ctx.notify_send = link_post_notify;
 	errinfo_done(&e);
 	ck_assert(!o.done);
 	ck_assert_uint_eq(ctx.links.n_links, 0);
+}
+END_TEST
+
+/* The owner's queue, watched: each arrival checks that the bytes the
+ * transfer wrote before it are in place already. */
+struct arrival {
+	struct notify_waiter w;
+	unsigned n;
+	bool in_place;
+	char data[16];
+	const struct transfer_op *ops;
+	size_t n_ops;
+};
+
+static void arrival_seen(struct notify_waiter *w)
+{
+	struct arrival *a = container_of(w, struct arrival, w);
+	struct notification *n = notify_queue_pop(notify_queue_of(lf.f.owner));
+
+	ck_assert_ptr_nonnull(n);
+	ck_assert_uint_eq(n->export_id, 77);
+	ck_assert_uint_lt(n->len, sizeof(a->data));
+	memcpy(a->data, n->data, n->len);
+	free(n);
+	a->in_place = true;
+	for (size_t i = 0; i < a->n_ops; i++)
+		if (memcmp(lbuf() + a->ops[i].offset, lf.remote.buf + a->ops[i].remote_offset,
+			   a->ops[i].length) != 0)
+			a->in_place = false;
+	a->n++;
+}
+
+static void arrival_gone(struct notify_waiter *w)
+{
+	(void)w;
+}
+
+static struct link *the_link(void)
+{
+	ck_assert_uint_eq(ctx.links.n_links, 1);
+	return list_first_entry(&ctx.links.links, struct link, node);
+}
+
+/* Transfer{ops, notify}: the SEND is posted right behind the WRITEs, before
+ * any of them completed; the owner's queue gets it with the bytes in
+ * place; the transfer ends once the SEND completed. */
+START_TEST(test_notify_after_data)
+{
+	struct transfer_op ops[2] = { op(WR_WRITE, 3, 5, 40001), op(WR_WRITE, 50001, 60001, 1) };
+	struct arrival a = { .w = { .arrived = arrival_seen, .gone = arrival_gone },
+			     .ops = ops,
+			     .n_ops = 2 };
+	struct transfer *t = NULL;
+	struct errinfo e = {};
+	struct outcome o = {};
+	struct notify_queue *q = notify_queue_get(&ctx.notify, lf.f.owner);
+
+	ck_assert_ptr_nonnull(q);
+	q->waiter = &a.w;
+	for (size_t i = 0; i < LOCAL_SIZE; i++)
+		lbuf()[i] = (uint8_t)(i * 7 + 3);
+	fake_verbs_hold_completions(true);
+	ck_assert_int_eq(transfer_start(&ctx, lf.f.owner, ops, 2, "ready", 5, &cb, &o, &t, &e), 0);
+	/* Two WRITEs and the SEND, none run yet. */
+	LINK_RUN_UNTIL(&lf, fake_verbs_held() == 3);
+	ck_assert_uint_eq(the_link()->stats.notifications, 1);
+	ck_assert(!o.done);
+	ck_assert_uint_eq(a.n, 0);
+	fake_verbs_hold_completions(false);
+	finish(t, &o);
+	ck_assert_int_eq(o.result, 0);
+	ck_assert_uint_eq(a.n, 1);
+	ck_assert(a.in_place);
+	ck_assert_str_eq(a.data, "ready");
+
+	/* A READ too, and several in a row on the same link. */
+	ops[1] = op(WR_READ, 200001, 30001, 999);
+	for (int i = 0; i < 3; i++) {
+		lbuf()[3] ^= 0xff;
+		memset(&o, 0, sizeof(o));
+		ck_assert_int_eq(transfer_start(&ctx, lf.f.owner, ops, 2, "again", 5, &cb, &o, &t,
+						&e),
+				 0);
+		finish(t, &o);
+		ck_assert_int_eq(o.result, 0);
+		ck_assert_uint_eq(a.n, 2 + (unsigned)i);
+		ck_assert(a.in_place);
+		ck_assert_str_eq(a.data, "again");
+	}
+	ck_assert_uint_eq(the_link()->stats.notifications, 4);
+	q->waiter = NULL;
+}
+END_TEST
+
+/* More notifications than a link has send buffers: the rest wait for
+ * room and go as the first complete; each arrives once. */
+START_TEST(test_notify_waits_for_room)
+{
+	enum { N = LINK_NOTIFY_SLOTS + 3 };
+	struct transfer_op ops[N];
+	struct arrival a = { .w = { .arrived = arrival_seen, .gone = arrival_gone } };
+	struct transfer *t[N];
+	struct outcome o[N];
+	struct errinfo e = {};
+	struct notify_queue *q = notify_queue_get(&ctx.notify, lf.f.owner);
+
+	q->waiter = &a.w;
+	fake_verbs_hold_completions(true);
+	for (int i = 0; i < N; i++) {
+		ops[i] = op(WR_WRITE, (uint64_t)i * 100, (uint64_t)i * 100 + 1, 99);
+		memset(&o[i], 0, sizeof(o[i]));
+		ck_assert_int_eq(transfer_start(&ctx, lf.f.owner, &ops[i], 1, "n", 1, &cb, &o[i],
+						&t[i], &e),
+				 0);
+	}
+	/* The window's WRITEs (a send queue of 16: 8 for the window, 8 for
+	 * notifications) and as many SENDs as there are buffers. */
+	LINK_RUN_UNTIL(&lf, fake_verbs_held() == 2 * LINK_NOTIFY_SLOTS);
+	ck_assert_uint_eq(the_link()->stats.notifications, LINK_NOTIFY_SLOTS);
+	fake_verbs_hold_completions(false);
+	for (int i = 0; i < N; i++) {
+		finish(t[i], &o[i]);
+		ck_assert_int_eq(o[i].result, 0);
+	}
+	ck_assert_uint_eq(a.n, N);
+	ck_assert_uint_eq(the_link()->stats.notifications, N);
+	q->waiter = NULL;
+}
+END_TEST
+
+/* A WRITE the remote refuses: the SEND behind it is flushed, nothing
+ * arrives, and the error is the WRITE's. */
+START_TEST(test_notify_not_after_failure)
+{
+	struct transfer_op ops[1] = { op(WR_WRITE, 0, 0, 100) };
+	struct arrival a = { .w = { .arrived = arrival_seen, .gone = arrival_gone },
+			     .ops = ops,
+			     .n_ops = 1 };
+	struct transfer *t = NULL;
+	struct errinfo e = {};
+	struct outcome o = {};
+	struct notify_queue *q = notify_queue_get(&ctx.notify, lf.f.owner);
+	uint32_t rkey = rem->desc.devices[0].rkey;
+
+	q->waiter = &a.w;
+	rem->desc.devices[0].rkey = rkey + 1;
+	ck_assert_int_eq(transfer_start(&ctx, lf.f.owner, ops, 1, "no", 2, &cb, &o, &t, &e), 0);
+	finish(t, &o);
+	ck_assert_int_eq(o.result, -EACCES);
+	ck_assert_str_eq(o.e.name, RDMAMEM_ERROR_REMOTE_ACCESS);
+	errinfo_done(&o.e);
+	LINK_RUN_UNTIL(&lf, ctx.n_transfer_qps == 0);
+	ck_assert_uint_eq(a.n, 0);
+	rem->desc.devices[0].rkey = rkey;
+	q->waiter = NULL;
 }
 END_TEST
 
@@ -471,6 +633,9 @@ Suite *transfer_suite(void)
 	tcase_add_test(tc, test_disconnect_midflight);
 	tcase_add_test(tc, test_link_shared);
 	tcase_add_test(tc, test_unreachable);
+	tcase_add_test(tc, test_notify_after_data);
+	tcase_add_test(tc, test_notify_waits_for_room);
+	tcase_add_test(tc, test_notify_not_after_failure);
 	suite_add_tcase(su, tc);
 	return su;
 }

@@ -20,7 +20,8 @@ VM_TIMEOUT ?= 600
 
 # Copied into the VM at their host paths: the tests find them through BUILD_DIR.
 VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rdma-peer \
-              $(B)/conformance proto/io.rdmamemd.varlink proto/org.varlink.service.varlink)
+              $(B)/conformance $(B)/examples/remote-copy proto/io.rdmamemd.varlink \
+              proto/org.varlink.service.varlink)
 # Host settings that narrow or tune the test run travel into the VM.
 VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS \
               TSAN_OPTIONS,\
@@ -35,7 +36,7 @@ VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBS
 VM_CONFORMANCE = $(if $(CK_RUN_SUITE)$(CK_RUN_CASE),,conformance -require-rdma $(CONFORMANCE_ARGS) &&)
 
 # TCG emulation is slow: the cases get 120 s each instead of the host's 30.
-vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance
+vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(B)/examples/remote-copy
 	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
 		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES)) \
 		--cmd "/vmtest/smoke.sh && $(VM_CONFORMANCE) $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
