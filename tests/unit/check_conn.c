@@ -550,6 +550,31 @@ START_TEST(test_pipelined_behind_deferred)
 }
 END_TEST
 
+/*
+ * A reply made away from the connection's own processing (a transfer's
+ * progress, a notification on a stream: work that finishes on the loop)
+ * leaves at once, not with the connection's next event: here the next
+ * event would be the final reply, which the test holds back.
+ */
+START_TEST(test_continues_leave_at_once)
+{
+	cJSON *p;
+
+	conn_open(0);
+	client_send_msg("{\"method\":\"" TEST_INTERFACE ".Defer\",\"more\":true}", NULL, 0);
+	wait_until(is_held, NULL, "the deferred call");
+	for (int i = 0; i < 3; i++) {
+		p = cJSON_CreateObject();
+		ck_assert_ptr_nonnull(cJSON_AddStringToObject(p, "data", "progress"));
+		ck_assert_int_eq(rpc_deferred_continue(t.held, p), 0);
+		client_expect("{\"parameters\":{\"data\":\"progress\"},\"continues\":true}");
+	}
+	answer_held("final");
+	client_expect_pong("final");
+	client_expect_quiet();
+}
+END_TEST
+
 static void assert_same_file(const struct stat *a, int fd)
 {
 	struct stat b;
@@ -1048,6 +1073,7 @@ Suite *conn_suite(void)
 	tcase_add_test(tc, test_split_bytes);
 	tcase_add_test(tc, test_pipelined);
 	tcase_add_test(tc, test_pipelined_behind_deferred);
+	tcase_add_test(tc, test_continues_leave_at_once);
 	tcase_add_test(tc, test_malformed);
 	tcase_add_test(tc, test_too_large);
 	tcase_add_test(tc, test_large_on_pool);
