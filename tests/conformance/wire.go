@@ -290,7 +290,10 @@ func startDaemon(bin, name string, extra ...string) (*daemon, error) {
 		// Quiet: the cases provoke failures the daemon warns of.
 		level = "error"
 	}
-	args := []string{bin, "--socket", d.socket, "--socket-mode", "0666", "--log-level", level}
+	// A small bandwidth probe: under a sanitizer in the 1 GiB VM the
+	// default one's buffers and their shadow do not fit.
+	args := []string{bin, "--socket", d.socket, "--socket-mode", "0666", "--log-level", level,
+		"--bandwidth-probe-size=4M"}
 	args = append(args, extra...)
 	if w := strings.Fields(os.Getenv("RDMAMEM_TEST_DAEMON_WRAPPER")); len(w) > 0 {
 		args = append(w, args...)
