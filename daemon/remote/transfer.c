@@ -1193,6 +1193,34 @@ static int transfer_abandon(struct transfer *t, int r, struct resolved *res, str
 	return r;
 }
 
+/* Op i of either form: resolved into res[i], and its WR-plan op into ops[i]. */
+static int resolve_into(struct transfer *t, size_t i, uint8_t opcode, uint64_t region,
+			uint64_t offset, uint64_t lease, struct remote *rem, uint64_t remote_offset,
+			uint64_t length, struct resolved *res, struct wr_op *ops, struct errinfo *e)
+{
+	ops[i] = (struct wr_op){ .local_offset = offset,
+				 .remote_offset = remote_offset,
+				 .length = length,
+				 .opcode = opcode };
+	return resolve_op(t, i, opcode, region, offset, lease, rem, remote_offset, length, &res[i],
+			  e);
+}
+
+/* Both forms' end: begins t when every op resolved (r == 0), else abandons it. */
+static int transfer_launch(struct transfer *t, int r, struct resolved *res, struct wr_op *ops,
+			   const void *notify, size_t notify_len, struct transfer **ret,
+			   struct errinfo *e)
+{
+	if (r == 0)
+		r = transfer_begin(t, res, ops, notify, notify_len, e);
+	if (r < 0)
+		return transfer_abandon(t, r, res, ops);
+	free(res);
+	free(ops);
+	*ret = t;
+	return 0;
+}
+
 int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct transfer_op *ops,
 		   size_t n, const void *notify, size_t notify_len, const struct transfer_cb *cb,
 		   void *userdata, struct transfer **ret, struct errinfo *e)
@@ -1216,21 +1244,10 @@ int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct 
 					o->remote);
 			break;
 		}
-		r = resolve_op(t, i, o->opcode, o->region, o->offset, o->lease, rem,
-			       o->remote_offset, o->length, &res[i], e);
-		wops[i] = (struct wr_op){ .local_offset = o->offset,
-					  .remote_offset = o->remote_offset,
-					  .length = o->length,
-					  .opcode = o->opcode };
+		r = resolve_into(t, i, o->opcode, o->region, o->offset, o->lease, rem,
+				 o->remote_offset, o->length, res, wops, e);
 	}
-	if (r == 0)
-		r = transfer_begin(t, res, wops, notify, notify_len, e);
-	if (r < 0)
-		return transfer_abandon(t, r, res, wops);
-	free(res);
-	free(wops);
-	*ret = t;
-	return 0;
+	return transfer_launch(t, r, res, wops, notify, notify_len, ret, e);
 }
 
 int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
@@ -1259,21 +1276,10 @@ int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct p
 			break;
 		}
 		pr = &p->ranges[k];
-		r = resolve_op(t, i, opcode, p->region, pr->local_offset, 0, p->remote,
-			       pr->remote_offset, pr->length, &res[i], e);
-		wops[i] = (struct wr_op){ .local_offset = pr->local_offset,
-					  .remote_offset = pr->remote_offset,
-					  .length = pr->length,
-					  .opcode = opcode };
+		r = resolve_into(t, i, opcode, p->region, pr->local_offset, 0, p->remote,
+				 pr->remote_offset, pr->length, res, wops, e);
 	}
-	if (r == 0)
-		r = transfer_begin(t, res, wops, notify, notify_len, e);
-	if (r < 0)
-		return transfer_abandon(t, r, res, wops);
-	free(res);
-	free(wops);
-	*ret = t;
-	return 0;
+	return transfer_launch(t, r, res, wops, notify, notify_len, ret, e);
 }
 
 void transfer_cancel(struct transfer *t)

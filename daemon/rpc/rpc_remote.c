@@ -290,6 +290,28 @@ RPC_DEFINE_METHOD(
 /* clang-format on */
 
 /* ranges into a new array: each an object of rpc_type_Range's fields. */
+/*
+ * Counts a list parameter's items, as far as max only: the list may be
+ * millions long. Over max: InvalidParameter "has more than max unit", with
+ * the setting that sets max when there is one. 0 items is the caller's to
+ * answer.
+ */
+static int count_items(struct rpc_call *call, const cJSON *list, const char *param, size_t max,
+		       const char *unit, const char *setting, size_t *ret_n)
+{
+	const cJSON *item;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(item, list)
+		if (++n > max)
+			return rpc_invalid_param(call, param,
+						 "parameter '%s' has more than %zu %s%s%s%s", param,
+						 max, unit, setting ? " (" : "", setting ?: "",
+						 setting ? ")" : "");
+	*ret_n = n;
+	return 0;
+}
+
 static int parse_ranges(struct rpc_call *call, const cJSON *ranges, struct plan_range **ret,
 			size_t *ret_n)
 {
@@ -297,12 +319,10 @@ static int parse_ranges(struct rpc_call *call, const cJSON *ranges, struct plan_
 	const cJSON *item;
 	size_t n = 0, k = 0;
 
-	/* Counted as far as the bound only: the list may be millions long. */
-	cJSON_ArrayForEach(item, ranges)
-		if (++n > PLAN_RANGES_MAX)
-			return rpc_invalid_param(call, "ranges",
-						 "parameter 'ranges' has more than %d ranges",
-						 PLAN_RANGES_MAX);
+	int r = count_items(call, ranges, "ranges", PLAN_RANGES_MAX, "ranges", NULL, &n);
+
+	if (r < 0)
+		return r;
 	if (n == 0)
 		return rpc_invalid_param(call, "ranges", "parameter 'ranges' is empty");
 	out = calloc(n, sizeof(*out));
@@ -448,12 +468,10 @@ static int parse_transfer_ops(struct rpc_call *call, const cJSON *list, struct t
 	const cJSON *item;
 	size_t n = 0, k = 0;
 
-	cJSON_ArrayForEach(item, list)
-		if (++n > max)
-			return rpc_invalid_param(call, "ops",
-						 "parameter 'ops' has more than %u ops "
-						 "(max-transfer-ops)",
-						 max);
+	int r = count_items(call, list, "ops", max, "ops", "max-transfer-ops", &n);
+
+	if (r < 0)
+		return r;
 	if (n == 0)
 		return rpc_invalid_param(call, "ops", "parameter 'ops' is empty");
 	ops = calloc(n, sizeof(*ops));
@@ -494,12 +512,10 @@ static int parse_indices(struct rpc_call *call, const cJSON *list, uint64_t **re
 	const cJSON *item;
 	size_t n = 0, k = 0;
 
-	cJSON_ArrayForEach(item, list)
-		if (++n > max)
-			return rpc_invalid_param(call, "indices",
-						 "parameter 'indices' has more than %u entries "
-						 "(max-transfer-ops)",
-						 max);
+	int r = count_items(call, list, "indices", max, "entries", "max-transfer-ops", &n);
+
+	if (r < 0)
+		return r;
 	if (n == 0)
 		return rpc_invalid_param(call, "indices",
 					 "parameter 'indices' is empty: leave it out to post "
