@@ -780,6 +780,19 @@ static void mid_after(pid_t ad, int fds)
 	local_done(&l);
 }
 
+/* The deed of the revoke and unregister cases: signal sig to the owner on
+ * B, which says what it did; the transfer must then fail by that. */
+static void mid_signal_owner(struct midway *m, struct owner *o, const char *sig, const char *said)
+{
+	char cmd[64];
+
+	snprintf(cmd, sizeof(cmd), "kill -%s %d", sig, (int)o->pid);
+	m->hit_ms = now_ms() - m->t0;
+	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
+	owner_said(o, said);
+	mid_failed(m, said);
+}
+
 /* The owner revokes its export's token mid-transfer (B's daemon closes the
  * queue pairs it admitted with it): a named error, and the token is
  * refused after. */
@@ -789,17 +802,12 @@ START_TEST(test_transfer_revoked_midway)
 	pid_t ad = hostd_pid();
 	struct midway m;
 	struct local l;
-	char cmd[64];
 	int fds;
 
 	fds = test_settled_fds(ad);
 	local_init(&l, MID_LEN, o->desc);
 	mid_start(&m, &l);
-	snprintf(cmd, sizeof(cmd), "kill -HUP %d", (int)o->pid);
-	m.hit_ms = now_ms() - m.t0;
-	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
-	owner_said(o, "revoked");
-	mid_failed(&m, "revoked");
+	mid_signal_owner(&m, o, "HUP", "revoked");
 	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 4096), 0);
 	ck_assert_str_eq(rdmamem_client_error_name(l.c), "io.rdmamemd.PeerUnreachable");
 	local_done(&l);
@@ -814,17 +822,12 @@ START_TEST(test_transfer_unregistered_midway)
 	pid_t ad = hostd_pid();
 	struct midway m;
 	struct local l;
-	char cmd[64];
 	int fds;
 
 	fds = test_settled_fds(ad);
 	local_init(&l, MID_LEN, o->desc);
 	mid_start(&m, &l);
-	snprintf(cmd, sizeof(cmd), "kill -USR1 %d", (int)o->pid);
-	m.hit_ms = now_ms() - m.t0;
-	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
-	owner_said(o, "unregistered");
-	mid_failed(&m, "unregistered");
+	mid_signal_owner(&m, o, "USR1", "unregistered");
 	local_done(&l);
 	mid_after(ad, fds);
 }
