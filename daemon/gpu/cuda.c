@@ -399,21 +399,36 @@ unsigned cu_primary_ctx_refs(int ordinal)
 	return atomic_load(&cu_primary_refs[ordinal]);
 }
 
+/*
+ * The driver loaded, then attribute attr of ptr into *data: 1, or 0 when
+ * ptr is memory CUDA does not know (CUDA_ERROR_INVALID_VALUE, how the
+ * driver answers for a host pointer it never saw), or a negative errno.
+ */
+static int pointer_attribute(void *data, CUpointer_attribute attr, uint64_t ptr)
+{
+	CUresult res;
+	int r = cu_load();
+
+	if (r < 0)
+		return r;
+	res = cu.cuPointerGetAttribute(data, attr, ptr);
+	if (res == CUDA_ERROR_INVALID_VALUE)
+		return 0;
+	if (res != CUDA_SUCCESS)
+		return cu_fail(res, "cuPointerGetAttribute");
+	return 1;
+}
+
 int cu_ctx_guard_enter(uint64_t ptr, struct cu_ctx_guard *ret)
 {
 	CUcontext ctx = NULL;
 	int ordinal = -1, r;
-	CUresult res;
 
-	r = cu_load();
+	r = pointer_attribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, ptr);
 	if (r < 0)
 		return r;
-
-	res = cu.cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, ptr);
-	if (res == CUDA_ERROR_INVALID_VALUE)
+	if (r == 0)
 		return cu_errorf(-EINVAL, "0x%" PRIx64 " is not memory CUDA knows", ptr);
-	if (res != CUDA_SUCCESS)
-		return cu_fail(res, "cuPointerGetAttribute");
 	if (!ctx) {
 		/* VMM mappings belong to no context: use their device's primary. */
 		r = CU(cuPointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
@@ -449,17 +464,11 @@ int cu_pointer_device(uint64_t ptr, int *ret_ordinal)
 {
 	CUmemorytype type = 0;
 	int ordinal, r;
-	CUresult res;
 
-	r = cu_load();
-	if (r < 0)
+	/* Memory the driver never saw is plain host memory. */
+	r = pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
+	if (r <= 0)
 		return r;
-	res = cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
-	/* How the driver answers for memory it never saw: plain host memory. */
-	if (res == CUDA_ERROR_INVALID_VALUE)
-		return 0;
-	if (res != CUDA_SUCCESS)
-		return cu_fail(res, "cuPointerGetAttribute");
 	if (type != CU_MEMORYTYPE_DEVICE)
 		return 0;
 	r = CU(cuPointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
