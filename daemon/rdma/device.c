@@ -118,15 +118,17 @@ int devices_open(struct rdma_ctx *rdma)
 			continue;
 		}
 		dev->backend = dev->info.mlx5 ? "mlx5" : "ibv";
+		topo_rdma_device(rdma->sysfs ?: TOPO_SYSFS_DEFAULT, dev->info.name, &dev->place);
 		if (uv_poll_init(rdma->core->loop, &dev->poll, vb->device_async_fd(dev->vb)) == 0) {
 			dev->poll.data = dev;
 			dev->polling = uv_poll_start(&dev->poll, UV_READABLE, on_async_event) == 0;
 		}
 		list_add_tail(&dev->link, &rdma->devices);
 		rdma->n_devices++;
-		log_info("RDMA device %s (%s backend, %zu ports, port 1 %s)", dev->info.name,
-			 dev->backend, dev->info.n_ports,
-			 dev->info.n_ports ? dev->info.ports[0].state : "-");
+		log_info("RDMA device %s (%s backend, %zu ports, port 1 %s; PCI %s, NUMA node %d)",
+			 dev->info.name, dev->backend, dev->info.n_ports,
+			 dev->info.n_ports ? dev->info.ports[0].state : "-",
+			 dev->place.pci[0] ? dev->place.pci : "unknown", dev->place.numa_node);
 	}
 	if (rdma->n_devices == 0)
 		log_info("No RDMA devices: regions work, registrations on devices will fail");

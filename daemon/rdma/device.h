@@ -14,6 +14,7 @@
 
 #include <uv.h>
 
+#include "daemon/core/topo.h"
 #include "util/list.h"
 #include "daemon/rdma/verbs.h"
 
@@ -45,6 +46,9 @@ struct device {
 	struct vb_device_info info;
 	const char *backend; /* "mlx5" when mlx5dv says so, else "ibv" */
 	bool fatal;          /* IBV_EVENT_DEVICE_FATAL seen */
+	/* Its PCI function and NUMA node, read once at discovery: transfers
+	 * rank devices by their distance to the memory (remote/paths.h). */
+	struct topo_place place;
 	uv_poll_t poll;
 	bool polling;
 	struct list_head pds;

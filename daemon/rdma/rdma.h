@@ -37,6 +37,7 @@ struct rdma_ctx {
 	struct core *core; /* the loop, the limits, the counters, the accounts */
 
 	struct list_head devices; /* struct device */
+	const char *sysfs;        /* where devices_open() reads the topology; NULL: "/sys" */
 	unsigned n_devices;
 	struct vb_device **vb_devices;
 	size_t n_vb_devices;

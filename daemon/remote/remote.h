@@ -23,6 +23,7 @@
 #include "daemon/remote/descriptor.h"
 #include "daemon/remote/notify.h"
 #include "daemon/remote/link.h"
+#include "daemon/remote/paths.h"
 #include "util/idmap.h"
 
 struct account;
@@ -49,6 +50,7 @@ struct remote_ctx {
 	/* Transfers (transfer.h): the region registry they look regions up
 	 * in, the windows of the live links, and the notification hook. */
 	struct region_registry *regions;
+	struct paths paths;            /* which device pairs carry a leg (paths.h) */
 	struct list_head transfer_qps; /* struct transfer_qp */
 	unsigned n_transfer_qps;       /* allocated, live or draining */
 	unsigned n_transfers;          /* started, not freed */

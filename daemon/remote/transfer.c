@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
 #include <inttypes.h>
 #include <stdarg.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +14,7 @@
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/mreg.h"
 #include "daemon/rdma/rdma.h"
+#include "daemon/remote/paths.h"
 #include "daemon/remote/plan.h"
 #include "daemon/remote/remote.h"
 #include "daemon/remote/transfer.h"
@@ -216,6 +214,7 @@ static int qp_get(struct remote_ctx *ctx, struct link *l, struct transfer_qp **r
 void transfer_engine_init(struct remote_ctx *ctx, struct region_registry *regions)
 {
 	ctx->regions = regions;
+	paths_init(&ctx->paths, ctx->core->loop, ctx->rdma, &regions->membw);
 	list_init(&ctx->transfer_qps);
 	ctx->links.state_changed = on_link_state;
 	ctx->links.userdata = ctx;
@@ -881,121 +880,37 @@ static int check_leases(struct transfer *t, struct errinfo *e)
 
 /* ---- paths ---- */
 
-/* The IPv4 address of an IPv4-mapped GID, or 0. */
-static uint32_t gid_ipv4(const uint8_t gid[16])
-{
-	static const uint8_t prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	uint32_t a;
-
-	if (memcmp(gid, prefix, sizeof(prefix)) != 0)
-		return 0;
-	memcpy(&a, gid + 12, 4);
-	return a;
-}
-
-/* Whether one of dev's IPv4 GIDs is on an interface whose network holds
- * addr (network order): the device reaches that endpoint directly. */
-static bool dev_reaches(const struct device *dev, uint32_t addr, const struct ifaddrs *ifs)
-{
-	for (size_t p = 0; p < dev->info.n_ports; p++)
-		for (size_t g = 0; g < dev->info.ports[p].n_gids; g++) {
-			uint32_t a = gid_ipv4(dev->info.ports[p].gids[g].raw);
-
-			if (!a)
-				continue;
-			for (const struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-				const struct sockaddr_in *ia = (const void *)i->ifa_addr;
-				const struct sockaddr_in *im = (const void *)i->ifa_netmask;
-
-				if (!ia || !im || ia->sin_family != AF_INET ||
-				    ia->sin_addr.s_addr != a)
-					continue;
-				if (((a ^ addr) & im->sin_addr.s_addr) == 0)
-					return true;
-			}
-		}
-	return false;
-}
-
-/* The endpoint that reaches remote device d: the one on its address, else
- * the first. */
-static const struct descriptor_endpoint *endpoint_of(const struct descriptor *desc,
-						     const struct descriptor_device *d)
-{
-	uint32_t a = gid_ipv4(d->gid);
-
-	for (size_t i = 0; a && i < desc->n_endpoints; i++)
-		if (desc->endpoints[i].family == 4 && memcmp(desc->endpoints[i].addr, &a, 4) == 0)
-			return &desc->endpoints[i];
-	return &desc->endpoints[0];
-}
-
-static bool leg_registered_on(const struct transfer *t, const struct transfer_leg *leg,
-			      const struct device *dev)
-{
-	for (uint32_t k = 0; k < leg->n_regions; k++) {
-		const struct mreg *m =
-			mreg_find(t->regions[leg->regions[k]].region, dev->info.name);
-
-		if (!m || m->state != MREG_REGISTERED)
-			return false;
-	}
-	return true;
-}
-
-static int leg_paths(struct transfer *t, struct transfer_leg *leg, const struct ifaddrs *ifs,
-		     struct errinfo *e)
+/* The leg's paths (paths.h: nearest the memory first), their links' keys,
+ * and per region and path the addresses, keys and the MR held. */
+static int leg_paths(struct transfer *t, struct transfer_leg *leg, struct errinfo *e)
 {
 	const struct descriptor *desc = &leg->remote->desc;
-	struct device *cand[16], *dev;
-	size_t n_cand = 0;
+	struct paths_choice choice[PATHS_MAX];
+	struct region *regs[TRANSFER_REGIONS_MAX];
+	int r;
 
-	list_for_each_entry(dev, &t->ctx->rdma->devices, link)
-		if (n_cand < ELEMENTSOF(cand) && !dev->fatal && leg_registered_on(t, leg, dev))
-			cand[n_cand++] = dev;
-	if (n_cand == 0)
-		return errinfo_set(e, RDMAMEM_ERROR_NOT_REGISTERED, -ENOLINK,
-				   "region %" PRIu64
-				   " (or another of the transfer's regions of uid "
-				   "%u) has no registration in force on a device of this host "
-				   "(RegisterOn makes one)",
-				   t->regions[leg->regions[0]].region->id, (unsigned)leg->uid);
-	for (uint32_t r = 0; r < desc->n_devices && leg->n_paths < WR_PLAN_PATHS_MAX; r++) {
-		const struct descriptor_endpoint *ep = endpoint_of(desc, &desc->devices[r]);
-		struct transfer_path *path = &leg->paths[leg->n_paths];
-		struct sockaddr_storage ss = {};
-		uint32_t addr = 0;
-		bool dup = false;
+	for (uint32_t k = 0; k < leg->n_regions; k++)
+		regs[k] = t->regions[leg->regions[k]].region;
+	r = paths_choose(&t->ctx->paths, regs, leg->n_regions, desc, choice, &leg->n_paths, e);
+	if (r < 0)
+		return r;
+	for (uint32_t p = 0; p < leg->n_paths; p++) {
+		struct transfer_path *path = &leg->paths[p];
 
-		dev = cand[0];
-		if (ep->family == 4) {
-			memcpy(&addr, ep->addr, 4);
-			for (size_t c = 0; c < n_cand; c++)
-				if (dev_reaches(cand[c], addr, ifs)) {
-					dev = cand[c];
-					break;
-				}
-		}
-		descriptor_endpoint_sockaddr(ep, &ss);
-		for (uint32_t q = 0; q < leg->n_paths; q++)
-			if (leg->paths[q].dev == dev &&
-			    memcmp(&leg->paths[q].key.endpoint, &ss, sizeof(ss)) == 0)
-				dup = true;
-		if (dup)
-			continue;
-		*path = (struct transfer_path){ .leg = leg, .dev = dev, .remote_dev = r };
-		path->key.dev = dev;
+		*path = (struct transfer_path){ .leg = leg,
+						.dev = choice[p].dev,
+						.remote_dev = choice[p].remote_dev };
+		path->key.dev = choice[p].dev;
 		path->key.uid = leg->uid;
-		path->key.endpoint = ss;
+		path->key.endpoint = choice[p].endpoint;
 		memcpy(path->key.token, desc->token, TOKEN_BYTES);
-		leg->n_paths++;
 	}
 	leg->keys = calloc((size_t)leg->n_regions * leg->n_paths, sizeof(*leg->keys));
 	leg->mregs = calloc((size_t)leg->n_regions * leg->n_paths, sizeof(*leg->mregs));
 	if (!leg->keys || !leg->mregs)
 		return -ENOMEM;
 	for (uint32_t k = 0; k < leg->n_regions; k++) {
-		struct region *reg = t->regions[leg->regions[k]].region;
+		struct region *reg = regs[k];
 
 		for (uint32_t p = 0; p < leg->n_paths; p++) {
 			struct mreg *m = mreg_find(reg, leg->paths[p].dev->info.name);
@@ -1013,7 +928,10 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, const struct 
 					"writes (register it with access local_write)",
 					reg->id, leg->paths[p].dev->info.name);
 
-			/* Its MR stays until the transfer is over (mreg.h). */
+			/* Its MR stays until the transfer is over (mreg.h). The
+			 * local address is the one the MR was registered at: the
+			 * host mapping, or for GPU memory the device address (a
+			 * dma-buf MR's iova, peer memory's own address). */
 			leg->mregs[k * leg->n_paths + p] = mreg_hold(m);
 			leg->keys[k * leg->n_paths + p] = (struct wr_keys){
 				.local_addr = region_address(reg),
@@ -1028,15 +946,10 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, const struct 
 
 static int plan_paths(struct transfer *t, struct errinfo *e)
 {
-	struct ifaddrs *ifs = NULL;
 	int r = 0;
 
-	/* No interface list: every path goes from the first device. */
-	if (getifaddrs(&ifs) < 0)
-		ifs = NULL;
 	for (uint32_t i = 0; i < t->n_legs && r == 0; i++)
-		r = leg_paths(t, &t->legs[i], ifs, e);
-	freeifaddrs(ifs);
+		r = leg_paths(t, &t->legs[i], e);
 	return r;
 }
 

@@ -17,9 +17,9 @@
  *            which must allow that;
  *   connect  per leg (the ops of one remote and one local owner uid: the
  *            owner's PD holds the lkeys), one path per device pair that
- *            reaches (a local device the regions are registered on whose
- *            network holds a remote endpoint, and the remote device of
- *            that endpoint's address); the pool's link of each (device,
+ *            reaches, nearest the local memory first (paths.h: the devices
+ *            every region of the leg is registered on, ranked by NUMA
+ *            distance or PCIe hops); the pool's link of each (device,
  *            owner uid, endpoint, token);
  *   run      the leg's WR plan (wr_plan.h: coalesced, split at the links'
  *            max message size, striped over the paths past
@@ -72,7 +72,8 @@ struct transfer;
 #define TRANSFER_REMOTES_MAX 16U
 #define TRANSFER_LEGS_MAX 16U
 /* A batch of at least this many bytes stripes over several device pairs,
- * in pieces of TRANSFER_STRIPE_CHUNK. */
+ * in pieces of TRANSFER_STRIPE_CHUNK; a smaller one goes on path 0, the
+ * device nearest the memory. */
 #define TRANSFER_STRIPE_MIN (4ULL << 20)
 #define TRANSFER_STRIPE_CHUNK (1U << 20)
 /* One WR in each window / TRANSFER_SIGNAL_DIV is signalled (and the last
