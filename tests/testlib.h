@@ -241,6 +241,7 @@ Suite *endpoint_suite(void);
 Suite *link_suite(void);
 Suite *notify_suite(void);
 Suite *transfer_suite(void);
+Suite *paths_suite(void);
 Suite *idl_suite(void);
 Suite *codec_suite(void);
 Suite *descriptor_suite(void);

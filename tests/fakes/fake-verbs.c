@@ -25,9 +25,11 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/list.h"
@@ -37,6 +39,7 @@
 
 struct vb_device {
 	int async_fd;
+	unsigned index; /* fake<index> */
 };
 struct vb_pd {
 	struct vb_device *dev;
@@ -114,12 +117,15 @@ static struct list_head mrs = LIST_HEAD_INIT(mrs);
 static struct list_head qps = LIST_HEAD_INIT(qps);
 static struct list_head listeners = LIST_HEAD_INIT(listeners);
 static struct list_head cm_conns = LIST_HEAD_INIT(cm_conns);
-static struct vb_device *fake_device;
+static struct vb_device *fake_device; /* the first: rdmacm's passive side */
+static struct vb_device **fake_devices;
+static size_t n_fake_devices;
 static struct {
 	bool hold;
 	unsigned fail_countdown; /* 0: none; n: the n-th WR run from now fails */
 	enum vb_wc_status fail_status;
 	unsigned cq_cap; /* 0: as asked */
+	unsigned n_devices; /* 0: one */
 	enum fake_cm_fault cm_fault;
 	uint64_t wrs_run;
 } ctl;
@@ -263,22 +269,35 @@ uint64_t fake_verbs_wrs_run(void)
 	return ctl.wrs_run;
 }
 
+void fake_verbs_devices(unsigned n)
+{
+	ctl.n_devices = n;
+}
+
 static int f_devices_open(struct vb_device ***ret, size_t *ret_n)
 {
-	struct vb_device **list = calloc(1, sizeof(*list));
+	size_t n = ctl.n_devices ?: 1;
+	struct vb_device **list = calloc(n, sizeof(*list));
 
 	if (!list)
 		return -ENOMEM;
-	list[0] = calloc(1, sizeof(**list));
-	if (!list[0]) {
-		free(list);
-		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		list[i] = calloc(1, sizeof(**list));
+		if (!list[i]) {
+			while (i-- > 0)
+				free(list[i]);
+			free(list);
+			return -ENOMEM;
+		}
+		list[i]->index = (unsigned)i;
+		/* Pollable and never readable: the device has no events to tell. */
+		list[i]->async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	}
-	/* Pollable and never readable: the device has no events to tell. */
-	list[0]->async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	fake_device = list[0];
+	fake_devices = list;
+	n_fake_devices = n;
 	*ret = list;
-	*ret_n = 1;
+	*ret_n = n;
 	return 0;
 }
 
@@ -287,6 +306,10 @@ static void f_devices_close(struct vb_device **devs, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (devs[i] == fake_device)
 			fake_device = NULL;
+		if (devs == fake_devices) {
+			fake_devices = NULL;
+			n_fake_devices = 0;
+		}
 		close(devs[i]->async_fd);
 		free(devs[i]);
 	}
@@ -295,9 +318,7 @@ static void f_devices_close(struct vb_device **devs, size_t n)
 
 static int f_device_query(struct vb_device *dev, struct vb_device_info *ret)
 {
-	(void)dev;
 	*ret = (struct vb_device_info){
-		.name = "fake0",
 		.node_guid = "0000:0000:0000:0001",
 		.max_mr_size = UINT64_C(1) << 40,
 		.max_mr = 1 << 20,
@@ -321,6 +342,18 @@ static int f_device_query(struct vb_device *dev, struct vb_device_info *ret)
 	ret->ports[0].gids[0].raw[0] = 0xfe;
 	ret->ports[0].gids[0].raw[1] = 0x80;
 	ret->ports[0].gids[0].raw[15] = 1;
+	snprintf(ret->name, sizeof(ret->name), "fake%u", dev->index);
+	/* Several devices: each on a network of its own, as NICs are. */
+	if (ctl.n_devices > 1) {
+		struct vb_gid *g = &ret->ports[0].gids[1];
+
+		*g = (struct vb_gid){ .index = 1, .text = "::ffff:10.0.x.1", .type = "RoCEv2" };
+		g->raw[10] = g->raw[11] = 0xff;
+		g->raw[12] = 10;
+		g->raw[14] = (uint8_t)dev->index;
+		g->raw[15] = 1;
+		ret->ports[0].n_gids = 2;
+	}
 	return 0;
 }
 
@@ -386,14 +419,30 @@ static int f_mr_reg(struct vb_pd *pd, void *addr, size_t len, unsigned access, s
 	return 0;
 }
 
+atomic_bool fake_verbs_dmabuf_at_iova;
+struct fake_dmabuf_call fake_verbs_last_dmabuf;
+
 static int f_mr_reg_dmabuf(struct vb_pd *pd, int fd, uint64_t offset, size_t len, uint64_t iova,
 			   unsigned access, struct vb_mr **ret)
 {
-	(void)fd;
-	(void)offset;
-	(void)len;
-	(void)iova;
-	/* GPU memory: nothing here to touch, and nothing a WR may reach. */
+	struct stat st;
+
+	pthread_mutex_lock(&mr_lock);
+	fake_verbs_last_dmabuf = (struct fake_dmabuf_call){
+		.n = fake_verbs_last_dmabuf.n + 1,
+		.fd_open = fstat(fd, &st) == 0,
+		.offset = offset,
+		.len = len,
+		.iova = iova,
+	};
+	pthread_mutex_unlock(&mr_lock);
+	if (fd < 0)
+		return -EBADF;
+	/* The fake CUDA's device memory is host memory at its device address:
+	 * there the MR reaches its bytes at iova, as a NIC reaches the GPU's
+	 * through the dma-buf. Else (a real GPU) nothing here may touch it. */
+	if (atomic_load(&fake_verbs_dmabuf_at_iova))
+		return f_mr_reg(pd, (void *)(uintptr_t)iova, len, access, ret);
 	return f_mr_reg(pd, NULL, 0, access, ret);
 }
 
@@ -970,9 +1019,16 @@ static int f_conn_resolve_route(struct vb_conn *c, int timeout_ms)
 	return 0;
 }
 
+/* The route: to 10.0.<i>.x through device i (fake_verbs_devices()), else
+ * through the first. */
 static struct vb_device *f_conn_device(struct vb_conn *c)
 {
-	(void)c;
+	const struct sockaddr_in *in = (const void *)&c->dst;
+	uint32_t a = ntohl(in->sin_addr.s_addr);
+
+	if (fake_devices && in->sin_family == AF_INET && (a >> 24) == 10 &&
+	    ((a >> 8) & 0xff) < n_fake_devices)
+		return fake_devices[(a >> 8) & 0xff];
 	return fake_device;
 }
 
@@ -1097,6 +1153,7 @@ void fake_verbs_disconnect_all(void)
 void fake_verbs_reset(void)
 {
 	memset(&ctl, 0, sizeof(ctl));
+	atomic_store(&fake_verbs_dmabuf_at_iova, false);
 }
 
 const struct vb_ops fake_vb_ops = {

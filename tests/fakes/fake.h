@@ -51,6 +51,28 @@ void fake_verbs_fail_wr(unsigned n, enum vb_wc_status status);
 void fake_verbs_cq_cap(unsigned cap);
 void fake_verbs_cm_fault(enum fake_cm_fault f);
 void fake_verbs_disconnect_all(void);
+/*
+ * Devices: devices_open() from now opens n (fake0 .. fake<n-1>; 0 or 1:
+ * fake0 alone, as after reset). With several, device i has a second GID,
+ * ::ffff:10.0.<i>.1 (RoCEv2), and a connection to 10.0.<i>.x leaves
+ * through device i (others through fake0); the passive side of every
+ * connection is fake0.
+ */
+void fake_verbs_devices(unsigned n);
+/*
+ * dma-buf MRs: each call is recorded (n counts them; fd_open: the fd was
+ * an open file). While dmabuf_at_iova is set, the MR reaches its bytes at
+ * iova, which is right for the fake CUDA (its device memory is host memory
+ * at the device address) and wrong for a real GPU; unset (the default),
+ * it covers nothing, and a WR that uses it fails as out of bounds.
+ */
+struct fake_dmabuf_call {
+	unsigned n;
+	bool fd_open;
+	uint64_t offset, len, iova;
+};
+extern atomic_bool fake_verbs_dmabuf_at_iova;
+extern struct fake_dmabuf_call fake_verbs_last_dmabuf; /* read while no registration runs */
 /* WRs run (completed, well or not) since the process started. */
 uint64_t fake_verbs_wrs_run(void);
 void fake_verbs_reset(void);

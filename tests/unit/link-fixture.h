@@ -130,8 +130,10 @@ static inline void link_fixture_fill(struct link_fixture *lf, unsigned seed)
 	}
 }
 
-static inline void link_fixture_init(struct link_fixture *lf, const char *listen,
-				     const struct link_pool_config *cfg)
+/* link_fixture_init(), with the devices' topology read from sysfs root
+ * (a test's own tree; NULL: /sys). */
+static inline void link_fixture_init_at(struct link_fixture *lf, const char *listen,
+					const struct link_pool_config *cfg, const char *sysfs)
 {
 	struct errinfo e = {};
 
@@ -139,6 +141,7 @@ static inline void link_fixture_init(struct link_fixture *lf, const char *listen
 	mem_fixture_init(&lf->f);
 	uv_timer_init(&lf->f.loop, &lf->tick);
 	lf->rdma.core = &lf->f.core;
+	lf->rdma.sysfs = sysfs;
 	lf->listen[0] = (char *)listen;
 	lf->f.core.cfg.rdmacm_listen = lf->listen;
 	endpoint_init(&lf->rdma);
@@ -163,6 +166,12 @@ static inline void link_fixture_init(struct link_fixture *lf, const char *listen
 	lf->key.uid = 2000;
 	ck_assert_int_eq(netaddr_parse_address(listen, &lf->key.endpoint), 0);
 	memcpy(lf->key.token, lf->token->raw, TOKEN_BYTES);
+}
+
+static inline void link_fixture_init(struct link_fixture *lf, const char *listen,
+				     const struct link_pool_config *cfg)
+{
+	link_fixture_init_at(lf, listen, cfg, NULL);
 }
 
 /* Every link must be unreferenced by now: a test that fails leaves the
