@@ -124,7 +124,7 @@ static struct {
 	bool hold;
 	unsigned fail_countdown; /* 0: none; n: the n-th WR run from now fails */
 	enum vb_wc_status fail_status;
-	unsigned cq_cap; /* 0: as asked */
+	unsigned cq_cap;    /* 0: as asked */
 	unsigned n_devices; /* 0: one */
 	enum fake_cm_fault cm_fault;
 	uint64_t wrs_run;
