@@ -348,7 +348,7 @@ static void conn_update_poll(struct conn *c)
 		 * never has urgent data, so asking for that wakes us for HUP
 		 * only. */
 		events |= UV_PRIORITIZED;
-	if (outq_pending(&c->out) > 0)
+	if (outq_pending(&c->out) > 0 || c->resume)
 		events |= UV_WRITABLE;
 	if (events == c->poll_events)
 		return;
@@ -537,12 +537,33 @@ static void transport_unreserve(void *owner, uint64_t bytes)
 	conn_output_unreserve(owner, bytes);
 }
 
+/*
+ * A deferred call ended. Inside conn_process() (a cancel, a reply made at
+ * once), the connection goes on from there. From any other callback of the
+ * loop (a completion queue's, a timer's, the pool's), the next call waits
+ * for a later turn: run now, it could tear down what that callback is in
+ * the middle of (a pipelined RevokeAccessToken destroys the queue pair
+ * whose receive answered a WaitNotifications; a failed write closes the
+ * session). on_poll() takes it up: resume polls for writable, which a
+ * socket with room is at once (and one without has replies to send
+ * first).
+ */
 static void transport_ended(void *owner, struct rpc_call *call)
 {
 	struct conn *c = owner;
 
 	assert(c->call == call);
-	conn_call_finished(c);
+	if (c->processing) {
+		conn_call_finished(c);
+		return;
+	}
+	conn_ref(c);
+	conn_call_free(c);
+	if (!c->closed) {
+		c->resume = true;
+		conn_update_poll(c);
+	}
+	conn_unref(c);
 }
 
 /* How the rpc layer answers this connection's calls and tells it a deferred
@@ -716,6 +737,7 @@ static void conn_process(struct conn *c)
 	bool frames_left = true;
 
 	c->processing++;
+	c->resume = false;
 
 	for (;;) {
 		while (!c->closed && !conn_busy(c) && !c->close_after_flush &&

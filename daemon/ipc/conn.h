@@ -81,6 +81,9 @@ struct conn {
 	/* Inside conn_process() (nested when a call ends within it), which
 	 * flushes and polls for what is queued meanwhile. */
 	unsigned processing;
+	/* A deferred call ended outside conn_process(): the next turn goes
+	 * on with the calls behind it (transport_ended()). */
+	bool resume;
 };
 
 /* Takes ownership of fd (also on failure). */
