@@ -495,6 +495,7 @@ static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
  * on the connection (the last one, perhaps, of a closed connection). */
 static void conn_call_free(struct conn *c)
 {
+	c->room_wanted = false;
 	c->call = rpc_call_free(c->call);
 	conn_unref(c);
 }
@@ -566,6 +567,26 @@ static void transport_ended(void *owner, struct rpc_call *call)
 	conn_unref(c);
 }
 
+static bool transport_room(void *owner)
+{
+	struct conn *c = owner;
+
+	if (outq_pending(&c->out) < RPC_CONTINUE_ROOM)
+		return true;
+	c->room_wanted = true;
+	return false;
+}
+
+/* The call's stream waits for room (transport_room()): once a flush made
+ * it, the stream goes on. */
+static void conn_stream_room(struct conn *c)
+{
+	if (!c->room_wanted || !c->call || c->closed || outq_pending(&c->out) >= RPC_CONTINUE_ROOM)
+		return;
+	c->room_wanted = false;
+	rpc_call_room(c->call);
+}
+
 /* How the rpc layer answers this connection's calls and tells it a deferred
  * one ended. */
 static const struct rpc_transport conn_transport = {
@@ -574,6 +595,7 @@ static const struct rpc_transport conn_transport = {
 	.reserve = transport_reserve,
 	.unreserve = transport_unreserve,
 	.ended = transport_ended,
+	.room = transport_room,
 };
 
 /* Makes a parsed message a call and runs it. Takes m's contents and fds. */
@@ -758,6 +780,7 @@ static void conn_process(struct conn *c)
 			conn_handle_message(c, &f);
 		}
 		conn_flush(c);
+		conn_stream_room(c);
 		/* Loop again only if the flush made room for more calls. */
 		if (c->closed || conn_busy(c) || c->close_after_flush || !frames_left ||
 		    !conn_output_admits(c))

@@ -290,6 +290,55 @@ START_TEST(test_flood_yields)
 }
 END_TEST
 
+/*
+ * D10: a stream the client does not read. Arrivals stop moving into the
+ * connection's queue once it holds RPC_CONTINUE_ROOM: they wait in the
+ * session's bounded queue, and past it are dropped and counted; the
+ * connection holds a bounded amount. When the client reads, the stream
+ * resumes with what waited, then goes on with new arrivals.
+ */
+START_TEST(test_stream_unread)
+{
+	const unsigned total = 3 * NOTIFY_QUEUE_MAX, max = 16;
+	/* A reply of max notifications of NOTIFY_MAX bytes, in base64. */
+	const size_t reply_max = max * (NOTIFY_MAX / 3 + 1) * 4 + 4096;
+	struct notify_queue *q;
+	unsigned got = 0;
+	char call[160];
+
+	snprintf(call, sizeof(call),
+		 "{\"method\":\"io.rdmamemd.WaitNotifications\",\"parameters\":{\"max\":%u},"
+		 "\"more\":true}",
+		 max);
+	client_send(call);
+	LINK_RUN_UNTIL(&f.lf, f.conn->call != NULL);
+	for (unsigned i = 0; i < total; i++) {
+		peer_send(i, NOTIFY_MAX);
+		for (unsigned t = 0; t < 3; t++)
+			uv_run(&f.lf.f.loop, UV_RUN_NOWAIT);
+		ck_assert_uint_le(outq_pending(&f.conn->out), RPC_CONTINUE_ROOM + reply_max);
+	}
+	q = notify_queue_of(f.conn->session);
+	ck_assert_uint_eq(q->n, NOTIFY_QUEUE_MAX);
+	ck_assert_uint_gt(q->dropped, 0);
+	ck_assert_uint_eq(f.remote.notify.stats.full, q->dropped);
+	ck_assert(!f.conn->closed);
+
+	/* The client reads: everything that was not dropped comes. */
+	while (got < total - q->dropped) {
+		const char *m = client_next();
+
+		ck_assert_msg(strstr(m, "\"continues\":true"), "not a continuation: %.80s", m);
+		got += listed(m);
+	}
+	ck_assert_uint_eq(got, total - q->dropped);
+	ck_assert_uint_eq(q->n, 0);
+	/* And then a new arrival, at once. */
+	peer_send(total, 5);
+	ck_assert_uint_eq(listed(client_next()), 1);
+}
+END_TEST
+
 Suite *notify_conn_suite(void)
 {
 	Suite *su = suite_create("notify_conn");
@@ -300,6 +349,7 @@ Suite *notify_conn_suite(void)
 	tcase_add_test(tc, test_hangup_in_wait);
 	tcase_add_test(tc, test_dead_ring_stops);
 	tcase_add_test(tc, test_flood_yields);
+	tcase_add_test(tc, test_stream_unread);
 	suite_add_tcase(su, tc);
 	return su;
 }
