@@ -26,6 +26,7 @@ int main(void)
 	srunner_add_suite(sr, endpoint_suite());
 	srunner_add_suite(sr, link_suite());
 	srunner_add_suite(sr, notify_suite());
+	srunner_add_suite(sr, notify_conn_suite());
 	srunner_add_suite(sr, transfer_suite());
 	srunner_add_suite(sr, paths_suite());
 	srunner_add_suite(sr, idl_suite());

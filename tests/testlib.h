@@ -240,6 +240,7 @@ Suite *mreg_suite(void);
 Suite *endpoint_suite(void);
 Suite *link_suite(void);
 Suite *notify_suite(void);
+Suite *notify_conn_suite(void);
 Suite *transfer_suite(void);
 Suite *paths_suite(void);
 Suite *idl_suite(void);

@@ -348,7 +348,7 @@ static void conn_update_poll(struct conn *c)
 		 * never has urgent data, so asking for that wakes us for HUP
 		 * only. */
 		events |= UV_PRIORITIZED;
-	if (outq_pending(&c->out) > 0)
+	if (outq_pending(&c->out) > 0 || c->resume)
 		events |= UV_WRITABLE;
 	if (events == c->poll_events)
 		return;
@@ -495,6 +495,7 @@ static bool conn_refuse_calls(struct conn *c, int *fds, size_t n_fds)
  * on the connection (the last one, perhaps, of a closed connection). */
 static void conn_call_free(struct conn *c)
 {
+	c->room_wanted = false;
 	c->call = rpc_call_free(c->call);
 	conn_unref(c);
 }
@@ -537,12 +538,53 @@ static void transport_unreserve(void *owner, uint64_t bytes)
 	conn_output_unreserve(owner, bytes);
 }
 
+/*
+ * A deferred call ended. Inside conn_process() (a cancel, a reply made at
+ * once), the connection goes on from there. From any other callback of the
+ * loop (a completion queue's, a timer's, the pool's), the next call waits
+ * for a later turn: run now, it could tear down what that callback is in
+ * the middle of (a pipelined RevokeAccessToken destroys the queue pair
+ * whose receive answered a WaitNotifications; a failed write closes the
+ * session). on_poll() takes it up: resume polls for writable, which a
+ * socket with room is at once (and one without has replies to send
+ * first).
+ */
 static void transport_ended(void *owner, struct rpc_call *call)
 {
 	struct conn *c = owner;
 
 	assert(c->call == call);
-	conn_call_finished(c);
+	if (c->processing) {
+		conn_call_finished(c);
+		return;
+	}
+	conn_ref(c);
+	conn_call_free(c);
+	if (!c->closed) {
+		c->resume = true;
+		conn_update_poll(c);
+	}
+	conn_unref(c);
+}
+
+static bool transport_room(void *owner)
+{
+	struct conn *c = owner;
+
+	if (outq_pending(&c->out) < RPC_CONTINUE_ROOM)
+		return true;
+	c->room_wanted = true;
+	return false;
+}
+
+/* The call's stream waits for room (transport_room()): once a flush made
+ * it, the stream goes on. */
+static void conn_stream_room(struct conn *c)
+{
+	if (!c->room_wanted || !c->call || c->closed || outq_pending(&c->out) >= RPC_CONTINUE_ROOM)
+		return;
+	c->room_wanted = false;
+	rpc_call_room(c->call);
 }
 
 /* How the rpc layer answers this connection's calls and tells it a deferred
@@ -553,6 +595,7 @@ static const struct rpc_transport conn_transport = {
 	.reserve = transport_reserve,
 	.unreserve = transport_unreserve,
 	.ended = transport_ended,
+	.room = transport_room,
 };
 
 /* Makes a parsed message a call and runs it. Takes m's contents and fds. */
@@ -716,6 +759,7 @@ static void conn_process(struct conn *c)
 	bool frames_left = true;
 
 	c->processing++;
+	c->resume = false;
 
 	for (;;) {
 		while (!c->closed && !conn_busy(c) && !c->close_after_flush &&
@@ -736,6 +780,7 @@ static void conn_process(struct conn *c)
 			conn_handle_message(c, &f);
 		}
 		conn_flush(c);
+		conn_stream_room(c);
 		/* Loop again only if the flush made room for more calls. */
 		if (c->closed || conn_busy(c) || c->close_after_flush || !frames_left ||
 		    !conn_output_admits(c))

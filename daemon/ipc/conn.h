@@ -81,6 +81,11 @@ struct conn {
 	/* Inside conn_process() (nested when a call ends within it), which
 	 * flushes and polls for what is queued meanwhile. */
 	unsigned processing;
+	/* A deferred call ended outside conn_process(): the next turn goes
+	 * on with the calls behind it (transport_ended()). */
+	bool resume;
+	/* The call's stream waits for its queue to drain (transport_room()). */
+	bool room_wanted;
 };
 
 /* Takes ownership of fd (also on failure). */

@@ -7,6 +7,8 @@
 #include "daemon/rdma/recv_ring.h"
 #include "util/macro.h"
 
+static void on_more(uv_idle_t *h);
+
 /* Completions taken per poll call. */
 #define POLL_BATCH 16
 
@@ -18,10 +20,13 @@ static struct vb_recv_wr recv_wr(const struct recv_ring *ring, uint64_t i)
 				    .length = RECV_RING_BYTES };
 }
 
+/* Once both handles are closed. */
 static void on_closed(uv_handle_t *h)
 {
 	struct recv_ring *ring = h->data;
 
+	if (--ring->n_handles > 0)
+		return;
 	vb->cq_destroy(ring->cq);
 	if (ring->mr)
 		vb->mr_dereg(ring->mr);
@@ -29,10 +34,25 @@ static void on_closed(uv_handle_t *h)
 	free(ring);
 }
 
+/* Nothing is taken or posted any more: neither handle wakes the loop. */
+static void ring_stop(struct recv_ring *ring)
+{
+	ring->dead = true;
+	uv_poll_stop(&ring->poll);
+	uv_idle_stop(&ring->more);
+}
+
 void recv_ring_free(struct recv_ring *ring)
 {
-	if (ring)
-		uv_close((uv_handle_t *)&ring->poll, on_closed);
+	if (!ring)
+		return;
+	/* Maybe from inside received(): the batch being walked stops at
+	 * once (take()), and the QP is not touched again. */
+	ring_stop(ring);
+	ring->freed = true;
+	ring->qp = NULL;
+	uv_close((uv_handle_t *)&ring->poll, on_closed);
+	uv_close((uv_handle_t *)&ring->more, on_closed);
 }
 
 static void repost(struct recv_ring *ring, uint64_t i)
@@ -42,7 +62,7 @@ static void repost(struct recv_ring *ring, uint64_t i)
 	int r = vb->qp_post_recv(ring->qp, &w, 1, &posted);
 
 	if (r < 0) {
-		ring->dead = true;
+		ring_stop(ring);
 		log_warning_errno(r, "Cannot post a receive again: %m");
 		return;
 	}
@@ -67,30 +87,67 @@ static void on_wc(struct recv_ring *ring, const struct vb_wc *wc)
 		repost(ring, wc->wr_id);
 }
 
+/*
+ * Takes at most RECV_RING_TURN_MAX completions; true when the CQ may hold
+ * more (the turn's share was used up). A ring that died on the way stops:
+ * freed (received() ended its connection), at once, the rest of the batch
+ * unread; dead otherwise (a failed re-post), after the batch, whose
+ * receives are still handed on.
+ */
+static bool take(struct recv_ring *ring)
+{
+	struct vb_wc wc[POLL_BATCH];
+	unsigned taken = 0;
+	int n;
+
+	do {
+		n = vb->cq_poll(ring->cq, wc, POLL_BATCH);
+		if (n < 0) {
+			ring_stop(ring);
+			log_warning_errno(n, "Receive queue failed: %m");
+			return false;
+		}
+		for (int i = 0; i < n && !ring->freed; i++)
+			on_wc(ring, &wc[i]);
+		if (ring->dead)
+			return false;
+		taken += (unsigned)n;
+	} while (n == POLL_BATCH && taken < RECV_RING_TURN_MAX);
+	return n == POLL_BATCH;
+}
+
+/* Takes the turn's share; what is left waits for the next turn (the
+ * channel raises no event for completions already queued when it was
+ * armed, so the idle handle must come back for them). */
+static void pump(struct recv_ring *ring)
+{
+	if (take(ring))
+		uv_idle_start(&ring->more, on_more);
+	else if (!ring->dead)
+		uv_idle_stop(&ring->more);
+}
+
+static void on_more(uv_idle_t *h)
+{
+	pump(h->data);
+}
+
 static void on_cq(uv_poll_t *h, int status, int events)
 {
 	struct recv_ring *ring = h->data;
-	struct vb_wc wc[POLL_BATCH];
-	int n;
 
 	(void)events;
-	if (status < 0 || ring->dead)
+	if (status < 0) {
+		/* A level-triggered error would wake every turn. */
+		ring_stop(ring);
+		log_warning("Receive channel failed: %s", uv_strerror(status));
 		return;
+	}
 	/* Ack and re-arm before polling: a completion after the poll then
 	 * raises a new event instead of being missed. */
 	while (vb->cq_event(ring->cq) == 0)
 		;
-	do {
-		n = vb->cq_poll(ring->cq, wc, POLL_BATCH);
-		if (n < 0) {
-			ring->dead = true;
-			uv_poll_stop(&ring->poll);
-			log_warning_errno(n, "Receive queue failed: %m");
-			return;
-		}
-		for (int i = 0; i < n; i++)
-			on_wc(ring, &wc[i]);
-	} while (n == POLL_BATCH);
+	pump(ring);
 }
 
 int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
@@ -118,6 +175,7 @@ int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
 	if (r == 0)
 		r = uv_poll_init(loop, &ring->poll, vb->cq_fd(ring->cq));
 	if (r < 0) {
+		/* No handle was made: freed here. */
 		vb->cq_destroy(ring->cq);
 		if (ring->mr)
 			vb->mr_dereg(ring->mr);
@@ -125,8 +183,11 @@ int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
 		free(ring);
 		return r;
 	}
+	uv_idle_init(loop, &ring->more);
+	ring->n_handles = 2;
 	vb->mr_keys(ring->mr, &ring->lkey, &rkey);
 	ring->poll.data = ring;
+	ring->more.data = ring;
 	*ret = ring;
 	return 0;
 }

@@ -7,16 +7,27 @@
  * token, for the notifications that peer SENDs (remote/notify.c).
  *
  * Every buffer is posted before the connection is accepted. On readable:
- * take and ack the channel's event, re-arm, poll until empty; each
- * successful receive is handed to received() (the bytes are valid during
- * the call only) and its buffer posted again at once. A receive that
- * completes in error is counted, not posted again: a flush means the QP is
- * going away, any other status (a SEND longer than a buffer) leaves the QP
- * in error, and the peer's link fails with it. Nothing blocks.
+ * take and ack the channel's event, re-arm, poll; each successful receive
+ * is handed to received() (the bytes are valid during the call only) and
+ * its buffer posted again at once. A turn of the loop takes at most
+ * RECV_RING_TURN_MAX completions: a peer that keeps sending must not keep
+ * the loop from its clients, so what is left is taken on the next turns
+ * (an idle handle: the channel raises no event for completions already
+ * queued). A receive that completes in error is counted, not posted
+ * again: a flush means the QP is going away, any other status (a SEND
+ * longer than a buffer) leaves the QP in error, and the peer's link fails
+ * with it. A receive that cannot be posted again kills the ring: it stops
+ * polling (its channel would stay readable and wake every turn) and the
+ * peer's next SENDs find no buffer. Nothing blocks.
+ *
+ * received() may end the ring's connection (what it hands on answers a
+ * client, whose next call may revoke the token that admitted it):
+ * recv_ring_free() from inside it stops the batch at once, and nothing is
+ * posted or handed on after it.
  *
  * Teardown: the QP first (the device writes no buffer after that), then
- * recv_ring_free(), which closes the poll handle and frees the CQ, the MR
- * and the buffers once libuv let go of the fd. Loop thread only.
+ * recv_ring_free(), which closes the handles and frees the CQ, the MR and
+ * the buffers once libuv let go of them. Loop thread only.
  */
 #ifndef RDMAMEMD_RECV_RING_H
 #define RDMAMEMD_RECV_RING_H
@@ -39,6 +50,8 @@
  */
 #define RECV_RING_DEPTH 16U
 #define RECV_RING_BYTES 4120U
+/* Completions taken per turn of the loop, at most. */
+#define RECV_RING_TURN_MAX (4U * RECV_RING_DEPTH)
 
 struct recv_ring_stats {
 	uint64_t received; /* completed without error, handed on */
@@ -48,12 +61,17 @@ struct recv_ring_stats {
 
 struct recv_ring {
 	uv_poll_t poll;
-	struct vb_cq *cq; /* the QP's, both queues */
+	uv_idle_t more;     /* active while the CQ holds what the last turn left */
+	unsigned n_handles; /* not yet closed; the ring is freed with the last */
+	struct vb_cq *cq;   /* the QP's, both queues */
 	struct vb_mr *mr;
 	uint8_t *buf; /* RECV_RING_DEPTH × RECV_RING_BYTES */
 	uint32_t lkey;
-	struct vb_qp *qp; /* recv_ring_start()'s */
-	bool dead;        /* a CQ or post failure: nothing is posted again */
+	struct vb_qp *qp; /* recv_ring_start()'s; NULL once freed */
+	/* A CQ or post failure, or freed: nothing is posted again, and
+	 * neither handle is active. */
+	bool dead;
+	bool freed; /* recv_ring_free() ran: nothing is handed on either */
 	void (*received)(void *userdata, const uint8_t *data, size_t len);
 	void *userdata;
 	struct recv_ring_stats stats;

@@ -375,6 +375,7 @@ static void rpc_deferred_end(struct rpc_deferred *d)
 	assert(d->live);
 	d->live = false;
 	d->on_cancel = NULL;
+	d->room = NULL;
 	if (!call->in_handler)
 		call->transport->ended(call->owner, call);
 }
@@ -454,6 +455,27 @@ int rpc_deferred_continue(struct rpc_deferred *d, cJSON *params)
 		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
 				  call->session->id);
 	return r;
+}
+
+bool rpc_deferred_room(struct rpc_deferred *d, void (*room)(void *userdata))
+{
+	struct rpc_call *call = d->call;
+
+	assert(d->live);
+	if (call->cancelled || !call->transport->room || call->transport->room(call->owner))
+		return true;
+	d->room = room;
+	return false;
+}
+
+void rpc_call_room(struct rpc_call *call)
+{
+	struct rpc_deferred *d = &call->deferred;
+	void (*room)(void *userdata) = d->room;
+
+	d->room = NULL;
+	if (d->live && room)
+		room(d->userdata);
 }
 
 void rpc_call_cancel(struct rpc_call *call)

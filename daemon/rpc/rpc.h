@@ -224,6 +224,9 @@ struct rpc_transport {
 	/* A deferred call ended after its handler returned: the transport
 	 * frees it (rpc_call_free()) and goes on with the next. */
 	void (*ended)(void *owner, struct rpc_call *call);
+	/* Whether the queue holds less than RPC_CONTINUE_ROOM unsent; when
+	 * not, rpc_call_room() tells the call once it does. NULL: always. */
+	bool (*room)(void *owner);
 };
 
 /* A call's handle while it is deferred (rpc_defer()). */
@@ -233,6 +236,7 @@ struct rpc_deferred {
 	void *userdata;
 	bool live;                       /* deferred and not ended yet */
 	void (*granted)(void *userdata); /* rpc_deferred_reserve() waits */
+	void (*room)(void *userdata);    /* rpc_deferred_room() waits */
 };
 
 struct rpc_call {
@@ -303,6 +307,24 @@ void rpc_deferred_drop(struct rpc_deferred *d);
  * cancel; -EINVAL (nothing sent) for a call made without "more".
  */
 int rpc_deferred_continue(struct rpc_deferred *d, cJSON *params);
+
+/*
+ * A stream's replies go out while the connection holds less than this
+ * unsent: one that the client does not read stops there, and what it has
+ * not been sent stays with the holder, which bounds it (and counts what it
+ * drops), instead of piling up in the connection's queue and the uid's
+ * output budget.
+ */
+#define RPC_CONTINUE_ROOM (64U * 1024U)
+/*
+ * Whether d's connection has room for another rpc_deferred_continue()
+ * (after a cancel: always, the reply is dropped). When it has not, room(d's
+ * userdata) runs on the loop once it has, once; until then the holder
+ * keeps what it would send. A cancel runs on_cancel instead.
+ */
+bool rpc_deferred_room(struct rpc_deferred *d, void (*room)(void *userdata));
+/* For the transport: the queue has room again (rpc_deferred_room()). */
+void rpc_call_room(struct rpc_call *call);
 
 /*
  * Replies. params is consumed (may be NULL for an empty object). The error

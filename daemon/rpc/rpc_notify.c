@@ -11,6 +11,10 @@
  *	                    replies with "continues", until the client closes
  *	                    the connection (which serves no other call
  *	                    meanwhile: a stream gets a connection of its own).
+ *	                    While the connection holds RPC_CONTINUE_ROOM
+ *	                    unsent, arrivals wait in the queue (and past its
+ *	                    bound are dropped and counted), not in the
+ *	                    connection's output.
  *
  * Each reply is {notifications: [...]}, oldest first, and takes what it
  * lists off the queue. Only the caller's session's queue is read: its
@@ -131,17 +135,21 @@ static void wait_reply(struct notify_wait *nw)
 		rpc_deferred_fail(d, -ENOMEM);
 }
 
-static void on_arrived(struct notify_waiter *w)
+static void on_room(void *userdata);
+
+/*
+ * A stream's replies, one per max, while the connection has room for them.
+ * When it has none (the client does not read), the rest stays in the
+ * session's queue, whose bound drops and counts what comes past it, and
+ * goes when the connection drained (on_room()).
+ */
+static void stream(struct notify_wait *nw)
 {
-	struct notify_wait *nw = container_of(w, struct notify_wait, w);
 	cJSON *reply;
 
-	if (!nw->more) {
-		wait_reply(nw);
-		return;
-	}
-	/* A reply per max: what is queued leaves at once. */
 	while (nw->q && nw->q->n > 0) {
+		if (!rpc_deferred_room(nw->d, on_room))
+			return;
 		reply = take(nw->q, nw->max);
 		if (!reply || rpc_deferred_continue(nw->d, reply) < 0) {
 			struct rpc_deferred *d = nw->d;
@@ -151,6 +159,21 @@ static void on_arrived(struct notify_waiter *w)
 			return;
 		}
 	}
+}
+
+static void on_room(void *userdata)
+{
+	stream(userdata);
+}
+
+static void on_arrived(struct notify_waiter *w)
+{
+	struct notify_wait *nw = container_of(w, struct notify_wait, w);
+
+	if (nw->more)
+		stream(nw);
+	else
+		wait_reply(nw);
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -217,7 +240,7 @@ static int method_wait_notifications(struct rpc_call *call, void *params)
 		return 0;
 	}
 	if (q->n > 0)
-		on_arrived(&nw->w);
+		stream(nw);
 	return 0;
 }
 

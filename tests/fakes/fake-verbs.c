@@ -64,6 +64,7 @@ struct vb_qp {
 	size_t n_held;
 	struct vb_recv_wr *recvs;
 	size_t n_recvs, cap_recvs;
+	bool dead; /* destroyed: in dead_qps */
 };
 struct vb_cq {
 	int fd;
@@ -128,7 +129,18 @@ static struct {
 	unsigned n_devices; /* 0: one */
 	enum fake_cm_fault cm_fault;
 	uint64_t wrs_run;
+	bool fail_recv;
+	unsigned dead_posts;
+	struct {
+		struct vb_qp *qp; /* the receiving side */
+		uint8_t data[256];
+		uint32_t len;
+		unsigned left;
+	} flood;
 } ctl;
+/* Destroyed QPs, kept until fake_verbs_reset(): a post on one is counted
+ * (the daemon's bug), not a write into freed memory. */
+static struct list_head dead_qps = LIST_HEAD_INIT(dead_qps);
 
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cond = PTHREAD_COND_INITIALIZER;
@@ -535,10 +547,16 @@ static int f_qp_connect(struct vb_qp *qp, const struct vb_qp_endpoint *peer, uin
 	return 0;
 }
 
-static void f_qp_destroy(struct vb_qp *qp)
+static void qp_bury(struct vb_qp *qp)
 {
 	qp_done(qp);
-	free(qp);
+	qp->dead = true;
+	list_add_tail(&qp->node, &dead_qps);
+}
+
+static void f_qp_destroy(struct vb_qp *qp)
+{
+	qp_bury(qp);
 }
 
 /* Completion queues. */
@@ -736,9 +754,23 @@ static void run_wr(struct vb_qp *qp, const struct vb_send_wr *w)
 		qp_error(qp);
 }
 
+/* A flooding peer: every receive posted on qp is filled at once. */
+static void flood(struct vb_qp *qp)
+{
+	while (ctl.flood.left > 0 && ctl.flood.qp == qp && qp->n_recvs > 0 && !qp->error) {
+		ctl.flood.left--;
+		deliver(qp, ctl.flood.data, ctl.flood.len, false, 0);
+	}
+}
+
 static int f_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
 			  size_t *ret_posted)
 {
+	*ret_posted = 0;
+	if (qp->dead) {
+		ctl.dead_posts++;
+		return -EINVAL;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (!qp->peer && !qp->error) {
 			*ret_posted = i;
@@ -767,6 +799,13 @@ static int f_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t
 static int f_qp_post_recv(struct vb_qp *qp, const struct vb_recv_wr *wrs, size_t n,
 			  size_t *ret_posted)
 {
+	*ret_posted = 0;
+	if (qp->dead) {
+		ctl.dead_posts++;
+		return -EINVAL;
+	}
+	if (ctl.fail_recv)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		if (qp->error) {
 			complete(qp, wrs[i].wr_id, true, true, VB_WC_FLUSH_ERR, 0, false, 0);
@@ -786,6 +825,7 @@ static int f_qp_post_recv(struct vb_qp *qp, const struct vb_recv_wr *wrs, size_t
 		qp->recvs[qp->n_recvs++] = wrs[i];
 	}
 	*ret_posted = n;
+	flood(qp);
 	return 0;
 }
 
@@ -948,10 +988,8 @@ static void f_cm_conn_destroy(struct vb_cm_conn *cm)
 		qp_error(&c->qp);
 		c->cm = NULL;
 	}
-	if (cm->qp) {
-		qp_done(cm->qp);
-		free(cm->qp);
-	}
+	if (cm->qp)
+		qp_bury(cm->qp);
 	cm_purge(cm);
 	list_del(&cm->node);
 	atomic_fetch_sub(&fake_verbs_live, 1);
@@ -1150,10 +1188,44 @@ void fake_verbs_disconnect_all(void)
 	}
 }
 
+void fake_verbs_fail_recv(bool fail)
+{
+	ctl.fail_recv = fail;
+}
+
+unsigned fake_verbs_dead_posts(void)
+{
+	return ctl.dead_posts;
+}
+
+void fake_verbs_flood(struct vb_qp *qp, const void *data, size_t len, unsigned n)
+{
+	struct vb_qp *peer = qp->peer;
+
+	if (!peer || len > sizeof(ctl.flood.data))
+		return;
+	memcpy(ctl.flood.data, data, len);
+	ctl.flood.len = (uint32_t)len;
+	ctl.flood.left = n;
+	ctl.flood.qp = peer;
+	flood(peer);
+}
+
+unsigned fake_verbs_flood_left(void)
+{
+	return ctl.flood.left;
+}
+
 void fake_verbs_reset(void)
 {
+	struct vb_qp *qp, *tmp;
+
 	memset(&ctl, 0, sizeof(ctl));
 	atomic_store(&fake_verbs_dmabuf_at_iova, false);
+	list_for_each_entry_safe(qp, tmp, &dead_qps, node) {
+		list_del(&qp->node);
+		free(qp);
+	}
 }
 
 const struct vb_ops fake_vb_ops = {

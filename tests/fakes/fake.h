@@ -37,7 +37,8 @@ void fake_verbs_hold_dereg(bool hold);
  * - cm_fault: UNREACHABLE (address resolution fails), SILENT (it never
  *   answers: the caller's timeout must end it);
  * - disconnect_all(): every established connection drops, both sides
- *   (DISCONNECTED, QPs to error), as when the remote daemon dies.
+ *   (DISCONNECTED, QPs to error), as when the remote daemon dies;
+ * - fail_recv(true): receives are refused, as a full receive queue is.
  */
 enum fake_cm_fault {
 	FAKE_CM_NONE,
@@ -73,6 +74,15 @@ struct fake_dmabuf_call {
 };
 extern atomic_bool fake_verbs_dmabuf_at_iova;
 extern struct fake_dmabuf_call fake_verbs_last_dmabuf; /* read while no registration runs */
+/* Every receive posted from now fails (ENOMEM) while set. */
+void fake_verbs_fail_recv(bool fail);
+/* Posts on a QP already destroyed (refused, and counted here). */
+unsigned fake_verbs_dead_posts(void);
+/* qp's peer keeps SENDing: the len bytes of data (at most 256) land in
+ * each receive as soon as it is posted there, n times in all (as a peer
+ * does that always has the next SEND waiting in RNR retries). */
+void fake_verbs_flood(struct vb_qp *qp, const void *data, size_t len, unsigned n);
+unsigned fake_verbs_flood_left(void);
 /* WRs run (completed, well or not) since the process started. */
 uint64_t fake_verbs_wrs_run(void);
 void fake_verbs_reset(void);

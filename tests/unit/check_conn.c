@@ -36,9 +36,8 @@
 #include "proto/errors.h"
 #include "util/sockio.h"
 #include "tests/testlib.h"
+#include "tests/unit/conn-client.h"
 
-/* How long the test waits for something the connection must do. */
-#define WAIT_MSEC 20000
 /* How many loop turns show that nothing (more) comes. */
 #define QUIET_TURNS 50
 
@@ -57,12 +56,8 @@ static struct {
 	struct server *server;
 	char dir[64], path[96];
 
-	struct conn *conn; /* a reference of the test's: readable after it closed */
-	int client;        /* the test's end of the socketpair */
-	char *rx;          /* bytes received and not yet taken as messages */
-	size_t rx_len, rx_cap;
-	bool rx_eof;
-	char *msg; /* the message client_next() returned last */
+	struct conn *conn;     /* a reference of the test's: readable after it closed */
+	struct conn_client cl; /* the test's end of the socketpair */
 } f;
 
 /* What the suite's methods saw. */
@@ -117,27 +112,19 @@ static const struct rpc_method test_methods[] = {
 	{},
 };
 
-static uint64_t mono_msec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000U + (uint64_t)ts.tv_nsec / 1000000U;
-}
-
 /* One turn of the loop, without blocking. */
 static void turn(void)
 {
 	uv_run(&f.loop, UV_RUN_NOWAIT);
 }
 
-/* Turns the loop until cond(arg), which must come within WAIT_MSEC. */
+/* Turns the loop until cond(arg), which must come within CONN_CLIENT_WAIT_MSEC. */
 static void wait_until(bool (*cond)(const void *arg), const void *arg, const char *what)
 {
-	uint64_t deadline = mono_msec() + WAIT_MSEC;
+	uint64_t deadline = conn_client_msec() + CONN_CLIENT_WAIT_MSEC;
 
 	while (!cond(arg)) {
-		ck_assert_msg(mono_msec() < deadline, "timed out waiting for %s", what);
+		ck_assert_msg(conn_client_msec() < deadline, "timed out waiting for %s", what);
 		turn();
 		usleep(200);
 	}
@@ -161,7 +148,7 @@ static void conn_open(int sndbuf)
 	ck_assert_int_eq(getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);
 	ck_assert_int_eq(conn_new(f.server, sv[0], &cred, &c), 0);
 	f.conn = conn_ref(c);
-	f.client = sv[1];
+	conn_client_init(&f.cl, &f.loop, sv[1]);
 	ck_assert_uint_eq(f.server->n_conns, 1);
 }
 
@@ -169,7 +156,7 @@ static void setup(void)
 {
 	memset(&f, 0, sizeof(f));
 	memset(&t, 0, sizeof(t));
-	f.client = -EBADF;
+	f.cl.fd = -EBADF;
 	ck_assert_int_eq(uv_loop_init(&f.loop), 0);
 	/* After the loop's own, and libuv's process-wide ones its first
 	 * loop opens. */
@@ -199,7 +186,7 @@ static void setup(void)
  * no fd the case did not have before it. */
 static void teardown(void)
 {
-	safe_close(f.client);
+	conn_client_done(&f.cl);
 	if (f.conn && !f.conn->closed)
 		conn_close(f.conn);
 	/* Its memory goes with the poll handle's close, or now. */
@@ -222,38 +209,14 @@ static void teardown(void)
 	ck_assert_uint_eq(f.accounts.by_uid.n_entries, 0);
 	account_table_done(&f.accounts);
 	daemon_config_done(&f.core.cfg);
-	free(f.rx);
-	free(f.msg);
 	ck_assert_int_eq(test_count_fds(getpid()), f.fds_before);
 	ck_assert_int_eq(uv_loop_close(&f.loop), 0);
 }
 
-/* Writes all of buf, fds on its first byte, turning the loop while the
- * socket is full. Returns 0, or -EPIPE/-ECONNRESET once the daemon hung up
- * (when allow_hangup). */
 static int client_write(const void *buf, size_t len, const int *fds, size_t n_fds,
 			bool allow_hangup)
 {
-	uint64_t deadline = mono_msec() + WAIT_MSEC;
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = sockio_send(f.client, p, len, fds, n_fds, MSG_DONTWAIT);
-
-		if (n == -EAGAIN) {
-			ck_assert_msg(mono_msec() < deadline, "the daemon reads nothing");
-			turn();
-			usleep(200);
-			continue;
-		}
-		if (allow_hangup && (n == -EPIPE || n == -ECONNRESET))
-			return (int)n;
-		ck_assert_msg(n > 0, "send: %s", strerror((int)-n));
-		p += n;
-		len -= (size_t)n;
-		n_fds = 0;
-	}
-	return 0;
+	return conn_client_write(&f.cl, buf, len, fds, n_fds, allow_hangup);
 }
 
 static void client_send(const void *buf, size_t len, const int *fds, size_t n_fds)
@@ -267,64 +230,14 @@ static void client_send_msg(const char *text, const int *fds, size_t n_fds)
 	client_send(text, strlen(text) + 1, fds, n_fds);
 }
 
-/* Turns the loop once and takes what the client end has. */
 static void client_poll(void)
 {
-	int fds[SOCKIO_FDS_MAX];
-	size_t n_fds;
-	ssize_t n;
-
-	turn();
-	if (f.rx_eof)
-		return;
-	if (f.rx_cap - f.rx_len < 65536) {
-		f.rx_cap = f.rx_cap * 2 + 65536;
-		f.rx = realloc(f.rx, f.rx_cap);
-		ck_assert_ptr_nonnull(f.rx);
-	}
-	n = sockio_recv(f.client, f.rx + f.rx_len, f.rx_cap - f.rx_len, fds, &n_fds, MSG_DONTWAIT);
-	if (n == -EAGAIN) {
-		usleep(200);
-		return;
-	}
-	/* The daemon closed with bytes of ours unread: the kernel says so
-	 * once what it sent has been read. */
-	if (n == 0 || n == -ECONNRESET) {
-		f.rx_eof = true;
-		return;
-	}
-	ck_assert_msg(n > 0, "recv: %s", strerror((int)-n));
-	ck_assert_uint_eq(n_fds, 0);
-	f.rx_len += (size_t)n;
+	conn_client_poll(&f.cl);
 }
 
-/* The next message the daemon sent, or NULL at the end of the stream; valid
- * until the next call. */
 static const char *client_next(void)
 {
-	uint64_t deadline = mono_msec() + WAIT_MSEC;
-
-	for (;;) {
-		char *nul = f.rx_len > 0 ? memchr(f.rx, '\0', f.rx_len) : NULL;
-
-		if (nul) {
-			size_t len = (size_t)(nul - f.rx) + 1;
-
-			free(f.msg);
-			f.msg = malloc(len);
-			ck_assert_ptr_nonnull(f.msg);
-			memcpy(f.msg, f.rx, len);
-			memmove(f.rx, f.rx + len, f.rx_len - len);
-			f.rx_len -= len;
-			return f.msg;
-		}
-		if (f.rx_eof) {
-			ck_assert_msg(f.rx_len == 0, "the stream ends inside a message");
-			return NULL;
-		}
-		ck_assert_msg(mono_msec() < deadline, "no message from the daemon");
-		client_poll();
-	}
+	return conn_client_next(&f.cl);
 }
 
 static void client_expect(const char *want)
@@ -383,8 +296,8 @@ static void client_expect_quiet(void)
 {
 	for (unsigned i = 0; i < QUIET_TURNS; i++)
 		client_poll();
-	ck_assert_msg(f.rx_len == 0, "unexpected: %.*s", (int)f.rx_len, f.rx);
-	ck_assert(!f.rx_eof);
+	ck_assert_msg(f.cl.rx_len == 0, "unexpected: %.*s", (int)f.cl.rx_len, f.cl.rx);
+	ck_assert(!f.cl.rx_eof);
 }
 
 static void client_ping(const char *data)
@@ -489,7 +402,7 @@ START_TEST(test_split_bytes)
 		client_send(text + i, 1, NULL, 0);
 		wait_until(has_pending, &have, "the byte to be read");
 		client_poll();
-		ck_assert_uint_eq(f.rx_len, 0);
+		ck_assert_uint_eq(f.cl.rx_len, 0);
 	}
 	ck_assert_uint_eq(f.conn->n_calls, 0);
 	client_send(text + len - 1, 1, NULL, 0);
@@ -737,7 +650,7 @@ START_TEST(test_half_close)
 {
 	conn_open(0);
 	client_ping("last");
-	ck_assert_int_eq(shutdown(f.client, SHUT_WR), 0);
+	ck_assert_int_eq(shutdown(f.cl.fd, SHUT_WR), 0);
 	client_expect_pong("last");
 	client_expect_eof();
 }
@@ -750,7 +663,7 @@ START_TEST(test_half_close_deferred)
 	conn_open(0);
 	client_send_msg("{\"method\":\"" TEST_INTERFACE ".Defer\"}", NULL, 0);
 	wait_until(is_held, NULL, "the deferred call");
-	ck_assert_int_eq(shutdown(f.client, SHUT_WR), 0);
+	ck_assert_int_eq(shutdown(f.cl.fd, SHUT_WR), 0);
 	client_expect_quiet();
 	ck_assert(!f.conn->closed);
 	ck_assert_uint_eq(t.cancelled, 0);
@@ -769,7 +682,7 @@ START_TEST(test_hangup_cancels)
 	conn_open(0);
 	client_send_msg("{\"method\":\"" TEST_INTERFACE ".Defer\"}", NULL, 0);
 	wait_until(is_held, NULL, "the deferred call");
-	f.client = safe_close(f.client);
+	f.cl.fd = safe_close(f.cl.fd);
 	wait_until(is_cancelled, NULL, "the call to be cancelled");
 	ck_assert_uint_eq(t.cancelled, 1);
 	ck_assert(f.conn->closed);
@@ -942,13 +855,13 @@ START_TEST(test_output_stall)
 	/* What was in the socket comes, then the end (perhaps amid a reply):
 	 * fewer replies than calls. */
 	f.conn = conn_unref(f.conn);
-	deadline = mono_msec() + WAIT_MSEC;
-	while (!f.rx_eof) {
-		ck_assert(mono_msec() < deadline);
+	deadline = conn_client_msec() + CONN_CLIENT_WAIT_MSEC;
+	while (!f.cl.rx_eof) {
+		ck_assert(conn_client_msec() < deadline);
 		client_poll();
 	}
-	for (size_t i = 0; i < f.rx_len; i++)
-		n_replies += f.rx[i] == '\0';
+	for (size_t i = 0; i < f.cl.rx_len; i++)
+		n_replies += f.cl.rx[i] == '\0';
 	ck_assert_uint_lt(n_replies, FLOOD_CALLS);
 }
 END_TEST
@@ -1030,8 +943,8 @@ START_TEST(test_large_on_pool)
 	client_ping("small");
 	/* Each turn that reads it leaves it with the pool at least until the
 	 * next. */
-	for (uint64_t deadline = mono_msec() + WAIT_MSEC; f.conn->n_calls < 2;) {
-		ck_assert(mono_msec() < deadline);
+	for (uint64_t deadline = conn_client_msec() + CONN_CLIENT_WAIT_MSEC; f.conn->n_calls < 2;) {
+		ck_assert(conn_client_msec() < deadline);
 		turn();
 		parsed_on_pool = parsed_on_pool || f.conn->parse;
 		usleep(200);
