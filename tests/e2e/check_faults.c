@@ -313,7 +313,9 @@ static void blocked_in_lock(const char *socket, uint64_t region, int out)
 	_exit(0);
 }
 
-/* In a child: writes 8 MiB at a time until the daemon goes away. */
+/* In a child: writes 8 MiB at a time until the daemon goes away, into the
+ * second half of the memfd, away from the bytes the test checks after the
+ * restart (the writes race the kill). */
 static void busy_writing(const char *socket, uint64_t region, int out, int ready)
 {
 	struct rdmamem_client *c = NULL;
@@ -325,7 +327,7 @@ static void busy_writing(const char *socket, uint64_t region, int out, int ready
 	if (write(ready, "x", 1) != 1)
 		_exit(3);
 	do
-		r = rdmamem_write(c, region, 0, buf, 8 << 20, RDMAMEM_LOCK_DISJOINT, 0);
+		r = rdmamem_write(c, region, 8 << 20, buf, 8 << 20, RDMAMEM_LOCK_DISJOINT, 0);
 	while (r == 0);
 	snprintf(report, sizeof(report), "%d %s", r, rdmamem_client_error_message(c) ?: "");
 	if (write(out, report, strlen(report) + 1) < 0)
