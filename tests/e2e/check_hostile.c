@@ -712,7 +712,10 @@ START_TEST(test_wrong_types_everywhere)
 		for (; *v; v++, n++) {
 			const char *m = method_params[i].method, *p = method_params[i].param;
 
-			if (method_params[i].type == END)
+			bool end = method_params[i].type == END &&
+				   strcmp(m, "io.rdmamemd.Copy") == 0;
+
+			if (end)
 				/* A wrong field of an End is named by its end. */
 				snprintf(msg, sizeof(msg),
 					 "{\"method\":\"%s\",\"parameters\":{\"length\":\"1\","
@@ -739,8 +742,10 @@ START_TEST(test_wrong_types_everywhere)
 						 strcmp(m, "io.rdmamemd.Register") == 0,
 					 p);
 		}
-		/* The End's own fields, wrong each: named by the end. */
-		if (method_params[i].type == END) {
+		/* The End's own fields, wrong each: named by the end (Transfer's
+		 * batch: its fields are the packed forms' case in the remote suite). */
+		if (method_params[i].type == END &&
+		    strcmp(method_params[i].method, "io.rdmamemd.Copy") == 0) {
 			static const char *const fields[] = { "{\"region\":true}",
 							      "{\"region\":\"1\",\"offset\":true}",
 							      "{\"region\":\"1\",\"lease\":[]}",
