@@ -239,8 +239,12 @@ $(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
-# The transfer engine's benchmark runs its logic in process.
-$(B)/bench-remote: $(B)/daemon/remote/wr_plan.o $(B)/daemon/remote/window.o
+# The transfer engine's benchmark runs its logic in process, and a daemon
+# of its own over the fake verbs (daemon/ without its main, tests/fakes).
+$(B)/bench-remote: $(B)/bench/bench-remote.o $(B)/bench/benchlib.o \
+		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FAKE_OBJS) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
 # The GPU benchmark plays the client with the driver API, through cuda.c.
 $(B)/bench-gpu: $(B)/daemon/gpu/cuda.o $(B)/daemon/core/log.o

@@ -191,16 +191,22 @@ pid_t bench_daemon_start(const char *daemon, const char *path, int cpu, const ch
 		execv(daemon, (char *const *)argv);
 		_exit(127);
 	}
+	bench_wait_listening(path, daemon);
+	return pid;
+}
+
+void bench_wait_listening(const char *path, const char *what)
+{
 	for (int i = 0; i < 500; i++) {
 		int fd = bench_connect(path);
 
 		if (fd >= 0) {
 			close(fd);
-			return pid;
+			return;
 		}
 		usleep(10000);
 	}
-	fprintf(stderr, "bench: %s did not start\n", daemon);
+	fprintf(stderr, "bench: %s did not start\n", what);
 	exit(1);
 }
 

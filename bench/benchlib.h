@@ -65,6 +65,9 @@ void bench_cleanup(void);
 
 /* rdmamemd on path, pinned to cpu (or not); extra args NULL-terminated. */
 pid_t bench_daemon_start(const char *daemon, const char *path, int cpu, const char *const *extra);
+/* Returns once path accepts connections; exits, saying what did not
+ * start, after 5 s. */
+void bench_wait_listening(const char *path, const char *what);
 /*
  * The anchor: one epoll loop, like the daemon, answering every NUL-terminated
  * message with reply_len bytes (the last a NUL). No JSON, no work.

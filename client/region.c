@@ -14,6 +14,7 @@
 #include "proto/base64.h"
 #include "proto/hex.h"
 #include "proto/json.h"
+#include "proto/ranges.h"
 
 /* What one Read or Write call moves: well inside the daemon's default
  * inline limit (4 MiB) and, base64-encoded, inside the 16 MiB message. */
@@ -466,18 +467,52 @@ _public_ int rdmamem_region_export(struct rdmamem_client *c, uint64_t region,
 	return 0;
 }
 
+_public_ int rdmamem_remote_import_info(struct rdmamem_client *c, const char *descriptor,
+					uint64_t *ret_remote, struct rdmamem_remote_info *ret_info)
+{
+	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *root = NULL;
+	struct rdmamem_remote_info info = {};
+	cJSON *reply = NULL;
+	const cJSON *item;
+	uint64_t id;
+	int r;
+
+	if (!descriptor || !ret_remote)
+		return -EINVAL;
+	if (!p || json_add_string(p, "descriptor", descriptor) < 0)
+		return -ENOMEM;
+	r = rdmamem__call(c, "io.rdmamemd.ImportRemote", p, NULL, 0, 0, &root, &reply, NULL, NULL);
+	if (r < 0)
+		return r;
+	if (json_get_u64(reply, "remote", &id) < 0 ||
+	    json_get_u64(reply, "export", &info.export_id) < 0 ||
+	    json_get_u64(reply, "length", &info.length) < 0 ||
+	    !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(reply, "access")) ||
+	    !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(reply, "devices"))) {
+		rdmamem__set_error(c, NULL, "the reply to ImportRemote lacks what it must say");
+		return -EPROTO;
+	}
+	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "access")) {
+		const char *a = cJSON_GetStringValue(item);
+
+		if (a && strcmp(a, "read") == 0)
+			info.access |= RDMAMEM_REMOTE_READ;
+		else if (a && strcmp(a, "write") == 0)
+			info.access |= RDMAMEM_REMOTE_WRITE;
+	}
+	info.n_devices =
+		(unsigned)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "devices"));
+	*ret_remote = id;
+	if (ret_info)
+		*ret_info = info;
+	return 0;
+}
+
 _public_ int rdmamem_remote_import(struct rdmamem_client *c, const char *descriptor,
 				   uint64_t *ret_remote)
 {
-	cJSON *p = params_new();
-
-	if (!descriptor || !ret_remote) {
-		cJSON_Delete(p);
-		return -EINVAL;
-	}
-	if (p && json_add_string(p, "descriptor", descriptor) < 0)
-		p = (cJSON_Delete(p), NULL);
-	return call_u64(c, "io.rdmamemd.ImportRemote", p, NULL, 0, 0, "remote", ret_remote);
+	return rdmamem_remote_import_info(c, descriptor, ret_remote, NULL);
 }
 
 _public_ int rdmamem_remote_release(struct rdmamem_client *c, uint64_t remote)
@@ -489,30 +524,61 @@ _public_ int rdmamem_remote_release(struct rdmamem_client *c, uint64_t remote)
 	return call_u64(c, "io.rdmamemd.ReleaseRemote", p, NULL, 0, 0, NULL, NULL);
 }
 
+/*
+ * Adds name: the packed form of ranges[0..n) (proto/ranges.h). A raw item
+ * holding the quoted text: printing a megabyte string is then one copy,
+ * not a scan for characters to escape (base64 has none).
+ */
+static int add_packed(cJSON *o, const char *name, const struct rdmamem_range *ranges, size_t n)
+{
+	_Static_assert(sizeof(struct rdmamem_range) == sizeof(struct ranges_item) &&
+			       offsetof(struct rdmamem_range, remote_offset) ==
+				       offsetof(struct ranges_item, remote_offset) &&
+			       offsetof(struct rdmamem_range, length) ==
+				       offsetof(struct ranges_item, length),
+		       "the public range is the codec's");
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	cJSON *raw;
+
+	if (!o)
+		return -ENOMEM;
+	if (n > (SIZE_MAX - 3) / 32)
+		return -E2BIG;
+	len = ranges_encoded_len(n);
+	text = malloc(len + 3);
+	if (!text)
+		return -ENOMEM;
+	text[0] = '"';
+	ranges_encode((const struct ranges_item *)ranges, n, text + 1);
+	text[len + 1] = '"';
+	text[len + 2] = '\0';
+	raw = cJSON_CreateRaw("");
+	if (!raw)
+		return -ENOMEM;
+	/* The item takes the text as it is (cJSON_CreateRaw copies). */
+	free(raw->valuestring);
+	raw->valuestring = TAKE_PTR(text);
+	if (!cJSON_AddItemToObject(o, name, raw)) {
+		cJSON_Delete(raw);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 _public_ int rdmamem_transfer_prepare(struct rdmamem_client *c, uint64_t region, uint64_t remote,
 				      const struct rdmamem_range *ranges, size_t n_ranges,
 				      uint64_t *ret_plan)
 {
-	cJSON *p = params_new(), *list;
+	cJSON *p = params_new();
 
-	if (!ret_plan || (!ranges && n_ranges > 0)) {
+	if (!ret_plan || !ranges || n_ranges == 0) {
 		cJSON_Delete(p);
 		return -EINVAL;
 	}
-	if (!p || add_id(p, "region", region) < 0 || add_id(p, "remote", remote) < 0 ||
-	    !(list = cJSON_AddArrayToObject(p, "ranges")))
+	if (add_id(p, "region", region) < 0 || add_id(p, "remote", remote) < 0 ||
+	    add_packed(p, "packed", ranges, n_ranges) < 0)
 		p = (cJSON_Delete(p), NULL);
-	for (size_t i = 0; p && i < n_ranges; i++) {
-		cJSON *o = cJSON_CreateObject();
-
-		/* o is p's once added: freed with it. */
-		if (o)
-			cJSON_AddItemToArray(list, o);
-		if (!o || add_id(o, "local_offset", ranges[i].local_offset) < 0 ||
-		    add_id(o, "remote_offset", ranges[i].remote_offset) < 0 ||
-		    add_id(o, "length", ranges[i].length) < 0)
-			p = (cJSON_Delete(p), NULL);
-	}
 	return call_u64(c, "io.rdmamemd.PrepareTransfer", p, NULL, 0, 0, "plan", ret_plan);
 }
 
@@ -593,20 +659,41 @@ static void transfer_continues(void *userdata, const cJSON *params)
 	pc->fn(pc->userdata, ops_done, bytes_done, n, bytes);
 }
 
+/* Adds the options' notify bytes to p (freeing p when it cannot). */
+static int add_options(cJSON **p, const struct rdmamem_transfer_options *opts)
+{
+	_cleanup_free_ char *text = NULL;
+
+	if (!opts || !opts->notify)
+		return 0;
+	if (opts->notify_len > RDMAMEM_NOTIFY_MAX)
+		return -EMSGSIZE;
+	text = malloc(base64_encoded_len(opts->notify_len) + 1);
+	if (!text)
+		return -ENOMEM;
+	base64_encode(opts->notify, opts->notify_len, text);
+	if (*p && json_add_string(*p, "notify", text) < 0)
+		*p = (cJSON_Delete(*p), NULL);
+	return 0;
+}
+
 static int call_transfer(struct rdmamem_client *c, cJSON *params,
-			 rdmamem_transfer_progress_fn progress, void *userdata, uint64_t *ret_bytes)
+			 const struct rdmamem_transfer_options *opts, uint64_t *ret_bytes)
 {
 	_cleanup_json_ cJSON *p = params;
 	_cleanup_json_ cJSON *root = NULL;
-	struct transfer_progress_ctx pc = { progress, userdata };
+	struct transfer_progress_ctx pc = { opts ? opts->progress : NULL,
+					    opts ? opts->userdata : NULL };
 	cJSON *reply = NULL;
 	int r;
 
+	r = add_options(&p, opts);
+	if (r < 0)
+		return r;
 	if (!p)
 		return -ENOMEM;
 	r = rdmamem__call_more(c, "io.rdmamemd.Transfer", p, NULL, 0, -1,
-			       progress ? transfer_continues : NULL, &pc, &root, &reply, NULL,
-			       NULL);
+			       pc.fn ? transfer_continues : NULL, &pc, &root, &reply, NULL, NULL);
 	if (r < 0)
 		return r;
 	if (ret_bytes && json_get_u64(reply, "bytes_done", ret_bytes) < 0) {
@@ -621,9 +708,9 @@ static const char *opcode_name(int op)
 	return op == RDMAMEM_TRANSFER_READ ? "read" : op == RDMAMEM_TRANSFER_WRITE ? "write" : NULL;
 }
 
-_public_ int rdmamem_transfer(struct rdmamem_client *c, const struct rdmamem_transfer_op *ops,
-			      size_t n_ops, rdmamem_transfer_progress_fn progress, void *userdata,
-			      uint64_t *ret_bytes)
+_public_ int rdmamem_transfer_with(struct rdmamem_client *c, const struct rdmamem_transfer_op *ops,
+				   size_t n_ops, const struct rdmamem_transfer_options *opts,
+				   uint64_t *ret_bytes)
 {
 	cJSON *p = params_new(), *list = NULL;
 
@@ -654,13 +741,44 @@ _public_ int rdmamem_transfer(struct rdmamem_client *c, const struct rdmamem_tra
 		    add_id(x, "length", o->length) < 0)
 			p = (cJSON_Delete(p), NULL);
 	}
-	return call_transfer(c, p, progress, userdata, ret_bytes);
+	return call_transfer(c, p, opts, ret_bytes);
 }
 
-_public_ int rdmamem_transfer_post(struct rdmamem_client *c, uint64_t plan, int op,
-				   const uint64_t *indices, size_t n,
-				   rdmamem_transfer_progress_fn progress, void *userdata,
-				   uint64_t *ret_bytes)
+_public_ int rdmamem_transfer(struct rdmamem_client *c, const struct rdmamem_transfer_op *ops,
+			      size_t n_ops, rdmamem_transfer_progress_fn progress, void *userdata,
+			      uint64_t *ret_bytes)
+{
+	const struct rdmamem_transfer_options o = { .progress = progress, .userdata = userdata };
+
+	return rdmamem_transfer_with(c, ops, n_ops, &o, ret_bytes);
+}
+
+_public_ int rdmamem_transfer_ranges(struct rdmamem_client *c, int op, uint64_t region,
+				     uint64_t lease, uint64_t remote,
+				     const struct rdmamem_range *ranges, size_t n,
+				     const struct rdmamem_transfer_options *opts,
+				     uint64_t *ret_bytes)
+{
+	cJSON *p = params_new(), *b = NULL, *l = NULL, *r = NULL;
+
+	if (!opcode_name(op) || !ranges || n == 0) {
+		cJSON_Delete(p);
+		return -EINVAL;
+	}
+	if (!p || !(b = cJSON_AddObjectToObject(p, "batch")) ||
+	    json_add_string(b, "op", opcode_name(op)) < 0 ||
+	    !(l = cJSON_AddObjectToObject(b, "local")) || add_id(l, "region", region) < 0 ||
+	    (lease && add_id(l, "lease", lease) < 0) ||
+	    !(r = cJSON_AddObjectToObject(b, "remote")) || add_id(r, "id", remote) < 0 ||
+	    add_packed(b, "packed", ranges, n) < 0)
+		p = (cJSON_Delete(p), NULL);
+	return call_transfer(c, p, opts, ret_bytes);
+}
+
+_public_ int rdmamem_transfer_post_with(struct rdmamem_client *c, uint64_t plan, int op,
+					const uint64_t *indices, size_t n,
+					const struct rdmamem_transfer_options *opts,
+					uint64_t *ret_bytes)
 {
 	cJSON *p = params_new(), *list = NULL;
 
@@ -679,5 +797,15 @@ _public_ int rdmamem_transfer_post(struct rdmamem_client *c, uint64_t plan, int 
 		if (!cJSON_AddItemToArray(list, cJSON_CreateString(num)))
 			p = (cJSON_Delete(p), NULL);
 	}
-	return call_transfer(c, p, progress, userdata, ret_bytes);
+	return call_transfer(c, p, opts, ret_bytes);
+}
+
+_public_ int rdmamem_transfer_post(struct rdmamem_client *c, uint64_t plan, int op,
+				   const uint64_t *indices, size_t n,
+				   rdmamem_transfer_progress_fn progress, void *userdata,
+				   uint64_t *ret_bytes)
+{
+	const struct rdmamem_transfer_options o = { .progress = progress, .userdata = userdata };
+
+	return rdmamem_transfer_post_with(c, plan, op, indices, n, &o, ret_bytes);
 }

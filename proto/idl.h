@@ -132,6 +132,13 @@ struct varlink_error {
 	{ .name = #_name, .type = VARLINK_STRUCT, .flags = (_flags), .symbol = &(_symbol), \
 	  .offset = offsetof(_struct, _member) }
 
+/* A parameter (or a decoded type's field) of an unnamed type, decoded into
+ * the struct at _member. */
+#define VARLINK_INPUT_INLINE(_struct, _name, _flags, ...)                                    \
+	{ .name = #_name, .type = VARLINK_STRUCT, .flags = (_flags),                       \
+	  .offset = offsetof(_struct, _name),                                              \
+	  .symbol = &(const struct varlink_symbol){ .fields = VARLINK_FIELDS(__VA_ARGS__) } }
+
 #define VARLINK_DEFINE_TYPE(_name, _doc, ...)                                                \
 	{ .name = #_name, .kind = VARLINK_SYMBOL_TYPE, .doc = (_doc),                       \
 	  .fields = VARLINK_FIELDS(__VA_ARGS__) }

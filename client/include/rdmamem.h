@@ -248,6 +248,21 @@ int rdmamem_region_export(struct rdmamem_client *client, uint64_t region,
  */
 int rdmamem_remote_import(struct rdmamem_client *client, const char *descriptor,
 			  uint64_t *ret_remote);
+
+#define RDMAMEM_REMOTE_READ (1U << 0)  /* the descriptor grants remote reads */
+#define RDMAMEM_REMOTE_WRITE (1U << 1) /* and writes */
+
+/* What a descriptor says, as the daemon parsed it (its token aside). */
+struct rdmamem_remote_info {
+	uint64_t export_id; /* the export's id on the exporting host */
+	uint64_t length;    /* bytes of the remote region: offsets + lengths stay inside */
+	unsigned access;    /* RDMAMEM_REMOTE_READ | RDMAMEM_REMOTE_WRITE */
+	unsigned n_devices; /* devices of the exporting host it is registered on */
+};
+
+/* rdmamem_remote_import(), with what the descriptor says in *ret_info (may be NULL). */
+int rdmamem_remote_import_info(struct rdmamem_client *client, const char *descriptor,
+			       uint64_t *ret_remote, struct rdmamem_remote_info *ret_info);
 /* -ENOENT when this connection holds no such remote. */
 int rdmamem_remote_release(struct rdmamem_client *client, uint64_t remote);
 
@@ -259,10 +274,10 @@ struct rdmamem_range {
 };
 
 /*
- * A plan: 1 to 16000 ranges between region (which the caller may read) and
- * remote, checked now against both lengths (-ERANGE names the first that
- * does not fit, by index, in the error message), to be posted later by
- * index without sending them again. It lasts until rdmamem_plan_release()
+ * A plan: 1 to 131072 ranges between region (which the caller may read)
+ * and remote, sent packed (24 bytes a range), checked now against both
+ * lengths (-ERANGE names the first that does not fit, by index, in the
+ * error message), to be posted later by index without sending them again. It lasts until rdmamem_plan_release()
  * or until the connection closes; -EDQUOT past max-plans-per-uid.
  */
 int rdmamem_transfer_prepare(struct rdmamem_client *client, uint64_t region, uint64_t remote,
@@ -338,6 +353,40 @@ int rdmamem_transfer(struct rdmamem_client *client, const struct rdmamem_transfe
 int rdmamem_transfer_post(struct rdmamem_client *client, uint64_t plan, int op,
 			  const uint64_t *indices, size_t n, rdmamem_transfer_progress_fn progress,
 			  void *userdata, uint64_t *ret_bytes);
+
+/* What a transfer call may add; a NULL options pointer: none of it. */
+struct rdmamem_transfer_options {
+	/* Bytes (at most RDMAMEM_NOTIFY_MAX; NULL: none) the remote region's
+	 * owner receives (rdmamem_notifications_wait()) after the transfer's
+	 * data is in place; a failed transfer sends none. */
+	const void *notify;
+	size_t notify_len;
+	rdmamem_transfer_progress_fn progress; /* may be NULL */
+	void *userdata;
+};
+
+/* rdmamem_transfer() and rdmamem_transfer_post() with options: -EMSGSIZE
+ * for notify bytes past RDMAMEM_NOTIFY_MAX. */
+int rdmamem_transfer_with(struct rdmamem_client *client, const struct rdmamem_transfer_op *ops,
+			  size_t n_ops, const struct rdmamem_transfer_options *opts,
+			  uint64_t *ret_bytes);
+int rdmamem_transfer_post_with(struct rdmamem_client *client, uint64_t plan, int op,
+			       const uint64_t *indices, size_t n,
+			       const struct rdmamem_transfer_options *opts, uint64_t *ret_bytes);
+
+/*
+ * A batch: ranges[0..n) between one local region (under lease, one of this
+ * connection's on it, or 0: the daemon locks it) and one remote, op READ or
+ * WRITE for all. Sent packed (24 bytes a range: 100,000 ranges are a 3.2
+ * MB message), checked by the daemon in one pass: up to its
+ * max-transfer-ops (100,000 by default; -EINVAL past it), where the listed
+ * form (rdmamem_transfer()) fits about 7,000 in one message. Otherwise as
+ * rdmamem_transfer(): the first failed range's index is in the error
+ * message, the bytes moved in *ret_bytes.
+ */
+int rdmamem_transfer_ranges(struct rdmamem_client *client, int op, uint64_t region, uint64_t lease,
+			    uint64_t remote, const struct rdmamem_range *ranges, size_t n,
+			    const struct rdmamem_transfer_options *opts, uint64_t *ret_bytes);
 
 /*
  * GPU memory (CUDA). The daemon loads the CUDA driver on the first GPU

@@ -31,8 +31,8 @@ static bool in_range(uint64_t offset, uint64_t length, uint64_t size)
 }
 
 int plan_create(struct remote_ctx *ctx, struct session *s, const struct region *region,
-		struct remote *remote, const struct plan_range *ranges, size_t n, struct plan **ret,
-		struct errinfo *e)
+		struct remote *remote, const struct ranges_item *ranges, size_t n,
+		struct plan **ret, struct errinfo *e)
 {
 	struct account *a = s->account;
 	unsigned max = ctx->core->cfg.max_plans_per_uid;
@@ -41,7 +41,7 @@ int plan_create(struct remote_ctx *ctx, struct session *s, const struct region *
 	int r;
 
 	for (size_t i = 0; i < n; i++) {
-		const struct plan_range *rg = &ranges[i];
+		const struct ranges_item *rg = &ranges[i];
 
 		if (rg->length == 0)
 			return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,

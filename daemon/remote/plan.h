@@ -21,19 +21,24 @@
 #include <stdint.h>
 
 #include "daemon/core/session.h"
+#include "proto/ranges.h"
 
 struct errinfo;
 struct region;
 struct remote;
 struct remote_ctx;
 
-/* The most ranges one plan holds: what one message carries, whose JSON
- * values are bounded (JSON_VALUES_MAX, 65536; four per range). */
-#define PLAN_RANGES_MAX 16000
-
-struct plan_range {
-	uint64_t local_offset, remote_offset, length;
-};
+/*
+ * The most ranges one plan holds. Listed ({local_offset, remote_offset,
+ * length} objects, four JSON values each) a message carries at most 16,000
+ * (JSON_VALUES_MAX); packed (proto/ranges.h, 32 characters each) up to
+ * this, which a 16 MiB message holds with room to spare (4 MiB of text),
+ * and which covers a post of every range at the default max-transfer-ops.
+ * A plan costs 24 bytes a range: 3 MiB at most.
+ */
+#define PLAN_RANGES_MAX 131072U
+/* The most a listed PrepareTransfer carries: what JSON_VALUES_MAX allows. */
+#define PLAN_LISTED_MAX 16000U
 
 struct plan {
 	uint64_t id;
@@ -44,7 +49,7 @@ struct plan {
 	uint64_t region_size;
 	struct remote *remote; /* a reference */
 	size_t n_ranges;
-	struct plan_range ranges[];
+	struct ranges_item ranges[];
 };
 
 /* At daemon start, after remote_ctx_init(): the drop hook of SESSION_PLAN. */
@@ -58,8 +63,8 @@ void plan_init(struct remote_ctx *ctx);
  * n is 1 to PLAN_RANGES_MAX (the caller's to check). *ret is borrowed.
  */
 int plan_create(struct remote_ctx *ctx, struct session *s, const struct region *region,
-		struct remote *remote, const struct plan_range *ranges, size_t n, struct plan **ret,
-		struct errinfo *e);
+		struct remote *remote, const struct ranges_item *ranges, size_t n,
+		struct plan **ret, struct errinfo *e);
 
 /* s's plan of that id, or NULL. */
 struct plan *plan_lookup(struct remote_ctx *ctx, uint64_t id, const struct session *s);

@@ -1163,13 +1163,21 @@ int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct 
 	return transfer_launch(t, r, res, wops, notify, notify_len, ret, e);
 }
 
-int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
-			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
-			size_t notify_len, const struct transfer_cb *cb, void *userdata,
-			struct transfer **ret, struct errinfo *e)
+/*
+ * The ranged forms: ranges[indices[i]] (indices NULL: ranges[i]) for i in
+ * [0, n), every one between region (under lease, or 0) and rem, opcode for
+ * all. The rights and slots resolve on the first range and are found again
+ * for the others (one region, one remote, one leg); each range's bounds
+ * are checked.
+ */
+static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t opcode,
+			uint64_t region, uint64_t lease, struct remote *rem,
+			const struct ranges_item *ranges, size_t n_ranges, const uint64_t *indices,
+			size_t n, const void *notify, size_t notify_len,
+			const struct transfer_cb *cb, void *userdata, struct transfer **ret,
+			struct errinfo *e)
 {
-	size_t count = n ? n : p->n_ranges;
-	struct transfer *t = transfer_alloc(ctx, caller, count);
+	struct transfer *t = transfer_alloc(ctx, caller, n);
 	struct resolved *res = NULL;
 	struct wr_op *wops = NULL;
 	int r;
@@ -1178,21 +1186,46 @@ int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct p
 	if (!t)
 		return -ENOMEM;
 	r = transfer_setup(t, cb, userdata, &res, &wops);
-	for (size_t i = 0; i < count && r == 0; i++) {
-		uint64_t k = n ? indices[i] : i;
-		const struct plan_range *pr;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		uint64_t k = indices ? indices[i] : i;
+		const struct ranges_item *pr;
 
-		if (k >= p->n_ranges) {
+		if (k >= n_ranges) {
 			r = errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
-					"index %zu: plan %" PRIu64 " has %zu ranges, not %" PRIu64,
-					i, p->id, p->n_ranges, k + 1);
+					"index %zu: the plan has %zu ranges, not %" PRIu64, i,
+					n_ranges, k + 1);
 			break;
 		}
-		pr = &p->ranges[k];
-		r = resolve_into(t, i, opcode, p->region, pr->local_offset, 0, p->remote,
+		pr = &ranges[k];
+		r = resolve_into(t, i, opcode, region, pr->local_offset, lease, rem,
 				 pr->remote_offset, pr->length, res, wops, e);
 	}
 	return transfer_launch(t, r, res, wops, notify, notify_len, ret, e);
+}
+
+int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
+			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
+			size_t notify_len, const struct transfer_cb *cb, void *userdata,
+			struct transfer **ret, struct errinfo *e)
+{
+	return start_ranged(ctx, caller, opcode, p->region, 0, p->remote, p->ranges, p->n_ranges,
+			    n ? indices : NULL, n ? n : p->n_ranges, notify, notify_len, cb,
+			    userdata, ret, e);
+}
+
+int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
+			 const struct transfer_batch *b, const void *notify, size_t notify_len,
+			 const struct transfer_cb *cb, void *userdata, struct transfer **ret,
+			 struct errinfo *e)
+{
+	struct remote *rem = remote_lookup(ctx, b->remote, caller);
+
+	*ret = NULL;
+	if (!rem)
+		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REMOTE, -ENOENT,
+				   "this connection holds no remote %" PRIu64, b->remote);
+	return start_ranged(ctx, caller, b->opcode, b->region, b->lease, rem, b->ranges, b->n, NULL,
+			    b->n, notify, notify_len, cb, userdata, ret, e);
 }
 
 void transfer_cancel(struct transfer *t)

@@ -56,6 +56,7 @@
 #include "daemon/remote/link.h"
 #include "daemon/remote/window.h"
 #include "daemon/remote/wr_plan.h"
+#include "proto/ranges.h"
 
 struct lease;
 struct mreg;
@@ -260,6 +261,23 @@ int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct p
 			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
 			size_t notify_len, const struct transfer_cb *cb, void *userdata,
 			struct transfer **ret, struct errinfo *e);
+
+/* A batch: ranges[0..n) between one local region (under lease, or 0: the
+ * transfer locks it) and one remote, opcode for all (the compact form,
+ * proto/ranges.h). */
+struct transfer_batch {
+	uint8_t opcode; /* enum wr_opcode */
+	uint64_t region, lease, remote;
+	const struct ranges_item *ranges;
+	size_t n;
+};
+
+/* The same as transfer_start() for a batch (1 ≤ n ≤ the max-transfer-ops
+ * limit, the caller's to check). */
+int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
+			 const struct transfer_batch *b, const void *notify, size_t notify_len,
+			 const struct transfer_cb *cb, void *userdata, struct transfer **ret,
+			 struct errinfo *e);
 
 /* The client went away: nothing more is posted, waits end; done comes once
  * what was posted has drained (perhaps from here). */

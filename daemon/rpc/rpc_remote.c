@@ -25,6 +25,7 @@
 #include "proto/base64.h"
 #include "proto/errors.h"
 #include "proto/json.h"
+#include "proto/ranges.h"
 #include "util/strset.h"
 
 struct export_region_params {
@@ -264,32 +265,36 @@ struct prepare_transfer_params {
 	struct rpc_region region;
 	uint64_t remote;
 	const cJSON *ranges;
+	struct rpc_string packed;
 };
 
 /* clang-format off */
 static const struct varlink_symbol rpc_type_Range = VARLINK_DEFINE_TYPE(
 	Range, "Bytes [local_offset, +length) of the region and [remote_offset, +length) of the remote.",
-	VARLINK_INPUT(struct plan_range, local_offset, VARLINK_U64, 0),
-	VARLINK_INPUT(struct plan_range, remote_offset, VARLINK_U64, 0),
-	VARLINK_INPUT(struct plan_range, length, VARLINK_U64, 0));
+	VARLINK_INPUT(struct ranges_item, local_offset, VARLINK_U64, 0),
+	VARLINK_INPUT(struct ranges_item, remote_offset, VARLINK_U64, 0),
+	VARLINK_INPUT(struct ranges_item, length, VARLINK_U64, 0));
 
 RPC_DEFINE_METHOD(
 	PrepareTransfer,
-	"A plan: 1 to 16000 ranges between a region the caller may read and one of\n"
-	"its remotes, each checked against both lengths now (OutOfRange names the\n"
-	"first that does not fit, by index; a length of 0 is out of range too), so\n"
-	"that a transfer posts them by index without sending them again. It lives\n"
-	"until ReleasePlan or until this connection closes; max-plans-per-uid\n"
-	"bounds them (QuotaExceeded \"plans\"). The region is looked up again, with\n"
-	"the caller's rights then, whenever the plan is used.",
+	"A plan: ranges between a region the caller may read and one of its\n"
+	"remotes, either listed (ranges: 1 to 16000) or packed (packed: 1 to\n"
+	"131072; PROTOCOL.md, \"Packed ranges\"), each checked against both\n"
+	"lengths now (OutOfRange names the first that does not fit, by index; a\n"
+	"length of 0 is out of range too), so that a transfer posts them by index\n"
+	"without sending them again. It lives until ReleasePlan or until this\n"
+	"connection closes; max-plans-per-uid bounds them (QuotaExceeded\n"
+	"\"plans\"). The region is looked up again, with the caller's rights\n"
+	"then, whenever the plan is used.",
 	RPC_INPUT_REGION(struct prepare_transfer_params, region, REGION_READ),
 	VARLINK_INPUT(struct prepare_transfer_params, remote, VARLINK_U64, 0),
 	VARLINK_INPUT_BY_TYPE(struct prepare_transfer_params, ranges, ranges, rpc_type_Range,
-			      VARLINK_ARRAY),
+			      VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_FIELD_COMMENT("base64 of little-endian u64 (local_offset, remote_offset, length)"),
+	RPC_INPUT_MEASURED(struct prepare_transfer_params, packed, VARLINK_NULLABLE),
 	VARLINK_OUTPUT(plan, VARLINK_U64, 0));
 /* clang-format on */
 
-/* ranges into a new array: each an object of rpc_type_Range's fields. */
 /*
  * Counts a list parameter's items, as far as max only: the list may be
  * millions long. Over max: InvalidParameter "has more than max unit", with
@@ -312,14 +317,15 @@ static int count_items(struct rpc_call *call, const cJSON *list, const char *par
 	return 0;
 }
 
-static int parse_ranges(struct rpc_call *call, const cJSON *ranges, struct plan_range **ret,
+/* ranges (listed) into a new array: each an object of rpc_type_Range's fields. */
+static int parse_ranges(struct rpc_call *call, const cJSON *ranges, struct ranges_item **ret,
 			size_t *ret_n)
 {
-	_cleanup_free_ struct plan_range *out = NULL;
+	_cleanup_free_ struct ranges_item *out = NULL;
 	const cJSON *item;
 	size_t n = 0, k = 0;
 
-	int r = count_items(call, ranges, "ranges", PLAN_RANGES_MAX, "ranges", NULL, &n);
+	int r = count_items(call, ranges, "ranges", PLAN_LISTED_MAX, "ranges", NULL, &n);
 
 	if (r < 0)
 		return r;
@@ -345,10 +351,33 @@ static int parse_ranges(struct rpc_call *call, const cJSON *ranges, struct plan_
 	return 0;
 }
 
+/*
+ * A packed ranges parameter (proto/ranges.h) into a new array of 1 to max;
+ * InvalidParameter naming param and what is wrong with its form. setting:
+ * what sets max, if anything does.
+ */
+static int parse_packed(struct rpc_call *call, const char *param, const char *text, size_t len,
+			size_t max, const char *setting, struct ranges_item **ret, size_t *ret_n)
+{
+	const char *why = NULL;
+	int r = ranges_decode(text, len, max, ret, ret_n, &why);
+
+	if (r == -E2BIG)
+		return rpc_invalid_param(call, param,
+					 "parameter '%s' holds more than %zu ranges%s%s%s", param,
+					 max, setting ? " (" : "", setting ?: "",
+					 setting ? ")" : "");
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return rpc_invalid_param(call, param, "parameter '%s' %s", param, why);
+	return 0;
+}
+
 static int method_prepare_transfer(struct rpc_call *call, void *params)
 {
 	const struct prepare_transfer_params *p = params;
-	_cleanup_free_ struct plan_range *ranges = NULL;
+	_cleanup_free_ struct ranges_item *ranges = NULL;
 	_cleanup_json_ cJSON *reply = NULL;
 	struct errinfo err = {};
 	struct remote *r;
@@ -356,7 +385,14 @@ static int method_prepare_transfer(struct rpc_call *call, void *params)
 	size_t n = 0;
 	int res;
 
-	res = parse_ranges(call, p->ranges, &ranges, &n);
+	if (!!p->ranges == !!p->packed.s)
+		return rpc_invalid_param(call, p->ranges ? "packed" : "ranges",
+					 "give either 'ranges' or 'packed'");
+	if (p->ranges)
+		res = parse_ranges(call, p->ranges, &ranges, &n);
+	else
+		res = parse_packed(call, "packed", p->packed.s, p->packed.len, PLAN_RANGES_MAX,
+				   NULL, &ranges, &n);
 	if (res < 0)
 		return res;
 	res = lookup_remote(call, p->remote, &r);
@@ -395,8 +431,24 @@ static int method_release_plan(struct rpc_call *call, void *params)
 	return rpc_reply(call, NULL);
 }
 
+struct transfer_batch_local {
+	uint64_t region, lease;
+};
+
+struct transfer_batch_remote {
+	uint64_t id;
+};
+
+struct transfer_batch_params {
+	const char *op;
+	struct transfer_batch_local local;
+	struct transfer_batch_remote remote;
+	const char *packed; /* set when batch was sent: it is required there */
+};
+
 struct transfer_params {
 	const cJSON *ops;
+	struct transfer_batch_params batch;
 	uint64_t plan;
 	bool has_plan;
 	const char *op;
@@ -419,22 +471,41 @@ static const struct varlink_symbol rpc_type_TransferOp = VARLINK_DEFINE_TYPE(
 		VARLINK_FIELD(offset, VARLINK_U64, 0)),
 	VARLINK_FIELD(length, VARLINK_U64, 0));
 
+static const struct varlink_symbol rpc_type_TransferBatch = VARLINK_DEFINE_TYPE(
+	TransferBatch,
+	"Ranges between one local region and one remote, op for all, packed\n"
+	"(PROTOCOL.md, \"Packed ranges\"): the compact form of a large transfer.",
+	VARLINK_FIELD_COMMENT("\"read\" (remote to local) or \"write\" (local to remote)"),
+	VARLINK_INPUT(struct transfer_batch_params, op, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("lease: one of this connection's on the region, to run under"),
+	VARLINK_INPUT_INLINE(struct transfer_batch_params, local, 0,
+		VARLINK_INPUT(struct transfer_batch_local, region, VARLINK_U64, 0),
+		VARLINK_INPUT(struct transfer_batch_local, lease, VARLINK_U64, VARLINK_NULLABLE)),
+	VARLINK_INPUT_INLINE(struct transfer_batch_params, remote, 0,
+		VARLINK_INPUT(struct transfer_batch_remote, id, VARLINK_U64, 0)),
+	VARLINK_FIELD_COMMENT("base64 of little-endian u64 (local_offset, remote_offset, length)"),
+	VARLINK_INPUT(struct transfer_batch_params, packed, VARLINK_STRING, 0));
+
 RPC_DEFINE_METHOD(
 	Transfer,
 	"One-sided RDMA READs and WRITEs between this connection's view of local\n"
 	"regions and remotes (ImportRemote), posted by the daemon on its own queue\n"
-	"pairs to the exporting daemons (PROTOCOL.md, \"Transfers\"). Either ops\n"
-	"(at most max-transfer-ops, and what one message holds), or plan with op\n"
-	"and indices (left out: every range of the plan). The local regions are\n"
-	"locked for the duration (shared when only read, by writes; exclusive when\n"
-	"a read writes them) unless an op names a lease. The reply comes when\n"
-	"every op is done; with \"more\", progress replies come first (at most\n"
-	"every 100 ms or 4096 ops). A failure names the first failed op (index)\n"
-	"and how many failed: RemoteAccessError, PeerUnreachable,\n"
-	"TransferCancelled, TransferFailed. notify: base64 bytes (at most 4096)\n"
-	"the remote owner receives after the data.",
+	"pairs to the exporting daemons (PROTOCOL.md, \"Transfers\"). One of ops\n"
+	"(at most max-transfer-ops, and what one message holds: about 7000),\n"
+	"batch (packed ranges between one region and one remote: at most\n"
+	"max-transfer-ops), or plan with op and indices (left out: every range\n"
+	"of the plan). The local regions are locked for the duration (shared\n"
+	"when only read, by writes; exclusive when a read writes them) unless an\n"
+	"op (or the batch) names a lease. The reply comes when every op is done;\n"
+	"with \"more\", progress replies come first (at most every 100 ms or 4096\n"
+	"ops). A failure names the first failed op (index; a batch's range or a\n"
+	"plan post's entry) and how many failed: RemoteAccessError,\n"
+	"PeerUnreachable, TransferCancelled, TransferFailed. notify: base64 bytes\n"
+	"(at most 4096) the remote owner receives after the data.",
 	VARLINK_INPUT_BY_TYPE(struct transfer_params, ops, ops, rpc_type_TransferOp,
 			      VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_INPUT_BY_TYPE(struct transfer_params, batch, batch, rpc_type_TransferBatch,
+			      VARLINK_NULLABLE),
 	VARLINK_INPUT_HAS(struct transfer_params, plan, plan, VARLINK_U64, VARLINK_NULLABLE,
 			  has_plan),
 	VARLINK_FIELD_COMMENT("with plan: \"read\" or \"write\""),
@@ -592,17 +663,41 @@ static const struct transfer_cb transfer_call_cb = {
 	.progress = on_transfer_progress,
 };
 
+/* notify (base64, at most TRANSFER_NOTIFY_MAX bytes) into a new buffer. */
+static int parse_notify(struct rpc_call *call, const struct rpc_string *text, uint8_t **ret,
+			size_t *ret_len)
+{
+	ssize_t len = base64_decoded_len(text->s, text->len);
+
+	if (len < 0)
+		return rpc_invalid_param(call, "notify", "parameter 'notify' is not valid base64");
+	if ((size_t)len > TRANSFER_NOTIFY_MAX)
+		return rpc_invalid_param(call, "notify",
+					 "parameter 'notify' holds more than %u bytes",
+					 TRANSFER_NOTIFY_MAX);
+	*ret = malloc(len ? (size_t)len : 1);
+	if (!*ret)
+		return -ENOMEM;
+	base64_decode(text->s, text->len, *ret);
+	*ret_len = (size_t)len;
+	return 0;
+}
+
 static int method_transfer(struct rpc_call *call, void *params)
 {
 	const struct transfer_params *p = params;
+	unsigned max = call->ctx->core->cfg.max_transfer_ops;
 	_cleanup_free_ struct transfer_op *ops = NULL;
+	_cleanup_free_ struct ranges_item *ranges = NULL;
 	_cleanup_free_ uint64_t *idx = NULL;
 	_cleanup_free_ uint8_t *notify = NULL;
 	_cleanup_free_ struct transfer_call *tc = NULL;
+	struct transfer_batch batch = {};
 	struct errinfo err = {};
 	size_t n = 0, notify_len = 0;
 	struct plan *plan = NULL;
 	uint8_t opcode = 0;
+	bool has_batch = p->batch.packed;
 	int r;
 
 	/* Each list's own form first: what is wrong with it, by its name. */
@@ -611,16 +706,33 @@ static int method_transfer(struct rpc_call *call, void *params)
 		if (r < 0)
 			return r;
 	}
-	if (!!p->ops == p->has_plan)
-		return rpc_invalid_param(call, p->ops ? "plan" : "ops",
-					 "give either 'ops' or 'plan' (with 'op')");
+	/* None: the first form is named; more: the later of two. */
+	if (!!p->ops + has_batch + p->has_plan != 1)
+		return rpc_invalid_param(call,
+					 p->has_plan && (p->ops || has_batch) ? "plan" :
+					 p->ops && has_batch                  ? "batch" :
+										"ops",
+					 "give one of 'ops', 'batch' or 'plan' (with 'op')");
+	if (!p->has_plan && (p->op || p->indices))
+		return rpc_invalid_param(call, p->op ? "op" : "indices",
+					 "'op' and 'indices' go with 'plan'");
 	if (p->ops) {
-		if (p->op || p->indices)
-			return rpc_invalid_param(call, p->op ? "op" : "indices",
-						 "'op' and 'indices' go with 'plan'");
 		r = parse_transfer_ops(call, p->ops, &ops, &n);
 		if (r < 0)
 			return r;
+	} else if (has_batch) {
+		if (parse_opcode(p->batch.op, &batch.opcode) < 0)
+			return rpc_invalid_param(call, "batch",
+						 "parameter 'batch' field 'op' must be \"read\" or "
+						 "\"write\"");
+		r = parse_packed(call, "batch", p->batch.packed, strlen(p->batch.packed), max,
+				 "max-transfer-ops", &ranges, &batch.n);
+		if (r < 0)
+			return r;
+		batch.region = p->batch.local.region;
+		batch.lease = p->batch.local.lease;
+		batch.remote = p->batch.remote.id;
+		batch.ranges = ranges;
 	} else {
 		if (parse_opcode(p->op, &opcode) < 0)
 			return rpc_invalid_param(call, "op",
@@ -630,27 +742,16 @@ static int method_transfer(struct rpc_call *call, void *params)
 		if (!plan)
 			return rpc_errorf(call, RDMAMEM_ERROR_NO_SUCH_PLAN,
 					  "this connection holds no plan %" PRIu64, p->plan);
-		if (!idx && plan->n_ranges > call->ctx->core->cfg.max_transfer_ops)
+		if (!idx && plan->n_ranges > max)
 			return rpc_invalid_param(call, "plan",
 						 "plan %" PRIu64 " has more ranges than "
 						 "max-transfer-ops; post it by indices",
 						 p->plan);
 	}
 	if (p->notify.s) {
-		ssize_t len = base64_decoded_len(p->notify.s, p->notify.len);
-
-		if (len < 0)
-			return rpc_invalid_param(call, "notify",
-						 "parameter 'notify' is not valid base64");
-		if ((size_t)len > TRANSFER_NOTIFY_MAX)
-			return rpc_invalid_param(call, "notify",
-						 "parameter 'notify' holds more than %u bytes",
-						 TRANSFER_NOTIFY_MAX);
-		notify = malloc(len ? (size_t)len : 1);
-		if (!notify)
-			return -ENOMEM;
-		base64_decode(p->notify.s, p->notify.len, notify);
-		notify_len = (size_t)len;
+		r = parse_notify(call, &p->notify, &notify, &notify_len);
+		if (r < 0)
+			return r;
 	}
 	tc = calloc(1, sizeof(*tc));
 	if (!tc)
@@ -658,6 +759,9 @@ static int method_transfer(struct rpc_call *call, void *params)
 	if (plan)
 		r = transfer_start_plan(call->ctx->remote, call->session, plan, opcode, idx, n,
 					notify, notify_len, &transfer_call_cb, tc, &tc->t, &err);
+	else if (has_batch)
+		r = transfer_start_batch(call->ctx->remote, call->session, &batch, notify,
+					 notify_len, &transfer_call_cb, tc, &tc->t, &err);
 	else
 		r = transfer_start(call->ctx->remote, call->session, ops, n, notify, notify_len,
 				   &transfer_call_cb, tc, &tc->t, &err);

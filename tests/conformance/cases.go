@@ -284,6 +284,18 @@ var cases = []*testCase{
 		params: obj("region", "$A", "remote", "$remote", "ranges", []interface{}{
 			map[string]interface{}{"local_offset": "0", "remote_offset": "4096", "length": "16"}}),
 		then: learn("plan", "plan")},
+	// Packed ranges (PROTOCOL.md): one, (0, 4096, 16), as little-endian u64s.
+	{what: "PrepareTransfer, packed", conn: "lib", method: "io.rdmamemd.PrepareTransfer",
+		params: obj("region", "$A", "remote", "$remote", "packed", "AAAAAAAAAAAAEAAAAAAAABAAAAAAAAAA"),
+		then:   learn("packed_plan", "plan")},
+	{what: "PrepareTransfer, packed, not whole ranges", conn: "lib", method: "io.rdmamemd.PrepareTransfer",
+		params: obj("region", "$A", "remote", "$remote", "packed", "AAAAAAAAAAAAEAAAAAAAABAAAAAAAAA="),
+		err:    "org.varlink.service.InvalidParameter", errParams: map[string]string{"parameter": "packed"}},
+	{what: "Transfer batch of a region registered nowhere", conn: "lib", method: "io.rdmamemd.Transfer",
+		params: obj("batch", map[string]interface{}{"op": "write", "local": map[string]interface{}{"region": "$A"},
+			"remote": map[string]interface{}{"id": "$remote"}, "packed": "AAAAAAAAAAAAEAAAAAAAABAAAAAAAAAA"}),
+		need: needNoDevice, err: "io.rdmamemd.NotRegistered"},
+	{what: "ReleasePlan, packed", conn: "lib", method: "io.rdmamemd.ReleasePlan", params: obj("plan", "$packed_plan")},
 	{what: "Transfer of a region registered nowhere", conn: "lib", method: "io.rdmamemd.Transfer",
 		params: obj("plan", "$plan", "op", "write", "indices", []interface{}{"0"}),
 		need:   needNoDevice, err: "io.rdmamemd.NotRegistered"},

@@ -9,6 +9,7 @@
  * the registration.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,6 +292,28 @@ START_TEST(test_session_drop)
 }
 END_TEST
 
+/* PrepareTransfer with n listed ranges, as a raw call. */
+static int prepare_listed(struct rdmamem_client *c, uint64_t region, uint64_t remote, size_t n)
+{
+	size_t cap = 128 + n * 64, len;
+	char *params = malloc(cap);
+	int r;
+
+	len = (size_t)snprintf(params, cap,
+			       "{\"region\":\"%" PRIu64 "\",\"remote\":\"%" PRIu64
+			       "\",\"ranges\":[",
+			       region, remote);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(params + len, cap - len,
+					"%s{\"local_offset\":\"%zu\",\"remote_offset\":\"0\","
+					"\"length\":\"1\"}",
+					i ? "," : "", i % 4096);
+	snprintf(params + len, cap - len, "]}");
+	r = rdmamem_call(c, "io.rdmamemd.PrepareTransfer", params, NULL, 0, NULL, NULL, NULL);
+	free(params);
+	return r;
+}
+
 /* Ranges are checked against both lengths, once, at PrepareTransfer. */
 START_TEST(test_plan_ranges)
 {
@@ -324,13 +347,23 @@ START_TEST(test_plan_ranges)
 		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), bad[i].why));
 	}
 	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, ok, 0, &plan), -EINVAL);
-	/* One more than the most a plan holds: refused by count. */
-	many = calloc(16001, sizeof(*many));
-	for (size_t i = 0; i < 16001; i++)
+	/* One more than the most a plan holds (packed, as the library sends
+	 * them): refused by count. */
+	many = calloc(131073, sizeof(*many));
+	for (size_t i = 0; i < 131073; i++)
 		many[i] = (struct rdmamem_range){ i % 4096, i % 4096, 1 };
-	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 16001, &plan), -EINVAL);
-	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 16000, &plan), 0);
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 131073, &plan), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "'packed'"));
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 131072, &plan), 0);
+	ck_assert_int_eq(rdmamem_plan_release(c, plan), 0);
+	/* The last range of a full plan is checked as the first. */
+	many[131071].length = 8192;
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 131072, &plan), -ERANGE);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "range 131071"));
 	free(many);
+	/* Listed: what a message's JSON values allow, 16000. */
+	ck_assert_int_eq(prepare_listed(c, region, remote, 16000), 0);
+	ck_assert_int_eq(prepare_listed(c, region, remote, 16001), -EINVAL);
 	/* Another connection has neither the remote nor, uid aside, a right
 	 * the owner did not give: its own remote on this region works (same
 	 * uid), someone else's remote id does not. */
@@ -345,6 +378,147 @@ START_TEST(test_plan_ranges)
 		-EINVAL);
 	free(desc);
 	rdmamem_client_close(other);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/* A raw call's error: its name, and what its message must hold (for
+ * InvalidParameter, the parameter: the reason goes to the daemon's log). */
+static void assert_refused(struct rdmamem_client *c, const char *method, const char *params,
+			   const char *name, const char *needle)
+{
+	char *err = NULL;
+
+	ck_assert_int_lt(rdmamem_call(c, method, params, NULL, 0, NULL, NULL, NULL), 0);
+	ck_assert_str_eq(rdmamem_client_error_name(c), name);
+	err = strdup(rdmamem_client_error_message(c) ?: "");
+	ck_assert_msg(strstr(err, needle), "%s: '%s' lacks '%s'", params, err, needle);
+	free(err);
+}
+
+/*
+ * The packed forms (PROTOCOL.md, "Packed ranges"): PrepareTransfer's packed
+ * and Transfer's batch are refused for their form with InvalidParameter
+ * naming the parameter, for their bounds with OutOfRange naming
+ * the range, past max-transfer-ops by count; a good batch gets as far as
+ * the registration, which this host has none of.
+ */
+START_TEST(test_packed_forms)
+{
+	static const char *const inval = "org.varlink.service.InvalidParameter";
+	struct rdmamem_client *c = test_client(td.socket);
+	char *desc = descriptor_of(65536, 3), params[512];
+	uint64_t remote, region = region_of(c, 65536), bytes = 0;
+	struct rdmamem_range r[2] = { { 0, 0, 4096 }, { 4096, 8192, 4096 } }, *big;
+	struct rdmamem_remote_info info;
+	const struct rdmamem_transfer_options too_long = { .notify = r,
+							   .notify_len = RDMAMEM_NOTIFY_MAX + 1 };
+	/* One range (0, 4096, 16), and 23 bytes of one. */
+	const char *one = "AAAAAAAAAAAAEAAAAAAAABAAAAAAAAAA",
+		   *short23 = "AAAAAAAAAAAAEAAAAAAAABAAAAAAAAA=";
+
+	ck_assert_int_eq(rdmamem_remote_import_info(c, desc, &remote, &info), 0);
+	ck_assert_uint_eq(info.length, 65536);
+	ck_assert_uint_eq(info.export_id, 3);
+	ck_assert_uint_eq(info.access, RDMAMEM_REMOTE_READ | RDMAMEM_REMOTE_WRITE);
+	ck_assert_uint_eq(info.n_devices, 1);
+
+	/* PrepareTransfer: one of ranges or packed; packed well formed. */
+#define PREP(extra)                                                                            \
+	(snprintf(params, sizeof(params),                                                      \
+		  "{\"region\":\"%" PRIu64 "\",\"remote\":\"%" PRIu64 "\"%s}", region, remote, \
+		  extra),                                                                      \
+	 params)
+	assert_refused(c, "io.rdmamemd.PrepareTransfer", PREP(""), inval, "ranges");
+	assert_refused(c, "io.rdmamemd.PrepareTransfer",
+		       PREP(",\"packed\":\"AAAAAAAAAAAAEAAAAAAAABAAAAAAAAAA\",\"ranges\":[]"),
+		       inval, "packed");
+	assert_refused(c, "io.rdmamemd.PrepareTransfer", PREP(",\"packed\":\"\""), inval,
+		       "'packed'");
+	assert_refused(c, "io.rdmamemd.PrepareTransfer", PREP(",\"packed\":\"AAAA AAA\""), inval,
+		       "'packed'");
+	assert_refused(c, "io.rdmamemd.PrepareTransfer",
+		       PREP(",\"packed\":\"AAAAAAAAAAAAEAAAAAAAABAAAAAAAAA=\""), inval, "'packed'");
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.PrepareTransfer",
+				      PREP(",\"packed\":\"AAAAAAAAAAAAEAAAAAAAABAAAAAAAAAA\""),
+				      NULL, 0, NULL, NULL, NULL),
+			 0);
+#undef PREP
+
+	/* Transfer's batch: one form at a time, each field checked. */
+#define BATCH(fmt, ...) (snprintf(params, sizeof(params), fmt, __VA_ARGS__), params)
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"batch\":{\"op\":\"copy\",\"local\":{\"region\":\"%" PRIu64
+			     "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"}}",
+			     region, remote, one),
+		       inval, "'batch'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64
+			     "\"},\"remote\":{\"id\":\"%" PRIu64 "\"}}}",
+			     region, remote),
+		       inval, "'batch'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64
+			     "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"},"
+			     "\"plan\":\"1\"}",
+			     region, remote, one),
+		       inval, "'plan'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64
+			     "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"}}",
+			     region, remote, short23),
+		       inval, "'batch'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64
+			     "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"},"
+			     "\"indices\":[\"0\"]}",
+			     region, remote, one),
+		       inval, "'indices'");
+#undef BATCH
+
+	/* Through the library: the daemon's refusals, by name. */
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region, 0, remote + 100,
+						 r, 2, NULL, &bytes),
+			 -ENOENT);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NoSuchRemote");
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region + 100, 0, remote,
+						 r, 2, NULL, &bytes),
+			 -ENOENT);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NoSuchRegion");
+	r[1].remote_offset = 65536 - 4095;
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region, 0, remote, r, 2,
+						 NULL, &bytes),
+			 -ERANGE);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "op 1"));
+	r[1] = (struct rdmamem_range){ 65535, 0, 2 };
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region, 0, remote, r, 2,
+						 NULL, &bytes),
+			 -ERANGE);
+	r[1] = (struct rdmamem_range){ 4096, 8192, 4096 };
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region, 0, remote, r, 2,
+						 NULL, &bytes),
+			 -ENOLINK);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NotRegistered");
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region, 0, remote, r, 2,
+						 &too_long, &bytes),
+			 -EMSGSIZE);
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, 7, region, 0, remote, r, 2, NULL, &bytes),
+			 -EINVAL);
+	/* Past max-transfer-ops (100,000 here): by count, before any is read. */
+	big = calloc(100001, sizeof(*big));
+	for (size_t i = 0; i < 100001; i++)
+		big[i] = (struct rdmamem_range){ 0, 0, 1 };
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_READ, region, 0, remote, big,
+						 100001, NULL, &bytes),
+			 -EINVAL);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "'batch'"));
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_READ, region, 0, remote, big,
+						 100000, NULL, &bytes),
+			 -ENOLINK);
+	free(big);
+	ck_assert_uint_eq(bytes, 0);
+	test_assert_serving(td.socket);
+	free(desc);
 	rdmamem_client_close(c);
 }
 END_TEST
@@ -497,6 +671,7 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, test_caps);
 	tcase_add_test(tc, test_session_drop);
 	tcase_add_test(tc, test_plan_ranges);
+	tcase_add_test(tc, test_packed_forms);
 	tcase_add_test(tc, test_notifications_none);
 	suite_add_tcase(s, tc);
 	tcase_set_tags(rx, "rdma");

@@ -200,27 +200,63 @@ START_TEST(test_write_read_exact)
 }
 END_TEST
 
-/* The largest batch one message holds (9 JSON values an op, 65,536 a
- * message: 7,000 ops, not adjacent, so 7,000 WRs) in one call; then
- * 10,000 ranges as a plan, posted whole and by index: only the indices
- * named move. */
+/*
+ * A 10,000-descriptor batch in one call, packed (rdmamem_transfer_ranges():
+ * 10,000 ranges not adjacent, so 10,000 WRs), WRITE then READ back over
+ * scrambled bytes, byte-exact, the gaps between untouched; 1,000 listed
+ * ops in one call (the listed form holds about 7,000); then 10,000 ranges
+ * as a plan, posted whole and by index: only the indices named move.
+ */
 START_TEST(test_batch_and_plan)
 {
-	enum { N_BATCH = 7000, N = 10000 };
-	struct rdmamem_transfer_op *ops = calloc(N_BATCH, sizeof(*ops));
+	enum { N_LISTED = 1000, N = 10000 };
+	struct rdmamem_transfer_op *ops = calloc(N_LISTED, sizeof(*ops));
 	struct rdmamem_range *ranges = calloc(N, sizeof(*ranges));
 	uint64_t idx[3] = { 9999, 17, 4242 }, plan, done = 0, bytes = 0;
+	double t0;
 	struct pair p;
 
 	pair_open(&p);
-	for (size_t i = 0; i < N_BATCH; i++) {
+	for (size_t i = 0; i < N; i++) {
+		ranges[i] = (struct rdmamem_range){ .local_offset = 4 * MIB + i * 40 + 1,
+						    .remote_offset = 5 * MIB + i * 56 + 7,
+						    .length = 1 + i % 29 };
+		bytes += ranges[i].length;
+	}
+	t0 = now_ms();
+	ck_assert_msg(rdmamem_transfer_ranges(p.c2, RDMAMEM_TRANSFER_WRITE, p.b, 0, p.remote,
+					      ranges, N, NULL, &done) == 0,
+		      "Transfer batch: %s: %s", rdmamem_client_error_name(p.c2),
+		      rdmamem_client_error_message(p.c2));
+	fprintf(stderr, "batch of %d ranges, %" PRIu64 " bytes: %.1f ms\n", N, bytes,
+		now_ms() - t0);
+	ck_assert_uint_eq(done, bytes);
+	for (size_t i = 0; i < N; i++) {
+		const struct rdmamem_range *r = &ranges[i];
+
+		ck_assert(memcmp(p.ma + r->remote_offset, p.mb + r->local_offset, r->length) == 0);
+		ck_assert_uint_eq(p.ma[r->remote_offset + r->length], 0);
+	}
+	for (size_t i = 0; i < N; i++)
+		memset(p.mb + ranges[i].local_offset, 0x5a, ranges[i].length);
+	ck_assert_int_eq(rdmamem_transfer_ranges(p.c2, RDMAMEM_TRANSFER_READ, p.b, 0, p.remote,
+						 ranges, N, NULL, &done),
+			 0);
+	ck_assert_uint_eq(done, bytes);
+	for (size_t i = 0; i < N; i++)
+		ck_assert(memcmp(p.ma + ranges[i].remote_offset, p.mb + ranges[i].local_offset,
+				 ranges[i].length) == 0);
+	memset(p.ma + 5 * MIB, 0, N * 56 + 64);
+
+	bytes = 0;
+	for (size_t i = 0; i < N_LISTED; i++) {
 		uint64_t len = 1 + i % 13;
 
 		ops[i] = xop(&p, RDMAMEM_TRANSFER_WRITE, i * 32 + 1, i * 48 + 7, len);
 		bytes += len;
 	}
-	transfer_ok(&p, ops, N_BATCH, bytes);
-	for (size_t i = 0; i < N_BATCH; i++) {
+	transfer_ok(&p, ops, N_LISTED, bytes);
+	for (size_t i = 0; i < N_LISTED; i++) {
 		ck_assert(memcmp(p.ma + ops[i].remote_offset, p.mb + ops[i].offset,
 				 ops[i].length) == 0);
 		ck_assert_uint_eq(p.ma[ops[i].remote_offset + ops[i].length], 0);
@@ -297,33 +333,30 @@ static void *wait_thread(void *arg)
 	return NULL;
 }
 
-/* Transfer{ops, notify}: client 1's WaitNotifications gets it with the
- * bytes of that transfer in A already. */
+/* Transfer{batch, notify} (rdmamem_transfer_ranges() with notify bytes):
+ * client 1's WaitNotifications gets it with the bytes of that transfer in
+ * A already. */
 START_TEST(test_notify)
 {
 	struct waiter w = { .a_off = 1, .b_off = 333, .len = 8 * MIB + 11 };
-	char *params, *reply = NULL;
 	pthread_t th;
 	struct pair p;
-	int r;
+	int res;
 
 	pair_open(&p);
 	w.p = &p;
 	ck_assert_int_eq(pthread_create(&th, NULL, wait_thread, &w), 0);
 	usleep(300 * 1000); /* waiting: it checks on arrival */
-	/* "done!!" in base64: rdmamem_transfer() takes no notify bytes. */
-	ck_assert_int_ge(asprintf(&params,
-				  "{\"ops\":[{\"op\":\"write\",\"local\":{\"region\":\"%" PRIu64
-				  "\",\"offset\":\"%" PRIu64 "\"},\"remote\":{\"id\":\"%" PRIu64
-				  "\",\"offset\":\"%" PRIu64 "\"},\"length\":\"%" PRIu64
-				  "\"}],\"notify\":\"ZG9uZSEh\"}",
-				  p.b, w.b_off, p.remote, w.a_off, w.len),
-			 0);
-	r = rdmamem_call(p.c2, "io.rdmamemd.Transfer", params, NULL, 0, &reply, NULL, NULL);
-	ck_assert_msg(r == 0, "Transfer with notify: %s: %s", rdmamem_client_error_name(p.c2),
+	/* The library's notify bytes, on the batch form. */
+	{
+		const struct rdmamem_range r = { w.b_off, w.a_off, w.len };
+		const struct rdmamem_transfer_options o = { .notify = "done!!", .notify_len = 6 };
+
+		res = rdmamem_transfer_ranges(p.c2, RDMAMEM_TRANSFER_WRITE, p.b, 0, p.remote, &r, 1,
+					      &o, NULL);
+	}
+	ck_assert_msg(res == 0, "Transfer with notify: %s: %s", rdmamem_client_error_name(p.c2),
 		      rdmamem_client_error_message(p.c2));
-	free(reply);
-	free(params);
 	pthread_join(th, NULL);
 	ck_assert_int_eq(w.n, 1);
 	ck_assert(w.in_place);

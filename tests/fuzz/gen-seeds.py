@@ -196,6 +196,50 @@ one = descriptor_record([V4], [RXE])
 most = descriptor_record([V4, V6] * 4,
                          [(bytes([0x61 + i]) * 63, bytes(16), 0x1000 * i, i, 1)
                           for i in range(16)])
+
+
+# Packed ranges (proto/ranges.h): little-endian u64 triples, base64.
+def packed(*ranges):
+    return base64.b64encode(b"".join(x.to_bytes(8, "little") for r in ranges for x in r)).decode()
+
+
+ONE = packed((0, 4096, 16))
+daemon("packed-ranges", 0x00,
+       rec(call("io.rdmamemd.Register", {"fd": 0, "devices": "all"}), kind=LARGE, n_fds=1),
+       rec(call("io.rdmamemd.ImportRemote", {"descriptor": descriptor_text(one).decode()})),
+       rec(call("io.rdmamemd.PrepareTransfer", {"region": "1", "remote": "1", "packed": ONE})),
+       rec(call("io.rdmamemd.PrepareTransfer",
+                {"region": "1", "remote": "1",
+                 "packed": packed(*[(i * 64, i * 32, 7) for i in range(300)])})),
+       rec(call("io.rdmamemd.PrepareTransfer", {"region": "1", "remote": "1", "packed": ONE[:-4]})),
+       rec(call("io.rdmamemd.PrepareTransfer", {"region": "1", "remote": "1", "packed": ONE + "AA=="})),
+       rec(call("io.rdmamemd.PrepareTransfer",
+                {"region": "1", "remote": "1", "packed": packed(((1 << 64) - 1, 0, 2))})),
+       rec(call("io.rdmamemd.Transfer",
+                {"batch": {"op": "write", "local": {"region": "1"}, "remote": {"id": "1"},
+                           "packed": packed((0, 0, 8), (64, 64, 8), (1048575, 0, 1))}})),
+       rec(call("io.rdmamemd.Transfer",
+                {"batch": {"op": "read", "local": {"region": "1", "lease": "9"},
+                           "remote": {"id": "1"}, "packed": ONE}, "notify": "aGk="})),
+       rec(call("io.rdmamemd.Transfer",
+                {"batch": {"op": "read", "local": {"region": "1"}, "remote": {"id": "1"},
+                           "packed": ""}})),
+       rec(call("io.rdmamemd.Transfer",
+                {"batch": {"op": "write", "local": {"region": "1"}, "remote": {"id": "1"},
+                           "packed": ONE}, "ops": []})),
+       rec(call("io.rdmamemd.Transfer", {"plan": "2", "op": "write", "indices": ["299", "0"]})),
+       rec(call("io.rdmamemd.ReleasePlan", {"plan": "1"})))
+reqs_packed = {
+    "prepare-packed": call("io.rdmamemd.PrepareTransfer",
+                           {"region": "1", "remote": "2", "packed": ONE}),
+    "transfer-batch": call("io.rdmamemd.Transfer",
+                           {"batch": {"op": "write", "local": {"region": "1", "lease": "3"},
+                                      "remote": {"id": "2"}, "packed": ONE},
+                            "notify": "ZG9uZSEh"}),
+}
+for name, text in reqs_packed.items():
+    write("request", name, text)
+
 write("descriptor", "one-text", b"\0" + descriptor_text(one))
 write("descriptor", "one-record", b"\1" + one)
 write("descriptor", "largest-record", b"\1" + most)

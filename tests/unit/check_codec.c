@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* base64 and the id map. */
+/* base64, packed ranges and the id map. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/idmap.h"
 #include "proto/base64.h"
+#include "proto/ranges.h"
 #include "tests/testlib.h"
 
 static const struct {
@@ -129,6 +130,74 @@ START_TEST(test_idmap)
 }
 END_TEST
 
+/* Packed ranges: the wire bytes are little-endian u64 triples, whatever
+ * the host; a round trip gives the ranges back. */
+START_TEST(test_ranges_wire)
+{
+	const struct ranges_item r[2] = { { 1, 0x0102030405060708ULL, 3 },
+					  { UINT64_MAX, 0, 1ULL << 40 } };
+	struct ranges_item *back = NULL;
+	char text[128];
+	uint8_t bytes[48];
+	const char *why = NULL;
+	size_t n = 0;
+
+	ck_assert_uint_eq(ranges_encoded_len(2), 64);
+	ranges_encode(r, 2, text);
+	ck_assert_uint_eq(strlen(text), 64);
+	ck_assert_int_eq(base64_decoded_len(text, 64), 48);
+	base64_decode(text, 64, bytes);
+	/* First range: 1, then 08 07 .. 01, then 3. */
+	ck_assert_uint_eq(bytes[0], 1);
+	ck_assert_uint_eq(bytes[7], 0);
+	ck_assert_uint_eq(bytes[8], 0x08);
+	ck_assert_uint_eq(bytes[15], 0x01);
+	ck_assert_uint_eq(bytes[16], 3);
+	ck_assert_uint_eq(bytes[24], 0xff);
+	ck_assert_uint_eq(bytes[45], 1); /* 1 << 40: byte 5 of the third u64 */
+	ck_assert_int_eq(ranges_decode(text, 64, 2, &back, &n, &why), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_mem_eq(back, r, sizeof(r));
+	free(back);
+}
+END_TEST
+
+/* Refusals, each with its errno: the form only, bounds are the caller's. */
+START_TEST(test_ranges_rejects)
+{
+	const struct ranges_item r[3] = { { 0, 0, 1 }, { 1, 1, 1 }, { 2, 2, 1 } };
+	struct ranges_item *back = (void *)1;
+	char text[256], partial[64];
+	uint8_t raw[23] = {};
+	const char *why = NULL;
+	size_t n = 0;
+
+	ranges_encode(r, 3, text);
+	/* More than max, from the length alone. */
+	ck_assert_int_eq(ranges_decode(text, strlen(text), 2, &back, &n, &why), -E2BIG);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_int_eq(ranges_decode(text, strlen(text), 3, &back, &n, &why), 0);
+	ck_assert_uint_eq(n, 3);
+	free(back);
+	back = (void *)1;
+	/* Huge text: refused before it is read (it is not even base64). */
+	memset(text, '!', sizeof(text));
+	ck_assert_int_eq(ranges_decode(text, sizeof(text), 3, &back, &n, &why), -E2BIG);
+	/* Not base64, padding wrong, a space. */
+	ck_assert_int_eq(ranges_decode("AAAA AAA", 8, 10, &back, &n, &why), -EINVAL);
+	ck_assert_int_eq(ranges_decode("AAAAAAA", 7, 10, &back, &n, &why), -EINVAL);
+	/* Not whole ranges: 23 bytes, and 25. */
+	base64_encode(raw, 23, partial);
+	ck_assert_int_eq(ranges_decode(partial, strlen(partial), 10, &back, &n, &why), -EBADMSG);
+	ranges_encode(r, 1, text);
+	memcpy(text + 32, "AA==", 5);
+	ck_assert_int_eq(ranges_decode(text, 36, 10, &back, &n, &why), -EBADMSG);
+	ck_assert_int_eq(ranges_decode("", 0, 10, &back, &n, &why), -ENODATA);
+	/* Nothing was handed back by a refusal. */
+	ck_assert_ptr_eq(back, (void *)1);
+}
+END_TEST
+
 Suite *codec_suite(void)
 {
 	Suite *s = suite_create("codec");
@@ -138,6 +207,8 @@ Suite *codec_suite(void)
 	tcase_add_test(tc, test_base64_roundtrip_binary);
 	tcase_add_test(tc, test_base64_rejects);
 	tcase_add_test(tc, test_base64url);
+	tcase_add_test(tc, test_ranges_wire);
+	tcase_add_test(tc, test_ranges_rejects);
 	tcase_add_test(tc, test_idmap);
 	suite_add_tcase(s, tc);
 	return s;

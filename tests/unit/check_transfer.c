@@ -228,10 +228,66 @@ START_TEST(test_ten_thousand)
 }
 END_TEST
 
+/* A batch (the packed form's model): 100,000 ranges of one region and one
+ * remote in one call, READ: byte-exact, one link; a range out of bounds is
+ * named by its index and nothing starts. */
+START_TEST(test_batch_100k)
+{
+	size_t n = 100000;
+	struct ranges_item *r = calloc(n, sizeof(*r));
+	struct transfer_batch b = { .opcode = WR_READ,
+				    .region = local->id,
+				    .remote = rem->id,
+				    .ranges = r,
+				    .n = n };
+	struct errinfo e = {};
+	struct transfer *t = NULL;
+	struct outcome o = {};
+	uint64_t bytes = 0;
+
+	/* Disjoint local ranges of 1 to 7 bytes, remote ones overlapping; the
+	 * remote bytes a pattern the zeroed local region has not. */
+	for (size_t i = 0; i < LINK_FIXTURE_SIZE; i++)
+		lf.remote.buf[i] = (uint8_t)(i * 7 + 1) | 1;
+	for (size_t i = 0; i < n; i++) {
+		r[i] = (struct ranges_item){ i * 8, (i * 13) % (LINK_FIXTURE_SIZE - 8), 1 + i % 7 };
+		bytes += r[i].length;
+	}
+	ck_assert_int_eq(transfer_start_batch(&ctx, lf.f.owner, &b, NULL, 0, &cb, &o, &t, &e), 0);
+	finish(t, &o);
+	ck_assert_int_eq(o.result, 0);
+	ck_assert_uint_eq(o.last.ops_done, n);
+	ck_assert_uint_eq(o.last.bytes_done, bytes);
+	ck_assert_uint_eq(lf.dev->xfer.bytes_in, bytes);
+	ck_assert_uint_ne(lbuf()[8 * (n - 1)], 0);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_mem_eq(lbuf() + r[i].local_offset, lf.remote.buf + r[i].remote_offset,
+				 r[i].length);
+	ck_assert_uint_eq(ctx.n_transfer_qps, 1);
+
+	r[n - 1].local_offset = LOCAL_SIZE - 1;
+	r[n - 1].length = 2;
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(transfer_start_batch(&ctx, lf.f.owner, &b, NULL, 0, &cb, &o, &t, &e),
+			 -ERANGE);
+	ck_assert_str_eq(e.name, RDMAMEM_ERROR_OUT_OF_RANGE);
+	ck_assert_ptr_nonnull(strstr(e.message, "op 99999"));
+	ck_assert_ptr_null(t);
+	errinfo_done(&e);
+	b.remote = rem->id + 1;
+	ck_assert_int_eq(transfer_start_batch(&ctx, lf.f.owner, &b, NULL, 0, &cb, &o, &t, &e),
+			 -ENOENT);
+	ck_assert_str_eq(e.name, RDMAMEM_ERROR_NO_SUCH_REMOTE);
+	errinfo_done(&e);
+	ck_assert(lock_is_idle(&local->lock));
+	free(r);
+}
+END_TEST
+
 /* A plan posted by index: only those ranges move. */
 START_TEST(test_plan_by_index)
 {
-	struct plan_range ranges[4] = {
+	struct ranges_item ranges[4] = {
 		{ 11, 101, 1000 },
 		{ 2001, 3001, 999 },
 		{ 5003, 7003, 17 },
@@ -626,6 +682,7 @@ Suite *transfer_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_write_read_exact);
 	tcase_add_test(tc, test_ten_thousand);
+	tcase_add_test(tc, test_batch_100k);
 	tcase_add_test(tc, test_plan_by_index);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_remote_access_error);

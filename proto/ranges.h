@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Packed ranges: the compact wire form of many (local offset, remote
+ * offset, length) triples between one local region and one remote, as
+ * Transfer's batch and PrepareTransfer carry them. The text is the
+ * standard, padded base64 (base64.h) of the triples packed as
+ * little-endian unsigned 64-bit integers, 24 bytes a range, in order:
+ *
+ *	local_offset (8) | remote_offset (8) | length (8) | local_offset ...
+ *
+ * 32 characters a range against about 110 for a listed range and 9 JSON
+ * values (a message bounds those at 65,536): one 16 MiB message holds half
+ * a million ranges, the daemon decodes them in one pass into one array (on
+ * a little-endian host the decoded bytes are the array), and checks them
+ * in one loop. What the ranges mean (bounds against both lengths) is the
+ * receiver's to check: this is the form only.
+ */
+#ifndef RDMAMEM_RANGES_H
+#define RDMAMEM_RANGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/base64.h"
+
+/* Bytes [local_offset, +length) of a region, [remote_offset, +length) of a remote. */
+struct ranges_item {
+	uint64_t local_offset, remote_offset, length;
+};
+
+/* Bytes of one packed range. */
+#define RANGES_RECORD 24U
+
+/* Characters of the text of n ranges, without the terminator. */
+static inline size_t ranges_encoded_len(size_t n)
+{
+	return base64_encoded_len(n * RANGES_RECORD);
+}
+
+/* Writes ranges_encoded_len(n) characters and a NUL to out. */
+void ranges_encode(const struct ranges_item *r, size_t n, char *out);
+
+/*
+ * Decodes text[0..len) into a new array of 1 to max ranges (*ret, to free).
+ * Returns 0, or -ENOMEM, or with *ret_why (static English, to follow the
+ * parameter's name) set: -EINVAL not strict base64, -EBADMSG a length that
+ * is not whole ranges, -ENODATA no range, -E2BIG more than max (counted
+ * from the length, before anything is decoded).
+ */
+int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
+		  const char **ret_why);
+
+#endif
