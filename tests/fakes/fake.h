@@ -51,6 +51,9 @@ void fake_verbs_fail_wr(unsigned n, enum vb_wc_status status);
 void fake_verbs_cq_cap(unsigned cap);
 void fake_verbs_cm_fault(enum fake_cm_fault f);
 void fake_verbs_disconnect_all(void);
+/* The last active connect's parameters (private_data NULL) and how many
+ * connects were made since the last reset. */
+unsigned fake_verbs_last_connect(struct vb_conn_param *ret);
 /* WRs run (completed, well or not) since the process started. */
 uint64_t fake_verbs_wrs_run(void);
 void fake_verbs_reset(void);
