@@ -318,7 +318,10 @@ static void link_fail(struct link *l, enum link_state state, int error, const ch
 	if (!l->has_fail_wc)
 		l->fail_seq = l->head_seq;
 	if (state == LINK_ERROR) {
-		l->stats.errors[error_kind(l)]++;
+		enum link_error_kind k = error_kind(l);
+
+		l->stats.errors[k]++;
+		l->pool->errors[k]++;
 		if (l->ready_msec == 0)
 			l->pool->n_failed++;
 	}
@@ -524,13 +527,13 @@ static int on_route(struct link *l)
 		return r;
 	data[4] = ENDPOINT_VERSION;
 	memcpy(data + 8, l->key.token, TOKEN_BYTES);
-	return vb->conn_connect(l->conn,
-				&(struct vb_conn_param){ .private_data = data,
-							 .private_len = sizeof(data),
-							 .initiator_depth = l->initiator_depth,
-							 .ack_timeout = (uint8_t)l->pool->cfg.ack_timeout,
-							 .retry_count = (uint8_t)l->pool->cfg.retry_count,
-							 .rnr_retry = LINK_RNR_RETRY });
+	return vb->conn_connect(l->conn, &(struct vb_conn_param){
+						 .private_data = data,
+						 .private_len = sizeof(data),
+						 .initiator_depth = l->initiator_depth,
+						 .ack_timeout = (uint8_t)l->pool->cfg.ack_timeout,
+						 .retry_count = (uint8_t)l->pool->cfg.retry_count,
+						 .rnr_retry = LINK_RNR_RETRY });
 }
 
 static void on_established(struct link *l)

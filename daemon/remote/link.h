@@ -138,19 +138,6 @@ struct link_pool_config {
  * lets a device wait). */
 uint64_t link_silent_peer_ms(const struct link_pool_config *cfg);
 
-struct link_pool {
-	uv_loop_t *loop;
-	struct link_pool_config cfg;
-	struct list_head links; /* struct link, until freed */
-	struct idseq order;     /* the same by id, for ListLinks */
-	unsigned n_links;
-	uint64_t next_id;
-	uint64_t n_connected, n_failed;
-	/* Optional: a link changed state (visibility, the engine). */
-	void (*state_changed)(struct link *l, void *userdata);
-	void *userdata;
-};
-
 /* Why a link went to ERROR, as its counters and ListLinks name it. */
 enum link_error_kind {
 	LINK_ERR_CONNECT,       /* refused, unreachable, timed out: never READY */
@@ -160,6 +147,22 @@ enum link_error_kind {
 	LINK_ERR_DISCONNECT,    /* the peer disconnected, or WRs flushed first */
 	LINK_ERR_OTHER,         /* CQ overflow, a failed post, another status */
 	LINK_ERR_KINDS,
+};
+
+struct link_pool {
+	uv_loop_t *loop;
+	struct link_pool_config cfg;
+	struct list_head links; /* struct link, until freed */
+	struct idseq order;     /* the same by id, for ListLinks */
+	unsigned n_links;
+	uint64_t next_id;
+	uint64_t n_connected, n_failed;
+	/* Every link's errors by kind since start: a failed link leaves the
+	 * listing once nobody holds it, its errors stay counted here. */
+	uint64_t errors[LINK_ERR_KINDS];
+	/* Optional: a link changed state (visibility, the engine). */
+	void (*state_changed)(struct link *l, void *userdata);
+	void *userdata;
 };
 
 struct link_stats {

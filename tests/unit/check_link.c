@@ -268,6 +268,9 @@ START_TEST(test_silent_peer)
 	ck_assert_int_eq(l->state, LINK_ERROR);
 	ck_assert_int_eq(l->error, -EHOSTUNREACH);
 	ck_assert_uint_eq(l->stats.errors[LINK_ERR_RETRY], 1);
+	/* The pool's count outlives the link. */
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_RETRY], 1);
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_REMOTE_ACCESS], 0);
 	ck_assert_uint_eq(rec.n, 1);
 	ck_assert(rec.c[0].final);
 	ck_assert_uint_eq(rec.c[0].wr_id, 2);
@@ -534,8 +537,8 @@ START_TEST(test_reject_bad_request)
 					    &qp),
 			 0);
 	ck_assert_int_eq(vb->conn_connect(c, &(struct vb_conn_param){ .private_data = junk,
-								    .private_len = sizeof(junk),
-								    .initiator_depth = 1 }),
+								      .private_len = sizeof(junk),
+								      .initiator_depth = 1 }),
 			 0);
 	for (int i = 0; i < 1000; i++) {
 		uv_run(&lf.f.loop, UV_RUN_NOWAIT);
