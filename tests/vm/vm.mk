@@ -54,7 +54,7 @@ VM2_RUN     = tests/vm/run-vm.sh --hosts 2 --build-dir $(VM_DIR) --timeout $(VM2
               --path $(abspath $(B)) \
               --cmd-b '/vmtest/hostd.sh start && exec vm-agent --listen "$$RDMAMEM_AGENT_LISTEN" --lifetime $$(($(VM2_TIMEOUT) - 30))'
 
-vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(VM2_PROGS)
+vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/examples/remote-copy $(VM2_PROGS)
 	$(Q)$(VM2_RUN) $(addprefix --add ,$(VM2_FILES)) \
 		--cmd "/vmtest/hostd.sh start && /vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=hosts test-rdmamemd"
 
