@@ -41,6 +41,29 @@ static size_t iters(size_t size, int bw)
 	return n < 5 ? 5 : n;
 }
 
+/*
+ * A counter of the device's port 1 in rxe's hw_counters (0 where there is
+ * none): each bandwidth line says how many packets came in and how often
+ * the requester's completer had to retry (a response lost or out of
+ * order, resent after the queue pair's ack timeout).
+ */
+static unsigned long long hw_counter(const char *name)
+{
+	char path[256];
+	unsigned long long n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/hw_counters/%s", arg_device,
+		 name);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &n) != 1)
+		n = 0;
+	fclose(f);
+	return n;
+}
+
 static int fail(struct rdmamem_client *c, const char *what)
 {
 	fprintf(stderr, "bench-transfer: %s: %s: %s\n", what, rdmamem_client_error_name(c) ?: "",
@@ -130,13 +153,19 @@ int main(int argc, char **argv)
 			if (rdmamem_transfer(c, ops, 1, NULL, NULL, &bytes) < 0)
 				return fail(c, "Transfer");
 			if (kind < 2) {
+				unsigned long long retries = hw_counter("completer_retry_err"),
+						   pkts = hw_counter("rcvd_pkts");
+
 				t0 = bench_now_ns();
 				if (rdmamem_transfer(c, ops, n, NULL, NULL, &bytes) < 0)
 					return fail(c, "Transfer");
-				printf("transfer: %s %zu bytes %zu iters: bw avg %.2f MiB/s\n",
+				printf("transfer: %s %zu bytes %zu iters: bw avg %.2f MiB/s (%llu "
+				       "packets in, %llu completer retries)\n",
 				       kind ? "READ" : "WRITE", size, n,
 				       (double)bytes / (1 << 20) /
-					       ((double)(bench_now_ns() - t0) / 1e9));
+					       ((double)(bench_now_ns() - t0) / 1e9),
+				       hw_counter("rcvd_pkts") - pkts,
+				       hw_counter("completer_retry_err") - retries);
 			} else {
 				for (size_t k = 0; k < n; k++) {
 					t0 = bench_now_ns();

@@ -139,6 +139,11 @@ static const struct config_key keys[] = {
 	  .offset = F(transfer_window), .min = 1, .max = 4096,
 	  .help = "work requests outstanding per queue pair to another daemon, at most 4096 "
 		  "(default 128)" },
+	{ .section = "rdma", .key = "link-ack-timeout", .type = CFG_UINT,
+	  .offset = F(link_ack_timeout), .min = 1, .max = 31,
+	  .help = "a queue pair to another daemon resends what the peer left unanswered "
+		  "for 4.096 us x 2^N, six times, then fails: 16 (default) is 268 ms, a "
+		  "silent peer seen within 1.9 s (7.5 s at most, per the IB spec)" },
 };
 /* clang-format on */
 
@@ -194,6 +199,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_rdma_connections_per_uid = 256,
 		.link_idle_sec = 60,
 		.transfer_window = 128,
+		.link_ack_timeout = 16,
 		.log_level = LOG_INFO,
 		.bandwidth_probe_size = 64ULL << 20,
 	};

@@ -882,18 +882,22 @@ static int real_conn_qp_create(struct vb_conn *c, struct vb_pd *pd, struct vb_cq
 	return 0;
 }
 
-static int real_conn_connect(struct vb_conn *c, const void *data, size_t len,
-			     uint8_t initiator_depth)
+static int real_conn_connect(struct vb_conn *c, const struct vb_conn_param *p)
 {
 	struct rdma_conn_param param = {
-		.private_data = data,
-		.private_data_len = (uint8_t)MIN(len, (size_t)VB_PRIVATE_DATA_MAX),
-		.initiator_depth = initiator_depth,
+		.private_data = p->private_data,
+		.private_data_len = (uint8_t)MIN(p->private_len, (size_t)VB_PRIVATE_DATA_MAX),
+		.initiator_depth = p->initiator_depth,
 		.responder_resources = 0, /* the peer never READs from us on it */
-		.retry_count = 7,
-		.rnr_retry_count = 7,
+		.retry_count = MIN(p->retry_count, 6),
+		.rnr_retry_count = MIN(p->rnr_retry, 7),
 	};
+	uint8_t timeout = p->ack_timeout;
 
+	/* Before the connect: the CM applies it when it moves the QP to RTS. */
+	if (timeout && rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
+				       sizeof(timeout)) < 0)
+		return fail(errno);
 	if (rdma_connect(c->id, &param) < 0)
 		return fail(errno);
 	return 0;

@@ -193,6 +193,25 @@ struct vb_qp_caps {
 	uint8_t initiator_depth; /* READs outstanding at once */
 };
 
+/*
+ * An active connect: the CM's parameters, and the RC transport timeouts of
+ * the QP it brings to RTS. A WR whose packets go unanswered is resent
+ * after ack_timeout (4.096 us x 2^ack_timeout; the IB spec lets a device
+ * wait up to four times that) and fails with VB_WC_RETRY_EXC_ERR after
+ * retry_count resends: a peer that vanished is seen after (1 +
+ * retry_count) x the timeout. retry_count is 0 to 6: rxe takes 7 as
+ * "retry forever", as the spec does only for RNR. rnr_retry 7 is "retry
+ * forever" everywhere: a live peer with no receive posted is waited for.
+ */
+struct vb_conn_param {
+	const void *private_data;
+	size_t private_len;
+	uint8_t initiator_depth; /* READs outstanding at once */
+	uint8_t ack_timeout;     /* 1 to 31; 0: the CM's own (path life time) */
+	uint8_t retry_count;     /* 0 to 6 */
+	uint8_t rnr_retry;       /* 0 to 7 */
+};
+
 struct vb_ops {
 	int (*devices_open)(struct vb_device ***ret, size_t *ret_n);
 	void (*devices_close)(struct vb_device **devs, size_t n);
@@ -260,8 +279,9 @@ struct vb_ops {
 	 * (conn_destroy frees it: never qp_destroy). */
 	int (*conn_qp_create)(struct vb_conn *c, struct vb_pd *pd, struct vb_cq *cq,
 			      const struct vb_qp_caps *caps, struct vb_qp **ret);
-	int (*conn_connect)(struct vb_conn *c, const void *data, size_t len,
-			    uint8_t initiator_depth);
+	/* Sets the QP's ack timeout (rdma_set_option) when p asks, then
+	 * connects. */
+	int (*conn_connect)(struct vb_conn *c, const struct vb_conn_param *p);
 	/* Copies and acks one event; -EAGAIN when there is none. */
 	int (*conn_next_event)(struct vb_conn *c, struct vb_conn_event *ret);
 	/* Disconnects, destroys the QP (no DMA after it returns), the id and

@@ -109,8 +109,21 @@ void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_p
 		pool->cfg.idle_sec = LINK_IDLE_SEC_DEFAULT;
 	if (!pool->cfg.connect_timeout_ms)
 		pool->cfg.connect_timeout_ms = LINK_CONNECT_TIMEOUT_MS_DEFAULT;
+	if (!pool->cfg.ack_timeout)
+		pool->cfg.ack_timeout = LINK_ACK_TIMEOUT_DEFAULT;
+	pool->cfg.ack_timeout = MIN(pool->cfg.ack_timeout, 31U);
+	if (!cfg || !cfg->retry_count)
+		pool->cfg.retry_count = LINK_RETRY_COUNT;
+	pool->cfg.retry_count = MIN(pool->cfg.retry_count, LINK_RETRY_COUNT);
 	list_init(&pool->links);
 	idseq_init(&pool->order);
+}
+
+uint64_t link_silent_peer_ms(const struct link_pool_config *cfg)
+{
+	uint64_t timeout_ns = UINT64_C(4096) << cfg->ack_timeout;
+
+	return 4 * (1 + cfg->retry_count) * timeout_ns / 1000000;
 }
 
 static bool same_sockaddr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -305,7 +318,10 @@ static void link_fail(struct link *l, enum link_state state, int error, const ch
 	if (!l->has_fail_wc)
 		l->fail_seq = l->head_seq;
 	if (state == LINK_ERROR) {
-		l->stats.errors[error_kind(l)]++;
+		enum link_error_kind k = error_kind(l);
+
+		l->stats.errors[k]++;
+		l->pool->errors[k]++;
 		if (l->ready_msec == 0)
 			l->pool->n_failed++;
 	}
@@ -511,7 +527,13 @@ static int on_route(struct link *l)
 		return r;
 	data[4] = ENDPOINT_VERSION;
 	memcpy(data + 8, l->key.token, TOKEN_BYTES);
-	return vb->conn_connect(l->conn, data, sizeof(data), l->initiator_depth);
+	return vb->conn_connect(l->conn, &(struct vb_conn_param){
+						 .private_data = data,
+						 .private_len = sizeof(data),
+						 .initiator_depth = l->initiator_depth,
+						 .ack_timeout = (uint8_t)l->pool->cfg.ack_timeout,
+						 .retry_count = (uint8_t)l->pool->cfg.retry_count,
+						 .rnr_retry = LINK_RNR_RETRY });
 }
 
 static void on_established(struct link *l)

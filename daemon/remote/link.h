@@ -57,6 +57,23 @@ struct link;
 #define LINK_WINDOW_DEFAULT 128U
 #define LINK_IDLE_SEC_DEFAULT 60U
 #define LINK_CONNECT_TIMEOUT_MS_DEFAULT 5000U
+/*
+ * A silent peer (its network gone: no DISCONNECTED, no reset) is seen by
+ * the RC transport: a WR unanswered for the ack timeout, 4.096 us x
+ * 2^LINK_ACK_TIMEOUT_DEFAULT = 268 ms, is resent, and fails with
+ * RETRY_EXC_ERR after LINK_RETRY_COUNT resends, so (1 + 6) x 268 ms =
+ * 1.9 s after the peer's last answer (up to 4x that, 7.5 s, where a device
+ * waits the most the IB spec allows). The link then fails with
+ * -EHOSTUNREACH, its transfers with PeerUnreachable. Without a timeout of
+ * its own a link had the CM's (about 1 s on RoCE), and with a retry count
+ * of 7, which rxe takes as "forever", never failed at all. An idle link
+ * notices nothing: it has no WR to resend.
+ */
+#define LINK_ACK_TIMEOUT_DEFAULT 16U
+#define LINK_RETRY_COUNT 6U
+/* A live peer that has no receive posted (notifications) is waited for:
+ * 7 is "forever" (its receive rings are reposted as they are taken). */
+#define LINK_RNR_RETRY 7U
 /* Notifications in flight per link at most: their send buffers. */
 #define LINK_NOTIFY_SLOTS 8U
 /* The wr_id a notification's SEND carries to its user's complete(). */
@@ -112,20 +129,14 @@ struct link_pool_config {
 	unsigned window;             /* WRs in flight per link (the send queue) */
 	unsigned idle_sec;           /* nothing in flight this long: closed */
 	unsigned connect_timeout_ms; /* connect, all steps */
+	unsigned ack_timeout;        /* 4.096 us x 2^n before a resend, 1 to 31 */
+	unsigned retry_count;        /* resends before RETRY_EXC_ERR, 0 to 6 */
 };
 
-struct link_pool {
-	uv_loop_t *loop;
-	struct link_pool_config cfg;
-	struct list_head links; /* struct link, until freed */
-	struct idseq order;     /* the same by id, for ListLinks */
-	unsigned n_links;
-	uint64_t next_id;
-	uint64_t n_connected, n_failed;
-	/* Optional: a link changed state (visibility, the engine). */
-	void (*state_changed)(struct link *l, void *userdata);
-	void *userdata;
-};
+/* The longest a WR of a link with cfg waits for a silent peer before it
+ * fails, in ms: (1 + retry_count) x the ack timeout (x 4: what the IB spec
+ * lets a device wait). */
+uint64_t link_silent_peer_ms(const struct link_pool_config *cfg);
 
 /* Why a link went to ERROR, as its counters and ListLinks name it. */
 enum link_error_kind {
@@ -136,6 +147,22 @@ enum link_error_kind {
 	LINK_ERR_DISCONNECT,    /* the peer disconnected, or WRs flushed first */
 	LINK_ERR_OTHER,         /* CQ overflow, a failed post, another status */
 	LINK_ERR_KINDS,
+};
+
+struct link_pool {
+	uv_loop_t *loop;
+	struct link_pool_config cfg;
+	struct list_head links; /* struct link, until freed */
+	struct idseq order;     /* the same by id, for ListLinks */
+	unsigned n_links;
+	uint64_t next_id;
+	uint64_t n_connected, n_failed;
+	/* Every link's errors by kind since start: a failed link leaves the
+	 * listing once nobody holds it, its errors stay counted here. */
+	uint64_t errors[LINK_ERR_KINDS];
+	/* Optional: a link changed state (visibility, the engine). */
+	void (*state_changed)(struct link *l, void *userdata);
+	void *userdata;
 };
 
 struct link_stats {

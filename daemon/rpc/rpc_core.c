@@ -209,6 +209,12 @@ RPC_DEFINE_METHOD(GetStats,
 		  VARLINK_OUTPUT(transfers_failed, VARLINK_U64, 0),
 		  VARLINK_OUTPUT(transfers_cancelled, VARLINK_U64, 0),
 		  VARLINK_OUTPUT(transfers_running, VARLINK_U64, 0),
+		  VARLINK_FIELD_COMMENT("its queue pairs to other daemons (links): connected, failed\n"
+					"to connect, and why any went to error since start, by kind\n"
+					"(as ListLinks' errors): decimal strings"),
+		  VARLINK_OUTPUT(links_connected, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(links_failed, VARLINK_U64, 0),
+		  VARLINK_OUTPUT(link_errors, VARLINK_STRING, VARLINK_MAP),
 		  VARLINK_FIELD_COMMENT("what the daemon's own queue pairs carried, per device"),
 		  VARLINK_OUTPUT_BY_TYPE(transfer_devices, rpc_type_DeviceTransfers,
 					 VARLINK_ARRAY));
@@ -219,14 +225,20 @@ static int add_transfer_stats(cJSON *p, const struct rpc_ctx *ctx)
 	static const struct remote_ctx none;
 	const struct remote_ctx *rc = ctx->remote ?: &none;
 	cJSON *list = cJSON_AddArrayToObject(p, "transfer_devices");
+	cJSON *errors = cJSON_AddObjectToObject(p, "link_errors");
 	const struct device *dev;
 
 	if (!list || json_add_u64(p, "transfers_started", rc->n_transfers_started) < 0 ||
 	    json_add_u64(p, "transfers_done", rc->n_transfers_done) < 0 ||
 	    json_add_u64(p, "transfers_failed", rc->n_transfers_failed) < 0 ||
 	    json_add_u64(p, "transfers_cancelled", rc->n_transfers_cancelled) < 0 ||
-	    json_add_u64(p, "transfers_running", rc->n_transfers) < 0)
+	    json_add_u64(p, "transfers_running", rc->n_transfers) < 0 ||
+	    json_add_u64(p, "links_connected", rc->links.n_connected) < 0 ||
+	    json_add_u64(p, "links_failed", rc->links.n_failed) < 0 || !errors)
 		return -ENOMEM;
+	for (int k = 0; k < LINK_ERR_KINDS; k++)
+		if (json_add_u64(errors, link_error_kind_name(k), rc->links.errors[k]) < 0)
+			return -ENOMEM;
 	list_for_each_entry(dev, &ctx->rdma->devices, link) {
 		cJSON *o = cJSON_CreateObject();
 

@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/remote/link.h"
+#include "proto/json.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"
 
@@ -54,6 +56,21 @@ static double now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* B's NIC on its second network (RDMAMEM_RXE_ADDR1, device rxe1) goes
+ * down or up: no packet in or out, no reset, no disconnect — the peer
+ * falls silent. The agent listens on the first network. */
+static void b_link(const char *how)
+{
+	char cmd[256];
+
+	snprintf(
+		cmd, sizeof(cmd),
+		"nic=$(/bin/ip -o -4 addr show | awk -v a=\"$RDMAMEM_RXE_ADDR1/\" "
+		"'index($4, a) == 1 { print $2 }'); [ -n \"$nic\" ] && /bin/ip link set \"$nic\" %s",
+		how);
+	ck_assert_msg(test_remote_sh(cmd, 20, NULL) == 0, "B's second NIC not %s", how);
+}
+
 static void setup(void)
 {
 	const char *host = getenv("RDMAMEM_HOST");
@@ -67,6 +84,8 @@ static void setup(void)
 	/* A case that failed between killing B's daemon and restarting it
 	 * leaves it down: every case starts with it up. */
 	ck_assert_int_eq(test_remote_sh(HOSTD " start", 40, NULL), 0);
+	/* And its second network, which the silent-peer case cuts. */
+	b_link("up");
 	n_owners = 0;
 }
 
@@ -82,9 +101,10 @@ static void teardown(void)
 	}
 }
 
-/* Starts region-owner on B with a region of size bytes; extra: more of
- * its options ("--export"). */
-static struct owner *owner_start_with(size_t size, const char *extra)
+/* Starts region-owner on B with a region of size bytes registered on the
+ * devices rxeI of the bits I in pairs; extra: more of its options
+ * ("--export"). */
+static struct owner *owner_start_on(size_t size, unsigned pairs, const char *extra)
 {
 	struct owner *o = &owners[n_owners++];
 	char cmd[4096], *line, *p;
@@ -92,13 +112,16 @@ static struct owner *owner_start_with(size_t size, const char *extra)
 	ck_assert_uint_le(n_owners, ELEMENTSOF(owners));
 	*o = (struct owner){};
 	snprintf(cmd, sizeof(cmd),
-		 "exec %s --socket \"$RDMAMEM_HOST_SOCKET\" --device rxe0 --device rxe1 --size %zu "
-		 "--fill \"%s\" %s",
-		 OWNER_BIN, size, fill, extra);
+		 "exec %s --socket \"$RDMAMEM_HOST_SOCKET\" %s%s--size %zu --fill \"%s\" %s",
+		 OWNER_BIN, pairs & 1 ? "--device rxe0 " : "", pairs & 2 ? "--device rxe1 " : "",
+		 size, fill, extra);
 	o->pid = test_remote_spawn(cmd, 30, &line);
 	ck_assert_int_eq(sscanf(line, "region=%*u fd=%d token=%63s", &o->fd, o->token), 2);
 	for (int i = 0; i < N_PAIRS; i++) {
 		char key[32];
+
+		if (!(pairs & (1U << i)))
+			continue;
 
 		snprintf(key, sizeof(key), " rxe%d=", i);
 		p = strstr(line, key);
@@ -117,6 +140,11 @@ static struct owner *owner_start_with(size_t size, const char *extra)
 	}
 	free(line);
 	return o;
+}
+
+static struct owner *owner_start_with(size_t size, const char *extra)
+{
+	return owner_start_on(size, 3, extra);
 }
 
 static struct owner *owner_start(size_t size)
@@ -858,6 +886,365 @@ START_TEST(test_transfer_peer_killed_midway)
 }
 END_TEST
 
+static unsigned long long sent_pkts(int dev);
+
+/* ---- what A's daemon shows of its links, and B's of the connections ---- */
+
+/* A's daemon's answer to method (list: a listing, every page) as JSON. */
+static cJSON *a_json(struct local *l, const char *method, bool list)
+{
+	char *reply = NULL;
+	cJSON *j;
+	int r = list ? rdmamem_list(l->c, method, &reply) :
+		       rdmamem_call(l->c, method, NULL, NULL, 0, &reply, NULL, NULL);
+
+	ck_assert_msg(r == 0, "%s: %s", method, rdmamem_client_error_message(l->c));
+	j = cJSON_Parse(reply);
+	ck_assert_msg(j, "%s: not JSON: %.200s", method, reply);
+	free(reply);
+	return j;
+}
+
+static uint64_t u64_of(const cJSON *o, const char *name)
+{
+	uint64_t v = 0;
+
+	ck_assert_msg(json_get_u64(o, name, &v) == 0, "no number %s", name);
+	return v;
+}
+
+/* The largest link id A's daemon lists: the links a case makes after it
+ * are the ones with larger ids (ids only grow). */
+static uint64_t last_link_id(struct local *l)
+{
+	cJSON *j = a_json(l, "io.rdmamemd.ListLinks", true), *it;
+	uint64_t last = 0;
+
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(j, "links"))
+		last = MAX(last, u64_of(it, "id"));
+	cJSON_Delete(j);
+	return last;
+}
+
+/* A GetStats figure of A's daemon: name, or name.key of a map. */
+static uint64_t a_stat(struct local *l, const char *name, const char *key)
+{
+	cJSON *j = a_json(l, "io.rdmamemd.GetStats", false);
+	uint64_t v = key ? u64_of(cJSON_GetObjectItemCaseSensitive(j, name), key) : u64_of(j, name);
+
+	cJSON_Delete(j);
+	return v;
+}
+
+/* The sum over B's peers (rdmamemctl peers --json there) of field. */
+static uint64_t b_peers_sum(const char *field)
+{
+	cJSON *j, *p;
+	uint64_t sum = 0;
+	char *out;
+
+	ck_assert_int_eq(test_remote_sh("rdmamemctl --socket \"$RDMAMEM_HOST_SOCKET\" --json peers",
+					30, &out),
+			 0);
+	j = cJSON_Parse(out);
+	ck_assert_msg(j, "B's peers: not JSON: %.200s", out);
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "peers"))
+		sum += u64_of(p, field);
+	cJSON_Delete(j);
+	free(out);
+	return sum;
+}
+
+/* What the links with ids above `after` carried, and how many there are. */
+struct link_sums {
+	unsigned n, ready;
+	uint64_t reads, bytes_in, writes, bytes_out, wrs, flushed, errors, in_flight;
+};
+
+/* Each new link as ListLinks and `rdmamemctl peers --json` show it: the
+ * same figures in both, its endpoint B's address on its device's network,
+ * uid root; the sums in *ret. */
+static void new_links(struct local *l, uint64_t after, struct link_sums *ret)
+{
+	static const char *const argv[] = { "/bin/sh", "-c",
+					    "rdmamemctl --socket \"$RDMAMEM_HOST_SOCKET\" --json "
+					    "peers",
+					    NULL };
+	cJSON *j = a_json(l, "io.rdmamemd.ListLinks", true), *peers, *it, *p, *pl, *e;
+	char *out, *err;
+
+	ck_assert_int_eq(test_run(argv, &out, &err), 0);
+	peers = cJSON_Parse(out);
+	ck_assert_msg(peers, "A's peers: not JSON: %.200s", out);
+	free(out);
+	free(err);
+	*ret = (struct link_sums){};
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(j, "links")) {
+		uint64_t id = u64_of(it, "id");
+		const char *dev = cJSON_GetStringValue(cJSON_GetObjectItem(it, "device"));
+		const char *ep = cJSON_GetStringValue(cJSON_GetObjectItem(it, "endpoint"));
+		const char *state = cJSON_GetStringValue(cJSON_GetObjectItem(it, "state"));
+		char want[64];
+		bool found = false;
+
+		if (id <= after)
+			continue;
+		ret->n++;
+		ck_assert_msg(dev && ep && state, "link %llu: no device, endpoint or state",
+			      (unsigned long long)id);
+		ck_assert_msg(strcmp(dev, "rxe0") == 0 || strcmp(dev, "rxe1") == 0, "device %s",
+			      dev);
+		snprintf(want, sizeof(want), "%s:%s", peer_addr[dev[3] - '0'], RDMACM_PORT);
+		ck_assert_str_eq(ep, want);
+		ck_assert_int_eq((int)cJSON_GetNumberValue(cJSON_GetObjectItem(it, "uid")),
+				 (int)getuid());
+		ret->ready += strcmp(state, "ready") == 0;
+		ret->reads += u64_of(it, "reads");
+		ret->bytes_in += u64_of(it, "bytes_in");
+		ret->writes += u64_of(it, "writes");
+		ret->bytes_out += u64_of(it, "bytes_out");
+		ret->wrs += u64_of(it, "wrs_posted");
+		ret->flushed += u64_of(it, "flushed");
+		ret->in_flight +=
+			(uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(it, "in_flight"));
+		cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(it, "errors")) {
+			uint64_t v = 0;
+
+			ck_assert_int_eq(json_to_u64(e, &v), 0);
+			ret->errors += v;
+		}
+		/* rdmamemctl peers: under B's address, the same figures. */
+		cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(peers, "peers"))
+			cJSON_ArrayForEach(pl, cJSON_GetObjectItemCaseSensitive(p, "links"))
+				if (u64_of(pl, "id") == id) {
+					found = true;
+					ck_assert_str_eq(cJSON_GetStringValue(
+								 cJSON_GetObjectItem(p, "address")),
+							 peer_addr[dev[3] - '0']);
+					ck_assert_uint_eq(u64_of(pl, "bytes_in"),
+							  u64_of(it, "bytes_in"));
+					ck_assert_uint_eq(u64_of(pl, "bytes_out"),
+							  u64_of(it, "bytes_out"));
+					ck_assert_str_eq(cJSON_GetStringValue(
+								 cJSON_GetObjectItem(pl, "state")),
+							 state);
+				}
+		ck_assert_msg(found, "link %llu not in rdmamemctl peers", (unsigned long long)id);
+	}
+	fprintf(stderr,
+		"new links: %u (%u ready): %llu reads %llu bytes in, %llu writes %llu bytes out, "
+		"%llu WRs, %llu flushed, %llu errors\n",
+		ret->n, ret->ready, (unsigned long long)ret->reads,
+		(unsigned long long)ret->bytes_in, (unsigned long long)ret->writes,
+		(unsigned long long)ret->bytes_out, (unsigned long long)ret->wrs,
+		(unsigned long long)ret->flushed, (unsigned long long)ret->errors);
+	cJSON_Delete(peers);
+	cJSON_Delete(j);
+}
+
+/*
+ * With links up, ListLinks and `rdmamemctl peers --json` on A show each
+ * link to B (endpoint, device, state) with the bytes and ops each way that
+ * the case moved, GetStats the transfers and the devices' bytes; after B's
+ * owner revokes its token, the links' errors stay counted in GetStats
+ * though the failed links are gone.
+ */
+START_TEST(test_transfer_visibility)
+{
+	static const size_t rlen = (3 << 20) + 5, wlen = (1 << 20) + 7, size = 4 << 20;
+	struct owner *o = owner_start_with(size, "--export");
+	uint64_t after, done0, failed0, in0 = 0, out0 = 0, in1 = 0, out1 = 0, disc0, connect0;
+	struct link_sums sums, gone;
+	char cmd[64];
+	struct local l;
+	cJSON *j, *d;
+
+	local_init(&l, size, o->desc);
+	after = last_link_id(&l);
+	done0 = a_stat(&l, "transfers_done", NULL);
+	failed0 = a_stat(&l, "transfers_failed", NULL);
+	disc0 = a_stat(&l, "link_errors", "disconnect");
+	connect0 = a_stat(&l, "link_errors", "connect");
+	j = a_json(&l, "io.rdmamemd.GetStats", false);
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(j, "transfer_devices")) {
+		in0 += u64_of(d, "bytes_in");
+		out0 += u64_of(d, "bytes_out");
+	}
+	cJSON_Delete(j);
+
+	/* Below the striping threshold: one WR each, on one pair. */
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 1, 3, rlen), 0);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 5, 7, wlen), 0);
+	new_links(&l, after, &sums);
+	ck_assert_uint_ge(sums.n, 1);
+	ck_assert_uint_le(sums.n, N_PAIRS);
+	ck_assert_uint_eq(sums.ready, sums.n);
+	ck_assert_uint_eq(sums.reads, 1);
+	ck_assert_uint_eq(sums.bytes_in, rlen);
+	ck_assert_uint_eq(sums.writes, 1);
+	ck_assert_uint_eq(sums.bytes_out, wlen);
+	ck_assert_uint_eq(sums.wrs, 2);
+	ck_assert_uint_eq(sums.in_flight, 0);
+	ck_assert_uint_eq(sums.flushed, 0);
+	ck_assert_uint_eq(sums.errors, 0);
+	ck_assert_uint_eq(a_stat(&l, "transfers_done", NULL) - done0, 2);
+	ck_assert_uint_eq(a_stat(&l, "transfers_failed", NULL) - failed0, 0);
+	j = a_json(&l, "io.rdmamemd.GetStats", false);
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(j, "transfer_devices")) {
+		in1 += u64_of(d, "bytes_in");
+		out1 += u64_of(d, "bytes_out");
+	}
+	cJSON_Delete(j);
+	ck_assert_uint_eq(in1 - in0, rlen);
+	ck_assert_uint_eq(out1 - out0, wlen);
+
+	/* The owner revokes its export's token: B closes the links it
+	 * admitted with it (each an error on A: disconnected), and the next
+	 * transfer's connect is refused. The failed links leave the listing;
+	 * their errors stay counted. */
+	snprintf(cmd, sizeof(cmd), "kill -HUP %d", (int)o->pid);
+	ck_assert_int_eq(test_remote_sh(cmd, 10, NULL), 0);
+	owner_said(o, "revoked");
+	for (int i = 0; i < 200; i++) {
+		new_links(&l, after, &gone);
+		if (gone.n == 0)
+			break;
+		usleep(50000);
+	}
+	ck_assert_uint_eq(gone.n, 0);
+	ck_assert_uint_eq(a_stat(&l, "link_errors", "disconnect") - disc0, sums.n);
+	ck_assert_int_lt(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 0, 4096), 0);
+	ck_assert_str_eq(rdmamem_client_error_name(l.c), "io.rdmamemd.PeerUnreachable");
+	ck_assert_uint_eq(a_stat(&l, "transfers_failed", NULL) - failed0, 1);
+	/* One refused connect per pair the transfer tries again. */
+	ck_assert_uint_eq(a_stat(&l, "link_errors", "connect") - connect0, sums.n);
+	local_done(&l);
+}
+END_TEST
+
+/*
+ * B's network falls silent mid-transfer (its NIC on the second network
+ * goes down: no disconnect, no reset, nothing comes back). A's links resend
+ * for link-ack-timeout × 7 and fail: the transfer ends with PeerUnreachable
+ * within that bound (LINK_ACK_TIMEOUT_DEFAULT, the daemon's default, at the
+ * most the IB spec allows a device to wait) plus the time to say so; A's
+ * daemon's descriptors are back to where they were; once B's NIC is up
+ * again, the next transfer over the same pair works.
+ */
+#define SILENT_SLACK_MS 4000.0
+
+START_TEST(test_transfer_silent_peer)
+{
+	struct link_pool_config cfg = { .ack_timeout = LINK_ACK_TIMEOUT_DEFAULT,
+					.retry_count = LINK_RETRY_COUNT };
+	double bound = (double)link_silent_peer_ms(&cfg) + SILENT_SLACK_MS;
+	struct owner *o = owner_start_on(MID_LEN, 2, "--export");
+	pid_t ad = hostd_pid();
+	uint64_t retry0;
+	struct midway m;
+	struct local l;
+	int fds;
+
+	fds = test_settled_fds(ad);
+	local_init(&l, MID_LEN, o->desc);
+	retry0 = a_stat(&l, "link_errors", "retry_exceeded");
+	mid_start(&m, &l);
+	m.hit_ms = now_ms() - m.t0;
+	b_link("down");
+	mid_failed(&m, "silent");
+	ck_assert_str_eq(m.name, "io.rdmamemd.PeerUnreachable");
+	ck_assert_ptr_nonnull(strstr(m.message, "retry"));
+	ck_assert_msg(m.end_ms - m.hit_ms < bound, "detected after %.0f ms, bound %.0f ms",
+		      m.end_ms - m.hit_ms, bound);
+	ck_assert_uint_eq(a_stat(&l, "link_errors", "retry_exceeded") - retry0, 1);
+	local_done(&l);
+	ck_assert_int_eq(test_settled_fds(ad), fds);
+
+	/* Back: B's rxe1 port active again, the same export reached. */
+	b_link("up");
+	ck_assert_int_eq(test_remote_sh("for i in $(seq 100); do grep -q ACTIVE "
+					"/sys/class/infiniband/rxe1/ports/1/state && exit 0; "
+					"sleep 0.1; done; exit 1",
+					20, NULL),
+			 0);
+	/* (The cut WRITE left B's bytes half replaced: write, then read back.) */
+	local_init(&l, 1 << 20, o->desc);
+	pattern(l.map, 4096, 13);
+	memset(l.map + 4096, 0xee, 8192);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_WRITE, 0, 4099, 4096), 0);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 4097, 4099, 4096), 0);
+	ck_assert_int_eq(memcmp(l.map + 4097, l.map, 4096), 0);
+	local_done(&l);
+}
+END_TEST
+
+/* FNV-1a 64, as region-owner hashes its region. */
+static unsigned long long fnv1a(const unsigned char *p, size_t n)
+{
+	unsigned long long h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/*
+ * A notification on a striped WRITE (16 MiB over both device pairs): B's
+ * owner gets it only once both pairs' bytes are in place — it hashes its
+ * whole region when the notification arrives, and that is A's bytes; both
+ * of A's devices carried a share; B counts it received, none dropped.
+ */
+START_TEST(test_transfer_notify_striped)
+{
+	static const size_t size = 16 << 20;
+	struct owner *o = owner_start_with(size, "--export --await-notify 1");
+	unsigned long long before[N_PAIRS], fnv, want;
+	uint64_t recv0 = b_peers_sum("notifications_received"),
+		 drop0 = b_peers_sum("notifications_dropped");
+	char params[512], cmd[256], *reply = NULL, *line, *p;
+	struct local l;
+
+	local_init(&l, size, o->desc);
+	ck_assert_int_eq(transfer1(&l, RDMAMEM_TRANSFER_READ, 0, 0, 1), 0);
+	pattern(l.map, size, 11);
+	want = fnv1a(l.map, size);
+	for (int i = 0; i < N_PAIRS; i++)
+		before[i] = sent_pkts(i);
+	/* notify: base64 of "striped". */
+	snprintf(params, sizeof(params),
+		 "{\"ops\":[{\"op\":\"write\",\"local\":{\"region\":\"%llu\",\"offset\":\"0\"},"
+		 "\"remote\":{\"id\":\"%llu\",\"offset\":\"0\"},\"length\":\"%zu\"}],"
+		 "\"notify\":\"c3RyaXBlZA==\"}",
+		 (unsigned long long)l.region, (unsigned long long)l.remote, size);
+	ck_assert_msg(rdmamem_call(l.c, "io.rdmamemd.Transfer", params, NULL, 0, &reply, NULL,
+				   NULL) == 0,
+		      "Transfer with notify: %s: %s", rdmamem_client_error_name(l.c),
+		      rdmamem_client_error_message(l.c));
+	free(reply);
+	for (int i = 0; i < N_PAIRS; i++) {
+		unsigned long long sent = sent_pkts(i) - before[i];
+
+		fprintf(stderr, "rxe%d sent %llu packets\n", i, sent);
+		ck_assert_uint_ge(sent, size / 1024 / 4);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "for i in $(seq 300); do grep '^notified' /tmp/vm-agent/%d.log && exit 0; "
+		 "sleep 0.1; done; exit 1",
+		 (int)o->pid);
+	ck_assert_msg(test_remote_sh(cmd, 40, &line) == 0, "B's owner heard no notification");
+	fprintf(stderr, "B's owner: %s", line);
+	p = strstr(line, "data=striped fnv=");
+	ck_assert_msg(p && sscanf(p, "data=striped fnv=%llx", &fnv) == 1, "owner: %s", line);
+	ck_assert_msg(fnv == want,
+		      "B's region when the notification came: fnv %016llx, A wrote %016llx", fnv,
+		      want);
+	free(line);
+	ck_assert_uint_eq(b_peers_sum("notifications_received") - recv0, 1);
+	ck_assert_uint_eq(b_peers_sum("notifications_dropped") - drop0, 0);
+	local_done(&l);
+}
+END_TEST
+
 /* B's rdmacm connections (ListConnections as root: all of them). */
 static int peer_connections(void)
 {
@@ -961,6 +1348,8 @@ Suite *hosts_suite(void)
 	test_add_tagged(tc, "hosts", test_transfer_token_refused);
 	test_add_tagged(tc, "hosts", test_transfer_links_shared);
 	test_add_tagged(tc, "hosts", test_transfer_striped);
+	test_add_tagged(tc, "hosts", test_transfer_notify_striped);
+	test_add_tagged(tc, "hosts", test_transfer_visibility);
 	suite_add_tcase(s, tc);
 
 	/* Events in the middle of a large transfer (CK_RUN_CASE=midway). */
@@ -971,6 +1360,7 @@ Suite *hosts_suite(void)
 	test_add_tagged(tc, "hosts", test_transfer_revoked_midway);
 	test_add_tagged(tc, "hosts", test_transfer_unregistered_midway);
 	test_add_tagged(tc, "hosts", test_transfer_peer_killed_midway);
+	test_add_tagged(tc, "hosts", test_transfer_silent_peer);
 	suite_add_tcase(s, tc);
 	return s;
 }

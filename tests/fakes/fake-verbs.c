@@ -137,6 +137,8 @@ static struct {
 		uint32_t len;
 		unsigned left;
 	} flood;
+	struct vb_conn_param connect; /* the last connect's, private data left out */
+	unsigned n_connects;
 } ctl;
 /* Destroyed QPs, kept until fake_verbs_reset(): a post on one is counted
  * (the daemon's bug), not a write into freed memory. */
@@ -284,6 +286,12 @@ uint64_t fake_verbs_wrs_run(void)
 void fake_verbs_devices(unsigned n)
 {
 	ctl.n_devices = n;
+}
+
+unsigned fake_verbs_last_connect(struct vb_conn_param *ret)
+{
+	*ret = ctl.connect;
+	return ctl.n_connects;
 }
 
 static int f_devices_open(struct vb_device ***ret, size_t *ret_n)
@@ -1101,7 +1109,7 @@ static bool same_endpoint(const struct sockaddr_storage *listen, const struct so
 	return false;
 }
 
-static int f_conn_connect(struct vb_conn *c, const void *data, size_t len, uint8_t initiator_depth)
+static int f_conn_connect(struct vb_conn *c, const struct vb_conn_param *p)
 {
 	struct vb_listener *l, *found = NULL;
 	struct vb_cm_conn *cm;
@@ -1109,6 +1117,9 @@ static int f_conn_connect(struct vb_conn *c, const void *data, size_t len, uint8
 
 	if (!c->has_qp)
 		return -EINVAL;
+	ctl.connect = *p;
+	ctl.connect.private_data = NULL;
+	ctl.n_connects++;
 	list_for_each_entry(l, &listeners, node)
 		if (same_endpoint(&l->addr, (struct sockaddr *)&c->dst)) {
 			found = l;
@@ -1134,9 +1145,9 @@ static int f_conn_connect(struct vb_conn *c, const void *data, size_t len, uint8
 	e->cm.conn = cm;
 	e->cm.device = fake_device;
 	e->cm.peer = c->src;
-	e->cm.private_len = MIN(len, (size_t)VB_PRIVATE_DATA_MAX);
-	memcpy(e->cm.private_data, data, e->cm.private_len);
-	e->cm.initiator_depth = initiator_depth;
+	e->cm.private_len = MIN(p->private_len, (size_t)VB_PRIVATE_DATA_MAX);
+	memcpy(e->cm.private_data, p->private_data, e->cm.private_len);
+	e->cm.initiator_depth = p->initiator_depth;
 	return 0;
 }
 

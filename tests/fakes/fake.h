@@ -83,6 +83,9 @@ unsigned fake_verbs_dead_posts(void);
  * does that always has the next SEND waiting in RNR retries). */
 void fake_verbs_flood(struct vb_qp *qp, const void *data, size_t len, unsigned n);
 unsigned fake_verbs_flood_left(void);
+/* The last active connect's parameters (private_data NULL) and how many
+ * connects were made since the last reset. */
+unsigned fake_verbs_last_connect(struct vb_conn_param *ret);
 /* WRs run (completed, well or not) since the process started. */
 uint64_t fake_verbs_wrs_run(void);
 void fake_verbs_reset(void);

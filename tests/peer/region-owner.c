@@ -19,13 +19,22 @@
  * printing a line ("revoked", "unregistered") once done, so that a test
  * can end a remote peer's access in the middle of its transfer.
  *
+ * --await-notify N waits, after the line, for N notifications into the
+ * export (up to 120 s for each) and prints one line each,
+ *
+ *   notified len=LEN data=TEXT fnv=HEX
+ *
+ * fnv being FNV-1a 64 of the whole region when it arrived: a notification
+ * must come after the data of its transfer, so the bytes are in place by
+ * then. "notified none" when one did not come in time.
+ *
  * --read-from DESCRIPTOR plays a client of this host reading another's
  * export: before the line goes out, the whole region is read (Transfer
  * READ) from the descriptor's region at offset 0, and the line gets
  * " read=BYTES fnv=HEX", FNV-1a 64 of the region after the read.
  *
  *   region-owner --socket PATH --device NAME [--device NAME]... --size BYTES
- *                --fill TEXT [--export] [--read-from DESCRIPTOR]
+ *                --fill TEXT [--export] [--read-from DESCRIPTOR] [--await-notify N]
  *
  * Exit status: 0 on SIGTERM or SIGINT, 1 when any step fails (named on
  * stderr).
@@ -46,6 +55,7 @@
 static const char *arg_socket, *arg_fill, *arg_read_from;
 static const char *arg_devices[DEVICES_MAX];
 static size_t arg_n_devices, arg_size;
+static unsigned arg_await_notify;
 static bool arg_export;
 
 static int fail(struct rdmamem_client *client, const char *what)
@@ -63,6 +73,31 @@ static uint64_t fnv1a(const unsigned char *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ p[i]) * 0x100000001b3ULL;
 	return h;
+}
+
+/* Each notification as it arrives, with the region's hash then. */
+static int await_notify(struct rdmamem_client *client, const char *map)
+{
+	static struct rdmamem_notification n;
+
+	for (unsigned i = 0; i < arg_await_notify; i++) {
+		int r = rdmamem_notifications_wait(client, 120000, &n, 1);
+		uint64_t h;
+
+		if (r < 0)
+			return fail(client, "WaitNotifications");
+		if (r == 0) {
+			printf("notified none\n");
+			fflush(stdout);
+			continue;
+		}
+		/* Hashed at once: the bytes as they were when it came. */
+		h = fnv1a((const unsigned char *)map, arg_size);
+		printf("notified len=%zu data=%.*s fnv=%016llx\n", n.len, (int)n.len,
+		       (const char *)n.data, (unsigned long long)h);
+		fflush(stdout);
+	}
+	return 0;
 }
 
 /* The whole region from the descriptor's region at offset 0. */
@@ -91,6 +126,7 @@ int main(int argc, char **argv)
 		{ "fill", required_argument, NULL, 'f' },
 		{ "export", no_argument, NULL, 'e' },
 		{ "read-from", required_argument, NULL, 'r' },
+		{ "await-notify", required_argument, NULL, 'n' },
 		{},
 	};
 	char token[RDMAMEM_TOKEN_LEN + 1], xtoken[RDMAMEM_TOKEN_LEN + 1];
@@ -125,6 +161,9 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			arg_read_from = optarg;
+			break;
+		case 'n':
+			arg_await_notify = (unsigned)strtoul(optarg, NULL, 0);
 			break;
 		default:
 			return 1;
@@ -186,6 +225,8 @@ int main(int argc, char **argv)
 		return 1;
 	printf("\n");
 	fflush(stdout);
+	if (arg_await_notify && await_notify(client, map))
+		return 1;
 
 	for (;;) {
 		sigwait(&stop, &sig);

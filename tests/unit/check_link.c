@@ -28,16 +28,12 @@ static struct link_fixture lf;
 
 static void setup(void)
 {
-	vb = &fake_vb_ops;
-	fake_verbs_reset();
-	link_fixture_init(&lf, "127.0.0.1:7471", NULL);
+	link_fixture_start(&lf, "127.0.0.1:7471", false);
 }
 
 static void teardown(void)
 {
-	link_fixture_done(&lf);
-	fake_verbs_reset();
-	ck_assert_int_eq(atomic_load(&fake_verbs_live), 0);
+	link_fixture_stop(&lf);
 }
 
 /* A fresh fixture whose pool has cfg (window, timeouts). */
@@ -226,6 +222,62 @@ START_TEST(test_error_flushes_and_reconnect)
 	LINK_RUN_UNTIL(&lf, a.n == 1);
 	link_fixture_check(&lf, wa + 2, 1);
 	link_unref(l2);
+}
+END_TEST
+
+/*
+ * A silent peer: the connect asks for the pool's ack timeout and a bounded
+ * retry count (never 7, which rxe retries forever), the defaults when the
+ * configuration names none; when the resends run out (RETRY_EXC_ERR) the
+ * link fails as unreachable and its user hears -EHOSTUNREACH.
+ */
+START_TEST(test_silent_peer)
+{
+	struct link_pool_config cfg = { .ack_timeout = 12, .retry_count = 9 };
+	struct vb_conn_param p;
+	struct link_rec rec;
+	struct vb_send_wr w[2];
+	unsigned n;
+	struct link *l;
+
+	n = fake_verbs_last_connect(&p);
+	link_unref(link_fixture_connect(&lf, lf.key));
+	ck_assert_uint_eq(fake_verbs_last_connect(&p), n + 1);
+	ck_assert_uint_eq(p.ack_timeout, LINK_ACK_TIMEOUT_DEFAULT);
+	ck_assert_uint_eq(p.retry_count, LINK_RETRY_COUNT);
+	ck_assert_uint_eq(p.rnr_retry, LINK_RNR_RETRY);
+	ck_assert_uint_eq(p.initiator_depth, 16);
+	/* 4.096 us x 2^16 = 268 ms, seven times, four times at most. */
+	ck_assert_uint_eq(link_silent_peer_ms(&lf.pool.cfg), 7516);
+
+	/* Configured: the exponent as given, the retries capped at 6. */
+	reinit(&cfg);
+	ck_assert_uint_eq(lf.pool.cfg.retry_count, 6);
+	l = link_fixture_connect(&lf, lf.key);
+	fake_verbs_last_connect(&p);
+	ck_assert_uint_eq(p.ack_timeout, 12);
+	ck_assert_uint_eq(p.retry_count, 6);
+	ck_assert_uint_eq(link_silent_peer_ms(&lf.pool.cfg), 469);
+
+	link_rec_init(&rec);
+	w[0] = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, 1, 0, 0, 64, false);
+	w[1] = link_fixture_wr(&lf, VB_WR_RDMA_READ, 2, 64, 64, 64, false);
+	fake_verbs_fail_wr(2, VB_WC_RETRY_EXC_ERR);
+	ck_assert_int_eq(link_post(l, &rec.u, w, 2), 0);
+	LINK_RUN_UNTIL(&lf, l->finished);
+	ck_assert_int_eq(l->state, LINK_ERROR);
+	ck_assert_int_eq(l->error, -EHOSTUNREACH);
+	ck_assert_uint_eq(l->stats.errors[LINK_ERR_RETRY], 1);
+	/* The pool's count outlives the link. */
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_RETRY], 1);
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_REMOTE_ACCESS], 0);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert(rec.c[0].final);
+	ck_assert_uint_eq(rec.c[0].wr_id, 2);
+	ck_assert_int_eq(rec.c[0].status, VB_WC_RETRY_EXC_ERR);
+	ck_assert_int_eq(rec.c[0].error, -EHOSTUNREACH);
+	ck_assert_uint_eq(l->stats.done.writes, 1);
+	link_unref(l);
 }
 END_TEST
 
@@ -484,7 +536,10 @@ START_TEST(test_reject_bad_request)
 	ck_assert_int_eq(vb->conn_qp_create(c, pd, cq, &(struct vb_qp_caps){ .max_send_wr = 1 },
 					    &qp),
 			 0);
-	ck_assert_int_eq(vb->conn_connect(c, junk, sizeof(junk), 1), 0);
+	ck_assert_int_eq(vb->conn_connect(c, &(struct vb_conn_param){ .private_data = junk,
+								      .private_len = sizeof(junk),
+								      .initiator_depth = 1 }),
+			 0);
 	for (int i = 0; i < 1000; i++) {
 		uv_run(&lf.f.loop, UV_RUN_NOWAIT);
 		if (vb->conn_next_event(c, &ev) == 0 && ev.kind == VB_CONN_REJECTED)
@@ -559,19 +614,9 @@ END_TEST
  * between two registered buffers: the same link and endpoint code as
  * above, with libibverbs and librdmacm under it.
  */
-static const struct vb_ops *saved_vb;
-
 static void setup_rxe(void)
 {
-	saved_vb = vb;
-	vb = &vb_real_ops;
-	link_fixture_init(&lf, "10.9.0.1:7489", NULL);
-}
-
-static void teardown_rxe(void)
-{
-	link_fixture_done(&lf);
-	vb = saved_vb;
+	link_fixture_start(&lf, "10.9.0.1:7489", true);
 }
 
 START_TEST(test_rxe_write_read)
@@ -669,6 +714,7 @@ Suite *link_suite(void)
 	tcase_add_test(tc, test_connect_post);
 	tcase_add_test(tc, test_window_full);
 	tcase_add_test(tc, test_error_flushes_and_reconnect);
+	tcase_add_test(tc, test_silent_peer);
 	tcase_add_test(tc, test_remote_access_refused);
 	tcase_add_test(tc, test_disconnect_midflight);
 	tcase_add_test(tc, test_token_revoked);
@@ -683,7 +729,7 @@ Suite *link_suite(void)
 	suite_add_tcase(su, tc);
 
 	tcase_set_tags(rxe, "rdma");
-	tcase_add_checked_fixture(rxe, setup_rxe, teardown_rxe);
+	tcase_add_checked_fixture(rxe, setup_rxe, teardown);
 	tcase_set_timeout(rxe, 120);
 	test_add_tagged(rxe, "rdma", test_rxe_write_read);
 	suite_add_tcase(su, rxe);

@@ -71,18 +71,16 @@ static struct link_fixture lf;
 static struct notify_ctx nctx;
 
 /* The fixture's token as an export's: its connections get receive rings. */
-static void notify_fixture_init(const char *listen)
+static void notify_fixture_init(const char *listen, bool real)
 {
-	link_fixture_init(&lf, listen, NULL);
+	link_fixture_start(&lf, listen, real);
 	notify_init(&nctx, &lf.rdma);
 	lf.token->export_id = EXPORT_ID;
 }
 
 static void setup(void)
 {
-	vb = &fake_vb_ops;
-	fake_verbs_reset();
-	notify_fixture_init("127.0.0.1:7473");
+	notify_fixture_init("127.0.0.1:7473", false);
 }
 
 /* The one connection the endpoint admitted. */
@@ -132,9 +130,7 @@ static void send_many(struct link *l, struct link_rec *rec, unsigned n)
 
 static void teardown(void)
 {
-	link_fixture_done(&lf);
-	fake_verbs_reset();
-	ck_assert_int_eq(atomic_load(&fake_verbs_live), 0);
+	link_fixture_stop(&lf);
 }
 
 /* What the sender refuses before anything is posted: too long, and the
@@ -352,19 +348,9 @@ END_TEST
  * token of uid 1000: large WRITEs, then a notification on the same RC QP;
  * when the owner's queue gets it, the bytes are already in place.
  */
-static const struct vb_ops *saved_vb;
-
 static void setup_rxe(void)
 {
-	saved_vb = vb;
-	vb = &vb_real_ops;
-	notify_fixture_init("10.9.0.1:7491");
-}
-
-static void teardown_rxe(void)
-{
-	link_fixture_done(&lf);
-	vb = saved_vb;
+	notify_fixture_init("10.9.0.1:7491", true);
 }
 
 START_TEST(test_rxe_after_data)
@@ -443,7 +429,7 @@ Suite *notify_suite(void)
 	suite_add_tcase(su, tc);
 
 	tcase_set_tags(rxe, "rdma");
-	tcase_add_checked_fixture(rxe, setup_rxe, teardown_rxe);
+	tcase_add_checked_fixture(rxe, setup_rxe, teardown);
 	tcase_set_timeout(rxe, 120);
 	test_add_tagged(rxe, "rdma", test_rxe_after_data);
 	suite_add_tcase(su, rxe);

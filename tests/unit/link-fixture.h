@@ -20,6 +20,7 @@
 #include "daemon/rdma/token.h"
 #include "daemon/rdma/verbs.h"
 #include "daemon/remote/link.h"
+#include "tests/fakes/fake.h"
 #include "tests/unit/mem-fixture.h"
 
 #define LINK_FIXTURE_SIZE 65536U
@@ -198,6 +199,40 @@ static inline void link_fixture_done(struct link_fixture *lf)
 	devices_free(&lf->rdma);
 	token_registry_done(&lf->rdma);
 	mem_fixture_done(&lf->f);
+}
+
+/* The verbs in force before link_fixture_start(): its teardown puts them
+ * back. */
+static inline const struct vb_ops **link_fixture_saved_vb(void)
+{
+	static const struct vb_ops *saved;
+
+	return &saved;
+}
+
+/*
+ * A case's fixture over the fake verbs (real false: the build machine; the
+ * fake's knobs reset) or the real ones (rxe in the Soft-RoCE VM, tag
+ * rdma), the endpoint listening on listen.
+ */
+static inline void link_fixture_start(struct link_fixture *lf, const char *listen, bool real)
+{
+	*link_fixture_saved_vb() = vb;
+	vb = real ? &vb_real_ops : &fake_vb_ops;
+	if (!real)
+		fake_verbs_reset();
+	link_fixture_init(lf, listen, NULL);
+}
+
+/* Its teardown: over the fake, nothing it allocated is left. */
+static inline void link_fixture_stop(struct link_fixture *lf)
+{
+	link_fixture_done(lf);
+	if (vb == &fake_vb_ops) {
+		fake_verbs_reset();
+		ck_assert_int_eq(atomic_load(&fake_verbs_live), 0);
+	}
+	vb = *link_fixture_saved_vb();
 }
 
 /* A WR between local[loff] and remote[roff]. */

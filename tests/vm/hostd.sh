@@ -49,8 +49,11 @@ start)
 	echo "hostd: starting rdmamemd at $(cut -d' ' -f1 /proc/uptime)s" >>"$log"
 	# Its own session and no tie to our output: whoever runs this (an agent
 	# reading our output to its end) is not held up by the daemon.
+	# RDMAMEM_HOSTD_ARGS: more options, for a run that tries settings
+	# (make vmbench2 HOSTD_ARGS=...).
+	# shellcheck disable=SC2086
 	setsid rdmamemd --socket "$sock" --socket-mode 0666 \
-		--rdmacm-listen "$RDMAMEM_RXE_ADDR,$RDMAMEM_RXE_ADDR1" \
+		--rdmacm-listen "$RDMAMEM_RXE_ADDR,$RDMAMEM_RXE_ADDR1" ${RDMAMEM_HOSTD_ARGS:-} \
 		</dev/null >>"$log" 2>&1 &
 	pid=$!
 	echo "$pid" >"$pidfile"

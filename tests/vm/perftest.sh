@@ -37,13 +37,22 @@ iters() {
 	echo "$n"
 }
 
+# rxe's counter NAME on this host's device (0 where there is none): each
+# line says how often the requester's completer retried (a response lost
+# or out of order, resent after the queue pair's ack timeout).
+counter() {
+	cat "/sys/class/infiniband/$dev/ports/1/hw_counters/$1" 2>/dev/null || echo 0
+}
+
 for test in ib_write_bw ib_read_bw ib_write_lat; do
 	kind=${test##*_}
 	for size in $sizes; do
 		n=$(iters "$size" "$kind")
 		args="-d $dev -x 1 -F -s $size -n $n"
 		t0=$(cut -d' ' -f1 /proc/uptime)
+		r0=$(counter completer_retry_err)
 		pair "$test $size" "$test $args" "$test $args $peer"
+		r1=$(counter completer_retry_err)
 		t1=$(cut -d' ' -f1 /proc/uptime)
 		# The result row starts with the size: bw has #bytes, #iterations,
 		# BW peak, BW average, MsgRate; lat has #bytes, #iterations,
@@ -57,6 +66,6 @@ for test in ib_write_bw ib_read_bw ib_write_lat; do
 		else
 			figure="lat avg $6 us (typical $5)"
 		fi
-		echo "perftest: $test $size bytes $n iters: $figure [$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s]"
+		echo "perftest: $test $size bytes $n iters: $figure [$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s, $((r1 - r0)) completer retries]"
 	done
 done

@@ -54,17 +54,18 @@ VM2_RUN     = tests/vm/run-vm.sh --hosts 2 --build-dir $(VM_DIR) --timeout $(VM2
               --path $(abspath $(B)) \
               --cmd-b '/vmtest/hostd.sh start && exec vm-agent --listen "$$RDMAMEM_AGENT_LISTEN" --lifetime $$(($(VM2_TIMEOUT) - 30))'
 
-vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(VM2_PROGS)
+vmtest2: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/examples/remote-copy $(VM2_PROGS)
 	$(Q)$(VM2_RUN) $(addprefix --add ,$(VM2_FILES)) \
 		--cmd "/vmtest/hostd.sh start && /vmtest/smoke.sh && $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=hosts test-rdmamemd"
 
 # perftest between the two VMs on rxe0 (tests/vm/perftest.sh), then the
 # daemon's Transfer between the same devices beside it, with ratios
 # (tests/vm/transferbench.sh, bench/bench-transfer.c). Not part of make
-# check. PERFTEST_SIZES narrows the sizes (bytes, space separated).
+# check. PERFTEST_SIZES narrows the sizes (bytes, space separated);
+# HOSTD_ARGS gives host A's rdmamemd more options (--link-ack-timeout=14).
 vmbench2: deps all $(VM2_PROGS) $(B)/bench-transfer
 	$(Q)$(VM2_RUN) $(addprefix --add ,$(abspath $(B)/rdmamemd $(B)/rdmamemctl $(VM2_PROGS) $(B)/bench-transfer)) \
-		--cmd "/vmtest/hostd.sh start && $(if $(PERFTEST_SIZES),export PERFTEST_SIZES='$(PERFTEST_SIZES)' &&) \
+		--cmd "$(if $(HOSTD_ARGS),RDMAMEM_HOSTD_ARGS='$(HOSTD_ARGS)') /vmtest/hostd.sh start && $(if $(PERFTEST_SIZES),export PERFTEST_SIZES='$(PERFTEST_SIZES)' &&) \
 			{ /vmtest/perftest.sh >/tmp/perftest.out; rc=\$$?; cat /tmp/perftest.out; [ \$$rc = 0 ]; } && \
 			/vmtest/transferbench.sh /tmp/perftest.out"
 
