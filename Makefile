@@ -146,7 +146,7 @@ deps:
 # A plain `make` never installs anything: objects wait for `deps` only when
 # a goal that installs (run, check and the other test goals) was asked for;
 # otherwise `build-deps` only says which libraries are missing.
-INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 \
+INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
                     vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
                     format-check layering
 BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
@@ -266,7 +266,7 @@ idl: $(B)/rdmamemd
 check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS) \
 		$(EXAMPLES)
 	$(Q)$(MAKE) --no-print-directory layering format-check
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts" $(B)/test-rdmamemd
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts numa" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
