@@ -10,6 +10,7 @@
 #   make idl       write proto/*.varlink from the daemon's interface tables
 #   make conformance  the Varlink conformance suite alone (reference Go library)
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
+#   make vmtest-numa  one VM with two NUMA nodes, a NIC on each: tests tagged numa
 #   make vmtest2   the two-VM bed: smoke across hosts + tests tagged hosts
 #   make check-clone  check + vmbench in a fresh clone of HEAD under /tmp
 #   make installcheck  install into a temporary root and build a client against it
@@ -146,7 +147,7 @@ deps:
 # A plain `make` never installs anything: objects wait for `deps` only when
 # a goal that installs (run, check and the other test goals) was asked for;
 # otherwise `build-deps` only says which libraries are missing.
-INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 \
+INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
                     vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
                     format-check layering
 BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
@@ -264,19 +265,21 @@ idl: $(B)/rdmamemd
 
 # CK_DEFAULT_TIMEOUT: the end-to-end cases start real daemons. Cases tagged
 # "rdma" need an RDMA device: they run in the Soft-RoCE VM (tests/vm/vm.mk);
-# "hosts" two hosts: they run in the two-VM bed (make vmtest2). check-host
+# "hosts" two hosts: they run in the two-VM bed (make vmtest2); "numa" two
+# NUMA nodes with a NIC each: the NUMA VM (make vmtest-numa). check-host
 # is everything but the VMs (it builds the bed's programs, which then keep
 # compiling).
 check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS) \
 		$(EXAMPLES)
 	$(Q)$(MAKE) --no-print-directory layering format-check
-	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts" $(B)/test-rdmamemd
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts numa" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 
 check: check-host
 	$(Q)$(MAKE) --no-print-directory vmtest
+	$(Q)$(MAKE) --no-print-directory vmtest-numa
 	$(Q)$(MAKE) --no-print-directory vmtest2
 
 # What a clean clone does, where many clone: under /tmp (tests/clone-check.sh).

@@ -48,6 +48,7 @@ int main(void)
 	srunner_add_suite(sr, rdma_suite());
 	srunner_add_suite(sr, remote_suite());
 	srunner_add_suite(sr, transfer_vm_suite());
+	srunner_add_suite(sr, numa_vm_suite());
 	srunner_add_suite(sr, gpu_suite());
 	srunner_add_suite(sr, ops_suite());
 	srunner_add_suite(sr, hosts_suite());

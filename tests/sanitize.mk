@@ -34,7 +34,7 @@ tsan:
 # CK_TIMEOUT_MULTIPLIER: valgrind runs the daemon some 20 times slower.
 check-valgrind: deps all $(B)/test-rdmamemd $(B)/conformance $(FUZZ_REPLAYS)
 	RDMAMEM_TEST_DAEMON_WRAPPER="$(strip $(VALGRIND))" \
-	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-4} CK_EXCLUDE_TAGS="rdma cuda hosts" \
+	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-4} CK_EXCLUDE_TAGS="rdma cuda hosts numa" \
 		$(B)/test-rdmamemd
 	RDMAMEM_TEST_DAEMON_WRAPPER="$(strip $(VALGRIND))" $(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)for t in $(FUZZ_TARGETS); do \

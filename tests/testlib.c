@@ -673,7 +673,7 @@ char *test_read_line(int fd, int timeout_ms)
 	return strdup(buf);
 }
 
-static unsigned n_rdma_cases, n_cuda_cases, n_hosts_cases;
+static unsigned n_rdma_cases, n_cuda_cases, n_hosts_cases, n_numa_cases;
 
 void test_count_tagged(const char *tag)
 {
@@ -683,6 +683,8 @@ void test_count_tagged(const char *tag)
 		n_cuda_cases++;
 	else if (strcmp(tag, "hosts") == 0)
 		n_hosts_cases++;
+	else if (strcmp(tag, "numa") == 0)
+		n_numa_cases++;
 }
 
 void test_report_skipped(void)
@@ -702,6 +704,10 @@ void test_report_skipped(void)
 		printf("SKIPPED %u cases tagged hosts here: they need two hosts and run in the "
 		       "two-VM bed (make vmtest2, part of make check)\n",
 		       n_hosts_cases);
+	if (((ex && strstr(ex, "numa")) || (in && !strstr(in, "numa"))) && n_numa_cases)
+		printf("SKIPPED %u cases tagged numa here: they need two NUMA nodes with a NIC "
+		       "each and run in the NUMA VM (make vmtest-numa, part of make check)\n",
+		       n_numa_cases);
 }
 
 /* One request to host B's agent (tests/peer/vm-agent.c): the command's

@@ -252,6 +252,7 @@ Suite *tables_suite(void);
 Suite *rdma_suite(void);
 Suite *remote_suite(void);
 Suite *transfer_vm_suite(void);
+Suite *numa_vm_suite(void);
 Suite *cuda_suite(void);
 Suite *gpu_unit_suite(void);
 Suite *gpu_suite(void);
@@ -262,7 +263,7 @@ Suite *hosts_suite(void);
 
 /*
  * Adds a case that needs hardware (tag "rdma": the Soft-RoCE VM; "cuda": a
- * GPU; "hosts": the two-VM bed), counted so that a run that leaves the tag
+ * GPU; "hosts": the two-VM bed; "numa": the NUMA VM), counted so that a run that leaves the tag
  * out can say how many cases it skipped and where they run instead.
  */
 #define test_add_tagged(tc, tag, test)    \
@@ -272,7 +273,7 @@ Suite *hosts_suite(void);
 	} while (0)
 void test_count_tagged(const char *tag);
 /* Prints what the tags left out (CK_EXCLUDE_TAGS, or CK_INCLUDE_TAGS without
- * "hosts") skipped, and why. */
+ * "hosts" or "numa") skipped, and why. */
 void test_report_skipped(void);
 
 #endif

@@ -33,10 +33,17 @@ static int read_line(const char *dir, const char *name, char *buf, size_t size)
  * link (a sysfs link to a device) resolved, as a path under <root>/devices,
  * into ret->pci, with that device's numa_node. ret is left unknown when
  * link does not resolve there.
+ *
+ * The device is the nearest of the link's target and its parents that has
+ * a numa_node file: the bus function. A netdev's "device" is not always
+ * one: virtio-net's is the virtio device (.../0000:81:00.0/virtio1), a
+ * child of the PCI function with no numa_node of its own. Without one
+ * anywhere up to <root>/devices, the target itself, node unknown.
  */
 static void place_of(const char *root, const char *link, struct topo_place *ret)
 {
-	char devices[PATH_MAX], top[PATH_MAX], real[PATH_MAX], node[16];
+	char devices[PATH_MAX], top[PATH_MAX], real[PATH_MAX], dir[PATH_MAX], node[16];
+	const char *at = real;
 	size_t n;
 
 	*ret = (struct topo_place){ .numa_node = -1 };
@@ -44,13 +51,28 @@ static void place_of(const char *root, const char *link, struct topo_place *ret)
 	    !realpath(devices, top) || !realpath(link, real))
 		return;
 	n = strlen(top);
-	if (strncmp(real, top, n) != 0 || real[n] != '/' ||
-	    strlen(real + n + 1) >= sizeof(ret->pci))
+	if (strncmp(real, top, n) != 0 || real[n] != '/')
 		return;
-	snprintf(ret->pci, sizeof(ret->pci), "%s", real + n + 1);
-	/* "-1" on a machine without NUMA: unknown, as it should be. */
-	if (read_line(real, "numa_node", node, sizeof(node)) == 0)
-		ret->numa_node = atoi(node) >= 0 ? atoi(node) : -1;
+	snprintf(dir, sizeof(dir), "%s", real);
+	for (;;) {
+		char *slash;
+
+		/* "-1" on a machine without NUMA: unknown, as it should be. */
+		if (read_line(dir, "numa_node", node, sizeof(node)) == 0) {
+			ret->numa_node = atoi(node) >= 0 ? atoi(node) : -1;
+			at = dir;
+			break;
+		}
+		/* dir is top/..., so there is a '/' at n or after. */
+		slash = strrchr(dir, '/');
+		if ((size_t)(slash - dir) <= n)
+			break;
+		*slash = '\0';
+	}
+	if (strlen(at + n + 1) < sizeof(ret->pci))
+		snprintf(ret->pci, sizeof(ret->pci), "%s", at + n + 1);
+	else
+		ret->numa_node = -1;
 }
 
 void topo_rdma_device(const char *root, const char *ibdev, struct topo_place *ret)

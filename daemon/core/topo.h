@@ -31,7 +31,9 @@ struct topo_place {
 /*
  * RDMA device ibdev: <root>/class/infiniband/<ibdev>/device, or for a
  * device with no bus of its own (rxe, siw) the netdev its "parent" file
- * names: <root>/class/net/<netdev>/device.
+ * names: <root>/class/net/<netdev>/device. The place is that device's or,
+ * when it has no numa_node (virtio-net's is the virtio device under the
+ * PCI function), its nearest parent's that has one.
  */
 void topo_rdma_device(const char *root, const char *ibdev, struct topo_place *ret);
 /* The PCI function of bus id "0000:3b:00.0" (any case; a domain of eight

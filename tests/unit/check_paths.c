@@ -7,7 +7,8 @@
  *   fake0  PCI pci0000:00/0000:00:01.0/0000:01:00.0, NUMA node 0 (its
  *          class/infiniband entry links to the function, as a NIC's does)
  *   fake1  PCI pci0000:80/0000:80:01.0/0000:81:00.0, NUMA node 1 (no device
- *          link: its "parent" names netdev eth1, as rxe's does)
+ *          link: its "parent" names netdev eth1, as rxe's does, whose
+ *          device is a virtio device under the function, as virtio-net's is)
  *   GPU 1  of the fake CUDA (bus id 0000:11:00.0) behind pci0000:80's
  *          second port: 4 hops from fake1, 6 from fake0
  *   nodes  0 and 1 at distance 21 (the SLIT), both measured at 10 GB/s
@@ -121,7 +122,11 @@ static void make_tree(void)
 	mkdirs("class/infiniband/fake1");
 	put("class/infiniband/fake1/parent", "eth1\n");
 	mkdirs("class/net/eth1");
-	link_to("../../../devices/pci0000:80/0000:80:01.0/0000:81:00.0", "class/net/eth1/device");
+	/* As virtio-net's: the virtio device under the PCI function, with no
+	 * numa_node of its own. */
+	mkdirs("devices/pci0000:80/0000:80:01.0/0000:81:00.0/virtio1");
+	link_to("../../../devices/pci0000:80/0000:80:01.0/0000:81:00.0/virtio1",
+		"class/net/eth1/device");
 	mkdirs("bus/pci/devices");
 	link_to("../../../devices/pci0000:80/0000:80:02.0/0000:11:00.0",
 		"bus/pci/devices/0000:11:00.0");
@@ -298,7 +303,7 @@ START_TEST(test_topology)
 	struct topo_place p;
 
 	/* Read at discovery: a NIC through its device link, rxe through its
-	 * netdev. */
+	 * netdev, up from its virtio device to the PCI function. */
 	ck_assert_str_eq(dev0->place.pci, "pci0000:00/0000:00:01.0/0000:01:00.0");
 	ck_assert_int_eq(dev0->place.numa_node, 0);
 	ck_assert_str_eq(dev1->place.pci, "pci0000:80/0000:80:01.0/0000:81:00.0");

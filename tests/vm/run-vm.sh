@@ -4,7 +4,7 @@
 #
 #   tests/vm/run-vm.sh --build-dir DIR --cmd 'COMMAND' [--add FILE]...
 #                      [--path DIR]... [--timeout SEC]
-#                      [--hosts 2 --cmd-b 'COMMAND']
+#                      [--hosts 2 --cmd-b 'COMMAND' | --numa]
 #
 # Builds the kernel and initramfs into the build dir (build-initramfs.sh; the
 # kernel is cached), boots it under qemu with TCG (a guest hangs under KVM on
@@ -21,6 +21,10 @@
 #              tells to quit at the end); each prints its own result line,
 #              and both must be 0. Consoles: DIR/console-a.log and
 #              DIR/console-b.log, streamed with "[A] " and "[B] " in front.
+# --numa       one VM with two NUMA nodes (a vCPU and half the memory each,
+#              at distance 21) and a virtio-net NIC on each node's PCI
+#              expander bridge; /init puts rxe0 and rxe1 on them
+#              (tests/vm/README.md). Console: DIR/console-numa.log.
 #
 # The command runs as root under busybox sh, from the caller's directory, with
 # the environment /init gives it (alone: RDMAMEM_VM=1, RDMAMEM_RXE_DEV=rxe0
@@ -44,7 +48,7 @@ now() {
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
-build='' cmd='' cmd_b='' hosts=1 timeout=600
+build='' cmd='' cmd_b='' hosts=1 numa=0 timeout=600
 adds=() paths=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -55,11 +59,17 @@ while [ $# -gt 0 ]; do
 	--timeout) timeout=${2:?--timeout needs seconds} ;;
 	--hosts) hosts=${2:?--hosts needs 1 or 2} ;;
 	--cmd-b) cmd_b=${2:?--cmd-b needs a command} ;;
+	--numa)
+		numa=1
+		shift
+		continue
+		;;
 	*) die "unknown argument '$1' (see the usage at the top of $0)" ;;
 	esac
 	shift 2
 done
 [ -n "$build" ] && [ -n "$cmd" ] || die "usage: $0 --build-dir DIR --cmd COMMAND [--add FILE]... [--path DIR]... [--timeout SEC] [--hosts 2 --cmd-b COMMAND]"
+[ "$numa" = 0 ] || [ "$hosts" = 1 ] || die "--numa is one VM: not with --hosts 2"
 case $hosts in
 1) [ -z "$cmd_b" ] || die "--cmd-b is for --hosts 2" ;;
 2) [ -n "$cmd_b" ] || die "--hosts 2 needs --cmd-b (what host B runs)" ;;
@@ -153,12 +163,42 @@ listening() {
 	[ -n "$(ss -Hltn "sport = :$1")" ]
 }
 
+# The NUMA VM's machine: q35 (PCIe), nodes 0 and 1 with a vCPU and 512 MiB
+# each and the SLIT distance of two sockets, and per node i a PCI expander
+# bridge (pxb-pcie, bus 64 * (i + 1)) that says it is on node i, a root port
+# under it and a virtio-net NIC on that with the MAC /init looks for
+# (52:54:00:09:0N:01 for network 10.9.N.0/24). The main bus is not used:
+# qemu gives it no proximity domain, so its functions' numa_node is -1. The
+# NICs need no netdev (each rxe device talks to itself); no option ROM, no
+# default NIC.
+numa_machine() {
+	local i
+
+	printf '%s\n' -M q35 -nic none
+	for i in 0 1; do
+		printf '%s\n' -object "memory-backend-ram,id=m$i,size=512M" \
+			-numa "node,nodeid=$i,memdev=m$i,cpus=$i" \
+			-device "pxb-pcie,id=pxb$i,bus_nr=$((64 * (i + 1))),numa_node=$i,bus=pcie.0" \
+			-device "pcie-root-port,id=rp$i,bus=pxb$i,chassis=$((i + 1))" \
+			-device "virtio-net-pci,bus=rp$i,mac=52:54:00:09:0$((7 + i)):01,romfile="
+	done
+	# After the nodes it names.
+	printf '%s\n' -numa dist,src=0,dst=1,val=21
+}
+
 if [ "$hosts" = 1 ]; then
 	log=$build/console.log
 	smp=2
-	echo "run-vm.sh: booting $(cat "$build/kernel/package") under qemu (TCG), timeout ${timeout}s, console in $log"
-	# No NIC: the VM's network is a veth pair inside it.
-	boot_vm "$log" '' '' -nic none
+	if [ "$numa" = 1 ]; then
+		log=$build/console-numa.log
+		echo "run-vm.sh: booting $(cat "$build/kernel/package") under qemu (TCG) with two NUMA nodes, timeout ${timeout}s, console in $log"
+		# shellcheck disable=SC2046
+		boot_vm "$log" '' ' rdmamem.host=numa' $(numa_machine)
+	else
+		echo "run-vm.sh: booting $(cat "$build/kernel/package") under qemu (TCG), timeout ${timeout}s, console in $log"
+		# No NIC: the VM's network is a veth pair inside it.
+		boot_vm "$log" '' '' -nic none
+	fi
 	t2=$(now)
 	timing=$(awk -v a="$t0" -v b="$t1" -v c="$t2" \
 		'BEGIN { printf "initramfs %.1fs, VM %.1fs, total %.1fs", b - a, c - b, c - a }')

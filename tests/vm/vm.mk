@@ -9,6 +9,9 @@
 #                  two rxe devices: smoke-test RDMA across them, then run
 #                  the cases tagged "hosts" on A, which drive B through its
 #                  agent (`make check` ends with this)
+#   make vmtest-numa  one VM with two NUMA nodes and a NIC on each: the
+#                  cases tagged "numa" (the device nearest the memory
+#                  carries small transfers; `make check` runs it)
 #
 # VM_DIR holds the kernel cache, the initramfs and the consoles; it is shared
 # by every VARIANT, so run one VM target at a time.
@@ -27,7 +30,7 @@ VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBS
               TSAN_OPTIONS,\
               $(if $($(v)),$(v)='$($(v))'))
 
-.PHONY: vmtest vmtest2 vmbench vmbench2
+.PHONY: vmtest vmtest2 vmtest-numa vmbench vmbench2
 
 # The Varlink conformance suite's cases that need a device (ConnectQueuePair,
 # registrations in force): all of it, with -require-rdma, unless the run is
@@ -40,6 +43,13 @@ vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(B)/example
 	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
 		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES)) \
 		--cmd "/vmtest/smoke.sh && $(VM_CONFORMANCE) $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
+
+# Two NUMA nodes, a NIC on each (run-vm.sh --numa): the cases tagged
+# "numa" (tests/e2e/check_numa_vm.c) against the guest's own sysfs.
+vmtest-numa: deps all $(B)/test-rdmamemd
+	$(Q)tests/vm/run-vm.sh --numa --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
+		--path $(abspath $(B)) $(addprefix --add ,$(abspath $(B)/test-rdmamemd $(B)/rdmamemd)) \
+		--cmd "$(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=numa test-rdmamemd"
 
 # The two-VM bed: host B's agent and the region holder it runs, beside
 # what vmtest carries. B's command is its agent; A's /init tells it to quit
