@@ -11,9 +11,10 @@
  * own. Every read is a few small files: callers read a device once (RDMA
  * devices at discovery, a GPU at its first transfer), never per transfer.
  * Nothing here fails hard: what cannot be read is unknown (-1, ""). The
- * ranking counts an unknown NUMA node as local and an unknown PCI place as
- * farther than any known one, so that a machine whose sysfs says nothing
- * keeps the discovery order. Any thread; no state.
+ * ranking (remote/paths.h) puts a device on an unknown NUMA node just
+ * behind one on the memory's node and an unknown PCI place after any known
+ * one, so that a machine whose sysfs says nothing keeps the discovery
+ * order. Any thread; no state.
  */
 #ifndef RDMAMEMD_TOPO_H
 #define RDMAMEMD_TOPO_H

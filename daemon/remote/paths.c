@@ -162,6 +162,34 @@ static uint64_t node_bps(const struct paths *p, const struct region *r)
 	return PATHS_BPS_UNMEASURED;
 }
 
+/*
+ * The NUMA distance from the memory's node to the device's, from the
+ * firmware's table read once per node pair (the ranking runs per transfer).
+ * A device whose node is unknown while the memory's is known counts as
+ * PATHS_NUMA_UNKNOWN: behind a device known to be on the memory's node,
+ * ahead of one known to be across the interconnect. Memory on an unknown
+ * node sees every device as local (the discovery order decides).
+ */
+static int numa_distance(struct paths *p, int mem_node, int dev_node)
+{
+	int *d;
+
+	if (mem_node < 0)
+		return TOPO_NUMA_LOCAL;
+	if (dev_node < 0)
+		return PATHS_NUMA_UNKNOWN;
+	if (mem_node >= PATHS_NODES_MAX || dev_node >= PATHS_NODES_MAX)
+		return topo_numa_distance(sysfs_of(p), mem_node, dev_node);
+	d = &p->numa_distance[mem_node][dev_node];
+	if (*d == 0) {
+		int r = topo_numa_distance(sysfs_of(p), mem_node, dev_node);
+
+		/* Unreadable: the same as an unknown device node. */
+		*d = r > 0 ? r : PATHS_NUMA_UNKNOWN;
+	}
+	return *d;
+}
+
 static void rank_one(struct paths *p, struct region *const *regions, size_t n, struct candidate *c)
 {
 	c->hops = 0;
@@ -175,8 +203,7 @@ static void rank_one(struct paths *p, struct region *const *regions, size_t n, s
 
 			c->hops = MAX(c->hops, h < 0 ? HOPS_UNKNOWN : h);
 		} else {
-			int d = topo_numa_distance(sysfs_of(p), r->numa_node,
-						   c->dev->place.numa_node);
+			int d = numa_distance(p, r->numa_node, c->dev->place.numa_node);
 			uint64_t bps = node_bps(p, r);
 
 			if (d > TOPO_NUMA_LOCAL)

@@ -27,7 +27,10 @@
  *                 leg over memory on two nodes goes nearest the slower
  *                 memory. A node not measured yet counts as
  *                 PATHS_BPS_UNMEASURED, which orders by distance alone;
- *                 an unknown node (either side) counts as local;
+ *                 a device on an unknown node counts as at distance
+ *                 PATHS_NUMA_UNKNOWN (just farther than local, nearer
+ *                 than across the interconnect); memory on an unknown
+ *                 node finds every device local;
  *               - ties keep the discovery order;
  *   pair        for each device of the descriptor, in its order, the best
  *               ranked candidate that reaches the device's endpoint (one
@@ -81,6 +84,12 @@ struct paths_ifaddr {
 	uint32_t addr, mask;
 };
 
+/* Nodes whose distances are kept (a table of ints per pair). */
+#define PATHS_NODES_MAX 16
+/* The distance given a device whose NUMA node is unknown (the firmware's
+ * local is 10, a hop across the interconnect 20 or more). */
+#define PATHS_NUMA_UNKNOWN 11
+
 struct paths {
 	uv_loop_t *loop;
 	struct rdma_ctx *rdma;     /* the devices, the sysfs root */
@@ -98,6 +107,8 @@ struct paths {
 		struct topo_place place;
 	} gpus[PATHS_GPUS_MAX];
 	size_t n_gpus;
+	/* NUMA distances read so far (0: not yet), [memory node][device node]. */
+	int numa_distance[PATHS_NODES_MAX][PATHS_NODES_MAX];
 };
 
 /* One path: a local device, the remote device (its index in the

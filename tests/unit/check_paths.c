@@ -405,6 +405,34 @@ START_TEST(test_host_slowest_node_decides)
 }
 END_TEST
 
+/* A device whose node sysfs does not give ranks just behind one on the
+ * memory's node and ahead of one across the interconnect. */
+START_TEST(test_unknown_node_ranks_behind_local)
+{
+	struct region *r = mem_fixture_import(&lf.f, 65536);
+	struct remote *rem = import_remote();
+	struct paths_choice c[PATHS_MAX];
+	struct errinfo e = {};
+	uint32_t n = 0;
+
+	register_on(r, dev0);
+	register_on(r, dev1);
+	dev0->place.numa_node = -1; /* first discovered, node unknown */
+	r->numa_node = 1;           /* fake1 local: it wins over the unknown */
+	ck_assert_int_eq(paths_choose(&ctx.paths, &r, 1, &rem->desc, c, &n, &e), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_ptr_eq(c[0].dev, dev1);
+	r->numa_node = 0; /* fake1 at distance 21: the unknown fake0 wins */
+	ck_assert_int_eq(paths_choose(&ctx.paths, &r, 1, &rem->desc, c, &n, &e), 0);
+	ck_assert_ptr_eq(c[0].dev, dev0);
+	r->numa_node = -1; /* the memory's node unknown: discovery order */
+	ck_assert_int_eq(paths_choose(&ctx.paths, &r, 1, &rem->desc, c, &n, &e), 0);
+	ck_assert_ptr_eq(c[0].dev, dev0);
+	/* The SLIT was read once for the pair (1, 0), not per choice. */
+	ck_assert_int_eq(ctx.paths.numa_distance[0][1], 21);
+}
+END_TEST
+
 /* The interface list is fetched once, and again once it is old. */
 START_TEST(test_interfaces_cached)
 {
@@ -644,6 +672,7 @@ Suite *paths_suite(void)
 	tcase_add_test(tc, test_topology);
 	tcase_add_test(tc, test_host_nearest_numa);
 	tcase_add_test(tc, test_host_slowest_node_decides);
+	tcase_add_test(tc, test_unknown_node_ranks_behind_local);
 	tcase_add_test(tc, test_interfaces_cached);
 	suite_add_tcase(su, tc);
 #if HAVE_CUDA_H
