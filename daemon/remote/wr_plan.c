@@ -304,9 +304,14 @@ size_t wr_cursor_take(struct wr_cursor *c, struct wr *out, size_t max)
 static bool op_on_path(const struct wr_plan *p, const struct wr_extent *x, uint64_t s, uint64_t len,
 		       uint32_t q)
 {
-	uint64_t lo = x->g + s / p->piece, hi = x->g + (s + len - 1) / p->piece;
+	uint64_t lo, hi;
 
-	return p->n_rr == 1 || on_path_below(p, hi + 1, q) > on_path_below(p, lo, q);
+	/* Unstriped, or meeting n_rr pieces in a row: every path's. */
+	if (p->n_rr == 1 || len >= p->n_rr * p->piece)
+		return true;
+	lo = x->g + s / p->piece;
+	hi = x->g + (s + len - 1) / p->piece;
+	return on_path_below(p, hi + 1, q) > on_path_below(p, lo, q);
 }
 
 bool wr_cursor_drop(struct wr_cursor *c, uint32_t *ret_op)
