@@ -158,7 +158,7 @@ int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 	for (size_t i = 0; i < n_ops;) {
 		struct wr_extent *x;
 		size_t last = i;
-		uint64_t len = ops[i].length, n, s = 0;
+		uint64_t len = ops[i].length, s = 0;
 
 		p->op_wrs[i] = op_pieces(p, ops[i].length, &s);
 		while (last + 1 < n_ops && continues(&ops[i], len, &ops[last + 1])) {
@@ -173,15 +173,13 @@ int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 					 .g = g,
 					 .first = (uint32_t)i,
 					 .last = (uint32_t)last };
-		n = pieces_of(p, len);
-		if (p->n_rr == 1)
-			p->path_n[0] += n;
-		else
-			for (uint32_t q = 0; q < p->n_rr; q++)
-				p->path_n[q] += on_path_below(p, g + n, q) - on_path_below(p, g, q);
-		g += n;
+		g += pieces_of(p, len);
 		i = last + 1;
 	}
+	/* The pieces are numbered on from extent to extent: path q has those
+	 * below g that are q mod n_rr. */
+	for (uint32_t q = 0; q < p->n_rr; q++)
+		p->path_n[q] = on_path_below(p, g, q);
 	p->n_wrs = g;
 	p->n_ops = n_ops;
 	p->bytes = bytes;
