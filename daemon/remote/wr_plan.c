@@ -18,26 +18,25 @@ void wr_plan_done(struct wr_plan *p)
 	wr_plan_init(p);
 }
 
-/* Room for n elements of size in *a, doubling (at least 64): a build grows
- * its arrays O(log n) times, and a plan built again grows them never. */
-static int reserve(void **a, size_t *cap, size_t n, size_t size)
+/* The array a (of *cap elements of size) with room for n, doubling (at
+ * least 64), or NULL (a stays): a build grows its arrays O(log n) times,
+ * and a plan built again grows them never. */
+static void *reserve(void *a, size_t *cap, size_t n, size_t size)
 {
 	void *t;
 	size_t c = *cap ? *cap : 64;
 
-	if (n <= *cap)
-		return 0;
+	if (*cap && n <= *cap)
+		return a;
 	while (c < n) {
 		if (c > SIZE_MAX / 2 / size)
-			return -ENOMEM;
+			return NULL;
 		c *= 2;
 	}
-	t = realloc(*a, c * size);
-	if (!t)
-		return -ENOMEM;
-	*a = t;
-	*cap = c;
-	return 0;
+	t = realloc(a, c * size);
+	if (t)
+		*cap = c;
+	return t;
 }
 
 static bool params_valid(const struct wr_plan_params *pp)
@@ -120,6 +119,7 @@ int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 		  const struct wr_keys *keys, size_t n_keys, const struct wr_plan_params *params)
 {
 	uint64_t bytes, longest, g = 0;
+	void *t;
 	int r;
 
 	p->ops = ops;
@@ -150,9 +150,10 @@ int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 		return -E2BIG;
 	}
 
-	r = reserve((void **)&p->op_wrs, &p->op_wrs_cap, n_ops, sizeof(*p->op_wrs));
-	if (r < 0)
+	t = reserve(p->op_wrs, &p->op_wrs_cap, n_ops, sizeof(*p->op_wrs));
+	if (!t)
 		goto fail;
+	p->op_wrs = t;
 	/* One pass: the extents, and the pieces each op meets (s: where the
 	 * op starts in its piece). */
 	for (size_t i = 0; i < n_ops;) {
@@ -165,9 +166,10 @@ int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 			len += ops[++last].length;
 			p->op_wrs[last] = op_pieces(p, ops[last].length, &s);
 		}
-		r = reserve((void **)&p->ext, &p->ext_cap, p->n_ext + 1, sizeof(*p->ext));
-		if (r < 0)
+		t = reserve(p->ext, &p->ext_cap, p->n_ext + 1, sizeof(*p->ext));
+		if (!t)
 			goto fail;
+		p->ext = t;
 		x = &p->ext[p->n_ext++];
 		*x = (struct wr_extent){ .len = len,
 					 .g = g,
@@ -187,8 +189,7 @@ int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 fail:
 	p->n_ext = 0;
 	p->striped = 0;
-	memset(p->path_n, 0, sizeof(p->path_n));
-	return r;
+	return -ENOMEM;
 }
 
 void wr_plan_op_wrs(const struct wr_plan *p, uint32_t *ret)
