@@ -13,6 +13,10 @@
  * - a 100,000-op batch, separate 4 KiB ranges (100,000 WRs) and adjacent
  *   ones (coalesced to a few WRs): accepted (planned) and posted. Goal:
  *   ≤ 10 ms.
+ * - 100,000 ops of 1 GiB striped over four paths in 1 MiB pieces: 10^8
+ *   WRs, of which a call generates only what the windows take. Timed:
+ *   planned, and each path's window filled (the loop's work before the
+ *   first completion); then cancelled, which reports every op left.
  * What is not in these rows: parsing the Transfer call, the locks, verbs.
  *
  * Then the whole call, beside a Ping round trip of the same daemon: a
@@ -55,6 +59,7 @@
 #define PREPARED 4096
 #define POST_OPS 256
 #define BIG_OPS 100000
+#define HUGE_PATHS 4
 
 static const char ping_call[] = "{\"method\":\"io.rdmamemd.Ping\"}";
 static const char ping_reply[] = "{\"parameters\":{}}";
@@ -130,6 +135,70 @@ static void engine_run(struct engine *e, const struct wr_op *ops, size_t n)
 		window_complete(&e->win, &wc, 1);
 	}
 	window_batch_fini(&b);
+}
+
+/* The striped row ends by its cancel: an op is cancelled or done. */
+static void huge_op_done(void *userdata, struct window_batch *b, uint32_t op,
+			 const struct window_status *st)
+{
+	(void)userdata;
+	(void)b;
+	if (st->outcome != WINDOW_OK && st->outcome != WINDOW_CANCELLED) {
+		fprintf(stderr, "bench-remote: op %u failed\n", op);
+		exit(1);
+	}
+}
+
+static const struct window_batch_ops huge_ops = { .op_done = huge_op_done, .done = batch_done };
+
+/* The striped row: n ops of 1 GiB over HUGE_PATHS windows; the ns until
+ * every window is full, and in *ret_cancel_ns those of the cancel. */
+static uint64_t huge_run(struct wr_op *ops, size_t n, struct window *wins,
+			 struct instant_link *links, uint64_t *ret_cancel_ns, uint64_t *ret_wrs)
+{
+	static const struct wr_plan_params pp = { .max_msg = WR_MSG_MAX,
+						  .n_paths = HUGE_PATHS,
+						  .stripe_min = 4 << 20,
+						  .stripe_chunk = 1 << 20 };
+	struct window *wp[HUGE_PATHS];
+	struct wr_keys keys[HUGE_PATHS] = { 0 };
+	struct wr_plan plan;
+	struct window_batch b;
+	uint64_t t0, t1;
+	int done = 0;
+
+	wr_plan_init(&plan);
+	for (size_t i = 0; i < n; i++)
+		ops[i] = (struct wr_op){ .local_offset = (2ULL << 30) * i,
+					 .remote_offset = (2ULL << 30) * i,
+					 .length = 1ULL << 30,
+					 .index = (uint32_t)i,
+					 .opcode = WR_WRITE };
+	for (uint32_t p = 0; p < HUGE_PATHS; p++)
+		wp[p] = &wins[p];
+	t0 = bench_now_ns();
+	if (wr_plan_build(&plan, ops, n, keys, 1, &pp) < 0 ||
+	    window_batch_init(&b, &plan, &huge_ops, &done) < 0) {
+		fprintf(stderr, "bench-remote: plan\n");
+		exit(1);
+	}
+	window_batch_start(&b, wp);
+	t1 = bench_now_ns();
+	window_batch_cancel(&b);
+	for (uint32_t p = 0; p < HUGE_PATHS; p++) {
+		struct window_wc wc = { .wr_id = links[p].last };
+
+		window_complete(&wins[p], &wc, 1);
+	}
+	*ret_cancel_ns = bench_now_ns() - t1;
+	*ret_wrs = plan.n_wrs;
+	if (!done) {
+		fprintf(stderr, "bench-remote: the striped batch did not end\n");
+		exit(1);
+	}
+	window_batch_fini(&b);
+	wr_plan_done(&plan);
+	return t1 - t0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -454,9 +523,33 @@ int main(int argc, char **argv)
 		bench_row("100,000-op batch",
 			  adjacent ? "plan + window, coalesced" : "plan + window, 100,000 WRs",
 			  &big, &ping);
-		printf("%-22s   %zu WRs: %.2f ms p50, %.1f ns per op; goal <= 10 ms: %.2f of it\n",
-		       "", e.plan.n_wrs, big.p50_us / 1e3, big.p50_us * 1e3 / BIG_OPS,
-		       big.p50_us / 1e4);
+		printf("%-22s   %llu WRs: %.2f ms p50, %.1f ns per op; goal <= 10 ms: %.2f of it\n",
+		       "", (unsigned long long)e.plan.n_wrs, big.p50_us / 1e3,
+		       big.p50_us * 1e3 / BIG_OPS, big.p50_us / 1e4);
+	}
+
+	{
+		struct window wins[HUGE_PATHS];
+		struct instant_link links[HUGE_PATHS] = { 0 };
+		uint64_t *cancel_ns = calloc(big_iters, sizeof(*cancel_ns)), wrs = 0;
+		struct bench_result cancel;
+
+		if (!cancel_ns)
+			return 1;
+		for (uint32_t p = 0; p < HUGE_PATHS; p++)
+			if (window_init(&wins[p], &wp, &instant_ops, &links[p]) < 0)
+				return 1;
+		for (size_t it = 0; it < big_iters; it++)
+			ns[it] = huge_run(ops, BIG_OPS, wins, links, &cancel_ns[it], &wrs);
+		big = result_of(ns, big_iters);
+		cancel = result_of(cancel_ns, big_iters);
+		bench_row("100,000 x 1 GiB striped", "plan + 4 windows filled", &big, &ping);
+		printf("%-22s   %llu WRs, %u generated: %.2f ms p50; the cancel: %.2f ms p50\n", "",
+		       (unsigned long long)wrs, HUGE_PATHS * wp.depth, big.p50_us / 1e3,
+		       cancel.p50_us / 1e3);
+		for (uint32_t p = 0; p < HUGE_PATHS; p++)
+			window_done(&wins[p]);
+		free(cancel_ns);
 	}
 	printf("\n256-op prepared post: %.2f us p50 = %.3f Ping round trips (goal <= 2), "
 	       "%.1f ns per op\n",

@@ -536,7 +536,14 @@ static int leg_start(struct transfer_leg *leg, struct errinfo *e)
 		if (l && l->max_msg && l->max_msg < params.max_msg)
 			params.max_msg = l->max_msg;
 	}
+	/* O(ops): the WRs are generated as the windows post them. */
 	r = wr_plan_build(&leg->plan, leg->ops, leg->n_ops, leg->keys, leg->n_regions, &params);
+	if (r == -E2BIG)
+		return errinfo_invalid_param(e, "ops", r,
+					     "an op may be at most %u times %llu bytes (the work "
+					     "request size on its paths) long: split it",
+					     WR_OP_WRS_MAX - 1,
+					     (unsigned long long)leg->plan.piece);
 	if (r == 0)
 		r = window_batch_init(&leg->batch, &leg->plan, &leg_batch_ops, leg);
 	if (r < 0)

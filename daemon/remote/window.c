@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <assert.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
  * its outcome went out (then later retirements say nothing). */
 #define OP_REPORTED (1U << 31)
 #define OP_PIECES (OP_REPORTED - 1)
+static_assert(WR_OP_WRS_MAX <= OP_PIECES, "an op's WR count fits below OP_REPORTED");
 
 int window_init(struct window *w, const struct window_params *params,
 		const struct window_link_ops *ops, void *link)
@@ -25,8 +27,14 @@ int window_init(struct window *w, const struct window_params *params,
 	if (!w->params.post_max || w->params.post_max > w->params.depth)
 		w->params.post_max = w->params.depth;
 	w->ring = calloc(size, sizeof(*w->ring));
-	if (!w->ring)
+	w->buf = calloc(w->params.post_max, sizeof(*w->buf));
+	if (!w->ring || !w->buf) {
+		free(w->ring);
+		free(w->buf);
+		w->ring = NULL;
+		w->buf = NULL;
 		return -ENOMEM;
+	}
 	list_init(&w->queue);
 	return 0;
 }
@@ -35,7 +43,9 @@ void window_done(struct window *w)
 {
 	window_fail(w, -ESHUTDOWN, 0);
 	free(w->ring);
+	free(w->buf);
 	w->ring = NULL;
+	w->buf = NULL;
 }
 
 static void batch_finish_maybe(struct window_batch *b)
@@ -68,11 +78,10 @@ static void op_report(struct window_batch *b, uint32_t op, const struct window_s
 	b->cb->op_done(b->userdata, b, op, st);
 }
 
-/* WR i of b left the QP (done, failed or flushed). The caller holds b. */
-static void batch_wr_end(struct window_batch *b, size_t i, const struct window_status *st)
+/* The WR x of b left the QP (done, failed or flushed). The caller holds b. */
+static void batch_wr_end(struct window_batch *b, const struct window_entry *x,
+			 const struct window_status *st)
 {
-	const struct wr *x = &b->plan->wrs[i];
-
 	b->in_flight--;
 	if (st->outcome == WINDOW_OK) {
 		b->progress.bytes_done += x->length;
@@ -97,13 +106,11 @@ static void lane_drop(struct window_lane *l, const struct window_status *st)
 	if (list_linked(&l->node))
 		list_del(&l->node);
 	b->hold++;
-	while (l->next < l->end) {
-		const struct wr *x = &b->plan->wrs[l->next++];
-
-		for (uint32_t op = x->first_op; op < x->first_op + x->n_ops; op++)
-			if (!(b->op_state[op] & OP_REPORTED))
-				op_report(b, op, st);
-	}
+	/* The cursor moves past an op before it is reported: a callback that
+	 * drops the lane again finds only what is left. */
+	for (uint32_t op; wr_cursor_drop(&l->cur, &op);)
+		if (!(b->op_state[op] & OP_REPORTED))
+			op_report(b, op, st);
 	b->hold--;
 	batch_finish_maybe(b);
 }
@@ -123,7 +130,7 @@ static void retire_one(struct window *w, const struct window_status *st)
 	else
 		w->c.retired_failed++;
 	b->hold++;
-	batch_wr_end(b, e.wr, st);
+	batch_wr_end(b, &e, st);
 	b->hold--;
 	batch_finish_maybe(b);
 }
@@ -152,15 +159,18 @@ static void pump(struct window *w)
 	while (!w->failed && !list_empty(&w->queue) && w->c.outstanding < w->params.depth) {
 		struct window_lane *l = list_first_entry(&w->queue, struct window_lane, node);
 		struct window_batch *b = l->b;
-		size_t n = l->end - l->next;
-		struct wr *wrs = &b->plan->wrs[l->next];
+		/* Taken WRs that cannot be posted go back: the copy is put back. */
+		struct wr_cursor kept = l->cur;
+		struct wr *wrs = w->buf;
+		size_t n = w->params.depth - w->c.outstanding;
 		uint32_t sig = 0;
 		int r;
 
-		if (n > w->params.depth - w->c.outstanding)
-			n = w->params.depth - w->c.outstanding;
 		if (n > w->params.post_max)
 			n = w->params.post_max;
+		/* Queued lanes have WRs left: n ≥ 1. */
+		n = wr_cursor_take(&l->cur, wrs, n);
+		assert(n > 0);
 		for (size_t i = 0; i < n; i++) {
 			wrs[i].wr_id = w->head + i;
 			wrs[i].signalled = (i + 1) % w->params.signal_every == 0 || i + 1 == n;
@@ -169,6 +179,8 @@ static void pump(struct window *w)
 		r = w->ops->post(w->link, wrs, n);
 		w->in_post = false;
 		w->c.post_calls++;
+		if (r < 0)
+			l->cur = kept;
 		if (r == -EAGAIN) {
 			w->c.post_again++;
 			return;
@@ -180,7 +192,9 @@ static void pump(struct window *w)
 		for (size_t i = 0; i < n; i++) {
 			w->ring[(w->head + i) & w->mask] =
 				(struct window_entry){ .b = b,
-						       .wr = l->next + i,
+						       .first_op = wrs[i].first_op,
+						       .n_ops = wrs[i].n_ops,
+						       .length = wrs[i].length,
 						       .signalled = wrs[i].signalled };
 			sig += wrs[i].signalled;
 		}
@@ -194,10 +208,9 @@ static void pump(struct window *w)
 		if (w->c.cqes_due > w->c.max_cqes_due)
 			w->c.max_cqes_due = w->c.cqes_due;
 		b->in_flight += n;
-		l->next += n;
 		/* Its turn is over: to the back, or off the queue when posted. */
 		list_del(&l->node);
-		if (l->next < l->end)
+		if (!wr_cursor_done(&l->cur))
 			list_add_tail(&l->node, &w->queue);
 		else if (b->cb->posted)
 			b->cb->posted(b->userdata, b, (uint32_t)(l - b->lanes));
@@ -248,23 +261,15 @@ void window_complete(struct window *w, const struct window_wc *wcs, size_t n)
 	pump(w);
 }
 
-int window_batch_init(struct window_batch *b, struct wr_plan *plan,
+int window_batch_init(struct window_batch *b, const struct wr_plan *plan,
 		      const struct window_batch_ops *cb, void *userdata)
 {
 	*b = (struct window_batch){ .plan = plan, .cb = cb, .userdata = userdata };
-	b->op_state = calloc(plan->n_ops ? plan->n_ops : 1, sizeof(*b->op_state));
+	b->op_state = malloc((plan->n_ops ? plan->n_ops : 1) * sizeof(*b->op_state));
 	if (!b->op_state)
 		return -ENOMEM;
-	for (size_t i = 0; i < plan->n_wrs; i++) {
-		const struct wr *x = &plan->wrs[i];
-
-		for (uint32_t op = x->first_op; op < x->first_op + x->n_ops; op++)
-			if (++b->op_state[op] == OP_REPORTED) {
-				free(b->op_state);
-				b->op_state = NULL;
-				return -E2BIG;
-			}
-	}
+	/* Each below WR_OP_WRS_MAX: the plan refused larger. */
+	wr_plan_op_wrs(plan, b->op_state);
 	b->ops_left = plan->n_ops;
 	for (size_t p = 0; p < WR_PLAN_PATHS_MAX; p++) {
 		b->lanes[p].b = b;
@@ -286,9 +291,8 @@ void window_batch_start(struct window_batch *b, struct window *const *wins)
 		struct window_lane *l = &b->lanes[p];
 
 		l->win = wins[p];
-		l->next = plan->path_first[p];
-		l->end = l->next + plan->path_n[p];
-		if (l->next == l->end || b->ops_left == 0)
+		wr_cursor_init(&l->cur, plan, p);
+		if (wr_cursor_done(&l->cur) || b->ops_left == 0)
 			continue;
 		/* Cancelled before it started: nothing goes out. */
 		if (b->cancelled) {

@@ -17,7 +17,11 @@
  * entries for a window (flushes included): a link's CQ of depth ≥ W per
  * window cannot overflow; counters say what was owed at most.
  *
- * A batch is one plan (wr_plan.h) over one window per path. Each op's
+ * A batch is one plan (wr_plan.h) over one window per path. Its WRs are
+ * generated as they are posted, at most a post call's worth at a time (a
+ * lane's cursor), and what the window keeps of each outstanding WR is the
+ * few words that retire it: memory is O(ops + depth) whatever the plan's
+ * WR count, and a turn of the window does O(post_max) WRs. Each op's
  * outcome is reported exactly once, through op_done: done when every WR
  * carrying it has completed, else the first failure among them (the WR's
  * error, a flush, or a cancellation). done comes once, after every op was
@@ -109,9 +113,11 @@ struct window_counters {
 
 struct window_batch;
 
+/* An outstanding WR: what retiring it needs. */
 struct window_entry {
 	struct window_batch *b;
-	size_t wr; /* index in b's plan */
+	uint32_t first_op, n_ops; /* the ops it carries */
+	uint32_t length;
 	bool signalled;
 };
 
@@ -123,6 +129,7 @@ struct window {
 	uint64_t mask;
 	uint64_t tail, head;    /* outstanding: sequences [tail, head) */
 	struct list_head queue; /* lanes with WRs to post, the next to post first */
+	struct wr *buf;         /* one post call's WRs: post_max */
 	bool failed;
 	struct window_status cause; /* why it failed */
 	bool in_post;
@@ -158,10 +165,10 @@ struct window_batch_ops {
 
 /* A batch's WRs of one path, and where they stand on that path's window. */
 struct window_lane {
-	struct list_head node; /* in win->queue while next < end and posting goes on */
+	struct list_head node; /* in win->queue while cur is not done and posting goes on */
 	struct window_batch *b;
 	struct window *win;
-	size_t next, end; /* WRs [next, end) of the plan are not posted */
+	struct wr_cursor cur; /* the WRs not posted yet (zeroed before start: none) */
 };
 
 struct window_progress {
@@ -172,8 +179,8 @@ struct window_progress {
 };
 
 struct window_batch {
-	struct wr_plan *plan; /* the caller's; its wr_id and signalled are written */
-	uint32_t *op_state;   /* per op: WRs carrying it not retired; OP_REPORTED */
+	const struct wr_plan *plan; /* the caller's, unchanged until fini */
+	uint32_t *op_state;         /* per op: WRs carrying it not retired; OP_REPORTED */
 	struct window_lane lanes[WR_PLAN_PATHS_MAX];
 	uint64_t in_flight; /* posted, not retired */
 	size_t ops_left;    /* not reported */
@@ -184,8 +191,8 @@ struct window_batch {
 	void *userdata;
 };
 
-/* Returns 0, -E2BIG (an op carried by 2^31 WRs or more) or -ENOMEM. */
-int window_batch_init(struct window_batch *b, struct wr_plan *plan,
+/* Returns 0 or -ENOMEM. O(ops): the WRs are counted, not built. */
+int window_batch_init(struct window_batch *b, const struct wr_plan *plan,
 		      const struct window_batch_ops *cb, void *userdata);
 /* Queues path p's WRs on wins[p] (p < the plan's n_paths) and posts what
  * fits. An empty plan is done at once. */

@@ -4,8 +4,11 @@
  * link that behaves as an RC queue pair: it runs posted WRs in order, puts
  * a CQE for each signalled success, for the WR that fails and for every WR
  * after it (flushed), into a CQ of bounded depth that the test polls in one
- * go or one entry at a time. A seeded random schedule is checked against
- * what the fake saw (WINDOW_SEED=n replays one seed).
+ * go or one entry at a time. The WRs are generated as the window posts
+ * them; the fake finds each in the plan's WRs generated whole
+ * (plan-fixture.h), so it checks they are the plan's, in its order. A
+ * seeded random schedule is checked against what the fake saw
+ * (WINDOW_SEED=n replays one seed).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 
 #include "daemon/remote/window.h"
 #include "tests/testlib.h"
+#include "tests/unit/plan-fixture.h"
 
 /* Completion statuses as the link would pass them (ibv_wc_status's). */
 #define ST_REM_ACCESS 10
@@ -25,8 +29,11 @@ enum wr_fate { FATE_UNPOSTED, FATE_POSTED, FATE_OK, FATE_ERROR, FATE_FLUSHED };
 
 struct fake_link {
 	struct window win;
-	struct wr_plan *plan;
-	size_t wr_of_seq[FAKE_MAX]; /* plan index of each posted WR */
+	/* The plan's WRs whole (plan_expand()): what a post may carry. */
+	const struct wr *exp;
+	const size_t *exp_first;
+	size_t n_exp;
+	size_t wr_of_seq[FAKE_MAX]; /* exp index of each posted WR */
 	bool signalled[FAKE_MAX];
 	size_t n_posted, n_run;
 	long fail_seq; /* the WR that fails, -1: none */
@@ -38,6 +45,30 @@ struct fake_link {
 	bool overflowed;
 	enum wr_fate *fate; /* per plan WR, shared by the paths' links */
 };
+
+static bool wr_same(const struct wr *a, const struct wr *b)
+{
+	return a->local_addr == b->local_addr && a->remote_addr == b->remote_addr &&
+	       a->lkey == b->lkey && a->rkey == b->rkey && a->length == b->length &&
+	       a->first_op == b->first_op && a->n_ops == b->n_ops && a->opcode == b->opcode &&
+	       a->path == b->path;
+}
+
+/* Which of the plan's WRs w is; posted once, after the one before it on
+ * its path. */
+static size_t fake_find(const struct fake_link *f, const struct wr *w)
+{
+	for (size_t i = 0; i < f->n_exp; i++) {
+		if (!wr_same(&f->exp[i], w))
+			continue;
+		ck_assert_int_eq(f->fate[i], FATE_UNPOSTED);
+		if (i > f->exp_first[w->path])
+			ck_assert_int_ne(f->fate[i - 1], FATE_UNPOSTED);
+		return i;
+	}
+	ck_abort_msg("a WR the plan does not have");
+	return 0;
+}
 
 static int fake_post(void *link, struct wr *wrs, size_t n)
 {
@@ -58,7 +89,7 @@ static int fake_post(void *link, struct wr *wrs, size_t n)
 	/* The newest WR of every post call is signalled. */
 	ck_assert(wrs[n - 1].signalled);
 	for (size_t i = 0; i < n; i++) {
-		size_t idx = (size_t)(&wrs[i] - f->plan->wrs);
+		size_t idx = fake_find(f, &wrs[i]);
 
 		ck_assert_uint_lt(f->n_posted, FAKE_MAX);
 		ck_assert_uint_eq(wrs[i].wr_id, f->n_posted);
@@ -127,16 +158,26 @@ static void fake_drain(struct fake_link *f, size_t poll_n)
 	}
 }
 
-static void fake_init(struct fake_link *f, struct wr_plan *plan, enum wr_fate *fate, uint32_t depth,
-		      uint32_t signal_every, uint32_t post_max)
+/* The plan whose WRs the link is posted from now on, and their fates. */
+static void fake_learn(struct fake_link *f, const struct wr *exp, const size_t *exp_first,
+		       size_t n_exp, enum wr_fate *fate)
+{
+	f->exp = exp;
+	f->exp_first = exp_first;
+	f->n_exp = n_exp;
+	f->fate = fate;
+}
+
+static void fake_init(struct fake_link *f, const struct wr *exp, const size_t *exp_first,
+		      size_t n_exp, enum wr_fate *fate, uint32_t depth, uint32_t signal_every,
+		      uint32_t post_max)
 {
 	const struct window_params wp = { .depth = depth,
 					  .signal_every = signal_every,
 					  .post_max = post_max };
 
 	memset(f, 0, sizeof(*f));
-	f->plan = plan;
-	f->fate = fate;
+	fake_learn(f, exp, exp_first, n_exp, fate);
 	f->fail_seq = -1;
 	f->cq_depth = FAKE_MAX;
 	ck_assert_int_eq(window_init(&f->win, &wp, &fake_ops, f), 0);
@@ -209,6 +250,8 @@ struct bed {
 	struct wr_op *ops;
 	struct wr_keys keys[WR_PLAN_PATHS_MAX];
 	struct wr_plan plan;
+	struct wr *wrs; /* the plan's, whole */
+	size_t wrs_first[WR_PLAN_PATHS_MAX + 1];
 	enum wr_fate *fate;
 	struct fake_link *links;
 	struct window *wins[WR_PLAN_PATHS_MAX];
@@ -238,11 +281,13 @@ static void bed_init(struct bed *t, size_t n_ops, uint64_t len, bool adjacent,
 	t->n_paths = pp->n_paths;
 	wr_plan_init(&t->plan);
 	ck_assert_int_eq(wr_plan_build(&t->plan, t->ops, n_ops, t->keys, 1, pp), 0);
+	t->wrs = plan_expand(&t->plan, SIZE_MAX, NULL, t->wrs_first);
 	t->fate = calloc(t->plan.n_wrs + 1, sizeof(*t->fate));
 	t->links = calloc(pp->n_paths, sizeof(*t->links));
 	ck_assert(t->fate && t->links);
 	for (uint32_t p = 0; p < pp->n_paths; p++) {
-		fake_init(&t->links[p], &t->plan, t->fate, depth, signal_every, post_max);
+		fake_init(&t->links[p], t->wrs, t->wrs_first, t->plan.n_wrs, t->fate, depth,
+			  signal_every, post_max);
 		t->wins[p] = &t->links[p].win;
 	}
 	rec_init(&t->rec, n_ops);
@@ -259,6 +304,7 @@ static void bed_free(struct bed *t)
 	}
 	rec_free(&t->rec);
 	wr_plan_done(&t->plan);
+	free(t->wrs);
 	free(t->links);
 	free(t->fate);
 	free(t->ops);
@@ -598,6 +644,9 @@ START_TEST(test_shared_window)
 	struct fake_link *f;
 	struct wr_op ops[4];
 	struct wr_plan plan;
+	struct wr *wrs;
+	size_t wrs_first[WR_PLAN_PATHS_MAX + 1];
+	enum wr_fate fate[4] = { 0 };
 	struct window_batch b2;
 	struct rec r2;
 	struct wr_keys keys = { .lkey = 1, .rkey = 2 };
@@ -612,6 +661,7 @@ START_TEST(test_shared_window)
 					 .opcode = WR_READ };
 	wr_plan_init(&plan);
 	ck_assert_int_eq(wr_plan_build(&plan, ops, 4, &keys, 1, &rc), 0);
+	wrs = plan_expand(&plan, SIZE_MAX, NULL, wrs_first);
 	rec_init(&r2, 4);
 	ck_assert_int_eq(window_batch_init(&b2, &plan, &rec_ops, &r2), 0);
 
@@ -619,14 +669,14 @@ START_TEST(test_shared_window)
 	/* a took the whole window in two turns (post_max 2) with no one else. */
 	ck_assert_uint_eq(f->n_posted, 4);
 	wins[0] = &f->win;
-	/* The fake link learns the second plan's WRs through their address. */
-	f->plan = &plan;
+	/* The fake link learns which plan the WRs come from. */
+	fake_learn(f, wrs, wrs_first, plan.n_wrs, fate);
 	window_batch_start(&b2, wins);
 	ck_assert_uint_eq(f->n_posted, 4);
-	f->plan = &a.plan;
+	fake_learn(f, a.wrs, a.wrs_first, a.plan.n_wrs, a.fate);
 	/* a's four run; the one CQE (seq 3) frees the window, b2 posts. */
 	fake_run(f, 4);
-	f->plan = &plan;
+	fake_learn(f, wrs, wrs_first, plan.n_wrs, fate);
 	fake_poll(f, 64);
 	ck_assert_int_eq(a.rec.done, 1);
 	ck_assert_uint_eq(f->n_posted, 8);
@@ -636,6 +686,7 @@ START_TEST(test_shared_window)
 	window_batch_fini(&b2);
 	rec_free(&r2);
 	wr_plan_done(&plan);
+	free(wrs);
 	bed_free(&a);
 }
 END_TEST
@@ -670,6 +721,116 @@ START_TEST(test_stripe_two_paths)
 	}
 	ck_assert(!t.links[1].win.failed);
 	bed_free(&t);
+}
+END_TEST
+
+/* A link whose QP runs every post at once: the test hands in the
+ * completion of its newest WR (always signalled) when it likes. */
+struct instant_link {
+	struct window win;
+	uint64_t last;
+	size_t max_post;
+};
+
+static int instant_post(void *link, struct wr *wrs, size_t n)
+{
+	struct instant_link *l = link;
+
+	l->last = wrs[n - 1].wr_id;
+	if (n > l->max_post)
+		l->max_post = n;
+	return 0;
+}
+
+static const struct window_link_ops instant_ops = { .post = instant_post };
+
+/*
+ * 100,000 ops of 1 GiB striped over four windows in 1 MiB pieces: 10^8 WRs,
+ * generated a post call at a time. Each window holds its depth and no
+ * more, each post call post_max at most; after ten rounds of completions
+ * the ops whose 1,024 pieces all ran are done (five), a cancel reports every
+ * other op once, and done comes after what was posted has drained. What the
+ * batch allocated is its op counters; the windows' arrays are their depth.
+ */
+START_TEST(test_huge)
+{
+	enum { N = 100000, DEPTH = 128, POST_MAX = 32, ROUNDS = 10 };
+	const uint64_t gib = 1ULL << 30, mib = 1ULL << 20;
+	const struct window_params wp = { .depth = DEPTH,
+					  .signal_every = 16,
+					  .post_max = POST_MAX };
+	const struct wr_plan_params pp = { .max_msg = WR_MSG_MAX,
+					   .n_paths = 4,
+					   .stripe_min = 4 * mib,
+					   .stripe_chunk = (uint32_t)mib };
+	struct wr_op *ops = calloc(N, sizeof(*ops));
+	struct instant_link links[4] = { 0 };
+	struct window *wins[4];
+	struct wr_keys keys[4];
+	struct wr_plan plan;
+	struct window_batch b;
+	struct rec r;
+
+	ck_assert_ptr_nonnull(ops);
+	for (size_t i = 0; i < N; i++)
+		ops[i] = (struct wr_op){ .local_offset = 2 * gib * i,
+					 .remote_offset = 2 * gib * i,
+					 .length = gib,
+					 .opcode = WR_WRITE };
+	for (uint32_t q = 0; q < 4; q++) {
+		keys[q] = (struct wr_keys){ .lkey = q + 1, .rkey = q + 11 };
+		ck_assert_int_eq(window_init(&links[q].win, &wp, &instant_ops, &links[q]), 0);
+		wins[q] = &links[q].win;
+	}
+	wr_plan_init(&plan);
+	ck_assert_int_eq(wr_plan_build(&plan, ops, N, keys, 1, &pp), 0);
+	ck_assert_uint_eq(plan.n_wrs, (uint64_t)N * 1024);
+	rec_init(&r, N);
+	ck_assert_int_eq(window_batch_init(&b, &plan, &rec_ops, &r), 0);
+	window_batch_start(&b, wins);
+	for (int round = 0; round < ROUNDS; round++)
+		for (uint32_t q = 0; q < 4; q++) {
+			struct window_wc wc = { .wr_id = links[q].last };
+
+			ck_assert_uint_eq(links[q].win.c.outstanding, DEPTH);
+			window_complete(&links[q].win, &wc, 1);
+		}
+	for (uint32_t q = 0; q < 4; q++) {
+		const struct window_counters *c = &links[q].win.c;
+
+		counters_check(&links[q].win);
+		ck_assert_uint_eq(c->posted, (ROUNDS + 1) * DEPTH);
+		ck_assert_uint_eq(c->retired_ok, ROUNDS * DEPTH);
+		ck_assert_uint_eq(c->max_outstanding, DEPTH);
+		ck_assert_uint_eq(c->post_calls, (ROUNDS + 1) * DEPTH / POST_MAX);
+		ck_assert_uint_le(links[q].max_post, POST_MAX);
+	}
+	/* Pieces [0, 4 × 1280) ran: ops 0-4 whole; op 5 in part. */
+	ck_assert_uint_eq(b.progress.ops_ok, 5);
+	ck_assert_uint_eq(b.progress.bytes_done, 4ULL * ROUNDS * DEPTH * mib);
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_int_eq(r.st[i].outcome, WINDOW_OK);
+	ck_assert_int_eq(r.count[5], 0);
+
+	window_batch_cancel(&b);
+	ck_assert_uint_eq(b.progress.ops_failed, N - 5);
+	for (size_t i = 5; i < N; i++)
+		ck_assert_int_eq(r.st[i].outcome, WINDOW_CANCELLED);
+	ck_assert_int_eq(r.done, 0);
+	for (uint32_t q = 0; q < 4; q++) {
+		struct window_wc wc = { .wr_id = links[q].last };
+
+		window_complete(&links[q].win, &wc, 1);
+		/* Nothing more was posted after the cancel. */
+		ck_assert_uint_eq(links[q].win.c.posted, (ROUNDS + 1) * DEPTH);
+	}
+	ck_assert_int_eq(r.done, 1);
+	window_batch_fini(&b);
+	for (uint32_t q = 0; q < 4; q++)
+		window_done(&links[q].win);
+	rec_free(&r);
+	wr_plan_done(&plan);
+	free(ops);
 }
 END_TEST
 
@@ -760,7 +921,7 @@ START_TEST(test_random)
 			      t.rec.done);
 		for (size_t i = 0; i < t.plan.n_wrs; i++)
 			if (t.fate[i] == FATE_OK)
-				ok_bytes += t.plan.wrs[i].length;
+				ok_bytes += t.wrs[i].length;
 		ck_assert_msg(t.b.progress.bytes_done == ok_bytes, "seed %llu",
 			      (unsigned long long)seed);
 		/* Every op's outcome, justified by the fates of its WRs. */
@@ -768,7 +929,7 @@ START_TEST(test_random)
 			bool all_ok = true, has_err = false, has_unposted = false;
 
 			for (size_t i = 0; i < t.plan.n_wrs; i++) {
-				const struct wr *x = &t.plan.wrs[i];
+				const struct wr *x = &t.wrs[i];
 
 				if (op < x->first_op || op >= (size_t)x->first_op + x->n_ops)
 					continue;
@@ -820,6 +981,7 @@ Suite *window_suite(void)
 	tcase_add_test(tc, test_empty_and_fini_in_done);
 	tcase_add_test(tc, test_shared_window);
 	tcase_add_test(tc, test_stripe_two_paths);
+	tcase_add_test(tc, test_huge);
 	tcase_add_test(tc, test_random);
 	suite_add_tcase(s, tc);
 	return s;

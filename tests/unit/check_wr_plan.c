@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The WR plan (daemon/remote/wr_plan.c): coalescing, splitting at the max
- * message size, striping over paths, which ops each WR carries; and a
- * seeded random comparison with a reference model (WR_PLAN_SEED=n replays
- * one seed).
+ * message size, striping over paths, which ops each WR carries, the
+ * cursors that generate each path's WRs and drop what is left, the cap on
+ * WRs per op; a seeded random comparison with a reference model
+ * (WR_PLAN_SEED=n replays one seed); and a plan of 10^8 WRs that is never
+ * built (its memory is its extents).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 #include "daemon/remote/wr_plan.h"
 #include "tests/testlib.h"
+#include "tests/unit/plan-fixture.h"
 
 /* Key set k on path p: distinct addresses and keys, so a WR built with the
  * wrong set or path shows. */
@@ -28,6 +31,23 @@ static void keys_fill(struct wr_keys *keys, size_t n_keys, uint32_t n_paths)
 }
 
 static const struct wr_plan_params one_path = { .max_msg = WR_MSG_MAX, .n_paths = 1 };
+
+/* The last plan's WRs, as the window takes them (plan_expand()): each test
+ * expands after a build and reads wrs[] and path_first[]. */
+static struct wr *wrs;
+static size_t path_first[WR_PLAN_PATHS_MAX + 1];
+
+static void expand(const struct wr_plan *p)
+{
+	free(wrs);
+	wrs = plan_expand(p, SIZE_MAX, NULL, path_first);
+}
+
+static void unexpand(void)
+{
+	free(wrs);
+	wrs = NULL;
+}
 
 static struct wr_op op_rw(uint8_t opcode, uint64_t loff, uint64_t roff, uint64_t len)
 {
@@ -49,21 +69,18 @@ static void plan_verify(const struct wr_plan *p, const struct wr_op *ops, size_t
 			const struct wr_keys *keys, uint32_t n_paths, uint64_t piece)
 {
 	uint64_t *covered = calloc(n_ops ? n_ops : 1, sizeof(*covered));
+	uint32_t *carriers = calloc(n_ops ? n_ops : 1, sizeof(*carriers));
+	uint32_t *counted = calloc(n_ops ? n_ops : 1, sizeof(*counted));
 	uint64_t total = 0;
-	size_t at = 0;
 
-	ck_assert_ptr_nonnull(covered);
+	ck_assert(covered && carriers && counted);
 	ck_assert_uint_eq(p->n_ops, n_ops);
-	for (uint32_t q = 0; q < n_paths; q++) {
-		ck_assert_uint_eq(p->path_first[q], at);
-		at += p->path_n[q];
-	}
-	ck_assert_uint_eq(at, p->n_wrs);
+	ck_assert_uint_eq(path_first[n_paths], p->n_wrs);
 	for (uint32_t q = 0; q < n_paths; q++) {
 		uint64_t prev_op = 0, prev_end = 0;
 
-		for (size_t i = p->path_first[q]; i < p->path_first[q] + p->path_n[q]; i++) {
-			const struct wr *w = &p->wrs[i];
+		for (size_t i = path_first[q]; i < path_first[q + 1]; i++) {
+			const struct wr *w = &wrs[i];
 			uint64_t pos = w->local_addr, end = w->local_addr + w->length;
 
 			ck_assert_uint_eq(w->path, q);
@@ -73,7 +90,7 @@ static void plan_verify(const struct wr_plan *p, const struct wr_op *ops, size_t
 			ck_assert_uint_le((uint64_t)w->first_op + w->n_ops, n_ops);
 			/* Op order within a path. */
 			ck_assert_uint_ge(w->first_op, prev_op);
-			if (i > p->path_first[q] && w->first_op == prev_op)
+			if (i > path_first[q] && w->first_op == prev_op)
 				ck_assert_uint_ge(w->local_addr, prev_end);
 			prev_op = w->first_op + w->n_ops - 1;
 			prev_end = end;
@@ -90,15 +107,22 @@ static void plan_verify(const struct wr_plan *p, const struct wr_op *ops, size_t
 				/* The overlap starts where the previous ended. */
 				ck_assert(a <= pos && pos < b);
 				covered[j] += (b < end ? b : end) - pos;
+				carriers[j]++;
 				pos = b < end ? b : end;
 			}
 			ck_assert_uint_eq(pos, end);
 			total += w->length;
 		}
 	}
-	for (size_t j = 0; j < n_ops; j++)
+	/* What the window counts per op, without the WRs. */
+	wr_plan_op_wrs(p, counted);
+	for (size_t j = 0; j < n_ops; j++) {
 		ck_assert_uint_eq(covered[j], ops[j].length);
+		ck_assert_uint_eq(counted[j], carriers[j]);
+	}
 	ck_assert_uint_eq(total, p->bytes);
+	free(counted);
+	free(carriers);
 	free(covered);
 }
 
@@ -141,8 +165,10 @@ START_TEST(test_contract)
 
 	/* No ops: an empty plan. */
 	ck_assert_int_eq(wr_plan_build(&p, &op, 0, keys, 2, &one_path), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 0);
 	ck_assert_uint_eq(p.bytes, 0);
+	unexpand();
 	wr_plan_done(&p);
 }
 END_TEST
@@ -157,18 +183,20 @@ START_TEST(test_one_byte)
 	ops[1].keys = 1;
 	wr_plan_init(&p);
 	ck_assert_int_eq(wr_plan_build(&p, ops, 2, keys, 2, &one_path), 0);
+	expand(&p);
 	/* Adjacent but of two key sets: two WRs. */
 	ck_assert_uint_eq(p.n_wrs, 2);
-	ck_assert_uint_eq(p.wrs[0].local_addr, keys[0].local_addr + 7);
-	ck_assert_uint_eq(p.wrs[0].remote_addr, keys[0].remote_addr + 9);
-	ck_assert_uint_eq(p.wrs[0].lkey, keys[0].lkey);
-	ck_assert_uint_eq(p.wrs[0].rkey, keys[0].rkey);
-	ck_assert_uint_eq(p.wrs[0].length, 1);
-	ck_assert_uint_eq(p.wrs[0].opcode, WR_READ);
-	ck_assert_uint_eq(p.wrs[1].local_addr, keys[1].local_addr + 8);
-	ck_assert_uint_eq(p.wrs[1].first_op, 1);
-	ck_assert_uint_eq(p.wrs[1].n_ops, 1);
+	ck_assert_uint_eq(wrs[0].local_addr, keys[0].local_addr + 7);
+	ck_assert_uint_eq(wrs[0].remote_addr, keys[0].remote_addr + 9);
+	ck_assert_uint_eq(wrs[0].lkey, keys[0].lkey);
+	ck_assert_uint_eq(wrs[0].rkey, keys[0].rkey);
+	ck_assert_uint_eq(wrs[0].length, 1);
+	ck_assert_uint_eq(wrs[0].opcode, WR_READ);
+	ck_assert_uint_eq(wrs[1].local_addr, keys[1].local_addr + 8);
+	ck_assert_uint_eq(wrs[1].first_op, 1);
+	ck_assert_uint_eq(wrs[1].n_ops, 1);
 	plan_verify(&p, ops, 2, keys, 1, WR_MSG_MAX);
+	unexpand();
 	wr_plan_done(&p);
 }
 END_TEST
@@ -184,35 +212,40 @@ START_TEST(test_max_msg)
 	keys_fill(keys, 1, 1);
 	wr_plan_init(&p);
 	ck_assert_int_eq(wr_plan_build(&p, &op, 1, keys, 1, &pp), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 1);
-	ck_assert_uint_eq(p.wrs[0].length, 4096);
+	ck_assert_uint_eq(wrs[0].length, 4096);
 
 	op.length = 4097;
 	ck_assert_int_eq(wr_plan_build(&p, &op, 1, keys, 1, &pp), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 2);
-	ck_assert_uint_eq(p.wrs[0].length, 4096);
-	ck_assert_uint_eq(p.wrs[1].length, 1);
-	ck_assert_uint_eq(p.wrs[1].local_addr, keys[0].local_addr + 4096);
-	ck_assert_uint_eq(p.wrs[1].remote_addr, keys[0].remote_addr + 4096);
-	ck_assert_uint_eq(p.wrs[1].first_op, 0);
+	ck_assert_uint_eq(wrs[0].length, 4096);
+	ck_assert_uint_eq(wrs[1].length, 1);
+	ck_assert_uint_eq(wrs[1].local_addr, keys[0].local_addr + 4096);
+	ck_assert_uint_eq(wrs[1].remote_addr, keys[0].remote_addr + 4096);
+	ck_assert_uint_eq(wrs[1].first_op, 0);
 	plan_verify(&p, &op, 1, keys, 1, 4096);
 
 	/* RC's own limit: 2^31 fits one WR, 2^32 + 5 takes three. */
 	op.length = WR_MSG_MAX;
 	ck_assert_int_eq(wr_plan_build(&p, &op, 1, keys, 1, &one_path), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 1);
-	ck_assert_uint_eq(p.wrs[0].length, WR_MSG_MAX);
+	ck_assert_uint_eq(wrs[0].length, WR_MSG_MAX);
 	op.length = (1ULL << 32) + 5;
 	ck_assert_int_eq(wr_plan_build(&p, &op, 1, keys, 1, &one_path), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 3);
-	ck_assert_uint_eq(p.wrs[2].length, 5);
+	ck_assert_uint_eq(wrs[2].length, 5);
 	plan_verify(&p, &op, 1, keys, 1, WR_MSG_MAX);
+	unexpand();
 	wr_plan_done(&p);
 }
 END_TEST
 
 /* 10,000 adjacent 4 KiB ops: one WR under RC's limit, 40 at 1 MiB, each
- * carrying 256 ops; the arrays are kept for the next build. */
+ * carrying 256 ops, from one extent; its array is kept for the next build. */
 START_TEST(test_coalesce_many)
 {
 	enum { N = 10000 };
@@ -220,7 +253,7 @@ START_TEST(test_coalesce_many)
 	struct wr_op *ops = calloc(N, sizeof(*ops));
 	struct wr_plan_params pp = { .max_msg = 1 << 20, .n_paths = 1 };
 	struct wr_plan p;
-	struct wr *kept;
+	struct wr_extent *kept;
 
 	ck_assert_ptr_nonnull(ops);
 	keys_fill(keys, 1, 1);
@@ -228,23 +261,28 @@ START_TEST(test_coalesce_many)
 		ops[i] = op_rw(WR_WRITE, 4096 * i, 1000 + 4096 * i, 4096);
 	wr_plan_init(&p);
 	ck_assert_int_eq(wr_plan_build(&p, ops, N, keys, 1, &one_path), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 1);
-	ck_assert_uint_eq(p.wrs[0].n_ops, N);
-	ck_assert_uint_eq(p.wrs[0].length, 4096 * N);
+	ck_assert_uint_eq(wrs[0].n_ops, N);
+	ck_assert_uint_eq(wrs[0].length, 4096 * N);
 	ck_assert_uint_eq(p.bytes, 4096ULL * N);
 	plan_verify(&p, ops, N, keys, 1, WR_MSG_MAX);
 
 	ck_assert_int_eq(wr_plan_build(&p, ops, N, keys, 1, &pp), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, (4096ULL * N + (1 << 20) - 1) >> 20);
 	for (size_t i = 0; i + 1 < p.n_wrs; i++) {
-		ck_assert_uint_eq(p.wrs[i].first_op, 256 * i);
-		ck_assert_uint_eq(p.wrs[i].n_ops, 256);
+		ck_assert_uint_eq(wrs[i].first_op, 256 * i);
+		ck_assert_uint_eq(wrs[i].n_ops, 256);
 	}
 	plan_verify(&p, ops, N, keys, 1, 1 << 20);
 
-	kept = p.wrs;
+	ck_assert_uint_eq(p.n_ext, 1);
+	kept = p.ext;
 	ck_assert_int_eq(wr_plan_build(&p, ops, N, keys, 1, &pp), 0);
-	ck_assert_ptr_eq(p.wrs, kept);
+	expand(&p);
+	ck_assert_ptr_eq(p.ext, kept);
+	unexpand();
 	wr_plan_done(&p);
 	free(ops);
 }
@@ -269,14 +307,16 @@ START_TEST(test_non_adjacent)
 	ops[5].keys = 1;
 	wr_plan_init(&p);
 	ck_assert_int_eq(wr_plan_build(&p, ops, ELEMENTSOF(ops), keys, 2, &one_path), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 7);
-	ck_assert_uint_eq(p.wrs[0].n_ops, 2);
-	ck_assert_uint_eq(p.wrs[0].length, 20);
+	ck_assert_uint_eq(wrs[0].n_ops, 2);
+	ck_assert_uint_eq(wrs[0].length, 20);
 	for (size_t i = 1; i < 7; i++) {
-		ck_assert_uint_eq(p.wrs[i].first_op, i + 1);
-		ck_assert_uint_eq(p.wrs[i].n_ops, 1);
+		ck_assert_uint_eq(wrs[i].first_op, i + 1);
+		ck_assert_uint_eq(wrs[i].n_ops, 1);
 	}
 	plan_verify(&p, ops, ELEMENTSOF(ops), keys, 1, WR_MSG_MAX);
+	unexpand();
 	wr_plan_done(&p);
 }
 END_TEST
@@ -294,26 +334,29 @@ START_TEST(test_split_across_ops)
 	keys_fill(keys, 1, 1);
 	wr_plan_init(&p);
 	ck_assert_int_eq(wr_plan_build(&p, ops, 4, keys, 1, &pp), 0);
+	expand(&p);
 	/* [0,4): ops 0-1; [4,8): ops 1-2; [8,10): ops 2-3. */
 	ck_assert_uint_eq(p.n_wrs, 3);
-	ck_assert_uint_eq(p.wrs[0].first_op, 0);
-	ck_assert_uint_eq(p.wrs[0].n_ops, 2);
-	ck_assert_uint_eq(p.wrs[1].first_op, 1);
-	ck_assert_uint_eq(p.wrs[1].n_ops, 2);
-	ck_assert_uint_eq(p.wrs[2].first_op, 2);
-	ck_assert_uint_eq(p.wrs[2].n_ops, 2);
-	ck_assert_uint_eq(p.wrs[2].length, 2);
+	ck_assert_uint_eq(wrs[0].first_op, 0);
+	ck_assert_uint_eq(wrs[0].n_ops, 2);
+	ck_assert_uint_eq(wrs[1].first_op, 1);
+	ck_assert_uint_eq(wrs[1].n_ops, 2);
+	ck_assert_uint_eq(wrs[2].first_op, 2);
+	ck_assert_uint_eq(wrs[2].n_ops, 2);
+	ck_assert_uint_eq(wrs[2].length, 2);
 	plan_verify(&p, ops, 4, keys, 1, 4);
 
 	/* A piece ending exactly at an op's end does not name the next op. */
 	pp.max_msg = 3;
 	ck_assert_int_eq(wr_plan_build(&p, ops, 4, keys, 1, &pp), 0);
+	expand(&p);
 	ck_assert_uint_eq(p.n_wrs, 4);
 	for (size_t i = 0; i < 4; i++) {
-		ck_assert_uint_eq(p.wrs[i].first_op, i);
-		ck_assert_uint_eq(p.wrs[i].n_ops, 1);
+		ck_assert_uint_eq(wrs[i].first_op, i);
+		ck_assert_uint_eq(wrs[i].n_ops, 1);
 	}
 	plan_verify(&p, ops, 4, keys, 1, 3);
+	unexpand();
 	wr_plan_done(&p);
 }
 END_TEST
@@ -332,6 +375,7 @@ START_TEST(test_stripe)
 	/* One path: nothing to stripe over, the op stays whole. */
 	keys_fill(keys, 1, 1);
 	ck_assert_int_eq(wr_plan_build(&p, &op, 1, keys, 1, &pp), 0);
+	expand(&p);
 	ck_assert_int_eq(p.striped, 0);
 	ck_assert_uint_eq(p.n_wrs, 1);
 
@@ -340,27 +384,28 @@ START_TEST(test_stripe)
 	pp.n_paths = 2;
 	keys_fill(keys, 1, 2);
 	ck_assert_int_eq(wr_plan_build(&p, &op, 1, keys, 1, &pp), 0);
+	expand(&p);
 	ck_assert_int_eq(p.striped, 1);
 	ck_assert_uint_eq(p.n_wrs, 10);
 	ck_assert_uint_eq(p.path_n[0], 5);
 	ck_assert_uint_eq(p.path_n[1], 5);
-	ck_assert_uint_eq(p.path_first[1], 5);
+	ck_assert_uint_eq(path_first[1], 5);
 	for (size_t i = 0; i < 5; i++) {
-		ck_assert_uint_eq(p.wrs[i].local_addr, keys[0].local_addr + (2 * i << 20));
-		ck_assert_uint_eq(p.wrs[5 + i].local_addr,
-				  keys[1].local_addr + ((2 * i + 1) << 20));
-		ck_assert_uint_eq(p.wrs[5 + i].rkey, keys[1].rkey);
+		ck_assert_uint_eq(wrs[i].local_addr, keys[0].local_addr + (2 * i << 20));
+		ck_assert_uint_eq(wrs[5 + i].local_addr, keys[1].local_addr + ((2 * i + 1) << 20));
+		ck_assert_uint_eq(wrs[5 + i].rkey, keys[1].rkey);
 	}
 	plan_verify(&p, &op, 1, keys, 2, 1 << 20);
 
 	/* Under the threshold: everything on path 0, whole. */
 	op.length = (1 << 20) - 1;
 	ck_assert_int_eq(wr_plan_build(&p, &op, 1, keys, 1, &pp), 0);
+	expand(&p);
 	ck_assert_int_eq(p.striped, 0);
 	ck_assert_uint_eq(p.path_n[0], 1);
 	ck_assert_uint_eq(p.path_n[1], 0);
-	ck_assert_uint_eq(p.path_first[1], 1);
-	ck_assert_uint_eq(p.wrs[0].lkey, keys[0].lkey);
+	ck_assert_uint_eq(path_first[1], 1);
+	ck_assert_uint_eq(wrs[0].lkey, keys[0].lkey);
 
 	/* Many small non-adjacent ops over the threshold: one each, dealt
 	 * round-robin. */
@@ -370,12 +415,140 @@ START_TEST(test_stripe)
 		for (size_t i = 0; i < 5; i++)
 			small[i] = op_rw(WR_READ, 1000 * i, 1000 * i, 300 << 10);
 		ck_assert_int_eq(wr_plan_build(&p, small, 5, keys, 1, &pp), 0);
+		expand(&p);
 		ck_assert_uint_eq(p.path_n[0], 3);
 		ck_assert_uint_eq(p.path_n[1], 2);
-		ck_assert_uint_eq(p.wrs[3].first_op, 1);
-		ck_assert_uint_eq(p.wrs[4].first_op, 3);
+		ck_assert_uint_eq(wrs[3].first_op, 1);
+		ck_assert_uint_eq(wrs[4].first_op, 3);
 	}
+	unexpand();
 	wr_plan_done(&p);
+}
+END_TEST
+
+/*
+ * The cap on WRs per op, refused before anything is allocated: an op of L
+ * bytes meets at most (L - 1) / piece + 2 pieces, so with 2-byte pieces
+ * 2^32 - 4 bytes is the longest (carried by 2^31 - 1 WRs at an odd offset)
+ * and a byte more is -E2BIG. Striped, the piece is the stripe chunk.
+ */
+START_TEST(test_op_cap)
+{
+	const uint64_t longest = 2ULL * (WR_OP_WRS_MAX - 1);
+	struct wr_keys keys[2];
+	struct wr_op ops[2] = { op_rw(WR_WRITE, 0, 0, 1), op_rw(WR_WRITE, 1, 1, longest + 1) };
+	struct wr_plan_params pp = { .max_msg = 2, .n_paths = 1 };
+	struct wr_plan p;
+	uint32_t n[2];
+
+	keys_fill(keys, 1, 2);
+	wr_plan_init(&p);
+	ck_assert_int_eq(wr_plan_build(&p, ops, 2, keys, 1, &pp), -E2BIG);
+	ck_assert_ptr_null(p.ext);
+	ck_assert_uint_eq(p.n_wrs, 0);
+	ck_assert_uint_eq(p.n_ops, 0);
+
+	ops[1].length = longest;
+	ck_assert_int_eq(wr_plan_build(&p, ops, 2, keys, 1, &pp), 0);
+	ck_assert_uint_eq(p.n_ext, 1);
+	wr_plan_op_wrs(&p, n);
+	ck_assert_uint_eq(n[0], 1);
+	ck_assert_uint_eq(n[1], WR_OP_WRS_MAX);
+	ck_assert_uint_eq(p.n_wrs, (longest + 2) / 2);
+
+	/* Striped in 2-byte chunks: the same op is too long; unstriped (the
+	 * batch under stripe_min), 2^31-byte pieces carry both in two. */
+	ops[1].length = longest + 1;
+	pp = (struct wr_plan_params){ .max_msg = WR_MSG_MAX,
+				      .n_paths = 2,
+				      .stripe_min = 1,
+				      .stripe_chunk = 2 };
+	ck_assert_int_eq(wr_plan_build(&p, ops, 2, keys, 1, &pp), -E2BIG);
+	ck_assert_int_eq(p.striped, 0);
+	pp.stripe_min = 1ULL << 40;
+	ck_assert_int_eq(wr_plan_build(&p, ops, 2, keys, 1, &pp), 0);
+	ck_assert_uint_eq(p.n_wrs, 2);
+	wr_plan_done(&p);
+}
+END_TEST
+
+/*
+ * 100,000 ops of 1 GiB, striped over four paths in 1 MiB pieces: 102,400,000
+ * WRs (about 5 GB as struct wr), which the plan never holds. What it
+ * allocates is one extent per op, or one in all when the ops are adjacent;
+ * a cursor takes WRs from anywhere in the rotation; a drop hands out every
+ * op left once. Counted, not timed: every step here is O(ops) or O(WRs
+ * taken).
+ */
+START_TEST(test_huge)
+{
+	enum { N = 100000 };
+	const uint64_t gib = 1ULL << 30, mib = 1ULL << 20;
+	struct wr_op *ops = calloc(N, sizeof(*ops));
+	uint32_t *n_wrs = calloc(N, sizeof(*n_wrs));
+	struct wr_keys keys[4];
+	const struct wr_plan_params pp = { .max_msg = WR_MSG_MAX,
+					   .n_paths = 4,
+					   .stripe_min = 4 * mib,
+					   .stripe_chunk = (uint32_t)mib };
+	struct wr_plan p;
+	struct wr_cursor c;
+	struct wr w[128];
+	uint32_t op;
+	size_t n = 0;
+
+	ck_assert(ops && n_wrs);
+	keys_fill(keys, 1, 4);
+	/* A gap between ops: nothing coalesces. */
+	for (size_t i = 0; i < N; i++)
+		ops[i] = op_rw(WR_READ, 2 * gib * i, 3 * gib * i, gib);
+	wr_plan_init(&p);
+	ck_assert_int_eq(wr_plan_build(&p, ops, N, keys, 1, &pp), 0);
+	ck_assert_int_eq(p.striped, 1);
+	ck_assert_uint_eq(p.n_wrs, (uint64_t)N * 1024);
+	for (uint32_t q = 0; q < 4; q++)
+		ck_assert_uint_eq(p.path_n[q], (uint64_t)N * 256);
+	ck_assert_uint_eq(p.n_ext, N);
+	ck_assert_uint_le(p.ext_cap, 2 * N);
+	wr_plan_op_wrs(&p, n_wrs);
+	for (size_t i = 0; i < N; i++)
+		ck_assert_uint_eq(n_wrs[i], 1024);
+
+	/* Path 2 has pieces 2, 6, 10, …: 256 of each op. */
+	wr_cursor_init(&c, &p, 2);
+	ck_assert_uint_eq(wr_cursor_take(&c, w, 128), 128);
+	for (size_t i = 0; i < 128; i++) {
+		ck_assert_uint_eq(w[i].local_addr, keys[2].local_addr + (4 * i + 2) * mib);
+		ck_assert_uint_eq(w[i].remote_addr, keys[2].remote_addr + (4 * i + 2) * mib);
+		ck_assert_uint_eq(w[i].length, mib);
+		ck_assert_uint_eq(w[i].first_op, 0);
+		ck_assert_uint_eq(w[i].n_ops, 1);
+		ck_assert_uint_eq(w[i].path, 2);
+	}
+	ck_assert_uint_eq(wr_cursor_take(&c, w, 128), 128);
+	ck_assert_uint_eq(w[127].local_addr, keys[2].local_addr + 1022 * mib);
+	ck_assert_uint_eq(wr_cursor_take(&c, w, 1), 1);
+	ck_assert_uint_eq(w[0].first_op, 1);
+	ck_assert_uint_eq(w[0].local_addr, keys[2].local_addr + 2 * gib + 2 * mib);
+	ck_assert_uint_eq(w[0].remote_addr, keys[2].remote_addr + 3 * gib + 2 * mib);
+	/* Op 1 is taken in part: it and every later op are dropped. */
+	while (wr_cursor_drop(&c, &op))
+		ck_assert_uint_eq(op, 1 + n++);
+	ck_assert_uint_eq(n, N - 1);
+
+	/* Adjacent: one extent of 100,000 GiB, the same WRs in number. */
+	for (size_t i = 0; i < N; i++)
+		ops[i] = op_rw(WR_WRITE, gib * i, gib * i, gib);
+	ck_assert_int_eq(wr_plan_build(&p, ops, N, keys, 1, &pp), 0);
+	ck_assert_uint_eq(p.n_ext, 1);
+	ck_assert_uint_eq(p.n_wrs, (uint64_t)N * 1024);
+	ck_assert_uint_le(p.ext_cap, 2 * N);
+	wr_cursor_init(&c, &p, 3);
+	ck_assert_uint_eq(wr_cursor_take(&c, w, 128), 128);
+	ck_assert_uint_eq(w[127].local_addr, keys[3].local_addr + (4 * 127 + 3) * mib);
+	wr_plan_done(&p);
+	free(n_wrs);
+	free(ops);
 }
 END_TEST
 
@@ -421,6 +594,35 @@ static void reference_counts(const struct wr_op *ops, size_t n_ops, const struct
 	}
 }
 
+/*
+ * Path q's cursor after taking the first `taken` of its WRs drops exactly
+ * the ops the others carry, in order, each once; then it is done, takes
+ * nothing and drops nothing more.
+ */
+static void drop_check(const struct wr_plan *p, uint32_t q, uint64_t taken)
+{
+	struct wr_cursor c;
+	struct wr w;
+	uint32_t op;
+	long want = -1;
+
+	wr_cursor_init(&c, p, q);
+	for (uint64_t i = 0; i < taken; i++)
+		ck_assert_uint_eq(wr_cursor_take(&c, &w, 1), 1);
+	for (size_t i = path_first[q] + taken; i < path_first[q + 1]; i++)
+		for (uint32_t j = wrs[i].first_op; j < wrs[i].first_op + wrs[i].n_ops; j++) {
+			if ((long)j <= want)
+				continue;
+			want = j;
+			ck_assert(wr_cursor_drop(&c, &op));
+			ck_assert_uint_eq(op, j);
+			ck_assert(wr_cursor_done(&c));
+			ck_assert_uint_eq(wr_cursor_take(&c, &w, 1), 0);
+		}
+	ck_assert(!wr_cursor_drop(&c, &op));
+	ck_assert(wr_cursor_done(&c));
+}
+
 START_TEST(test_random)
 {
 	const char *env = getenv("WR_PLAN_SEED");
@@ -460,6 +662,19 @@ START_TEST(test_random)
 		}
 		ck_assert_msg(wr_plan_build(&p, ops, n_ops, keys, 3, &pp) == 0, "seed %llu",
 			      (unsigned long long)seed);
+		/* Taken a few at a time, as the window does, and whole: the
+		 * same WRs. */
+		expand(&p);
+		{
+			size_t pf[WR_PLAN_PATHS_MAX + 1];
+			struct wr *bits = plan_expand(&p, 5, &rng_state, pf);
+
+			ck_assert_msg(memcmp(bits, wrs, p.n_wrs * sizeof(*wrs)) == 0, "seed %llu",
+				      (unsigned long long)seed);
+			free(bits);
+		}
+		for (uint32_t q = 0; q < pp.n_paths; q++)
+			drop_check(&p, q, rng_below(p.path_n[q] + 1));
 		piece = pp.max_msg;
 		if (p.striped && pp.stripe_chunk < piece)
 			piece = pp.stripe_chunk;
@@ -467,9 +682,12 @@ START_TEST(test_random)
 		reference_counts(ops, n_ops, &pp, ref);
 		for (uint32_t q = 0; q < pp.n_paths; q++)
 			ck_assert_msg(p.path_n[q] == ref[q],
-				      "seed %llu: path %u: %zu WRs, model %zu",
-				      (unsigned long long)seed, q, p.path_n[q], ref[q]);
+				      "seed %llu: path %u: %llu WRs, model %zu",
+				      (unsigned long long)seed, q, (unsigned long long)p.path_n[q],
+				      ref[q]);
 	}
+	unexpand();
+	unexpand();
 	wr_plan_done(&p);
 }
 END_TEST
@@ -486,6 +704,8 @@ Suite *wr_plan_suite(void)
 	tcase_add_test(tc, test_non_adjacent);
 	tcase_add_test(tc, test_split_across_ops);
 	tcase_add_test(tc, test_stripe);
+	tcase_add_test(tc, test_op_cap);
+	tcase_add_test(tc, test_huge);
 	tcase_add_test(tc, test_random);
 	suite_add_tcase(s, tc);
 	return s;
