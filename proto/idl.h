@@ -127,6 +127,12 @@ struct varlink_error {
 #define VARLINK_INPUT_HAS(_struct, _name, _member, _type, _flags, _has)                   \
 	{ .name = #_name, .type = (_type), .flags = (_flags) | VARLINK_PRESENCE,           \
 	  .offset = offsetof(_struct, _member), .has_offset = offsetof(_struct, _has) }
+/* A parameter of a named type, decoded into the struct at _member; the
+ * bool _has set when it was sent. */
+#define VARLINK_INPUT_BY_TYPE_HAS(_struct, _name, _member, _symbol, _flags, _has)         \
+	{ .name = #_name, .type = VARLINK_STRUCT, .flags = (_flags) | VARLINK_PRESENCE,    \
+	  .symbol = &(_symbol), .offset = offsetof(_struct, _member),                      \
+	  .has_offset = offsetof(_struct, _has) }
 /* A parameter of a named type, decoded into the struct at _member. */
 #define VARLINK_INPUT_BY_TYPE(_struct, _name, _member, _symbol, _flags)               \
 	{ .name = #_name, .type = VARLINK_STRUCT, .flags = (_flags), .symbol = &(_symbol), \

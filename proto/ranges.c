@@ -2,6 +2,10 @@
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "proto/ranges.h"
 
@@ -79,5 +83,123 @@ int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item *
 	swap_le(r, n);
 	*ret = r;
 	*ret_n = n;
+	return 0;
+}
+
+void ranges_release(struct ranges_buf *b)
+{
+	if (b->map_len)
+		munmap(b->base, b->map_len);
+	else
+		free(b->base);
+	*b = (struct ranges_buf){};
+}
+
+int ranges_decode_buf(const char *text, size_t len, size_t max, struct ranges_buf *b,
+		      const char **ret_why)
+{
+	struct ranges_item *r;
+	size_t n;
+	int res = ranges_decode(text, len, max, &r, &n, ret_why);
+
+	if (res < 0)
+		return res;
+	*b = (struct ranges_buf){ .r = r, .n = n, .base = r };
+	return 0;
+}
+
+int ranges_map_fd(int fd, size_t max, struct ranges_buf *b, const char **ret_why)
+{
+	struct stat st;
+	void *p;
+	size_t size;
+	int seals;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (seals = fcntl(fd, F_GET_SEALS)) < 0) {
+		*ret_why = "is not a memfd (a sealable file)";
+		return -EBADF;
+	}
+	if ((seals & RANGES_FD_SEALS) != RANGES_FD_SEALS) {
+		*ret_why = "lacks the seals F_SEAL_SHRINK and F_SEAL_WRITE";
+		return -EPERM;
+	}
+	size = (size_t)st.st_size;
+	if (size == 0) {
+		*ret_why = "holds no range";
+		return -ENODATA;
+	}
+	if (size % RANGES_RECORD) {
+		*ret_why = "is not whole ranges (24 bytes each)";
+		return -EBADMSG;
+	}
+	if (size / RANGES_RECORD > max) {
+		*ret_why = "holds more ranges than one call takes";
+		return -E2BIG;
+	}
+	/* Populated at once: one call instead of a fault per page. */
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED) {
+		if (errno == ENOMEM)
+			return -ENOMEM;
+		*ret_why = "cannot be mapped for reading";
+		return -EACCES;
+	}
+	*b = (struct ranges_buf){ .r = p, .n = size / RANGES_RECORD, .base = p, .map_len = size };
+#if __BYTE_ORDER == __BIG_ENDIAN
+	{
+		/* The records are little-endian: here, a swapped copy. */
+		struct ranges_item *c = malloc(size);
+
+		if (!c) {
+			ranges_release(b);
+			return -ENOMEM;
+		}
+		memcpy(c, p, size);
+		swap_le(c, b->n);
+		ranges_release(b);
+		*b = (struct ranges_buf){ .r = c, .n = size / RANGES_RECORD, .base = c };
+	}
+#endif
+	return 0;
+}
+
+int ranges_memfd(const struct ranges_item *r, size_t n, int *ret_fd)
+{
+	const uint8_t *p = (const uint8_t *)r;
+	size_t len = n * RANGES_RECORD, off = 0;
+	int fd, err;
+
+#if __BYTE_ORDER == __BIG_ENDIAN
+	struct ranges_item *le = malloc(len);
+
+	if (!le)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		le[i] = (struct ranges_item){ htole64(r[i].local_offset),
+					      htole64(r[i].remote_offset), htole64(r[i].length) };
+	p = (const uint8_t *)le;
+#endif
+	fd = memfd_create("rdmamem-ranges", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	err = fd < 0 ? -errno : 0;
+	/* write(), not a mapping: F_SEAL_WRITE needs no writable mapping left. */
+	while (err == 0 && off < len) {
+		ssize_t k = write(fd, p + off, len - off);
+
+		if (k < 0 && errno != EINTR)
+			err = -errno;
+		else if (k > 0)
+			off += (size_t)k;
+	}
+	if (err == 0 && fcntl(fd, F_ADD_SEALS, RANGES_FD_SEALS | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		err = -errno;
+#if __BYTE_ORDER == __BIG_ENDIAN
+	free(le);
+#endif
+	if (err < 0) {
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	*ret_fd = fd;
 	return 0;
 }

@@ -18,6 +18,7 @@
 #ifndef RDMAMEM_RANGES_H
 #define RDMAMEM_RANGES_H
 
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,5 +50,44 @@ void ranges_encode(const struct ranges_item *r, size_t n, char *out);
  */
 int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
 		  const char **ret_why);
+
+/*
+ * The fd form: the same records, not base64, in a memfd sent with the
+ * message (PROTOCOL.md, "Packed ranges"). Sealed at least RANGES_FD_SEALS:
+ * no write (so the receiver reads the records in place, checking each once,
+ * and nobody changes one between its check and its use) and no shrink (so
+ * the mapping can never SIGBUS); the file is the records, st_size bytes.
+ */
+#define RANGES_FD_SEALS (F_SEAL_SHRINK | F_SEAL_WRITE)
+
+/*
+ * Ranges as the receiver holds them while a call runs: r[0..n), either
+ * mapped from a memfd (map_len > 0) or decoded into a heap array. Released
+ * with ranges_release(), which unmaps or frees; zeroed, it holds nothing.
+ */
+struct ranges_buf {
+	const struct ranges_item *r;
+	size_t n;
+	void *base;
+	size_t map_len;
+};
+
+void ranges_release(struct ranges_buf *b);
+
+/*
+ * Maps the memfd fd, read-only, into b: 1 to max ranges, counted from
+ * fstat before anything is mapped. Does not keep fd (the mapping holds the
+ * file). Returns 0, or -ENOMEM, or with *ret_why set: -EBADF not a sealable
+ * file, -EPERM seals missing, -EBADMSG not whole ranges, -ENODATA empty,
+ * -E2BIG more than max, -EACCES not mappable for reading.
+ */
+int ranges_map_fd(int fd, size_t max, struct ranges_buf *b, const char **ret_why);
+
+/* The base64 form into b (ranges_decode()). */
+int ranges_decode_buf(const char *text, size_t len, size_t max, struct ranges_buf *b,
+		      const char **ret_why);
+
+/* A new memfd (close-on-exec) holding r[0..n) packed, sealed for the fd form. */
+int ranges_memfd(const struct ranges_item *r, size_t n, int *ret_fd);
 
 #endif

@@ -377,8 +377,9 @@ int rdmamem_transfer_post_with(struct rdmamem_client *client, uint64_t plan, int
 /*
  * A batch: ranges[0..n) between one local region (under lease, one of this
  * connection's on it, or 0: the daemon locks it) and one remote, op READ or
- * WRITE for all. Sent packed (24 bytes a range: 100,000 ranges are a 3.2
- * MB message), checked by the daemon in one pass: up to its
+ * WRITE for all. Sent packed (24 bytes a range), as base64 text below
+ * 1,024 ranges and from 1,024 on in a sealed memfd the daemon maps
+ * read-only for the call (no text to parse), checked in one pass: up to its
  * max-transfer-ops (100,000 by default; -EINVAL past it), where the listed
  * form (rdmamem_transfer()) fits about 7,000 in one message. Otherwise as
  * rdmamem_transfer(): the first failed range's index is in the error

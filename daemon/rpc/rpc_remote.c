@@ -266,7 +266,10 @@ struct prepare_transfer_params {
 	uint64_t remote;
 	const cJSON *ranges;
 	struct rpc_string packed;
+	int64_t packed_fd;
 };
+
+static const struct prepare_transfer_params prepare_transfer_init = { .packed_fd = -1 };
 
 /* clang-format off */
 static const struct varlink_symbol rpc_type_Range = VARLINK_DEFINE_TYPE(
@@ -278,20 +281,22 @@ static const struct varlink_symbol rpc_type_Range = VARLINK_DEFINE_TYPE(
 RPC_DEFINE_METHOD(
 	PrepareTransfer,
 	"A plan: ranges between a region the caller may read and one of its\n"
-	"remotes, either listed (ranges: 1 to 16000) or packed (packed: 1 to\n"
-	"131072; PROTOCOL.md, \"Packed ranges\"), each checked against both\n"
-	"lengths now (OutOfRange names the first that does not fit, by index; a\n"
-	"length of 0 is out of range too), so that a transfer posts them by index\n"
-	"without sending them again. It lives until ReleasePlan or until this\n"
-	"connection closes; max-plans-per-uid bounds them (QuotaExceeded\n"
-	"\"plans\"). The region is looked up again, with the caller's rights\n"
-	"then, whenever the plan is used.",
+	"remotes, either listed (ranges: 1 to 16000) or packed (packed, or\n"
+	"packed_fd: 1 to 131072; PROTOCOL.md, \"Packed ranges\"), each checked\n"
+	"against both lengths now (OutOfRange names the first that does not\n"
+	"fit, by index; a length of 0 is out of range too), so that a transfer\n"
+	"posts them by index without sending them again. It lives until\n"
+	"ReleasePlan or until this connection closes; max-plans-per-uid bounds\n"
+	"them (QuotaExceeded \"plans\"). The region is looked up again, with the\n"
+	"caller's rights then, whenever the plan is used.",
 	RPC_INPUT_REGION(struct prepare_transfer_params, region, REGION_READ),
 	VARLINK_INPUT(struct prepare_transfer_params, remote, VARLINK_U64, 0),
 	VARLINK_INPUT_BY_TYPE(struct prepare_transfer_params, ranges, ranges, rpc_type_Range,
 			      VARLINK_NULLABLE | VARLINK_ARRAY),
 	VARLINK_FIELD_COMMENT("base64 of little-endian u64 (local_offset, remote_offset, length)"),
 	RPC_INPUT_MEASURED(struct prepare_transfer_params, packed, VARLINK_NULLABLE),
+	VARLINK_FIELD_COMMENT("the same records in a sealed memfd sent with the call: its index"),
+	VARLINK_INPUT(struct prepare_transfer_params, packed_fd, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_OUTPUT(plan, VARLINK_U64, 0));
 /* clang-format on */
 
@@ -352,32 +357,50 @@ static int parse_ranges(struct rpc_call *call, const cJSON *ranges, struct range
 }
 
 /*
- * A packed ranges parameter (proto/ranges.h) into a new array of 1 to max;
- * InvalidParameter naming param and what is wrong with its form. setting:
- * what sets max, if anything does.
+ * Packed ranges (proto/ranges.h) into b, 1 to max: the base64 text
+ * (text, len), or else the memfd of the call's fd number fd, mapped
+ * read-only for the call (the handler releases b when it returns: what
+ * outlives the call was copied). InvalidParameter naming param, the
+ * parameter, and saying what is wrong with field, its form. setting: what
+ * sets max, if anything does.
  */
-static int parse_packed(struct rpc_call *call, const char *param, const char *text, size_t len,
-			size_t max, const char *setting, struct ranges_item **ret, size_t *ret_n)
+static int parse_packed(struct rpc_call *call, const char *param, const char *field,
+			const char *text, size_t len, int64_t fd_index, size_t max,
+			const char *setting, struct ranges_buf *b)
 {
 	const char *why = NULL;
-	int r = ranges_decode(text, len, max, ret, ret_n, &why);
+	int r;
 
+	if (text) {
+		r = ranges_decode_buf(text, len, max, b, &why);
+	} else {
+		_cleanup_close_ int fd = -EBADF;
+
+		if (fd_index > UINT32_MAX)
+			fd_index = UINT32_MAX;
+		r = rpc_take_fd(call, param, (uint32_t)fd_index, &fd);
+		if (r < 0)
+			return r;
+		r = ranges_map_fd(fd, max, b, &why);
+	}
 	if (r == -E2BIG)
 		return rpc_invalid_param(call, param,
-					 "parameter '%s' holds more than %zu ranges%s%s%s", param,
+					 "parameter '%s' holds more than %zu ranges%s%s%s", field,
 					 max, setting ? " (" : "", setting ?: "",
 					 setting ? ")" : "");
 	if (r == -ENOMEM)
 		return r;
 	if (r < 0)
-		return rpc_invalid_param(call, param, "parameter '%s' %s", param, why);
+		return rpc_invalid_param(call, param, "parameter '%s' %s", field, why);
 	return 0;
 }
 
 static int method_prepare_transfer(struct rpc_call *call, void *params)
 {
 	const struct prepare_transfer_params *p = params;
-	_cleanup_free_ struct ranges_item *ranges = NULL;
+	_cleanup_free_ struct ranges_item *listed = NULL;
+	_cleanup_(ranges_release) struct ranges_buf packed = {};
+	const struct ranges_item *ranges;
 	_cleanup_json_ cJSON *reply = NULL;
 	struct errinfo err = {};
 	struct remote *r;
@@ -385,14 +408,23 @@ static int method_prepare_transfer(struct rpc_call *call, void *params)
 	size_t n = 0;
 	int res;
 
-	if (!!p->ranges == !!p->packed.s)
-		return rpc_invalid_param(call, p->ranges ? "packed" : "ranges",
-					 "give either 'ranges' or 'packed'");
-	if (p->ranges)
-		res = parse_ranges(call, p->ranges, &ranges, &n);
-	else
-		res = parse_packed(call, "packed", p->packed.s, p->packed.len, PLAN_RANGES_MAX,
-				   NULL, &ranges, &n);
+	if (!!p->ranges + !!p->packed.s + (p->packed_fd >= 0) != 1)
+		return rpc_invalid_param(call,
+					 p->packed_fd >= 0 ? "packed_fd" :
+					 p->ranges         ? "packed" :
+							     "ranges",
+					 "give one of 'ranges', 'packed' or 'packed_fd'");
+	if (p->ranges) {
+		res = parse_ranges(call, p->ranges, &listed, &n);
+		ranges = listed;
+	} else {
+		const char *param = p->packed.s ? "packed" : "packed_fd";
+
+		res = parse_packed(call, param, param, p->packed.s, p->packed.len, p->packed_fd,
+				   PLAN_RANGES_MAX, NULL, &packed);
+		ranges = packed.r;
+		n = packed.n;
+	}
 	if (res < 0)
 		return res;
 	res = lookup_remote(call, p->remote, &r);
@@ -443,18 +475,22 @@ struct transfer_batch_params {
 	const char *op;
 	struct transfer_batch_local local;
 	struct transfer_batch_remote remote;
-	const char *packed; /* set when batch was sent: it is required there */
+	const char *packed;
+	int64_t packed_fd;
 };
 
 struct transfer_params {
 	const cJSON *ops;
 	struct transfer_batch_params batch;
+	bool has_batch;
 	uint64_t plan;
 	bool has_plan;
 	const char *op;
 	const cJSON *indices;
 	struct rpc_string notify;
 };
+
+static const struct transfer_params transfer_init = { .batch = { .packed_fd = -1 } };
 
 /* clang-format off */
 static const struct varlink_symbol rpc_type_TransferOp = VARLINK_DEFINE_TYPE(
@@ -484,7 +520,9 @@ static const struct varlink_symbol rpc_type_TransferBatch = VARLINK_DEFINE_TYPE(
 	VARLINK_INPUT_INLINE(struct transfer_batch_params, remote, 0,
 		VARLINK_INPUT(struct transfer_batch_remote, id, VARLINK_U64, 0)),
 	VARLINK_FIELD_COMMENT("base64 of little-endian u64 (local_offset, remote_offset, length)"),
-	VARLINK_INPUT(struct transfer_batch_params, packed, VARLINK_STRING, 0));
+	VARLINK_INPUT(struct transfer_batch_params, packed, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_FIELD_COMMENT("or the same records in a sealed memfd sent with the call: its index"),
+	VARLINK_INPUT(struct transfer_batch_params, packed_fd, VARLINK_INT, VARLINK_NULLABLE));
 
 RPC_DEFINE_METHOD(
 	Transfer,
@@ -492,9 +530,9 @@ RPC_DEFINE_METHOD(
 	"regions and remotes (ImportRemote), posted by the daemon on its own queue\n"
 	"pairs to the exporting daemons (PROTOCOL.md, \"Transfers\"). One of ops\n"
 	"(at most max-transfer-ops, and what one message holds: about 7000),\n"
-	"batch (packed ranges between one region and one remote: at most\n"
-	"max-transfer-ops), or plan with op and indices (left out: every range\n"
-	"of the plan). The local regions are locked for the duration (shared\n"
+	"batch (packed ranges between one region and one remote, as text or in\n"
+	"a sealed memfd: at most max-transfer-ops), or plan with op and indices\n"
+	"(left out: every range of the plan). The local regions are locked for the duration (shared\n"
 	"when only read, by writes; exclusive when a read writes them) unless an\n"
 	"op (or the batch) names a lease. The reply comes when every op is done;\n"
 	"with \"more\", progress replies come first (at most every 100 ms or 4096\n"
@@ -504,8 +542,8 @@ RPC_DEFINE_METHOD(
 	"(at most 4096) the remote owner receives after the data.",
 	VARLINK_INPUT_BY_TYPE(struct transfer_params, ops, ops, rpc_type_TransferOp,
 			      VARLINK_NULLABLE | VARLINK_ARRAY),
-	VARLINK_INPUT_BY_TYPE(struct transfer_params, batch, batch, rpc_type_TransferBatch,
-			      VARLINK_NULLABLE),
+	VARLINK_INPUT_BY_TYPE_HAS(struct transfer_params, batch, batch, rpc_type_TransferBatch,
+				  VARLINK_NULLABLE, has_batch),
 	VARLINK_INPUT_HAS(struct transfer_params, plan, plan, VARLINK_U64, VARLINK_NULLABLE,
 			  has_plan),
 	VARLINK_FIELD_COMMENT("with plan: \"read\" or \"write\""),
@@ -688,7 +726,7 @@ static int method_transfer(struct rpc_call *call, void *params)
 	const struct transfer_params *p = params;
 	unsigned max = call->ctx->core->cfg.max_transfer_ops;
 	_cleanup_free_ struct transfer_op *ops = NULL;
-	_cleanup_free_ struct ranges_item *ranges = NULL;
+	_cleanup_(ranges_release) struct ranges_buf ranges = {};
 	_cleanup_free_ uint64_t *idx = NULL;
 	_cleanup_free_ uint8_t *notify = NULL;
 	_cleanup_free_ struct transfer_call *tc = NULL;
@@ -697,7 +735,7 @@ static int method_transfer(struct rpc_call *call, void *params)
 	size_t n = 0, notify_len = 0;
 	struct plan *plan = NULL;
 	uint8_t opcode = 0;
-	bool has_batch = p->batch.packed;
+	bool has_batch = p->has_batch;
 	int r;
 
 	/* Each list's own form first: what is wrong with it, by its name. */
@@ -725,14 +763,21 @@ static int method_transfer(struct rpc_call *call, void *params)
 			return rpc_invalid_param(call, "batch",
 						 "parameter 'batch' field 'op' must be \"read\" or "
 						 "\"write\"");
-		r = parse_packed(call, "batch", p->batch.packed, strlen(p->batch.packed), max,
-				 "max-transfer-ops", &ranges, &batch.n);
+		if (!p->batch.packed == (p->batch.packed_fd < 0))
+			return rpc_invalid_param(call, "batch",
+						 "parameter 'batch' needs one of 'packed' and "
+						 "'packed_fd'");
+		r = parse_packed(call, "batch",
+				 p->batch.packed ? "batch.packed" : "batch.packed_fd",
+				 p->batch.packed, p->batch.packed ? strlen(p->batch.packed) : 0,
+				 p->batch.packed_fd, max, "max-transfer-ops", &ranges);
 		if (r < 0)
 			return r;
 		batch.region = p->batch.local.region;
 		batch.lease = p->batch.local.lease;
 		batch.remote = p->batch.remote.id;
-		batch.ranges = ranges;
+		batch.ranges = ranges.r;
+		batch.n = ranges.n;
 	} else {
 		if (parse_opcode(p->op, &opcode) < 0)
 			return rpc_invalid_param(call, "op",
@@ -765,6 +810,8 @@ static int method_transfer(struct rpc_call *call, void *params)
 	else
 		r = transfer_start(call->ctx->remote, call->session, ops, n, notify, notify_len,
 				   &transfer_call_cb, tc, &tc->t, &err);
+	/* The ranges are the transfer's own now (copied as they were checked):
+	 * a mapped memfd goes when this returns. */
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 	tc->d = rpc_defer(call, on_transfer_cancel, tc);
@@ -780,10 +827,11 @@ const struct rpc_method rpc_remote_methods[] = {
 	RPC_METHOD(RDMAMEMD_INTERFACE, ReleaseRemote, method_release_remote,
 		   RPC_PARAMS(struct release_remote_params)),
 	RPC_METHOD(RDMAMEMD_INTERFACE, PrepareTransfer, method_prepare_transfer,
-		   RPC_PARAMS(struct prepare_transfer_params)),
+		   .flags = RPC_ACCEPTS_FDS, RPC_PARAMS(struct prepare_transfer_params),
+		   .params_init = &prepare_transfer_init),
 	RPC_METHOD(RDMAMEMD_INTERFACE, ReleasePlan, method_release_plan,
 		   RPC_PARAMS(struct release_plan_params)),
-	RPC_METHOD(RDMAMEMD_INTERFACE, Transfer, method_transfer,
-		   RPC_PARAMS(struct transfer_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Transfer, method_transfer, .flags = RPC_ACCEPTS_FDS,
+		   RPC_PARAMS(struct transfer_params), .params_init = &transfer_init),
 	{},
 };

@@ -546,6 +546,57 @@ START_TEST(test_packed_ranges)
 }
 END_TEST
 
+/*
+ * Packed ranges in a memfd (packed_fd, batch.packed_fd) at their worst: a
+ * sparse 1 GiB memfd, sealed (refused by its count from fstat, before a
+ * byte is mapped), one sealed only against future writes (a writer's
+ * mapping may still change it), and an index past the message's fds. Each
+ * is InvalidParameter naming the parameter; no fd and no mapping is left.
+ */
+START_TEST(test_packed_fd_hostile)
+{
+	static const char *const msgs[] = {
+		"{\"method\":\"io.rdmamemd.Transfer\",\"parameters\":{\"batch\":{\"op\":"
+		"\"write\",\"local\":{\"region\":\"1\"},\"remote\":{\"id\":\"1\"},\"packed_fd\":%d}}}",
+		"{\"method\":\"io.rdmamemd.PrepareTransfer\",\"parameters\":{\"region\":\"1\","
+		"\"remote\":\"1\",\"packed_fd\":%d}}",
+	};
+	static const char *const params[] = { "batch", "packed_fd" };
+	static const char ping[] = "{\"method\":\"io.rdmamemd.Ping\"}";
+	int fd = test_connect(td.socket), fds, maps;
+
+	/* Counted once the daemon holds this connection: after a reply. */
+	test_send_raw(fd, ping, sizeof(ping));
+	cJSON_Delete(reply_on(fd, 10000));
+	fds = test_count_fds(td.pid);
+	maps = test_memfd_maps(td.pid);
+	for (size_t m = 0; m < ELEMENTSOF(msgs); m++) {
+		for (int k = 0; k < 3; k++) {
+			int mfd = memfd_create("hostile", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+			char msg[512];
+			int len;
+
+			ck_assert_int_ge(mfd, 0);
+			ck_assert_int_eq(ftruncate(mfd, k == 0 ? 1L << 30 : 48), 0);
+			ck_assert_int_eq(fcntl(mfd, F_ADD_SEALS,
+					       k == 1 ? F_SEAL_SHRINK | F_SEAL_FUTURE_WRITE :
+							F_SEAL_SHRINK | F_SEAL_WRITE),
+					 0);
+			len = snprintf(msg, sizeof(msg), msgs[m], k == 2 ? 1 : 0);
+			ck_assert_int_eq(sockio_send(fd, msg, (size_t)len + 1, &mfd, 1, 0),
+					 len + 1);
+			close(mfd);
+			ck_assert_str_eq(expect_error(fd, NULL, 0, VARLINK_ERROR_INVALID_PARAMETER),
+					 params[m]);
+		}
+	}
+	ck_assert_int_eq(test_count_fds(td.pid), fds);
+	ck_assert_int_eq(test_memfd_maps(td.pid), maps);
+	assert_good_served();
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_duplicate_keys)
 {
 	static const char *const msgs[] = {
@@ -3710,6 +3761,7 @@ Suite *hostile_suite(void)
 	tcase_add_test(tc, test_close_while_parsing);
 	tcase_add_test(tc, test_many_values_refused);
 	tcase_add_test(tc, test_packed_ranges);
+	tcase_add_test(tc, test_packed_fd_hostile);
 	tcase_add_test(tc, test_unregister_large_does_not_stall);
 	suite_add_tcase(s, tc);
 

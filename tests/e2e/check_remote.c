@@ -9,6 +9,7 @@
  * the registration.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,7 +354,7 @@ START_TEST(test_plan_ranges)
 	for (size_t i = 0; i < 131073; i++)
 		many[i] = (struct rdmamem_range){ i % 4096, i % 4096, 1 };
 	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 131073, &plan), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "'packed'"));
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "'packed_fd'"));
 	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, many, 131072, &plan), 0);
 	ck_assert_int_eq(rdmamem_plan_release(c, plan), 0);
 	/* The last range of a full plan is checked as the first. */
@@ -381,6 +382,18 @@ START_TEST(test_plan_ranges)
 	rdmamem_client_close(c);
 }
 END_TEST
+
+/* A memfd holding bytes [0, len) of data, with seals (F_SEAL_*) added. */
+static int ranges_fd(const void *data, size_t len, int seals)
+{
+	int fd = memfd_create("test-ranges", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+	if (seals)
+		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, seals), 0);
+	return fd;
+}
 
 /* A raw call's error: its name, and what its message must hold (for
  * InvalidParameter, the parameter: the reason goes to the daemon's log). */
@@ -657,6 +670,155 @@ START_TEST(test_notifications_none)
 }
 END_TEST
 
+/* A raw call with fd as its fd 0, refused: the error's name and a needle
+ * of its message. */
+static void assert_fd_refused(struct rdmamem_client *c, const char *method, const char *params,
+			      int fd, const char *name, const char *needle)
+{
+	ck_assert_int_lt(rdmamem_call(c, method, params, &fd, 1, NULL, NULL, NULL), 0);
+	ck_assert_str_eq(rdmamem_client_error_name(c), name);
+	ck_assert_msg(strstr(rdmamem_client_error_message(c) ?: "", needle), "%s: '%s' lacks '%s'",
+		      params, rdmamem_client_error_message(c), needle);
+	close(fd);
+}
+
+/*
+ * The fd form of packed ranges (PROTOCOL.md, "Packed ranges"): a sealed
+ * memfd as PrepareTransfer's packed_fd or Transfer's batch.packed_fd. Its
+ * seals, size and count are checked before anything is used; a good one
+ * makes a plan, or gets a batch as far as the registration (none here);
+ * the daemon keeps neither the fd nor its mapping once the call ends.
+ */
+START_TEST(test_packed_fd)
+{
+	static const char *const inval = "org.varlink.service.InvalidParameter";
+	static const int sealed = F_SEAL_SHRINK | F_SEAL_WRITE;
+	struct rdmamem_client *c = test_client(td.socket);
+	char *desc = descriptor_of(65536, 3), prep[256], batch[256];
+	uint64_t remote, region = region_of(c, 65536);
+	const struct rdmamem_range ok[2] = { { 0, 0, 4096 }, { 4096, 8192, 4096 } };
+	const struct rdmamem_range bad[2] = { { 0, 0, 4096 }, { 4096, 65536 - 4095, 4096 } };
+	struct rdmamem_range *many;
+	int fds_before, fd, pipefd[2];
+	char *reply = NULL;
+
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote), 0);
+	snprintf(prep, sizeof(prep),
+		 "{\"region\":\"%" PRIu64 "\",\"remote\":\"%" PRIu64 "\",\"packed_fd\":0}", region,
+		 remote);
+	snprintf(batch, sizeof(batch),
+		 "{\"batch\":{\"op\":\"write\",\"local\":{\"region\":\"%" PRIu64
+		 "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed_fd\":0}}",
+		 region, remote);
+	fds_before = test_count_fds(td.pid);
+
+	/* Good: a plan of its two ranges; a batch up to the registration. */
+	fd = ranges_fd(ok, sizeof(ok), sealed);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.PrepareTransfer", prep, &fd, 1, &reply, NULL,
+				      NULL),
+			 0);
+	ck_assert_ptr_nonnull(strstr(reply, "plan"));
+	free(reply);
+	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Transfer", batch, &fd, 1, NULL, NULL, NULL),
+			 -ENOLINK);
+	close(fd);
+	/* Bounds as for the other forms: the range by its index. */
+	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep,
+			  ranges_fd(bad, sizeof(bad), sealed), "io.rdmamemd.OutOfRange", "range 1");
+	/* Seals: a writable or shrinkable memfd could change under the checks. */
+	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep, ranges_fd(ok, sizeof(ok), 0),
+			  inval, "'packed_fd'");
+	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep,
+			  ranges_fd(ok, sizeof(ok), F_SEAL_SHRINK), inval, "'packed_fd'");
+	assert_fd_refused(c, "io.rdmamemd.Transfer", batch, ranges_fd(ok, sizeof(ok), F_SEAL_WRITE),
+			  inval, "'batch'");
+	/* Size: whole ranges, at least one, at most what the call takes. */
+	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep,
+			  ranges_fd(ok, sizeof(ok) - 1, sealed), inval, "'packed_fd'");
+	assert_fd_refused(c, "io.rdmamemd.Transfer", batch, ranges_fd(ok, sizeof(ok) + 1, sealed),
+			  inval, "'batch'");
+	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep, ranges_fd(ok, 0, sealed), inval,
+			  "'packed_fd'");
+	many = calloc(131073, sizeof(*many));
+	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep,
+			  ranges_fd(many, 131073 * sizeof(*many), sealed), inval, "'packed_fd'");
+	assert_fd_refused(c, "io.rdmamemd.Transfer", batch,
+			  ranges_fd(many, 100001 * sizeof(*many), sealed), inval, "'batch'");
+	free(many);
+	/* Not a memfd. */
+	ck_assert_int_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	close(pipefd[1]);
+	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep, pipefd[0], inval, "'packed_fd'");
+	/* One form at a time; the index names an fd the message carries. */
+	fd = ranges_fd(ok, sizeof(ok), sealed);
+	ck_assert_int_lt(rdmamem_call(c, "io.rdmamemd.PrepareTransfer", prep, NULL, 0, NULL, NULL,
+				      NULL),
+			 0);
+	ck_assert_str_eq(rdmamem_client_error_name(c), inval);
+	snprintf(prep, sizeof(prep),
+		 "{\"region\":\"%" PRIu64 "\",\"remote\":\"%" PRIu64
+		 "\",\"packed_fd\":0,\"packed\":\"AAAAAAAAAAAAEAAAAAAAABAAAAAAAAAA\"}",
+		 region, remote);
+	ck_assert_int_lt(rdmamem_call(c, "io.rdmamemd.PrepareTransfer", prep, &fd, 1, NULL, NULL,
+				      NULL),
+			 0);
+	ck_assert_str_eq(rdmamem_client_error_name(c), inval);
+	snprintf(batch, sizeof(batch),
+		 "{\"batch\":{\"op\":\"write\",\"local\":{\"region\":\"%" PRIu64
+		 "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed_fd\":0,\"packed\":"
+		 "\"AAAAAAAAAAAAEAAAAAAAABAAAAAAAAAA\"}}",
+		 region, remote);
+	assert_fd_refused(c, "io.rdmamemd.Transfer", batch, fd, inval, "'batch'");
+	/* Every fd closed and every mapping gone once the calls ended. */
+	ck_assert_int_eq(test_count_fds(td.pid), fds_before);
+	ck_assert_int_eq(test_memfd_maps(td.pid), 1); /* the region's own */
+	free(desc);
+	rdmamem_client_close(c);
+}
+END_TEST
+
+/*
+ * The library sends ranges as text below 1024 and in a memfd from 1024 on
+ * (test_plan_ranges sees the form named in a refusal): either way a batch
+ * past max-transfer-ops (1000 here) is refused, one within it gets as far
+ * as the registration, and the daemon keeps no fd of it.
+ */
+START_TEST(test_packed_switch)
+{
+	static const char *const args[] = { "--max-transfer-ops", "1000", NULL };
+	static const size_t counts[] = { 1001, 1023, 1024, 5000 };
+	struct test_daemon small;
+	struct rdmamem_client *c;
+	struct rdmamem_range *r = calloc(5000, sizeof(*r));
+	uint64_t remote, region, bytes;
+	char *desc = descriptor_of(65536, 3);
+	int fds;
+
+	test_daemon_start(&small, args);
+	c = test_client(small.socket);
+	region = region_of(c, 65536);
+	ck_assert_int_eq(rdmamem_remote_import(c, desc, &remote), 0);
+	fds = test_count_fds(small.pid);
+	for (size_t i = 0; i < 5000; i++)
+		r[i] = (struct rdmamem_range){ i, i, 1 };
+	for (size_t k = 0; k < ELEMENTSOF(counts); k++) {
+		ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region, 0,
+							 remote, r, counts[k], NULL, &bytes),
+				 -EINVAL);
+		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "'batch'"));
+	}
+	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_WRITE, region, 0, remote, r,
+						 1000, NULL, &bytes),
+			 -ENOLINK);
+	ck_assert_int_eq(test_count_fds(small.pid), fds);
+	ck_assert_int_eq(test_memfd_maps(small.pid), 1);
+	rdmamem_client_close(c);
+	test_daemon_stop(&small);
+	free(desc);
+	free(r);
+}
+END_TEST
+
 Suite *remote_suite(void)
 {
 	Suite *s = suite_create("remote");
@@ -672,6 +834,8 @@ Suite *remote_suite(void)
 	tcase_add_test(tc, test_session_drop);
 	tcase_add_test(tc, test_plan_ranges);
 	tcase_add_test(tc, test_packed_forms);
+	tcase_add_test(tc, test_packed_fd);
+	tcase_add_test(tc, test_packed_switch);
 	tcase_add_test(tc, test_notifications_none);
 	suite_add_tcase(s, tc);
 	tcase_set_tags(rx, "rdma");

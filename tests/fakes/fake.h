@@ -72,6 +72,18 @@ struct fake_dmabuf_call {
 	bool fd_open;
 	uint64_t offset, len, iova;
 };
+/*
+ * When set (a benchmark points it at memory it shares with the daemon's
+ * process), each post of send WRs adds the time the fake device spent
+ * running them (copies, completions: the NIC's work, not the poster's) to
+ * nic_ns, counts them in wrs, and stamps when it returned in last_post_ns
+ * (CLOCK_MONOTONIC). Written by the posting thread, read after the call.
+ */
+struct fake_verbs_clock {
+	_Atomic uint64_t nic_ns, last_post_ns, wrs;
+};
+extern struct fake_verbs_clock *fake_verbs_clock;
+
 extern atomic_bool fake_verbs_dmabuf_at_iova;
 extern struct fake_dmabuf_call fake_verbs_last_dmabuf; /* read while no registration runs */
 /* Every receive posted from now fails (ENOMEM) while set. */

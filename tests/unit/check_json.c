@@ -29,6 +29,15 @@ static const struct {
 	{ "{\"s\":\"\xed\xa0\x80\"}", 0, -EILSEQ },     /* surrogate */
 	{ "{\"s\":\"\xf4\x90\x80\x80\"}", 0, -EILSEQ }, /* above U+10FFFF */
 	{ "{\"s\":\"\xe2\x82\"}", 0, -EILSEQ },         /* truncated */
+	/* Long plain runs (checked 8 bytes at a time), then what ends them,
+	 * at each offset within a word. */
+	{ "{\"s\":\"abcdefghijklmnopqrstuvwxyz0123456789\",\"t\":[1,2]}", 0, 0 },
+	{ "{\"s\":\"abcdefghijklmnopqrstu\\\\u0000\"}", 0, 0 },
+	{ "{\"s\":\"abcdefghijklmnopqrstuvwx\\u0000y\"}", 0, -EBADMSG },
+	{ "{\"s\":\"abcdefghijklmnopqrstuvw\\u0000\"}", 0, -EBADMSG },
+	{ "{\"s\":\"abcdefghijklmnopq\xff\"}", 0, -EILSEQ },
+	{ "{\"s\":\"abcdefghijklmnopqr\xc3\xa9stuvwxyzabcdefgh\xe2\x82\"}", 0, -EILSEQ },
+	{ "{\"s\":\"abcdefghijklmnop\"}x", 0, -EBADMSG },
 	{ "{\"a\":1,\"a\":2}", 0, -ENOTUNIQ },
 	{ "{\"x\":{\"a\":1,\"b\":{\"a\":1,\"a\":1}}}", 0, -ENOTUNIQ },
 };
