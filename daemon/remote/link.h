@@ -31,6 +31,11 @@
  * that user; every earlier one did. The final callbacks come after the QP is
  * destroyed, so the user may release the memory they touched.
  *
+ * The link's QP grants its peer no remote access (conn_qp_create in
+ * rdma/verbs.h): it lives in the uid's PD, next to that uid's regions, and
+ * whatever answers at a descriptor's endpoint (descriptors are the
+ * client's strings) must not WRITE or READ them through it.
+ *
  * Callbacks are never made from inside link_get() or link_post(); they may
  * post, get, unref and close. Loop thread only.
  */

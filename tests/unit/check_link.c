@@ -107,6 +107,99 @@ START_TEST(test_connect_post)
 }
 END_TEST
 
+/* The first connect request at the hostile peer's listener, or NULL. */
+static struct vb_cm_conn *hostile_request(struct vb_listener *vl)
+{
+	struct vb_cm_event ev;
+
+	while (vb->cm_next_event(vl, &ev) == 0)
+		if (ev.kind == VB_CM_REQUEST)
+			return ev.conn;
+	return NULL;
+}
+
+/*
+ * A hostile peer: whatever answers at a descriptor's endpoint (a listener
+ * of the test's own on listen) accepts the link with a QP of its own and
+ * WRITEs, through the link's QP, at memory of the link's uid registered for
+ * remote access in the very PD the link lives in (as a region is by
+ * default), with the right rkey. The device refuses it: the link's QP
+ * grants its peer no remote access. Over the fake verbs and rxe alike.
+ */
+static void hostile_peer(const char *listen)
+{
+	struct link_key k = lf.key;
+	struct vb_cm_conn *cm = NULL;
+	struct vb_listener *vl;
+	struct link_wait w;
+	struct link *l = NULL;
+	struct vb_send_wr wr;
+	struct vb_wc wc;
+	struct vb_mr *mr;
+	struct vb_cq *cq;
+	struct vb_qp *qp;
+	struct vb_pd *pd;
+	uint32_t qpn, lkey, rkey;
+	uint8_t *victim;
+	size_t posted;
+	int n = 0;
+
+	ck_assert_int_eq(netaddr_parse_address(listen, &k.endpoint), 0);
+	ck_assert_int_eq(vb->cm_listen((struct sockaddr *)&k.endpoint, &vl), 0);
+	link_wait_init(&w);
+	ck_assert_int_eq(link_get(&lf.pool, &k, &w.w, &l), -EINPROGRESS);
+	LINK_RUN_UNTIL(&lf, cm || (cm = hostile_request(vl)));
+	ck_assert_int_eq(device_pd(lf.dev, 1000, &pd), 0);
+	ck_assert_int_eq(vb->cq_create(lf.dev->vb, 8, &cq), 0);
+	ck_assert_int_eq(vb->cm_qp_create(cm, pd, cq,
+					  &(struct vb_qp_caps){ .max_send_wr = 4,
+								.max_recv_wr = 1,
+								.initiator_depth = 1 },
+					  &qp),
+			 0);
+	ck_assert_int_eq(vb->cm_accept(cm, pd, 1, &qpn), 0);
+	LINK_RUN_UNTIL(&lf, w.done);
+	ck_assert_msg(w.l, "no link: %s", w.reason);
+	if (vb == &fake_vb_ops)
+		ck_assert_uint_eq(fake_verbs_qp_access(w.l->qp), 0);
+
+	link_fixture_reg(&lf, 2000,
+			 VB_ACCESS_LOCAL_WRITE | VB_ACCESS_REMOTE_READ | VB_ACCESS_REMOTE_WRITE,
+			 &victim, &mr, &lkey, &rkey);
+	memset(victim, 0x5a, LINK_FIXTURE_SIZE);
+	link_fixture_fill(&lf, 3);
+	wr = (struct vb_send_wr){ .wr_id = 77,
+				  .opcode = VB_WR_RDMA_WRITE,
+				  .signaled = true,
+				  .local_addr = (uint64_t)(uintptr_t)lf.remote.buf,
+				  .lkey = lf.remote.lkey,
+				  .length = 4096,
+				  .remote_addr = (uint64_t)(uintptr_t)victim,
+				  .rkey = rkey };
+	ck_assert_int_eq(vb->qp_post_send(qp, &wr, 1, &posted), 0);
+	LINK_RUN_UNTIL(&lf, n || (n = vb->cq_poll(cq, &wc, 1)) != 0);
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(wc.wr_id, 77);
+	ck_assert_msg(wc.status == VB_WC_REM_ACCESS_ERR, "the peer's WRITE: %s", wc.status_name);
+	fprintf(stderr, "link: a WRITE from the link's peer: %s\n", wc.status_name);
+	for (size_t i = 0; i < LINK_FIXTURE_SIZE; i++)
+		ck_assert_uint_eq(victim[i], 0x5a);
+
+	link_unref(w.l);
+	LINK_RUN_UNTIL(&lf, lf.pool.n_links == 0);
+	vb->cm_conn_destroy(cm);
+	vb->cq_destroy(cq);
+	vb->cm_listener_close(vl);
+	ck_assert_int_eq(vb->mr_dereg(mr), 0);
+	free(victim);
+}
+
+START_TEST(test_hostile_peer)
+{
+	hostile_peer("127.0.0.1:7472");
+}
+END_TEST
+
 /* At most window WRs in flight: all or none, -EAGAIN past it. */
 START_TEST(test_window_full)
 {
@@ -704,6 +797,12 @@ START_TEST(test_rxe_write_read)
 }
 END_TEST
 
+START_TEST(test_rxe_hostile_peer)
+{
+	hostile_peer("10.9.0.1:7490");
+}
+END_TEST
+
 Suite *link_suite(void)
 {
 	Suite *su = suite_create("link");
@@ -712,6 +811,7 @@ Suite *link_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_connect_post);
+	tcase_add_test(tc, test_hostile_peer);
 	tcase_add_test(tc, test_window_full);
 	tcase_add_test(tc, test_error_flushes_and_reconnect);
 	tcase_add_test(tc, test_silent_peer);
@@ -732,6 +832,7 @@ Suite *link_suite(void)
 	tcase_add_checked_fixture(rxe, setup_rxe, teardown);
 	tcase_set_timeout(rxe, 120);
 	test_add_tagged(rxe, "rdma", test_rxe_write_read);
+	test_add_tagged(rxe, "rdma", test_rxe_hostile_peer);
 	suite_add_tcase(su, rxe);
 	return su;
 }
