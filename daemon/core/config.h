@@ -52,6 +52,7 @@ struct daemon_config {
 	unsigned link_idle_sec;    /* a queue pair to another daemon idle this long: closed */
 	unsigned transfer_window;  /* work requests outstanding per such queue pair */
 	unsigned link_ack_timeout; /* its RC ack timeout: 4.096 us x 2^n */
+	unsigned link_stall_sec;   /* work in flight, no completion this long: failed */
 	int log_level;
 	uint64_t bandwidth_probe_size; /* each buffer of the host memcpy measurement; 0: none */
 };

@@ -51,6 +51,7 @@ const char *link_error_kind_name(enum link_error_kind k)
 		[LINK_ERR_LOCAL_ACCESS] = "local_access",
 		[LINK_ERR_RETRY] = "retry_exceeded",
 		[LINK_ERR_DISCONNECT] = "disconnect",
+		[LINK_ERR_STALLED] = "stalled",
 		[LINK_ERR_OTHER] = "other",
 	};
 
@@ -62,8 +63,11 @@ static enum link_error_kind error_kind(const struct link *l)
 {
 	if (l->state == LINK_CONNECTING)
 		return LINK_ERR_CONNECT;
-	if (!l->has_fail_wc)
-		return l->error == -ECONNRESET ? LINK_ERR_DISCONNECT : LINK_ERR_OTHER;
+	if (!l->has_fail_wc) {
+		if (l->error == -ECONNRESET)
+			return LINK_ERR_DISCONNECT;
+		return l->stalled ? LINK_ERR_STALLED : LINK_ERR_OTHER;
+	}
 	switch (l->fail_wc.status) {
 	case VB_WC_FLUSH_ERR:
 		return LINK_ERR_DISCONNECT;
@@ -115,6 +119,10 @@ void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_p
 	if (!cfg || !cfg->retry_count)
 		pool->cfg.retry_count = LINK_RETRY_COUNT;
 	pool->cfg.retry_count = MIN(pool->cfg.retry_count, LINK_RETRY_COUNT);
+	if (!pool->cfg.stall_sec)
+		pool->cfg.stall_sec = LINK_STALL_SEC_DEFAULT;
+	if (!pool->cfg.drain_ms)
+		pool->cfg.drain_ms = LINK_DRAIN_MS_DEFAULT;
 	list_init(&pool->links);
 	idseq_init(&pool->order);
 }
@@ -340,17 +348,57 @@ void link_close(struct link *l, int error, const char *why)
 static void on_timer(uv_timer_t *t)
 {
 	struct link *l = t->data;
+	uint64_t now = uv_now(l->pool->loop);
 
-	if (l->state == LINK_CONNECTING)
+	if (l->state == LINK_CONNECTING) {
 		link_fail(l, LINK_ERROR, -ETIMEDOUT, "no connection to %s within %u ms", l->peer,
 			  l->pool->cfg.connect_timeout_ms);
-	else if (l->state == LINK_READY && l->head_seq == l->tail_seq)
+		return;
+	}
+	if (l->state != LINK_READY)
+		return;
+	if (l->head_seq == l->tail_seq) {
 		link_fail(l, LINK_CLOSED, -ETIMEDOUT, "idle for %u s", l->pool->cfg.idle_sec);
+		return;
+	}
+	l->stalled = true;
+	if (l->draining && now >= l->drain_deadline)
+		link_fail(l, LINK_ERROR, -ECANCELED,
+			  "work requests of a cancelled transfer still in flight on %s after %u ms",
+			  l->peer, l->pool->cfg.drain_ms);
+	else
+		link_fail(l, LINK_ERROR, -ETIMEDOUT,
+			  "stalled: no completion from %s for %u s with %" PRIu64
+			  " work requests in flight",
+			  l->peer, l->pool->cfg.stall_sec, l->tail_seq - l->head_seq);
 }
 
-static void start_idle(struct link *l)
+/* READY: the idle timer when nothing is in flight, else the watchdog. */
+static void arm_timer(struct link *l)
 {
-	uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000, 0);
+	uint64_t now = uv_now(l->pool->loop), due;
+
+	if (l->draining && l->head_seq >= l->drain_seq)
+		l->draining = false;
+	if (l->head_seq == l->tail_seq) {
+		uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000, 0);
+		return;
+	}
+	due = l->progress_at + (uint64_t)l->pool->cfg.stall_sec * 1000;
+	if (l->draining)
+		due = MIN(due, l->drain_deadline);
+	uv_timer_start(&l->timer, on_timer, due > now ? due - now : 0, 0);
+}
+
+void link_drain(struct link *l)
+{
+	if (l->state != LINK_READY || l->head_seq == l->tail_seq)
+		return;
+	if (!l->draining)
+		l->drain_deadline = uv_now(l->pool->loop) + l->pool->cfg.drain_ms;
+	l->draining = true;
+	l->drain_seq = l->tail_seq;
+	arm_timer(l);
 }
 
 /* The WR at seq is done: its user has one fewer in flight, its
@@ -435,6 +483,7 @@ static bool drain_cq(struct link *l)
 static void on_cq(uv_poll_t *h, int status, int events)
 {
 	struct link *l = h->data;
+	uint64_t head;
 
 	(void)events;
 	if (l->state != LINK_READY)
@@ -448,8 +497,11 @@ static void on_cq(uv_poll_t *h, int status, int events)
 	 * raises a new event instead of being missed. */
 	while (vb->cq_event(l->cq) == 0)
 		;
-	if (drain_cq(l) && l->head_seq == l->tail_seq)
-		start_idle(l);
+	head = l->head_seq;
+	if (drain_cq(l) && l->head_seq != head) {
+		l->progress_at = uv_now(l->pool->loop);
+		arm_timer(l);
+	}
 }
 
 static const char *reject_reason(int why, int *ret_error)
@@ -545,7 +597,7 @@ static void on_established(struct link *l)
 	log_info("Link %" PRIu64 " (%s, uid %u → %s) ready in %" PRIu64 " ms", l->id,
 		 l->key.dev->info.name, (unsigned)l->key.uid, l->peer,
 		 l->ready_msec - l->created_msec);
-	start_idle(l);
+	arm_timer(l);
 	l->n_ref++; /* a waiter may drop the last reference */
 	notify_waiters(l, l, 0, NULL);
 	link_unref(l);
@@ -725,9 +777,15 @@ int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs,
 	}
 	/* In flight from here on, posted or not: a failed post fails the
 	 * link, and the walk tells u about every one of them. */
-	l->tail_seq += n;
+	if (l->head_seq == l->tail_seq) {
+		/* The watchdog counts from the first WR in an empty link. */
+		l->progress_at = uv_now(l->pool->loop);
+		l->tail_seq += n;
+		arm_timer(l);
+	} else {
+		l->tail_seq += n;
+	}
 	u->n_inflight += (unsigned)n;
-	uv_timer_stop(&l->timer);
 	r = vb->qp_post_send(l->qp, l->scratch, n, &posted);
 	if (r < 0)
 		link_fail(l, LINK_ERROR, r, "posting to %s failed after %zu of %zu: %s", l->peer,

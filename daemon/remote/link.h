@@ -76,9 +76,31 @@ struct link;
  */
 #define LINK_ACK_TIMEOUT_DEFAULT 16U
 #define LINK_RETRY_COUNT 6U
-/* A live peer that has no receive posted (notifications) is waited for:
- * 7 is "forever" (its receive rings are reposted as they are taken). */
-#define LINK_RNR_RETRY 7U
+/*
+ * A SEND (a notification) that finds no receive posted at the peer is
+ * answered "receiver not ready" and resent after the peer's RNR timer,
+ * LINK_RNR_RETRY times, then fails (RETRY_EXC_ERR): at most 7 x 655 ms =
+ * 4.6 s, the longest timer a peer may ask for. 7 would be "forever": a
+ * peer that never posts receives would hold the SEND, and every WR behind
+ * it on the link, for good. The remote daemon reposts its receives as they
+ * are taken, so a live one is waited for well within the bound.
+ */
+#define LINK_RNR_RETRY 6U
+/*
+ * The watchdog: WRs in flight and no completion for this long, and the
+ * link fails (-ETIMEDOUT, "stalled"), its WRs flushed. Above what the
+ * transport bounds itself (a silent peer: 7.5 s at most at the default ack
+ * timeout; RNR: 4.6 s), so that it catches what those do not: a peer that
+ * answers, slowly, forever, or a device that never completes.
+ */
+#define LINK_STALL_SEC_DEFAULT 30U
+/*
+ * A user that gives up (link_drain(): a cancelled transfer) waits this
+ * long at most for what was posted before it to retire; then the link is
+ * closed (-ECANCELED, "stalled"): destroying the QP is what makes the
+ * memory safe to give back when the peer does not let the WRs finish.
+ */
+#define LINK_DRAIN_MS_DEFAULT 10000U
 /* Notifications in flight per link at most: their send buffers. */
 #define LINK_NOTIFY_SLOTS 8U
 /* The wr_id a notification's SEND carries to its user's complete(). */
@@ -136,6 +158,8 @@ struct link_pool_config {
 	unsigned connect_timeout_ms; /* connect, all steps */
 	unsigned ack_timeout;        /* 4.096 us x 2^n before a resend, 1 to 31 */
 	unsigned retry_count;        /* resends before RETRY_EXC_ERR, 0 to 6 */
+	unsigned stall_sec;          /* WRs in flight, no completion this long: failed */
+	unsigned drain_ms;           /* link_drain(): closed after this long */
 };
 
 /* The longest a WR of a link with cfg waits for a silent peer before it
@@ -150,6 +174,7 @@ enum link_error_kind {
 	LINK_ERR_LOCAL_ACCESS,  /* LOC_ACCESS_ERR: our lkey, bounds or access */
 	LINK_ERR_RETRY,         /* RETRY_EXC_ERR: the peer stopped answering */
 	LINK_ERR_DISCONNECT,    /* the peer disconnected, or WRs flushed first */
+	LINK_ERR_STALLED,       /* the watchdog, or a drain past its deadline */
 	LINK_ERR_OTHER,         /* CQ overflow, a failed post, another status */
 	LINK_ERR_KINDS,
 };
@@ -200,6 +225,7 @@ struct link {
 	bool indexed;     /* link_get() finds it: CONNECTING or READY */
 	bool closing;     /* handles closing: teardown under way */
 	bool finished;    /* resources gone, users told */
+	bool stalled;     /* failed by the watchdog or a drain's deadline */
 	int error;        /* ERROR, CLOSED: why, as -errno */
 	char reason[192]; /* and in words */
 	int reject;       /* the endpoint's enum endpoint_reject, or 0 */
@@ -209,7 +235,16 @@ struct link {
 	struct vb_cq *cq;
 	struct vb_qp *qp;
 	uv_poll_t cm_poll, cq_poll;
-	uv_timer_t timer; /* the connect deadline, then the idle timer */
+	/* The connect deadline; once READY, with nothing in flight the idle
+	 * timer, else the watchdog (stall_sec from progress_at, or the drain
+	 * deadline when sooner). */
+	uv_timer_t timer;
+	uint64_t
+		progress_at; /* loop time of the last completion, or of a post into an empty link */
+	/* link_drain(): WRs before drain_seq must retire by drain_deadline
+	 * (loop time). */
+	bool draining;
+	uint64_t drain_seq, drain_deadline;
 	bool cq_polling;
 	unsigned n_handles; /* initialised, not yet closed */
 
@@ -283,6 +318,13 @@ int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs,
  */
 int link_post_notify(struct link *l, struct link_user *u, const void *data, size_t len,
 		     uint64_t export_id);
+/*
+ * A user gives up on its WRs in flight (a cancelled transfer): what was
+ * posted on l until now must retire within the pool's drain_ms, or the
+ * link fails (-ECANCELED) and they flush. A drain already pending keeps
+ * its deadline and now covers these WRs too.
+ */
+void link_drain(struct link *l);
 /* Ends a live link (CLOSED; in-flight WRs flush with error and why). */
 void link_close(struct link *l, int error, const char *why);
 

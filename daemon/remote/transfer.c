@@ -1250,6 +1250,15 @@ void transfer_cancel(struct transfer *t)
 
 			if (!leg->batch_done)
 				window_batch_cancel(&leg->batch);
+			/* What is posted must still retire before the memory
+			 * goes back: within the link's drain deadline, or the
+			 * link closes and it flushes. */
+			for (uint32_t p = 0; p < leg->n_paths; p++) {
+				struct transfer_qp *q = leg->paths[p].qp;
+
+				if (q && !q->dead)
+					link_drain(q->link);
+			}
 			/* Not sent yet: it will not be. */
 			if (leg->notice.state == NOTICE_WAITING) {
 				list_del(&leg->notice.node);

@@ -345,6 +345,8 @@ START_TEST(test_silent_peer)
 	ck_assert_uint_eq(p.ack_timeout, LINK_ACK_TIMEOUT_DEFAULT);
 	ck_assert_uint_eq(p.retry_count, LINK_RETRY_COUNT);
 	ck_assert_uint_eq(p.rnr_retry, LINK_RNR_RETRY);
+	/* Finite: 7 would keep a SEND to a peer with no receive forever. */
+	ck_assert_uint_lt(p.rnr_retry, 7);
 	ck_assert_uint_eq(p.initiator_depth, 16);
 	/* 4.096 us x 2^16 = 268 ms, seven times, four times at most. */
 	ck_assert_uint_eq(link_silent_peer_ms(&lf.pool.cfg), 7516);
@@ -465,6 +467,131 @@ START_TEST(test_token_revoked)
 	ck_assert(rec.c[0].final);
 	ck_assert_int_eq(rec.c[0].error, -ECONNRESET);
 	ck_assert_ptr_nonnull(strstr(rec.reason, "127.0.0.1:7471"));
+	link_unref(l);
+}
+END_TEST
+
+/*
+ * A peer that never completes (the fake holds every WR): no completion for
+ * stall_sec with WRs in flight, and the watchdog fails the link; its user
+ * hears once, final, that none of its WRs completed (flushed, after the QP
+ * is gone), -ETIMEDOUT and why. Counted as "stalled".
+ */
+START_TEST(test_stall_watchdog)
+{
+	struct link_pool_config cfg = { .stall_sec = 1 };
+	struct link_rec rec;
+	struct vb_send_wr w[3];
+	struct link *l;
+	uint64_t t0;
+
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	link_rec_init(&rec);
+	for (unsigned i = 0; i < 3; i++)
+		w[i] = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, i + 1, i * 64, i * 64, 64, false);
+	fake_verbs_hold_completions(true);
+	t0 = uv_now(&lf.f.loop);
+	ck_assert_int_eq(link_post(l, &rec.u, w, 3), 0);
+	LINK_RUN_UNTIL(&lf, l->finished);
+	ck_assert_uint_ge(uv_now(&lf.f.loop) - t0, 900);
+	ck_assert_int_eq(l->state, LINK_ERROR);
+	ck_assert_int_eq(l->error, -ETIMEDOUT);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert(rec.c[0].final);
+	ck_assert_uint_eq(rec.c[0].wr_id, 1);
+	ck_assert_int_eq(rec.c[0].status, VB_WC_FLUSH_ERR);
+	ck_assert_int_eq(rec.c[0].error, -ETIMEDOUT);
+	ck_assert_ptr_nonnull(strstr(rec.reason, "stalled"));
+	ck_assert_uint_eq(rec.u.n_inflight, 0);
+	ck_assert_uint_eq(l->stats.flushed, 3);
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_STALLED], 1);
+	fake_verbs_hold_completions(false);
+	link_unref(l);
+}
+END_TEST
+
+/*
+ * Progress resets the watchdog: WRs that keep completing, each post within
+ * stall_sec of the last completion, never trip it, however long in all.
+ */
+START_TEST(test_stall_progress)
+{
+	struct link_pool_config cfg = { .stall_sec = 1 };
+	struct link_rec rec;
+	struct vb_send_wr w;
+	struct link *l;
+	uint64_t t0;
+
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	link_rec_init(&rec);
+	t0 = uv_now(&lf.f.loop);
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t t1;
+
+		fake_verbs_hold_completions(true);
+		w = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, i + 1, 0, 0, 64, true);
+		ck_assert_int_eq(link_post(l, &rec.u, &w, 1), 0);
+		/* Held 600 ms (under the second), then completed. */
+		t1 = uv_now(&lf.f.loop);
+		LINK_RUN_UNTIL(&lf, uv_now(&lf.f.loop) - t1 >= 600);
+		fake_verbs_hold_completions(false);
+		LINK_RUN_UNTIL(&lf, rec.n == i + 1);
+	}
+	ck_assert_uint_ge(uv_now(&lf.f.loop) - t0, 2400);
+	ck_assert_int_eq(l->state, LINK_READY);
+	ck_assert(!rec.c[3].final);
+	link_unref(l);
+}
+END_TEST
+
+/*
+ * A cancelled transfer's WRs (link_drain()): they must retire within
+ * drain_ms, long before the watchdog, or the link fails -ECANCELED and
+ * they flush once the QP is gone. WRs that do retire in time clear it.
+ */
+START_TEST(test_drain_deadline)
+{
+	struct link_pool_config cfg = { .stall_sec = 60, .drain_ms = 300 };
+	struct link_rec rec;
+	struct vb_send_wr w[2];
+	struct link *l;
+	uint64_t t0;
+
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	link_rec_init(&rec);
+	w[0] = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, 1, 0, 0, 64, false);
+	w[1] = link_fixture_wr(&lf, VB_WR_RDMA_READ, 2, 64, 64, 64, false);
+
+	/* Retired in time: the drain clears, the link stays. */
+	fake_verbs_hold_completions(true);
+	ck_assert_int_eq(link_post(l, &rec.u, w, 2), 0);
+	link_drain(l);
+	ck_assert(l->draining);
+	fake_verbs_hold_completions(false);
+	LINK_RUN_UNTIL(&lf, rec.n == 1);
+	ck_assert(!l->draining);
+	t0 = uv_now(&lf.f.loop);
+	LINK_RUN_UNTIL(&lf, uv_now(&lf.f.loop) - t0 >= 500);
+	ck_assert_int_eq(l->state, LINK_READY);
+
+	/* Never retired: closed at the deadline. */
+	fake_verbs_hold_completions(true);
+	ck_assert_int_eq(link_post(l, &rec.u, w, 2), 0);
+	t0 = uv_now(&lf.f.loop);
+	link_drain(l);
+	LINK_RUN_UNTIL(&lf, l->finished);
+	ck_assert_uint_ge(uv_now(&lf.f.loop) - t0, 250);
+	ck_assert_uint_lt(uv_now(&lf.f.loop) - t0, 5000);
+	ck_assert_int_eq(l->error, -ECANCELED);
+	ck_assert_uint_eq(rec.n, 2);
+	ck_assert(rec.c[1].final);
+	ck_assert_uint_eq(rec.c[1].wr_id, 1);
+	ck_assert_int_eq(rec.c[1].status, VB_WC_FLUSH_ERR);
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_STALLED], 1);
+	fake_verbs_hold_completions(false);
 	link_unref(l);
 }
 END_TEST
@@ -825,6 +952,9 @@ Suite *link_suite(void)
 	tcase_add_test(tc, test_disconnect_midflight);
 	tcase_add_test(tc, test_token_revoked);
 	tcase_add_test(tc, test_idle_teardown);
+	tcase_add_test(tc, test_stall_watchdog);
+	tcase_add_test(tc, test_stall_progress);
+	tcase_add_test(tc, test_drain_deadline);
 	tcase_add_test(tc, test_last_unref_closes);
 	tcase_add_test(tc, test_sharing);
 	tcase_add_test(tc, test_waiter_cancel);
