@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "proto/errors.h"
 #include "daemon/core/log.h"
 #include "daemon/core/netaddr.h"
 #include "daemon/rdma/device.h"
@@ -123,6 +124,10 @@ void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_p
 		pool->cfg.stall_sec = LINK_STALL_SEC_DEFAULT;
 	if (!pool->cfg.drain_ms)
 		pool->cfg.drain_ms = LINK_DRAIN_MS_DEFAULT;
+	if (!pool->cfg.max_links)
+		pool->cfg.max_links = LINK_MAX_DEFAULT;
+	if (!pool->cfg.max_links_per_uid)
+		pool->cfg.max_links_per_uid = LINK_MAX_PER_UID_DEFAULT;
 	list_init(&pool->links);
 	idseq_init(&pool->order);
 }
@@ -283,6 +288,7 @@ static void finish(struct link *l)
 		vb->mr_dereg(l->notify_mr);
 	l->notify_mr = NULL;
 	l->finished = true;
+	l->pool->n_live--;
 
 	l->n_ref++; /* the callbacks may drop the last reference */
 	flush_users(l);
@@ -660,11 +666,42 @@ static void on_cm(uv_poll_t *h, int status, int events)
 	}
 }
 
+unsigned link_count_uid(const struct link_pool *pool, uid_t uid)
+{
+	const struct link *l;
+	unsigned n = 0;
+
+	list_for_each_entry(l, &pool->links, node)
+		n += !l->finished && l->key.uid == uid;
+	return n;
+}
+
+int link_limit_error(const struct link_pool *pool, uid_t uid, int r, struct errinfo *e)
+{
+	if (r == -EDQUOT)
+		return errinfo_quota(
+			e, "links", pool->cfg.max_links_per_uid, link_count_uid(pool, uid), 1,
+			"uid %u has %u queue pairs to other daemons, the limit per uid "
+			"(max-links-per-uid)",
+			(unsigned)uid, link_count_uid(pool, uid));
+	if (r == -EUSERS)
+		return errinfo_set(e, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS, r,
+				   "the daemon holds %u queue pairs to other daemons, its limit "
+				   "(max-links)",
+				   pool->n_live);
+	return 0;
+}
+
 static int link_new(struct link_pool *pool, const struct link_key *key, struct link **ret)
 {
-	struct link *l = calloc(1, sizeof(*l));
+	struct link *l;
 	int r;
 
+	if (pool->n_live >= pool->cfg.max_links)
+		return -EUSERS;
+	if (link_count_uid(pool, key->uid) >= pool->cfg.max_links_per_uid)
+		return -EDQUOT;
+	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	l->pool = pool;
@@ -695,6 +732,8 @@ static int link_new(struct link_pool *pool, const struct link_key *key, struct l
 		link_free(l);
 		return r;
 	}
+	/* Holds fds from here until finish(). */
+	pool->n_live++;
 	uv_timer_init(pool->loop, &l->timer);
 	l->cm_poll.data = l->timer.data = l;
 	l->n_handles = 2;

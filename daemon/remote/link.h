@@ -51,6 +51,7 @@
 
 #include "util/idseq.h"
 #include "util/list.h"
+#include "daemon/core/errinfo.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
 #include "daemon/rdma/token.h"
@@ -62,6 +63,15 @@ struct link;
 #define LINK_WINDOW_DEFAULT 128U
 #define LINK_IDLE_SEC_DEFAULT 60U
 #define LINK_CONNECT_TIMEOUT_MS_DEFAULT 5000U
+/*
+ * Links live at once (connecting, ready, or torn down but not yet freed of
+ * their resources: two fds, an rdmacm id, a QP, a CQ, an MR), in all and
+ * per initiating uid. Descriptors are the client's strings, any endpoint
+ * and token: without a bound one user could open links until the daemon
+ * ran out of fds for every tenant.
+ */
+#define LINK_MAX_DEFAULT 256U
+#define LINK_MAX_PER_UID_DEFAULT 64U
 /*
  * A silent peer (its network gone: no DISCONNECTED, no reset) is seen by
  * the RC transport: a WR unanswered for the ack timeout, 4.096 us x
@@ -160,6 +170,8 @@ struct link_pool_config {
 	unsigned retry_count;        /* resends before RETRY_EXC_ERR, 0 to 6 */
 	unsigned stall_sec;          /* WRs in flight, no completion this long: failed */
 	unsigned drain_ms;           /* link_drain(): closed after this long */
+	unsigned max_links;          /* live at once, in all */
+	unsigned max_links_per_uid;  /* and per initiating uid */
 };
 
 /* The longest a WR of a link with cfg waits for a silent peer before it
@@ -185,6 +197,7 @@ struct link_pool {
 	struct list_head links; /* struct link, until freed */
 	struct idseq order;     /* the same by id, for ListLinks */
 	unsigned n_links;
+	unsigned n_live; /* not yet finished: they hold fds */
 	uint64_t next_id;
 	uint64_t n_connected, n_failed;
 	/* Every link's errors by kind since start: a failed link leaves the
@@ -282,10 +295,18 @@ int link_pool_done(struct link_pool *pool);
 /*
  * The link for key: 0 and *ret (a reference) when one is READY; otherwise
  * -EINPROGRESS and w is called once the link is ready or failed (cancel
- * with link_waiter_cancel()); another -errno when no connect could start.
+ * with link_waiter_cancel()); -EUSERS at max_links, -EDQUOT at the key's
+ * uid's max_links_per_uid (link_limit_error() says it); another -errno
+ * when no connect could start.
  */
 int link_get(struct link_pool *pool, const struct link_key *key, struct link_waiter *w,
 	     struct link **ret);
+/* Links of uid holding resources (not yet torn down). */
+unsigned link_count_uid(const struct link_pool *pool, uid_t uid);
+/* A refusal of link_get() by the limits as a named error in e (-EDQUOT:
+ * QuotaExceeded, quota "links"; -EUSERS: TooManyConnections); 0 and e
+ * untouched for another r. */
+int link_limit_error(const struct link_pool *pool, uid_t uid, int r, struct errinfo *e);
 void link_waiter_cancel(struct link_waiter *w);
 
 struct link *link_ref(struct link *l);

@@ -616,9 +616,11 @@ static void connect_all(struct transfer *t)
 			if (r == 0)
 				r = qp_get(t->ctx, l, &path->qp);
 			if (r < 0 && t->fail_err == 0) {
-				errinfo_set(&e, RDMAMEM_ERROR_PEER_UNREACHABLE, r,
-					    "cannot connect to %s on %s: %s", "the remote daemon",
-					    path->dev->info.name, strerror(-r));
+				if (link_limit_error(&t->ctx->links, path->key.uid, r, &e) == 0)
+					errinfo_set(&e, RDMAMEM_ERROR_PEER_UNREACHABLE, r,
+						    "cannot connect to %s on %s: %s",
+						    "the remote daemon", path->dev->info.name,
+						    strerror(-r));
 				t->fail_err = r;
 				t->fail_info = e;
 				e = (struct errinfo){};

@@ -596,6 +596,64 @@ START_TEST(test_drain_deadline)
 }
 END_TEST
 
+/*
+ * Links are bounded: max_links_per_uid live for one initiating uid
+ * (-EDQUOT, QuotaExceeded "links"), max_links in all (-EUSERS). Links that
+ * never connect (a silent endpoint) hold their fds and count; once torn
+ * down they do not.
+ */
+START_TEST(test_link_limits)
+{
+	struct link_pool_config cfg = { .max_links = 3, .max_links_per_uid = 2 };
+	struct link_wait w[4];
+	struct link_key k[4];
+	struct errinfo e = {};
+	struct link *l = NULL;
+	const char *quota;
+
+	reinit(&cfg);
+	fake_verbs_cm_fault(FAKE_CM_SILENT);
+	for (unsigned i = 0; i < 4; i++) {
+		k[i] = lf.key;
+		k[i].token[0] ^= (uint8_t)(i + 1); /* four different links */
+		link_wait_init(&w[i]);
+	}
+	k[2].uid = 1000;
+	k[3].uid = 3000;
+	ck_assert_int_eq(link_get(&lf.pool, &k[0], &w[0].w, &l), -EINPROGRESS);
+	ck_assert_int_eq(link_get(&lf.pool, &k[1], &w[1].w, &l), -EINPROGRESS);
+	ck_assert_uint_eq(link_count_uid(&lf.pool, 2000), 2);
+	/* A third for uid 2000: over its quota, named as such. */
+	k[0].token[1] ^= 1;
+	ck_assert_int_eq(link_get(&lf.pool, &k[0], &w[3].w, &l), -EDQUOT);
+	k[0].token[1] ^= 1;
+	ck_assert_int_eq(link_limit_error(&lf.pool, 2000, -EDQUOT, &e), -EDQUOT);
+	ck_assert_str_eq(e.name, "io.rdmamemd.QuotaExceeded");
+	quota = cJSON_GetStringValue(cJSON_GetObjectItem(e.params, "quota"));
+	ck_assert_str_eq(quota, "links");
+	errinfo_done(&e);
+	/* Another uid still may, up to the daemon's limit. */
+	ck_assert_int_eq(link_get(&lf.pool, &k[2], &w[2].w, &l), -EINPROGRESS);
+	ck_assert_int_eq(link_get(&lf.pool, &k[3], &w[3].w, &l), -EUSERS);
+	ck_assert_int_eq(link_limit_error(&lf.pool, 3000, -EUSERS, &e), -EUSERS);
+	ck_assert_str_eq(e.name, "io.rdmamemd.TooManyConnections");
+	errinfo_done(&e);
+	ck_assert_int_eq(link_limit_error(&lf.pool, 3000, -ETIMEDOUT, &e), 0);
+
+	/* Given up: torn down, they count no more. */
+	link_waiter_cancel(&w[0].w);
+	LINK_RUN_UNTIL(&lf, lf.pool.n_live == 2);
+	ck_assert_uint_eq(link_count_uid(&lf.pool, 2000), 1);
+	link_wait_init(&w[3]);
+	ck_assert_int_eq(link_get(&lf.pool, &k[3], &w[3].w, &l), -EINPROGRESS);
+	link_waiter_cancel(&w[1].w);
+	link_waiter_cancel(&w[2].w);
+	link_waiter_cancel(&w[3].w);
+	LINK_RUN_UNTIL(&lf, lf.pool.n_links == 0);
+	ck_assert_uint_eq(lf.pool.n_live, 0);
+}
+END_TEST
+
 /* Idle for idle_sec with nothing in flight: CLOSED, replaced on next use. */
 START_TEST(test_idle_teardown)
 {
@@ -955,6 +1013,7 @@ Suite *link_suite(void)
 	tcase_add_test(tc, test_stall_watchdog);
 	tcase_add_test(tc, test_stall_progress);
 	tcase_add_test(tc, test_drain_deadline);
+	tcase_add_test(tc, test_link_limits);
 	tcase_add_test(tc, test_last_unref_closes);
 	tcase_add_test(tc, test_sharing);
 	tcase_add_test(tc, test_waiter_cancel);
