@@ -18,6 +18,14 @@
 
 /* Completions taken per poll call. */
 #define POLL_BATCH 32
+/*
+ * And per turn of the loop at most: a peer that keeps completions coming
+ * (each callback posts more, which complete at once) would otherwise keep
+ * the loop inside one callback. The rest is taken from an idle handle on
+ * the next turns: the channel's event was acked, and re-arming raises none
+ * for completions already queued.
+ */
+#define POLL_TURN_MAX (8 * POLL_BATCH)
 
 static void link_fail(struct link *l, enum link_state state, int error, const char *fmt, ...)
 	_printf_(4, 5);
@@ -342,8 +350,10 @@ static void link_fail(struct link *l, enum link_state state, int error, const ch
 	set_state(l, state);
 	close_handle((uv_handle_t *)&l->timer);
 	close_handle((uv_handle_t *)&l->cm_poll);
-	if (l->cq_polling)
+	if (l->cq_polling) {
 		close_handle((uv_handle_t *)&l->cq_poll);
+		close_handle((uv_handle_t *)&l->more);
+	}
 }
 
 void link_close(struct link *l, int error, const char *why)
@@ -464,12 +474,15 @@ static void on_wc(struct link *l, const struct vb_wc *wc)
 	s->user->complete(s->user, &c);
 }
 
-/* Takes what the CQ holds; false once the link failed. */
-static bool drain_cq(struct link *l)
+/* Takes up to POLL_TURN_MAX completions; false once the link failed.
+ * *ret_more: the cap ended it, more may be queued. */
+static bool drain_cq(struct link *l, bool *ret_more)
 {
 	struct vb_wc wc[POLL_BATCH];
+	unsigned taken = 0;
 	int n;
 
+	*ret_more = false;
 	do {
 		n = vb->cq_poll(l->cq, wc, POLL_BATCH);
 		if (n < 0) {
@@ -482,14 +495,45 @@ static bool drain_cq(struct link *l)
 			if (l->state != LINK_READY)
 				return false;
 		}
-	} while (n == POLL_BATCH);
+		taken += (unsigned)n;
+	} while (n == POLL_BATCH && taken < POLL_TURN_MAX);
+	*ret_more = n == POLL_BATCH;
 	return true;
+}
+
+static void on_more(uv_idle_t *h);
+
+/* A turn's completions; the idle handle takes the rest on the next turns. */
+static void take_completions(struct link *l)
+{
+	uint64_t head = l->head_seq;
+	bool more;
+
+	if (!drain_cq(l, &more))
+		return;
+	if (more)
+		uv_idle_start(&l->more, on_more);
+	else
+		uv_idle_stop(&l->more);
+	if (l->head_seq != head) {
+		l->progress_at = uv_now(l->pool->loop);
+		arm_timer(l);
+	}
+}
+
+static void on_more(uv_idle_t *h)
+{
+	struct link *l = h->data;
+
+	if (l->state == LINK_READY)
+		take_completions(l);
+	else
+		uv_idle_stop(h);
 }
 
 static void on_cq(uv_poll_t *h, int status, int events)
 {
 	struct link *l = h->data;
-	uint64_t head;
 
 	(void)events;
 	if (l->state != LINK_READY)
@@ -503,11 +547,7 @@ static void on_cq(uv_poll_t *h, int status, int events)
 	 * raises a new event instead of being missed. */
 	while (vb->cq_event(l->cq) == 0)
 		;
-	head = l->head_seq;
-	if (drain_cq(l) && l->head_seq != head) {
-		l->progress_at = uv_now(l->pool->loop);
-		arm_timer(l);
-	}
+	take_completions(l);
 }
 
 static const char *reject_reason(int why, int *ret_error)
@@ -571,9 +611,10 @@ static int on_route(struct link *l)
 	r = uv_poll_init(l->pool->loop, &l->cq_poll, vb->cq_fd(l->cq));
 	if (r < 0)
 		return r;
-	l->cq_poll.data = l;
+	uv_idle_init(l->pool->loop, &l->more);
+	l->cq_poll.data = l->more.data = l;
 	l->cq_polling = true;
-	l->n_handles++;
+	l->n_handles += 2;
 	uv_poll_start(&l->cq_poll, UV_READABLE, on_cq);
 
 	l->initiator_depth = (uint8_t)MIN(dev->info.max_qp_init_rd_atom ?: 1U, 16U);
@@ -652,9 +693,16 @@ static void on_cm(uv_poll_t *h, int status, int events)
 				  ev.name);
 			break;
 		case VB_CONN_DISCONNECTED:
-			/* What completed before the peer left still counts. */
-			if (l->state == LINK_READY && !drain_cq(l))
-				break;
+			/* What completed before the peer left still counts
+			 * (at most a window's worth: nothing is posted now). */
+			if (l->state == LINK_READY) {
+				bool more = true;
+
+				while (more && drain_cq(l, &more))
+					;
+				if (l->state != LINK_READY)
+					break;
+			}
 			link_fail(l, LINK_ERROR, -ECONNRESET,
 				  "the remote daemon at %s disconnected", l->peer);
 			break;

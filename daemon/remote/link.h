@@ -248,6 +248,7 @@ struct link {
 	struct vb_cq *cq;
 	struct vb_qp *qp;
 	uv_poll_t cm_poll, cq_poll;
+	uv_idle_t more; /* completions left queued by a turn's cap */
 	/* The connect deadline; once READY, with nothing in flight the idle
 	 * timer, else the watchdog (stall_sec from progress_at, or the drain
 	 * deadline when sooner). */

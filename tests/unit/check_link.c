@@ -654,6 +654,49 @@ START_TEST(test_link_limits)
 }
 END_TEST
 
+/* A user that counts its completions. */
+struct count_user {
+	struct link_user u;
+	unsigned n;
+};
+
+static void count_complete(struct link_user *u, const struct link_completion *c)
+{
+	(void)c;
+	container_of(u, struct count_user, u)->n++;
+}
+
+/*
+ * A turn of the loop takes at most 256 completions: 600 queued at once
+ * (each WR signalled) are not all taken inside one callback, and the rest
+ * follow on the next turns though no new completion event comes.
+ */
+START_TEST(test_completions_per_turn)
+{
+	struct link_pool_config cfg = { .window = 600 };
+	struct count_user cu = { .u.complete = count_complete };
+	struct vb_send_wr *w = calloc(600, sizeof(*w));
+	struct link *l;
+
+	ck_assert_ptr_nonnull(w);
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	for (unsigned i = 0; i < 600; i++)
+		w[i] = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, i, i * 8, i * 8, 8, true);
+	fake_verbs_hold_completions(true);
+	ck_assert_int_eq(link_post(l, &cu.u, w, 600), 0);
+	fake_verbs_hold_completions(false);
+	uv_run(&lf.f.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(cu.n, 256);
+	LINK_RUN_UNTIL(&lf, cu.n == 600);
+	ck_assert_int_eq(l->state, LINK_READY);
+	ck_assert_uint_eq(cu.u.n_inflight, 0);
+	link_fixture_check(&lf, w, 600);
+	free(w);
+	link_unref(l);
+}
+END_TEST
+
 /* Idle for idle_sec with nothing in flight: CLOSED, replaced on next use. */
 START_TEST(test_idle_teardown)
 {
@@ -1014,6 +1057,7 @@ Suite *link_suite(void)
 	tcase_add_test(tc, test_stall_progress);
 	tcase_add_test(tc, test_drain_deadline);
 	tcase_add_test(tc, test_link_limits);
+	tcase_add_test(tc, test_completions_per_turn);
 	tcase_add_test(tc, test_last_unref_closes);
 	tcase_add_test(tc, test_sharing);
 	tcase_add_test(tc, test_waiter_cancel);
