@@ -29,6 +29,7 @@
 
 static void link_fail(struct link *l, enum link_state state, int error, const char *fmt, ...)
 	_printf_(4, 5);
+static void arm_timer(struct link *l);
 
 /* The loop's time is that of its last turn: a connect's own time is
  * measured by the clock. */
@@ -207,6 +208,25 @@ struct link *link_unref(struct link *l)
 	return NULL;
 }
 
+struct link *link_hold(struct link *l)
+{
+	if (!l)
+		return NULL;
+	l->n_hold++;
+	if (l->state == LINK_READY)
+		arm_timer(l);
+	return link_ref(l);
+}
+
+struct link *link_unhold(struct link *l)
+{
+	if (!l)
+		return NULL;
+	if (--l->n_hold == 0 && l->state == LINK_READY)
+		arm_timer(l);
+	return link_unref(l);
+}
+
 unsigned link_space(const struct link *l)
 {
 	if (l->state != LINK_READY)
@@ -374,7 +394,9 @@ static void on_timer(uv_timer_t *t)
 	if (l->state != LINK_READY)
 		return;
 	if (l->head_seq == l->tail_seq) {
-		link_fail(l, LINK_CLOSED, -ETIMEDOUT, "idle for %u s", l->pool->cfg.idle_sec);
+		if (l->n_hold == 0)
+			link_fail(l, LINK_CLOSED, -ETIMEDOUT, "idle for %u s",
+				  l->pool->cfg.idle_sec);
 		return;
 	}
 	l->stalled = true;
@@ -389,7 +411,8 @@ static void on_timer(uv_timer_t *t)
 			  l->peer, l->pool->cfg.stall_sec, l->tail_seq - l->head_seq);
 }
 
-/* READY: the idle timer when nothing is in flight, else the watchdog. */
+/* READY: the idle timer when nothing is in flight and nobody holds the
+ * link, none while held, else the watchdog. */
 static void arm_timer(struct link *l)
 {
 	uint64_t now = uv_now(l->pool->loop), due;
@@ -397,7 +420,11 @@ static void arm_timer(struct link *l)
 	if (l->draining && l->head_seq >= l->drain_seq)
 		l->draining = false;
 	if (l->head_seq == l->tail_seq) {
-		uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000, 0);
+		if (l->n_hold > 0)
+			uv_timer_stop(&l->timer);
+		else
+			uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000,
+				       0);
 		return;
 	}
 	due = l->progress_at + (uint64_t)l->pool->cfg.stall_sec * 1000;

@@ -17,7 +17,8 @@
  * touches no memory after that), and link_get() makes a new one for the
  * same key. ERROR: an error completion, the peer's DISCONNECTED, a CQ
  * overflow, a failed post, a refused or timed-out connect. CLOSED: idle
- * (nothing in flight for idle_sec), the last reference gone (the last
+ * (nothing in flight and nobody holding it for idle_sec), the last
+ * reference gone (the last
  * holder — a session's remote handle, a transfer — let go), link_close(),
  * link_pool_stop().
  *
@@ -231,6 +232,8 @@ struct link {
 	struct idseq_node order; /* in pool->order */
 	struct link_pool *pool;
 	unsigned n_ref;
+	/* link_hold()s: while any, the link is never idle. */
+	unsigned n_hold;
 	uint64_t id;
 	struct link_key key;
 	char peer[64]; /* the endpoint, as text */
@@ -250,7 +253,7 @@ struct link {
 	uv_poll_t cm_poll, cq_poll;
 	uv_idle_t more; /* completions left queued by a turn's cap */
 	/* The connect deadline; once READY, with nothing in flight the idle
-	 * timer, else the watchdog (stall_sec from progress_at, or the drain
+	 * timer (stopped while held), else the watchdog (stall_sec from progress_at, or the drain
 	 * deadline when sooner). */
 	uv_timer_t timer;
 	uint64_t
@@ -313,6 +316,16 @@ void link_waiter_cancel(struct link_waiter *w);
 struct link *link_ref(struct link *l);
 /* The last reference closes a live link and frees it once torn down. */
 struct link *link_unref(struct link *l);
+/*
+ * A reference that also keeps l from being closed as idle: a transfer holds
+ * each path's link from taking it until its leg is over, so that a READY
+ * link it waits with (for its other paths, past idle_sec) is still there
+ * when it posts. The idle timer runs only while nothing is in flight and
+ * nobody holds the link; link_unhold() drops both and restarts it at the
+ * last. Holding does not keep a link from failing.
+ */
+struct link *link_hold(struct link *l);
+struct link *link_unhold(struct link *l);
 
 /* WRs that may be posted now. */
 unsigned link_space(const struct link *l);

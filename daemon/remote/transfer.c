@@ -290,6 +290,13 @@ static int fail_info(struct transfer *t, struct errinfo *e)
 	return err;
 }
 
+/* The leg is over: its links may go idle. */
+static void leg_unhold(struct transfer_leg *leg)
+{
+	for (uint32_t p = 0; p < leg->n_paths; p++)
+		leg->paths[p].held = link_unhold(leg->paths[p].held);
+}
+
 static void release_all(struct transfer *t)
 {
 	/* Locks in reverse order of taking; waiting requests withdrawn. */
@@ -309,6 +316,7 @@ static void release_all(struct transfer *t)
 			if (path->waiting)
 				link_waiter_cancel(&path->waiter);
 			path->waiting = false;
+			path->held = link_unhold(path->held);
 			path->qp = qp_unref(path->qp);
 		}
 }
@@ -405,6 +413,7 @@ static void leg_end_maybe(struct transfer_leg *leg)
 	    leg->notice.state == NOTICE_POSTED)
 		return;
 	leg->done = true;
+	leg_unhold(leg);
 	if (--t->legs_left > 0)
 		return;
 	progress_maybe(t, true);
@@ -622,6 +631,8 @@ static void connect_all(struct transfer *t)
 			t->paths_waiting--;
 			if (r == 0)
 				r = qp_get(t->ctx, l, &path->qp);
+			if (r == 0)
+				path->held = link_hold(path->qp->link);
 			if (r < 0 && t->fail_err == 0) {
 				if (link_limit_error(&t->ctx->links, path->key.uid, r, &e) == 0)
 					errinfo_set(&e, RDMAMEM_ERROR_PEER_UNREACHABLE, r,
@@ -655,6 +666,8 @@ static void path_ready(struct link_waiter *w, struct link *l, int error, const c
 		r = qp_get(t->ctx, l, &path->qp);
 		if (r < 0)
 			reason = NULL;
+		else
+			path->held = link_hold(path->qp->link);
 	}
 	if (r < 0 && t->fail_err == 0 && !t->cancelled) {
 		struct errinfo e = {};
@@ -896,6 +909,7 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, struct errinf
 	const struct descriptor *desc = &leg->remote->desc;
 	struct paths_choice choice[PATHS_MAX];
 	struct region *regs[TRANSFER_REGIONS_MAX];
+	uint64_t bytes = 0;
 	int r;
 
 	for (uint32_t k = 0; k < leg->n_regions; k++)
@@ -903,6 +917,16 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, struct errinf
 	r = paths_choose(&t->ctx->paths, regs, leg->n_regions, desc, choice, &leg->n_paths, e);
 	if (r < 0)
 		return r;
+	/* A batch that will not stripe goes on path 0 alone: connecting the
+	 * others would make queue pairs at the remote daemon, counted against
+	 * its connection limit, that carry nothing. A later batch that
+	 * stripes connects them. */
+	for (size_t i = 0; i < leg->n_ops && bytes < TRANSFER_STRIPE_MIN; i++)
+		bytes += leg->ops[i].length;
+	if (!wr_plan_stripes(&(struct wr_plan_params){ .n_paths = leg->n_paths,
+						       .stripe_min = TRANSFER_STRIPE_MIN },
+			     bytes))
+		leg->n_paths = MIN(leg->n_paths, 1U);
 	for (uint32_t p = 0; p < leg->n_paths; p++) {
 		struct transfer_path *path = &leg->paths[p];
 

@@ -160,6 +160,9 @@ struct transfer_path {
 	struct link_waiter waiter;
 	bool waiting;
 	struct transfer_qp *qp; /* a reference, once connected */
+	/* qp's link, held (link_hold()) from connected until the leg is
+	 * over: never closed as idle while the transfer waits or runs. */
+	struct link *held;
 };
 
 /* The ops of one remote and one local owner uid: one plan, one batch. */

@@ -115,6 +115,11 @@ static uint64_t on_path_below(const struct wr_plan *p, uint64_t g, uint32_t q)
 	return g / p->n_rr + (g % p->n_rr > q);
 }
 
+bool wr_plan_stripes(const struct wr_plan_params *params, uint64_t bytes)
+{
+	return params->n_paths > 1 && params->stripe_min && bytes >= params->stripe_min;
+}
+
 int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 		  const struct wr_keys *keys, size_t n_keys, const struct wr_plan_params *params)
 {
@@ -137,7 +142,7 @@ int wr_plan_build(struct wr_plan *p, const struct wr_op *ops, size_t n_ops,
 		return r;
 
 	p->n_paths = params->n_paths;
-	p->striped = params->n_paths > 1 && params->stripe_min && bytes >= params->stripe_min;
+	p->striped = wr_plan_stripes(params, bytes);
 	p->n_rr = p->striped ? params->n_paths : 1;
 	p->piece = params->max_msg;
 	if (p->striped && params->stripe_chunk < p->piece)

@@ -148,6 +148,11 @@ struct wr_plan {
 	size_t op_wrs_cap;
 };
 
+/* Whether a batch of bytes stripes over params' paths: the rule
+ * wr_plan_build() follows, for a caller that connects only the paths a
+ * batch will use. */
+bool wr_plan_stripes(const struct wr_plan_params *params, uint64_t bytes);
+
 void wr_plan_init(struct wr_plan *p);
 void wr_plan_done(struct wr_plan *p);
 

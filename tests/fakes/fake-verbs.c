@@ -110,6 +110,8 @@ struct vb_conn {
 	struct vb_qp qp;
 	bool has_qp;
 	struct vb_cm_conn *cm;
+	bool route_held; /* in held_routes */
+	struct list_head held_node;
 };
 
 atomic_bool fake_verbs_fail_mr;
@@ -123,6 +125,8 @@ static struct list_head mrs = LIST_HEAD_INIT(mrs);
 static struct list_head qps = LIST_HEAD_INIT(qps);
 static struct list_head listeners = LIST_HEAD_INIT(listeners);
 static struct list_head cm_conns = LIST_HEAD_INIT(cm_conns);
+/* Active connections whose route resolution waits (hold_routes). */
+static struct list_head held_routes = LIST_HEAD_INIT(held_routes);
 static struct vb_device *fake_device; /* the first: rdmacm's passive side */
 static struct vb_device **fake_devices;
 static size_t n_fake_devices;
@@ -133,6 +137,7 @@ static struct {
 	unsigned cq_cap;    /* 0: as asked */
 	unsigned n_devices; /* 0: one */
 	enum fake_cm_fault cm_fault;
+	bool hold_routes;
 	uint64_t wrs_run;
 	bool fail_recv;
 	unsigned dead_posts;
@@ -286,6 +291,18 @@ void fake_verbs_cm_fault(enum fake_cm_fault f)
 uint64_t fake_verbs_wrs_run(void)
 {
 	return ctl.wrs_run;
+}
+
+void fake_verbs_hold_routes(bool hold)
+{
+	ctl.hold_routes = hold;
+	while (!hold && !list_empty(&held_routes)) {
+		struct vb_conn *c = list_first_entry(&held_routes, struct vb_conn, held_node);
+
+		list_del(&c->held_node);
+		c->route_held = false;
+		conn_event(c, VB_CONN_ROUTE_RESOLVED, "RDMA_CM_EVENT_ROUTE_RESOLVED", 0);
+	}
 }
 
 void fake_verbs_devices(unsigned n)
@@ -1104,6 +1121,11 @@ static int f_conn_resolve_addr(struct vb_conn *c, const struct sockaddr *src,
 static int f_conn_resolve_route(struct vb_conn *c, int timeout_ms)
 {
 	(void)timeout_ms;
+	if (ctl.hold_routes) {
+		c->route_held = true;
+		list_add_tail(&c->held_node, &held_routes);
+		return 0;
+	}
 	conn_event(c, VB_CONN_ROUTE_RESOLVED, "RDMA_CM_EVENT_ROUTE_RESOLVED", 0);
 	return 0;
 }
@@ -1221,6 +1243,8 @@ static void f_conn_destroy(struct vb_conn *c)
 				qp_error(cm->qp);
 		}
 	}
+	if (c->route_held)
+		list_del(&c->held_node);
 	if (c->has_qp)
 		qp_done(&c->qp);
 	evq_done(&c->q);

@@ -38,7 +38,9 @@ void fake_verbs_hold_dereg(bool hold);
  *   answers: the caller's timeout must end it);
  * - disconnect_all(): every established connection drops, both sides
  *   (DISCONNECTED, QPs to error), as when the remote daemon dies;
- * - fail_recv(true): receives are refused, as a full receive queue is.
+ * - fail_recv(true): receives are refused, as a full receive queue is;
+ * - hold_routes(true): connects from now stop before their route is
+ *   resolved, until released with false (a slow peer or fabric).
  */
 enum fake_cm_fault {
 	FAKE_CM_NONE,
@@ -52,6 +54,7 @@ void fake_verbs_fail_wr(unsigned n, enum vb_wc_status status);
 void fake_verbs_cq_cap(unsigned cap);
 void fake_verbs_cm_fault(enum fake_cm_fault f);
 void fake_verbs_disconnect_all(void);
+void fake_verbs_hold_routes(bool hold);
 /*
  * Devices: devices_open() from now opens n (fake0 .. fake<n-1>; 0 or 1:
  * fake0 alone, as after reset). With several, device i has a second GID,

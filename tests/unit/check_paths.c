@@ -460,6 +460,110 @@ START_TEST(test_interfaces_cached)
 }
 END_TEST
 
+/* ---- links ---- */
+
+static void run_for(uint64_t ms)
+{
+	uint64_t until = uv_now(&lf.f.loop) + ms;
+
+	LINK_RUN_UNTIL(&lf, uv_now(&lf.f.loop) >= until);
+}
+
+static struct link *link_on(const struct device *dev)
+{
+	struct link *l;
+
+	list_for_each_entry(l, &ctx.links.links, node)
+		if (l->key.dev == dev && l->state == LINK_READY)
+			return l;
+	return NULL;
+}
+
+static struct region *two_device_region(void)
+{
+	struct region *r = mem_fixture_import(&lf.f, LOCAL_SIZE);
+
+	r->access |= REGION_ACCESS_LOCAL_WRITE;
+	register_on(r, dev0);
+	register_on(r, dev1);
+	r->numa_node = 0; /* path 0: fake0 */
+	return r;
+}
+
+/* A batch that will not stripe connects its first path only: a queue pair
+ * at the remote daemon (counted against its connection limit) that would
+ * carry nothing is not made. A striped one connects the rest then. */
+START_TEST(test_unstriped_connects_one)
+{
+	struct region *r = two_device_region();
+	struct remote *rem = import_remote();
+	struct transfer_op o1 = op(WR_WRITE, r, 0, rem, 0, 4096);
+
+	run(&o1, 1);
+	ck_assert_uint_eq(ctx.links.n_links, 1);
+	ck_assert_ptr_nonnull(link_on(dev0));
+	ck_assert_uint_eq(carried(dev0), 4096);
+	/* The descriptor's two devices are both reachable: the leg had two
+	 * paths, the small batch needed one. */
+	o1 = op(WR_READ, r, 8192, rem, 0, 65536);
+	run(&o1, 1);
+	ck_assert_uint_eq(ctx.links.n_links, 1);
+
+	read_large(r, rem, host_bytes);
+	ck_assert_uint_eq(ctx.links.n_links, 2);
+	ck_assert_ptr_nonnull(link_on(dev0));
+	ck_assert_ptr_nonnull(link_on(dev1));
+	ck_assert_uint_gt(carried(dev1), 0);
+}
+END_TEST
+
+/* idle_sec below the connect time: the link of a path that is READY at
+ * once is held while the transfer waits for its other path, and closes as
+ * idle only once the transfer is over. */
+START_TEST(test_waiting_link_not_idle)
+{
+	struct region *r = two_device_region();
+	struct remote *rem = import_remote();
+	struct transfer_op o1 = op(WR_WRITE, r, 0, rem, 0, 4096);
+	struct transfer_op *ops = calloc(N_LARGE, sizeof(*ops));
+	struct transfer *t = NULL;
+	struct errinfo e = {};
+	struct outcome o = {};
+	struct link *l0;
+	int res;
+
+	ck_assert_ptr_nonnull(ops);
+	ctx.links.cfg.idle_sec = 1;
+	run(&o1, 1);
+	l0 = link_on(dev0);
+	ck_assert_ptr_nonnull(l0);
+
+	/* The second path's connect stalls past idle_sec. */
+	fake_verbs_hold_routes(true);
+	for (unsigned i = 0; i < N_LARGE; i++)
+		ops[i] = op(WR_READ, r, (uint64_t)i * PIECE, rem, 0, PIECE);
+	res = transfer_start(&ctx, lf.f.owner, ops, N_LARGE, NULL, 0, &cb, &o, &t, &e);
+	ck_assert_msg(res == 0, "transfer_start: %d %s", res, e.message);
+	run_for(1500);
+	ck_assert(!o.done);
+	ck_assert_ptr_eq(link_on(dev0), l0);
+	ck_assert_uint_eq(l0->n_hold, 1);
+
+	fake_verbs_hold_routes(false);
+	LINK_RUN_UNTIL(&lf, o.done);
+	transfer_free(t);
+	ck_assert_msg(o.result == 0, "transfer: %d %s", o.result, o.e.message);
+	for (unsigned i = 0; i < N_LARGE; i++)
+		ck_assert_mem_eq(host_bytes(r) + (size_t)i * PIECE, lf.remote.buf, PIECE);
+	ck_assert_uint_gt(carried(dev1), 0);
+	free(ops);
+
+	/* Released: both go idle and close. */
+	ck_assert_uint_eq(l0->n_hold, 0);
+	LINK_RUN_UNTIL(&lf, ctx.links.n_links == 0);
+}
+END_TEST
+
 #if HAVE_CUDA_H
 static struct gpu_ctx gpu;
 
@@ -674,6 +778,8 @@ Suite *paths_suite(void)
 	tcase_add_test(tc, test_host_slowest_node_decides);
 	tcase_add_test(tc, test_unknown_node_ranks_behind_local);
 	tcase_add_test(tc, test_interfaces_cached);
+	tcase_add_test(tc, test_unstriped_connects_one);
+	tcase_add_test(tc, test_waiting_link_not_idle);
 	suite_add_tcase(su, tc);
 #if HAVE_CUDA_H
 	tc = tcase_create("paths_gpu");
