@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <cjson/cJSON.h>
@@ -32,8 +33,9 @@ static void help(void)
 	       "  region ID         one region: owner, source, lock, leases, shares\n"
 	       "  devices           RDMA devices: ports, GIDs, MRs, pinned bytes, events\n"
 	       "  connections       remote peers' queue pairs, by device and uid\n"
-	       "  peers             remote daemons: links to them and their state, bytes and\n"
-	       "                    work requests each way, errors, notifications\n"
+	       "  peers             remote daemons, by address: links to them and their\n"
+	       "                    state, bytes and work requests each way, errors,\n"
+	       "                    notifications\n"
 	       "  gpus              CUDA driver, GPUs, dma-buf and peer-memory support\n"
 	       "  clients           connected clients (yours; all of them for root)\n"
 	       "  stats             calls by method, errors by name, bytes moved\n"
@@ -502,12 +504,21 @@ static const char *const peer_link_sums[] = { "reads",     "bytes_in", "writes",
 static const char *const peer_conn_sums[] = { "notifications_received", "notifications_queued",
 					      "notifications_dropped" };
 
-/* "10.0.0.2:7471" → "10.0.0.2"; "[fe80::1]:7471" → "[fe80::1]". */
+/* "10.0.0.2:7471" → "10.0.0.2"; "[fe80::1]:7471" → "[fe80::1]"; an
+ * IPv4-mapped "[::ffff:10.0.0.2]:7471" → "10.0.0.2" (a daemon before its
+ * addresses were written unmapped), so that a host is one peer whichever
+ * socket saw it. */
 static void peer_host(const char *addr, char *buf, size_t size)
 {
+	static const char mapped[] = "[::ffff:";
 	const char *colon = strrchr(addr, ':');
 	size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
 
+	if (n > sizeof(mapped) && strncasecmp(addr, mapped, sizeof(mapped) - 1) == 0 &&
+	    addr[n - 1] == ']' && strchr(addr + sizeof(mapped) - 1, '.')) {
+		addr += sizeof(mapped) - 1;
+		n -= sizeof(mapped);
+	}
 	snprintf(buf, size, "%.*s", (int)MIN(n, size - 1), addr);
 }
 
@@ -592,6 +603,9 @@ static void show_peers(const cJSON *reply)
 
 	if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "peers")))
 		printf("No remote daemons: no links opened, none connected\n");
+	else
+		printf("Peers by address (a daemon reached over several NICs shows once per "
+		       "address)\n");
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(reply, "peers")) {
 		char in[32], out[32];
 
@@ -636,6 +650,10 @@ static int verb_peers(struct rdmamem_client *c, const char *arg)
 	if (r < 0)
 		return r;
 	reply = cJSON_CreateObject();
+	/* Rows are grouped by the remote address (the link's endpoint host,
+	 * the connection's source): said in the reply. */
+	if (reply && !cJSON_AddStringToObject(reply, "grouped_by", "address"))
+		return -ENOMEM;
 	peers = reply ? cJSON_AddArrayToObject(reply, "peers") : NULL;
 	if (!peers || peers_group(links, conns, peers) < 0)
 		return -ENOMEM;

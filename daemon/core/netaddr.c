@@ -26,8 +26,13 @@ void netaddr_format(const struct sockaddr_storage *ss, char *buf, size_t size)
 	} else if (ss->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
 
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
 		port = ntohs(in6->sin6_port);
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+			inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host, sizeof(host));
+			snprintf(buf, size, "%s:%u", host, port);
+			return;
+		}
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
 		snprintf(buf, size, "[%s]:%u", host, port);
 	} else {
 		snprintf(buf, size, "(unknown)");

@@ -12,7 +12,9 @@ int netaddr_parse_network(const char *s, struct sockaddr_storage *ret_addr, unsi
 /* The same, for a configuration check: 0 or -EINVAL. */
 int netaddr_check_address(const char *s);
 int netaddr_check_network(const char *s);
-/* "1.2.3.4:5" or "[::1]:5". */
+/* "1.2.3.4:5" or "[::1]:5"; an IPv4-mapped IPv6 address (a dual-stack
+ * listener's IPv4 peer) as the IPv4 address it is, "1.2.3.4:5", so that
+ * one host reads the same whichever socket saw it. */
 void netaddr_format(const struct sockaddr_storage *ss, char *buf, size_t size);
 
 #endif

@@ -1037,6 +1037,27 @@ START_TEST(test_rxe_hostile_peer)
 }
 END_TEST
 
+/* Peers are shown by address: an IPv4 host reached through a dual-stack
+ * socket (IPv4-mapped) reads as the IPv4 address it is, so that a link
+ * to it and a connection from it group as one peer. */
+START_TEST(test_address_unmapped)
+{
+	struct sockaddr_storage ss;
+	char buf[64];
+
+	ck_assert_int_eq(netaddr_parse_address("[::ffff:10.0.1.2]:7471", &ss), 0);
+	ck_assert_int_eq(ss.ss_family, AF_INET6);
+	netaddr_format(&ss, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "10.0.1.2:7471");
+	ck_assert_int_eq(netaddr_parse_address("10.0.1.2:7471", &ss), 0);
+	netaddr_format(&ss, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "10.0.1.2:7471");
+	ck_assert_int_eq(netaddr_parse_address("[fe80::ffff:a00:102]:7471", &ss), 0);
+	netaddr_format(&ss, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "[fe80::ffff:a00:102]:7471");
+}
+END_TEST
+
 Suite *link_suite(void)
 {
 	Suite *su = suite_create("link");
@@ -1045,6 +1066,7 @@ Suite *link_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_connect_post);
+	tcase_add_test(tc, test_address_unmapped);
 	tcase_add_test(tc, test_hostile_peer);
 	tcase_add_test(tc, test_window_full);
 	tcase_add_test(tc, test_error_flushes_and_reconnect);
