@@ -707,6 +707,28 @@ START_TEST(test_blocking_behind_async)
 }
 END_TEST
 
+/* examples/async-uv drives three connections from a libuv loop: its
+ * Pings are answered while another connection's Lock waits, the Ping
+ * queued behind that Lock comes after it, and it exits cleanly. */
+START_TEST(test_example_async_uv)
+{
+	const char *argv[] = { BUILD_DIR "/examples/async-uv", td.socket, NULL };
+	char *out = NULL, *err = NULL, *lock, *last_ping, *behind;
+
+	ck_assert_msg(test_run(argv, &out, &err) == 0, "async-uv failed: %s", err);
+	lock = strstr(out, "waiter: lock granted after 5 pings");
+	last_ping = strstr(out, "holder: ping 5 answered while the other connection's lock waits");
+	behind = strstr(out, "waiter: ping behind the lock answered after it");
+	ck_assert_msg(lock && last_ping && behind, "unexpected output: %s", out);
+	ck_assert(last_ping < lock);
+	ck_assert(lock < behind);
+	ck_assert_ptr_nonnull(strstr(behind, "\ndone\n"));
+	free(out);
+	free(err);
+	test_assert_serving(td.socket);
+}
+END_TEST
+
 Suite *async_suite(void)
 {
 	Suite *s = suite_create("async");
@@ -721,6 +743,7 @@ Suite *async_suite(void)
 	tcase_add_test(tc, test_more_and_oneway);
 	tcase_add_test(tc, test_callback_rules);
 	tcase_add_test(tc, test_blocking_behind_async);
+	tcase_add_test(tc, test_example_async_uv);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("alone");
