@@ -274,19 +274,13 @@ _public_ int rdmamem_call_async(struct rdmamem_client *c, const char *method,
 {
 	_cleanup_json_ cJSON *params = NULL;
 	struct rdmamem_call *call = NULL;
-	const char *reason;
 	int r;
 
 	if (!c || !method || !(flags & RDMAMEM_CALL_ONEWAY) != !!callback)
 		return -EINVAL;
-	if (params_json) {
-		r = json_parse(params_json, strlen(params_json), &params, &reason);
-		if (r < 0 || !cJSON_IsObject(params)) {
-			rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
-					   r < 0 ? reason : "not an object");
-			return -EINVAL;
-		}
-	}
+	r = rdmamem__parse_params(c, params_json, &params);
+	if (r < 0)
+		return r;
 	r = rdmamem__call_start(c, method, params, fds, n_fds, flags, c->timeout_ms,
 				callback ? user_reply : NULL, NULL, &call);
 	if (r < 0)

@@ -94,6 +94,10 @@ char *rdmamem__remote_error_message(const char *name, const cJSON *params);
 /* The one-line message for a connection that failed with r (malloc()ed). */
 char *rdmamem__connection_error(const struct rdmamem_client *c, int r);
 
+/* Parses params_json (NULL: none, *ret NULL) as the parameters of a call:
+ * a JSON object, else -EINVAL with the client's error saying why. */
+int rdmamem__parse_params(struct rdmamem_client *c, const char *params_json, cJSON **ret);
+
 /* Records the failure of the current call; name NULL for local failures. */
 void rdmamem__set_error(struct rdmamem_client *c, const char *name, const char *fmt, ...)
 	_printf_(3, 4);

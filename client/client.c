@@ -321,26 +321,37 @@ int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON
 	return r;
 }
 
+int rdmamem__parse_params(struct rdmamem_client *c, const char *params_json, cJSON **ret)
+{
+	const char *reason;
+	int r;
+
+	*ret = NULL;
+	if (!params_json)
+		return 0;
+	r = json_parse(params_json, strlen(params_json), ret, &reason);
+	if (r < 0 || !cJSON_IsObject(*ret)) {
+		rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
+				   r < 0 ? reason : "not an object");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 _public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const char *params_json,
 			  const int *fds, size_t n_fds, char **ret_reply_json, int *ret_fds,
 			  size_t *ret_n_fds)
 {
 	_cleanup_json_ cJSON *params = NULL;
 	_cleanup_json_ cJSON *root = NULL;
-	const char *reason;
 	cJSON *reply = NULL;
 	int r;
 
 	if (!c || !method)
 		return -EINVAL;
-	if (params_json) {
-		r = json_parse(params_json, strlen(params_json), &params, &reason);
-		if (r < 0 || !cJSON_IsObject(params)) {
-			rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
-					   r < 0 ? reason : "not an object");
-			return -EINVAL;
-		}
-	}
+	r = rdmamem__parse_params(c, params_json, &params);
+	if (r < 0)
+		return r;
 	r = rdmamem__call(c, method, params, fds, n_fds, 0, &root, &reply, ret_fds, ret_n_fds);
 	if (ret_reply_json && root) {
 		char *out = reply ? cJSON_PrintUnformatted(reply) : strdup("{}");
