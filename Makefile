@@ -221,6 +221,13 @@ $(B)/examples/%: $(B)/examples/%.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
+# The libuv example links libuv too.
+LIBS_UV = $(eval LIBS_UV := $$(shell $(PKG_CONFIG) --libs libuv))$(LIBS_UV)
+
+$(B)/examples/async-uv: $(B)/examples/async-uv.o $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_UV)
+
 $(B)/rdma-peer: SAN := $(filter-out -fsanitize=%,$(SAN))
 $(B)/rdma-peer: $(B)/tests/peer/rdma-peer.o
 	@echo "  LD      $@"

@@ -3,10 +3,100 @@
 #ifndef RDMAMEM_CLIENT_INTERNAL_H
 #define RDMAMEM_CLIENT_INTERNAL_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include <cjson/cJSON.h>
 
+#include "proto/frame.h"
+#include "proto/varlink.h"
+#include "util/list.h"
 #include "util/macro.h"
 #include "rdmamem.h"
+
+/* A received fd, tagged with the message it came with (frame ordinal). */
+struct rdmamem__in_fd {
+	uint64_t ordinal;
+	int fd;
+};
+
+/*
+ * One connection. Everything here belongs to the one thread that uses the
+ * client at a time (rdmamem.h); nothing is locked.
+ */
+struct rdmamem_client {
+	int fd;
+	int timeout_ms;
+	/* 0 while the connection is in step with the daemon; else the
+	 * -errno that ended it (every call then gets -ENOTCONN) and
+	 * dead_message, the line that said why. */
+	int dead;
+	char *dead_message;
+	/*
+	 * Calls sent or to send, in the order they go out, which is the order
+	 * their replies come back in (Varlink answers one call at a time).
+	 * A cancelled or timed-out call stays until its last reply comes, so
+	 * that the replies after it still find their calls. send_next: the
+	 * first call whose message is not fully written (NULL: none).
+	 */
+	struct list_head calls;
+	struct rdmamem_call *send_next;
+	size_t n_calls;
+	struct frame_reader in;
+	/* Fds received and not yet handed to their reply's call. */
+	struct rdmamem__in_fd *in_fds;
+	size_t n_in_fds, cap_in_fds;
+	/* How deep rdmamem_client_process() is on the stack: callbacks run
+	 * inside it, and blocking calls are refused there. */
+	unsigned dispatching;
+	char *path;
+	char *error_name;
+	char *error_message;
+};
+
+/* What the library's own reply callbacks see: the parsed message. */
+struct rdmamem__reply {
+	int error;                 /* 0, or a negative errno */
+	const char *error_name;    /* Varlink error, NULL for success or a local failure */
+	const char *error_message; /* NULL on success */
+	cJSON *root;               /* the message (NULL for a local failure); may be taken */
+	cJSON *parameters;         /* points into root; may be NULL */
+	int *fds;                  /* received with it; an fd taken is set to -1 */
+	size_t n_fds;
+	bool continues;
+};
+
+typedef void (*rdmamem__reply_fn)(struct rdmamem_client *c, struct rdmamem_call *call,
+				  struct rdmamem__reply *reply, void *userdata);
+
+/*
+ * Queues a call (params may be NULL; not consumed). fds are duplicated:
+ * the caller keeps its own. flags: RDMAMEM_CALL_*. timeout_ms: how long
+ * the call (and each of its replies after the last) may take, -1 without
+ * limit. fn (NULL with RDMAMEM_CALL_ONEWAY) runs for each reply, from
+ * rdmamem_client_process(). On failure the client's error says why.
+ */
+int rdmamem__call_start(struct rdmamem_client *c, const char *method, const cJSON *params,
+			const int *fds, size_t n_fds, unsigned flags, int timeout_ms,
+			rdmamem__reply_fn fn, void *userdata, struct rdmamem_call **ret_call);
+
+/* Ends the connection with error r (each pending call's callback sees it
+ * once); later calls return -ENOTCONN. Returns r, EPIPE as ECONNRESET. */
+int rdmamem__client_fail(struct rdmamem_client *c, int r);
+
+/* Frees every pending call without a callback, and the fds received (the
+ * client closes). */
+void rdmamem__drop_calls(struct rdmamem_client *c);
+
+/* The one-line message of a Varlink error from the daemon (malloc()ed). */
+char *rdmamem__remote_error_message(const char *name, const cJSON *params);
+
+/* The one-line message for a connection that failed with r (malloc()ed). */
+char *rdmamem__connection_error(const struct rdmamem_client *c, int r);
+
+/* Parses params_json (NULL: none, *ret NULL) as the parameters of a call:
+ * a JSON object, else -EINVAL with the client's error saying why. */
+int rdmamem__parse_params(struct rdmamem_client *c, const char *params_json, cJSON **ret);
 
 /* Records the failure of the current call; name NULL for local failures. */
 void rdmamem__set_error(struct rdmamem_client *c, const char *name, const char *fmt, ...)

@@ -20,18 +20,6 @@
 #include "util/sockpath.h"
 #include "proto/varlink.h"
 
-struct rdmamem_client {
-	int fd;
-	int timeout_ms;
-	bool broken; /* out of sync with the daemon: only closing helps */
-	struct frame_reader in;
-	int in_fds[SOCKIO_FDS_MAX];
-	size_t n_in_fds;
-	char *path;
-	char *error_name;
-	char *error_message;
-};
-
 void rdmamem__set_error(struct rdmamem_client *c, const char *name, const char *fmt, ...)
 {
 	va_list ap;
@@ -64,11 +52,12 @@ void rdmamem__put_error(struct rdmamem_client *c, char *name, char *message)
 }
 
 /*
- * The message of an error from the daemon: io.rdmamemd's errors carry one;
- * org.varlink.service's carry only the parameter they declare (the daemon
- * logs its explanation at debug), so the line is composed from that.
+ * The message of an error from the daemon (malloc()ed): io.rdmamemd's
+ * errors carry one; org.varlink.service's carry only the parameter they
+ * declare (the daemon logs its explanation at debug), so the line is
+ * composed from that.
  */
-static void set_remote_error(struct rdmamem_client *c, const char *name, const cJSON *params)
+char *rdmamem__remote_error_message(const char *name, const cJSON *params)
 {
 	static const struct {
 		const char *name, *param, *fmt;
@@ -83,20 +72,17 @@ static void set_remote_error(struct rdmamem_client *c, const char *name, const c
 		  "the daemon does not serve the interface %s" },
 	};
 	const cJSON *m = cJSON_GetObjectItemCaseSensitive(params, "message");
+	char *text = NULL;
 
-	if (cJSON_IsString(m)) {
-		rdmamem__set_error(c, name, "%s", m->valuestring);
-		return;
-	}
+	if (cJSON_IsString(m))
+		return strdup(m->valuestring);
 	for (size_t i = 0; i < ELEMENTSOF(composed); i++) {
 		const cJSON *p = cJSON_GetObjectItemCaseSensitive(params, composed[i].param);
 
-		if (strcmp(name, composed[i].name) == 0 && cJSON_IsString(p)) {
-			rdmamem__set_error(c, name, composed[i].fmt, p->valuestring);
-			return;
-		}
+		if (strcmp(name, composed[i].name) == 0 && cJSON_IsString(p))
+			return asprintf(&text, composed[i].fmt, p->valuestring) < 0 ? NULL : text;
 	}
-	rdmamem__set_error(c, name, "%s", name);
+	return strdup(name);
 }
 
 static void clear_error(struct rdmamem_client *c)
@@ -128,6 +114,7 @@ _public_ int rdmamem_client_connect(const char *path, struct rdmamem_client **re
 	if (!c)
 		return -ENOMEM;
 	c->timeout_ms = RDMAMEM_DEFAULT_TIMEOUT_MS;
+	list_init(&c->calls);
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	c->path = strdup(path);
 	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -158,9 +145,13 @@ _public_ struct rdmamem_client *rdmamem_client_close(struct rdmamem_client *c)
 {
 	if (!c)
 		return NULL;
+	/* Pending calls end without a word: their callbacks are not run
+	 * (the caller closes; nobody is left to tell). */
+	rdmamem__drop_calls(c);
 	safe_close(c->fd);
-	close_many(c->in_fds, c->n_in_fds);
+	free(c->in_fds);
 	frame_reader_done(&c->in);
+	free(c->dead_message);
 	free(c->path);
 	free(c->error_name);
 	free(c->error_message);
@@ -191,134 +182,70 @@ _public_ const char *rdmamem_client_error_message(const struct rdmamem_client *c
 	return c ? c->error_message : NULL;
 }
 
-static int64_t now_msec(void)
+/* A blocking call's state, filled in by its callback. */
+struct blocking {
+	bool done;
+	int r;
+	void (*on_continues)(void *userdata, const cJSON *params);
+	void *userdata;
+	cJSON *root;
+	cJSON *params;
+	char *error_name;
+	char *error_message;
+	int fds[VARLINK_FDS_MAX];
+	size_t n_fds;
+};
+
+static void blocking_reply(struct rdmamem_client *c, struct rdmamem_call *call,
+			   struct rdmamem__reply *reply, void *userdata)
 {
+	struct blocking *b = userdata;
+
+	(void)call;
+	/* A progress reply: the final one follows. */
+	if (reply->continues) {
+		if (b->on_continues)
+			b->on_continues(b->userdata, reply->parameters);
+		return;
+	}
+	b->done = true;
+	b->r = reply->error;
+	/* A blocking call that runs out of time leaves the connection out of
+	 * step as far as its caller knows: it is given up for good. */
+	if (reply->error == -ETIMEDOUT && !reply->root) {
+		rdmamem__client_fail(c, -ETIMEDOUT);
+		return;
+	}
+	if (reply->error_message) {
+		b->error_name = reply->error_name ? strdup(reply->error_name) : NULL;
+		b->error_message = strdup(reply->error_message);
+	}
+	b->root = TAKE_PTR(reply->root);
+	b->params = reply->parameters;
+	b->n_fds = reply->n_fds;
+	memcpy(b->fds, reply->fds, reply->n_fds * sizeof(int));
+	for (size_t i = 0; i < reply->n_fds; i++)
+		reply->fds[i] = -EBADF;
+}
+
+/* Waits on the socket for what the client needs, until its nearest deadline. */
+static int wait_fd(struct rdmamem_client *c)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = (short)rdmamem_client_get_events(c) };
+	uint64_t deadline, now;
 	struct timespec ts;
+	int timeout = -1;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits for events on the socket until deadline (-1: forever). */
-static int wait_fd(struct rdmamem_client *c, short events, int64_t deadline)
-{
-	struct pollfd pfd = { .fd = c->fd, .events = events };
-	int timeout = -1, r;
-
-	if (deadline >= 0) {
-		int64_t left = deadline - now_msec();
-
-		timeout = left > 0 ? (int)MIN(left, (int64_t)INT32_MAX) : 0;
+	rdmamem_client_get_timeout(c, &deadline);
+	if (deadline != UINT64_MAX) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		now = (uint64_t)ts.tv_sec * 1000000U + (uint64_t)ts.tv_nsec / 1000U;
+		/* Rounded up: waking before the deadline only spins. */
+		timeout = deadline <= now ? 0 : (int)MIN((deadline - now + 999) / 1000, INT32_MAX);
 	}
-	r = poll(&pfd, 1, timeout);
-	if (r < 0)
-		return errno == EINTR ? 0 : negative_errno();
-	if (r == 0)
-		return -ETIMEDOUT;
+	if (poll(&pfd, 1, timeout) < 0 && errno != EINTR)
+		return negative_errno();
 	return 0;
-}
-
-static int broken(struct rdmamem_client *c, int r)
-{
-	c->broken = true;
-	if (r == -ETIMEDOUT)
-		rdmamem__set_error(c, NULL, "no answer from the daemon at '%s' in time; reconnect",
-				   c->path);
-	else if (r == -ECONNRESET || r == -EPIPE)
-		rdmamem__set_error(c, NULL,
-				   "the daemon at '%s' closed the connection (it may have exited); "
-				   "reconnect, and register again what this connection held",
-				   c->path);
-	else if (r == -EPROTO || r == -EMSGSIZE)
-		rdmamem__set_error(c, NULL, "the daemon sent an invalid message");
-	else
-		rdmamem__set_error(c, NULL, "connection to the daemon failed: %s", strerror(-r));
-	return r == -EPIPE ? -ECONNRESET : r;
-}
-
-static int send_all(struct rdmamem_client *c, const char *buf, size_t len, const int *fds,
-		    size_t n_fds, int64_t deadline)
-{
-	size_t off = 0;
-
-	while (off < len) {
-		ssize_t n = sockio_send(c->fd, buf + off, len - off, off == 0 ? fds : NULL,
-					off == 0 ? n_fds : 0, MSG_DONTWAIT);
-		int r;
-
-		if (n >= 0) {
-			off += n;
-			continue;
-		}
-		if (n != -EAGAIN && n != -EINTR)
-			return (int)n;
-		r = wait_fd(c, POLLOUT, deadline);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-/* Reads until one complete message; *ret_root gets its parsed tree. */
-static int recv_message(struct rdmamem_client *c, cJSON **ret_root, int64_t deadline)
-{
-	for (;;) {
-		int fds[SOCKIO_FDS_MAX];
-		struct frame f;
-		const char *reason;
-		size_t n_fds, space;
-		ssize_t n;
-		void *p;
-		int r;
-
-		r = frame_reader_next(&c->in, &f);
-		if (r < 0)
-			return -EMSGSIZE;
-		if (r > 0) {
-			r = json_parse(f.data, f.len, ret_root, &reason);
-			return r < 0 ? -EPROTO : 0;
-		}
-
-		r = frame_reader_reserve(&c->in, &p, &space);
-		if (r < 0)
-			return r == -ENOBUFS ? -EMSGSIZE : r;
-		n = sockio_recv(c->fd, p, space, fds, &n_fds, MSG_DONTWAIT);
-		if (n == -EAGAIN || n == -EINTR) {
-			r = wait_fd(c, POLLIN, deadline);
-			if (r < 0)
-				return r;
-			continue;
-		}
-		if (n < 0)
-			return (int)n;
-		if (n == 0)
-			return -ECONNRESET;
-		frame_reader_commit(&c->in, n);
-		if (n_fds > 0) {
-			/* Replies come one at a time, so fds belong to the
-			 * reply being read. */
-			if (c->n_in_fds + n_fds > SOCKIO_FDS_MAX) {
-				close_many(fds, n_fds);
-				return -EPROTO;
-			}
-			memcpy(c->in_fds + c->n_in_fds, fds, n_fds * sizeof(int));
-			c->n_in_fds += n_fds;
-		}
-	}
-}
-
-static void hand_out_fds(struct rdmamem_client *c, int *ret_fds, size_t *ret_n_fds)
-{
-	size_t n = 0;
-
-	if (ret_n_fds) {
-		n = ret_fds ? MIN(*ret_n_fds, c->n_in_fds) : 0;
-		if (n > 0)
-			memcpy(ret_fds, c->in_fds, n * sizeof(int));
-		*ret_n_fds = n;
-	}
-	close_many(c->in_fds + n, c->n_in_fds - n);
-	c->n_in_fds = 0;
 }
 
 int rdmamem__call(struct rdmamem_client *c, const char *method, const cJSON *params, const int *fds,
@@ -334,81 +261,81 @@ int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON
 		       void (*on_continues)(void *userdata, const cJSON *params), void *userdata,
 		       cJSON **ret_root, cJSON **ret_params, int *ret_fds, size_t *ret_n_fds)
 {
+	struct blocking b = { .on_continues = on_continues, .userdata = userdata };
 	_cleanup_json_ cJSON *root = NULL;
-	_cleanup_free_ char *text = NULL;
-	struct varlink_reply reply;
-	const char *reason;
-	int64_t deadline;
-	size_t len;
-	int r;
+	int timeout_ms, r;
 
 	if (!c || !method || (n_fds > 0 && !fds))
 		return -EINVAL;
-	if (c->broken) {
+	if (c->dispatching) {
 		rdmamem__set_error(c, NULL,
-				   "the connection is broken by an earlier failure; reconnect");
-		return -ENOTCONN;
+				   "a blocking call from a callback; use rdmamem_call_async()");
+		return -EBUSY;
 	}
 	clear_error(c);
-	if (n_fds > VARLINK_FDS_MAX) {
-		rdmamem__set_error(c, NULL, "at most %u file descriptors per call",
-				   VARLINK_FDS_MAX);
-		return -E2BIG;
-	}
-	r = varlink_call_format(method, params, false, &text, &len);
+	/* Calls that wait on the daemon's side (locks) get that long more.
+	 * The clock starts again with each progress reply: the call is alive. */
+	timeout_ms = c->timeout_ms < 0 || extra_wait_ms < 0 ?
+			     -1 :
+			     (int)MIN((int64_t)c->timeout_ms + extra_wait_ms, (int64_t)INT32_MAX);
+	r = rdmamem__call_start(c, method, params, fds, n_fds, on_continues ? RDMAMEM_CALL_MORE : 0,
+				timeout_ms, blocking_reply, &b, NULL);
 	if (r < 0)
 		return r;
-	/* With more: the same message, '"more":true' before its closing brace. */
-	if (on_continues) {
-		char *m = realloc(text, len + sizeof(",\"more\":true"));
-
-		if (!m)
-			return -ENOMEM;
-		text = m;
-		strcpy(text + len - 1, ",\"more\":true}");
-		len = strlen(text);
-	}
-
-	/* Calls that wait on the daemon's side (locks) get that long more. */
-	deadline = c->timeout_ms < 0 || extra_wait_ms < 0 ?
-			   -1 :
-			   now_msec() + c->timeout_ms + extra_wait_ms;
-	/* The terminator goes out with the text, in the same sendmsg. */
-	r = send_all(c, text, len + 1, fds, n_fds, deadline);
-	if (r < 0)
-		return broken(c, r);
-
-	for (;;) {
-		r = recv_message(c, &root, deadline);
-		if (r == 0 && varlink_reply_parse(root, &reply, &reason) < 0)
-			r = -EPROTO;
-		if (r < 0 || !reply.continues || !on_continues || reply.error)
+	while (!b.done) {
+		r = rdmamem_client_process(c);
+		if (r < 0 || b.done)
 			break;
-		/* A progress reply: the final one follows. Each one moves the
-		 * deadline: the call is alive. */
-		on_continues(userdata, reply.parameters);
-		cJSON_Delete(TAKE_PTR(root));
-		if (deadline >= 0)
-			deadline = now_msec() + c->timeout_ms + extra_wait_ms;
+		if (r > 0)
+			continue;
+		r = wait_fd(c);
+		if (r < 0) {
+			rdmamem__client_fail(c, r);
+			break;
+		}
 	}
-	if (r == 0 && reply.continues)
-		r = -EPROTO;
-	if (r < 0) {
-		close_many(c->in_fds, c->n_in_fds);
-		c->n_in_fds = 0;
-		return broken(c, r);
+	/* The connection died before or with this call: say so as a broken
+	 * connection always has, in the client's error. */
+	if (c->dead && (!b.done || !b.root)) {
+		rdmamem__set_error(c, NULL, "%s", c->dead_message ?: "the connection failed");
+		close_many(b.fds, b.n_fds);
+		return c->dead;
 	}
-	hand_out_fds(c, ret_fds, ret_n_fds);
+	root = b.root;
+	rdmamem__put_error(c, b.error_name, b.error_message);
+	r = b.r;
+	if (ret_n_fds) {
+		size_t n = ret_fds ? MIN(*ret_n_fds, b.n_fds) : 0;
 
-	if (reply.error) {
-		set_remote_error(c, reply.error, reply.parameters);
-		r = rdmamem_error_to_errno(reply.error);
+		if (n > 0)
+			memcpy(ret_fds, b.fds, n * sizeof(int));
+		*ret_n_fds = n;
+		close_many(b.fds + n, b.n_fds - n);
+	} else {
+		close_many(b.fds, b.n_fds);
 	}
 	if (ret_params)
-		*ret_params = reply.parameters;
+		*ret_params = b.params;
 	if (ret_root)
 		*ret_root = TAKE_PTR(root);
 	return r;
+}
+
+int rdmamem__parse_params(struct rdmamem_client *c, const char *params_json, cJSON **ret)
+{
+	const char *reason;
+	int r;
+
+	*ret = NULL;
+	if (!params_json)
+		return 0;
+	r = json_parse(params_json, strlen(params_json), ret, &reason);
+	if (r < 0 || !cJSON_IsObject(*ret)) {
+		rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
+				   r < 0 ? reason : "not an object");
+		return -EINVAL;
+	}
+	return 0;
 }
 
 _public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const char *params_json,
@@ -417,20 +344,14 @@ _public_ int rdmamem_call(struct rdmamem_client *c, const char *method, const ch
 {
 	_cleanup_json_ cJSON *params = NULL;
 	_cleanup_json_ cJSON *root = NULL;
-	const char *reason;
 	cJSON *reply = NULL;
 	int r;
 
 	if (!c || !method)
 		return -EINVAL;
-	if (params_json) {
-		r = json_parse(params_json, strlen(params_json), &params, &reason);
-		if (r < 0 || !cJSON_IsObject(params)) {
-			rdmamem__set_error(c, NULL, "parameters must be a JSON object: %s",
-					   r < 0 ? reason : "not an object");
-			return -EINVAL;
-		}
-	}
+	r = rdmamem__parse_params(c, params_json, &params);
+	if (r < 0)
+		return r;
 	r = rdmamem__call(c, method, params, fds, n_fds, 0, &root, &reply, ret_fds, ret_n_fds);
 	if (ret_reply_json && root) {
 		char *out = reply ? cJSON_PrintUnformatted(reply) : strdup("{}");

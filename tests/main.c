@@ -41,6 +41,7 @@ int main(void)
 	srunner_add_suite(sr, daemon_suite());
 	srunner_add_suite(sr, lifecycle_suite());
 	srunner_add_suite(sr, client_suite());
+	srunner_add_suite(sr, async_suite());
 	srunner_add_suite(sr, regions_suite());
 	srunner_add_suite(sr, hostile_suite());
 	srunner_add_suite(sr, faults_suite());

@@ -229,6 +229,7 @@ Suite *wr_plan_suite(void);
 Suite *window_suite(void);
 Suite *daemon_suite(void);
 Suite *client_suite(void);
+Suite *async_suite(void);
 Suite *cli_suite(void);
 Suite *lifecycle_suite(void);
 Suite *lock_suite(void);

@@ -10,8 +10,10 @@
  *   that error stands for (for example -EINVAL for
  *   org.varlink.service.InvalidParameter) and rdmamem_client_error_name()
  *   and rdmamem_client_error_message() say exactly what went wrong.
- * - A connection must not be used by two threads at once. Separate
- *   connections are independent; open one per thread.
+ * - A connection must not be used by two threads at once: one thread at a
+ *   time calls its functions, and its callbacks run in that thread, inside
+ *   rdmamem_client_process() (or a blocking call). Separate connections
+ *   are independent; open one per thread, or hand one over with a lock.
  * - File descriptors created by the library are close-on-exec.
  *
  * The wire protocol is Varlink; see PROTOCOL.md and io.rdmamemd.varlink.
@@ -108,6 +110,130 @@ int rdmamem_list(struct rdmamem_client *client, const char *method, char **ret_r
 
 /* Round trip to the daemon. Returns 0 or a negative errno. */
 int rdmamem_ping(struct rdmamem_client *client);
+
+/*
+ * The asynchronous API, for event loops (libuv, epoll, asyncio): calls are
+ * queued with rdmamem_call_async() and pipelined on the connection; the
+ * loop watches rdmamem_client_get_fd() for rdmamem_client_get_events(),
+ * wakes at rdmamem_client_get_timeout(), and calls
+ * rdmamem_client_process(), which writes what it can, reads what is
+ * there and runs the callbacks of the replies that came and of the calls
+ * whose time ran out.
+ *
+ * Order: the daemon answers the calls of one connection one at a time, in
+ * the order they were sent, so a call queued behind one that waits in the
+ * daemon (a Lock, WaitNotifications) is answered after it. Calls that must
+ * not wait for each other go on connections of their own, all driven by
+ * the same loop.
+ *
+ * Threads and callbacks: a callback runs in the thread that called
+ * rdmamem_client_process(), inside it. It may call rdmamem_call_async(),
+ * rdmamem_call_set_timeout() and rdmamem_call_cancel() (of any call, its
+ * own included) and read the client's state; it must not close the client
+ * (close it once rdmamem_client_process() returned), and a blocking call
+ * made from it fails with -EBUSY. The blocking calls are this API
+ * underneath: callbacks of calls queued earlier may run inside them.
+ */
+
+struct rdmamem_call;
+
+/* rdmamem_call_async() flags. */
+#define RDMAMEM_CALL_MORE (1U << 0)   /* "more": the daemon may answer with several replies */
+#define RDMAMEM_CALL_ONEWAY (1U << 1) /* "oneway": no reply at all, no callback */
+
+/* rdmamem_reply.flags: further replies to this call follow. */
+#define RDMAMEM_REPLY_CONTINUES (1U << 0)
+
+/* One reply, valid during the callback only. */
+struct rdmamem_reply {
+	int error; /* 0, or a negative errno */
+	/* The Varlink error ("io.rdmamemd.LockTimeout"), or NULL: success, or
+	 * a failure of the library's own (a timeout, a lost connection). */
+	const char *error_name;
+	const char *error_message; /* one line; NULL on success */
+	/* The reply's (or the Varlink error's) parameters as JSON text, "{}"
+	 * when it has none; NULL for a failure of the library's own. */
+	const char *parameters;
+	/* Fds that came with this reply. The callback takes one by copying it
+	 * and writing -1 in its place; the library closes the rest after. */
+	int *fds;
+	size_t n_fds;
+	unsigned flags; /* RDMAMEM_REPLY_CONTINUES */
+};
+
+/*
+ * Called once per reply: for a call without RDMAMEM_CALL_MORE once; with
+ * it, once per reply with RDMAMEM_REPLY_CONTINUES and once more for the
+ * last (which may be an error). A failure of the library's own (timeout,
+ * lost connection) is the last. After the last, call is freed.
+ */
+typedef void (*rdmamem_reply_fn)(struct rdmamem_client *client, struct rdmamem_call *call,
+				 const struct rdmamem_reply *reply, void *userdata);
+
+/* The connection's socket (non-blocking, close-on-exec), for the loop to watch. */
+int rdmamem_client_get_fd(const struct rdmamem_client *client);
+
+/*
+ * POLLIN, plus POLLOUT while calls wait to be written: what to wait for on
+ * the fd. 0 once the connection is dead (stop watching; close the client).
+ */
+int rdmamem_client_get_events(const struct rdmamem_client *client);
+
+/*
+ * The nearest deadline of a pending call, in CLOCK_MONOTONIC
+ * microseconds, or UINT64_MAX when none has one: call
+ * rdmamem_client_process() then even if the fd stays quiet.
+ */
+int rdmamem_client_get_timeout(const struct rdmamem_client *client, uint64_t *ret_usec);
+
+/*
+ * Makes progress without blocking: writes what the socket takes, reads
+ * what is there, runs the callbacks of the replies read and of the calls
+ * past their deadline. Returns > 0 when it did something, 0 when there
+ * was nothing to do, or a negative errno once the connection is dead
+ * (-ECONNRESET: the daemon went away; every pending call's callback got
+ * that error once; the same errno every time after).
+ */
+int rdmamem_client_process(struct rdmamem_client *client);
+
+/*
+ * Queues a call of method with params_json (a JSON object's text, or NULL)
+ * and returns at once; callback (userdata its last argument) runs for its
+ * replies from rdmamem_client_process(). fds (at most 16) are duplicated:
+ * the caller keeps its own and may close them at once. Calls on one
+ * connection are sent and answered in the order they were made.
+ *
+ * The call's timeout is the client's (rdmamem_client_set_timeout()),
+ * counted from now and again from each RDMAMEM_REPLY_CONTINUES reply;
+ * rdmamem_call_set_timeout() changes it. When it runs out, the callback
+ * gets -ETIMEDOUT (error_name NULL) and the connection goes on: the
+ * call's reply, when it comes, is dropped.
+ *
+ * *ret_call (may be NULL) is the call's handle, valid until its last
+ * callback returns or it is cancelled. With RDMAMEM_CALL_ONEWAY callback
+ * must be NULL and *ret_call is set to NULL. Returns 0, -EINVAL (params
+ * not an object, method NULL), -E2BIG (fds), -ENOTCONN (the connection is
+ * dead), -ENOMEM; the client's error message says why.
+ */
+int rdmamem_call_async(struct rdmamem_client *client, const char *method, const char *params_json,
+		       const int *fds, size_t n_fds, unsigned flags, rdmamem_reply_fn callback,
+		       void *userdata, struct rdmamem_call **ret_call);
+
+/* Sets call's timeout to timeout_ms from when it was made (or its last
+ * RDMAMEM_REPLY_CONTINUES reply); negative: none. */
+int rdmamem_call_set_timeout(struct rdmamem_call *call, int timeout_ms);
+
+/*
+ * Cancels call: its callback is not called again, and the call is freed.
+ * A call not yet written is never sent; one sent already runs to its end
+ * in the daemon, and its replies are dropped as they come (a stream that
+ * never ends, WaitNotifications with "more", keeps the connection waiting:
+ * close it instead). Accepts NULL; returns NULL.
+ */
+struct rdmamem_call *rdmamem_call_cancel(struct rdmamem_call *call);
+
+/* The method a call calls (for logs). */
+const char *rdmamem_call_get_method(const struct rdmamem_call *call);
 
 /*
  * Host memory regions.
