@@ -86,6 +86,70 @@ int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item *
 	return 0;
 }
 
+void ranges_indices_encode(const uint64_t *idx, size_t n, char *out)
+{
+	/* Three indices (12 bytes) make 16 characters: the text is written
+	 * a group at a time, no copy of the list. */
+	size_t i = 0;
+
+	for (; i + 3 <= n; i += 3, out += 16) {
+		uint32_t le[3] = { htole32((uint32_t)idx[i]), htole32((uint32_t)idx[i + 1]),
+				   htole32((uint32_t)idx[i + 2]) };
+
+		base64_encode(le, sizeof(le), out);
+	}
+	if (i < n) {
+		uint32_t le[2] = { htole32((uint32_t)idx[i]),
+				   i + 1 < n ? htole32((uint32_t)idx[i + 1]) : 0 };
+
+		base64_encode(le, (n - i) * RANGES_INDEX, out);
+	} else {
+		*out = '\0';
+	}
+}
+
+int ranges_indices_decode(const char *text, size_t len, size_t max, uint32_t **ret, size_t *ret_n,
+			  const char **ret_why)
+{
+	uint32_t *idx;
+	ssize_t bytes;
+	size_t n;
+
+	if (len / 4 * 3 / RANGES_INDEX > max + 1) {
+		*ret_why = "holds more indices than one call takes";
+		return -E2BIG;
+	}
+	bytes = base64_decoded_len(text, len);
+	if (bytes < 0) {
+		*ret_why = "is not valid base64 (standard alphabet, padded)";
+		return -EINVAL;
+	}
+	if (bytes % RANGES_INDEX) {
+		*ret_why = "is not whole indices (4 bytes each)";
+		return -EBADMSG;
+	}
+	n = (size_t)bytes / RANGES_INDEX;
+	if (n == 0) {
+		*ret_why = "holds no index";
+		return -ENODATA;
+	}
+	if (n > max) {
+		*ret_why = "holds more indices than one call takes";
+		return -E2BIG;
+	}
+	idx = malloc(n * sizeof(*idx));
+	if (!idx)
+		return -ENOMEM;
+	base64_decode(text, len, idx);
+#if __BYTE_ORDER == __BIG_ENDIAN
+	for (size_t i = 0; i < n; i++)
+		idx[i] = le32toh(idx[i]);
+#endif
+	*ret = idx;
+	*ret_n = n;
+	return 0;
+}
+
 void ranges_release(struct ranges_buf *b)
 {
 	if (b->map_len)

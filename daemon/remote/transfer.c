@@ -303,8 +303,8 @@ static void release_all(struct transfer *t)
 		tr->locked = false;
 	}
 	for (uint32_t i = 0; i < t->n_legs; i++)
-		for (uint32_t p = 0; p < t->legs[i].n_paths; p++) {
-			struct transfer_path *path = &t->legs[i].paths[p];
+		for (uint32_t p = 0; p < t->legs[i]->n_paths; p++) {
+			struct transfer_path *path = &t->legs[i]->paths[p];
 
 			if (path->waiting)
 				link_waiter_cancel(&path->waiter);
@@ -384,7 +384,7 @@ static void leg_op_done(void *userdata, struct window_batch *b, uint32_t op,
 	(void)b;
 	if (st->outcome == WINDOW_OK) {
 		t->progress.ops_done++;
-		t->progress.bytes_done += t->lengths[index];
+		t->progress.bytes_done += leg->ops[op].length;
 		progress_maybe(t, false);
 		return;
 	}
@@ -561,14 +561,14 @@ static void run(struct transfer *t)
 	int r;
 
 	for (uint32_t i = 0; i < t->n_legs; i++) {
-		r = leg_start(&t->legs[i], &e);
+		r = leg_start(t->legs[i], &e);
 		if (r < 0) {
 			/* Nothing posted yet: the started batches end unstarted. */
 			for (uint32_t j = 0; j <= i; j++)
-				if (t->legs[j].started)
-					window_batch_fini(&t->legs[j].batch);
+				if (t->legs[j]->started)
+					window_batch_fini(&t->legs[j]->batch);
 			for (uint32_t j = 0; j <= i; j++)
-				t->legs[j].started = false;
+				t->legs[j]->started = false;
 			fail_early(t, r, &e);
 			return;
 		}
@@ -577,7 +577,7 @@ static void run(struct transfer *t)
 	t->legs_left = t->n_legs;
 	t->hold++;
 	for (uint32_t i = 0; i < t->n_legs; i++) {
-		struct transfer_leg *leg = &t->legs[i];
+		struct transfer_leg *leg = t->legs[i];
 		struct window *wins[WR_PLAN_PATHS_MAX];
 
 		for (uint32_t p = 0; p < leg->n_paths; p++) {
@@ -607,8 +607,8 @@ static void connect_all(struct transfer *t)
 	t->state = TRANSFER_CONNECTING;
 	t->hold++;
 	for (uint32_t i = 0; i < t->n_legs; i++)
-		for (uint32_t p = 0; p < t->legs[i].n_paths; p++) {
-			struct transfer_path *path = &t->legs[i].paths[p];
+		for (uint32_t p = 0; p < t->legs[i]->n_paths; p++) {
+			struct transfer_path *path = &t->legs[i]->paths[p];
 			struct link *l = NULL;
 			int r;
 
@@ -789,8 +789,8 @@ static int leg_slot(struct transfer *t, struct remote *rem, uint32_t rs, uint32_
 	uint32_t i;
 
 	for (i = 0; i < t->n_legs; i++)
-		if (t->legs[i].remote == rem && t->legs[i].uid == uid) {
-			leg = &t->legs[i];
+		if (t->legs[i]->remote == rem && t->legs[i]->uid == uid) {
+			leg = t->legs[i];
 			break;
 		}
 	if (!leg) {
@@ -799,16 +799,19 @@ static int leg_slot(struct transfer *t, struct remote *rem, uint32_t rs, uint32_
 						     "a transfer spans at most %u pairs of remote "
 						     "and local region owner",
 						     TRANSFER_LEGS_MAX);
-		leg = &t->legs[t->n_legs++];
+		/* A leg is allocated when first named: most transfers have
+		 * one, and the struct stays small enough for the allocator's
+		 * small bins. */
+		leg = calloc(1, sizeof(*leg));
+		if (!leg)
+			return -ENOMEM;
 		leg->t = t;
 		leg->remote = rem;
 		leg->uid = uid;
-		leg->regions = calloc(TRANSFER_REGIONS_MAX, sizeof(*leg->regions));
-		if (!leg->regions)
-			return -ENOMEM;
 		wr_plan_init(&leg->plan);
+		t->legs[t->n_legs++] = leg;
 	}
-	*ret_leg = (uint32_t)(leg - t->legs);
+	*ret_leg = i;
 	for (i = 0; i < leg->n_regions; i++)
 		if (leg->regions[i] == rs) {
 			*ret_keys = i;
@@ -823,6 +826,26 @@ struct resolved {
 	uint32_t leg, keys;
 };
 
+/* Op i's ranges: [offset, +length) inside reg, [remote_offset, +length)
+ * inside rem, length above 0. */
+static int check_bounds(size_t i, const struct region *reg, uint64_t offset,
+			const struct remote *rem, uint64_t remote_offset, uint64_t length,
+			struct errinfo *e)
+{
+	if (length == 0 || offset > reg->size || length > reg->size - offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "op %zu: [%" PRIu64 ", +%" PRIu64
+				   ") is not inside region %" PRIu64 " (%" PRIu64 " bytes)%s",
+				   i, offset, length, reg->id, reg->size,
+				   length == 0 ? "; a length of 0 is refused" : "");
+	if (remote_offset > rem->desc.length || length > rem->desc.length - remote_offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "op %zu: [%" PRIu64 ", +%" PRIu64
+				   ") is not inside remote %" PRIu64 " (%" PRIu64 " bytes)",
+				   i, remote_offset, length, rem->id, rem->desc.length);
+	return 0;
+}
+
 /* Op i: rights, ranges, its leg and key set. */
 static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t region,
 		      uint64_t offset, uint64_t lease, struct remote *rem, uint64_t remote_offset,
@@ -830,7 +853,6 @@ static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t reg
 {
 	uint32_t rs = 0, remote;
 	uint8_t need = opcode == WR_READ ? DESCRIPTOR_ACCESS_READ : DESCRIPTOR_ACCESS_WRITE;
-	const struct region *reg;
 	int r;
 
 	if (opcode != WR_READ && opcode != WR_WRITE)
@@ -838,18 +860,9 @@ static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t reg
 	r = region_slot(t, region, opcode, lease, &rs, e);
 	if (r < 0)
 		return r;
-	reg = t->regions[rs].region;
-	if (length == 0 || offset > reg->size || length > reg->size - offset)
-		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
-				   "op %zu: [%" PRIu64 ", +%" PRIu64
-				   ") is not inside region %" PRIu64 " (%" PRIu64 " bytes)%s",
-				   i, offset, length, region, reg->size,
-				   length == 0 ? "; a length of 0 is refused" : "");
-	if (remote_offset > rem->desc.length || length > rem->desc.length - remote_offset)
-		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
-				   "op %zu: [%" PRIu64 ", +%" PRIu64
-				   ") is not inside remote %" PRIu64 " (%" PRIu64 " bytes)",
-				   i, remote_offset, length, rem->id, rem->desc.length);
+	r = check_bounds(i, t->regions[rs].region, offset, rem, remote_offset, length, e);
+	if (r < 0)
+		return r;
 	if (!(rem->desc.access & need))
 		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
 				   "op %zu: remote %" PRIu64 " grants no %s access", i, rem->id,
@@ -857,11 +870,7 @@ static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t reg
 	r = remote_slot(t, rem, &remote, e);
 	if (r < 0)
 		return r;
-	r = leg_slot(t, rem, rs, &ret->leg, &ret->keys, e);
-	if (r < 0)
-		return r;
-	t->lengths[i] = length;
-	return 0;
+	return leg_slot(t, rem, rs, &ret->leg, &ret->keys, e);
 }
 
 /* Leases must allow what the ops do to their regions. */
@@ -956,7 +965,7 @@ static int plan_paths(struct transfer *t, struct errinfo *e)
 	int r = 0;
 
 	for (uint32_t i = 0; i < t->n_legs && r == 0; i++)
-		r = leg_paths(t, &t->legs[i], e);
+		r = leg_paths(t, t->legs[i], e);
 	return r;
 }
 
@@ -968,11 +977,6 @@ static struct transfer *transfer_alloc(struct remote_ctx *ctx, struct session *c
 
 	if (!t)
 		return NULL;
-	t->lengths = calloc(n, sizeof(*t->lengths));
-	if (!t->lengths) {
-		free(t);
-		return NULL;
-	}
 	t->ctx = ctx;
 	t->caller = session_ref(caller);
 	t->n_ops = n;
@@ -987,12 +991,11 @@ void transfer_free(struct transfer *t)
 		return;
 	release_all(t);
 	for (uint32_t i = 0; i < t->n_legs; i++) {
-		struct transfer_leg *leg = &t->legs[i];
+		struct transfer_leg *leg = t->legs[i];
 
 		if (leg->started)
 			window_batch_fini(&leg->batch);
 		wr_plan_done(&leg->plan);
-		free(leg->regions);
 		free(leg->ops);
 		free(leg->keys);
 		/* After done: nothing of ours is in flight on them. */
@@ -1000,6 +1003,7 @@ void transfer_free(struct transfer *t)
 			if (leg->mregs[k])
 				mreg_release(leg->mregs[k]);
 		free(leg->mregs);
+		free(leg);
 	}
 	for (uint32_t i = 0; i < t->n_regions; i++) {
 		lease_unref(t->regions[i].lease);
@@ -1012,16 +1016,13 @@ void transfer_free(struct transfer *t)
 	session_unref(t->caller);
 	t->ctx->n_transfers--;
 	free(t->notify);
-	free(t->lengths);
 	free(t);
 }
 
-/* After the ops were resolved (res[i] for op i): the legs' op arrays, the
- * paths, the lock order; then the locks are asked for. */
-static int transfer_begin(struct transfer *t, const struct resolved *res, const struct wr_op *ops,
-			  const void *notify, size_t notify_len, struct errinfo *e)
+/* After every op was resolved and the legs' op arrays filled: the paths,
+ * the lock order; then the locks are asked for. */
+static int transfer_go(struct transfer *t, const void *notify, size_t notify_len, struct errinfo *e)
 {
-	size_t fill[TRANSFER_LEGS_MAX] = {};
 	int r;
 
 	if (notify_len > 0) {
@@ -1038,22 +1039,6 @@ static int transfer_begin(struct transfer *t, const struct resolved *res, const 
 	r = check_leases(t, e);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < t->n_ops; i++)
-		t->legs[res[i].leg].n_ops++;
-	for (uint32_t l = 0; l < t->n_legs; l++) {
-		t->legs[l].ops = calloc(t->legs[l].n_ops, sizeof(struct wr_op));
-		if (!t->legs[l].ops)
-			return -ENOMEM;
-	}
-	for (size_t i = 0; i < t->n_ops; i++) {
-		struct transfer_leg *leg = &t->legs[res[i].leg];
-		struct wr_op *o = &leg->ops[fill[res[i].leg]++];
-
-		*o = ops[i];
-		o->keys = res[i].keys;
-		o->index = (uint32_t)i;
-		t->progress.bytes += o->length;
-	}
 	r = plan_paths(t, e);
 	if (r < 0)
 		return r;
@@ -1091,6 +1076,32 @@ static int transfer_begin(struct transfer *t, const struct resolved *res, const 
 					    "the transfer ended before it started");
 	}
 	return r;
+}
+
+/* The listed form's ops, resolved (res[i] for op i), into the legs' op
+ * arrays; then transfer_go(). */
+static int transfer_begin(struct transfer *t, const struct resolved *res, const struct wr_op *ops,
+			  const void *notify, size_t notify_len, struct errinfo *e)
+{
+	size_t fill[TRANSFER_LEGS_MAX] = {};
+
+	for (size_t i = 0; i < t->n_ops; i++)
+		t->legs[res[i].leg]->n_ops++;
+	for (uint32_t l = 0; l < t->n_legs; l++) {
+		t->legs[l]->ops = calloc(t->legs[l]->n_ops, sizeof(struct wr_op));
+		if (!t->legs[l]->ops)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->n_ops; i++) {
+		struct transfer_leg *leg = t->legs[res[i].leg];
+		struct wr_op *o = &leg->ops[fill[res[i].leg]++];
+
+		*o = ops[i];
+		o->keys = res[i].keys;
+		o->index = (uint32_t)i;
+		t->progress.bytes += o->length;
+	}
+	return transfer_go(t, notify, notify_len, e);
 }
 
 static int transfer_setup(struct transfer *t, const struct transfer_cb *cb, void *userdata,
@@ -1173,50 +1184,90 @@ int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct 
 /*
  * The ranged forms: ranges[indices[i]] (indices NULL: ranges[i]) for i in
  * [0, n), every one between region (under lease, or 0) and rem, opcode for
- * all. The rights and slots resolve on the first range and are found again
- * for the others (one region, one remote, one leg); each range's bounds
- * are checked.
+ * all. The rights and slots resolve once, on the first range: one region,
+ * one remote, one leg, one key set, so each range becomes its leg's op
+ * directly. A plan's ranges were checked against both lengths when it was
+ * made (checked: a region's size never changes, plan.h), so a post by
+ * index checks only that each index is in the plan; a batch's ranges are
+ * checked here, each once.
  */
 static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t opcode,
 			uint64_t region, uint64_t lease, struct remote *rem,
-			const struct ranges_item *ranges, size_t n_ranges, const uint64_t *indices,
-			size_t n, const void *notify, size_t notify_len,
+			const struct ranges_item *ranges, size_t n_ranges, bool checked,
+			const uint32_t *indices, size_t n, const void *notify, size_t notify_len,
 			const struct transfer_cb *cb, void *userdata, struct transfer **ret,
 			struct errinfo *e)
 {
 	struct transfer *t = transfer_alloc(ctx, caller, n);
-	struct resolved *res = NULL;
-	struct wr_op *wops = NULL;
+	const struct ranges_item *pr;
+	const struct region *reg;
+	struct transfer_leg *leg;
+	struct resolved res;
+	struct wr_op *o;
 	int r;
 
 	*ret = NULL;
 	if (!t)
 		return -ENOMEM;
-	r = transfer_setup(t, cb, userdata, &res, &wops);
-	for (size_t i = 0; i < n && r == 0; i++) {
-		uint64_t k = indices ? indices[i] : i;
-		const struct ranges_item *pr;
-
-		if (k >= n_ranges) {
+	t->cb = *cb;
+	t->userdata = userdata;
+	if (indices && indices[0] >= n_ranges) {
+		r = errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				"index 0: the plan has %zu ranges, not %" PRIu32, n_ranges,
+				indices[0] + 1);
+		return transfer_abandon(t, r, NULL, NULL);
+	}
+	pr = &ranges[indices ? indices[0] : 0];
+	r = resolve_op(t, 0, opcode, region, pr->local_offset, lease, rem, pr->remote_offset,
+		       pr->length, &res, e);
+	if (r < 0)
+		return transfer_abandon(t, r, NULL, NULL);
+	leg = t->legs[res.leg];
+	reg = t->regions[0].region;
+	leg->ops = malloc(n * sizeof(*leg->ops));
+	if (!leg->ops)
+		return transfer_abandon(t, -ENOMEM, NULL, NULL);
+	leg->n_ops = n;
+	for (size_t i = 0; i < n; i++) {
+		if (!indices) {
+			pr = &ranges[i];
+		} else if (indices[i] < n_ranges) {
+			pr = &ranges[indices[i]];
+		} else {
 			r = errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
 					"index %zu: the plan has %zu ranges, not %" PRIu64, i,
-					n_ranges, k + 1);
-			break;
+					n_ranges, (uint64_t)indices[i] + 1);
+			return transfer_abandon(t, r, NULL, NULL);
 		}
-		pr = &ranges[k];
-		r = resolve_into(t, i, opcode, region, pr->local_offset, lease, rem,
-				 pr->remote_offset, pr->length, res, wops, e);
+		if (!checked) {
+			r = check_bounds(i, reg, pr->local_offset, rem, pr->remote_offset,
+					 pr->length, e);
+			if (r < 0)
+				return transfer_abandon(t, r, NULL, NULL);
+		}
+		o = &leg->ops[i];
+		*o = (struct wr_op){ .local_offset = pr->local_offset,
+				     .remote_offset = pr->remote_offset,
+				     .length = pr->length,
+				     .index = (uint32_t)i,
+				     .keys = res.keys,
+				     .opcode = opcode };
+		t->progress.bytes += pr->length;
 	}
-	return transfer_launch(t, r, res, wops, notify, notify_len, ret, e);
+	r = transfer_go(t, notify, notify_len, e);
+	if (r < 0)
+		return transfer_abandon(t, r, NULL, NULL);
+	*ret = t;
+	return 0;
 }
 
 int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
-			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
+			uint8_t opcode, const uint32_t *indices, size_t n, const void *notify,
 			size_t notify_len, const struct transfer_cb *cb, void *userdata,
 			struct transfer **ret, struct errinfo *e)
 {
 	return start_ranged(ctx, caller, opcode, p->region, 0, p->remote, p->ranges, p->n_ranges,
-			    n ? indices : NULL, n ? n : p->n_ranges, notify, notify_len, cb,
+			    true, n ? indices : NULL, n ? n : p->n_ranges, notify, notify_len, cb,
 			    userdata, ret, e);
 }
 
@@ -1231,8 +1282,8 @@ int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
 	if (!rem)
 		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REMOTE, -ENOENT,
 				   "this connection holds no remote %" PRIu64, b->remote);
-	return start_ranged(ctx, caller, b->opcode, b->region, b->lease, rem, b->ranges, b->n, NULL,
-			    b->n, notify, notify_len, cb, userdata, ret, e);
+	return start_ranged(ctx, caller, b->opcode, b->region, b->lease, rem, b->ranges, b->n,
+			    false, NULL, b->n, notify, notify_len, cb, userdata, ret, e);
 }
 
 void transfer_cancel(struct transfer *t)
@@ -1253,7 +1304,7 @@ void transfer_cancel(struct transfer *t)
 	case TRANSFER_RUNNING:
 		t->hold++;
 		for (uint32_t i = 0; i < t->n_legs; i++) {
-			struct transfer_leg *leg = &t->legs[i];
+			struct transfer_leg *leg = t->legs[i];
 
 			if (!leg->batch_done)
 				window_batch_cancel(&leg->batch);

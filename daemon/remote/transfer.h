@@ -167,7 +167,7 @@ struct transfer_leg {
 	struct transfer *t;
 	struct remote *remote; /* t's reference */
 	uid_t uid;
-	uint32_t *regions; /* key set k: t->regions index */
+	uint32_t regions[TRANSFER_REGIONS_MAX]; /* key set k: t->regions index */
 	uint32_t n_regions;
 	struct wr_op *ops; /* op index: t's op position */
 	size_t n_ops;
@@ -210,7 +210,6 @@ struct transfer {
 	struct transfer_cb cb;
 	void *userdata;
 
-	uint64_t *lengths; /* per op */
 	size_t n_ops;
 	struct transfer_region regions[TRANSFER_REGIONS_MAX];
 	uint32_t n_regions;
@@ -218,7 +217,7 @@ struct transfer {
 	uint32_t n_locked;                            /* lock_order's prefix granted */
 	struct remote *remotes[TRANSFER_REMOTES_MAX]; /* references */
 	uint32_t n_remotes;
-	struct transfer_leg legs[TRANSFER_LEGS_MAX];
+	struct transfer_leg *legs[TRANSFER_LEGS_MAX]; /* owned, allocated when named */
 	uint32_t n_legs, legs_left, paths_waiting;
 
 	void *notify;
@@ -258,7 +257,7 @@ int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct 
 /* The same for ranges indices[0..n) of plan p (n == 0: every range), op
  * READ or WRITE for all; OutOfRange for an index past the plan. */
 int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
-			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
+			uint8_t opcode, const uint32_t *indices, size_t n, const void *notify,
 			size_t notify_len, const struct transfer_cb *cb, void *userdata,
 			struct transfer **ret, struct errinfo *e);
 

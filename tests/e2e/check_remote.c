@@ -421,7 +421,7 @@ START_TEST(test_packed_forms)
 	static const char *const inval = "org.varlink.service.InvalidParameter";
 	struct rdmamem_client *c = test_client(td.socket);
 	char *desc = descriptor_of(65536, 3), params[512];
-	uint64_t remote, region = region_of(c, 65536), bytes = 0;
+	uint64_t remote, region = region_of(c, 65536), bytes = 0, plan;
 	struct rdmamem_range r[2] = { { 0, 0, 4096 }, { 4096, 8192, 4096 } }, *big;
 	struct rdmamem_remote_info info;
 	const struct rdmamem_transfer_options too_long = { .notify = r,
@@ -487,6 +487,47 @@ START_TEST(test_packed_forms)
 			     "\"indices\":[\"0\"]}",
 			     region, remote, one),
 		       inval, "'indices'");
+	/* A plan post's packed indices: one of the two forms, well formed,
+	 * with a plan only; an index past the plan named by its entry. */
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, r, 2, &plan), 0);
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"plan\":\"%" PRIu64 "\",\"op\":\"write\",\"indices\":[\"0\"],"
+			     "\"packed_indices\":\"AAAAAA==\"}",
+			     plan),
+		       inval, "'packed_indices'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"plan\":\"%" PRIu64 "\",\"op\":\"write\","
+			     "\"packed_indices\":\"AAAA\"}",
+			     plan),
+		       inval, "'packed_indices'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"plan\":\"%" PRIu64 "\",\"op\":\"write\","
+			     "\"packed_indices\":\"\"}",
+			     plan),
+		       inval, "'packed_indices'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64
+			     "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"},"
+			     "\"packed_indices\":\"AAAAAA==\"}",
+			     region, remote, one),
+		       inval, "'packed_indices'");
+	/* Entry 1 (the library packs them) is past the plan's two ranges. */
+	ck_assert_int_eq(rdmamem_transfer_post(c, plan, RDMAMEM_TRANSFER_WRITE,
+					       (uint64_t[]){ 1, 2 }, 2, NULL, NULL, &bytes),
+			 -ERANGE);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.OutOfRange");
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "index 1"));
+	/* Past 32 bits: listed, and past any plan. */
+	ck_assert_int_eq(rdmamem_transfer_post(c, plan, RDMAMEM_TRANSFER_WRITE,
+					       (uint64_t[]){ 0, 1ULL << 32 }, 2, NULL, NULL,
+					       &bytes),
+			 -ERANGE);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "index 1"));
+	/* In range: decoded and resolved, refused only for want of a device. */
+	ck_assert_int_eq(rdmamem_transfer_post(c, plan, RDMAMEM_TRANSFER_WRITE,
+					       (uint64_t[]){ 1, 0 }, 2, NULL, NULL, &bytes),
+			 -ENOLINK);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NotRegistered");
 #undef BATCH
 
 	/* Through the library: the daemon's refusals, by name. */

@@ -293,7 +293,7 @@ START_TEST(test_plan_by_index)
 		{ 5003, 7003, 17 },
 		{ 9000, 9000, 64 },
 	};
-	uint64_t idx[2] = { 3, 1 };
+	uint32_t idx[2] = { 3, 1 };
 	struct errinfo e = {};
 	struct transfer *t = NULL;
 	struct outcome o = {};
