@@ -8,6 +8,7 @@
 #include "daemon/core/account.h"
 #include "daemon/core/core.h"
 #include "daemon/core/log.h"
+#include "daemon/core/offload.h"
 #include "daemon/core/session.h"
 #include "daemon/mem/lease.h"
 #include "daemon/mem/region.h"
@@ -522,53 +523,95 @@ static const struct window_batch_ops leg_batch_ops = {
 
 /* ---- run ---- */
 
-static int leg_start(struct transfer_leg *leg, struct errinfo *e)
+/* On the loop: the leg's plan parameters, from its links. */
+static void leg_params(struct transfer_leg *leg)
 {
-	struct wr_plan_params params = { .n_paths = leg->n_paths,
+	leg->params =
+		(struct wr_plan_params){ .n_paths = leg->n_paths,
 					 .max_msg = WR_MSG_MAX,
 					 .stripe_min = leg->n_paths > 1 ? TRANSFER_STRIPE_MIN : 0,
 					 .stripe_chunk = TRANSFER_STRIPE_CHUNK };
-	int r;
-
 	for (uint32_t p = 0; p < leg->n_paths; p++) {
 		struct link *l = leg->paths[p].qp->link;
 
-		if (l && l->max_msg && l->max_msg < params.max_msg)
-			params.max_msg = l->max_msg;
+		if (l && l->max_msg && l->max_msg < leg->params.max_msg)
+			leg->params.max_msg = l->max_msg;
 	}
-	/* O(ops): the WRs are generated as the windows post them. */
-	r = wr_plan_build(&leg->plan, leg->ops, leg->n_ops, leg->keys, leg->n_regions, &params);
+}
+
+/* O(ops), pure (the pool may run it): the WR plan and the batch; the WRs
+ * are generated as the windows post them. */
+static int leg_build(struct transfer_leg *leg)
+{
+	int r = wr_plan_build(&leg->plan, leg->ops, leg->n_ops, leg->keys, leg->n_regions,
+			      &leg->params);
+
+	if (r == 0) {
+		r = window_batch_init(&leg->batch, &leg->plan, &leg_batch_ops, leg);
+		if (r < 0)
+			wr_plan_done(&leg->plan);
+	}
+	return r;
+}
+
+/* On the loop: leg_build()'s result r, named. */
+static int leg_start(struct transfer_leg *leg, int r, struct errinfo *e)
+{
 	if (r == -E2BIG)
 		return errinfo_invalid_param(e, "ops", r,
 					     "an op may be at most %u times %llu bytes (the work "
 					     "request size on its paths) long: split it",
 					     WR_OP_WRS_MAX - 1,
 					     (unsigned long long)leg->plan.piece);
-	if (r == 0)
-		r = window_batch_init(&leg->batch, &leg->plan, &leg_batch_ops, leg);
 	if (r < 0)
 		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, r,
 				   "cannot plan the work requests: %s", strerror(-r));
-	leg->started = true;
 	if (leg->t->notify)
 		leg->notice.state = NOTICE_ARMED;
 	return 0;
 }
 
+static void run_post(struct transfer *t);
+static void job_submit(struct transfer *t, enum transfer_job_kind kind);
+
+/* Every path connected: the WR plans (on the pool past
+ * TRANSFER_INLINE_OPS ops), then the posts. */
 static void run(struct transfer *t)
+{
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		leg_params(t->legs[i]);
+	if (t->n_ops > TRANSFER_INLINE_OPS && t->ctx->core->offload) {
+		job_submit(t, TRANSFER_JOB_PLAN);
+		return;
+	}
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		t->legs[i]->build_r = leg_build(t->legs[i]);
+	run_post(t);
+}
+
+/* Before anything was posted: every built batch ends unstarted. */
+static void unbuild_all(struct transfer *t)
+{
+	for (uint32_t j = 0; j < t->n_legs; j++) {
+		if (t->legs[j]->started)
+			window_batch_fini(&t->legs[j]->batch);
+		t->legs[j]->started = false;
+	}
+}
+
+static void run_post(struct transfer *t)
 {
 	struct errinfo e = {};
 	int r;
 
+	/* A built batch is its leg's to end (here, or transfer_free()). */
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		t->legs[i]->started = t->legs[i]->build_r == 0;
 	for (uint32_t i = 0; i < t->n_legs; i++) {
-		r = leg_start(t->legs[i], &e);
+		r = leg_start(t->legs[i], t->legs[i]->build_r, &e);
 		if (r < 0) {
-			/* Nothing posted yet: the started batches end unstarted. */
-			for (uint32_t j = 0; j <= i; j++)
-				if (t->legs[j]->started)
-					window_batch_fini(&t->legs[j]->batch);
-			for (uint32_t j = 0; j <= i; j++)
-				t->legs[j]->started = false;
+			/* Nothing posted yet: the built batches end unstarted. */
+			unbuild_all(t);
 			fail_early(t, r, &e);
 			return;
 		}
@@ -969,6 +1012,109 @@ static int plan_paths(struct transfer *t, struct errinfo *e)
 	return r;
 }
 
+/* ---- the pool's part ---- */
+
+/*
+ * A transfer's O(ops) work past TRANSFER_INLINE_OPS ops runs on the pool,
+ * one job at a time, the transfer held (t->hold: done waits) and its
+ * state unchanged meanwhile: TRANSFER_JOB_FILL (a batch's ranges checked
+ * and made its leg's ops, before the locks) and TRANSFER_JOB_PLAN (the
+ * legs' WR plans, after the connections). The job reads what the loop
+ * handed it and writes only the leg's arrays and its own fields; the loop
+ * touches neither until done. A cancel meanwhile is seen when it ends.
+ */
+
+/* A batch's ranges into its leg's ops: the first range out of bounds in
+ * job_bad (SIZE_MAX: none). */
+static void job_fill(struct transfer *t)
+{
+	struct transfer_leg *leg = t->legs[0];
+	const struct ranges_item *r = t->job_ranges.r;
+	uint64_t size = t->job_region_size, rlen = t->legs[0]->remote->desc.length, bytes = 0;
+	uint32_t keys = t->job_keys;
+	uint8_t opcode = t->job_opcode;
+
+	t->job_bad = SIZE_MAX;
+	for (size_t i = 0; i < t->n_ops; i++) {
+		const struct ranges_item *pr = &r[i];
+
+		if (pr->length == 0 || pr->local_offset > size ||
+		    pr->length > size - pr->local_offset || pr->remote_offset > rlen ||
+		    pr->length > rlen - pr->remote_offset) {
+			t->job_bad = i;
+			t->job_bad_item = *pr;
+			return;
+		}
+		leg->ops[i] = (struct wr_op){ .local_offset = pr->local_offset,
+					      .remote_offset = pr->remote_offset,
+					      .length = pr->length,
+					      .index = (uint32_t)i,
+					      .keys = keys,
+					      .opcode = opcode };
+		bytes += pr->length;
+	}
+	t->job_bytes = bytes;
+}
+
+static void job_run(struct offload_job *j)
+{
+	struct transfer *t = container_of(j, struct transfer, job);
+
+	if (t->job_kind == TRANSFER_JOB_FILL) {
+		job_fill(t);
+		return;
+	}
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		t->legs[i]->build_r = leg_build(t->legs[i]);
+}
+
+static int transfer_go(struct transfer *t, bool later, struct errinfo *e);
+
+static void job_done(struct offload_job *j)
+{
+	struct transfer *t = container_of(j, struct transfer, job);
+	struct errinfo e = {};
+	int r;
+
+	t->hold--;
+	ranges_release(&t->job_ranges);
+	if (t->job_kind == TRANSFER_JOB_PLAN) {
+		if (!t->cancelled) {
+			run_post(t);
+			return;
+		}
+		/* Cancelled meanwhile: said so already, nothing is posted. */
+		for (uint32_t i = 0; i < t->n_legs; i++)
+			t->legs[i]->started = t->legs[i]->build_r == 0;
+		unbuild_all(t);
+		finish(t);
+		return;
+	}
+	if (t->cancelled) {
+		finish(t);
+		return;
+	}
+	if (t->job_bad != SIZE_MAX) {
+		r = check_bounds(t->job_bad, t->regions[0].region, t->job_bad_item.local_offset,
+				 t->legs[0]->remote, t->job_bad_item.remote_offset,
+				 t->job_bad_item.length, &e);
+		fail_early(t, r, &e);
+		return;
+	}
+	t->progress.bytes += t->job_bytes;
+	r = transfer_go(t, true, &e);
+	if (r < 0)
+		fail_early(t, r, &e);
+}
+
+static void job_submit(struct transfer *t, enum transfer_job_kind kind)
+{
+	t->job_kind = kind;
+	t->hold++;
+	t->job = (struct offload_job){ .run = job_run, .done = job_done };
+	offload_submit(t->ctx->core->offload, &t->job);
+}
+
 /* ---- the transfer ---- */
 
 static struct transfer *transfer_alloc(struct remote_ctx *ctx, struct session *caller, size_t n)
@@ -1019,12 +1165,10 @@ void transfer_free(struct transfer *t)
 	free(t);
 }
 
-/* After every op was resolved and the legs' op arrays filled: the paths,
- * the lock order; then the locks are asked for. */
-static int transfer_go(struct transfer *t, const void *notify, size_t notify_len, struct errinfo *e)
+/* The notify bytes, copied. */
+static int transfer_notify(struct transfer *t, const void *notify, size_t notify_len,
+			   struct errinfo *e)
 {
-	int r;
-
 	if (notify_len > 0) {
 		if (!t->ctx->notify_send)
 			return errinfo_invalid_param(e, "notify", -EOPNOTSUPP,
@@ -1036,6 +1180,19 @@ static int transfer_go(struct transfer *t, const void *notify, size_t notify_len
 		memcpy(t->notify, notify, notify_len);
 		t->notify_len = notify_len;
 	}
+	return 0;
+}
+
+/*
+ * After every op was resolved and the legs' op arrays filled: the paths,
+ * the lock order; then the locks are asked for. later: called after the
+ * start returned (a pool job's end), where a transfer that ended at once
+ * reports through done, not the return.
+ */
+static int transfer_go(struct transfer *t, bool later, struct errinfo *e)
+{
+	int r;
+
 	r = check_leases(t, e);
 	if (r < 0)
 		return r;
@@ -1064,6 +1221,10 @@ static int transfer_go(struct transfer *t, const void *notify, size_t notify_len
 		    t->fail_err == 0 || t->paths_waiting > 0 || t->n_locked < t->n_regions) {
 		/* Started: done comes, and counts it once more. */
 		t->ctx->n_transfers_started++;
+		return 0;
+	}
+	if (later) {
+		finish(t);
 		return 0;
 	}
 	if (t->fail_err < 0) {
@@ -1101,7 +1262,7 @@ static int transfer_begin(struct transfer *t, const struct resolved *res, const 
 		o->index = (uint32_t)i;
 		t->progress.bytes += o->length;
 	}
-	return transfer_go(t, notify, notify_len, e);
+	return transfer_notify(t, notify, notify_len, e) ?: transfer_go(t, false, e);
 }
 
 static int transfer_setup(struct transfer *t, const struct transfer_cb *cb, void *userdata,
@@ -1189,14 +1350,16 @@ int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct 
  * directly. A plan's ranges were checked against both lengths when it was
  * made (checked: a region's size never changes, plan.h), so a post by
  * index checks only that each index is in the plan; a batch's ranges are
- * checked here, each once.
+ * checked here, each once — on the pool past TRANSFER_INLINE_OPS when the
+ * caller lets the transfer take them (take: the buffer ranges is in), and
+ * then what is wrong with one comes through done.
  */
 static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t opcode,
 			uint64_t region, uint64_t lease, struct remote *rem,
 			const struct ranges_item *ranges, size_t n_ranges, bool checked,
-			const uint32_t *indices, size_t n, const void *notify, size_t notify_len,
-			const struct transfer_cb *cb, void *userdata, struct transfer **ret,
-			struct errinfo *e)
+			struct ranges_buf *take, const uint32_t *indices, size_t n,
+			const void *notify, size_t notify_len, const struct transfer_cb *cb,
+			void *userdata, struct transfer **ret, struct errinfo *e)
 {
 	struct transfer *t = transfer_alloc(ctx, caller, n);
 	const struct ranges_item *pr;
@@ -1228,6 +1391,19 @@ static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t 
 	if (!leg->ops)
 		return transfer_abandon(t, -ENOMEM, NULL, NULL);
 	leg->n_ops = n;
+	if (take && !indices && n > TRANSFER_INLINE_OPS && ctx->core->offload) {
+		r = transfer_notify(t, notify, notify_len, e);
+		if (r < 0)
+			return transfer_abandon(t, r, NULL, NULL);
+		t->job_ranges = *take;
+		*take = (struct ranges_buf){};
+		t->job_region_size = reg->size;
+		t->job_keys = res.keys;
+		t->job_opcode = opcode;
+		job_submit(t, TRANSFER_JOB_FILL);
+		*ret = t;
+		return 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (!indices) {
 			pr = &ranges[i];
@@ -1254,7 +1430,7 @@ static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t 
 				     .opcode = opcode };
 		t->progress.bytes += pr->length;
 	}
-	r = transfer_go(t, notify, notify_len, e);
+	r = transfer_notify(t, notify, notify_len, e) ?: transfer_go(t, false, e);
 	if (r < 0)
 		return transfer_abandon(t, r, NULL, NULL);
 	*ret = t;
@@ -1267,8 +1443,8 @@ int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct p
 			struct transfer **ret, struct errinfo *e)
 {
 	return start_ranged(ctx, caller, opcode, p->region, 0, p->remote, p->ranges, p->n_ranges,
-			    true, n ? indices : NULL, n ? n : p->n_ranges, notify, notify_len, cb,
-			    userdata, ret, e);
+			    true, NULL, n ? indices : NULL, n ? n : p->n_ranges, notify, notify_len,
+			    cb, userdata, ret, e);
 }
 
 int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
@@ -1283,7 +1459,7 @@ int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
 		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REMOTE, -ENOENT,
 				   "this connection holds no remote %" PRIu64, b->remote);
 	return start_ranged(ctx, caller, b->opcode, b->region, b->lease, rem, b->ranges, b->n,
-			    false, NULL, b->n, notify, notify_len, cb, userdata, ret, e);
+			    false, b->take, NULL, b->n, notify, notify_len, cb, userdata, ret, e);
 }
 
 void transfer_cancel(struct transfer *t)

@@ -809,6 +809,7 @@ static int method_transfer(struct rpc_call *call, void *params)
 		batch.remote = p->batch.remote.id;
 		batch.ranges = ranges.r;
 		batch.n = ranges.n;
+		batch.take = &ranges;
 	} else {
 		if (parse_opcode(p->op, &opcode) < 0)
 			return rpc_invalid_param(call, "op",
@@ -841,8 +842,9 @@ static int method_transfer(struct rpc_call *call, void *params)
 	else
 		r = transfer_start(call->ctx->remote, call->session, ops, n, notify, notify_len,
 				   &transfer_call_cb, tc, &tc->t, &err);
-	/* The ranges are the transfer's own now (copied as they were checked):
-	 * a mapped memfd goes when this returns. */
+	/* The ranges are the transfer's own now (copied as they were checked,
+	 * or the buffer taken for the pool to check): what is left goes when
+	 * this returns. */
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 	tc->d = rpc_defer(call, on_transfer_cancel, tc);
