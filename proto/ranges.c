@@ -86,6 +86,16 @@ int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item *
 	return 0;
 }
 
+ssize_t ranges_count_text(const char *text, size_t len)
+{
+	size_t bytes;
+
+	if (len == 0 || len % 4)
+		return -1;
+	bytes = len / 4 * 3 - (text[len - 1] == '=') - (text[len - 2] == '=');
+	return bytes % RANGES_RECORD ? -1 : (ssize_t)(bytes / RANGES_RECORD);
+}
+
 void ranges_indices_encode(const uint64_t *idx, size_t n, char *out)
 {
 	/* Three indices (12 bytes) make 16 characters: the text is written

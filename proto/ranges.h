@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "proto/base64.h"
 
@@ -50,6 +51,13 @@ void ranges_encode(const struct ranges_item *r, size_t n, char *out);
  */
 int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
 		  const char **ret_why);
+
+/*
+ * The number of ranges text[0..len) holds, from its length alone (O(1)):
+ * -1 unless it is whole, padded base64 groups of whole ranges. Whether the
+ * characters are base64 is ranges_decode()'s to say.
+ */
+ssize_t ranges_count_text(const char *text, size_t len);
 
 /*
  * Packed indices: a plan post's entries (Transfer's packed_indices), the

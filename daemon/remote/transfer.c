@@ -1061,6 +1061,14 @@ static void job_run(struct offload_job *j)
 	struct transfer *t = container_of(j, struct transfer, job);
 
 	if (t->job_kind == TRANSFER_JOB_FILL) {
+		if (t->job_text) {
+			t->job_decode_r = ranges_decode_buf(t->job_text, t->job_text_len, t->n_ops,
+							    &t->job_ranges, &t->job_why);
+			if (t->job_decode_r == 0 && t->job_ranges.n != t->n_ops)
+				t->job_decode_r = -EBADMSG; /* counted: cannot be */
+			if (t->job_decode_r < 0)
+				return;
+		}
 		job_fill(t);
 		return;
 	}
@@ -1092,6 +1100,21 @@ static void job_done(struct offload_job *j)
 	}
 	if (t->cancelled) {
 		finish(t);
+		return;
+	}
+	if (t->job_decode_r == -ENOMEM) {
+		fail_early(t,
+			   errinfo_set(&e, RDMAMEM_ERROR_TRANSFER_FAILED, -ENOMEM,
+				       "out of memory decoding the ranges"),
+			   &e);
+		return;
+	}
+	if (t->job_decode_r < 0) {
+		fail_early(t,
+			   errinfo_invalid_param(&e, "batch", -EINVAL,
+						 "parameter 'batch.packed' %s",
+						 t->job_why ?: "is not valid"),
+			   &e);
 		return;
 	}
 	if (t->job_bad != SIZE_MAX) {
@@ -1357,9 +1380,10 @@ int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct 
 static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t opcode,
 			uint64_t region, uint64_t lease, struct remote *rem,
 			const struct ranges_item *ranges, size_t n_ranges, bool checked,
-			struct ranges_buf *take, const uint32_t *indices, size_t n,
-			const void *notify, size_t notify_len, const struct transfer_cb *cb,
-			void *userdata, struct transfer **ret, struct errinfo *e)
+			struct ranges_buf *take, const char *text, size_t text_len,
+			const uint32_t *indices, size_t n, const void *notify, size_t notify_len,
+			const struct transfer_cb *cb, void *userdata, struct transfer **ret,
+			struct errinfo *e)
 {
 	struct transfer *t = transfer_alloc(ctx, caller, n);
 	const struct ranges_item *pr;
@@ -1391,12 +1415,19 @@ static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t 
 	if (!leg->ops)
 		return transfer_abandon(t, -ENOMEM, NULL, NULL);
 	leg->n_ops = n;
-	if (take && !indices && n > TRANSFER_INLINE_OPS && ctx->core->offload) {
+	/* Text left encoded is for the pool only (the caller's contract). */
+	if (text && (n <= TRANSFER_INLINE_OPS || !ctx->core->offload))
+		return transfer_abandon(t, -EINVAL, NULL, NULL);
+	if ((take || text) && !indices && n > TRANSFER_INLINE_OPS && ctx->core->offload) {
 		r = transfer_notify(t, notify, notify_len, e);
 		if (r < 0)
 			return transfer_abandon(t, r, NULL, NULL);
-		t->job_ranges = *take;
-		*take = (struct ranges_buf){};
+		if (take) {
+			t->job_ranges = *take;
+			*take = (struct ranges_buf){};
+		}
+		t->job_text = text;
+		t->job_text_len = text_len;
 		t->job_region_size = reg->size;
 		t->job_keys = res.keys;
 		t->job_opcode = opcode;
@@ -1443,8 +1474,8 @@ int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct p
 			struct transfer **ret, struct errinfo *e)
 {
 	return start_ranged(ctx, caller, opcode, p->region, 0, p->remote, p->ranges, p->n_ranges,
-			    true, NULL, n ? indices : NULL, n ? n : p->n_ranges, notify, notify_len,
-			    cb, userdata, ret, e);
+			    true, NULL, NULL, 0, n ? indices : NULL, n ? n : p->n_ranges, notify,
+			    notify_len, cb, userdata, ret, e);
 }
 
 int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
@@ -1459,7 +1490,8 @@ int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
 		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REMOTE, -ENOENT,
 				   "this connection holds no remote %" PRIu64, b->remote);
 	return start_ranged(ctx, caller, b->opcode, b->region, b->lease, rem, b->ranges, b->n,
-			    false, b->take, NULL, b->n, notify, notify_len, cb, userdata, ret, e);
+			    false, b->take, b->text, b->text_len, NULL, b->n, notify, notify_len,
+			    cb, userdata, ret, e);
 }
 
 void transfer_cancel(struct transfer *t)

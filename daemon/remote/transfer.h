@@ -260,6 +260,10 @@ struct transfer {
 	struct offload_job job;
 	enum transfer_job_kind job_kind;
 	struct ranges_buf job_ranges; /* FILL: the batch's, taken from the caller */
+	const char *job_text;         /* FILL: or its text, to decode first */
+	size_t job_text_len;
+	const char *job_why; /* the text's fault, static */
+	int job_decode_r;
 	uint64_t job_region_size;
 	uint32_t job_keys;
 	uint8_t job_opcode;
@@ -302,6 +306,13 @@ struct transfer_batch {
 	 * (zeroing *take) to check the ranges after the call returned, on the
 	 * pool; then an OutOfRange comes through done. */
 	struct ranges_buf *take;
+	/* Or (n past TRANSFER_INLINE_OPS): the packed text, not decoded yet
+	 * but counted (ranges_count_text()), and valid until done comes (the
+	 * call's message); ranges then holds its first range, decoded. The
+	 * pool decodes the rest: text that is not base64 comes through done,
+	 * InvalidParameter naming "batch". */
+	const char *text;
+	size_t text_len;
 };
 
 /* The same as transfer_start() for a batch (1 ≤ n ≤ the max-transfer-ops

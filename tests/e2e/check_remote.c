@@ -20,6 +20,7 @@
 
 #include "daemon/remote/descriptor.h"
 #include "proto/json.h"
+#include "proto/ranges.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"
 
@@ -569,6 +570,35 @@ START_TEST(test_packed_forms)
 	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_READ, region, 0, remote, big,
 						 100000, NULL, &bytes),
 			 -ENOLINK);
+	/* As text past TRANSFER_INLINE_OPS (decoded and checked on the pool,
+	 * after the call returned): the same answers, by the same names. */
+	{
+		size_t n = 5000, len = ranges_encoded_len(n);
+		char *text = malloc(len + 1), *call = malloc(len + 256);
+
+		ck_assert_ptr_nonnull(text);
+		ck_assert_ptr_nonnull(call);
+#define TEXT_BATCH()                                                             \
+	(ranges_encode((const struct ranges_item *)big, n, text),                \
+	 snprintf(call, len + 256,                                               \
+		  "{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64 \
+		  "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"}}", \
+		  region, remote, text),                                         \
+	 call)
+		assert_refused(c, "io.rdmamemd.Transfer", TEXT_BATCH(), "io.rdmamemd.NotRegistered",
+			       "");
+		big[4999] = (struct rdmamem_range){ 65536, 0, 1 };
+		assert_refused(c, "io.rdmamemd.Transfer", TEXT_BATCH(), "io.rdmamemd.OutOfRange",
+			       "op 4999");
+		big[4999] = (struct rdmamem_range){ 0, 0, 1 };
+		/* A character that is no base64, past the first range. */
+		(void)TEXT_BATCH();
+		memcpy(strstr(call, text) + 4000, "!", 1);
+		assert_refused(c, "io.rdmamemd.Transfer", call, inval, "'batch'");
+#undef TEXT_BATCH
+		free(call);
+		free(text);
+	}
 	free(big);
 	ck_assert_uint_eq(bytes, 0);
 	test_assert_serving(td.socket);
