@@ -90,7 +90,8 @@ struct transfer;
  * offload), not in one turn of the loop: a batch's ranges checked into its
  * op array, and every transfer's WR plans (wr_plan_build(), the batch's op
  * counts). A turn of the loop then does O(TRANSFER_INLINE_OPS) of it at
- * most: some 40 µs on the build machine (bench-remote's rows at 4096 ops).
+ * most: 23 µs p50 on the build machine (bench-remote's row "a loop turn's
+ * most").
  * A plan post's ops (an index lookup and a copy each, no check) are made
  * on the loop whatever their number: plan.h's ranges may go meanwhile.
  */
