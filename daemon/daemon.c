@@ -266,6 +266,9 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 			       .window = d->core.cfg.transfer_window,
 			       .idle_sec = d->core.cfg.link_idle_sec,
 			       .ack_timeout = d->core.cfg.link_ack_timeout,
+			       .stall_sec = d->core.cfg.link_stall_sec,
+			       .max_links = d->core.cfg.max_links,
+			       .max_links_per_uid = d->core.cfg.max_links_per_uid,
 		       });
 	transfer_engine_init(&d->remote, &d->regions);
 	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);

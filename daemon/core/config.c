@@ -144,6 +144,16 @@ static const struct config_key keys[] = {
 	  .help = "a queue pair to another daemon resends what the peer left unanswered "
 		  "for 4.096 us x 2^N, six times, then fails: 16 (default) is 268 ms, a "
 		  "silent peer seen within 1.9 s (7.5 s at most, per the IB spec)" },
+	{ .section = "rdma", .key = "max-links", .type = CFG_UINT, .offset = F(max_links),
+	  .min = 1, .max = 1U << 16,
+	  .help = "queue pairs to other daemons (Transfer) in all, each two fds (default 256)" },
+	{ .section = "rdma", .key = "max-links-per-uid", .type = CFG_UINT,
+	  .offset = F(max_links_per_uid), .min = 1, .max = 1U << 16,
+	  .help = "queue pairs to other daemons for one user's transfers (default 64)" },
+	{ .section = "rdma", .key = "link-stall-sec", .type = CFG_UINT,
+	  .offset = F(link_stall_sec), .min = 1, .max = 3600,
+	  .help = "a queue pair to another daemon with work requests in flight and no completion "
+		  "for this long fails, its work flushed (default 30)" },
 };
 /* clang-format on */
 
@@ -200,6 +210,9 @@ void daemon_config_init(struct daemon_config *cfg)
 		.link_idle_sec = 60,
 		.transfer_window = 128,
 		.link_ack_timeout = 16,
+		.link_stall_sec = 30,
+		.max_links = 256,
+		.max_links_per_uid = 64,
 		.log_level = LOG_INFO,
 		.bandwidth_probe_size = 64ULL << 20,
 	};

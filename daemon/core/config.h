@@ -49,9 +49,12 @@ struct daemon_config {
 	char **rdma_allow;    /* ADDR/PREFIX peers may come from; NULL: any */
 	unsigned max_rdma_connections;
 	unsigned max_rdma_connections_per_uid; /* into one uid's protection domains */
-	unsigned link_idle_sec;    /* a queue pair to another daemon idle this long: closed */
-	unsigned transfer_window;  /* work requests outstanding per such queue pair */
-	unsigned link_ack_timeout; /* its RC ack timeout: 4.096 us x 2^n */
+	unsigned link_idle_sec;     /* a queue pair to another daemon idle this long: closed */
+	unsigned transfer_window;   /* work requests outstanding per such queue pair */
+	unsigned link_ack_timeout;  /* its RC ack timeout: 4.096 us x 2^n */
+	unsigned link_stall_sec;    /* work in flight, no completion this long: failed */
+	unsigned max_links;         /* queue pairs to other daemons, in all */
+	unsigned max_links_per_uid; /* and for one uid's transfers */
 	int log_level;
 	uint64_t bandwidth_probe_size; /* each buffer of the host memcpy measurement; 0: none */
 };

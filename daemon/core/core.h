@@ -27,6 +27,9 @@ struct offload;
  * for GetStatus's fds_needed. */
 #define DAEMON_FDS_OWN 64U
 #define DAEMON_FDS_PER_DEVICE 8U
+/* And for each queue pair to another daemon (daemon/remote/link.c): its
+ * rdmacm event channel and its completion channel. */
+#define DAEMON_FDS_PER_LINK 2U
 
 struct core {
 	uv_loop_t *loop;

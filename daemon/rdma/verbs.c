@@ -41,11 +41,24 @@ struct vb_cq {
 	struct ibv_cq *cq;
 };
 
+/*
+ * An active connection. Its QP is ours, not the id's (ibv_create_qp, never
+ * rdma_create_qp): with a QP on the id, librdmacm moves it INIT → INIT with
+ * the CM's attributes when the reply comes, and the kernel's CM always puts
+ * IBV_ACCESS_REMOTE_WRITE in them (READ and atomics too when responder
+ * resources were offered), so whatever answered at the endpoint could WRITE
+ * into every MR of the PD that allows it. Without one, librdmacm reports
+ * CONNECT_RESPONSE and leaves the transitions to us: INIT with access 0
+ * before the connect, RTR and RTS on the response with the CM's path
+ * attributes (access still 0), then rdma_establish().
+ */
 struct vb_conn {
 	struct rdma_event_channel *channel;
 	struct rdma_cm_id *id;
 	struct vb_qp qp;
 	bool has_qp;
+	/* The RC transport's parameters for RTS (struct vb_conn_param). */
+	uint8_t ack_timeout, retry_count, rnr_retry;
 };
 
 struct vb_listener {
@@ -854,6 +867,21 @@ static struct vb_device *real_conn_device(struct vb_conn *c)
 	return c->id->verbs ? device_of(c->id->verbs) : NULL;
 }
 
+/* Our QP to INIT: the CM's port and pkey, no remote access whatever the CM
+ * says (its INIT attributes carry none before the connect; it is set here
+ * all the same, so that no later answer can widen it). */
+static int conn_qp_init(struct vb_conn *c, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_INIT };
+	int mask, r;
+
+	if (rdma_init_qp_attr(c->id, &attr, &mask) < 0)
+		return fail(errno);
+	attr.qp_access_flags = 0;
+	r = ibv_modify_qp(qp, &attr, mask | IBV_QP_ACCESS_FLAGS);
+	return r ? fail(r) : 0;
+}
+
 static int real_conn_qp_create(struct vb_conn *c, struct vb_pd *pd, struct vb_cq *cq,
 			       const struct vb_qp_caps *caps, struct vb_qp **ret)
 {
@@ -869,15 +897,23 @@ static int real_conn_qp_create(struct vb_conn *c, struct vb_pd *pd, struct vb_cq
 		 * signals selectively. */
 		.sq_sig_all = 0,
 	};
+	struct ibv_qp *qp;
+	int r;
 
 	if (c->has_qp)
 		return -EEXIST;
 	if (pd->pd->context != c->id->verbs)
 		return -EXDEV;
-	if (rdma_create_qp(c->id, pd->pd, &init) < 0)
+	qp = ibv_create_qp(pd->pd, &init);
+	if (!qp)
 		return fail(errno);
+	r = conn_qp_init(c, qp);
+	if (r < 0) {
+		ibv_destroy_qp(qp);
+		return r;
+	}
 	c->has_qp = true;
-	c->qp = (struct vb_qp){ .qp = c->id->qp, .port = c->id->port_num };
+	c->qp = (struct vb_qp){ .qp = qp, .port = c->id->port_num };
 	*ret = &c->qp;
 	return 0;
 }
@@ -892,13 +928,63 @@ static int real_conn_connect(struct vb_conn *c, const struct vb_conn_param *p)
 		.retry_count = MIN(p->retry_count, 6),
 		.rnr_retry_count = MIN(p->rnr_retry, 7),
 	};
-	uint8_t timeout = p->ack_timeout;
 
-	/* Before the connect: the CM applies it when it moves the QP to RTS. */
-	if (timeout && rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
-				       sizeof(timeout)) < 0)
-		return fail(errno);
+	if (!c->has_qp)
+		return -EINVAL;
+	param.qp_num = c->qp.qp->qp_num;
+	c->ack_timeout = p->ack_timeout;
+	c->retry_count = param.retry_count;
+	c->rnr_retry = param.rnr_retry_count;
 	if (rdma_connect(c->id, &param) < 0)
+		return fail(errno);
+	return 0;
+}
+
+/*
+ * The connect response: RTR and RTS by hand with the CM's attributes, then
+ * the RTU. Access stays 0 (neither mask the CM gives for RTR or RTS
+ * carries it; it is forced all the same). The RC timeouts are ours: the CM
+ * would take the RNR retry count from the peer's reply (each side's comes
+ * from the other), and the peer is not ours to trust.
+ */
+static int conn_establish(struct vb_conn *c)
+{
+	struct ibv_qp *qp = c->qp.qp;
+	struct ibv_port_attr pa;
+	struct ibv_qp_attr attr;
+	int mask, r;
+
+	if (!c->has_qp)
+		return -EINVAL;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTR;
+	if (rdma_init_qp_attr(c->id, &attr, &mask) < 0)
+		return fail(errno);
+	/* As librdmacm does: on InfiniBand the kernel may set bits 21-23,
+	 * meant for RoCE. */
+	r = ibv_query_port(c->id->verbs, c->id->port_num, &pa);
+	if (r)
+		return fail(r);
+	if (pa.link_layer == IBV_LINK_LAYER_INFINIBAND)
+		mask &= ~0xe00000;
+	attr.qp_access_flags = 0;
+	r = ibv_modify_qp(qp, &attr, mask);
+	if (r)
+		return fail(r);
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IBV_QPS_RTS;
+	if (rdma_init_qp_attr(c->id, &attr, &mask) < 0)
+		return fail(errno);
+	if (c->ack_timeout)
+		attr.timeout = c->ack_timeout;
+	attr.retry_cnt = c->retry_count;
+	attr.rnr_retry = c->rnr_retry;
+	attr.qp_access_flags = 0;
+	r = ibv_modify_qp(qp, &attr, mask | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY);
+	if (r)
+		return fail(r);
+	if (rdma_establish(c->id) < 0)
 		return fail(errno);
 	return 0;
 }
@@ -918,6 +1004,11 @@ static int real_conn_next_event(struct vb_conn *c, struct vb_conn_event *ret)
 		break;
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		ret->kind = VB_CONN_ROUTE_RESOLVED;
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		/* Our own QP (no QP on the id): the last steps are ours. */
+		ret->status = conn_establish(c);
+		ret->kind = ret->status < 0 ? VB_CONN_UNREACHABLE : VB_CONN_ESTABLISHED;
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
 		ret->kind = VB_CONN_ESTABLISHED;
@@ -951,7 +1042,9 @@ static void real_conn_destroy(struct vb_conn *c)
 {
 	if (!c)
 		return;
-	cm_id_hangup(c->id, c->has_qp);
+	cm_id_hangup(c->id, false);
+	if (c->has_qp)
+		ibv_destroy_qp(c->qp.qp);
 	rdma_destroy_id(c->id);
 	rdma_destroy_event_channel(c->channel);
 	free(c);

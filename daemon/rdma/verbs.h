@@ -195,13 +195,16 @@ struct vb_qp_caps {
 
 /*
  * An active connect: the CM's parameters, and the RC transport timeouts of
- * the QP it brings to RTS. A WR whose packets go unanswered is resent
- * after ack_timeout (4.096 us x 2^ack_timeout; the IB spec lets a device
- * wait up to four times that) and fails with VB_WC_RETRY_EXC_ERR after
- * retry_count resends: a peer that vanished is seen after (1 +
- * retry_count) x the timeout. retry_count is 0 to 6: rxe takes 7 as
- * "retry forever", as the spec does only for RNR. rnr_retry 7 is "retry
- * forever" everywhere: a live peer with no receive posted is waited for.
+ * the QP, which conn_next_event brings to RTS itself. A WR whose packets go
+ * unanswered is resent after ack_timeout (4.096 us x 2^ack_timeout; the IB
+ * spec lets a device wait up to four times that) and fails with
+ * VB_WC_RETRY_EXC_ERR after retry_count resends: a peer that vanished is
+ * seen after (1 + retry_count) x the timeout. retry_count is 0 to 6: rxe
+ * takes 7 as "retry forever", as the spec does only for RNR. A SEND that
+ * finds no receive posted at the peer (RNR NAK) is resent after the peer's
+ * RNR timer, rnr_retry times, then fails with VB_WC_RETRY_EXC_ERR; 7 is
+ * "retry forever" everywhere. Both are set on our QP by us: the CM would
+ * take the RNR count from the peer's reply.
  */
 struct vb_conn_param {
 	const void *private_data;
@@ -276,11 +279,15 @@ struct vb_ops {
 	/* The device the address resolved to (after VB_CONN_ADDR_RESOLVED). */
 	struct vb_device *(*conn_device)(struct vb_conn *c);
 	/* The RC QP of the connection, in pd, both queues on cq; owned by c
-	 * (conn_destroy frees it: never qp_destroy). */
+	 * (conn_destroy frees it: never qp_destroy). It grants the peer no
+	 * remote access at all (qp_access_flags 0, from INIT on, whatever the
+	 * CM offers): it only initiates, and the PD holds its uid's regions,
+	 * which whoever answers at a descriptor's endpoint must not reach. */
 	int (*conn_qp_create)(struct vb_conn *c, struct vb_pd *pd, struct vb_cq *cq,
 			      const struct vb_qp_caps *caps, struct vb_qp **ret);
-	/* Sets the QP's ack timeout (rdma_set_option) when p asks, then
-	 * connects. */
+	/* Connects with c's QP; the connect response brings it to RTR and
+	 * RTS with p's timeouts (VB_CONN_ESTABLISHED, or VB_CONN_UNREACHABLE
+	 * with status -errno when a transition fails). */
 	int (*conn_connect)(struct vb_conn *c, const struct vb_conn_param *p);
 	/* Copies and acks one event; -EAGAIN when there is none. */
 	int (*conn_next_event)(struct vb_conn *c, struct vb_conn_event *ret);

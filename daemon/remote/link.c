@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "proto/errors.h"
 #include "daemon/core/log.h"
 #include "daemon/core/netaddr.h"
 #include "daemon/rdma/device.h"
@@ -17,6 +18,14 @@
 
 /* Completions taken per poll call. */
 #define POLL_BATCH 32
+/*
+ * And per turn of the loop at most: a peer that keeps completions coming
+ * (each callback posts more, which complete at once) would otherwise keep
+ * the loop inside one callback. The rest is taken from an idle handle on
+ * the next turns: the channel's event was acked, and re-arming raises none
+ * for completions already queued.
+ */
+#define POLL_TURN_MAX (8 * POLL_BATCH)
 
 static void link_fail(struct link *l, enum link_state state, int error, const char *fmt, ...)
 	_printf_(4, 5);
@@ -51,6 +60,7 @@ const char *link_error_kind_name(enum link_error_kind k)
 		[LINK_ERR_LOCAL_ACCESS] = "local_access",
 		[LINK_ERR_RETRY] = "retry_exceeded",
 		[LINK_ERR_DISCONNECT] = "disconnect",
+		[LINK_ERR_STALLED] = "stalled",
 		[LINK_ERR_OTHER] = "other",
 	};
 
@@ -62,8 +72,11 @@ static enum link_error_kind error_kind(const struct link *l)
 {
 	if (l->state == LINK_CONNECTING)
 		return LINK_ERR_CONNECT;
-	if (!l->has_fail_wc)
-		return l->error == -ECONNRESET ? LINK_ERR_DISCONNECT : LINK_ERR_OTHER;
+	if (!l->has_fail_wc) {
+		if (l->error == -ECONNRESET)
+			return LINK_ERR_DISCONNECT;
+		return l->stalled ? LINK_ERR_STALLED : LINK_ERR_OTHER;
+	}
 	switch (l->fail_wc.status) {
 	case VB_WC_FLUSH_ERR:
 		return LINK_ERR_DISCONNECT;
@@ -115,6 +128,14 @@ void link_pool_init(struct link_pool *pool, uv_loop_t *loop, const struct link_p
 	if (!cfg || !cfg->retry_count)
 		pool->cfg.retry_count = LINK_RETRY_COUNT;
 	pool->cfg.retry_count = MIN(pool->cfg.retry_count, LINK_RETRY_COUNT);
+	if (!pool->cfg.stall_sec)
+		pool->cfg.stall_sec = LINK_STALL_SEC_DEFAULT;
+	if (!pool->cfg.drain_ms)
+		pool->cfg.drain_ms = LINK_DRAIN_MS_DEFAULT;
+	if (!pool->cfg.max_links)
+		pool->cfg.max_links = LINK_MAX_DEFAULT;
+	if (!pool->cfg.max_links_per_uid)
+		pool->cfg.max_links_per_uid = LINK_MAX_PER_UID_DEFAULT;
 	list_init(&pool->links);
 	idseq_init(&pool->order);
 }
@@ -275,6 +296,7 @@ static void finish(struct link *l)
 		vb->mr_dereg(l->notify_mr);
 	l->notify_mr = NULL;
 	l->finished = true;
+	l->pool->n_live--;
 
 	l->n_ref++; /* the callbacks may drop the last reference */
 	flush_users(l);
@@ -328,8 +350,10 @@ static void link_fail(struct link *l, enum link_state state, int error, const ch
 	set_state(l, state);
 	close_handle((uv_handle_t *)&l->timer);
 	close_handle((uv_handle_t *)&l->cm_poll);
-	if (l->cq_polling)
+	if (l->cq_polling) {
 		close_handle((uv_handle_t *)&l->cq_poll);
+		close_handle((uv_handle_t *)&l->more);
+	}
 }
 
 void link_close(struct link *l, int error, const char *why)
@@ -340,17 +364,57 @@ void link_close(struct link *l, int error, const char *why)
 static void on_timer(uv_timer_t *t)
 {
 	struct link *l = t->data;
+	uint64_t now = uv_now(l->pool->loop);
 
-	if (l->state == LINK_CONNECTING)
+	if (l->state == LINK_CONNECTING) {
 		link_fail(l, LINK_ERROR, -ETIMEDOUT, "no connection to %s within %u ms", l->peer,
 			  l->pool->cfg.connect_timeout_ms);
-	else if (l->state == LINK_READY && l->head_seq == l->tail_seq)
+		return;
+	}
+	if (l->state != LINK_READY)
+		return;
+	if (l->head_seq == l->tail_seq) {
 		link_fail(l, LINK_CLOSED, -ETIMEDOUT, "idle for %u s", l->pool->cfg.idle_sec);
+		return;
+	}
+	l->stalled = true;
+	if (l->draining && now >= l->drain_deadline)
+		link_fail(l, LINK_ERROR, -ECANCELED,
+			  "work requests of a cancelled transfer still in flight on %s after %u ms",
+			  l->peer, l->pool->cfg.drain_ms);
+	else
+		link_fail(l, LINK_ERROR, -ETIMEDOUT,
+			  "stalled: no completion from %s for %u s with %" PRIu64
+			  " work requests in flight",
+			  l->peer, l->pool->cfg.stall_sec, l->tail_seq - l->head_seq);
 }
 
-static void start_idle(struct link *l)
+/* READY: the idle timer when nothing is in flight, else the watchdog. */
+static void arm_timer(struct link *l)
 {
-	uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000, 0);
+	uint64_t now = uv_now(l->pool->loop), due;
+
+	if (l->draining && l->head_seq >= l->drain_seq)
+		l->draining = false;
+	if (l->head_seq == l->tail_seq) {
+		uv_timer_start(&l->timer, on_timer, (uint64_t)l->pool->cfg.idle_sec * 1000, 0);
+		return;
+	}
+	due = l->progress_at + (uint64_t)l->pool->cfg.stall_sec * 1000;
+	if (l->draining)
+		due = MIN(due, l->drain_deadline);
+	uv_timer_start(&l->timer, on_timer, due > now ? due - now : 0, 0);
+}
+
+void link_drain(struct link *l)
+{
+	if (l->state != LINK_READY || l->head_seq == l->tail_seq)
+		return;
+	if (!l->draining)
+		l->drain_deadline = uv_now(l->pool->loop) + l->pool->cfg.drain_ms;
+	l->draining = true;
+	l->drain_seq = l->tail_seq;
+	arm_timer(l);
 }
 
 /* The WR at seq is done: its user has one fewer in flight, its
@@ -410,12 +474,15 @@ static void on_wc(struct link *l, const struct vb_wc *wc)
 	s->user->complete(s->user, &c);
 }
 
-/* Takes what the CQ holds; false once the link failed. */
-static bool drain_cq(struct link *l)
+/* Takes up to POLL_TURN_MAX completions; false once the link failed.
+ * *ret_more: the cap ended it, more may be queued. */
+static bool drain_cq(struct link *l, bool *ret_more)
 {
 	struct vb_wc wc[POLL_BATCH];
+	unsigned taken = 0;
 	int n;
 
+	*ret_more = false;
 	do {
 		n = vb->cq_poll(l->cq, wc, POLL_BATCH);
 		if (n < 0) {
@@ -428,8 +495,40 @@ static bool drain_cq(struct link *l)
 			if (l->state != LINK_READY)
 				return false;
 		}
-	} while (n == POLL_BATCH);
+		taken += (unsigned)n;
+	} while (n == POLL_BATCH && taken < POLL_TURN_MAX);
+	*ret_more = n == POLL_BATCH;
 	return true;
+}
+
+static void on_more(uv_idle_t *h);
+
+/* A turn's completions; the idle handle takes the rest on the next turns. */
+static void take_completions(struct link *l)
+{
+	uint64_t head = l->head_seq;
+	bool more;
+
+	if (!drain_cq(l, &more))
+		return;
+	if (more)
+		uv_idle_start(&l->more, on_more);
+	else
+		uv_idle_stop(&l->more);
+	if (l->head_seq != head) {
+		l->progress_at = uv_now(l->pool->loop);
+		arm_timer(l);
+	}
+}
+
+static void on_more(uv_idle_t *h)
+{
+	struct link *l = h->data;
+
+	if (l->state == LINK_READY)
+		take_completions(l);
+	else
+		uv_idle_stop(h);
 }
 
 static void on_cq(uv_poll_t *h, int status, int events)
@@ -448,8 +547,7 @@ static void on_cq(uv_poll_t *h, int status, int events)
 	 * raises a new event instead of being missed. */
 	while (vb->cq_event(l->cq) == 0)
 		;
-	if (drain_cq(l) && l->head_seq == l->tail_seq)
-		start_idle(l);
+	take_completions(l);
 }
 
 static const char *reject_reason(int why, int *ret_error)
@@ -513,9 +611,10 @@ static int on_route(struct link *l)
 	r = uv_poll_init(l->pool->loop, &l->cq_poll, vb->cq_fd(l->cq));
 	if (r < 0)
 		return r;
-	l->cq_poll.data = l;
+	uv_idle_init(l->pool->loop, &l->more);
+	l->cq_poll.data = l->more.data = l;
 	l->cq_polling = true;
-	l->n_handles++;
+	l->n_handles += 2;
 	uv_poll_start(&l->cq_poll, UV_READABLE, on_cq);
 
 	l->initiator_depth = (uint8_t)MIN(dev->info.max_qp_init_rd_atom ?: 1U, 16U);
@@ -545,7 +644,7 @@ static void on_established(struct link *l)
 	log_info("Link %" PRIu64 " (%s, uid %u → %s) ready in %" PRIu64 " ms", l->id,
 		 l->key.dev->info.name, (unsigned)l->key.uid, l->peer,
 		 l->ready_msec - l->created_msec);
-	start_idle(l);
+	arm_timer(l);
 	l->n_ref++; /* a waiter may drop the last reference */
 	notify_waiters(l, l, 0, NULL);
 	link_unref(l);
@@ -594,9 +693,16 @@ static void on_cm(uv_poll_t *h, int status, int events)
 				  ev.name);
 			break;
 		case VB_CONN_DISCONNECTED:
-			/* What completed before the peer left still counts. */
-			if (l->state == LINK_READY && !drain_cq(l))
-				break;
+			/* What completed before the peer left still counts
+			 * (at most a window's worth: nothing is posted now). */
+			if (l->state == LINK_READY) {
+				bool more = true;
+
+				while (more && drain_cq(l, &more))
+					;
+				if (l->state != LINK_READY)
+					break;
+			}
 			link_fail(l, LINK_ERROR, -ECONNRESET,
 				  "the remote daemon at %s disconnected", l->peer);
 			break;
@@ -608,11 +714,42 @@ static void on_cm(uv_poll_t *h, int status, int events)
 	}
 }
 
+unsigned link_count_uid(const struct link_pool *pool, uid_t uid)
+{
+	const struct link *l;
+	unsigned n = 0;
+
+	list_for_each_entry(l, &pool->links, node)
+		n += !l->finished && l->key.uid == uid;
+	return n;
+}
+
+int link_limit_error(const struct link_pool *pool, uid_t uid, int r, struct errinfo *e)
+{
+	if (r == -EDQUOT)
+		return errinfo_quota(
+			e, "links", pool->cfg.max_links_per_uid, link_count_uid(pool, uid), 1,
+			"uid %u has %u queue pairs to other daemons, the limit per uid "
+			"(max-links-per-uid)",
+			(unsigned)uid, link_count_uid(pool, uid));
+	if (r == -EUSERS)
+		return errinfo_set(e, RDMAMEM_ERROR_TOO_MANY_CONNECTIONS, r,
+				   "the daemon holds %u queue pairs to other daemons, its limit "
+				   "(max-links)",
+				   pool->n_live);
+	return 0;
+}
+
 static int link_new(struct link_pool *pool, const struct link_key *key, struct link **ret)
 {
-	struct link *l = calloc(1, sizeof(*l));
+	struct link *l;
 	int r;
 
+	if (pool->n_live >= pool->cfg.max_links)
+		return -EUSERS;
+	if (link_count_uid(pool, key->uid) >= pool->cfg.max_links_per_uid)
+		return -EDQUOT;
+	l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
 	l->pool = pool;
@@ -643,6 +780,8 @@ static int link_new(struct link_pool *pool, const struct link_key *key, struct l
 		link_free(l);
 		return r;
 	}
+	/* Holds fds from here until finish(). */
+	pool->n_live++;
 	uv_timer_init(pool->loop, &l->timer);
 	l->cm_poll.data = l->timer.data = l;
 	l->n_handles = 2;
@@ -725,9 +864,15 @@ int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs,
 	}
 	/* In flight from here on, posted or not: a failed post fails the
 	 * link, and the walk tells u about every one of them. */
-	l->tail_seq += n;
+	if (l->head_seq == l->tail_seq) {
+		/* The watchdog counts from the first WR in an empty link. */
+		l->progress_at = uv_now(l->pool->loop);
+		l->tail_seq += n;
+		arm_timer(l);
+	} else {
+		l->tail_seq += n;
+	}
 	u->n_inflight += (unsigned)n;
-	uv_timer_stop(&l->timer);
 	r = vb->qp_post_send(l->qp, l->scratch, n, &posted);
 	if (r < 0)
 		link_fail(l, LINK_ERROR, r, "posting to %s failed after %zu of %zu: %s", l->peer,

@@ -31,6 +31,11 @@
  * that user; every earlier one did. The final callbacks come after the QP is
  * destroyed, so the user may release the memory they touched.
  *
+ * The link's QP grants its peer no remote access (conn_qp_create in
+ * rdma/verbs.h): it lives in the uid's PD, next to that uid's regions, and
+ * whatever answers at a descriptor's endpoint (descriptors are the
+ * client's strings) must not WRITE or READ them through it.
+ *
  * Callbacks are never made from inside link_get() or link_post(); they may
  * post, get, unref and close. Loop thread only.
  */
@@ -46,6 +51,7 @@
 
 #include "util/idseq.h"
 #include "util/list.h"
+#include "daemon/core/errinfo.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
 #include "daemon/rdma/token.h"
@@ -57,6 +63,15 @@ struct link;
 #define LINK_WINDOW_DEFAULT 128U
 #define LINK_IDLE_SEC_DEFAULT 60U
 #define LINK_CONNECT_TIMEOUT_MS_DEFAULT 5000U
+/*
+ * Links live at once (connecting, ready, or torn down but not yet freed of
+ * their resources: two fds, an rdmacm id, a QP, a CQ, an MR), in all and
+ * per initiating uid. Descriptors are the client's strings, any endpoint
+ * and token: without a bound one user could open links until the daemon
+ * ran out of fds for every tenant.
+ */
+#define LINK_MAX_DEFAULT 256U
+#define LINK_MAX_PER_UID_DEFAULT 64U
 /*
  * A silent peer (its network gone: no DISCONNECTED, no reset) is seen by
  * the RC transport: a WR unanswered for the ack timeout, 4.096 us x
@@ -71,9 +86,31 @@ struct link;
  */
 #define LINK_ACK_TIMEOUT_DEFAULT 16U
 #define LINK_RETRY_COUNT 6U
-/* A live peer that has no receive posted (notifications) is waited for:
- * 7 is "forever" (its receive rings are reposted as they are taken). */
-#define LINK_RNR_RETRY 7U
+/*
+ * A SEND (a notification) that finds no receive posted at the peer is
+ * answered "receiver not ready" and resent after the peer's RNR timer,
+ * LINK_RNR_RETRY times, then fails (RETRY_EXC_ERR): at most 7 x 655 ms =
+ * 4.6 s, the longest timer a peer may ask for. 7 would be "forever": a
+ * peer that never posts receives would hold the SEND, and every WR behind
+ * it on the link, for good. The remote daemon reposts its receives as they
+ * are taken, so a live one is waited for well within the bound.
+ */
+#define LINK_RNR_RETRY 6U
+/*
+ * The watchdog: WRs in flight and no completion for this long, and the
+ * link fails (-ETIMEDOUT, "stalled"), its WRs flushed. Above what the
+ * transport bounds itself (a silent peer: 7.5 s at most at the default ack
+ * timeout; RNR: 4.6 s), so that it catches what those do not: a peer that
+ * answers, slowly, forever, or a device that never completes.
+ */
+#define LINK_STALL_SEC_DEFAULT 30U
+/*
+ * A user that gives up (link_drain(): a cancelled transfer) waits this
+ * long at most for what was posted before it to retire; then the link is
+ * closed (-ECANCELED, "stalled"): destroying the QP is what makes the
+ * memory safe to give back when the peer does not let the WRs finish.
+ */
+#define LINK_DRAIN_MS_DEFAULT 10000U
 /* Notifications in flight per link at most: their send buffers. */
 #define LINK_NOTIFY_SLOTS 8U
 /* The wr_id a notification's SEND carries to its user's complete(). */
@@ -131,6 +168,10 @@ struct link_pool_config {
 	unsigned connect_timeout_ms; /* connect, all steps */
 	unsigned ack_timeout;        /* 4.096 us x 2^n before a resend, 1 to 31 */
 	unsigned retry_count;        /* resends before RETRY_EXC_ERR, 0 to 6 */
+	unsigned stall_sec;          /* WRs in flight, no completion this long: failed */
+	unsigned drain_ms;           /* link_drain(): closed after this long */
+	unsigned max_links;          /* live at once, in all */
+	unsigned max_links_per_uid;  /* and per initiating uid */
 };
 
 /* The longest a WR of a link with cfg waits for a silent peer before it
@@ -145,6 +186,7 @@ enum link_error_kind {
 	LINK_ERR_LOCAL_ACCESS,  /* LOC_ACCESS_ERR: our lkey, bounds or access */
 	LINK_ERR_RETRY,         /* RETRY_EXC_ERR: the peer stopped answering */
 	LINK_ERR_DISCONNECT,    /* the peer disconnected, or WRs flushed first */
+	LINK_ERR_STALLED,       /* the watchdog, or a drain past its deadline */
 	LINK_ERR_OTHER,         /* CQ overflow, a failed post, another status */
 	LINK_ERR_KINDS,
 };
@@ -155,6 +197,7 @@ struct link_pool {
 	struct list_head links; /* struct link, until freed */
 	struct idseq order;     /* the same by id, for ListLinks */
 	unsigned n_links;
+	unsigned n_live; /* not yet finished: they hold fds */
 	uint64_t next_id;
 	uint64_t n_connected, n_failed;
 	/* Every link's errors by kind since start: a failed link leaves the
@@ -195,6 +238,7 @@ struct link {
 	bool indexed;     /* link_get() finds it: CONNECTING or READY */
 	bool closing;     /* handles closing: teardown under way */
 	bool finished;    /* resources gone, users told */
+	bool stalled;     /* failed by the watchdog or a drain's deadline */
 	int error;        /* ERROR, CLOSED: why, as -errno */
 	char reason[192]; /* and in words */
 	int reject;       /* the endpoint's enum endpoint_reject, or 0 */
@@ -204,7 +248,17 @@ struct link {
 	struct vb_cq *cq;
 	struct vb_qp *qp;
 	uv_poll_t cm_poll, cq_poll;
-	uv_timer_t timer; /* the connect deadline, then the idle timer */
+	uv_idle_t more; /* completions left queued by a turn's cap */
+	/* The connect deadline; once READY, with nothing in flight the idle
+	 * timer, else the watchdog (stall_sec from progress_at, or the drain
+	 * deadline when sooner). */
+	uv_timer_t timer;
+	uint64_t
+		progress_at; /* loop time of the last completion, or of a post into an empty link */
+	/* link_drain(): WRs before drain_seq must retire by drain_deadline
+	 * (loop time). */
+	bool draining;
+	uint64_t drain_seq, drain_deadline;
 	bool cq_polling;
 	unsigned n_handles; /* initialised, not yet closed */
 
@@ -242,10 +296,18 @@ int link_pool_done(struct link_pool *pool);
 /*
  * The link for key: 0 and *ret (a reference) when one is READY; otherwise
  * -EINPROGRESS and w is called once the link is ready or failed (cancel
- * with link_waiter_cancel()); another -errno when no connect could start.
+ * with link_waiter_cancel()); -EUSERS at max_links, -EDQUOT at the key's
+ * uid's max_links_per_uid (link_limit_error() says it); another -errno
+ * when no connect could start.
  */
 int link_get(struct link_pool *pool, const struct link_key *key, struct link_waiter *w,
 	     struct link **ret);
+/* Links of uid holding resources (not yet torn down). */
+unsigned link_count_uid(const struct link_pool *pool, uid_t uid);
+/* A refusal of link_get() by the limits as a named error in e (-EDQUOT:
+ * QuotaExceeded, quota "links"; -EUSERS: TooManyConnections); 0 and e
+ * untouched for another r. */
+int link_limit_error(const struct link_pool *pool, uid_t uid, int r, struct errinfo *e);
 void link_waiter_cancel(struct link_waiter *w);
 
 struct link *link_ref(struct link *l);
@@ -278,6 +340,13 @@ int link_post(struct link *l, struct link_user *u, const struct vb_send_wr *wrs,
  */
 int link_post_notify(struct link *l, struct link_user *u, const void *data, size_t len,
 		     uint64_t export_id);
+/*
+ * A user gives up on its WRs in flight (a cancelled transfer): what was
+ * posted on l until now must retire within the pool's drain_ms, or the
+ * link fails (-ECANCELED) and they flush. A drain already pending keeps
+ * its deadline and now covers these WRs too.
+ */
+void link_drain(struct link *l);
 /* Ends a live link (CLOSED; in-flight WRs flush with error and why). */
 void link_close(struct link *l, int error, const char *why);
 

@@ -666,9 +666,11 @@ static void connect_all(struct transfer *t)
 			if (r == 0)
 				r = qp_get(t->ctx, l, &path->qp);
 			if (r < 0 && t->fail_err == 0) {
-				errinfo_set(&e, RDMAMEM_ERROR_PEER_UNREACHABLE, r,
-					    "cannot connect to %s on %s: %s", "the remote daemon",
-					    path->dev->info.name, strerror(-r));
+				if (link_limit_error(&t->ctx->links, path->key.uid, r, &e) == 0)
+					errinfo_set(&e, RDMAMEM_ERROR_PEER_UNREACHABLE, r,
+						    "cannot connect to %s on %s: %s",
+						    "the remote daemon", path->dev->info.name,
+						    strerror(-r));
 				t->fail_err = r;
 				t->fail_info = e;
 				e = (struct errinfo){};
@@ -1516,6 +1518,15 @@ void transfer_cancel(struct transfer *t)
 
 			if (!leg->batch_done)
 				window_batch_cancel(&leg->batch);
+			/* What is posted must still retire before the memory
+			 * goes back: within the link's drain deadline, or the
+			 * link closes and it flushes. */
+			for (uint32_t p = 0; p < leg->n_paths; p++) {
+				struct transfer_qp *q = leg->paths[p].qp;
+
+				if (q && !q->dead)
+					link_drain(q->link);
+			}
 			/* Not sent yet: it will not be. */
 			if (leg->notice.state == NOTICE_WAITING) {
 				list_del(&leg->notice.node);

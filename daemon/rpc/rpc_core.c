@@ -79,13 +79,15 @@ static int add_memlock(cJSON *p)
 /*
  * The fd limit, and what the limits let one uid make the daemon hold: its
  * connections up to the global cap, the refused ones waiting to be told, a
- * region (and so an fd) up to the per-uid region cap, and the daemon's own.
+ * region (and so an fd) up to the per-uid region cap, the links to other
+ * daemons up to their global cap, and the daemon's own.
  */
 static int add_fd_limit(cJSON *p, const struct rpc_ctx *ctx, const struct rpc_server_status *st)
 {
 	const struct daemon_config *cfg = &ctx->core->cfg;
 	uint64_t need = (uint64_t)cfg->max_connections + st->n_rejected_max + DAEMON_FDS_OWN +
-			DAEMON_FDS_PER_DEVICE * ctx->rdma->n_devices;
+			DAEMON_FDS_PER_DEVICE * ctx->rdma->n_devices +
+			(uint64_t)DAEMON_FDS_PER_LINK * cfg->max_links;
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
@@ -326,6 +328,8 @@ static int method_get_limits(struct rpc_call *call, _unused_ void *params)
 		{ "rdma_connections", cfg->max_rdma_connections_per_uid, a->n_rdma_connections },
 		{ "remotes", cfg->max_remotes_per_uid, a->n_remotes },
 		{ "plans", cfg->max_plans_per_uid, a->n_plans },
+		{ "links", cfg->max_links_per_uid,
+		  link_count_uid(&call->ctx->remote->links, call->session->cred.uid) },
 	};
 	_cleanup_json_ cJSON *p = cJSON_CreateObject();
 	cJSON *list = p ? cJSON_AddArrayToObject(p, "limits") : NULL;

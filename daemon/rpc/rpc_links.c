@@ -42,7 +42,7 @@ static const struct varlink_symbol rpc_type_Link = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(flushed, VARLINK_U64, 0),
 	VARLINK_FIELD(notifications_sent, VARLINK_U64, 0),
 	VARLINK_FIELD_COMMENT("why it went to error, by kind (connect, remote_access,\n"
-			      "local_access, retry_exceeded, disconnect, other): decimal strings"),
+			      "local_access, retry_exceeded, disconnect, stalled, other): decimal strings"),
 	VARLINK_FIELD(errors, VARLINK_STRING, VARLINK_MAP),
 	VARLINK_FIELD_COMMENT("error or closed: why"),
 	VARLINK_FIELD(reason, VARLINK_STRING, VARLINK_NULLABLE));

@@ -223,7 +223,8 @@ START_TEST(test_get_limits)
 	expect_limit(reply, "tokens", "1", "5");
 	expect_limit(reply, "connections", "2", "9");
 	expect_limit(reply, "leases", "0", "11");
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(reply, "limits")), 8);
+	expect_limit(reply, "links", "0", "64");
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(reply, "limits")), 9);
 	cJSON_Delete(reply);
 	free(text);
 

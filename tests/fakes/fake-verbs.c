@@ -60,6 +60,9 @@ struct vb_qp {
 	struct vb_pd *pd;
 	struct vb_cq *cq;   /* NULL: completions go nowhere (the passive side) */
 	struct vb_qp *peer; /* connected: where READ/WRITE/SEND land */
+	/* VB_ACCESS_REMOTE_*: what the peer may do through it, checked with
+	 * each MR's own access as a device does. */
+	unsigned access;
 	bool error;
 	unsigned max_send;
 	struct vb_send_wr *held; /* posted while completions are held */
@@ -532,9 +535,14 @@ static uint8_t *mr_reach(uint32_t key, bool remote, struct vb_pd *pd, uint64_t a
 	return p;
 }
 
+/* The passive side's, and ConnectQueuePair's: what the CM gives (REMOTE_WRITE
+ * always, READ and atomics with responder resources). The active side's: 0. */
+#define QP_ACCESS_ALL (VB_ACCESS_REMOTE_WRITE | VB_ACCESS_REMOTE_READ | VB_ACCESS_REMOTE_ATOMIC)
+
 static void qp_init(struct vb_qp *qp, struct vb_pd *pd, struct vb_cq *cq, unsigned max_send)
 {
 	qp->qpn = atomic_fetch_add(&next_key, 1) & 0xffffff;
+	qp->access = QP_ACCESS_ALL;
 	qp->pd = pd;
 	qp->cq = cq;
 	qp->max_send = max_send ?: 1;
@@ -759,6 +767,9 @@ static enum vb_wc_status execute(struct vb_qp *qp, const struct vb_send_wr *w)
 		return VB_WC_LOC_ACCESS_ERR;
 	if (w->opcode == VB_WR_SEND)
 		return deliver(peer, local, w->length, false, 0);
+	if (!(peer->access &
+	      (w->opcode == VB_WR_RDMA_READ ? VB_ACCESS_REMOTE_READ : VB_ACCESS_REMOTE_WRITE)))
+		return VB_WC_REM_ACCESS_ERR; /* the responder QP's access, before any MR's */
 	remote = w->length ? mr_reach(w->rkey, true, peer->pd, w->remote_addr, w->length,
 				      w->opcode == VB_WR_RDMA_READ ? VB_ACCESS_REMOTE_READ :
 								     VB_ACCESS_REMOTE_WRITE) :
@@ -1001,7 +1012,6 @@ static int f_cm_accept(struct vb_cm_conn *cm, struct vb_pd *pd, uint8_t responde
 {
 	struct vb_conn *c = cm->active;
 
-	(void)responder_resources;
 	if (!c || !c->has_qp)
 		return -ECONNRESET; /* the active side gave up meanwhile */
 	if (!cm->qp) {
@@ -1010,6 +1020,7 @@ static int f_cm_accept(struct vb_cm_conn *cm, struct vb_pd *pd, uint8_t responde
 			return -ENOMEM;
 		qp_init(cm->qp, pd, NULL, 1);
 	}
+	cm->qp->access = VB_ACCESS_REMOTE_WRITE | (responder_resources ? QP_ACCESS_ALL : 0);
 	cm->qp->peer = &c->qp;
 	c->qp.peer = cm->qp;
 	cm->established = true;
@@ -1154,6 +1165,7 @@ static int f_conn_qp_create(struct vb_conn *c, struct vb_pd *pd, struct vb_cq *c
 	if (c->has_qp)
 		return -EEXIST;
 	qp_init(&c->qp, pd, cq, caps->max_send_wr);
+	c->qp.access = 0; /* it only initiates (verbs.h) */
 	c->has_qp = true;
 	*ret = &c->qp;
 	return 0;
@@ -1252,6 +1264,11 @@ static void f_conn_destroy(struct vb_conn *c)
 	evq_done(&c->q);
 	atomic_fetch_sub(&fake_verbs_live, 1);
 	free(c);
+}
+
+unsigned fake_verbs_qp_access(const struct vb_qp *qp)
+{
+	return qp->access;
 }
 
 void fake_verbs_disconnect_all(void)

@@ -98,6 +98,9 @@ unsigned fake_verbs_flood_left(void);
 /* The last active connect's parameters (private_data NULL) and how many
  * connects were made since the last reset. */
 unsigned fake_verbs_last_connect(struct vb_conn_param *ret);
+/* What qp's peer may do through it (VB_ACCESS_REMOTE_*): the passive side's
+ * as the CM sets it, the active side's (conn_qp_create) 0. */
+unsigned fake_verbs_qp_access(const struct vb_qp *qp);
 /* WRs run (completed, well or not) since the process started. */
 uint64_t fake_verbs_wrs_run(void);
 void fake_verbs_reset(void);

@@ -107,6 +107,105 @@ START_TEST(test_connect_post)
 }
 END_TEST
 
+/* The first connect request at the hostile peer's listener, or NULL. */
+static struct vb_cm_conn *hostile_request(struct vb_listener *vl)
+{
+	struct vb_cm_event ev;
+
+	while (vb->cm_next_event(vl, &ev) == 0)
+		if (ev.kind == VB_CM_REQUEST)
+			return ev.conn;
+	return NULL;
+}
+
+/*
+ * A hostile peer: whatever answers at a descriptor's endpoint (a listener
+ * of the test's own on listen) accepts the link with a QP of its own and
+ * WRITEs, through the link's QP, at memory of the link's uid registered for
+ * remote access in the very PD the link lives in (as a region is by
+ * default), with the right rkey. The device refuses it and no byte lands:
+ * the link's QP grants its peer no remote access. Over the fake verbs and
+ * rxe alike.
+ */
+static void hostile_peer(const char *listen)
+{
+	struct link_key k = lf.key;
+	struct vb_cm_conn *cm = NULL;
+	struct vb_listener *vl;
+	struct link_wait w;
+	struct link *l = NULL;
+	struct vb_send_wr wr;
+	struct vb_wc wc;
+	struct vb_mr *mr;
+	struct vb_cq *cq;
+	struct vb_qp *qp;
+	struct vb_pd *pd;
+	uint32_t qpn, lkey, rkey;
+	uint8_t *victim;
+	size_t posted;
+	int n = 0;
+
+	ck_assert_int_eq(netaddr_parse_address(listen, &k.endpoint), 0);
+	ck_assert_int_eq(vb->cm_listen((struct sockaddr *)&k.endpoint, &vl), 0);
+	link_wait_init(&w);
+	ck_assert_int_eq(link_get(&lf.pool, &k, &w.w, &l), -EINPROGRESS);
+	LINK_RUN_UNTIL(&lf, cm || (cm = hostile_request(vl)));
+	ck_assert_int_eq(device_pd(lf.dev, 1000, &pd), 0);
+	ck_assert_int_eq(vb->cq_create(lf.dev->vb, 8, &cq), 0);
+	ck_assert_int_eq(vb->cm_qp_create(cm, pd, cq,
+					  &(struct vb_qp_caps){ .max_send_wr = 4,
+								.max_recv_wr = 1,
+								.initiator_depth = 1 },
+					  &qp),
+			 0);
+	ck_assert_int_eq(vb->cm_accept(cm, pd, 1, &qpn), 0);
+	LINK_RUN_UNTIL(&lf, w.done);
+	ck_assert_msg(w.l, "no link: %s", w.reason);
+	if (vb == &fake_vb_ops)
+		ck_assert_uint_eq(fake_verbs_qp_access(w.l->qp), 0);
+
+	link_fixture_reg(&lf, 2000,
+			 VB_ACCESS_LOCAL_WRITE | VB_ACCESS_REMOTE_READ | VB_ACCESS_REMOTE_WRITE,
+			 &victim, &mr, &lkey, &rkey);
+	memset(victim, 0x5a, LINK_FIXTURE_SIZE);
+	link_fixture_fill(&lf, 3);
+	wr = (struct vb_send_wr){ .wr_id = 77,
+				  .opcode = VB_WR_RDMA_WRITE,
+				  .signaled = true,
+				  .local_addr = (uint64_t)(uintptr_t)lf.remote.buf,
+				  .lkey = lf.remote.lkey,
+				  .length = 4096,
+				  .remote_addr = (uint64_t)(uintptr_t)victim,
+				  .rkey = rkey };
+	ck_assert_int_eq(vb->qp_post_send(qp, &wr, 1, &posted), 0);
+	LINK_RUN_UNTIL(&lf, n || (n = vb->cq_poll(cq, &wc, 1)) != 0);
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(wc.wr_id, 77);
+	/* Refused by the link's side: the fake says remote access error,
+	 * rxe "remote invalid request" (the QP does not allow the opcode). */
+	ck_assert_msg(wc.status != VB_WC_SUCCESS && wc.status != VB_WC_FLUSH_ERR,
+		      "the peer's WRITE: %s", wc.status_name);
+	if (vb == &fake_vb_ops)
+		ck_assert_int_eq(wc.status, VB_WC_REM_ACCESS_ERR);
+	fprintf(stderr, "link: a WRITE from the link's peer: %s\n", wc.status_name);
+	for (size_t i = 0; i < LINK_FIXTURE_SIZE; i++)
+		ck_assert_uint_eq(victim[i], 0x5a);
+
+	link_unref(w.l);
+	LINK_RUN_UNTIL(&lf, lf.pool.n_links == 0);
+	vb->cm_conn_destroy(cm);
+	vb->cq_destroy(cq);
+	vb->cm_listener_close(vl);
+	ck_assert_int_eq(vb->mr_dereg(mr), 0);
+	free(victim);
+}
+
+START_TEST(test_hostile_peer)
+{
+	hostile_peer("127.0.0.1:7472");
+}
+END_TEST
+
 /* At most window WRs in flight: all or none, -EAGAIN past it. */
 START_TEST(test_window_full)
 {
@@ -246,6 +345,8 @@ START_TEST(test_silent_peer)
 	ck_assert_uint_eq(p.ack_timeout, LINK_ACK_TIMEOUT_DEFAULT);
 	ck_assert_uint_eq(p.retry_count, LINK_RETRY_COUNT);
 	ck_assert_uint_eq(p.rnr_retry, LINK_RNR_RETRY);
+	/* Finite: 7 would keep a SEND to a peer with no receive forever. */
+	ck_assert_uint_lt(p.rnr_retry, 7);
 	ck_assert_uint_eq(p.initiator_depth, 16);
 	/* 4.096 us x 2^16 = 268 ms, seven times, four times at most. */
 	ck_assert_uint_eq(link_silent_peer_ms(&lf.pool.cfg), 7516);
@@ -366,6 +467,232 @@ START_TEST(test_token_revoked)
 	ck_assert(rec.c[0].final);
 	ck_assert_int_eq(rec.c[0].error, -ECONNRESET);
 	ck_assert_ptr_nonnull(strstr(rec.reason, "127.0.0.1:7471"));
+	link_unref(l);
+}
+END_TEST
+
+/*
+ * A peer that never completes (the fake holds every WR): no completion for
+ * stall_sec with WRs in flight, and the watchdog fails the link; its user
+ * hears once, final, that none of its WRs completed (flushed, after the QP
+ * is gone), -ETIMEDOUT and why. Counted as "stalled".
+ */
+START_TEST(test_stall_watchdog)
+{
+	struct link_pool_config cfg = { .stall_sec = 1 };
+	struct link_rec rec;
+	struct vb_send_wr w[3];
+	struct link *l;
+	uint64_t t0;
+
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	link_rec_init(&rec);
+	for (unsigned i = 0; i < 3; i++)
+		w[i] = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, i + 1, i * 64, i * 64, 64, false);
+	fake_verbs_hold_completions(true);
+	t0 = uv_now(&lf.f.loop);
+	ck_assert_int_eq(link_post(l, &rec.u, w, 3), 0);
+	LINK_RUN_UNTIL(&lf, l->finished);
+	ck_assert_uint_ge(uv_now(&lf.f.loop) - t0, 900);
+	ck_assert_int_eq(l->state, LINK_ERROR);
+	ck_assert_int_eq(l->error, -ETIMEDOUT);
+	ck_assert_uint_eq(rec.n, 1);
+	ck_assert(rec.c[0].final);
+	ck_assert_uint_eq(rec.c[0].wr_id, 1);
+	ck_assert_int_eq(rec.c[0].status, VB_WC_FLUSH_ERR);
+	ck_assert_int_eq(rec.c[0].error, -ETIMEDOUT);
+	ck_assert_ptr_nonnull(strstr(rec.reason, "stalled"));
+	ck_assert_uint_eq(rec.u.n_inflight, 0);
+	ck_assert_uint_eq(l->stats.flushed, 3);
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_STALLED], 1);
+	fake_verbs_hold_completions(false);
+	link_unref(l);
+}
+END_TEST
+
+/*
+ * Progress resets the watchdog: WRs that keep completing, each post within
+ * stall_sec of the last completion, never trip it, however long in all.
+ */
+START_TEST(test_stall_progress)
+{
+	struct link_pool_config cfg = { .stall_sec = 1 };
+	struct link_rec rec;
+	struct vb_send_wr w;
+	struct link *l;
+	uint64_t t0;
+
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	link_rec_init(&rec);
+	t0 = uv_now(&lf.f.loop);
+	for (unsigned i = 0; i < 4; i++) {
+		uint64_t t1;
+
+		fake_verbs_hold_completions(true);
+		w = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, i + 1, 0, 0, 64, true);
+		ck_assert_int_eq(link_post(l, &rec.u, &w, 1), 0);
+		/* Held 600 ms (under the second), then completed. */
+		t1 = uv_now(&lf.f.loop);
+		LINK_RUN_UNTIL(&lf, uv_now(&lf.f.loop) - t1 >= 600);
+		fake_verbs_hold_completions(false);
+		LINK_RUN_UNTIL(&lf, rec.n == i + 1);
+	}
+	ck_assert_uint_ge(uv_now(&lf.f.loop) - t0, 2400);
+	ck_assert_int_eq(l->state, LINK_READY);
+	ck_assert(!rec.c[3].final);
+	link_unref(l);
+}
+END_TEST
+
+/*
+ * A cancelled transfer's WRs (link_drain()): they must retire within
+ * drain_ms, long before the watchdog, or the link fails -ECANCELED and
+ * they flush once the QP is gone. WRs that do retire in time clear it.
+ */
+START_TEST(test_drain_deadline)
+{
+	struct link_pool_config cfg = { .stall_sec = 60, .drain_ms = 300 };
+	struct link_rec rec;
+	struct vb_send_wr w[2];
+	struct link *l;
+	uint64_t t0;
+
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	link_rec_init(&rec);
+	w[0] = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, 1, 0, 0, 64, false);
+	w[1] = link_fixture_wr(&lf, VB_WR_RDMA_READ, 2, 64, 64, 64, false);
+
+	/* Retired in time: the drain clears, the link stays. */
+	fake_verbs_hold_completions(true);
+	ck_assert_int_eq(link_post(l, &rec.u, w, 2), 0);
+	link_drain(l);
+	ck_assert(l->draining);
+	fake_verbs_hold_completions(false);
+	LINK_RUN_UNTIL(&lf, rec.n == 1);
+	ck_assert(!l->draining);
+	t0 = uv_now(&lf.f.loop);
+	LINK_RUN_UNTIL(&lf, uv_now(&lf.f.loop) - t0 >= 500);
+	ck_assert_int_eq(l->state, LINK_READY);
+
+	/* Never retired: closed at the deadline. */
+	fake_verbs_hold_completions(true);
+	ck_assert_int_eq(link_post(l, &rec.u, w, 2), 0);
+	t0 = uv_now(&lf.f.loop);
+	link_drain(l);
+	LINK_RUN_UNTIL(&lf, l->finished);
+	ck_assert_uint_ge(uv_now(&lf.f.loop) - t0, 250);
+	ck_assert_uint_lt(uv_now(&lf.f.loop) - t0, 5000);
+	ck_assert_int_eq(l->error, -ECANCELED);
+	ck_assert_uint_eq(rec.n, 2);
+	ck_assert(rec.c[1].final);
+	ck_assert_uint_eq(rec.c[1].wr_id, 1);
+	ck_assert_int_eq(rec.c[1].status, VB_WC_FLUSH_ERR);
+	ck_assert_uint_eq(lf.pool.errors[LINK_ERR_STALLED], 1);
+	fake_verbs_hold_completions(false);
+	link_unref(l);
+}
+END_TEST
+
+/*
+ * Links are bounded: max_links_per_uid live for one initiating uid
+ * (-EDQUOT, QuotaExceeded "links"), max_links in all (-EUSERS). Links that
+ * never connect (a silent endpoint) hold their fds and count; once torn
+ * down they do not.
+ */
+START_TEST(test_link_limits)
+{
+	struct link_pool_config cfg = { .max_links = 3, .max_links_per_uid = 2 };
+	struct link_wait w[4];
+	struct link_key k[4];
+	struct errinfo e = {};
+	struct link *l = NULL;
+	const char *quota;
+
+	reinit(&cfg);
+	fake_verbs_cm_fault(FAKE_CM_SILENT);
+	for (unsigned i = 0; i < 4; i++) {
+		k[i] = lf.key;
+		k[i].token[0] ^= (uint8_t)(i + 1); /* four different links */
+		link_wait_init(&w[i]);
+	}
+	k[2].uid = 1000;
+	k[3].uid = 3000;
+	ck_assert_int_eq(link_get(&lf.pool, &k[0], &w[0].w, &l), -EINPROGRESS);
+	ck_assert_int_eq(link_get(&lf.pool, &k[1], &w[1].w, &l), -EINPROGRESS);
+	ck_assert_uint_eq(link_count_uid(&lf.pool, 2000), 2);
+	/* A third for uid 2000: over its quota, named as such. */
+	k[0].token[1] ^= 1;
+	ck_assert_int_eq(link_get(&lf.pool, &k[0], &w[3].w, &l), -EDQUOT);
+	k[0].token[1] ^= 1;
+	ck_assert_int_eq(link_limit_error(&lf.pool, 2000, -EDQUOT, &e), -EDQUOT);
+	ck_assert_str_eq(e.name, "io.rdmamemd.QuotaExceeded");
+	quota = cJSON_GetStringValue(cJSON_GetObjectItem(e.params, "quota"));
+	ck_assert_str_eq(quota, "links");
+	errinfo_done(&e);
+	/* Another uid still may, up to the daemon's limit. */
+	ck_assert_int_eq(link_get(&lf.pool, &k[2], &w[2].w, &l), -EINPROGRESS);
+	ck_assert_int_eq(link_get(&lf.pool, &k[3], &w[3].w, &l), -EUSERS);
+	ck_assert_int_eq(link_limit_error(&lf.pool, 3000, -EUSERS, &e), -EUSERS);
+	ck_assert_str_eq(e.name, "io.rdmamemd.TooManyConnections");
+	errinfo_done(&e);
+	ck_assert_int_eq(link_limit_error(&lf.pool, 3000, -ETIMEDOUT, &e), 0);
+
+	/* Given up: torn down, they count no more. */
+	link_waiter_cancel(&w[0].w);
+	LINK_RUN_UNTIL(&lf, lf.pool.n_live == 2);
+	ck_assert_uint_eq(link_count_uid(&lf.pool, 2000), 1);
+	link_wait_init(&w[3]);
+	ck_assert_int_eq(link_get(&lf.pool, &k[3], &w[3].w, &l), -EINPROGRESS);
+	link_waiter_cancel(&w[1].w);
+	link_waiter_cancel(&w[2].w);
+	link_waiter_cancel(&w[3].w);
+	LINK_RUN_UNTIL(&lf, lf.pool.n_links == 0);
+	ck_assert_uint_eq(lf.pool.n_live, 0);
+}
+END_TEST
+
+/* A user that counts its completions. */
+struct count_user {
+	struct link_user u;
+	unsigned n;
+};
+
+static void count_complete(struct link_user *u, const struct link_completion *c)
+{
+	(void)c;
+	container_of(u, struct count_user, u)->n++;
+}
+
+/*
+ * A turn of the loop takes at most 256 completions: 600 queued at once
+ * (each WR signalled) are not all taken inside one callback, and the rest
+ * follow on the next turns though no new completion event comes.
+ */
+START_TEST(test_completions_per_turn)
+{
+	struct link_pool_config cfg = { .window = 600 };
+	struct count_user cu = { .u.complete = count_complete };
+	struct vb_send_wr *w = calloc(600, sizeof(*w));
+	struct link *l;
+
+	ck_assert_ptr_nonnull(w);
+	reinit(&cfg);
+	l = link_fixture_connect(&lf, lf.key);
+	for (unsigned i = 0; i < 600; i++)
+		w[i] = link_fixture_wr(&lf, VB_WR_RDMA_WRITE, i, i * 8, i * 8, 8, true);
+	fake_verbs_hold_completions(true);
+	ck_assert_int_eq(link_post(l, &cu.u, w, 600), 0);
+	fake_verbs_hold_completions(false);
+	uv_run(&lf.f.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(cu.n, 256);
+	LINK_RUN_UNTIL(&lf, cu.n == 600);
+	ck_assert_int_eq(l->state, LINK_READY);
+	ck_assert_uint_eq(cu.u.n_inflight, 0);
+	link_fixture_check(&lf, w, 600);
+	free(w);
 	link_unref(l);
 }
 END_TEST
@@ -704,6 +1031,12 @@ START_TEST(test_rxe_write_read)
 }
 END_TEST
 
+START_TEST(test_rxe_hostile_peer)
+{
+	hostile_peer("10.9.0.1:7490");
+}
+END_TEST
+
 Suite *link_suite(void)
 {
 	Suite *su = suite_create("link");
@@ -712,6 +1045,7 @@ Suite *link_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_connect_post);
+	tcase_add_test(tc, test_hostile_peer);
 	tcase_add_test(tc, test_window_full);
 	tcase_add_test(tc, test_error_flushes_and_reconnect);
 	tcase_add_test(tc, test_silent_peer);
@@ -719,6 +1053,11 @@ Suite *link_suite(void)
 	tcase_add_test(tc, test_disconnect_midflight);
 	tcase_add_test(tc, test_token_revoked);
 	tcase_add_test(tc, test_idle_teardown);
+	tcase_add_test(tc, test_stall_watchdog);
+	tcase_add_test(tc, test_stall_progress);
+	tcase_add_test(tc, test_drain_deadline);
+	tcase_add_test(tc, test_link_limits);
+	tcase_add_test(tc, test_completions_per_turn);
 	tcase_add_test(tc, test_last_unref_closes);
 	tcase_add_test(tc, test_sharing);
 	tcase_add_test(tc, test_waiter_cancel);
@@ -732,6 +1071,7 @@ Suite *link_suite(void)
 	tcase_add_checked_fixture(rxe, setup_rxe, teardown);
 	tcase_set_timeout(rxe, 120);
 	test_add_tagged(rxe, "rdma", test_rxe_write_read);
+	test_add_tagged(rxe, "rdma", test_rxe_hostile_peer);
 	suite_add_tcase(su, rxe);
 	return su;
 }
