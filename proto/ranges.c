@@ -45,17 +45,41 @@ void ranges_encode(const struct ranges_item *r, size_t n, char *out)
 #endif
 }
 
-int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
-		  const char **ret_why)
+/* What a packed text's faults are called, per kind of record. */
+struct records_words {
+	size_t size;          /* bytes a record */
+	const char *too_many; /* -E2BIG */
+	const char *partial;  /* -EBADMSG */
+	const char *none;     /* -ENODATA */
+};
+
+static const struct records_words range_words = {
+	RANGES_RECORD,
+	"holds more ranges than one call takes",
+	"is not whole ranges (24 bytes each)",
+	"holds no range",
+};
+
+static const struct records_words index_words = {
+	RANGES_INDEX,
+	"holds more indices than one call takes",
+	"is not whole indices (4 bytes each)",
+	"holds no index",
+};
+
+/* Both packed forms: text[0..len) decoded into a new array of 1 to max
+ * records of w->size bytes, in wire (little-endian) order. */
+static int records_decode(const struct records_words *w, const char *text, size_t len, size_t max,
+			  void **ret, size_t *ret_n, const char **ret_why)
 {
-	struct ranges_item *r;
 	ssize_t bytes;
+	void *out;
 	size_t n;
 
 	/* The count first, from the length alone: a huge text is refused
 	 * before a byte of it is read. */
-	if (len / 4 * 3 / RANGES_RECORD > max + 1) {
-		*ret_why = "holds more ranges than one call takes";
+	if (len / 4 * 3 / w->size > max + 1) {
+		*ret_why = w->too_many;
 		return -E2BIG;
 	}
 	bytes = base64_decoded_len(text, len);
@@ -63,26 +87,38 @@ int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item *
 		*ret_why = "is not valid base64 (standard alphabet, padded)";
 		return -EINVAL;
 	}
-	if (bytes % RANGES_RECORD) {
-		*ret_why = "is not whole ranges (24 bytes each)";
+	if ((size_t)bytes % w->size) {
+		*ret_why = w->partial;
 		return -EBADMSG;
 	}
-	n = (size_t)bytes / RANGES_RECORD;
+	n = (size_t)bytes / w->size;
 	if (n == 0) {
-		*ret_why = "holds no range";
+		*ret_why = w->none;
 		return -ENODATA;
 	}
 	if (n > max) {
-		*ret_why = "holds more ranges than one call takes";
+		*ret_why = w->too_many;
 		return -E2BIG;
 	}
-	r = malloc(n * sizeof(*r));
-	if (!r)
+	out = malloc((size_t)bytes);
+	if (!out)
 		return -ENOMEM;
-	base64_decode(text, len, r);
-	swap_le(r, n);
-	*ret = r;
+	base64_decode(text, len, out);
+	*ret = out;
 	*ret_n = n;
+	return 0;
+}
+
+int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
+		  const char **ret_why)
+{
+	void *r;
+	int err = records_decode(&range_words, text, len, max, &r, ret_n, ret_why);
+
+	if (err < 0)
+		return err;
+	swap_le(r, *ret_n);
+	*ret = r;
 	return 0;
 }
 
@@ -121,42 +157,16 @@ void ranges_indices_encode(const uint64_t *idx, size_t n, char *out)
 int ranges_indices_decode(const char *text, size_t len, size_t max, uint32_t **ret, size_t *ret_n,
 			  const char **ret_why)
 {
-	uint32_t *idx;
-	ssize_t bytes;
-	size_t n;
+	void *idx;
+	int err = records_decode(&index_words, text, len, max, &idx, ret_n, ret_why);
 
-	if (len / 4 * 3 / RANGES_INDEX > max + 1) {
-		*ret_why = "holds more indices than one call takes";
-		return -E2BIG;
-	}
-	bytes = base64_decoded_len(text, len);
-	if (bytes < 0) {
-		*ret_why = "is not valid base64 (standard alphabet, padded)";
-		return -EINVAL;
-	}
-	if (bytes % RANGES_INDEX) {
-		*ret_why = "is not whole indices (4 bytes each)";
-		return -EBADMSG;
-	}
-	n = (size_t)bytes / RANGES_INDEX;
-	if (n == 0) {
-		*ret_why = "holds no index";
-		return -ENODATA;
-	}
-	if (n > max) {
-		*ret_why = "holds more indices than one call takes";
-		return -E2BIG;
-	}
-	idx = malloc(n * sizeof(*idx));
-	if (!idx)
-		return -ENOMEM;
-	base64_decode(text, len, idx);
+	if (err < 0)
+		return err;
 #if __BYTE_ORDER == __BIG_ENDIAN
-	for (size_t i = 0; i < n; i++)
-		idx[i] = le32toh(idx[i]);
+	for (size_t i = 0; i < *ret_n; i++)
+		((uint32_t *)idx)[i] = le32toh(((uint32_t *)idx)[i]);
 #endif
 	*ret = idx;
-	*ret_n = n;
 	return 0;
 }
 

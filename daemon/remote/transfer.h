@@ -186,7 +186,7 @@ struct transfer_leg {
 	struct transfer_path paths[WR_PLAN_PATHS_MAX];
 	uint32_t n_paths;
 	struct wr_keys *keys;
-	struct mreg **mregs; /* held (mreg_hold()), as keys: until transfer_free() */
+	struct mreg **mregs;          /* held (mreg_hold()), as keys: until transfer_free() */
 	struct wr_plan_params params; /* set on the loop when its links are ready */
 	int build_r;                  /* leg_build()'s: the plan and batch (0: made) */
 	struct wr_plan plan;
