@@ -17,6 +17,10 @@
  *   WRs, of which a call generates only what the windows take. Timed:
  *   planned, and each path's window filled (the loop's work before the
  *   first completion); then cancelled, which reports every op left.
+ * - the most a loop turn plans: TRANSFER_INLINE_OPS ranges checked into
+ *   ops and planned (WR plan and batch), the O(ops) work that past this
+ *   count runs on the pool (daemon/remote/transfer.h); its p99 is the
+ *   bound per turn that header states.
  * What is not in these rows: parsing the Transfer call, the locks, verbs.
  *
  * Then the whole call, beside a Ping round trip of the same daemon: a
@@ -62,6 +66,7 @@
 #include "daemon/daemon.h"
 #include "daemon/core/log.h"
 #include "daemon/rdma/verbs.h"
+#include "daemon/remote/transfer.h"
 #include "daemon/remote/window.h"
 #include "proto/json.h"
 #include "proto/ranges.h"
@@ -211,6 +216,35 @@ static uint64_t huge_run(struct wr_op *ops, size_t n, struct window *wins,
 	window_batch_fini(&b);
 	wr_plan_done(&plan);
 	return t1 - t0;
+}
+
+/* TRANSFER_INLINE_OPS ranges checked and made ops (as the transfer's fill
+ * does), then planned and batched (as its leg_build() does): the ns. */
+static uint64_t inline_turn(const struct ranges_item *r, struct wr_op *ops, struct engine *e)
+{
+	static const struct wr_plan_params pp = { .max_msg = WR_MSG_MAX, .n_paths = 1 };
+	const uint64_t size = 1ULL << 40;
+	struct window_batch b;
+	uint64_t t0 = bench_now_ns();
+	int done = 0;
+
+	for (size_t i = 0; i < TRANSFER_INLINE_OPS; i++) {
+		if (r[i].length == 0 || r[i].local_offset > size ||
+		    r[i].length > size - r[i].local_offset || r[i].remote_offset > size ||
+		    r[i].length > size - r[i].remote_offset)
+			exit(1);
+		ops[i] = (struct wr_op){ .local_offset = r[i].local_offset,
+					 .remote_offset = r[i].remote_offset,
+					 .length = r[i].length,
+					 .index = (uint32_t)i,
+					 .opcode = WR_WRITE };
+	}
+	if (wr_plan_build(&e->plan, ops, TRANSFER_INLINE_OPS, &e->keys, 1, &pp) < 0 ||
+	    window_batch_init(&b, &e->plan, &batch_ops, &done) < 0)
+		exit(1);
+	t0 = bench_now_ns() - t0;
+	window_batch_fini(&b);
+	return t0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -642,6 +676,24 @@ int main(int argc, char **argv)
 	}
 	post = result_of(ns, iters);
 	bench_row("256-op prepared post", "plan + window, 256 WRs", &post, &ping);
+
+	{
+		struct ranges_item *r = calloc(TRANSFER_INLINE_OPS, sizeof(*r));
+		struct bench_result turn;
+
+		if (!r)
+			return 1;
+		for (size_t k = 0; k < TRANSFER_INLINE_OPS; k++)
+			r[k] = (struct ranges_item){ 8192 * k, 8192 * k, 4096 };
+		for (size_t it = 0; it < 2000; it++)
+			ns[it] = inline_turn(r, ops, &e);
+		turn = result_of(ns, 2000);
+		bench_row("a loop turn's most", "4096 ranges checked + planned", &turn, &ping);
+		printf("%-22s   TRANSFER_INLINE_OPS (%u) ops: %.1f us p50, %.1f us p99 (more go to "
+		       "the pool)\n",
+		       "", TRANSFER_INLINE_OPS, turn.p50_us, turn.p99_us);
+		free(r);
+	}
 
 	for (int adjacent = 0; adjacent <= 1; adjacent++) {
 		for (size_t k = 0; k < BIG_OPS; k++)

@@ -45,17 +45,41 @@ void ranges_encode(const struct ranges_item *r, size_t n, char *out)
 #endif
 }
 
-int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
-		  const char **ret_why)
+/* What a packed text's faults are called, per kind of record. */
+struct records_words {
+	size_t size;          /* bytes a record */
+	const char *too_many; /* -E2BIG */
+	const char *partial;  /* -EBADMSG */
+	const char *none;     /* -ENODATA */
+};
+
+static const struct records_words range_words = {
+	RANGES_RECORD,
+	"holds more ranges than one call takes",
+	"is not whole ranges (24 bytes each)",
+	"holds no range",
+};
+
+static const struct records_words index_words = {
+	RANGES_INDEX,
+	"holds more indices than one call takes",
+	"is not whole indices (4 bytes each)",
+	"holds no index",
+};
+
+/* Both packed forms: text[0..len) decoded into a new array of 1 to max
+ * records of w->size bytes, in wire (little-endian) order. */
+static int records_decode(const struct records_words *w, const char *text, size_t len, size_t max,
+			  void **ret, size_t *ret_n, const char **ret_why)
 {
-	struct ranges_item *r;
 	ssize_t bytes;
+	void *out;
 	size_t n;
 
 	/* The count first, from the length alone: a huge text is refused
 	 * before a byte of it is read. */
-	if (len / 4 * 3 / RANGES_RECORD > max + 1) {
-		*ret_why = "holds more ranges than one call takes";
+	if (len / 4 * 3 / w->size > max + 1) {
+		*ret_why = w->too_many;
 		return -E2BIG;
 	}
 	bytes = base64_decoded_len(text, len);
@@ -63,26 +87,86 @@ int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item *
 		*ret_why = "is not valid base64 (standard alphabet, padded)";
 		return -EINVAL;
 	}
-	if (bytes % RANGES_RECORD) {
-		*ret_why = "is not whole ranges (24 bytes each)";
+	if ((size_t)bytes % w->size) {
+		*ret_why = w->partial;
 		return -EBADMSG;
 	}
-	n = (size_t)bytes / RANGES_RECORD;
+	n = (size_t)bytes / w->size;
 	if (n == 0) {
-		*ret_why = "holds no range";
+		*ret_why = w->none;
 		return -ENODATA;
 	}
 	if (n > max) {
-		*ret_why = "holds more ranges than one call takes";
+		*ret_why = w->too_many;
 		return -E2BIG;
 	}
-	r = malloc(n * sizeof(*r));
-	if (!r)
+	out = malloc((size_t)bytes);
+	if (!out)
 		return -ENOMEM;
-	base64_decode(text, len, r);
-	swap_le(r, n);
-	*ret = r;
+	base64_decode(text, len, out);
+	*ret = out;
 	*ret_n = n;
+	return 0;
+}
+
+int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
+		  const char **ret_why)
+{
+	void *r;
+	int err = records_decode(&range_words, text, len, max, &r, ret_n, ret_why);
+
+	if (err < 0)
+		return err;
+	swap_le(r, *ret_n);
+	*ret = r;
+	return 0;
+}
+
+ssize_t ranges_count_text(const char *text, size_t len)
+{
+	size_t bytes;
+
+	if (len == 0 || len % 4)
+		return -1;
+	bytes = len / 4 * 3 - (text[len - 1] == '=') - (text[len - 2] == '=');
+	return bytes % RANGES_RECORD ? -1 : (ssize_t)(bytes / RANGES_RECORD);
+}
+
+void ranges_indices_encode(const uint64_t *idx, size_t n, char *out)
+{
+	/* Three indices (12 bytes) make 16 characters: the text is written
+	 * a group at a time, no copy of the list. */
+	size_t i = 0;
+
+	for (; i + 3 <= n; i += 3, out += 16) {
+		uint32_t le[3] = { htole32((uint32_t)idx[i]), htole32((uint32_t)idx[i + 1]),
+				   htole32((uint32_t)idx[i + 2]) };
+
+		base64_encode(le, sizeof(le), out);
+	}
+	if (i < n) {
+		uint32_t le[2] = { htole32((uint32_t)idx[i]),
+				   i + 1 < n ? htole32((uint32_t)idx[i + 1]) : 0 };
+
+		base64_encode(le, (n - i) * RANGES_INDEX, out);
+	} else {
+		*out = '\0';
+	}
+}
+
+int ranges_indices_decode(const char *text, size_t len, size_t max, uint32_t **ret, size_t *ret_n,
+			  const char **ret_why)
+{
+	void *idx;
+	int err = records_decode(&index_words, text, len, max, &idx, ret_n, ret_why);
+
+	if (err < 0)
+		return err;
+#if __BYTE_ORDER == __BIG_ENDIAN
+	for (size_t i = 0; i < *ret_n; i++)
+		((uint32_t *)idx)[i] = le32toh(((uint32_t *)idx)[i]);
+#endif
+	*ret = idx;
 	return 0;
 }
 

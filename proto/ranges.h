@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "proto/base64.h"
 
@@ -50,6 +51,37 @@ void ranges_encode(const struct ranges_item *r, size_t n, char *out);
  */
 int ranges_decode(const char *text, size_t len, size_t max, struct ranges_item **ret, size_t *ret_n,
 		  const char **ret_why);
+
+/*
+ * The number of ranges text[0..len) holds, from its length alone (O(1)):
+ * -1 unless it is whole, padded base64 groups of whole ranges. Whether the
+ * characters are base64 is ranges_decode()'s to say.
+ */
+ssize_t ranges_count_text(const char *text, size_t len);
+
+/*
+ * Packed indices: a plan post's entries (Transfer's packed_indices), the
+ * standard, padded base64 of little-endian unsigned 32-bit integers, 4
+ * bytes an index, in order: about 5.3 characters and no JSON value an
+ * index, against 8 or more and a value each listed. A plan holds at most
+ * 2^17 ranges, so 32 bits always suffice.
+ */
+#define RANGES_INDEX 4U
+
+/* Characters of the text of n indices, without the terminator. */
+static inline size_t ranges_indices_encoded_len(size_t n)
+{
+	return base64_encoded_len(n * RANGES_INDEX);
+}
+
+/* Writes ranges_indices_encoded_len(n) characters and a NUL to out; each
+ * index is taken modulo 2^32 (the caller's to check). */
+void ranges_indices_encode(const uint64_t *idx, size_t n, char *out);
+
+/* Decodes text[0..len) into a new array of 1 to max indices (*ret, to
+ * free); returns as ranges_decode() does (-EBADMSG: not whole indices). */
+int ranges_indices_decode(const char *text, size_t len, size_t max, uint32_t **ret, size_t *ret_n,
+			  const char **ret_why);
 
 /*
  * The fd form: the same records, not base64, in a memfd sent with the

@@ -475,7 +475,8 @@ int rdmamem_transfer(struct rdmamem_client *client, const struct rdmamem_transfe
 		     size_t n_ops, rdmamem_transfer_progress_fn progress, void *userdata,
 		     uint64_t *ret_bytes);
 /* The same for ranges indices[0..n) of plan (n == 0: all), op READ or
- * WRITE for all: the prepared form (rdmamem_transfer_prepare()). */
+ * WRITE for all: the prepared form (rdmamem_transfer_prepare()). The
+ * indices travel packed (PROTOCOL.md, "Packed indices"). */
 int rdmamem_transfer_post(struct rdmamem_client *client, uint64_t plan, int op,
 			  const uint64_t *indices, size_t n, rdmamem_transfer_progress_fn progress,
 			  void *userdata, uint64_t *ret_bytes);

@@ -8,6 +8,7 @@
 #include "daemon/core/account.h"
 #include "daemon/core/core.h"
 #include "daemon/core/log.h"
+#include "daemon/core/offload.h"
 #include "daemon/core/session.h"
 #include "daemon/mem/lease.h"
 #include "daemon/mem/region.h"
@@ -310,8 +311,8 @@ static void release_all(struct transfer *t)
 		tr->locked = false;
 	}
 	for (uint32_t i = 0; i < t->n_legs; i++)
-		for (uint32_t p = 0; p < t->legs[i].n_paths; p++) {
-			struct transfer_path *path = &t->legs[i].paths[p];
+		for (uint32_t p = 0; p < t->legs[i]->n_paths; p++) {
+			struct transfer_path *path = &t->legs[i]->paths[p];
 
 			if (path->waiting)
 				link_waiter_cancel(&path->waiter);
@@ -392,7 +393,7 @@ static void leg_op_done(void *userdata, struct window_batch *b, uint32_t op,
 	(void)b;
 	if (st->outcome == WINDOW_OK) {
 		t->progress.ops_done++;
-		t->progress.bytes_done += t->lengths[index];
+		t->progress.bytes_done += leg->ops[op].length;
 		progress_maybe(t, false);
 		return;
 	}
@@ -531,53 +532,95 @@ static const struct window_batch_ops leg_batch_ops = {
 
 /* ---- run ---- */
 
-static int leg_start(struct transfer_leg *leg, struct errinfo *e)
+/* On the loop: the leg's plan parameters, from its links. */
+static void leg_params(struct transfer_leg *leg)
 {
-	struct wr_plan_params params = { .n_paths = leg->n_paths,
+	leg->params =
+		(struct wr_plan_params){ .n_paths = leg->n_paths,
 					 .max_msg = WR_MSG_MAX,
 					 .stripe_min = leg->n_paths > 1 ? TRANSFER_STRIPE_MIN : 0,
 					 .stripe_chunk = TRANSFER_STRIPE_CHUNK };
-	int r;
-
 	for (uint32_t p = 0; p < leg->n_paths; p++) {
 		struct link *l = leg->paths[p].qp->link;
 
-		if (l && l->max_msg && l->max_msg < params.max_msg)
-			params.max_msg = l->max_msg;
+		if (l && l->max_msg && l->max_msg < leg->params.max_msg)
+			leg->params.max_msg = l->max_msg;
 	}
-	/* O(ops): the WRs are generated as the windows post them. */
-	r = wr_plan_build(&leg->plan, leg->ops, leg->n_ops, leg->keys, leg->n_regions, &params);
+}
+
+/* O(ops), pure (the pool may run it): the WR plan and the batch; the WRs
+ * are generated as the windows post them. */
+static int leg_build(struct transfer_leg *leg)
+{
+	int r = wr_plan_build(&leg->plan, leg->ops, leg->n_ops, leg->keys, leg->n_regions,
+			      &leg->params);
+
+	if (r == 0) {
+		r = window_batch_init(&leg->batch, &leg->plan, &leg_batch_ops, leg);
+		if (r < 0)
+			wr_plan_done(&leg->plan);
+	}
+	return r;
+}
+
+/* On the loop: leg_build()'s result r, named. */
+static int leg_start(struct transfer_leg *leg, int r, struct errinfo *e)
+{
 	if (r == -E2BIG)
 		return errinfo_invalid_param(e, "ops", r,
 					     "an op may be at most %u times %llu bytes (the work "
 					     "request size on its paths) long: split it",
 					     WR_OP_WRS_MAX - 1,
 					     (unsigned long long)leg->plan.piece);
-	if (r == 0)
-		r = window_batch_init(&leg->batch, &leg->plan, &leg_batch_ops, leg);
 	if (r < 0)
 		return errinfo_set(e, RDMAMEM_ERROR_TRANSFER_FAILED, r,
 				   "cannot plan the work requests: %s", strerror(-r));
-	leg->started = true;
 	if (leg->t->notify)
 		leg->notice.state = NOTICE_ARMED;
 	return 0;
 }
 
+static void run_post(struct transfer *t);
+static void job_submit(struct transfer *t, enum transfer_job_kind kind);
+
+/* Every path connected: the WR plans (on the pool past
+ * TRANSFER_INLINE_OPS ops), then the posts. */
 static void run(struct transfer *t)
+{
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		leg_params(t->legs[i]);
+	if (t->n_ops > TRANSFER_INLINE_OPS && t->ctx->core->offload) {
+		job_submit(t, TRANSFER_JOB_PLAN);
+		return;
+	}
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		t->legs[i]->build_r = leg_build(t->legs[i]);
+	run_post(t);
+}
+
+/* Before anything was posted: every built batch ends unstarted. */
+static void unbuild_all(struct transfer *t)
+{
+	for (uint32_t j = 0; j < t->n_legs; j++) {
+		if (t->legs[j]->started)
+			window_batch_fini(&t->legs[j]->batch);
+		t->legs[j]->started = false;
+	}
+}
+
+static void run_post(struct transfer *t)
 {
 	struct errinfo e = {};
 	int r;
 
+	/* A built batch is its leg's to end (here, or transfer_free()). */
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		t->legs[i]->started = t->legs[i]->build_r == 0;
 	for (uint32_t i = 0; i < t->n_legs; i++) {
-		r = leg_start(&t->legs[i], &e);
+		r = leg_start(t->legs[i], t->legs[i]->build_r, &e);
 		if (r < 0) {
-			/* Nothing posted yet: the started batches end unstarted. */
-			for (uint32_t j = 0; j <= i; j++)
-				if (t->legs[j].started)
-					window_batch_fini(&t->legs[j].batch);
-			for (uint32_t j = 0; j <= i; j++)
-				t->legs[j].started = false;
+			/* Nothing posted yet: the built batches end unstarted. */
+			unbuild_all(t);
 			fail_early(t, r, &e);
 			return;
 		}
@@ -586,7 +629,7 @@ static void run(struct transfer *t)
 	t->legs_left = t->n_legs;
 	t->hold++;
 	for (uint32_t i = 0; i < t->n_legs; i++) {
-		struct transfer_leg *leg = &t->legs[i];
+		struct transfer_leg *leg = t->legs[i];
 		struct window *wins[WR_PLAN_PATHS_MAX];
 
 		for (uint32_t p = 0; p < leg->n_paths; p++) {
@@ -616,8 +659,8 @@ static void connect_all(struct transfer *t)
 	t->state = TRANSFER_CONNECTING;
 	t->hold++;
 	for (uint32_t i = 0; i < t->n_legs; i++)
-		for (uint32_t p = 0; p < t->legs[i].n_paths; p++) {
-			struct transfer_path *path = &t->legs[i].paths[p];
+		for (uint32_t p = 0; p < t->legs[i]->n_paths; p++) {
+			struct transfer_path *path = &t->legs[i]->paths[p];
 			struct link *l = NULL;
 			int r;
 
@@ -804,8 +847,8 @@ static int leg_slot(struct transfer *t, struct remote *rem, uint32_t rs, uint32_
 	uint32_t i;
 
 	for (i = 0; i < t->n_legs; i++)
-		if (t->legs[i].remote == rem && t->legs[i].uid == uid) {
-			leg = &t->legs[i];
+		if (t->legs[i]->remote == rem && t->legs[i]->uid == uid) {
+			leg = t->legs[i];
 			break;
 		}
 	if (!leg) {
@@ -814,16 +857,19 @@ static int leg_slot(struct transfer *t, struct remote *rem, uint32_t rs, uint32_
 						     "a transfer spans at most %u pairs of remote "
 						     "and local region owner",
 						     TRANSFER_LEGS_MAX);
-		leg = &t->legs[t->n_legs++];
+		/* A leg is allocated when first named: most transfers have
+		 * one, and the struct stays small enough for the allocator's
+		 * small bins. */
+		leg = calloc(1, sizeof(*leg));
+		if (!leg)
+			return -ENOMEM;
 		leg->t = t;
 		leg->remote = rem;
 		leg->uid = uid;
-		leg->regions = calloc(TRANSFER_REGIONS_MAX, sizeof(*leg->regions));
-		if (!leg->regions)
-			return -ENOMEM;
 		wr_plan_init(&leg->plan);
+		t->legs[t->n_legs++] = leg;
 	}
-	*ret_leg = (uint32_t)(leg - t->legs);
+	*ret_leg = i;
 	for (i = 0; i < leg->n_regions; i++)
 		if (leg->regions[i] == rs) {
 			*ret_keys = i;
@@ -838,6 +884,26 @@ struct resolved {
 	uint32_t leg, keys;
 };
 
+/* Op i's ranges: [offset, +length) inside reg, [remote_offset, +length)
+ * inside rem, length above 0. */
+static int check_bounds(size_t i, const struct region *reg, uint64_t offset,
+			const struct remote *rem, uint64_t remote_offset, uint64_t length,
+			struct errinfo *e)
+{
+	if (length == 0 || offset > reg->size || length > reg->size - offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "op %zu: [%" PRIu64 ", +%" PRIu64
+				   ") is not inside region %" PRIu64 " (%" PRIu64 " bytes)%s",
+				   i, offset, length, reg->id, reg->size,
+				   length == 0 ? "; a length of 0 is refused" : "");
+	if (remote_offset > rem->desc.length || length > rem->desc.length - remote_offset)
+		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				   "op %zu: [%" PRIu64 ", +%" PRIu64
+				   ") is not inside remote %" PRIu64 " (%" PRIu64 " bytes)",
+				   i, remote_offset, length, rem->id, rem->desc.length);
+	return 0;
+}
+
 /* Op i: rights, ranges, its leg and key set. */
 static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t region,
 		      uint64_t offset, uint64_t lease, struct remote *rem, uint64_t remote_offset,
@@ -845,7 +911,6 @@ static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t reg
 {
 	uint32_t rs = 0, remote;
 	uint8_t need = opcode == WR_READ ? DESCRIPTOR_ACCESS_READ : DESCRIPTOR_ACCESS_WRITE;
-	const struct region *reg;
 	int r;
 
 	if (opcode != WR_READ && opcode != WR_WRITE)
@@ -853,18 +918,9 @@ static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t reg
 	r = region_slot(t, region, opcode, lease, &rs, e);
 	if (r < 0)
 		return r;
-	reg = t->regions[rs].region;
-	if (length == 0 || offset > reg->size || length > reg->size - offset)
-		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
-				   "op %zu: [%" PRIu64 ", +%" PRIu64
-				   ") is not inside region %" PRIu64 " (%" PRIu64 " bytes)%s",
-				   i, offset, length, region, reg->size,
-				   length == 0 ? "; a length of 0 is refused" : "");
-	if (remote_offset > rem->desc.length || length > rem->desc.length - remote_offset)
-		return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
-				   "op %zu: [%" PRIu64 ", +%" PRIu64
-				   ") is not inside remote %" PRIu64 " (%" PRIu64 " bytes)",
-				   i, remote_offset, length, rem->id, rem->desc.length);
+	r = check_bounds(i, t->regions[rs].region, offset, rem, remote_offset, length, e);
+	if (r < 0)
+		return r;
 	if (!(rem->desc.access & need))
 		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
 				   "op %zu: remote %" PRIu64 " grants no %s access", i, rem->id,
@@ -872,11 +928,7 @@ static int resolve_op(struct transfer *t, size_t i, uint8_t opcode, uint64_t reg
 	r = remote_slot(t, rem, &remote, e);
 	if (r < 0)
 		return r;
-	r = leg_slot(t, rem, rs, &ret->leg, &ret->keys, e);
-	if (r < 0)
-		return r;
-	t->lengths[i] = length;
-	return 0;
+	return leg_slot(t, rem, rs, &ret->leg, &ret->keys, e);
 }
 
 /* Leases must allow what the ops do to their regions. */
@@ -982,8 +1034,134 @@ static int plan_paths(struct transfer *t, struct errinfo *e)
 	int r = 0;
 
 	for (uint32_t i = 0; i < t->n_legs && r == 0; i++)
-		r = leg_paths(t, &t->legs[i], e);
+		r = leg_paths(t, t->legs[i], e);
 	return r;
+}
+
+/* ---- the pool's part ---- */
+
+/*
+ * A transfer's O(ops) work past TRANSFER_INLINE_OPS ops runs on the pool,
+ * one job at a time, the transfer held (t->hold: done waits) and its
+ * state unchanged meanwhile: TRANSFER_JOB_FILL (a batch's ranges checked
+ * and made its leg's ops, before the locks) and TRANSFER_JOB_PLAN (the
+ * legs' WR plans, after the connections). The job reads what the loop
+ * handed it and writes only the leg's arrays and its own fields; the loop
+ * touches neither until done. A cancel meanwhile is seen when it ends.
+ */
+
+/* A batch's ranges into its leg's ops: the first range out of bounds in
+ * job_bad (SIZE_MAX: none). */
+static void job_fill(struct transfer *t)
+{
+	struct transfer_leg *leg = t->legs[0];
+	const struct ranges_item *r = t->job_ranges.r;
+	uint64_t size = t->job_region_size, rlen = t->legs[0]->remote->desc.length, bytes = 0;
+	uint32_t keys = t->job_keys;
+	uint8_t opcode = t->job_opcode;
+
+	t->job_bad = SIZE_MAX;
+	for (size_t i = 0; i < t->n_ops; i++) {
+		const struct ranges_item *pr = &r[i];
+
+		if (pr->length == 0 || pr->local_offset > size ||
+		    pr->length > size - pr->local_offset || pr->remote_offset > rlen ||
+		    pr->length > rlen - pr->remote_offset) {
+			t->job_bad = i;
+			t->job_bad_item = *pr;
+			return;
+		}
+		leg->ops[i] = (struct wr_op){ .local_offset = pr->local_offset,
+					      .remote_offset = pr->remote_offset,
+					      .length = pr->length,
+					      .index = (uint32_t)i,
+					      .keys = keys,
+					      .opcode = opcode };
+		bytes += pr->length;
+	}
+	t->job_bytes = bytes;
+}
+
+static void job_run(struct offload_job *j)
+{
+	struct transfer *t = container_of(j, struct transfer, job);
+
+	if (t->job_kind == TRANSFER_JOB_FILL) {
+		if (t->job_text) {
+			t->job_decode_r = ranges_decode_buf(t->job_text, t->job_text_len, t->n_ops,
+							    &t->job_ranges, &t->job_why);
+			if (t->job_decode_r == 0 && t->job_ranges.n != t->n_ops)
+				t->job_decode_r = -EBADMSG; /* counted: cannot be */
+			if (t->job_decode_r < 0)
+				return;
+		}
+		job_fill(t);
+		return;
+	}
+	for (uint32_t i = 0; i < t->n_legs; i++)
+		t->legs[i]->build_r = leg_build(t->legs[i]);
+}
+
+static int transfer_go(struct transfer *t, bool later, struct errinfo *e);
+
+static void job_done(struct offload_job *j)
+{
+	struct transfer *t = container_of(j, struct transfer, job);
+	struct errinfo e = {};
+	int r;
+
+	t->hold--;
+	ranges_release(&t->job_ranges);
+	if (t->job_kind == TRANSFER_JOB_PLAN) {
+		if (!t->cancelled) {
+			run_post(t);
+			return;
+		}
+		/* Cancelled meanwhile: said so already, nothing is posted. */
+		for (uint32_t i = 0; i < t->n_legs; i++)
+			t->legs[i]->started = t->legs[i]->build_r == 0;
+		unbuild_all(t);
+		finish(t);
+		return;
+	}
+	if (t->cancelled) {
+		finish(t);
+		return;
+	}
+	if (t->job_decode_r == -ENOMEM) {
+		fail_early(t,
+			   errinfo_set(&e, RDMAMEM_ERROR_TRANSFER_FAILED, -ENOMEM,
+				       "out of memory decoding the ranges"),
+			   &e);
+		return;
+	}
+	if (t->job_decode_r < 0) {
+		fail_early(t,
+			   errinfo_invalid_param(&e, "batch", -EINVAL,
+						 "parameter 'batch.packed' %s",
+						 t->job_why ?: "is not valid"),
+			   &e);
+		return;
+	}
+	if (t->job_bad != SIZE_MAX) {
+		r = check_bounds(t->job_bad, t->regions[0].region, t->job_bad_item.local_offset,
+				 t->legs[0]->remote, t->job_bad_item.remote_offset,
+				 t->job_bad_item.length, &e);
+		fail_early(t, r, &e);
+		return;
+	}
+	t->progress.bytes += t->job_bytes;
+	r = transfer_go(t, true, &e);
+	if (r < 0)
+		fail_early(t, r, &e);
+}
+
+static void job_submit(struct transfer *t, enum transfer_job_kind kind)
+{
+	t->job_kind = kind;
+	t->hold++;
+	t->job = (struct offload_job){ .run = job_run, .done = job_done };
+	offload_submit(t->ctx->core->offload, &t->job);
 }
 
 /* ---- the transfer ---- */
@@ -994,11 +1172,6 @@ static struct transfer *transfer_alloc(struct remote_ctx *ctx, struct session *c
 
 	if (!t)
 		return NULL;
-	t->lengths = calloc(n, sizeof(*t->lengths));
-	if (!t->lengths) {
-		free(t);
-		return NULL;
-	}
 	t->ctx = ctx;
 	t->caller = session_ref(caller);
 	t->n_ops = n;
@@ -1013,12 +1186,11 @@ void transfer_free(struct transfer *t)
 		return;
 	release_all(t);
 	for (uint32_t i = 0; i < t->n_legs; i++) {
-		struct transfer_leg *leg = &t->legs[i];
+		struct transfer_leg *leg = t->legs[i];
 
 		if (leg->started)
 			window_batch_fini(&leg->batch);
 		wr_plan_done(&leg->plan);
-		free(leg->regions);
 		free(leg->ops);
 		free(leg->keys);
 		/* After done: nothing of ours is in flight on them. */
@@ -1026,6 +1198,7 @@ void transfer_free(struct transfer *t)
 			if (leg->mregs[k])
 				mreg_release(leg->mregs[k]);
 		free(leg->mregs);
+		free(leg);
 	}
 	for (uint32_t i = 0; i < t->n_regions; i++) {
 		lease_unref(t->regions[i].lease);
@@ -1038,18 +1211,13 @@ void transfer_free(struct transfer *t)
 	session_unref(t->caller);
 	t->ctx->n_transfers--;
 	free(t->notify);
-	free(t->lengths);
 	free(t);
 }
 
-/* After the ops were resolved (res[i] for op i): the legs' op arrays, the
- * paths, the lock order; then the locks are asked for. */
-static int transfer_begin(struct transfer *t, const struct resolved *res, const struct wr_op *ops,
-			  const void *notify, size_t notify_len, struct errinfo *e)
+/* The notify bytes, copied. */
+static int transfer_notify(struct transfer *t, const void *notify, size_t notify_len,
+			   struct errinfo *e)
 {
-	size_t fill[TRANSFER_LEGS_MAX] = {};
-	int r;
-
 	if (notify_len > 0) {
 		if (!t->ctx->notify_send)
 			return errinfo_invalid_param(e, "notify", -EOPNOTSUPP,
@@ -1061,25 +1229,22 @@ static int transfer_begin(struct transfer *t, const struct resolved *res, const 
 		memcpy(t->notify, notify, notify_len);
 		t->notify_len = notify_len;
 	}
+	return 0;
+}
+
+/*
+ * After every op was resolved and the legs' op arrays filled: the paths,
+ * the lock order; then the locks are asked for. later: called after the
+ * start returned (a pool job's end), where a transfer that ended at once
+ * reports through done, not the return.
+ */
+static int transfer_go(struct transfer *t, bool later, struct errinfo *e)
+{
+	int r;
+
 	r = check_leases(t, e);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < t->n_ops; i++)
-		t->legs[res[i].leg].n_ops++;
-	for (uint32_t l = 0; l < t->n_legs; l++) {
-		t->legs[l].ops = calloc(t->legs[l].n_ops, sizeof(struct wr_op));
-		if (!t->legs[l].ops)
-			return -ENOMEM;
-	}
-	for (size_t i = 0; i < t->n_ops; i++) {
-		struct transfer_leg *leg = &t->legs[res[i].leg];
-		struct wr_op *o = &leg->ops[fill[res[i].leg]++];
-
-		*o = ops[i];
-		o->keys = res[i].keys;
-		o->index = (uint32_t)i;
-		t->progress.bytes += o->length;
-	}
 	r = plan_paths(t, e);
 	if (r < 0)
 		return r;
@@ -1107,6 +1272,10 @@ static int transfer_begin(struct transfer *t, const struct resolved *res, const 
 		t->ctx->n_transfers_started++;
 		return 0;
 	}
+	if (later) {
+		finish(t);
+		return 0;
+	}
 	if (t->fail_err < 0) {
 		r = t->fail_err;
 		*e = t->fail_info;
@@ -1117,6 +1286,32 @@ static int transfer_begin(struct transfer *t, const struct resolved *res, const 
 					    "the transfer ended before it started");
 	}
 	return r;
+}
+
+/* The listed form's ops, resolved (res[i] for op i), into the legs' op
+ * arrays; then transfer_go(). */
+static int transfer_begin(struct transfer *t, const struct resolved *res, const struct wr_op *ops,
+			  const void *notify, size_t notify_len, struct errinfo *e)
+{
+	size_t fill[TRANSFER_LEGS_MAX] = {};
+
+	for (size_t i = 0; i < t->n_ops; i++)
+		t->legs[res[i].leg]->n_ops++;
+	for (uint32_t l = 0; l < t->n_legs; l++) {
+		t->legs[l]->ops = calloc(t->legs[l]->n_ops, sizeof(struct wr_op));
+		if (!t->legs[l]->ops)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->n_ops; i++) {
+		struct transfer_leg *leg = t->legs[res[i].leg];
+		struct wr_op *o = &leg->ops[fill[res[i].leg]++];
+
+		*o = ops[i];
+		o->keys = res[i].keys;
+		o->index = (uint32_t)i;
+		t->progress.bytes += o->length;
+	}
+	return transfer_notify(t, notify, notify_len, e) ?: transfer_go(t, false, e);
 }
 
 static int transfer_setup(struct transfer *t, const struct transfer_cb *cb, void *userdata,
@@ -1199,51 +1394,114 @@ int transfer_start(struct remote_ctx *ctx, struct session *caller, const struct 
 /*
  * The ranged forms: ranges[indices[i]] (indices NULL: ranges[i]) for i in
  * [0, n), every one between region (under lease, or 0) and rem, opcode for
- * all. The rights and slots resolve on the first range and are found again
- * for the others (one region, one remote, one leg); each range's bounds
- * are checked.
+ * all. The rights and slots resolve once, on the first range: one region,
+ * one remote, one leg, one key set, so each range becomes its leg's op
+ * directly. A plan's ranges were checked against both lengths when it was
+ * made (checked: a region's size never changes, plan.h), so a post by
+ * index checks only that each index is in the plan; a batch's ranges are
+ * checked here, each once — on the pool past TRANSFER_INLINE_OPS when the
+ * caller lets the transfer take them (take: the buffer ranges is in), and
+ * then what is wrong with one comes through done.
  */
 static int start_ranged(struct remote_ctx *ctx, struct session *caller, uint8_t opcode,
 			uint64_t region, uint64_t lease, struct remote *rem,
-			const struct ranges_item *ranges, size_t n_ranges, const uint64_t *indices,
-			size_t n, const void *notify, size_t notify_len,
+			const struct ranges_item *ranges, size_t n_ranges, bool checked,
+			struct ranges_buf *take, const char *text, size_t text_len,
+			const uint32_t *indices, size_t n, const void *notify, size_t notify_len,
 			const struct transfer_cb *cb, void *userdata, struct transfer **ret,
 			struct errinfo *e)
 {
 	struct transfer *t = transfer_alloc(ctx, caller, n);
-	struct resolved *res = NULL;
-	struct wr_op *wops = NULL;
+	const struct ranges_item *pr;
+	const struct region *reg;
+	struct transfer_leg *leg;
+	struct resolved res;
+	struct wr_op *o;
 	int r;
 
 	*ret = NULL;
 	if (!t)
 		return -ENOMEM;
-	r = transfer_setup(t, cb, userdata, &res, &wops);
-	for (size_t i = 0; i < n && r == 0; i++) {
-		uint64_t k = indices ? indices[i] : i;
-		const struct ranges_item *pr;
-
-		if (k >= n_ranges) {
+	t->cb = *cb;
+	t->userdata = userdata;
+	if (indices && indices[0] >= n_ranges) {
+		r = errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
+				"index 0: the plan has %zu ranges, not %" PRIu32, n_ranges,
+				indices[0] + 1);
+		return transfer_abandon(t, r, NULL, NULL);
+	}
+	pr = &ranges[indices ? indices[0] : 0];
+	r = resolve_op(t, 0, opcode, region, pr->local_offset, lease, rem, pr->remote_offset,
+		       pr->length, &res, e);
+	if (r < 0)
+		return transfer_abandon(t, r, NULL, NULL);
+	leg = t->legs[res.leg];
+	reg = t->regions[0].region;
+	leg->ops = malloc(n * sizeof(*leg->ops));
+	if (!leg->ops)
+		return transfer_abandon(t, -ENOMEM, NULL, NULL);
+	leg->n_ops = n;
+	/* Text left encoded is for the pool only (the caller's contract). */
+	if (text && (n <= TRANSFER_INLINE_OPS || !ctx->core->offload))
+		return transfer_abandon(t, -EINVAL, NULL, NULL);
+	if ((take || text) && !indices && n > TRANSFER_INLINE_OPS && ctx->core->offload) {
+		r = transfer_notify(t, notify, notify_len, e);
+		if (r < 0)
+			return transfer_abandon(t, r, NULL, NULL);
+		if (take) {
+			t->job_ranges = *take;
+			*take = (struct ranges_buf){};
+		}
+		t->job_text = text;
+		t->job_text_len = text_len;
+		t->job_region_size = reg->size;
+		t->job_keys = res.keys;
+		t->job_opcode = opcode;
+		job_submit(t, TRANSFER_JOB_FILL);
+		*ret = t;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!indices) {
+			pr = &ranges[i];
+		} else if (indices[i] < n_ranges) {
+			pr = &ranges[indices[i]];
+		} else {
 			r = errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
 					"index %zu: the plan has %zu ranges, not %" PRIu64, i,
-					n_ranges, k + 1);
-			break;
+					n_ranges, (uint64_t)indices[i] + 1);
+			return transfer_abandon(t, r, NULL, NULL);
 		}
-		pr = &ranges[k];
-		r = resolve_into(t, i, opcode, region, pr->local_offset, lease, rem,
-				 pr->remote_offset, pr->length, res, wops, e);
+		if (!checked) {
+			r = check_bounds(i, reg, pr->local_offset, rem, pr->remote_offset,
+					 pr->length, e);
+			if (r < 0)
+				return transfer_abandon(t, r, NULL, NULL);
+		}
+		o = &leg->ops[i];
+		*o = (struct wr_op){ .local_offset = pr->local_offset,
+				     .remote_offset = pr->remote_offset,
+				     .length = pr->length,
+				     .index = (uint32_t)i,
+				     .keys = res.keys,
+				     .opcode = opcode };
+		t->progress.bytes += pr->length;
 	}
-	return transfer_launch(t, r, res, wops, notify, notify_len, ret, e);
+	r = transfer_notify(t, notify, notify_len, e) ?: transfer_go(t, false, e);
+	if (r < 0)
+		return transfer_abandon(t, r, NULL, NULL);
+	*ret = t;
+	return 0;
 }
 
 int transfer_start_plan(struct remote_ctx *ctx, struct session *caller, struct plan *p,
-			uint8_t opcode, const uint64_t *indices, size_t n, const void *notify,
+			uint8_t opcode, const uint32_t *indices, size_t n, const void *notify,
 			size_t notify_len, const struct transfer_cb *cb, void *userdata,
 			struct transfer **ret, struct errinfo *e)
 {
 	return start_ranged(ctx, caller, opcode, p->region, 0, p->remote, p->ranges, p->n_ranges,
-			    n ? indices : NULL, n ? n : p->n_ranges, notify, notify_len, cb,
-			    userdata, ret, e);
+			    true, NULL, NULL, 0, n ? indices : NULL, n ? n : p->n_ranges, notify,
+			    notify_len, cb, userdata, ret, e);
 }
 
 int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
@@ -1257,8 +1515,9 @@ int transfer_start_batch(struct remote_ctx *ctx, struct session *caller,
 	if (!rem)
 		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REMOTE, -ENOENT,
 				   "this connection holds no remote %" PRIu64, b->remote);
-	return start_ranged(ctx, caller, b->opcode, b->region, b->lease, rem, b->ranges, b->n, NULL,
-			    b->n, notify, notify_len, cb, userdata, ret, e);
+	return start_ranged(ctx, caller, b->opcode, b->region, b->lease, rem, b->ranges, b->n,
+			    false, b->take, b->text, b->text_len, NULL, b->n, notify, notify_len,
+			    cb, userdata, ret, e);
 }
 
 void transfer_cancel(struct transfer *t)
@@ -1279,7 +1538,7 @@ void transfer_cancel(struct transfer *t)
 	case TRANSFER_RUNNING:
 		t->hold++;
 		for (uint32_t i = 0; i < t->n_legs; i++) {
-			struct transfer_leg *leg = &t->legs[i];
+			struct transfer_leg *leg = t->legs[i];
 
 			if (!leg->batch_done)
 				window_batch_cancel(&leg->batch);

@@ -487,6 +487,7 @@ struct transfer_params {
 	bool has_plan;
 	const char *op;
 	const cJSON *indices;
+	struct rpc_string packed_indices;
 	struct rpc_string notify;
 };
 
@@ -550,6 +551,8 @@ RPC_DEFINE_METHOD(
 	VARLINK_INPUT(struct transfer_params, op, VARLINK_STRING, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct transfer_params, indices, VARLINK_U64,
 		      VARLINK_NULLABLE | VARLINK_ARRAY),
+	VARLINK_FIELD_COMMENT("or packed: base64 of little-endian u32 (PROTOCOL.md, \"Packed indices\")"),
+	RPC_INPUT_MEASURED(struct transfer_params, packed_indices, VARLINK_NULLABLE),
 	RPC_INPUT_MEASURED(struct transfer_params, notify, VARLINK_NULLABLE),
 	VARLINK_FIELD_COMMENT("ops and bytes in the call; ops and bytes done so far (all at the end)"),
 	VARLINK_OUTPUT(ops, VARLINK_U64, 0),
@@ -614,10 +617,10 @@ static int parse_transfer_ops(struct rpc_call *call, const cJSON *list, struct t
 	return 0;
 }
 
-static int parse_indices(struct rpc_call *call, const cJSON *list, uint64_t **ret, size_t *ret_n)
+static int parse_indices(struct rpc_call *call, const cJSON *list, uint32_t **ret, size_t *ret_n)
 {
 	unsigned max = call->ctx->core->cfg.max_transfer_ops;
-	_cleanup_free_ uint64_t *idx = NULL;
+	_cleanup_free_ uint32_t *idx = NULL;
 	const cJSON *item;
 	size_t n = 0, k = 0;
 
@@ -632,10 +635,21 @@ static int parse_indices(struct rpc_call *call, const cJSON *list, uint64_t **re
 	idx = calloc(n, sizeof(*idx));
 	if (!idx)
 		return -ENOMEM;
-	cJSON_ArrayForEach(item, list)
-		if (!cJSON_IsString(item) || json_to_u64(item, &idx[k++]) < 0)
+	cJSON_ArrayForEach(item, list) {
+		uint64_t v;
+
+		if (!cJSON_IsString(item) || json_to_u64(item, &v) < 0)
 			return rpc_invalid_param(call, "indices",
 						 "parameter 'indices' must hold decimal strings");
+		/* A plan holds fewer than 2^32 ranges: past that, the index
+		 * is out of any plan. */
+		if (v > UINT32_MAX)
+			return rpc_errorf(call, RDMAMEM_ERROR_OUT_OF_RANGE,
+					  "index %zu: %" PRIu64 " is past any plan (at most %u "
+					  "ranges)",
+					  k, v, PLAN_RANGES_MAX);
+		idx[k++] = (uint32_t)v;
+	}
 	*ret = TAKE_PTR(idx);
 	*ret_n = n;
 	return 0;
@@ -721,16 +735,43 @@ static int parse_notify(struct rpc_call *call, const struct rpc_string *text, ui
 	return 0;
 }
 
+/*
+ * A batch's packed text of more than TRANSFER_INLINE_OPS ranges is decoded
+ * on the pool, not here (3 ms of the loop at 100,000 ranges): counted from
+ * its length, its first range decoded for the checks made now, the text
+ * handed to the transfer (it lives in the call's message until the
+ * deferred reply). Returns 1 when b holds it so, 0 when the text is to be
+ * decoded now (short, or malformed: the error is said then), -ENOMEM.
+ */
+static int batch_text_later(const char *text, unsigned max, struct transfer_batch *b,
+			    struct ranges_item **ret_first)
+{
+	const char *why;
+	size_t one;
+	ssize_t n;
+
+	n = text ? ranges_count_text(text, b->text_len) : -1;
+	if (n <= (ssize_t)TRANSFER_INLINE_OPS || n > (ssize_t)max)
+		return 0;
+	if (ranges_decode(text, ranges_encoded_len(1), 1, ret_first, &one, &why) < 0)
+		return 0;
+	b->text = text;
+	b->ranges = *ret_first;
+	b->n = (size_t)n;
+	return 1;
+}
+
 static int method_transfer(struct rpc_call *call, void *params)
 {
 	const struct transfer_params *p = params;
 	unsigned max = call->ctx->core->cfg.max_transfer_ops;
 	_cleanup_free_ struct transfer_op *ops = NULL;
 	_cleanup_(ranges_release) struct ranges_buf ranges = {};
-	_cleanup_free_ uint64_t *idx = NULL;
+	_cleanup_free_ uint32_t *idx = NULL;
 	_cleanup_free_ uint8_t *notify = NULL;
 	_cleanup_free_ struct transfer_call *tc = NULL;
 	struct transfer_batch batch = {};
+	_cleanup_free_ struct ranges_item *first = NULL;
 	struct errinfo err = {};
 	size_t n = 0, notify_len = 0;
 	struct plan *plan = NULL;
@@ -739,10 +780,24 @@ static int method_transfer(struct rpc_call *call, void *params)
 	int r;
 
 	/* Each list's own form first: what is wrong with it, by its name. */
+	if (p->indices && p->packed_indices.s)
+		return rpc_invalid_param(call, "packed_indices",
+					 "give one of 'indices' and 'packed_indices'");
 	if (p->indices) {
 		r = parse_indices(call, p->indices, &idx, &n);
 		if (r < 0)
 			return r;
+	} else if (p->packed_indices.s) {
+		const char *why = NULL;
+
+		r = ranges_indices_decode(p->packed_indices.s, p->packed_indices.len, max, &idx, &n,
+					  &why);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0)
+			return rpc_invalid_param(call, "packed_indices",
+						 "parameter 'packed_indices' %s%s", why,
+						 r == -E2BIG ? " (max-transfer-ops)" : "");
 	}
 	/* None: the first form is named; more: the later of two. */
 	if (!!p->ops + has_batch + p->has_plan != 1)
@@ -751,8 +806,11 @@ static int method_transfer(struct rpc_call *call, void *params)
 					 p->ops && has_batch                  ? "batch" :
 										"ops",
 					 "give one of 'ops', 'batch' or 'plan' (with 'op')");
-	if (!p->has_plan && (p->op || p->indices))
-		return rpc_invalid_param(call, p->op ? "op" : "indices",
+	if (!p->has_plan && (p->op || idx))
+		return rpc_invalid_param(call,
+					 p->op      ? "op" :
+					 p->indices ? "indices" :
+						      "packed_indices",
 					 "'op' and 'indices' go with 'plan'");
 	if (p->ops) {
 		r = parse_transfer_ops(call, p->ops, &ops, &n);
@@ -767,17 +825,25 @@ static int method_transfer(struct rpc_call *call, void *params)
 			return rpc_invalid_param(call, "batch",
 						 "parameter 'batch' needs one of 'packed' and "
 						 "'packed_fd'");
-		r = parse_packed(call, "batch",
-				 p->batch.packed ? "batch.packed" : "batch.packed_fd",
-				 p->batch.packed, p->batch.packed ? strlen(p->batch.packed) : 0,
-				 p->batch.packed_fd, max, "max-transfer-ops", &ranges);
+		batch.text_len = p->batch.packed ? strlen(p->batch.packed) : 0;
+		r = call->ctx->core->offload ?
+			    batch_text_later(p->batch.packed, max, &batch, &first) :
+			    0;
+		if (r == 0)
+			r = parse_packed(call, "batch",
+					 p->batch.packed ? "batch.packed" : "batch.packed_fd",
+					 p->batch.packed, batch.text_len, p->batch.packed_fd, max,
+					 "max-transfer-ops", &ranges);
 		if (r < 0)
 			return r;
 		batch.region = p->batch.local.region;
 		batch.lease = p->batch.local.lease;
 		batch.remote = p->batch.remote.id;
-		batch.ranges = ranges.r;
-		batch.n = ranges.n;
+		if (!batch.text) {
+			batch.ranges = ranges.r;
+			batch.n = ranges.n;
+			batch.take = &ranges;
+		}
 	} else {
 		if (parse_opcode(p->op, &opcode) < 0)
 			return rpc_invalid_param(call, "op",
@@ -810,8 +876,9 @@ static int method_transfer(struct rpc_call *call, void *params)
 	else
 		r = transfer_start(call->ctx->remote, call->session, ops, n, notify, notify_len,
 				   &transfer_call_cb, tc, &tc->t, &err);
-	/* The ranges are the transfer's own now (copied as they were checked):
-	 * a mapped memfd goes when this returns. */
+	/* The ranges are the transfer's own now (copied as they were checked,
+	 * or the buffer taken for the pool to check): what is left goes when
+	 * this returns. */
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
 	tc->d = rpc_defer(call, on_transfer_cancel, tc);

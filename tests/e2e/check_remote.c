@@ -20,6 +20,7 @@
 
 #include "daemon/remote/descriptor.h"
 #include "proto/json.h"
+#include "proto/ranges.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"
 
@@ -421,7 +422,7 @@ START_TEST(test_packed_forms)
 	static const char *const inval = "org.varlink.service.InvalidParameter";
 	struct rdmamem_client *c = test_client(td.socket);
 	char *desc = descriptor_of(65536, 3), params[512];
-	uint64_t remote, region = region_of(c, 65536), bytes = 0;
+	uint64_t remote, region = region_of(c, 65536), bytes = 0, plan;
 	struct rdmamem_range r[2] = { { 0, 0, 4096 }, { 4096, 8192, 4096 } }, *big;
 	struct rdmamem_remote_info info;
 	const struct rdmamem_transfer_options too_long = { .notify = r,
@@ -487,6 +488,47 @@ START_TEST(test_packed_forms)
 			     "\"indices\":[\"0\"]}",
 			     region, remote, one),
 		       inval, "'indices'");
+	/* A plan post's packed indices: one of the two forms, well formed,
+	 * with a plan only; an index past the plan named by its entry. */
+	ck_assert_int_eq(rdmamem_transfer_prepare(c, region, remote, r, 2, &plan), 0);
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"plan\":\"%" PRIu64 "\",\"op\":\"write\",\"indices\":[\"0\"],"
+			     "\"packed_indices\":\"AAAAAA==\"}",
+			     plan),
+		       inval, "'packed_indices'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"plan\":\"%" PRIu64 "\",\"op\":\"write\","
+			     "\"packed_indices\":\"AAAA\"}",
+			     plan),
+		       inval, "'packed_indices'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"plan\":\"%" PRIu64 "\",\"op\":\"write\","
+			     "\"packed_indices\":\"\"}",
+			     plan),
+		       inval, "'packed_indices'");
+	assert_refused(c, "io.rdmamemd.Transfer",
+		       BATCH("{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64
+			     "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"},"
+			     "\"packed_indices\":\"AAAAAA==\"}",
+			     region, remote, one),
+		       inval, "'packed_indices'");
+	/* Entry 1 (the library packs them) is past the plan's two ranges. */
+	ck_assert_int_eq(rdmamem_transfer_post(c, plan, RDMAMEM_TRANSFER_WRITE,
+					       (uint64_t[]){ 1, 2 }, 2, NULL, NULL, &bytes),
+			 -ERANGE);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.OutOfRange");
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "index 1"));
+	/* Past 32 bits: listed, and past any plan. */
+	ck_assert_int_eq(rdmamem_transfer_post(c, plan, RDMAMEM_TRANSFER_WRITE,
+					       (uint64_t[]){ 0, 1ULL << 32 }, 2, NULL, NULL,
+					       &bytes),
+			 -ERANGE);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "index 1"));
+	/* In range: decoded and resolved, refused only for want of a device. */
+	ck_assert_int_eq(rdmamem_transfer_post(c, plan, RDMAMEM_TRANSFER_WRITE,
+					       (uint64_t[]){ 1, 0 }, 2, NULL, NULL, &bytes),
+			 -ENOLINK);
+	ck_assert_str_eq(rdmamem_client_error_name(c), "io.rdmamemd.NotRegistered");
 #undef BATCH
 
 	/* Through the library: the daemon's refusals, by name. */
@@ -528,6 +570,35 @@ START_TEST(test_packed_forms)
 	ck_assert_int_eq(rdmamem_transfer_ranges(c, RDMAMEM_TRANSFER_READ, region, 0, remote, big,
 						 100000, NULL, &bytes),
 			 -ENOLINK);
+	/* As text past TRANSFER_INLINE_OPS (decoded and checked on the pool,
+	 * after the call returned): the same answers, by the same names. */
+	{
+		size_t n = 5000, len = ranges_encoded_len(n);
+		char *text = malloc(len + 1), *call = malloc(len + 256);
+
+		ck_assert_ptr_nonnull(text);
+		ck_assert_ptr_nonnull(call);
+#define TEXT_BATCH()                                                             \
+	(ranges_encode((const struct ranges_item *)big, n, text),                \
+	 snprintf(call, len + 256,                                               \
+		  "{\"batch\":{\"op\":\"read\",\"local\":{\"region\":\"%" PRIu64 \
+		  "\"},\"remote\":{\"id\":\"%" PRIu64 "\"},\"packed\":\"%s\"}}", \
+		  region, remote, text),                                         \
+	 call)
+		assert_refused(c, "io.rdmamemd.Transfer", TEXT_BATCH(), "io.rdmamemd.NotRegistered",
+			       "");
+		big[4999] = (struct rdmamem_range){ 65536, 0, 1 };
+		assert_refused(c, "io.rdmamemd.Transfer", TEXT_BATCH(), "io.rdmamemd.OutOfRange",
+			       "op 4999");
+		big[4999] = (struct rdmamem_range){ 0, 0, 1 };
+		/* A character that is no base64, past the first range. */
+		(void)TEXT_BATCH();
+		memcpy(strstr(call, text) + 4000, "!", 1);
+		assert_refused(c, "io.rdmamemd.Transfer", call, inval, "'batch'");
+#undef TEXT_BATCH
+		free(call);
+		free(text);
+	}
 	free(big);
 	ck_assert_uint_eq(bytes, 0);
 	test_assert_serving(td.socket);

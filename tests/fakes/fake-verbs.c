@@ -510,24 +510,45 @@ static void f_mr_keys(const struct vb_mr *mr, uint32_t *lkey, uint32_t *rkey)
  * The memory a key names in pd for [addr, addr + len), if access allows it;
  * NULL is what the device would refuse. A length of 0 touches nothing.
  */
+/*
+ * A post holds mr_lock across its WRs (post_locked: this thread holds it),
+ * so that a WR costs no lock of its own, and remembers the MR each side's
+ * key found last (mr_hit: valid while the lock is held, since no MR can be
+ * deregistered then): the posts of a transfer name one local and one
+ * remote key, and the fake's lookups stay out of what a benchmark times.
+ */
+static __thread bool post_locked;
+static __thread struct vb_mr *mr_hit[2];
+
 static uint8_t *mr_reach(uint32_t key, bool remote, struct vb_pd *pd, uint64_t addr, size_t len,
 			 unsigned need)
 {
+	struct vb_mr *mr, *found = NULL;
 	uint8_t *p = NULL;
-	struct vb_mr *mr;
 
-	pthread_mutex_lock(&mr_lock);
-	list_for_each_entry(mr, &mrs, node) {
-		uint64_t start = (uint64_t)(uintptr_t)mr->addr;
-
-		if ((remote ? (mr->key | 0x80000000u) : mr->key) != key)
-			continue;
-		if (mr->pd == pd && (mr->access & need) == need && addr >= start &&
-		    len <= mr->len && addr - start <= mr->len - len)
-			p = (uint8_t *)(uintptr_t)addr;
-		break;
+	if (!post_locked)
+		pthread_mutex_lock(&mr_lock);
+	if (post_locked && mr_hit[remote] &&
+	    (remote ? (mr_hit[remote]->key | 0x80000000u) : mr_hit[remote]->key) == key) {
+		found = mr_hit[remote];
+	} else {
+		list_for_each_entry(mr, &mrs, node)
+			if ((remote ? (mr->key | 0x80000000u) : mr->key) == key) {
+				found = mr;
+				break;
+			}
+		if (post_locked)
+			mr_hit[remote] = found;
 	}
-	pthread_mutex_unlock(&mr_lock);
+	if (found) {
+		uint64_t start = (uint64_t)(uintptr_t)found->addr;
+
+		if (found->pd == pd && (found->access & need) == need && addr >= start &&
+		    len <= found->len && addr - start <= found->len - len)
+			p = (uint8_t *)(uintptr_t)addr;
+	}
+	if (!post_locked)
+		pthread_mutex_unlock(&mr_lock);
 	return p;
 }
 
@@ -832,7 +853,24 @@ static int f_qp_post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t
 	return r;
 }
 
+static int post_send_locked(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
+			    size_t *ret_posted);
+
 static int post_send(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n, size_t *ret_posted)
+{
+	int r;
+
+	pthread_mutex_lock(&mr_lock);
+	post_locked = true;
+	r = post_send_locked(qp, wrs, n, ret_posted);
+	post_locked = false;
+	mr_hit[0] = mr_hit[1] = NULL;
+	pthread_mutex_unlock(&mr_lock);
+	return r;
+}
+
+static int post_send_locked(struct vb_qp *qp, const struct vb_send_wr *wrs, size_t n,
+			    size_t *ret_posted)
 {
 	*ret_posted = 0;
 	if (qp->dead) {

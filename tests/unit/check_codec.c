@@ -198,6 +198,42 @@ START_TEST(test_ranges_rejects)
 }
 END_TEST
 
+/* Packed indices: little-endian u32 in base64, any count (a partial group
+ * padded), and the same refusals as packed ranges. */
+START_TEST(test_indices_wire)
+{
+	const uint64_t idx[5] = { 0, 1, 0x01020304, 131071, UINT32_MAX };
+	uint32_t *back = (void *)1;
+	uint8_t bytes[20];
+	char text[64];
+	const char *why = NULL;
+	size_t n = 0;
+
+	for (size_t k = 1; k <= 5; k++) {
+		ck_assert_uint_eq(ranges_indices_encoded_len(k), base64_encoded_len(4 * k));
+		ranges_indices_encode(idx, k, text);
+		ck_assert_uint_eq(strlen(text), ranges_indices_encoded_len(k));
+		ck_assert_int_eq(ranges_indices_decode(text, strlen(text), 5, &back, &n, &why), 0);
+		ck_assert_uint_eq(n, k);
+		for (size_t i = 0; i < k; i++)
+			ck_assert_uint_eq(back[i], idx[i]);
+		free(back);
+	}
+	base64_decode(text, strlen(text), bytes);
+	ck_assert_uint_eq(bytes[4], 1);
+	ck_assert_uint_eq(bytes[8], 0x04); /* 0x01020304, low byte first */
+	ck_assert_uint_eq(bytes[11], 0x01);
+	back = (void *)1;
+	ck_assert_int_eq(ranges_indices_decode(text, strlen(text), 4, &back, &n, &why), -E2BIG);
+	ck_assert_int_eq(ranges_indices_decode("AAAA AAA", 8, 10, &back, &n, &why), -EINVAL);
+	base64_encode(bytes, 6, text);
+	ck_assert_int_eq(ranges_indices_decode(text, strlen(text), 10, &back, &n, &why), -EBADMSG);
+	ck_assert_int_eq(ranges_indices_decode("", 0, 10, &back, &n, &why), -ENODATA);
+	ck_assert_ptr_nonnull(why);
+	ck_assert_ptr_eq(back, (void *)1);
+}
+END_TEST
+
 Suite *codec_suite(void)
 {
 	Suite *s = suite_create("codec");
@@ -209,6 +245,7 @@ Suite *codec_suite(void)
 	tcase_add_test(tc, test_base64url);
 	tcase_add_test(tc, test_ranges_wire);
 	tcase_add_test(tc, test_ranges_rejects);
+	tcase_add_test(tc, test_indices_wire);
 	tcase_add_test(tc, test_idmap);
 	suite_add_tcase(s, tc);
 	return s;

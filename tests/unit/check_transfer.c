@@ -284,6 +284,95 @@ START_TEST(test_batch_100k)
 }
 END_TEST
 
+/* A batch of 100,000 ranges (1 to 7 bytes, READ) in a buffer the transfer
+ * takes, ranges[i] at local 8 i; the bytes in *ret_bytes. */
+static struct ranges_buf pool_ranges(size_t n, uint64_t *ret_bytes)
+{
+	struct ranges_item *r = calloc(n, sizeof(*r));
+
+	ck_assert_ptr_nonnull(r);
+	*ret_bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		r[i] = (struct ranges_item){ i * 8, (i * 13) % (LINK_FIXTURE_SIZE - 8), 1 + i % 7 };
+		*ret_bytes += r[i].length;
+	}
+	return (struct ranges_buf){ .r = r, .n = n, .base = r };
+}
+
+/*
+ * Past TRANSFER_INLINE_OPS, with the daemon's offload: the batch's ranges
+ * are checked on the pool (the buffer taken: the caller's is empty when the
+ * start returns) and the WR plan made there; byte-exact as inline. A range
+ * out of bounds is named through done, nothing moved and no lock left; a
+ * cancel while the pool works reports every op once, cancelled.
+ */
+START_TEST(test_batch_on_pool)
+{
+	size_t n = 100000;
+	struct offload off;
+	uint64_t bytes;
+	struct ranges_buf buf = pool_ranges(n, &bytes);
+	struct ranges_item *r = (struct ranges_item *)buf.base;
+	struct transfer_batch b = { .opcode = WR_READ,
+				    .region = local->id,
+				    .remote = rem->id,
+				    .ranges = buf.r,
+				    .n = n,
+				    .take = &buf };
+	struct errinfo e = {};
+	struct transfer *t = NULL;
+	struct outcome o = {};
+
+	offload_init(&off, &lf.f.loop);
+	lf.f.core.offload = &off;
+	for (size_t i = 0; i < LINK_FIXTURE_SIZE; i++)
+		lf.remote.buf[i] = (uint8_t)(i * 5 + 3) | 1;
+	ck_assert_int_eq(transfer_start_batch(&ctx, lf.f.owner, &b, NULL, 0, &cb, &o, &t, &e), 0);
+	ck_assert_ptr_null(buf.base); /* taken */
+	ck_assert(!o.done);
+	finish(t, &o);
+	ck_assert_int_eq(o.result, 0);
+	ck_assert_uint_eq(o.last.ops_done, n);
+	ck_assert_uint_eq(o.last.bytes_done, bytes);
+	ck_assert_uint_eq(o.last.bytes, bytes);
+	for (size_t i = 0; i < n; i += 997)
+		ck_assert_mem_eq(lbuf() + i * 8, lf.remote.buf + (i * 13) % (LINK_FIXTURE_SIZE - 8),
+				 1 + i % 7);
+
+	/* The last range one byte past the region: refused through done. */
+	buf = pool_ranges(n, &bytes);
+	r = (struct ranges_item *)buf.base;
+	r[n - 1] = (struct ranges_item){ LOCAL_SIZE - 1, 0, 2 };
+	b.ranges = buf.r;
+	memset(lbuf(), 0, LOCAL_SIZE);
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(transfer_start_batch(&ctx, lf.f.owner, &b, NULL, 0, &cb, &o, &t, &e), 0);
+	finish(t, &o);
+	ck_assert_int_eq(o.result, -ERANGE);
+	ck_assert_str_eq(o.e.name, RDMAMEM_ERROR_OUT_OF_RANGE);
+	ck_assert_ptr_nonnull(strstr(o.e.message, "op 99999"));
+	ck_assert_uint_eq(o.last.ops_done, 0);
+	ck_assert_uint_eq(lbuf()[0], 0);
+	ck_assert(lock_is_idle(&local->lock));
+	errinfo_done(&o.e);
+
+	/* Cancelled while the pool checks: every op once, cancelled. */
+	buf = pool_ranges(n, &bytes);
+	b.ranges = buf.r;
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(transfer_start_batch(&ctx, lf.f.owner, &b, NULL, 0, &cb, &o, &t, &e), 0);
+	transfer_cancel(t);
+	ck_assert(!o.done);
+	finish(t, &o);
+	ck_assert_int_eq(o.result, -ECANCELED);
+	ck_assert_str_eq(o.e.name, RDMAMEM_ERROR_TRANSFER_CANCELLED);
+	ck_assert_uint_eq(lbuf()[0], 0);
+	ck_assert(lock_is_idle(&local->lock));
+	errinfo_done(&o.e);
+	lf.f.core.offload = NULL;
+}
+END_TEST
+
 /* A plan posted by index: only those ranges move. */
 START_TEST(test_plan_by_index)
 {
@@ -293,7 +382,7 @@ START_TEST(test_plan_by_index)
 		{ 5003, 7003, 17 },
 		{ 9000, 9000, 64 },
 	};
-	uint64_t idx[2] = { 3, 1 };
+	uint32_t idx[2] = { 3, 1 };
 	struct errinfo e = {};
 	struct transfer *t = NULL;
 	struct outcome o = {};
@@ -683,6 +772,7 @@ Suite *transfer_suite(void)
 	tcase_add_test(tc, test_write_read_exact);
 	tcase_add_test(tc, test_ten_thousand);
 	tcase_add_test(tc, test_batch_100k);
+	tcase_add_test(tc, test_batch_on_pool);
 	tcase_add_test(tc, test_plan_by_index);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_remote_access_error);
