@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +27,13 @@ def test_readme_example_in_a_fresh_venv(daemon: object, tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
                    check=True)
     py = venv / "bin" / "python"
-    # No network: the build backend (setuptools) comes from the system.
+    # From a copy: setuptools builds in the tree it is given. No network: the
+    # build backend comes from the system.
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "python", src, ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                                        "__pycache__"))
     r = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-build-isolation",
-                        "--no-index", str(ROOT / "python")], capture_output=True, text=True)
+                        "--no-index", str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     script = tmp_path / "example.py"
     script.write_text(readme_example())
