@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from . import errors
 from ._lib import LibraryNotFoundError
+from .aio import AsyncClient
 from .client import Client
 from .errors import CallTimeoutError, ConnectError, ConnectionLostError, RdmamemError
 from .pool import Pool, PoolExhaustedError
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "AsyncClient",
     "Region",
     "HostRegion",
     "Lease",
