@@ -21,7 +21,6 @@ from ctypes import (
     c_int,
     c_size_t,
     c_uint,
-    c_uint32,
     c_uint64,
     c_void_p,
 )

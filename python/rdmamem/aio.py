@@ -20,13 +20,13 @@ import ctypes
 import errno
 import itertools
 import json
-import os
 import select
 from ctypes import byref, c_int, c_void_p
 from typing import Any, AsyncIterator, Optional, Sequence
 
 from . import _lib
-from .errors import ConnectError, RdmamemError, from_failure
+from .client import connect
+from .errors import RdmamemError, from_failure
 
 # Calls in flight, by the key their callback gets as userdata: ctypes passes
 # no Python object through C, and the callback must find its future.
@@ -85,12 +85,7 @@ class AsyncClient:
     def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None) -> None:
         self._lib = _lib.lib()
         self._loop = asyncio.get_running_loop()
-        h = c_void_p()
-        r = self._lib.rdmamem_client_connect(os.fsencode(socket) if socket else None, byref(h))
-        if r < 0:
-            raise ConnectError(-r, f"cannot connect to {socket or 'the default socket'}: "
-                                   f"{os.strerror(-r)}")
-        self._h: Optional[int] = h.value
+        self._h: Optional[int] = connect(socket)
         self._fd = self._lib.rdmamem_client_get_fd(self._h)
         self._writing = False
         self._reading = False

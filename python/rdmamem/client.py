@@ -22,6 +22,17 @@ SHARE_MEMORY_HINT = (
 )
 
 
+def connect(socket: Optional[str]) -> int:
+    """rdmamem_client_connect(): the new connection's handle, or ConnectError."""
+    h = c_void_p()
+    r = _lib.lib().rdmamem_client_connect(os.fsencode(socket) if socket else None, byref(h))
+    if r < 0:
+        where = socket or "the default socket"
+        raise ConnectError(-r, f"cannot connect to {where}: {os.strerror(-r)}")
+    assert h.value is not None
+    return h.value
+
+
 class Client:
     """One connection to the daemon; a context manager that closes it.
 
@@ -41,12 +52,7 @@ class Client:
         self._lib = _lib.lib()
         self._mutex = threading.RLock()
         self._pools: list[Pool] = []
-        h = c_void_p()
-        r = self._lib.rdmamem_client_connect(os.fsencode(socket) if socket else None, byref(h))
-        if r < 0:
-            where = socket or "the default socket"
-            raise ConnectError(-r, f"cannot connect to {where}: {os.strerror(-r)}")
-        self._h: Optional[int] = h.value
+        self._h: Optional[int] = connect(socket)
         if timeout is not None:
             self.set_timeout(timeout)
 
@@ -198,7 +204,7 @@ class Client:
             raise ValueError("register_tensor: the tensor has no bytes")
         storage = t.untyped_storage()
         share = storage._share_cuda_()
-        device, raw, _size, storage_off = share[0], share[1], share[2], share[3]
+        device, raw, storage_off = share[0], share[1], share[3]
         rec = parse_share_handle(raw)
         off = storage_off + t.storage_offset() * t.element_size()
         dev = device if gpu is None else gpu
