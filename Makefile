@@ -5,6 +5,7 @@
 #   make run       deps + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
 #   make check-host  the same without the VM
+#   make check-python  the Python package's tests (part of check-host)
 #   make format-check  the C sources as .clang-format writes them (part of check)
 #   make layering  the #include graph against the layers (tests/layering.py)
 #   make idl       write proto/*.varlink from the daemon's interface tables
@@ -149,7 +150,7 @@ deps:
 # otherwise `build-deps` only says which libraries are missing.
 INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
                     vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
-                    format-check layering
+                    format-check layering check-python
 BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
 
 build-deps:
@@ -281,6 +282,7 @@ check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PR
 	$(Q)$(MAKE) --no-print-directory layering format-check
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts numa" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
+	$(Q)$(MAKE) --no-print-directory check-python
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 
@@ -370,5 +372,6 @@ include tests/fuzz/fuzz.mk
 include tests/conformance/conformance.mk
 include tests/soak/soak.mk
 include tests/sanitize.mk
+include tests/python/python.mk
 
 -include $(ALL_OBJS:.o=.d)

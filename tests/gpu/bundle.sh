@@ -13,9 +13,11 @@
 # the repository's main checkout: the device tool sends that checkout, also
 # when this script runs in another worktree, and .device/ is git-ignored.
 #
-# DEST gets bin/ (the programs), lib/ (their libraries), src/proto/ (the IDL
-# files the tests read), MANIFEST, and run.sh, which runs a program with
-# LD_LIBRARY_PATH and PATH pointing into the bundle:
+# DEST gets bin/ (the programs), lib/ (their libraries and librdmamem.so.0),
+# src/proto/ (the IDL files the tests read), src/python and src/tests/python
+# (the Python package and its tests), MANIFEST, and run.sh, which runs a
+# program with LD_LIBRARY_PATH, PATH, PYTHONPATH and RDMAMEM_LIBRARY pointing
+# into the bundle:
 #
 #   .device/cuda/run.sh cuda-smoke
 set -euo pipefail
@@ -34,7 +36,7 @@ while getopts "B:o:h" opt; do
 	B) build=$OPTARG ;;
 	o) dest=$OPTARG ;;
 	*)
-		sed -n '4,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+		sed -n '4,22s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 		exit 2
 		;;
 	esac
@@ -89,10 +91,18 @@ for prog in "$@"; do
 		libs[$soname]=$path
 	done <<<"$out"
 done
+# The client library, for the Python package (ctypes loads it; no program
+# links it: rdmamemctl takes the static one).
+[ -f "$build/librdmamem.so.0" ] && libs[librdmamem.so.0]=$build/librdmamem.so.0
 for soname in "${!libs[@]}"; do
 	cp -L "${libs[$soname]}" "$dest/lib/$soname"
 done
-cp "$root"/proto/*.varlink "$root"/proto/PROTOCOL.md "$dest/src/proto/"
+cp "$root"/proto/*.varlink "$root"/proto/PROTOCOL.md "$root"/proto/errors.[ch] "$dest/src/proto/"
+# The Python package and its tests, run with the machine's own PyTorch.
+mkdir -p "$dest/src/python" "$dest/src/tests"
+cp -r "$root/python/rdmamem" "$root/python/tools" "$dest/src/python/"
+cp -r "$root/tests/python" "$dest/src/tests/"
+find "$dest/src" -name __pycache__ -prune -exec rm -rf {} +
 # ... and the shipped files the ops suite reads (the config round trip, the
 # units): without them a bundle made outside the device's checkout fails there.
 mkdir -p "$dest/src/config" "$dest/src/systemd"
@@ -109,6 +119,9 @@ cat >"$dest/run.sh" <<EOF
 here=\$(cd "\$(dirname "\$0")" && pwd)
 export LD_LIBRARY_PATH="\$here/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 export PATH="\$here/bin:\$PATH"
+# The Python package: its library, the daemon its tests start, the package.
+export RDMAMEM_LIBRARY="\$here/lib/librdmamem.so.0" RDMAMEMD="\$here/bin/rdmamemd"
+export PYTHONPATH="\$here/src/python\${PYTHONPATH:+:\$PYTHONPATH}"
 link() {
 	if [ -L "\$1" ] || [ ! -e "\$1" ]; then
 		mkdir -p "\$(dirname "\$1")" && ln -sfn "\$2" "\$1"

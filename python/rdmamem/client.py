@@ -1,0 +1,278 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The connection to rdmamemd: :class:`Client`."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from ctypes import byref, c_int, c_uint64, c_void_p
+from typing import Any, Optional, Sequence
+
+from . import _lib
+from .cuda import KIND_CUDA_MALLOC, parse_share_handle
+from .errors import ConnectError, RdmamemError, from_failure
+from .pool import Pool
+from .region import HostRegion, Region, Span
+
+SHARE_MEMORY_HINT = (
+    "a CPU tensor from share_memory_() (or any tensor PyTorch allocated) lives in a file "
+    "that cannot carry the seals the daemon requires (F_SEAL_SHRINK, F_SEAL_GROW); allocate "
+    "it in registered memory instead: pool = client.pool(nbytes); t = pool.tensor(shape, dtype)"
+)
+
+
+def connect(socket: Optional[str]) -> int:
+    """rdmamem_client_connect(): the new connection's handle, or ConnectError."""
+    h = c_void_p()
+    r = _lib.lib().rdmamem_client_connect(os.fsencode(socket) if socket else None, byref(h))
+    if r < 0:
+        where = socket or "the default socket"
+        raise ConnectError(-r, f"cannot connect to {where}: {os.strerror(-r)}")
+    assert h.value is not None
+    return h.value
+
+
+class Client:
+    """One connection to the daemon; a context manager that closes it.
+
+    socket: the daemon's socket path; None: ``$RDMAMEM_SOCKET``, else
+    ``$XDG_RUNTIME_DIR/rdmamemd/rdmamemd.sock`` if it exists, else
+    ``/run/rdmamemd/rdmamemd.sock``. timeout: seconds each call may take (None:
+    the library's 30 s); a call past it raises
+    :class:`~rdmamem.errors.CallTimeoutError` and leaves the connection unusable.
+
+    Threads: calls on one client are serialized by a lock (the C library allows
+    one thread at a time on a connection); open one client per thread for
+    calls that must not wait for each other. Everything the connection
+    registered or locked is released by the daemon when it closes.
+    """
+
+    def __init__(self, socket: Optional[str] = None, timeout: Optional[float] = None) -> None:
+        self._lib = _lib.lib()
+        self._mutex = threading.RLock()
+        self._pools: list[Pool] = []
+        self._h: Optional[int] = connect(socket)
+        if timeout is not None:
+            self.set_timeout(timeout)
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _error(self, r: int, parameters: Optional[dict[str, Any]] = None) -> RdmamemError:
+        name = self._lib.rdmamem_client_error_name(self._h) if self._h else None
+        msg = self._lib.rdmamem_client_error_message(self._h) if self._h else None
+        return from_failure(
+            -r, name.decode() if name else None, msg.decode() if msg else None, parameters
+        )
+
+    def _check(self, r: int) -> int:
+        if r < 0:
+            raise self._error(r)
+        return r
+
+    @property
+    def handle(self) -> int:
+        """The C library's ``struct rdmamem_client *``; ValueError once closed."""
+        if not self._h:
+            raise ValueError("the client is closed")
+        return self._h
+
+    def set_timeout(self, seconds: Optional[float]) -> None:
+        """Each call's timeout in seconds; None waits forever."""
+        ms = -1 if seconds is None else int(seconds * 1000)
+        self._check(self._lib.rdmamem_client_set_timeout(self.handle, ms))
+
+    @property
+    def socket_path(self) -> str:
+        """The socket this client is connected to."""
+        return self._lib.rdmamem_client_socket_path(self.handle).decode()
+
+    # -- generic calls ----------------------------------------------------
+
+    def call(
+        self, method: str, parameters: Optional[dict[str, Any]] = None, fds: Sequence[int] = ()
+    ) -> dict[str, Any]:
+        """Calls a Varlink method ("io.rdmamemd.GetStatus") and returns its reply's
+        parameters; a Varlink error raises its class with the error's parameters.
+        fds go with the call (the parameters name them by index); fds that come
+        back are closed (use the typed calls for those)."""
+        fd_arr = (c_int * len(fds))(*fds) if fds else None
+        reply = c_void_p()
+        params = json.dumps(parameters).encode() if parameters is not None else None
+        with self._mutex:
+            r = self._lib.rdmamem_call(
+                self.handle, method.encode(), params, fd_arr, len(fds), byref(reply), None, None
+            )
+            text = _lib.take_string(reply)
+            out = json.loads(text) if text else {}
+            if r < 0:
+                raise self._error(r, out)
+        return out
+
+    def ping(self) -> None:
+        """A round trip to the daemon."""
+        with self._mutex:
+            self._check(self._lib.rdmamem_ping(self.handle))
+
+    def status(self) -> dict[str, Any]:
+        """io.rdmamemd.GetStatus's reply."""
+        return self.call("io.rdmamemd.GetStatus")
+
+    # -- host memory ------------------------------------------------------
+
+    def register_memfd(self, fd: int, offset: int = 0, length: int = 0) -> Region:
+        """Registers [offset, offset + length) of a sealed memfd (length 0: to its
+        end); the caller keeps fd. For memory made here, :meth:`alloc` is simpler."""
+        out = c_uint64()
+        with self._mutex:
+            self._check(self._lib.rdmamem_register(self.handle, fd, offset, length, byref(out)))
+        n = length or os.fstat(fd).st_size - offset
+        return Region(self, out.value, n)
+
+    def alloc(self, nbytes: int, name: str = "rdmamem") -> HostRegion:
+        """A new sealed memfd of nbytes, registered, and mapped here."""
+        if nbytes <= 0:
+            raise ValueError("nbytes must be positive")
+        fd = c_int(-1)
+        self._check(self._lib.rdmamem_memfd_create(name.encode(), nbytes, byref(fd), None))
+        try:
+            out = c_uint64()
+            with self._mutex:
+                self._check(self._lib.rdmamem_register(self.handle, fd.value, 0, 0, byref(out)))
+            return HostRegion(self, out.value, fd.value, nbytes)
+        except BaseException:
+            os.close(fd.value)
+            raise
+
+    def pool(self, nbytes: int, alignment: int = 256) -> Pool:
+        """One registered region of nbytes with a sub-allocator: pool.tensor(),
+        pool.array() then make no call to the daemon."""
+        p = Pool(self.alloc(nbytes, "rdmamem-pool"), alignment)
+        self._pools.append(p)
+        return p
+
+    # -- GPU memory -------------------------------------------------------
+
+    def register_cuda_ipc(self, handle: bytes, gpu: int = 0, offset: int = 0,
+                          length: int = 0) -> Region:
+        """Registers a 64-byte CUipcMemHandle (cuIpcGetMemHandle) of an allocation
+        on device gpu (the daemon's ordinal), [offset, offset + length) of it."""
+        if len(handle) != _lib.CUDA_IPC_HANDLE_SIZE:
+            raise ValueError(f"a CUDA IPC handle has 64 bytes, not {len(handle)}")
+        out = c_uint64()
+        with self._mutex:
+            self._check(self._lib.rdmamem_register_cuda_ipc(
+                self.handle, handle, gpu, offset, length, byref(out)))
+        return Region(self, out.value, length)
+
+    def register_cuda_vmm(self, fd: int, alloc_size: int, offset: int = 0,
+                          length: int = 0) -> Region:
+        """Registers a VMM allocation exported as a POSIX fd; the caller keeps fd."""
+        out = c_uint64()
+        with self._mutex:
+            self._check(self._lib.rdmamem_register_cuda_vmm(
+                self.handle, fd, alloc_size, offset, length, byref(out)))
+        return Region(self, out.value, length or alloc_size - offset)
+
+    def register_tensor(self, t: Any, *, gpu: Optional[int] = None) -> Span:
+        """Registers a tensor's bytes and returns their :class:`Span`.
+
+        A CUDA tensor (contiguous) is registered through the handle PyTorch's
+        caching allocator gives for its storage, for either allocator mode:
+        cudaMalloc (the IPC handle; the storage's offset in its allocation and
+        the tensor's in its storage are honoured) or expandable segments (the
+        segment's fd goes over the socket). gpu: the device ordinal in the
+        daemon's view (default: the tensor's, right when both see the same
+        devices). The span holds the tensor: PyTorch cannot free or reuse its
+        memory until span.close(), which unregisters.
+
+        A CPU tensor of one of this client's pools gives the pool region's
+        span, with no call. Any other CPU tensor (share_memory_() included)
+        raises ValueError: allocate it with pool.tensor().
+        """
+        if t.device.type == "cpu":
+            for p in self._pools:
+                if p.offset_of(t) is not None:
+                    return p.span(t)
+            raise ValueError(SHARE_MEMORY_HINT)
+        if t.device.type != "cuda":
+            raise ValueError(f"register_tensor: a {t.device.type} tensor; CUDA or a pool's CPU tensor")
+        if not t.is_contiguous():
+            raise ValueError("register_tensor: the tensor is not contiguous (t.contiguous())")
+        nbytes = t.numel() * t.element_size()
+        if nbytes == 0:
+            raise ValueError("register_tensor: the tensor has no bytes")
+        storage = t.untyped_storage()
+        share = storage._share_cuda_()
+        device, raw, storage_off = share[0], share[1], share[3]
+        rec = parse_share_handle(raw)
+        off = storage_off + t.storage_offset() * t.element_size()
+        dev = device if gpu is None else gpu
+        release = _ipc_counter_release(share)
+        try:
+            if rec.kind == KIND_CUDA_MALLOC:
+                region = self.register_cuda_ipc(rec.ipc_handle, dev, off, nbytes)
+            else:
+                seg = rec.segment_size
+                first, last = off // seg, (off + nbytes - 1) // seg
+                if first != last:
+                    raise ValueError(
+                        f"register_tensor: the tensor spans {last - first + 1} expandable "
+                        f"segments of {seg} bytes; the daemon maps one VMM allocation per "
+                        "region (use expandable_segments:False, or tensors within a segment)"
+                    )
+                region = self.register_cuda_vmm(rec.fds[first], seg, off - first * seg, nbytes)
+        except BaseException:
+            release()
+            raise
+        return Span(region, 0, nbytes, owns=True, keep=t, on_close=release)
+
+    # -- life -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the connection: the daemon drops its regions and leases."""
+        with self._mutex:
+            if self._h:
+                h, self._h = self._h, None
+                self._lib.rdmamem_client_close(h)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<Client {self.socket_path if self._h else 'closed'}>"
+
+
+def _ipc_counter_release(share: tuple[Any, ...]) -> Any:
+    """What undoes _share_cuda_()'s reference count on the storage.
+
+    _share_cuda_() counts one consumer in a shared counter and, while that
+    count is above zero, keeps a freed block out of the allocator's reuse (its
+    "limbo"): a consumer process drops it when done. The daemon is not a
+    PyTorch process, so the span drops it at close (the span holds the tensor
+    until then, so the block cannot be freed earlier anyway)."""
+    import torch
+
+    ref_handle, ref_offset = share[4], share[5]
+
+    def release() -> None:
+        fn = getattr(torch.UntypedStorage, "_release_ipc_counter_cuda", None)
+        if fn is not None and ref_handle:
+            try:
+                fn(ref_handle, ref_offset)
+            except (RuntimeError, TypeError):
+                pass
+
+    return release
+
+
+__all__ = ["Client", "SHARE_MEMORY_HINT"]

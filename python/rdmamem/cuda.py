@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""PyTorch CUDA tensors: what ``untyped_storage()._share_cuda_()`` hands out.
+
+``_share_cuda_()`` returns (device, handle, storage bytes, offset of the
+storage in the allocation, ref counter name, ref counter offset, event handle,
+event sync flag). The handle is a record of PyTorch's caching allocator:
+
+- byte 0: the record's version (1 and 2 are known; both have this layout);
+- byte 1: the kind, ``c`` for memory from cudaMalloc, ``e`` for an expandable
+  segment (``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``);
+- ``c``: the 64-byte cudaIpcMemHandle of the allocation's base (66 bytes in
+  all): the daemon opens it, the storage's offset in the allocation says where
+  the tensor is;
+- ``e``: a header {pid_t pid; size_t segment_size; size_t num_handles} (24
+  bytes with its padding on x86-64 and aarch64) and then num_handles ints:
+  POSIX fds of the producing process, each a cuMemCreate allocation of
+  segment_size bytes mapped one after the other (30 bytes for one). The
+  producer is this process, so the fds are ours and go to the daemon over the
+  socket with SCM_RIGHTS: no pidfd_getfd, no ptrace right.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+KIND_CUDA_MALLOC = ord("c")
+KIND_EXPANDABLE = ord("e")
+IPC_HANDLE_SIZE = 64
+_HEADER = struct.Struct("=i4xQQ")  # pid_t, padding, size_t segment_size, size_t num_handles
+
+
+@dataclass
+class ShareRecord:
+    """A parsed ``_share_cuda_()`` handle."""
+
+    version: int
+    kind: int
+    ipc_handle: bytes = b""  # kind 'c'
+    pid: int = 0  # kind 'e': the producer
+    segment_size: int = 0
+    fds: list[int] = field(default_factory=list)
+
+
+def parse_share_handle(raw: bytes) -> ShareRecord:
+    """Parses a handle; ValueError says what does not fit."""
+    if len(raw) < 2:
+        raise ValueError(f"CUDA share handle of {len(raw)} bytes: too short")
+    version, kind = raw[0], raw[1]
+    if version not in (1, 2):
+        raise ValueError(f"CUDA share handle version {version}: this package knows 1 and 2")
+    body = raw[2:]
+    if kind == KIND_CUDA_MALLOC:
+        if len(body) != IPC_HANDLE_SIZE:
+            raise ValueError(f"cudaMalloc handle of {len(raw)} bytes, expected {2 + IPC_HANDLE_SIZE}")
+        return ShareRecord(version, kind, ipc_handle=bytes(body))
+    if kind == KIND_EXPANDABLE:
+        if len(body) < _HEADER.size:
+            raise ValueError(f"expandable-segment handle of {len(raw)} bytes: no header")
+        pid, segment_size, n = _HEADER.unpack_from(body)
+        rest = body[_HEADER.size :]
+        if n == 0 or len(rest) != 4 * n:
+            # A fabric handle (64 bytes each) or a layout of a later PyTorch.
+            raise ValueError(
+                f"expandable-segment handle: {n} handles in {len(rest)} bytes; only POSIX fd "
+                "handles (4 bytes each) are supported"
+            )
+        fds = list(struct.unpack(f"={n}i", rest))
+        return ShareRecord(version, kind, pid=pid, segment_size=segment_size, fds=fds)
+    raise ValueError(f"CUDA share handle kind {kind!r}: this package knows 'c' and 'e'")
