@@ -223,7 +223,8 @@ static void blocking_reply(struct rdmamem_client *c, struct rdmamem_call *call,
 	b->root = TAKE_PTR(reply->root);
 	b->params = reply->parameters;
 	b->n_fds = reply->n_fds;
-	memcpy(b->fds, reply->fds, reply->n_fds * sizeof(int));
+	if (reply->n_fds > 0)
+		memcpy(b->fds, reply->fds, reply->n_fds * sizeof(int));
 	for (size_t i = 0; i < reply->n_fds; i++)
 		reply->fds[i] = -EBADF;
 }

@@ -769,6 +769,7 @@ START_TEST(test_packed_fd)
 	uint64_t remote, region = region_of(c, 65536);
 	const struct rdmamem_range ok[2] = { { 0, 0, 4096 }, { 4096, 8192, 4096 } };
 	const struct rdmamem_range bad[2] = { { 0, 0, 4096 }, { 4096, 65536 - 4095, 4096 } };
+	uint8_t one_over[sizeof(ok) + 1] = {}; /* a byte past whole ranges */
 	struct rdmamem_range *many;
 	int fds_before, fd, pipefd[2];
 	char *reply = NULL;
@@ -806,8 +807,9 @@ START_TEST(test_packed_fd)
 	/* Size: whole ranges, at least one, at most what the call takes. */
 	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep,
 			  ranges_fd(ok, sizeof(ok) - 1, sealed), inval, "'packed_fd'");
-	assert_fd_refused(c, "io.rdmamemd.Transfer", batch, ranges_fd(ok, sizeof(ok) + 1, sealed),
-			  inval, "'batch'");
+	memcpy(one_over, ok, sizeof(ok));
+	assert_fd_refused(c, "io.rdmamemd.Transfer", batch,
+			  ranges_fd(one_over, sizeof(one_over), sealed), inval, "'batch'");
 	assert_fd_refused(c, "io.rdmamemd.PrepareTransfer", prep, ranges_fd(ok, 0, sealed), inval,
 			  "'packed_fd'");
 	many = calloc(131073, sizeof(*many));

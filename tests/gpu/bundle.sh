@@ -58,7 +58,7 @@ mkdir -p "$(dirname "$dest")"
 dest=$(cd "$(dirname "$dest")" && pwd)/$(basename "$dest")
 
 if [ $# -eq 0 ]; then
-	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke; do
+	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke examples/async-uv; do
 		[ -x "$build/$p" ] && set -- "$@" "$build/$p"
 	done
 	[ $# -gt 0 ] || die "nothing built in $build"
@@ -80,7 +80,15 @@ skip='^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|libpthread|librt|libresolv|libu
 declare -A libs=()
 for prog in "$@"; do
 	[ -x "$prog" ] || die "$prog is not an executable"
-	cp -L "$prog" "$dest/bin/"
+	# Where the build had it (bin/ stands for the build directory there):
+	# the tests run examples by their build path.
+	case $prog in
+	"$build"/*/*)
+		mkdir -p "$dest/bin/$(dirname "${prog#"$build"/}")"
+		cp -L "$prog" "$dest/bin/${prog#"$build"/}"
+		;;
+	*) cp -L "$prog" "$dest/bin/" ;;
+	esac
 	out=$(ldd "$prog") || die "ldd $prog failed"
 	if grep -q 'not found' <<<"$out"; then
 		die "$prog: missing libraries here: $(grep 'not found' <<<"$out" | tr -s ' \t' ' ')"
@@ -140,7 +148,7 @@ chmod +x "$dest/run.sh"
 	echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) from $root"
 	echo "commit $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
 	echo "build $build"
-	for f in "$dest"/bin/* "$dest"/lib/*; do
+	find "$dest/bin" "$dest/lib" -type f | sort | while read -r f; do
 		echo "$(sha256sum "$f" | cut -c1-16) ${f#"$dest"/}"
 	done
 } >"$dest/MANIFEST"
