@@ -299,6 +299,8 @@ int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON
 	 * connection always has, in the client's error. */
 	if (c->dead && (!b.done || !b.root)) {
 		rdmamem__set_error(c, NULL, "%s", c->dead_message ?: "the connection failed");
+		free(b.error_name);
+		free(b.error_message);
 		close_many(b.fds, b.n_fds);
 		return c->dead;
 	}

@@ -961,7 +961,6 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, struct errinf
 	const struct descriptor *desc = &leg->remote->desc;
 	struct paths_choice choice[PATHS_MAX];
 	struct region *regs[TRANSFER_REGIONS_MAX];
-	uint64_t bytes = 0;
 	int r;
 
 	for (uint32_t k = 0; k < leg->n_regions; k++)
@@ -969,16 +968,6 @@ static int leg_paths(struct transfer *t, struct transfer_leg *leg, struct errinf
 	r = paths_choose(&t->ctx->paths, regs, leg->n_regions, desc, choice, &leg->n_paths, e);
 	if (r < 0)
 		return r;
-	/* A batch that will not stripe goes on path 0 alone: connecting the
-	 * others would make queue pairs at the remote daemon, counted against
-	 * its connection limit, that carry nothing. A later batch that
-	 * stripes connects them. */
-	for (size_t i = 0; i < leg->n_ops && bytes < TRANSFER_STRIPE_MIN; i++)
-		bytes += leg->ops[i].length;
-	if (!wr_plan_stripes(&(struct wr_plan_params){ .n_paths = leg->n_paths,
-						       .stripe_min = TRANSFER_STRIPE_MIN },
-			     bytes))
-		leg->n_paths = MIN(leg->n_paths, 1U);
 	for (uint32_t p = 0; p < leg->n_paths; p++) {
 		struct transfer_path *path = &leg->paths[p];
 

@@ -490,41 +490,17 @@ static struct region *two_device_region(void)
 	return r;
 }
 
-/* A batch that will not stripe connects its first path only: a queue pair
- * at the remote daemon (counted against its connection limit) that would
- * carry nothing is not made. A striped one connects the rest then. */
-START_TEST(test_unstriped_connects_one)
-{
-	struct region *r = two_device_region();
-	struct remote *rem = import_remote();
-	struct transfer_op o1 = op(WR_WRITE, r, 0, rem, 0, 4096);
-
-	run(&o1, 1);
-	ck_assert_uint_eq(ctx.links.n_links, 1);
-	ck_assert_ptr_nonnull(link_on(dev0));
-	ck_assert_uint_eq(carried(dev0), 4096);
-	/* The descriptor's two devices are both reachable: the leg had two
-	 * paths, the small batch needed one. */
-	o1 = op(WR_READ, r, 8192, rem, 0, 65536);
-	run(&o1, 1);
-	ck_assert_uint_eq(ctx.links.n_links, 1);
-
-	read_large(r, rem, host_bytes);
-	ck_assert_uint_eq(ctx.links.n_links, 2);
-	ck_assert_ptr_nonnull(link_on(dev0));
-	ck_assert_ptr_nonnull(link_on(dev1));
-	ck_assert_uint_gt(carried(dev1), 0);
-}
-END_TEST
-
 /* idle_sec below the connect time: the link of a path that is READY at
  * once is held while the transfer waits for its other path, and closes as
  * idle only once the transfer is over. */
 START_TEST(test_waiting_link_not_idle)
 {
 	struct region *r = two_device_region();
+	/* Registered on fake0 alone: its transfer brings up fake0's link only
+	 * (links are per device, uid and endpoint: r's transfer shares it). */
+	struct region *r0 = mem_fixture_import(&lf.f, 65536);
 	struct remote *rem = import_remote();
-	struct transfer_op o1 = op(WR_WRITE, r, 0, rem, 0, 4096);
+	struct transfer_op o1;
 	struct transfer_op *ops = calloc(N_LARGE, sizeof(*ops));
 	struct transfer *t = NULL;
 	struct errinfo e = {};
@@ -533,8 +509,11 @@ START_TEST(test_waiting_link_not_idle)
 	int res;
 
 	ck_assert_ptr_nonnull(ops);
+	register_on(r0, dev0);
+	o1 = op(WR_WRITE, r0, 0, rem, 0, 4096);
 	ctx.links.cfg.idle_sec = 1;
 	run(&o1, 1);
+	ck_assert_uint_eq(ctx.links.n_links, 1);
 	l0 = link_on(dev0);
 	ck_assert_ptr_nonnull(l0);
 
@@ -778,7 +757,6 @@ Suite *paths_suite(void)
 	tcase_add_test(tc, test_host_slowest_node_decides);
 	tcase_add_test(tc, test_unknown_node_ranks_behind_local);
 	tcase_add_test(tc, test_interfaces_cached);
-	tcase_add_test(tc, test_unstriped_connects_one);
 	tcase_add_test(tc, test_waiting_link_not_idle);
 	suite_add_tcase(su, tc);
 #if HAVE_CUDA_H
