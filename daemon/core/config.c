@@ -142,8 +142,8 @@ static const struct config_key keys[] = {
 	{ .section = "rdma", .key = "link-ack-timeout", .type = CFG_UINT,
 	  .offset = F(link_ack_timeout), .min = 1, .max = 31,
 	  .help = "a queue pair to another daemon resends what the peer left unanswered "
-		  "for 4.096 us x 2^N, six times, then fails: 16 (default) is 268 ms, a "
-		  "silent peer seen within 1.9 s (7.5 s at most, per the IB spec)" },
+		  "for 4.096 us x 2^N, six times, then fails: 18 (default) is 1.07 s, a "
+		  "silent peer seen within 7.5 s (30 s at most, per the IB spec)" },
 	{ .section = "rdma", .key = "max-links", .type = CFG_UINT, .offset = F(max_links),
 	  .min = 1, .max = 1U << 16,
 	  .help = "queue pairs to other daemons (Transfer) in all, each two fds (default 256)" },
@@ -209,7 +209,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_rdma_connections_per_uid = 256,
 		.link_idle_sec = 60,
 		.transfer_window = 128,
-		.link_ack_timeout = 16,
+		.link_ack_timeout = 18, /* LINK_ACK_TIMEOUT_DEFAULT (remote/link.h) */
 		.link_stall_sec = 30,
 		.max_links = 256,
 		.max_links_per_uid = 64,

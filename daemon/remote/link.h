@@ -76,16 +76,20 @@ struct link;
 /*
  * A silent peer (its network gone: no DISCONNECTED, no reset) is seen by
  * the RC transport: a WR unanswered for the ack timeout, 4.096 us x
- * 2^LINK_ACK_TIMEOUT_DEFAULT = 268 ms, is resent, and fails with
- * RETRY_EXC_ERR after LINK_RETRY_COUNT resends, so (1 + 6) x 268 ms =
- * 1.9 s after the peer's last answer (up to 4x that, 7.5 s, where a device
- * waits the most the IB spec allows). The link then fails with
+ * 2^LINK_ACK_TIMEOUT_DEFAULT = 1.07 s, is resent, and fails with
+ * RETRY_EXC_ERR after LINK_RETRY_COUNT resends, so (1 + 6) x 1.07 s =
+ * 7.5 s after the peer's last answer (up to 4x that, 30 s, where a device
+ * waits the most the IB spec allows). Shorter timeouts recover lost
+ * packets sooner (a 16 MiB READ on Soft-RoCE under emulation does better
+ * at 16, 268 ms) but resend a whole window of large WRs whenever the peer
+ * is merely slow: at 16 the two-VM suite saw 512 MiB WRITEs crawl and fail
+ * after 80 s with no progress. The link then fails with
  * -EHOSTUNREACH, its transfers with PeerUnreachable. Without a timeout of
  * its own a link had the CM's (about 1 s on RoCE), and with a retry count
  * of 7, which rxe takes as "forever", never failed at all. An idle link
  * notices nothing: it has no WR to resend.
  */
-#define LINK_ACK_TIMEOUT_DEFAULT 16U
+#define LINK_ACK_TIMEOUT_DEFAULT 18U
 #define LINK_RETRY_COUNT 6U
 /*
  * A SEND (a notification) that finds no receive posted at the peer is

@@ -348,8 +348,8 @@ START_TEST(test_silent_peer)
 	/* Finite: 7 would keep a SEND to a peer with no receive forever. */
 	ck_assert_uint_lt(p.rnr_retry, 7);
 	ck_assert_uint_eq(p.initiator_depth, 16);
-	/* 4.096 us x 2^16 = 268 ms, seven times, four times at most. */
-	ck_assert_uint_eq(link_silent_peer_ms(&lf.pool.cfg), 7516);
+	/* 4.096 us x 2^18 = 1.07 s, seven times, four times at most. */
+	ck_assert_uint_eq(link_silent_peer_ms(&lf.pool.cfg), 30064);
 
 	/* Configured: the exponent as given, the retries capped at 6. */
 	reinit(&cfg);
