@@ -390,21 +390,33 @@ _public_ int rdmamem_access_token_revoke(struct rdmamem_client *c, const char *t
 	return call_u64(c, "io.rdmamemd.RevokeAccessToken", p, NULL, 0, 0, NULL, NULL);
 }
 
+_public_ int rdmamem_register_cuda_vmm_chunks(struct rdmamem_client *c, const int *fds, size_t n,
+					      uint64_t alloc_size, uint64_t offset, uint64_t length,
+					      uint64_t *ret_region)
+{
+	cJSON *p;
+
+	if (!ret_region || !fds || n == 0 || n > RDMAMEM_CUDA_VMM_CHUNKS_MAX || alloc_size == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] < 0)
+			return -EINVAL;
+	p = params_new();
+	/* "chunks" only when there are several: a daemon of before knows one. */
+	if (p && (json_add_string(p, "memory", "cuda-vmm") < 0 || json_add_int(p, "fd", 0) < 0 ||
+		  add_id(p, "size", alloc_size) < 0 || add_id(p, "offset", offset) < 0 ||
+		  (length && add_id(p, "length", length) < 0) ||
+		  (n > 1 && json_add_int(p, "chunks", (int)n) < 0)))
+		p = (cJSON_Delete(p), NULL);
+	/* The first GPU import loads the driver and creates a context: slow. */
+	return call_u64(c, "io.rdmamemd.Register", p, fds, n, -1, "region", ret_region);
+}
+
 _public_ int rdmamem_register_cuda_vmm(struct rdmamem_client *c, int fd, uint64_t alloc_size,
 				       uint64_t offset, uint64_t length, uint64_t *ret_region)
 {
-	cJSON *p = params_new();
-
-	if (!ret_region || fd < 0 || alloc_size == 0) {
-		cJSON_Delete(p);
-		return -EINVAL;
-	}
-	if (p && (json_add_string(p, "memory", "cuda-vmm") < 0 || json_add_int(p, "fd", 0) < 0 ||
-		  add_id(p, "size", alloc_size) < 0 || add_id(p, "offset", offset) < 0 ||
-		  (length && add_id(p, "length", length) < 0)))
-		p = (cJSON_Delete(p), NULL);
-	/* The first GPU import loads the driver and creates a context: slow. */
-	return call_u64(c, "io.rdmamemd.Register", p, &fd, 1, -1, "region", ret_region);
+	return rdmamem_register_cuda_vmm_chunks(c, &fd, 1, alloc_size, offset, length,
+						ret_region);
 }
 
 _public_ int rdmamem_register_cuda_ipc(struct rdmamem_client *c, const void *handle, int gpu,

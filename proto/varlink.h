@@ -14,8 +14,10 @@
 
 /* Largest message, NUL terminator not counted. */
 #define VARLINK_BODY_MAX (16U * 1024U * 1024U)
-/* Most file descriptors one message may carry. */
-#define VARLINK_FDS_MAX 16U
+/* Most file descriptors one message may carry: a Register of "cuda-vmm"
+ * memory passes one per allocation, up to 64 (a tensor of PyTorch's
+ * expandable segments spans one per 20 MiB). The kernel's own cap is 253. */
+#define VARLINK_FDS_MAX 64U
 /* Longest interface.Method name. */
 #define VARLINK_METHOD_MAX 255U
 

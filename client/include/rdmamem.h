@@ -536,6 +536,12 @@ int rdmamem_transfer_ranges(struct rdmamem_client *client, int op, uint64_t regi
  *	cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
  *	rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &region);
  *
+ * rdmamem_register_cuda_vmm_chunks: n allocations of alloc_size bytes each,
+ * of one device, that the daemon maps one after the other as one range, as
+ * the process that made them maps them (a tensor of PyTorch's expandable
+ * segments spans several); offset and length select the region in that
+ * range. n is 1 to RDMAMEM_CUDA_VMM_CHUNKS_MAX. The caller keeps the fds.
+ *
  * rdmamem_register_cuda_ipc: handle is a CUipcMemHandle from
  * cuIpcGetMemHandle(&handle, dptr); gpu the device ordinal (in the daemon's
  * view) whose context opens it. Regions over one allocation share the open.
@@ -552,9 +558,13 @@ int rdmamem_transfer_ranges(struct rdmamem_client *client, int op, uint64_t regi
  * daemon once, so such copies run at DMA speed.
  */
 #define RDMAMEM_CUDA_IPC_HANDLE_SIZE 64
+#define RDMAMEM_CUDA_VMM_CHUNKS_MAX 64
 
 int rdmamem_register_cuda_vmm(struct rdmamem_client *client, int fd, uint64_t alloc_size,
 			      uint64_t offset, uint64_t length, uint64_t *ret_region);
+int rdmamem_register_cuda_vmm_chunks(struct rdmamem_client *client, const int *fds, size_t n,
+				     uint64_t alloc_size, uint64_t offset, uint64_t length,
+				     uint64_t *ret_region);
 int rdmamem_register_cuda_ipc(struct rdmamem_client *client, const void *handle, int gpu,
 			      uint64_t offset, uint64_t length, uint64_t *ret_region);
 

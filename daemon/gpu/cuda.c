@@ -499,102 +499,165 @@ int cu_address_range(uint64_t ptr, uint64_t *ret_base, uint64_t *ret_size)
 	return 0;
 }
 
-int cu_vmm_import(int fd, uint64_t size, struct cu_vmm_map *ret)
+/* Imports fd as a VMM handle of device memory; *device and *gran say where
+ * it lives and its granularity. On failure nothing is held. */
+static int vmm_import_handle(int fd, CUmemGenericAllocationHandle *ret, CUmemAllocationProp *prop,
+			     size_t *gran)
 {
 	CUmemGenericAllocationHandle handle;
-	CUmemAllocationProp prop = {};
-	CUmemAccessDesc access = {};
-	CUdeviceptr dptr;
-	CUcontext ctx;
-	size_t gran;
-	int device, r;
+	int r;
 
-	r = cu_load();
-	if (r < 0)
-		return r;
 	if (fd < 0)
 		return cu_errorf(-EBADF, "no file descriptor for the VMM allocation");
-	if (size == 0)
-		return cu_errorf(-EINVAL, "a VMM import needs the allocation's size");
-
 	/* The driver reads the fd and does not keep it: the caller closes it. */
 	r = CU(cuMemImportFromShareableHandle, &handle, (void *)(uintptr_t)fd,
 	       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	if (r < 0)
 		return r;
-	r = CU(cuMemGetAllocationPropertiesFromHandle, &prop, handle);
+	*prop = (CUmemAllocationProp){};
+	r = CU(cuMemGetAllocationPropertiesFromHandle, prop, handle);
 	if (r < 0)
-		goto err_release;
-	if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+		goto err;
+	if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
 		r = cu_errorf(-EOPNOTSUPP,
 			      "the VMM allocation is not GPU memory (location type %d)",
-			      (int)prop.location.type);
-		goto err_release;
+			      (int)prop->location.type);
+		goto err;
 	}
-	device = prop.location.id;
-	r = CU(cuMemGetAllocationGranularity, &gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	r = CU(cuMemGetAllocationGranularity, gran, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 	if (r < 0)
-		goto err_release;
-	/* Nothing tells us the allocation's size; a size off the granularity
+		goto err;
+	*ret = handle;
+	return 0;
+err:
+	(void)cu.cuMemRelease(handle);
+	return r;
+}
+
+/* Unmaps the first n_mapped chunks, frees the range, releases every handle
+ * and the context retain (each step runs even when one fails; the first
+ * error is returned and kept as cu_last_error()). */
+static int vmm_unwind(struct cu_vmm_map *m, unsigned n_mapped, bool retained)
+{
+	char first[CU_ERR_MAX];
+	int r = 0;
+
+	/* A mapping goes as it was made (cuMemUnmap takes whole mappings),
+	 * then the range, then the memory, then the context. */
+	for (unsigned i = 0; i < n_mapped; i++)
+		cu_keep_first(&r, CU(cuMemUnmap, m->dptr + i * m->chunk_size, m->chunk_size),
+			      first);
+	if (m->dptr)
+		cu_keep_first(&r, CU(cuMemAddressFree, m->dptr, m->size), first);
+	for (unsigned i = 0; i < m->n_chunks; i++)
+		cu_keep_first(&r, CU(cuMemRelease, m->handles[i]), first);
+	if (retained)
+		cu_keep_first(&r, primary_release(m->device), first);
+	if (r < 0)
+		memcpy(cu_err, first, sizeof(cu_err));
+	*m = (struct cu_vmm_map){};
+	return r;
+}
+
+int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm_map *ret)
+{
+	struct cu_vmm_map m = { .chunk_size = chunk_size };
+	char story[CU_ERR_MAX];
+	CUmemAllocationProp prop;
+	CUmemAccessDesc access = {};
+	CUdeviceptr dptr;
+	unsigned mapped = 0;
+	CUcontext ctx;
+	size_t gran = 0; /* set by the first import: n >= 1 */
+	int r;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	if (n == 0 || n > CU_VMM_CHUNKS_MAX)
+		return cu_errorf(-EINVAL, "a VMM import maps 1 to %u allocations, not %u",
+				 CU_VMM_CHUNKS_MAX, n);
+	if (chunk_size == 0)
+		return cu_errorf(-EINVAL, "a VMM import needs the allocation's size");
+	if (chunk_size > UINT64_MAX / n)
+		return cu_errorf(-EOVERFLOW, "%u allocations of %" PRIu64 " bytes overflow", n,
+				 chunk_size);
+	for (; m.n_chunks < n; m.n_chunks++) {
+		CUmemGenericAllocationHandle h = 0;
+		CUmemAllocationProp p;
+		size_t g = 0;
+
+		r = vmm_import_handle(fds[m.n_chunks], &h, &p, &g);
+		if (r < 0)
+			goto err;
+		m.handles[m.n_chunks] = h;
+		if (m.n_chunks == 0) {
+			prop = p;
+			gran = g;
+		} else if (p.location.id != prop.location.id) {
+			m.n_chunks++;
+			r = cu_errorf(-EINVAL,
+				      "VMM allocation %u lives on device %d, allocation 0 on %d: "
+				      "one region maps memory of one device",
+				      m.n_chunks - 1, p.location.id, prop.location.id);
+			goto err;
+		}
+	}
+	m.device = prop.location.id;
+	m.size = chunk_size * n;
+	/* Nothing tells us an allocation's size; a size off the granularity
 	 * cannot be one, and a larger one makes cuMemMap fail below. */
-	if (size % gran != 0) {
+	if (chunk_size % gran != 0) {
 		r = cu_errorf(-EINVAL,
 			      "size %" PRIu64 " is not a multiple of device %d's VMM granularity "
 			      "(%zu bytes)",
-			      size, device, gran);
-		goto err_release;
+			      chunk_size, m.device, gran);
+		goto err;
 	}
 	/* Copies need a context and this memory has none: keep the device's
 	 * primary alive for as long as the mapping. */
-	r = primary_retain(device, &ctx);
+	r = primary_retain(m.device, &ctx);
 	if (r < 0)
-		goto err_release;
-	r = CU(cuMemAddressReserve, &dptr, size, gran, 0, 0);
+		goto err;
+	r = CU(cuMemAddressReserve, &dptr, m.size, gran, 0, 0);
 	if (r < 0)
 		goto err_ctx;
-	r = CU(cuMemMap, dptr, size, 0, handle, 0);
-	if (r < 0)
-		goto err_free;
+	m.dptr = dptr;
+	/* One after the other, as the allocator that made them maps them: a
+	 * tensor of an expandable segment spans several. */
+	for (; mapped < n; mapped++) {
+		r = CU(cuMemMap, dptr + mapped * chunk_size, chunk_size, 0, m.handles[mapped], 0);
+		if (r < 0)
+			goto err_ctx;
+	}
 	access.location = prop.location;
 	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	r = CU(cuMemSetAccess, dptr, size, &access, 1);
-	if (r < 0)
-		goto err_unmap;
-
-	*ret = (struct cu_vmm_map){ .dptr = dptr,
-				    .size = size,
-				    .device = device,
-				    .handle = handle };
+	for (unsigned i = 0; i < n; i++) {
+		r = CU(cuMemSetAccess, dptr + i * chunk_size, chunk_size, &access, 1);
+		if (r < 0)
+			goto err_ctx;
+	}
+	*ret = m;
 	return 0;
 
-	/* Unwinding ignores its own failures: the first error is the story. */
-err_unmap:
-	(void)cu.cuMemUnmap(dptr, size);
-err_free:
-	(void)cu.cuMemAddressFree(dptr, size);
+	/* Unwinding keeps the first error: it is the story. */
 err_ctx:
-	primary_release_quiet(device);
-err_release:
-	(void)cu.cuMemRelease(handle);
+	memcpy(story, cu_err, sizeof(story));
+	(void)vmm_unwind(&m, mapped, true);
+	memcpy(cu_err, story, sizeof(cu_err));
+	return r;
+err:
+	memcpy(story, cu_err, sizeof(story));
+	(void)vmm_unwind(&m, 0, false);
+	memcpy(cu_err, story, sizeof(cu_err));
 	return r;
 }
 
 int cu_vmm_release(struct cu_vmm_map *m)
 {
-	char first[CU_ERR_MAX];
-	int r = 0;
-
 	if (!m || !m->dptr)
 		return 0;
-	/* Mapping first, then the range, then the memory, then the context. */
-	cu_keep_first(&r, CU(cuMemUnmap, m->dptr, m->size), first);
-	cu_keep_first(&r, CU(cuMemAddressFree, m->dptr, m->size), first);
-	cu_keep_first(&r, CU(cuMemRelease, m->handle), first);
-	cu_keep_first(&r, primary_release(m->device), first);
-	if (r < 0)
-		memcpy(cu_err, first, sizeof(cu_err));
-	*m = (struct cu_vmm_map){};
-	return r;
+	return vmm_unwind(m, m->n_chunks, true);
 }
 
 int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret)
@@ -946,7 +1009,8 @@ int cu_address_range(_unused_ uint64_t ptr, _unused_ uint64_t *ret_base,
 	return -EOPNOTSUPP;
 }
 
-int cu_vmm_import(_unused_ int fd, _unused_ uint64_t size, _unused_ struct cu_vmm_map *ret)
+int cu_vmm_import(_unused_ const int *fds, _unused_ unsigned n, _unused_ uint64_t chunk_size,
+		  _unused_ struct cu_vmm_map *ret)
 {
 	return -EOPNOTSUPP;
 }

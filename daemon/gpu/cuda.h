@@ -106,26 +106,32 @@ int cu_pointer_device(uint64_t ptr, int *ret_ordinal);
 int cu_address_range(uint64_t ptr, uint64_t *ret_base, uint64_t *ret_size);
 
 /*
- * A VMM allocation exported by a client as a POSIX fd, imported and mapped
- * read-write for its own device. The pointer has no context; the import
- * holds a retain on its device's primary context for copies.
+ * VMM allocations exported by a client as POSIX fds, imported and mapped
+ * read-write for their device one after the other in one address range (a
+ * tensor of PyTorch's expandable segments spans several allocations of one
+ * size). The pointer has no context; the import holds a retain on the
+ * device's primary context for copies.
  */
+#define CU_VMM_CHUNKS_MAX 64U
 struct cu_vmm_map {
 	uint64_t dptr;
-	uint64_t size;
+	uint64_t size;       /* n_chunks * chunk_size */
+	uint64_t chunk_size; /* each allocation's */
 	int device;
-	uint64_t handle; /* CUmemGenericAllocationHandle */
+	unsigned n_chunks;
+	uint64_t handles[CU_VMM_CHUNKS_MAX]; /* CUmemGenericAllocationHandle */
 };
 
 /*
- * Imports fd (not taken: the caller closes it whenever it likes) and maps its
- * first size bytes. size is the client's word; it must be a non-zero multiple
- * of the device's allocation granularity (-EINVAL otherwise) and no larger
- * than the allocation: driver 580 refuses that map with
- * CUDA_ERROR_NOT_SUPPORTED (-EOPNOTSUPP), and an fd that is no CUDA export
- * with CUDA_ERROR_UNKNOWN (-EIO).
+ * Imports the n fds (not taken: the caller closes them whenever it likes), all
+ * of one device, and maps the first chunk_size bytes of each, in order.
+ * chunk_size is the client's word; it must be a non-zero multiple of the
+ * device's allocation granularity (-EINVAL otherwise) and no larger than an
+ * allocation: driver 580 refuses that map with CUDA_ERROR_NOT_SUPPORTED
+ * (-EOPNOTSUPP), and an fd that is no CUDA export with CUDA_ERROR_UNKNOWN
+ * (-EIO). n is 1 to CU_VMM_CHUNKS_MAX.
  */
-int cu_vmm_import(int fd, uint64_t size, struct cu_vmm_map *ret);
+int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm_map *ret);
 /* Unmaps, frees the address range, releases the handle and the context
  * retain; every step runs even when one fails (the first error is returned).
  * Zeroes *m; a zeroed map is a no-op. */

@@ -108,9 +108,16 @@ static void job_fail_pool(struct gpu_import *job, int err, const char *what)
 	snprintf(job->error, sizeof(job->error), "%s: %s", what, cu_last_error());
 }
 
+void gpu_import_params_close(struct gpu_import_params *p)
+{
+	for (unsigned i = 0; i < p->n_fds; i++)
+		p->fds[i] = safe_close(p->fds[i]);
+	p->n_fds = 0;
+}
+
 static void job_free(struct gpu_import *job)
 {
-	safe_close(job->p.fd);
+	gpu_import_params_close(&job->p);
 	region_unref(job->reg);
 	session_unref(job->owner);
 	free(job);
@@ -233,7 +240,7 @@ static void on_vmm_work(uv_work_t *w)
 		return;
 	}
 	job->driver_loaded = true;
-	r = cu_vmm_import(job->p.fd, job->p.alloc_size, &g->vmm);
+	r = cu_vmm_import(job->p.fds, job->p.n_fds, job->p.alloc_size, &g->vmm);
 	if (r < 0) {
 		job_fail_pool(job, r, "cannot import the VMM allocation");
 		return;
@@ -432,7 +439,7 @@ int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import
 
 	job = calloc(1, sizeof(*job));
 	if (!job) {
-		safe_close(p->fd);
+		gpu_import_params_close(p);
 		return -ENOMEM;
 	}
 	job->done = done;
@@ -440,21 +447,23 @@ int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import
 	job->owner = session_ref(owner);
 	job->gpu = g;
 	job->p = *p;
-	p->fd = -EBADF;
+	p->n_fds = 0; /* taken */
 	list_init(&job->link);
 
 	if (p->memory == GPU_MEMORY_VMM) {
-		uint64_t length = p->length;
+		uint64_t length = p->length, total;
 
-		if (p->offset >= p->alloc_size || (length && length > p->alloc_size - p->offset)) {
+		/* The caller bounds the count and the size (no overflow). */
+		total = p->alloc_size * job->p.n_fds;
+		if (p->offset >= total || (length && length > total - p->offset)) {
 			job_free(job);
 			return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
 					   "range [%" PRIu64 ", +%" PRIu64 ") is outside the VMM "
-					   "allocation of %" PRIu64 " bytes",
-					   p->offset, length, p->alloc_size);
+					   "allocations (%u of %" PRIu64 " bytes)",
+					   p->offset, length, job->p.n_fds, p->alloc_size);
 		}
 		if (!length)
-			length = p->alloc_size - p->offset;
+			length = total - p->offset;
 		r = gpu_region_prepare(g, owner, length, &gpu_vmm_ops, &job->reg, e);
 		if (r < 0) {
 			job_free(job);

@@ -59,8 +59,9 @@ enum gpu_memory {
 
 struct gpu_import_params {
 	enum gpu_memory memory;
-	int fd;                  /* GPU_MEMORY_VMM: taken */
-	uint64_t alloc_size;     /* GPU_MEMORY_VMM: the allocation's size */
+	int fds[CU_VMM_CHUNKS_MAX]; /* GPU_MEMORY_VMM: the allocations, mapped in order; taken */
+	unsigned n_fds;
+	uint64_t alloc_size;     /* GPU_MEMORY_VMM: each allocation's size */
 	const char *ipc_handle;  /* GPU_MEMORY_IPC: 128 hex digits */
 	uint32_t gpu;            /* GPU_MEMORY_IPC: device to open it with */
 	uint64_t offset, length; /* the region within the allocation; 0: to its end */
@@ -82,7 +83,7 @@ typedef void (*gpu_import_done_fn)(void *userdata, struct region *r, struct erri
  * unless gpu_import_cancel() came first; *ret is valid until then. Returns
  * a negative errno when refused at once, with e filled in (a range outside
  * the allocation, a quota, a bad handle; not for -ENOMEM); done does not
- * run then. Takes p->fd.
+ * run then. Takes p->fds.
  */
 int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import_params *p,
 		     gpu_import_done_fn done, void *userdata, struct gpu_import **ret,
@@ -90,6 +91,8 @@ int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import
 /* Its client went away: done will not run (work on the pool finishes and
  * cleans up after itself). */
 void gpu_import_cancel(struct gpu_import *job);
+/* Closes the fds p holds (an import that never started). */
+void gpu_import_params_close(struct gpu_import_params *p);
 
 /* What the driver says of the GPUs (ListGpus). */
 struct gpu_list_result {

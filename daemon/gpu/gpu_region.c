@@ -143,33 +143,53 @@ static int gpu_copy(const struct region_span *dst, const struct region_span *src
 }
 
 /*
- * Pool: a dma-buf of the whole allocation (NICs register whole allocations;
- * a sub-range of a page may not export), offset to the region, with the
- * device address as iova so peers use the same addresses as for host
- * memory; the device address itself for peer memory when there is none.
+ * A device region's MR source: the dma-buf fd (taken) of the range that
+ * starts at base when err is 0, offset to the region, with the device
+ * address as iova so peers use the same addresses as for host memory; the
+ * device address itself for peer memory when there is none.
  */
-static int gpu_mr_source(struct region *r, struct region_mr_source *ret)
+static int device_mr_source(struct region *r, int err, int fd, uint64_t base,
+			    struct region_mr_source *ret)
 {
-	uint64_t base, size;
-	int fd = -EBADF;
-
 	*ret = (struct region_mr_source){
 		.addr = (void *)(uintptr_t)r->dptr,
 		.device = true,
 		.dmabuf_fd = -EBADF,
 		.iova = r->dptr,
 	};
-	if (cu_dmabuf_fd_for(r->dptr, &fd, &base, &size) == 0) {
+	if (err == 0) {
 		ret->dmabuf_fd = fd;
 		ret->dmabuf_offset = r->dptr - base;
 	} else {
-		snprintf(ret->dmabuf_error, sizeof(ret->dmabuf_error),
-			 "no dma-buf for the allocation: %s", cu_last_error());
+		snprintf(ret->dmabuf_error, sizeof(ret->dmabuf_error), "no dma-buf for the allocation: %s",
+			 cu_last_error());
 	}
 	return 0;
 }
 
+/* Pool: a dma-buf of the whole allocation (NICs register whole
+ * allocations; a sub-range of a page may not export). */
+static int gpu_mr_source(struct region *r, struct region_mr_source *ret)
+{
+	uint64_t base = 0, size;
+	int fd = -EBADF, err;
+
+	err = cu_dmabuf_fd_for(r->dptr, &fd, &base, &size);
+	return device_mr_source(r, err, fd, base, ret);
+}
+
 /* ---- cuda-vmm ---- */
+
+/* Pool: a dma-buf of the whole mapped range: the region may span several
+ * allocations, each mapped in it in order. */
+static int vmm_mr_source(struct region *r, struct region_mr_source *ret)
+{
+	const struct cu_vmm_map *m = &gpu_region_of(r)->vmm;
+	int fd = -EBADF, err;
+
+	err = cu_dmabuf_fd(m->dptr, m->size, &fd);
+	return device_mr_source(r, err, fd, m->dptr, ret);
+}
 
 static void vmm_release(struct region *r)
 {
@@ -186,6 +206,7 @@ static int vmm_describe(const struct region *r, cJSON *source)
 
 	if (json_add_u64(source, "offset", r->dptr - g->vmm.dptr) < 0 ||
 	    json_add_u64(source, "allocation_size", g->vmm.size) < 0 ||
+	    json_add_int(source, "chunks", (int)g->vmm.n_chunks) < 0 ||
 	    json_add_int(source, "primary_context_refs", cu_primary_ctx_refs(r->gpu)) < 0)
 		return -ENOMEM;
 	return 0;
@@ -201,7 +222,7 @@ static int vmm_describe(const struct region *r, cJSON *source)
 const struct region_mem_ops gpu_vmm_ops = {
 	.type = "cuda-vmm",
 	.release = vmm_release,
-	.mr_source = gpu_mr_source,
+	.mr_source = vmm_mr_source,
 	.copy = gpu_copy,
 	.describe = vmm_describe,
 };

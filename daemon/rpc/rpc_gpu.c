@@ -56,7 +56,7 @@ int rpc_gpu_import(struct rpc_call *call, struct gpu_import_params *p, const cJS
 
 	gc = calloc(1, sizeof(*gc));
 	if (!gc) {
-		safe_close(p->fd);
+		gpu_import_params_close(p);
 		return -ENOMEM;
 	}
 	gc->devices = devices;

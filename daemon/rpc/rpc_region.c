@@ -94,9 +94,11 @@ static const struct varlink_symbol rpc_type_Source = VARLINK_DEFINE_TYPE(
 		"\"future_write\")"),
 	VARLINK_FIELD(file_size, VARLINK_U64, VARLINK_NULLABLE),
 	VARLINK_FIELD(seals, VARLINK_STRING, VARLINK_NULLABLE | VARLINK_ARRAY),
-	VARLINK_FIELD_COMMENT("CUDA: the allocation's size; VMM: primary context references held;\n"
+	VARLINK_FIELD_COMMENT("CUDA: the allocation's size (VMM: of all chunks, mapped in order);\n"
+			      "VMM: the allocations mapped, primary context references held;\n"
 			      "IPC: how many regions share the open"),
 	VARLINK_FIELD(allocation_size, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_FIELD(chunks, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_FIELD(primary_context_refs, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_FIELD(regions_sharing_the_open, VARLINK_INT, VARLINK_NULLABLE));
 /* clang-format on */
@@ -285,11 +287,12 @@ struct register_params {
 	const cJSON *devices;
 	const char *memory;
 	uint64_t size;
+	uint32_t chunks;
 	const char *ipc_handle;
 	uint32_t gpu;
 };
 
-static const struct register_params register_init = { .fd = -1 };
+static const struct register_params register_init = { .fd = -1, .chunks = 1 };
 
 /* clang-format off */
 RPC_DEFINE_METHOD(
@@ -300,7 +303,10 @@ RPC_DEFINE_METHOD(
 	"  refused). It must carry F_SEAL_SHRINK.\n"
 	"- \"cuda-vmm\": a CUDA VMM allocation exported as a POSIX fd, passed as file\n"
 	"  descriptor number fd; size is the size it was created with; offset and\n"
-	"  length select the region in it.\n"
+	"  length select the region in it. chunks (default 1, at most 64): that many\n"
+	"  allocations of size bytes each, file descriptors fd to fd + chunks - 1,\n"
+	"  mapped one after the other as one range (a tensor of PyTorch's expandable\n"
+	"  segments spans several); offset and length select the region in the range.\n"
 	"- \"cuda-ipc\": a legacy CUipcMemHandle as 128 hex digits in ipc_handle,\n"
 	"  opened with the primary context of device gpu (default 0); regions over\n"
 	"  one handle share one open.\n"
@@ -316,6 +322,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_INPUT(struct register_params, devices, VARLINK_OBJECT, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, memory, VARLINK_STRING, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, size, VARLINK_U64, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct register_params, chunks, VARLINK_U32, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, ipc_handle, VARLINK_STRING, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, gpu, VARLINK_U32, VARLINK_NULLABLE),
 	REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE));
@@ -367,10 +374,26 @@ static int method_register(struct rpc_call *call, void *params)
 					 "parameter 'size' is required with "
 					 "\"cuda-vmm\" and not 0: the size the "
 					 "allocation was created with");
+	if (p->chunks != 1 && memory != GPU_MEMORY_VMM)
+		return rpc_invalid_param(call, "chunks",
+					 "parameter 'chunks' goes with \"cuda-vmm\" only");
+	if (p->chunks == 0 || p->chunks > CU_VMM_CHUNKS_MAX)
+		return rpc_invalid_param(call, "chunks",
+					 "parameter 'chunks' is %" PRIu32 ": 1 to %u allocations",
+					 p->chunks, CU_VMM_CHUNKS_MAX);
+	/* Checked before any is taken: fd + i below cannot wrap. */
+	if (memory == GPU_MEMORY_VMM && (uint64_t)p->fd + p->chunks > call->n_fds)
+		return rpc_invalid_param(call, "chunks",
+					 "parameters 'fd' and 'chunks' name file descriptors %" PRIi64
+					 " to %" PRIu64 ", but the message carries %zu",
+					 p->fd, (uint64_t)p->fd + p->chunks - 1, call->n_fds);
+	if (memory == GPU_MEMORY_VMM && p->size > UINT64_MAX / p->chunks)
+		return rpc_invalid_param(call, "size",
+					 "%" PRIu32 " allocations of %" PRIu64 " bytes overflow",
+					 p->chunks, p->size);
 	if (memory) {
 		struct gpu_import_params gp = {
 			.memory = memory,
-			.fd = TAKE_FD(fd),
 			.alloc_size = p->size,
 			.ipc_handle = p->ipc_handle,
 			.gpu = p->gpu,
@@ -379,6 +402,19 @@ static int method_register(struct rpc_call *call, void *params)
 			.access = imp.access,
 		};
 
+		if (memory == GPU_MEMORY_VMM) {
+			gp.fds[gp.n_fds++] = TAKE_FD(fd);
+			/* The rest follow the first, in order. */
+			for (uint32_t i = 1; i < p->chunks; i++) {
+				r = rpc_take_fd(call, "chunks", (uint32_t)p->fd + i,
+						&gp.fds[gp.n_fds]);
+				if (r < 0) {
+					gpu_import_params_close(&gp);
+					return r;
+				}
+				gp.n_fds++;
+			}
+		}
 		return rpc_gpu_import(call, &gp, p->devices);
 	}
 

@@ -125,6 +125,9 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "rdmamem_lock": (c_int, [c_void_p, c_uint64, c_int, c_int, _P_U64]),
     "rdmamem_unlock": (c_int, [c_void_p, c_uint64]),
     "rdmamem_register_cuda_vmm": (c_int, [c_void_p, c_int, c_uint64, c_uint64, c_uint64, _P_U64]),
+    "rdmamem_register_cuda_vmm_chunks": (
+        c_int, [c_void_p, ctypes.POINTER(c_int), ctypes.c_size_t, c_uint64, c_uint64, c_uint64,
+                _P_U64]),
     "rdmamem_register_cuda_ipc": (c_int, [c_void_p, c_void_p, c_int, c_uint64, c_uint64, _P_U64]),
 }
 
@@ -140,7 +143,11 @@ def lib() -> ctypes.CDLL:
     if _lib is None:
         dll = _load()
         for name, (res, args) in _PROTOTYPES.items():
-            fn = getattr(dll, name)
+            # A library older than this package lacks the newest calls:
+            # the rest still work, and those fail when called, by name.
+            fn = getattr(dll, name, None)
+            if fn is None:
+                continue
             fn.restype = res
             fn.argtypes = args
         _lib = dll

@@ -7,13 +7,16 @@ import json
 import os
 import threading
 from ctypes import byref, c_int, c_uint64, c_void_p
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 from . import _lib
 from .cuda import KIND_CUDA_MALLOC, parse_share_handle
 from .errors import ConnectError, RdmamemError, from_failure
 from .pool import Pool
 from .region import HostRegion, Region, Span
+
+# Allocations one cuda-vmm region maps (RDMAMEM_CUDA_VMM_CHUNKS_MAX).
+VMM_CHUNKS_MAX = 64
 
 SHARE_MEMORY_HINT = (
     "a CPU tensor from share_memory_() (or any tensor PyTorch allocated) lives in a file "
@@ -165,14 +168,30 @@ class Client:
                 self.handle, handle, gpu, offset, length, byref(out)))
         return Region(self, out.value, length)
 
-    def register_cuda_vmm(self, fd: int, alloc_size: int, offset: int = 0,
+    def register_cuda_vmm(self, fd: Union[int, Sequence[int]], alloc_size: int, offset: int = 0,
                           length: int = 0) -> Region:
-        """Registers a VMM allocation exported as a POSIX fd; the caller keeps fd."""
+        """Registers a VMM allocation exported as a POSIX fd
+        (cuMemExportToShareableHandle), of alloc_size bytes, [offset, offset +
+        length) of it (length 0: to its end); the caller keeps fd.
+
+        fd may be a sequence of up to 64 fds, allocations of alloc_size bytes
+        each of one device: the daemon maps them one after the other as one
+        range, as a tensor of expandable segments lies, and offset and length
+        select the region in that range."""
+        fds = [fd] if isinstance(fd, int) else list(fd)
+        if not fds or len(fds) > VMM_CHUNKS_MAX:
+            raise ValueError(f"register_cuda_vmm: 1 to {VMM_CHUNKS_MAX} fds, not {len(fds)}")
         out = c_uint64()
         with self._mutex:
-            self._check(self._lib.rdmamem_register_cuda_vmm(
-                self.handle, fd, alloc_size, offset, length, byref(out)))
-        return Region(self, out.value, length or alloc_size - offset)
+            if len(fds) == 1:
+                r = self._lib.rdmamem_register_cuda_vmm(
+                    self.handle, fds[0], alloc_size, offset, length, byref(out))
+            else:
+                r = self._lib.rdmamem_register_cuda_vmm_chunks(
+                    self.handle, (c_int * len(fds))(*fds), len(fds), alloc_size, offset,
+                    length, byref(out))
+            self._check(r)
+        return Region(self, out.value, length or alloc_size * len(fds) - offset)
 
     def register_tensor(self, t: Any, *, gpu: Optional[int] = None) -> Span:
         """Registers a tensor's bytes and returns their :class:`Span`.
@@ -181,7 +200,8 @@ class Client:
         caching allocator gives for its storage, for either allocator mode:
         cudaMalloc (the IPC handle; the storage's offset in its allocation and
         the tensor's in its storage are honoured) or expandable segments (the
-        segment's fd goes over the socket). gpu: the device ordinal in the
+        fds of the allocations under the tensor go over the socket, at most
+        64: 1.2 GiB of 20 MiB segments). gpu: the device ordinal in the
         daemon's view (default: the tensor's, right when both see the same
         devices). The span holds the tensor: PyTorch cannot free or reuse its
         memory until span.close(), which unregisters.
@@ -213,15 +233,18 @@ class Client:
             if rec.kind == KIND_CUDA_MALLOC:
                 region = self.register_cuda_ipc(rec.ipc_handle, dev, off, nbytes)
             else:
+                # The allocations the tensor lies on, mapped by the daemon
+                # one after the other as this process maps them.
                 seg = rec.segment_size
                 first, last = off // seg, (off + nbytes - 1) // seg
-                if first != last:
+                if last - first + 1 > VMM_CHUNKS_MAX:
                     raise ValueError(
                         f"register_tensor: the tensor spans {last - first + 1} expandable "
-                        f"segments of {seg} bytes; the daemon maps one VMM allocation per "
-                        "region (use expandable_segments:False, or tensors within a segment)"
+                        f"segments of {seg} bytes; a region maps at most {VMM_CHUNKS_MAX} "
+                        "(register slices of it, or use expandable_segments:False)"
                     )
-                region = self.register_cuda_vmm(rec.fds[first], seg, off - first * seg, nbytes)
+                region = self.register_cuda_vmm(rec.fds[first : last + 1], seg,
+                                                off - first * seg, nbytes)
         except BaseException:
             release()
             raise

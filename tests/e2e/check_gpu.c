@@ -107,6 +107,7 @@ START_TEST(test_gpu_params)
 {
 	struct rdmamem_client *c = test_client(td.socket);
 	char *reply = NULL;
+	uint64_t id;
 	int fd;
 
 	ck_assert_int_eq(rdmamem_memfd_create("x", 4096, &fd, NULL), 0);
@@ -132,6 +133,29 @@ START_TEST(test_gpu_params)
 	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", "{\"memory\":\"gpu\"}", NULL, 0,
 				      NULL, NULL, NULL),
 			 -EINVAL);
+	/* chunks: with cuda-vmm only, 1 to 64, each an fd the message carries. */
+	{
+		static const char *const bad[] = {
+			"{\"fd\":0,\"memory\":\"cuda-vmm\",\"size\":\"2097152\",\"chunks\":2}",
+			"{\"fd\":0,\"memory\":\"cuda-vmm\",\"size\":\"2097152\",\"chunks\":0}",
+			"{\"fd\":0,\"memory\":\"cuda-vmm\",\"size\":\"2097152\",\"chunks\":65}",
+			"{\"fd\":0,\"chunks\":2}",
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register", bad[i], &fd, 1,
+						      &reply, NULL, NULL),
+					 -EINVAL);
+			ck_assert_msg(strstr(reply, "\"parameter\":\"chunks\""), "%s: %s", bad[i],
+				      reply);
+			free(reply);
+		}
+		ck_assert_int_eq(rdmamem_register_cuda_vmm_chunks(c, &fd, 0, 2 << 20, 0, 0, &id),
+				 -EINVAL);
+		ck_assert_int_eq(rdmamem_register_cuda_vmm_chunks(c, (int[]){ fd, -1 }, 2, 2 << 20,
+								  0, 0, &id),
+				 -EINVAL);
+	}
 	/* The range is checked before the driver is asked anything. */
 	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.Register",
 				      "{\"fd\":0,\"memory\":\"cuda-vmm\",\"size\":\"2097152\","
@@ -358,6 +382,68 @@ START_TEST(test_vmm_read_write)
 	free(buf);
 	free(want);
 	rdmamem_client_close(c);
+}
+END_TEST
+
+/* Three allocations mapped one after the other here, as PyTorch's
+ * expandable segments map theirs: one region over all three, byte-exact
+ * across both seams, in both directions. */
+START_TEST(test_vmm_chunks)
+{
+	CUmemAllocationProp prop = {
+		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+	};
+	CUmemAccessDesc access = { .location = prop.location,
+				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	struct rdmamem_client *c = test_client(td.socket);
+	CUmemGenericAllocationHandle h[3];
+	size_t gran, n;
+	uint64_t id;
+	CUdeviceptr p;
+	uint8_t *buf, *want;
+	cJSON *info, *src;
+	int fds[3];
+
+	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CU_OK(cu->cuMemAddressReserve(&p, 3 * gran, gran, 0, 0));
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cu->cuMemCreate(&h[i], gran, &prop, 0));
+		CU_OK(cu->cuMemMap(p + i * gran, gran, 0, h[i], 0));
+		CU_OK(cu->cuMemSetAccess(p + i * gran, gran, &access, 1));
+		CU_OK(cu->cuMemExportToShareableHandle(&fds[i], h[i],
+						       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	}
+	/* From 1000 bytes before the first seam to 2000 after the second. */
+	n = gran + 3000;
+	ck_assert_int_eq(rdmamem_register_cuda_vmm_chunks(c, fds, 3, gran, gran - 1000, n, &id),
+			 0);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	info = region_info(c, id);
+	src = cJSON_GetObjectItem(info, "source");
+	ck_assert_int_eq(cJSON_GetObjectItem(src, "chunks")->valueint, 3);
+	cJSON_Delete(info);
+
+	buf = malloc(n);
+	want = malloc(n);
+	fill(buf, n, 11);
+	ck_assert_int_eq(rdmamem_write(c, id, 0, buf, n, RDMAMEM_LOCK_EXCLUSIVE, 0), 0);
+	expect(p, gran - 1000, n, 11);
+	put(p, gran - 1000, n, 12);
+	ck_assert_int_eq(rdmamem_read(c, id, 0, buf, n, 0), 0);
+	fill(want, n, 12);
+	ck_assert_int_eq(memcmp(buf, want, n), 0);
+	ck_assert_int_eq(rdmamem_unregister(c, id), 0);
+	free(buf);
+	free(want);
+	rdmamem_client_close(c);
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cu->cuMemUnmap(p + i * gran, gran));
+		CU_OK(cu->cuMemRelease(h[i]));
+	}
+	CU_OK(cu->cuMemAddressFree(p, 3 * gran));
 }
 END_TEST
 
@@ -718,6 +804,7 @@ Suite *gpu_suite(void)
 	tcase_add_checked_fixture(tc, gpu_setup, teardown);
 	tcase_set_timeout(tc, 120);
 	test_add_tagged(tc, "cuda", test_vmm_read_write);
+	test_add_tagged(tc, "cuda", test_vmm_chunks);
 	test_add_tagged(tc, "cuda", test_ipc_twice);
 	test_add_tagged(tc, "cuda", test_copy_directions);
 	test_add_tagged(tc, "cuda", test_copy_overlapping_gpu);

@@ -601,14 +601,14 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	stats("bare cuMemImportFromShareableHandle", t, n_done);
 	for (n_done = 0; n_done < N_TIMED; n_done++) {
 		t0 = now_us();
-		r = cu_vmm_import(vmm_fd, hello.vmm_size, &vmm);
+		r = cu_vmm_import(&vmm_fd, 1, hello.vmm_size, &vmm);
 		t[n_done] = now_us() - t0;
 		if (r < 0)
 			break;
 		cu_vmm_release(&vmm);
 	}
 	stats("cu_vmm_import (import+reserve+map+access)", t, n_done);
-	r = cu_vmm_import(vmm_fd, hello.vmm_size, &vmm);
+	r = cu_vmm_import(&vmm_fd, 1, hello.vmm_size, &vmm);
 	check(r == 0, "cu_vmm_import of %" PRIu64 " bytes at 0x%" PRIx64 " on device %d%s%s",
 	      hello.vmm_size, vmm.dptr, vmm.device, r < 0 ? ": " : "",
 	      r < 0 ? cu_last_error() : "");
@@ -758,9 +758,9 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	}
 
 	/* ---- what a client can get wrong ---- */
-	expect_fail(cu_vmm_import(vmm_fd, hello.vmm_size + 4096, &vmm2), -EINVAL,
+	expect_fail(cu_vmm_import(&vmm_fd, 1, hello.vmm_size + 4096, &vmm2), -EINVAL,
 		    "VMM import with a size off the granularity");
-	expect_fail(cu_vmm_import(vmm_fd, hello.vmm_size * 2, &vmm2), 0,
+	expect_fail(cu_vmm_import(&vmm_fd, 1, hello.vmm_size * 2, &vmm2), 0,
 		    "VMM import with a size beyond the allocation");
 	{
 		unsigned char junk[CU_IPC_HANDLE_SIZE];
@@ -771,7 +771,7 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	{
 		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-		expect_fail(cu_vmm_import(devnull, hello.vmm_size, &vmm2), 0,
+		expect_fail(cu_vmm_import(&devnull, 1, hello.vmm_size, &vmm2), 0,
 			    "VMM import of /dev/null");
 		safe_close(devnull);
 	}

@@ -51,7 +51,7 @@ START_TEST(test_no_driver)
 	ck_assert_int_eq(cu_load(), -ENOENT);
 	ck_assert_int_eq(cu_device_count(), -ENOENT);
 	ck_assert_int_eq(cu_copy_dtoh(b, 0x1000, sizeof(b)), -ENOENT);
-	ck_assert_int_eq(cu_vmm_import(0, 2 << 20, &(struct cu_vmm_map){}), -ENOENT);
+	ck_assert_int_eq(cu_vmm_import(&(int){0}, 1, 2 << 20, &(struct cu_vmm_map){}), -ENOENT);
 	ck_assert_int_eq(cu_pointer_device(0x1000, NULL), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "libcuda.so.1"));
 	ck_assert_uint_eq(cu_primary_ctx_refs(0), 0);
@@ -247,12 +247,12 @@ START_TEST(test_vmm_granularity)
 	struct cu_vmm_map m = { .dptr = 0xdead };
 
 	load_fake();
-	ck_assert_int_eq(cu_vmm_import(3, GRAN + 4096, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, GRAN + 4096, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(),
 				     "not a multiple of device 1's VMM granularity"));
 	ck_assert_uint_eq(m.dptr, 0xdead); /* untouched on failure */
-	ck_assert_int_eq(cu_vmm_import(3, 0, &m), -EINVAL);
-	ck_assert_int_eq(cu_vmm_import(-EBADF, GRAN, &m), -EBADF);
+	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, 0, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){-EBADF}, 1, GRAN, &m), -EBADF);
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
 	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 }
@@ -264,7 +264,7 @@ START_TEST(test_vmm_map_failure_unwinds)
 
 	load_fake();
 	fake_cuda.map_result = CUDA_ERROR_INVALID_VALUE;
-	ck_assert_int_eq(cu_vmm_import(3, 4 * GRAN, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, 4 * GRAN, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemMap)"));
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
 	ck_assert_int_eq(fake_cuda.n_reserved, 0);
@@ -279,7 +279,7 @@ START_TEST(test_vmm_import_copy_release)
 	char in[] = "through the primary context", out[sizeof(in)] = {};
 
 	load_fake();
-	ck_assert_int_eq(cu_vmm_import(3, 4 * GRAN, &m), 0);
+	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, 4 * GRAN, &m), 0);
 	ck_assert_int_eq(m.device, 1);
 	ck_assert_uint_eq(m.size, 4 * GRAN);
 	ck_assert_int_eq(fake_cuda.n_handles, 1);
@@ -303,6 +303,48 @@ START_TEST(test_vmm_import_copy_release)
 	ck_assert_int_eq(cu_vmm_release(&m), 0); /* a zeroed map is a no-op */
 	ck_assert_int_eq(fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_mapped, 0);
 	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+}
+END_TEST
+
+/* Several allocations mapped one after the other as one range, as a tensor
+ * of PyTorch's expandable segments needs; each unmapped and released. */
+START_TEST(test_vmm_import_chunks)
+{
+	int fds[3] = { 3, 4, 5 };
+	char in[] = "across the chunk boundary", out[sizeof(in)] = {};
+	struct cu_vmm_map m = {};
+
+	load_fake();
+	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, &m), 0);
+	ck_assert_uint_eq(m.n_chunks, 3);
+	ck_assert_uint_eq(m.chunk_size, GRAN);
+	ck_assert_uint_eq(m.size, 3 * GRAN);
+	ck_assert_int_eq(fake_cuda.n_handles, 3);
+	ck_assert_int_eq(fake_cuda.n_mapped, 3);
+	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
+	ck_assert_int_eq(cu_pointer_device(m.dptr + 2 * GRAN + 7, NULL), 1);
+	ck_assert_int_eq(cu_copy_htod(m.dptr + GRAN + 100, in, sizeof(in)), 0);
+	ck_assert_int_eq(cu_copy_dtoh(out, m.dptr + GRAN + 100, sizeof(out)), 0);
+	ck_assert_str_eq(out, in);
+	ck_assert_int_eq(cu_vmm_release(&m), 0);
+	ck_assert_int_eq(fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_mapped, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+
+	/* Counts out of range, a bad fd among good ones, a failing map: nothing
+	 * stays held. */
+	ck_assert_int_eq(cu_vmm_import(fds, 0, GRAN, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(fds, CU_VMM_CHUNKS_MAX + 1, GRAN, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(fds, 3, UINT64_MAX / 2, &m), -EOVERFLOW);
+	fds[2] = -EBADF;
+	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, &m), -EBADF);
+	ck_assert_int_eq(fake_cuda.n_handles, 0);
+	fds[2] = 5;
+	fake_cuda.map_result = CUDA_ERROR_INVALID_VALUE;
+	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, &m), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemMap)"));
+	ck_assert_int_eq(fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_mapped, 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+	ck_assert_uint_eq(m.dptr, 0);
 }
 END_TEST
 
@@ -436,6 +478,7 @@ Suite *cuda_suite(void)
 	tcase_add_test(tc, test_vmm_granularity);
 	tcase_add_test(tc, test_vmm_map_failure_unwinds);
 	tcase_add_test(tc, test_vmm_import_copy_release);
+	tcase_add_test(tc, test_vmm_import_chunks);
 	tcase_add_test(tc, test_ipc_open_close);
 	tcase_add_test(tc, test_dmabuf);
 	tcase_add_test(tc, test_host_register);

@@ -215,13 +215,12 @@ static void run_until_ipcs_closed(void)
 	ck_assert(list_empty(&gpu.ipcs));
 }
 
-/* A VMM import of alloc_size bytes (device 1, as the fake's are), the
- * region from offset on, for f.owner. */
-static struct region *import_vmm(uint64_t alloc_size, uint64_t offset)
+/* A VMM import of n allocations of alloc_size bytes each (device 1, as the
+ * fake's are), the region from offset on, for f.owner. */
+static struct region *import_vmm_chunks(unsigned n, uint64_t alloc_size, uint64_t offset)
 {
 	struct gpu_import_params p = {
 		.memory = GPU_MEMORY_VMM,
-		.fd = open("/dev/null", O_RDONLY | O_CLOEXEC),
 		.alloc_size = alloc_size,
 		.offset = offset,
 	};
@@ -229,7 +228,10 @@ static struct region *import_vmm(uint64_t alloc_size, uint64_t offset)
 	struct gpu_import *job = NULL;
 	struct errinfo e = {};
 
-	ck_assert_int_ge(p.fd, 0);
+	for (; p.n_fds < n; p.n_fds++) {
+		p.fds[p.n_fds] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		ck_assert_int_ge(p.fds[p.n_fds], 0);
+	}
 	ck_assert_int_eq(gpu_import_start(&gpu, f.owner, &p, on_imported, &im, &job, &e), 0);
 	ck_assert_ptr_nonnull(job);
 	mem_fixture_run_until(&f, &im.done, 5000);
@@ -239,8 +241,11 @@ static struct region *import_vmm(uint64_t alloc_size, uint64_t offset)
 	return im.r;
 }
 
-/* The 128 hex digits of a legacy handle: byte 0 tells allocations apart,
- * byte 1 names the device the fake puts the memory on. */
+static struct region *import_vmm(uint64_t alloc_size, uint64_t offset)
+{
+	return import_vmm_chunks(1, alloc_size, offset);
+}
+
 static void ipc_hex(char out[2 * CU_IPC_HANDLE_SIZE + 1], uint8_t id, uint8_t device)
 {
 	memset(out, '0', 2 * CU_IPC_HANDLE_SIZE);
@@ -254,7 +259,6 @@ static void start_ipc(const char *handle, uint64_t offset, uint64_t length, stru
 {
 	struct gpu_import_params p = {
 		.memory = GPU_MEMORY_IPC,
-		.fd = -EBADF,
 		.ipc_handle = handle,
 		.gpu = 0,
 		.offset = offset,
@@ -491,6 +495,34 @@ START_TEST(test_mr_source_dmabuf)
 }
 END_TEST
 
+/* A region over three allocations mapped in order: its range runs across
+ * them, it describes them, and its dma-buf covers the whole mapped range. */
+START_TEST(test_vmm_chunks)
+{
+	struct region *r = import_vmm_chunks(3, GRAN, GRAN - 100);
+	struct region_mr_source src;
+	cJSON *o = cJSON_CreateObject();
+	char want[32];
+
+	ck_assert_uint_eq(r->size, 2 * GRAN + 100);
+	ck_assert_uint_eq(gpu_region_of(r)->vmm.n_chunks, 3);
+	ck_assert_uint_eq(fake_cuda.n_mapped, 3);
+	memset(dev_bytes(r, 0), 0x5a, r->size); /* the fake's mappings are one heap block */
+	ck_assert_int_eq(r->mem->describe(r, o), 0);
+	snprintf(want, sizeof(want), "%lu", 3 * GRAN);
+	ck_assert_str_eq(describe_str(o, "allocation_size"), want);
+	ck_assert_int_eq(describe_int(o, "chunks"), 3);
+	cJSON_Delete(o);
+	ck_assert_int_eq(r->mem->mr_source(r, &src), 0);
+	ck_assert_int_ge(src.dmabuf_fd, 0);
+	ck_assert_uint_eq(src.dmabuf_offset, GRAN - 100);
+	ck_assert_uint_eq(fake_cuda.last_dmabuf_base, gpu_region_of(r)->vmm.dptr);
+	ck_assert_uint_eq(fake_cuda.last_dmabuf_size, 3 * GRAN);
+	close(src.dmabuf_fd);
+	region_drop_owner(r);
+}
+END_TEST
+
 START_TEST(test_mr_source_address)
 {
 	char h[2 * CU_IPC_HANDLE_SIZE + 1];
@@ -700,6 +732,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_vmm_describe);
 	tcase_add_test(tc, test_ipc_describe_same_memory);
 	tcase_add_test(tc, test_mr_source_dmabuf);
+	tcase_add_test(tc, test_vmm_chunks);
 	tcase_add_test(tc, test_mr_source_address);
 	tcase_add_test(tc, test_copy);
 	tcase_add_test(tc, test_release_order_host);
