@@ -415,8 +415,7 @@ _public_ int rdmamem_register_cuda_vmm_chunks(struct rdmamem_client *c, const in
 _public_ int rdmamem_register_cuda_vmm(struct rdmamem_client *c, int fd, uint64_t alloc_size,
 				       uint64_t offset, uint64_t length, uint64_t *ret_region)
 {
-	return rdmamem_register_cuda_vmm_chunks(c, &fd, 1, alloc_size, offset, length,
-						ret_region);
+	return rdmamem_register_cuda_vmm_chunks(c, &fd, 1, alloc_size, offset, length, ret_region);
 }
 
 _public_ int rdmamem_register_cuda_ipc(struct rdmamem_client *c, const void *handle, int gpu,

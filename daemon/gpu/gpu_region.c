@@ -161,8 +161,8 @@ static int device_mr_source(struct region *r, int err, int fd, uint64_t base,
 		ret->dmabuf_fd = fd;
 		ret->dmabuf_offset = r->dptr - base;
 	} else {
-		snprintf(ret->dmabuf_error, sizeof(ret->dmabuf_error), "no dma-buf for the allocation: %s",
-			 cu_last_error());
+		snprintf(ret->dmabuf_error, sizeof(ret->dmabuf_error),
+			 "no dma-buf for the allocation: %s", cu_last_error());
 	}
 	return 0;
 }

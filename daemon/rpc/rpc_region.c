@@ -383,10 +383,11 @@ static int method_register(struct rpc_call *call, void *params)
 					 p->chunks, CU_VMM_CHUNKS_MAX);
 	/* Checked before any is taken: fd + i below cannot wrap. */
 	if (memory == GPU_MEMORY_VMM && (uint64_t)p->fd + p->chunks > call->n_fds)
-		return rpc_invalid_param(call, "chunks",
-					 "parameters 'fd' and 'chunks' name file descriptors %" PRIi64
-					 " to %" PRIu64 ", but the message carries %zu",
-					 p->fd, (uint64_t)p->fd + p->chunks - 1, call->n_fds);
+		return rpc_invalid_param(
+			call, "chunks",
+			"parameters 'fd' and 'chunks' name file descriptors %" PRIi64 " to %" PRIu64
+			", but the message carries %zu",
+			p->fd, (uint64_t)p->fd + p->chunks - 1, call->n_fds);
 	if (memory == GPU_MEMORY_VMM && p->size > UINT64_MAX / p->chunks)
 		return rpc_invalid_param(call, "size",
 					 "%" PRIu32 " allocations of %" PRIu64 " bytes overflow",

@@ -413,12 +413,12 @@ START_TEST(test_vmm_chunks)
 		CU_OK(cu->cuMemMap(p + i * gran, gran, 0, h[i], 0));
 		CU_OK(cu->cuMemSetAccess(p + i * gran, gran, &access, 1));
 		CU_OK(cu->cuMemExportToShareableHandle(&fds[i], h[i],
-						       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+						       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+						       0));
 	}
 	/* From 1000 bytes before the first seam to 2000 after the second. */
 	n = gran + 3000;
-	ck_assert_int_eq(rdmamem_register_cuda_vmm_chunks(c, fds, 3, gran, gran - 1000, n, &id),
-			 0);
+	ck_assert_int_eq(rdmamem_register_cuda_vmm_chunks(c, fds, 3, gran, gran - 1000, n, &id), 0);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
 	info = region_info(c, id);

@@ -51,7 +51,7 @@ START_TEST(test_no_driver)
 	ck_assert_int_eq(cu_load(), -ENOENT);
 	ck_assert_int_eq(cu_device_count(), -ENOENT);
 	ck_assert_int_eq(cu_copy_dtoh(b, 0x1000, sizeof(b)), -ENOENT);
-	ck_assert_int_eq(cu_vmm_import(&(int){0}, 1, 2 << 20, &(struct cu_vmm_map){}), -ENOENT);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 0 }, 1, 2 << 20, &(struct cu_vmm_map){}), -ENOENT);
 	ck_assert_int_eq(cu_pointer_device(0x1000, NULL), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "libcuda.so.1"));
 	ck_assert_uint_eq(cu_primary_ctx_refs(0), 0);
@@ -247,12 +247,12 @@ START_TEST(test_vmm_granularity)
 	struct cu_vmm_map m = { .dptr = 0xdead };
 
 	load_fake();
-	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, GRAN + 4096, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, GRAN + 4096, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(),
 				     "not a multiple of device 1's VMM granularity"));
 	ck_assert_uint_eq(m.dptr, 0xdead); /* untouched on failure */
-	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, 0, &m), -EINVAL);
-	ck_assert_int_eq(cu_vmm_import(&(int){-EBADF}, 1, GRAN, &m), -EBADF);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 0, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){ -EBADF }, 1, GRAN, &m), -EBADF);
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
 	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 }
@@ -264,7 +264,7 @@ START_TEST(test_vmm_map_failure_unwinds)
 
 	load_fake();
 	fake_cuda.map_result = CUDA_ERROR_INVALID_VALUE;
-	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, 4 * GRAN, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 4 * GRAN, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemMap)"));
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
 	ck_assert_int_eq(fake_cuda.n_reserved, 0);
@@ -279,7 +279,7 @@ START_TEST(test_vmm_import_copy_release)
 	char in[] = "through the primary context", out[sizeof(in)] = {};
 
 	load_fake();
-	ck_assert_int_eq(cu_vmm_import(&(int){3}, 1, 4 * GRAN, &m), 0);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 4 * GRAN, &m), 0);
 	ck_assert_int_eq(m.device, 1);
 	ck_assert_uint_eq(m.size, 4 * GRAN);
 	ck_assert_int_eq(fake_cuda.n_handles, 1);

@@ -565,9 +565,10 @@ static void on_imported(void *userdata, struct region *r, struct errinfo *e)
  * everything. */
 static struct region *import_vmm(int fd, uint64_t size)
 {
-	struct gpu_import_params p = {
-		.memory = GPU_MEMORY_VMM, .fds = { fd }, .n_fds = 1, .alloc_size = size
-	};
+	struct gpu_import_params p = { .memory = GPU_MEMORY_VMM,
+				       .fds = { fd },
+				       .n_fds = 1,
+				       .alloc_size = size };
 	struct gpu_import *job = NULL;
 	struct imported im = {};
 	struct errinfo e = {};
