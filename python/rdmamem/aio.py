@@ -206,17 +206,10 @@ class AsyncClient:
 
     async def _transfer(self, call: remote_mod.Call) -> TransferStatus:
         try:
-            key, pending = self._start(call.method, call.params, call.fds, False)
+            reply = await self.call(call.method, call.params, call.fds)
         finally:
             call.close()  # the library holds its own copies of the fds
-        try:
-            item, _ = await pending.queue.get()
-        except asyncio.CancelledError:
-            self._cancel(key, pending)
-            raise
-        if isinstance(item, BaseException):
-            raise item
-        return TransferStatus.from_reply(item)
+        return TransferStatus.from_reply(reply)
 
     async def transfer(self, op: str, local: Any, remote: Any, ranges: remote_mod.RangeLike, *,
                        notify: Any = None, lease: Any = None) -> TransferStatus:
