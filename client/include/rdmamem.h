@@ -532,8 +532,7 @@ int rdmamem_transfer_ranges(struct rdmamem_client *client, int op, uint64_t regi
  * (malloc()ed); -ERANGE when one does not fit in 32 bits (no plan has it:
  * send such indices listed, for the daemon to refuse).
  */
-int rdmamem_ranges_pack(const struct rdmamem_range *ranges, size_t n, char **ret_text,
-			int *ret_fd);
+int rdmamem_ranges_pack(const struct rdmamem_range *ranges, size_t n, char **ret_text, int *ret_fd);
 int rdmamem_indices_pack(const uint64_t *indices, size_t n, char **ret_text);
 
 /*
