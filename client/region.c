@@ -544,6 +544,68 @@ _public_ int rdmamem_remote_release(struct rdmamem_client *c, uint64_t remote)
  */
 #define RANGES_FD_MIN 1024
 
+/* ranges[0..n) as packed text (proto/ranges.h), malloc()ed; quoted as a
+ * JSON string when quoted is set. NULL when out of memory or too many. */
+static char *ranges_text(const struct rdmamem_range *ranges, size_t n, bool quoted)
+{
+	_Static_assert(sizeof(struct rdmamem_range) == sizeof(struct ranges_item) &&
+			       offsetof(struct rdmamem_range, remote_offset) ==
+				       offsetof(struct ranges_item, remote_offset) &&
+			       offsetof(struct rdmamem_range, length) ==
+				       offsetof(struct ranges_item, length),
+		       "the public range is the codec's");
+	size_t len, q = quoted ? 1 : 0;
+	char *text;
+
+	if (n > (SIZE_MAX - 3) / 32)
+		return NULL;
+	len = ranges_encoded_len(n);
+	text = malloc(len + 2 * q + 1);
+	if (!text)
+		return NULL;
+	ranges_encode((const struct ranges_item *)ranges, n, text + q);
+	if (quoted) {
+		text[0] = '"';
+		text[len + 1] = '"';
+	}
+	text[len + 2 * q] = '\0';
+	return text;
+}
+
+_public_ int rdmamem_ranges_pack(const struct rdmamem_range *ranges, size_t n, char **ret_text,
+				 int *ret_fd)
+{
+	int r;
+
+	if (!ranges || n == 0 || !ret_text || !ret_fd)
+		return -EINVAL;
+	*ret_text = NULL;
+	*ret_fd = -EBADF;
+	if (n >= RANGES_FD_MIN) {
+		r = ranges_memfd((const struct ranges_item *)ranges, n, ret_fd);
+		return r < 0 ? r : 1;
+	}
+	*ret_text = ranges_text(ranges, n, false);
+	return *ret_text ? 0 : -ENOMEM;
+}
+
+_public_ int rdmamem_indices_pack(const uint64_t *indices, size_t n, char **ret_text)
+{
+	char *text;
+
+	if (!indices || n == 0 || !ret_text)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (indices[i] > UINT32_MAX)
+			return -ERANGE;
+	text = malloc(ranges_indices_encoded_len(n) + 1);
+	if (!text)
+		return -ENOMEM;
+	ranges_indices_encode(indices, n, text);
+	*ret_text = text;
+	return 0;
+}
+
 /*
  * Adds "packed": the packed form of ranges[0..n) (proto/ranges.h). A raw
  * item holding the quoted text: printing a megabyte string is then one
@@ -554,21 +616,12 @@ _public_ int rdmamem_remote_release(struct rdmamem_client *c, uint64_t remote)
  */
 static int add_packed(cJSON *o, const struct rdmamem_range *ranges, size_t n, int *ret_fd)
 {
-	_Static_assert(sizeof(struct rdmamem_range) == sizeof(struct ranges_item) &&
-			       offsetof(struct rdmamem_range, remote_offset) ==
-				       offsetof(struct ranges_item, remote_offset) &&
-			       offsetof(struct rdmamem_range, length) ==
-				       offsetof(struct ranges_item, length),
-		       "the public range is the codec's");
 	_cleanup_free_ char *text = NULL;
-	size_t len;
 	cJSON *raw;
 
 	*ret_fd = -EBADF;
 	if (!o)
 		return -ENOMEM;
-	if (n > (SIZE_MAX - 3) / 32)
-		return -E2BIG;
 	if (n >= RANGES_FD_MIN) {
 		int r = ranges_memfd((const struct ranges_item *)ranges, n, ret_fd);
 
@@ -576,14 +629,9 @@ static int add_packed(cJSON *o, const struct rdmamem_range *ranges, size_t n, in
 			return r;
 		return json_add_int(o, "packed_fd", 0);
 	}
-	len = ranges_encoded_len(n);
-	text = malloc(len + 3);
+	text = ranges_text(ranges, n, true);
 	if (!text)
 		return -ENOMEM;
-	text[0] = '"';
-	ranges_encode((const struct ranges_item *)ranges, n, text + 1);
-	text[len + 1] = '"';
-	text[len + 2] = '\0';
 	raw = cJSON_CreateRaw("");
 	if (!raw)
 		return -ENOMEM;
@@ -814,7 +862,6 @@ _public_ int rdmamem_transfer_post_with(struct rdmamem_client *c, uint64_t plan,
 					uint64_t *ret_bytes)
 {
 	cJSON *p = params_new(), *list = NULL;
-	bool packed = true;
 
 	if (!opcode_name(op) || (n > 0 && !indices)) {
 		cJSON_Delete(p);
@@ -825,18 +872,17 @@ _public_ int rdmamem_transfer_post_with(struct rdmamem_client *c, uint64_t plan,
 	/* Packed (4 bytes an index, no JSON value each) when every index
 	 * fits; one past 32 bits is past any plan, and goes listed for the
 	 * daemon to say so. */
-	for (size_t i = 0; i < n && packed; i++)
-		packed = indices[i] <= UINT32_MAX;
-	if (p && n > 0 && packed) {
-		size_t len = ranges_indices_encoded_len(n);
-		char *text = malloc(len + 1);
+	if (p && n > 0) {
+		_cleanup_free_ char *text = NULL;
+		int r = rdmamem_indices_pack(indices, n, &text);
 
-		if (text)
-			ranges_indices_encode(indices, n, text);
-		if (!text || json_add_string(p, "packed_indices", text) < 0)
+		if (r == 0) {
+			if (json_add_string(p, "packed_indices", text) < 0)
+				p = (cJSON_Delete(p), NULL);
+			n = 0;
+		} else if (r != -ERANGE) {
 			p = (cJSON_Delete(p), NULL);
-		free(text);
-		n = 0;
+		}
 	}
 	if (p && n > 0 && !(list = cJSON_AddArrayToObject(p, "indices")))
 		p = (cJSON_Delete(p), NULL);

@@ -517,6 +517,25 @@ int rdmamem_transfer_ranges(struct rdmamem_client *client, int op, uint64_t regi
 			    const struct rdmamem_transfer_options *opts, uint64_t *ret_bytes);
 
 /*
+ * The packed forms of the Transfer and PrepareTransfer parameters, for
+ * callers that build their own calls (rdmamem_call_async(), bindings such
+ * as the Python package) and want what rdmamem_transfer_ranges(),
+ * rdmamem_transfer_prepare() and rdmamem_transfer_post() send.
+ *
+ * rdmamem_ranges_pack: ranges[0..n) as the "packed" text (returns 0,
+ * *ret_text malloc()ed, *ret_fd -EBADF) below 1,024 ranges, and from 1,024
+ * on as a new sealed memfd of the records (returns 1, *ret_fd the caller's
+ * to close once the call is sent, *ret_text NULL), to be sent as fd k of
+ * the call with "packed_fd": k. -EINVAL for no ranges.
+ *
+ * rdmamem_indices_pack: indices[0..n) as the "packed_indices" text
+ * (malloc()ed); -ERANGE when one does not fit in 32 bits (no plan has it:
+ * send such indices listed, for the daemon to refuse).
+ */
+int rdmamem_ranges_pack(const struct rdmamem_range *ranges, size_t n, char **ret_text, int *ret_fd);
+int rdmamem_indices_pack(const uint64_t *indices, size_t n, char **ret_text);
+
+/*
  * GPU memory (CUDA). The daemon loads the CUDA driver on the first GPU
  * import; without one these answer -ENXIO (io.rdmamemd.CudaUnavailable).
  *

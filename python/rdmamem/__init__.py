@@ -12,7 +12,8 @@ and GPU hosts.
         span.copy_to(gpu)                              # copied by the daemon
 
 A thin layer over librdmamem (ctypes, no compiler): see :class:`Client`,
-:mod:`rdmamem.errors`, :class:`Pool`.
+:mod:`rdmamem.errors`, :class:`Pool`, and :mod:`rdmamem.remote` for RDMA
+(registrations, descriptors, transfers, plans, notifications).
 """
 
 from __future__ import annotations
@@ -24,6 +25,21 @@ from .client import Client
 from .errors import CallTimeoutError, ConnectError, ConnectionLostError, RdmamemError
 from .pool import Pool, PoolExhaustedError
 from .region import HostRegion, Lease, Region, Span
+from .remote import (
+    NOTIFY_MAX,
+    READ,
+    WRITE,
+    AsyncPlan,
+    Export,
+    Notification,
+    Op,
+    Plan,
+    Registration,
+    RegistrationError,
+    Remote,
+    TransferStatus,
+)
+from .errors import TransferError
 
 __version__ = "0.1.0"
 
@@ -42,4 +58,17 @@ __all__ = [
     "ConnectionLostError",
     "LibraryNotFoundError",
     "errors",
+    "READ",
+    "WRITE",
+    "NOTIFY_MAX",
+    "Op",
+    "Registration",
+    "RegistrationError",
+    "Export",
+    "Remote",
+    "Plan",
+    "AsyncPlan",
+    "TransferStatus",
+    "TransferError",
+    "Notification",
 ]

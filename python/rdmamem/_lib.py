@@ -4,8 +4,8 @@
 The library is found, first match wins, at ``$RDMAMEM_LIBRARY`` (a path),
 then by the dynamic linker's search (``librdmamem.so.0``: ``LD_LIBRARY_PATH``,
 the ld.so cache, /usr/local/lib), then ``ctypes.util.find_library``. Nothing is
-compiled: the package is pure Python, so the library's ABI (version 0.3, the
-asynchronous calls) is what this file declares, by hand, from ``rdmamem.h``.
+compiled: the package is pure Python, so the library's ABI (version 0.4: the
+asynchronous calls, the packed transfer forms) is what this file declares, by hand, from ``rdmamem.h``.
 """
 
 from __future__ import annotations
@@ -82,6 +82,28 @@ class Reply(Structure):
     ]
 
 
+class Range(Structure):
+    """struct rdmamem_range: bytes [local_offset, +length) of a region and
+    [remote_offset, +length) of a remote."""
+
+    _fields_ = [("local_offset", c_uint64), ("remote_offset", c_uint64), ("length", c_uint64)]
+
+
+NOTIFY_MAX = 4096
+
+
+class Notification(Structure):
+    """struct rdmamem_notification."""
+
+    _fields_ = [
+        ("export_id", c_uint64),
+        ("sender_uid", ctypes.c_uint32),
+        ("received_usec", c_uint64),
+        ("len", c_size_t),
+        ("data", ctypes.c_uint8 * NOTIFY_MAX),
+    ]
+
+
 REPLY_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, POINTER(Reply), c_void_p)
 
 CALL_MORE = 1 << 0
@@ -129,6 +151,10 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
         c_int, [c_void_p, ctypes.POINTER(c_int), ctypes.c_size_t, c_uint64, c_uint64, c_uint64,
                 _P_U64]),
     "rdmamem_register_cuda_ipc": (c_int, [c_void_p, c_void_p, c_int, c_uint64, c_uint64, _P_U64]),
+    "rdmamem_notifications_wait": (c_int, [c_void_p, c_int, POINTER(Notification), c_size_t]),
+    # RDMAMEM_0.4
+    "rdmamem_ranges_pack": (c_int, [POINTER(Range), c_size_t, POINTER(c_void_p), _P_INT]),
+    "rdmamem_indices_pack": (c_int, [_P_U64, c_size_t, POINTER(c_void_p)]),
 }
 
 _lib: Optional[ctypes.CDLL] = None
@@ -164,4 +190,4 @@ def take_string(p: c_void_p) -> Optional[str]:
         _libc.free(p.value)
 
 
-__all__ = ["lib", "take_string", "Copy", "Reply", "REPLY_FN", "LibraryNotFoundError", "c_char"]
+__all__ = ["lib", "take_string", "Copy", "Range", "Notification", "NOTIFY_MAX", "Reply", "REPLY_FN", "LibraryNotFoundError", "c_char"]

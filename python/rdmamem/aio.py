@@ -25,8 +25,10 @@ from ctypes import byref, c_int, c_void_p
 from typing import Any, AsyncIterator, Optional, Sequence
 
 from . import _lib
+from . import remote as remote_mod
 from .client import connect
 from .errors import RdmamemError, from_failure
+from .remote import AsyncPlan, Notification, Op, Remote, TransferStatus
 
 # Calls in flight, by the key their callback gets as userdata: ctypes passes
 # no Python object through C, and the callback must find its future.
@@ -181,18 +183,80 @@ class AsyncClient:
         finally:
             self._cancel(key, call)
 
-    async def notifications(self, batch: int = 256) -> AsyncIterator[dict[str, Any]]:
-        """Each notification peers attach to their transfers into this
-        connection's exports, as it arrives (WaitNotifications as a stream:
-        the connection serves no other call meanwhile; use one of its own).
-        Each is {export, sender_uid, data (bytes), received_usec}."""
-        import base64
-
+    async def notifications(self, batch: int = 256) -> AsyncIterator[Notification]:
+        """Each :class:`~rdmamem.Notification` peers attach to their
+        transfers into this connection's exports, as it arrives
+        (WaitNotifications as a stream: what is queued, then each arrival).
+        The connection serves no other call meanwhile: export from it, and
+        make other calls on another. Leaving the ``async for`` (or
+        cancelling the task) ends the stream."""
         async for reply in self.stream("io.rdmamemd.WaitNotifications", {"max": batch}):
             for n in reply.get("notifications", []):
-                n = dict(n)
-                n["data"] = base64.b64decode(n.get("data", ""))
-                yield n
+                yield Notification.from_reply(n)
+
+    # -- RDMA -----------------------------------------------------------------
+
+    async def import_remote(self, descriptor: str) -> Remote:
+        """As :meth:`Client.import_remote`; release with ``await
+        remote.arelease()`` or ``async with``."""
+        if not isinstance(descriptor, str) or not descriptor:
+            raise TypeError("descriptor: the string ExportRegion gave")
+        return Remote(self, await self.call("io.rdmamemd.ImportRemote",
+                                            {"descriptor": descriptor}))
+
+    async def _transfer(self, call: remote_mod.Call) -> TransferStatus:
+        try:
+            reply = await self.call(call.method, call.params, call.fds)
+        finally:
+            call.close()  # the library holds its own copies of the fds
+        return TransferStatus.from_reply(reply)
+
+    async def transfer(self, op: str, local: Any, remote: Any, ranges: remote_mod.RangeLike, *,
+                       notify: Any = None, lease: Any = None) -> TransferStatus:
+        """As :meth:`Client.transfer` (the client's timeout applies to each
+        reply); local is a region of any connection of this uid, remote a
+        handle this AsyncClient imported. Cancelling the awaiting task stops
+        waiting: the daemon finishes or flushes what it posted."""
+        return await self._transfer(
+            remote_mod.batch_call(op, local, remote, ranges, notify=notify, lease=lease))
+
+    async def transfer_ops(self, ops: Sequence[Op], *, notify: Any = None) -> TransferStatus:
+        """As :meth:`Client.transfer_ops`."""
+        return await self._transfer(remote_mod.ops_call(ops, notify=notify))
+
+    async def transfer_progress(self, op: str, local: Any, remote: Any,
+                                ranges: remote_mod.RangeLike, *, notify: Any = None,
+                                lease: Any = None) -> AsyncIterator[TransferStatus]:
+        """:meth:`transfer` with ``more``: yields a
+        :class:`~rdmamem.TransferStatus` for each progress report (``done``
+        False; at most every 100 ms or 4,096 ops), then the final one
+        (``done`` True). A failure raises its named error from the
+        iteration."""
+        call = remote_mod.batch_call(op, local, remote, ranges, notify=notify, lease=lease)
+        try:
+            key, pending = self._start(call.method, call.params, call.fds, True)
+        finally:
+            call.close()
+        try:
+            while True:
+                item, last = await pending.queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield TransferStatus.from_reply(item, done=last)
+                if last:
+                    return
+        finally:
+            self._cancel(key, pending)
+
+    async def prepare_transfer(self, local: Any, remote: Any,
+                               ranges: remote_mod.RangeLike) -> AsyncPlan:
+        """As :meth:`Client.prepare_transfer`: an :class:`~rdmamem.AsyncPlan`."""
+        call = remote_mod.prepare_call(local, remote, ranges)
+        try:
+            reply = await self.call(call.method, call.params, call.fds)
+        finally:
+            call.close()
+        return AsyncPlan(self, int(reply["plan"]), call.n)
 
     # -- life -----------------------------------------------------------------
 

@@ -13,7 +13,9 @@ from . import _lib
 from .cuda import KIND_CUDA_MALLOC, parse_share_handle
 from .errors import ConnectError, RdmamemError, from_failure
 from .pool import Pool
+from . import remote as remote_mod
 from .region import HostRegion, Region, Span
+from .remote import Notification, Op, Plan, Remote, TransferStatus
 
 # Allocations one cuda-vmm region maps (RDMAMEM_CUDA_VMM_CHUNKS_MAX).
 VMM_CHUNKS_MAX = 64
@@ -56,6 +58,7 @@ class Client:
         self._mutex = threading.RLock()
         self._pools: list[Pool] = []
         self._h: Optional[int] = connect(socket)
+        self._timeout_ms = 30000  # the library's default (RDMAMEM_DEFAULT_TIMEOUT_MS)
         if timeout is not None:
             self.set_timeout(timeout)
 
@@ -84,6 +87,7 @@ class Client:
         """Each call's timeout in seconds; None waits forever."""
         ms = -1 if seconds is None else int(seconds * 1000)
         self._check(self._lib.rdmamem_client_set_timeout(self.handle, ms))
+        self._timeout_ms = ms
 
     @property
     def socket_path(self) -> str:
@@ -249,6 +253,93 @@ class Client:
             release()
             raise
         return Span(region, 0, nbytes, owns=True, keep=t, on_close=release)
+
+    # -- RDMA: remote regions, transfers, notifications --------------------
+
+    def import_remote(self, descriptor: str) -> Remote:
+        """ImportRemote: a handle of another host's region from its
+        descriptor (:meth:`Region.export` there), checked once; a
+        :class:`~rdmamem.Remote`, to use in :meth:`transfer` and release."""
+        if not isinstance(descriptor, str) or not descriptor:
+            raise TypeError("descriptor: the string ExportRegion gave")
+        return Remote(self, self.call("io.rdmamemd.ImportRemote", {"descriptor": descriptor}))
+
+    def _transfer(self, call: remote_mod.Call, timeout: Optional[float]) -> TransferStatus:
+        # The daemon answers when every op is done: the call's deadline is
+        # the transfer's (the C library's transfers have none by default).
+        try:
+            with self._mutex:
+                saved = self._timeout_ms
+                ms = -1 if timeout is None else int(timeout * 1000)
+                self._check(self._lib.rdmamem_client_set_timeout(self.handle, ms))
+                try:
+                    reply = self.call(call.method, call.params, call.fds)
+                finally:
+                    if self._h:
+                        self._lib.rdmamem_client_set_timeout(self._h, saved)
+        finally:
+            call.close()
+        return TransferStatus.from_reply(reply)
+
+    def transfer(self, op: str, local: Any, remote: Any, ranges: remote_mod.RangeLike, *,
+                 notify: Any = None, lease: Any = None,
+                 timeout: Optional[float] = None) -> TransferStatus:
+        """Has the daemon move bytes between a local region and a remote one
+        over RDMA, and returns when every range is done.
+
+        op: :data:`~rdmamem.READ` (remote to local) or
+        :data:`~rdmamem.WRITE` (local to remote). local: a
+        :class:`~rdmamem.Region` registered on a device (or its id); remote:
+        a :class:`~rdmamem.Remote` (or its id). ranges: one
+        ``(local_offset, remote_offset, length)`` triple, a sequence of them,
+        or a uint64 buffer of triples (NumPy, shape (n, 3)); they go packed
+        in one call (a sealed memfd from 1,024 on), up to the daemon's
+        max-transfer-ops (100,000). notify: at most 4,096 bytes the remote
+        owner receives after the data is in place. lease: one of this
+        connection's leases on local (else the daemon locks it: shared for
+        WRITE, exclusive for READ). timeout: seconds for the whole call (None:
+        no limit); past it :class:`~rdmamem.CallTimeoutError`, and the
+        connection is closed.
+
+        A failure raises its named error with the failed range's ``index``:
+        before anything moved ``OutOfRangeError``, ``NoSuchRemoteError``,
+        ``NotRegisteredError``…; once started a
+        :class:`~rdmamem.errors.TransferError` (``RemoteAccessError``,
+        ``PeerUnreachableError``, ``TransferCancelledError``,
+        ``TransferFailedError``) with ``ops_done``, ``ops_failed``,
+        ``bytes_done`` and the completion ``status``."""
+        return self._transfer(
+            remote_mod.batch_call(op, local, remote, ranges, notify=notify, lease=lease), timeout)
+
+    def transfer_ops(self, ops: Sequence[Op], *, notify: Any = None,
+                     timeout: Optional[float] = None) -> TransferStatus:
+        """Listed ops in one call (several local regions, remotes and
+        directions: :class:`~rdmamem.Op`); some 7,000 fit in one message.
+        Errors as :meth:`transfer`, ``index`` being the op's."""
+        return self._transfer(remote_mod.ops_call(ops, notify=notify), timeout)
+
+    def prepare_transfer(self, local: Any, remote: Any, ranges: remote_mod.RangeLike) -> Plan:
+        """PrepareTransfer: a :class:`~rdmamem.Plan` of ranges (1 to 131,072)
+        between local and remote, checked now (``OutOfRangeError`` names the
+        first that does not fit by ``index``), posted later by index."""
+        call = remote_mod.prepare_call(local, remote, ranges)
+        try:
+            reply = self.call(call.method, call.params, call.fds)
+        finally:
+            call.close()
+        return Plan(self, int(reply["plan"]), call.n)
+
+    def wait_notifications(self, timeout: Optional[float] = None,
+                           max: int = 256) -> list[Notification]:
+        """Notifications peers attached to transfers into this connection's
+        exports, oldest first: up to max, waiting up to timeout seconds for
+        the first when none is queued (None or 0: at once). The connection
+        serves no other call while it waits."""
+        return remote_mod.notifications_wait(self, timeout, max)
+
+    def poll_notifications(self, max: int = 256) -> list[Notification]:
+        """What :meth:`wait_notifications` gives at once, without waiting."""
+        return remote_mod.notifications_wait(self, 0, max)
 
     # -- life -------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
+import re
 from typing import Any, Optional
 
 from ._errtable import ERRORS
@@ -45,6 +46,65 @@ class RdmamemError(OSError):
         what = self.name or _errno.errorcode.get(self.errno, str(self.errno))
         return f"{what}: {self.message}"
 
+    # -- what a Transfer or PrepareTransfer error says about its ops ----------
+
+    @property
+    def index(self) -> Optional[int]:
+        """The first failed op's index (a listed op's, a batch's range's, a plan
+        post's entry's) when the error names one, else None. The transfer
+        errors carry it as a parameter; the checks before anything moves
+        (``OutOfRange``, ``NoSuchRegion``, ``PermissionDenied``…) start their
+        message with ``op N:`` or ``index N:``."""
+        v = self.parameters.get("index")
+        if v is not None:
+            return int(v)
+        m = _INDEX_RE.match(self.message or "")
+        return int(m.group(1)) if m else None
+
+    def _count(self, key: str) -> Optional[int]:
+        v = self.parameters.get(key)
+        return None if v is None else int(v)
+
+    @property
+    def ops_done(self) -> Optional[int]:
+        """Ops of the transfer that completed (their bytes are in place)."""
+        return self._count("ops_done")
+
+    @property
+    def ops_failed(self) -> Optional[int]:
+        """Ops of the transfer that failed (``index`` is the first of them)."""
+        return self._count("ops_failed")
+
+    @property
+    def bytes_done(self) -> Optional[int]:
+        """Bytes moved by the ops that completed."""
+        return self._count("bytes_done")
+
+    @property
+    def status(self) -> Optional[str]:
+        """The failed work completion's status ("remote access error"...)."""
+        v = self.parameters.get("status")
+        return None if v is None else str(v)
+
+
+_INDEX_RE = re.compile(r"(?:op|index|range) (\d+):")
+
+
+class TransferError(RdmamemError):
+    """Base of the errors a Transfer ends with once it has started
+    (``RemoteAccessError``, ``PeerUnreachableError``,
+    ``TransferCancelledError``, ``TransferFailedError``): ``index``,
+    ``ops_done``, ``ops_failed``, ``bytes_done`` and ``status`` say which
+    op failed first, how many failed and what completed."""
+
+
+_TRANSFER_ERRORS = {
+    "io.rdmamemd.RemoteAccessError",
+    "io.rdmamemd.PeerUnreachable",
+    "io.rdmamemd.TransferCancelled",
+    "io.rdmamemd.TransferFailed",
+}
+
 
 class ConnectionLostError(RdmamemError, ConnectionError):
     """The connection is gone (the daemon went away, or an earlier call timed
@@ -68,12 +128,13 @@ def _class_name(name: str) -> str:
     return short if short.endswith("Error") else short + "Error"
 
 
-def _bases(err: int) -> tuple[type, ...]:
+def _bases(name: str, err: int) -> tuple[type, ...]:
     # The builtin OSError subclass of the same meaning, where there is one a
     # caller would catch (LockTimeout is a TimeoutError, PermissionDenied a
     # PermissionError); ENOENT's FileNotFoundError would mislead.
+    base = TransferError if name in _TRANSFER_ERRORS else RdmamemError
     extra = {_errno.ETIMEDOUT: TimeoutError, _errno.EACCES: PermissionError}.get(err)
-    return (RdmamemError, extra) if extra else (RdmamemError,)
+    return (base, extra) if extra else (base,)
 
 
 #: Varlink error name -> its exception class.
@@ -83,7 +144,7 @@ for _name, _sym, _doc in ERRORS:
     _err = getattr(_errno, _sym, _errno.EREMOTEIO)
     _cls = type(
         _class_name(_name),
-        _bases(_err),
+        _bases(_name, _err),
         {"__doc__": f"``{_name}`` ({_sym}): {_doc}", "varlink_name": _name, "__module__": __name__},
     )
     errors_by_name[_name] = _cls
@@ -106,5 +167,5 @@ def from_failure(
     return RdmamemError(err, msg)
 
 
-__all__ = ["RdmamemError", "ConnectError", "ConnectionLostError", "CallTimeoutError", "errors_by_name", "from_failure"]
+__all__ = ["RdmamemError", "TransferError", "ConnectError", "ConnectionLostError", "CallTimeoutError", "errors_by_name", "from_failure"]
 __all__ += [c.__name__ for c in errors_by_name.values()]

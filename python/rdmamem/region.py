@@ -24,6 +24,7 @@ from . import _lib
 
 if TYPE_CHECKING:
     from .client import Client
+    from .remote import Export, Registration
 
 LOCK_MODES = {"shared": 0, "disjoint": 1, "exclusive": 2}
 
@@ -159,6 +160,27 @@ class Region:
                                     ctypes.byref(out))
         )
         return Lease(self, out.value, mode)
+
+    # -- RDMA -------------------------------------------------------------
+
+    def register_on(self, devices: Any = None) -> dict[str, "Registration"]:
+        """Registers the region on RDMA devices (None: every device the
+        daemon has open; a name; a list of names) and returns the
+        registrations by device: lkey, rkey, addr (the MR's iova), length.
+        A device that failed raises :class:`~rdmamem.RegistrationError`.
+        Registrations last as long as the region: the protocol has no
+        per-device unregistration (:meth:`unregister` drops them all)."""
+        from .remote import register_on
+
+        return register_on(self, devices)
+
+    def export(self, devices: Any = None) -> "Export":
+        """A descriptor of the region for peers on other hosts, on devices it
+        is registered on (None: all of them): an :class:`~rdmamem.Export`,
+        revoked by ``.revoke()`` or on leaving its ``with`` block."""
+        from .remote import export
+
+        return export(self, devices)
 
     # -- life -------------------------------------------------------------
 

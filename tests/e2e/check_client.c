@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "proto/errors.h"
+#include "proto/ranges.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"
 
@@ -221,6 +223,52 @@ START_TEST(test_daemon_killed)
 }
 END_TEST
 
+/* The packed forms a binding sends with its own calls: what the typed
+ * calls send, text below 1,024 ranges and a sealed memfd from 1,024 on. */
+START_TEST(test_pack_helpers)
+{
+	enum { N_FD = 1024 };
+	struct rdmamem_range *ranges = calloc(N_FD, sizeof(*ranges));
+	struct ranges_item *back = NULL;
+	uint64_t idx[3] = { 0, 1, 2 };
+	size_t n_back = 0;
+	const char *why;
+	char *text = NULL;
+	struct stat st;
+	int fd, seals;
+
+	ck_assert_ptr_nonnull(ranges);
+	for (size_t i = 0; i < N_FD; i++)
+		ranges[i] = (struct rdmamem_range){ 3 * i, 5 * i + 1, i + 7 };
+
+	ck_assert_int_eq(rdmamem_ranges_pack(ranges, 0, &text, &fd), -EINVAL);
+	ck_assert_int_eq(rdmamem_ranges_pack(ranges, N_FD - 1, &text, &fd), 0);
+	ck_assert_int_lt(fd, 0);
+	ck_assert_int_eq(ranges_decode(text, strlen(text), N_FD, &back, &n_back, &why), 0);
+	ck_assert_uint_eq(n_back, N_FD - 1);
+	ck_assert_mem_eq(back, ranges, (N_FD - 1) * sizeof(*ranges));
+	free(back);
+	free(text);
+
+	ck_assert_int_eq(rdmamem_ranges_pack(ranges, N_FD, &text, &fd), 1);
+	ck_assert_ptr_null(text);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_int_eq(st.st_size, N_FD * 24);
+	seals = fcntl(fd, F_GET_SEALS);
+	ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_WRITE), F_SEAL_SHRINK | F_SEAL_WRITE);
+	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	close(fd);
+
+	ck_assert_int_eq(rdmamem_indices_pack(idx, 3, &text), 0);
+	ck_assert_str_eq(text, "AAAAAAEAAAACAAAA");
+	free(text);
+	idx[1] = 1ULL << 32;
+	ck_assert_int_eq(rdmamem_indices_pack(idx, 3, &text), -ERANGE);
+	free(ranges);
+}
+END_TEST
+
 Suite *client_suite(void)
 {
 	Suite *s = suite_create("client");
@@ -237,6 +285,7 @@ Suite *client_suite(void)
 	tcase_add_test(tc, test_no_daemon);
 	tcase_add_test(tc, test_timeout);
 	tcase_add_test(tc, test_daemon_killed);
+	tcase_add_test(tc, test_pack_helpers);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -15,6 +15,7 @@ Marks: ``cuda`` tests need torch with a GPU; they skip elsewhere, with the reaso
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -64,9 +65,10 @@ class Daemon:
         self.log = log
 
 
-@pytest.fixture(scope="session")
-def daemon() -> Iterator[Daemon]:
-    """One daemon for the session."""
+@contextlib.contextmanager
+def start_daemon(*args: str) -> Iterator[Daemon]:
+    """A daemon of its own, with args added to its command line, until the
+    block ends (SIGTERM, then SIGKILL after 10 s)."""
     d = tempfile.mkdtemp(prefix="rdmamemd-py.")
     sock = os.path.join(d, "rdmamemd.sock")
     notify_path = os.path.join(d, "notify")
@@ -78,7 +80,8 @@ def daemon() -> Iterator[Daemon]:
     level = os.environ.get("RDMAMEM_TEST_LOG", "warning")
     with open(log, "wb") as logf:
         proc = subprocess.Popen(
-            [_daemon_path(), "--socket", sock, "--log-level", level, "--bandwidth-probe-size=4M"],
+            [_daemon_path(), "--socket", sock, "--log-level", level, "--bandwidth-probe-size=4M",
+             *args],
             stdout=logf, stderr=subprocess.STDOUT, env=env,
         )
     try:
@@ -106,6 +109,13 @@ def daemon() -> Iterator[Daemon]:
                 proc.kill()
                 proc.wait()
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def daemon() -> Iterator[Daemon]:
+    """One daemon for the session."""
+    with start_daemon() as d:
+        yield d
 
 
 @pytest.fixture

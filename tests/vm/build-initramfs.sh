@@ -15,7 +15,13 @@
 #                              in), each with the libraries ldd names
 #
 # --overlay DIR is copied over the tree last (run-vm.sh puts /vmtest/run.sh
-# there). The kernel package is downloaded once into BUILD_DIR/kernel and
+# there). --python adds Debian's python3 with its standard library (less what
+# a test run never imports: the test suite, IDLE, Tk, ensurepip, pydoc's
+# data, lib2to3, distutils, databases, curses, TLS and OpenSSL's hashes (their
+# libraries are most of the size), the static library and optimized
+# bytecode) and pytest with
+# what it imports from /usr/lib/python3/dist-packages, for
+# tests/python/test_rdma.py (make vmtest). The kernel package is downloaded once into BUILD_DIR/kernel and
 # fetched again only when Debian moves linux-image-amd64 on.
 set -eu -o pipefail
 
@@ -27,12 +33,21 @@ die() {
 # depmod and modprobe live in sbin, which a user's PATH may lack.
 PATH=$PATH:/usr/sbin:/sbin
 here=$(cd "$(dirname "$0")" && pwd)
-overlay=
-if [ "${1-}" = --overlay ]; then
-	overlay=${2:?--overlay needs a directory}
-	shift 2
-fi
-[ $# -ge 1 ] || die "usage: $0 [--overlay DIR] BUILD_DIR [FILE...]"
+overlay= python=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--overlay)
+		overlay=${2:?--overlay needs a directory}
+		shift 2
+		;;
+	--python)
+		python=1
+		shift
+		;;
+	*) break ;;
+	esac
+done
+[ $# -ge 1 ] || die "usage: $0 [--overlay DIR] [--python] BUILD_DIR [FILE...]"
 mkdir -p "$1"
 build=$(cd "$1" && pwd)
 shift
@@ -147,6 +162,43 @@ done
 # /usr/bin/busybox, which the VM has too).
 install_file /bin/busybox
 /bin/busybox --install -s "$root/usr/bin"
+
+# --python: the interpreter, its standard library trimmed, the extension
+# modules' libraries, pytest and what it imports. Byte code stays (.pyc of
+# the plain optimization level), so that the guest does not compile the
+# standard library under TCG at every boot.
+install_python() {
+	local py ver stdlib so
+	py=$(readlink -f /usr/bin/python3)
+	ver=${py##*/}
+	stdlib=/usr/lib/$ver
+	[ -x "$py" ] && [ -d "$stdlib" ] || die "python3 not found (make deps installs it)"
+	[ -d /usr/lib/python3/dist-packages/pytest ] || die "pytest not found (python3-pytest)"
+	install_file "$py"
+	ln -sf "$ver" "$root/usr/bin/python3"
+	mkdir -p "$root$stdlib" "$root/usr/lib/python3/dist-packages"
+	tar -C "$stdlib" -cf - --exclude=./test --exclude=./idlelib --exclude=./tkinter \
+		--exclude=./turtledemo --exclude=./ensurepip --exclude=./pydoc_data \
+		--exclude=./lib2to3 --exclude='./config-*' --exclude=./dist-packages \
+		--exclude=./site-packages --exclude='*/tests' --exclude='*/idle_test' \
+		--exclude='*.opt-1.pyc' --exclude='*.opt-2.pyc' --exclude=./turtle.py \
+		--exclude=./distutils --exclude=./sqlite3 --exclude=./dbm --exclude=./curses \
+		--exclude=./venv --exclude=./xmlrpc --exclude=./wsgiref \
+		--exclude='./lib-dynload/_test*' --exclude='./lib-dynload/_xxtest*' \
+		--exclude='./lib-dynload/_tkinter*' --exclude='./lib-dynload/_ssl*' \
+		--exclude='./lib-dynload/_hashlib*' --exclude='./lib-dynload/_dbm*' \
+		--exclude='./lib-dynload/_gdbm*' --exclude='./lib-dynload/_sqlite3*' \
+		--exclude='./lib-dynload/nis*' --exclude='./lib-dynload/_curses*' \
+		--exclude='./lib-dynload/readline*' --exclude='./lib-dynload/xx*' . |
+		tar -C "$root$stdlib" -xf -
+	for so in "$root$stdlib"/lib-dynload/*.so; do
+		install_file "${so#"$root"}"
+	done
+	tar -C /usr/lib/python3/dist-packages -cf - --exclude='*.opt-1.pyc' \
+		--exclude='*.opt-2.pyc' pytest _pytest pluggy iniconfig py py.py attr |
+		tar -C "$root/usr/lib/python3/dist-packages" -xf -
+}
+[ "$python" = 0 ] || install_python
 
 install -m 755 "$here/init" "$root/init"
 for f in smoke.sh pair.sh hostd.sh perftest.sh transferbench.sh; do

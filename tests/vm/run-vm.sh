@@ -4,7 +4,7 @@
 #
 #   tests/vm/run-vm.sh --build-dir DIR --cmd 'COMMAND' [--add FILE]...
 #                      [--path DIR]... [--timeout SEC]
-#                      [--hosts 2 --cmd-b 'COMMAND' | --numa]
+#                      [--hosts 2 --cmd-b 'COMMAND' | --numa] [--python]
 #
 # Builds the kernel and initramfs into the build dir (build-initramfs.sh; the
 # kernel is cached), boots it under qemu with TCG (a guest hangs under KVM on
@@ -21,6 +21,7 @@
 #              tells to quit at the end); each prints its own result line,
 #              and both must be 0. Consoles: DIR/console-a.log and
 #              DIR/console-b.log, streamed with "[A] " and "[B] " in front.
+# --python     python3 and pytest in the VM (build-initramfs.sh --python)
 # --numa       one VM with two NUMA nodes (a vCPU and half the memory each,
 #              at distance 21) and a virtio-net NIC on each node's PCI
 #              expander bridge; /init puts rxe0 and rxe1 on them
@@ -48,7 +49,7 @@ now() {
 }
 
 here=$(cd "$(dirname "$0")" && pwd)
-build='' cmd='' cmd_b='' hosts=1 numa=0 timeout=600
+build='' cmd='' cmd_b='' hosts=1 numa=0 timeout=600 python=()
 adds=() paths=()
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -61,6 +62,11 @@ while [ $# -gt 0 ]; do
 	--cmd-b) cmd_b=${2:?--cmd-b needs a command} ;;
 	--numa)
 		numa=1
+		shift
+		continue
+		;;
+	--python)
+		python=(--python)
 		shift
 		continue
 		;;
@@ -94,7 +100,7 @@ write_run() {
 }
 write_run "$cmd" >"$overlay/vmtest/run.sh"
 [ "$hosts" = 1 ] || write_run "$cmd_b" >"$overlay/vmtest/run-b.sh"
-"$here/build-initramfs.sh" --overlay "$overlay" "$build" "${adds[@]}" ||
+"$here/build-initramfs.sh" --overlay "$overlay" "${python[@]}" "$build" "${adds[@]}" ||
 	die "could not build the VM (see above)"
 t1=$(now)
 

@@ -25,6 +25,12 @@ VM_TIMEOUT ?= 600
 VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rdma-peer \
               $(B)/conformance $(B)/examples/remote-copy proto/io.rdmamemd.varlink \
               proto/org.varlink.service.varlink)
+# The Python package, its RDMA tests and librdmamem, for the VM's pytest run
+# (run-vm.sh --python brings python3 and pytest).
+VM_PY_FILES := $(abspath $(B)/librdmamem.so.0 $(wildcard python/rdmamem/*.py) \
+              tests/python/conftest.py tests/python/test_rdma.py)
+VM_PYTEST   := RDMAMEM_BUILD=$(abspath $(B)) python3 -m pytest -q -rs -p no:cacheprovider \
+              tests/python/test_rdma.py
 # Host settings that narrow or tune the test run travel into the VM.
 VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS \
               TSAN_OPTIONS,\
@@ -40,9 +46,9 @@ VM_CONFORMANCE = $(if $(CK_RUN_SUITE)$(CK_RUN_CASE),,conformance -require-rdma $
 
 # TCG emulation is slow: the cases get 120 s each instead of the host's 30.
 vmtest: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(B)/examples/remote-copy
-	$(Q)tests/vm/run-vm.sh --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
-		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES)) \
-		--cmd "/vmtest/smoke.sh && $(VM_CONFORMANCE) $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd"
+	$(Q)tests/vm/run-vm.sh --python --build-dir $(VM_DIR) --timeout $(VM_TIMEOUT) \
+		--path $(abspath $(B)) $(addprefix --add ,$(VM_FILES) $(VM_PY_FILES)) \
+		--cmd "/vmtest/smoke.sh && $(VM_CONFORMANCE) $(strip $(VM_ENV)) CK_DEFAULT_TIMEOUT=120 CK_INCLUDE_TAGS=rdma test-rdmamemd && $(VM_PYTEST)"
 
 # Two NUMA nodes, a NIC on each (run-vm.sh --numa): the cases tagged
 # "numa" (tests/e2e/check_numa_vm.c) against the guest's own sysfs.
