@@ -15,9 +15,9 @@
 #
 # DEST gets bin/ (the programs), lib/ (their libraries and librdmamem.so.0),
 # src/proto/ (the IDL files the tests read), src/python and src/tests/python
-# (the Python package and its tests), MANIFEST, and run.sh, which runs a
-# program with LD_LIBRARY_PATH, PATH, PYTHONPATH and RDMAMEM_LIBRARY pointing
-# into the bundle:
+# (the Python package, as pip installs it, and its tests), MANIFEST, and
+# run.sh, which runs a program with LD_LIBRARY_PATH, PATH, PYTHONPATH and
+# RDMAMEM_LIBRARY pointing into the bundle:
 #
 #   .device/cuda/run.sh cuda-smoke
 set -euo pipefail
@@ -106,9 +106,11 @@ for soname in "${!libs[@]}"; do
 	cp -L "${libs[$soname]}" "$dest/lib/$soname"
 done
 cp "$root"/proto/*.varlink "$root"/proto/PROTOCOL.md "$root"/proto/errors.[ch] "$dest/src/proto/"
-# The Python package and its tests, run with the machine's own PyTorch.
+# The Python package as pip installs it (pyproject.toml, README.md: the
+# fresh-venv test) and its tests, run with the machine's own PyTorch.
 mkdir -p "$dest/src/python" "$dest/src/tests"
-cp -r "$root/python/rdmamem" "$root/python/tools" "$dest/src/python/"
+cp -r "$root/python/rdmamem" "$root/python/tools" "$root/python/pyproject.toml" \
+	"$root/python/README.md" "$dest/src/python/"
 cp -r "$root/tests/python" "$dest/src/tests/"
 find "$dest/src" -name __pycache__ -prune -exec rm -rf {} +
 # ... and the shipped files the ops suite reads (the config round trip, the

@@ -7,7 +7,11 @@
 #
 # Debian's interpreter, whose packages these are (a python3 earlier on PATH,
 # pyenv's say, lacks them); PYTHON= picks another.
-DEB_PKGS += python3-pytest python3-numpy python3-torch python3-setuptools python3-venv
+# python3-venv and python3-wheel: the fresh-venv test (test_readme.py) builds
+# the package offline with --no-build-isolation, and setuptools 66 needs wheel
+# for that (the venv's own pip and setuptools come from python3-venv).
+DEB_PKGS += python3-pytest python3-numpy python3-torch python3-setuptools python3-venv \
+            python3-wheel
 PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
 
 .PHONY: check-python python-errors
