@@ -16,9 +16,10 @@
 #
 # DEST gets bin/ (the programs), lib/ (their libraries and librdmamem.so.0),
 # src/proto/ (the IDL files the tests read), src/python and src/tests/python
-# (the Python package, as pip installs it, and its tests), src/bench/*.py (its
-# benchmark), MANIFEST, and run.sh, which runs a program with LD_LIBRARY_PATH,
-# PATH, PYTHONPATH and RDMAMEM_LIBRARY pointing into the bundle:
+# (the Python package, as pip installs it, and its tests), src/bench/*.py and
+# src/docs/python-api.md (its benchmark and API reference), MANIFEST, and
+# run.sh, which runs a program with LD_LIBRARY_PATH, PATH, PYTHONPATH and
+# RDMAMEM_LIBRARY pointing into the bundle:
 #
 #   .device/cuda/run.sh cuda-smoke
 set -euo pipefail
@@ -108,13 +109,15 @@ for soname in "${!libs[@]}"; do
 done
 cp "$root"/proto/*.varlink "$root"/proto/PROTOCOL.md "$root"/proto/errors.[ch] "$dest/src/proto/"
 # The Python package as pip installs it (pyproject.toml, README.md: the
-# fresh-venv test), its tests and its benchmark, run with the machine's own
-# PyTorch.
+# fresh-venv test), its tests, its benchmark, run with the machine's own
+# PyTorch, and its API reference (a test compares it with the docstrings).
 mkdir -p "$dest/src/python" "$dest/src/tests" "$dest/src/bench"
 cp -r "$root/python/rdmamem" "$root/python/tools" "$root/python/pyproject.toml" \
 	"$root/python/README.md" "$dest/src/python/"
 cp -r "$root/tests/python" "$dest/src/tests/"
 cp "$root"/bench/*.py "$dest/src/bench/"
+mkdir -p "$dest/src/docs"
+cp "$root/docs/python-api.md" "$dest/src/docs/"
 find "$dest/src" -name __pycache__ -prune -exec rm -rf {} +
 # ... and the shipped files the ops suite reads (the config round trip, the
 # units): without them a bundle made outside the device's checkout fails there.
