@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+import daemonproc  # noqa: E402  (the tests' way to start the daemon)
+
 try:
     import rdmamem
 except ImportError:
@@ -54,24 +56,6 @@ from rdmamem.cuda import KIND_CUDA_MALLOC, parse_share_handle
 COPY_BYTES = 256 << 20
 GOAL_ADDED_US = 5.0
 GOAL_COPY_RATIO = 0.95
-
-
-def start_daemon(path: str, sock: str, log: Path) -> subprocess.Popen[bytes]:
-    """rdmamemd on sock; returns once a client can connect (exits after 10 s)."""
-    with open(log, "wb") as logf:
-        proc = subprocess.Popen(
-            [path, "--socket", sock, "--log-level", "warning", "--bandwidth-probe-size=4M"],
-            stdout=logf, stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            rdmamem.Client(sock).close()
-            return proc
-        except rdmamem.ConnectError:
-            time.sleep(0.02)
-    proc.kill()
-    sys.exit(f"bench_python: rdmamemd did not start: {log.read_text()}")
 
 
 def per_call_us(fn: Callable[[], Any], seconds: float, batch: int = 200) -> float:
@@ -286,8 +270,12 @@ def main() -> int:
         ap.error("no rdmamemd or no bench-calls: give --daemon and --calls")
 
     d = tempfile.mkdtemp(prefix="rdmamemd-pybench.")
-    sock = os.path.join(d, "rdmamemd.sock")
-    proc = start_daemon(args.daemon, sock, Path(d) / "daemon.log")
+    try:
+        daemon = daemonproc.start(args.daemon, d)
+    except RuntimeError as e:
+        shutil.rmtree(d, ignore_errors=True)
+        sys.exit(f"bench_python: {e}")
+    sock = daemon.socket
     try:
         print(f"== rdmamem (Python {sys.version.split()[0]}, torch {torch.__version__}) over "
               f"{os.environ.get('RDMAMEM_LIBRARY', 'librdmamem.so.0')}; "
@@ -297,12 +285,7 @@ def main() -> int:
             bench_calls(client, args.calls, sock, args.rounds, args.seconds)
             bench_copy(client, args.seconds)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        daemonproc.stop(daemon.proc)
         shutil.rmtree(d, ignore_errors=True)
     return 0
 
