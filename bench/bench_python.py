@@ -137,7 +137,7 @@ def bench_pool_tensor(client: rdmamem.Client, seconds: float) -> None:
         pooled = per_call_us(lambda: pool.tensor(shape, torch.float32), seconds)
         what = f"{'x'.join(map(str, shape))} f32 ({nbytes >> 10} KiB)"
         row(f"{what}: torch.empty", empty, None, "")
-        row(f"{what}: torch.frombuffer(memoryview)", frombuffer, None, "")
+        row(f"{what}: torch.frombuffer(mv)", frombuffer, None, "")
         row(f"{what}: pool.tensor", pooled, empty, "torch.empty")
         row(f"{what}: pool.tensor", pooled, frombuffer, "torch.frombuffer")
     pool.close()
