@@ -211,7 +211,7 @@ $(B)/cuda-smoke: $(B)/tests/gpu/cuda-smoke.o $(B)/daemon/gpu/cuda.o $(B)/daemon/
 
 # GPU_BUNDLE: where the bundle goes (bundle.sh's default: .device/cuda in
 # the repository's main checkout, the tree the device tool sends).
-gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS) $(B)/examples/async-uv
+gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS) $(B)/examples/async-uv $(B)/bench-calls
 	tests/gpu/bundle.sh -B $(B) $(if $(GPU_BUNDLE),-o $(GPU_BUNDLE))
 
 # A remote peer for the RDMA tests: it uses the verbs itself, as peers do.
@@ -308,12 +308,16 @@ asan:
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	$(MAKE) VARIANT=asan check
 
-BENCHES := $(B)/bench-ping $(B)/bench-region $(B)/bench-remote
+BENCHES := $(B)/bench-ping $(B)/bench-region $(B)/bench-remote $(B)/bench-calls
 
+# bench_python.py: the Python package (its C anchors from bench-calls), with
+# the build's librdmamem.
 bench: all $(BENCHES)
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
 	$(B)/bench-remote --daemon $(B)/rdmamemd
+	RDMAMEM_LIBRARY=$(abspath $(B))/librdmamem.so.$(SOMAJOR) $(PYTHON) bench/bench_python.py \
+		--daemon $(B)/rdmamemd --calls $(B)/bench-calls
 
 # The C sources as .clang-format (clang-format 14, Debian 12's) writes them:
 # format-check fails on any difference, format rewrites them.

@@ -38,7 +38,10 @@ class PoolExhaustedError(MemoryError):
 
 
 class Pool:
-    """Sub-allocates one :class:`HostRegion`; see the module's doc."""
+    """Sub-allocates one :class:`HostRegion` (``region``), every block aligned
+    to ``alignment`` bytes; made by :meth:`Client.pool`. The allocator, how
+    blocks are freed and how a pool fragments: the module's doc. A context
+    manager that unregisters the region on exit."""
 
     def __init__(self, region: HostRegion, alignment: int = 256) -> None:
         if alignment <= 0 or alignment & (alignment - 1):

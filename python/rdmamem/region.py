@@ -75,7 +75,9 @@ class Lease:
 
 
 class Region:
-    """A region registered with the daemon on ``client``'s connection."""
+    """A region registered with the daemon on ``client``'s connection: ``id``
+    is the daemon's region id, ``nbytes`` its length. Made by the client's
+    register calls; a context manager that unregisters it on exit."""
 
     def __init__(self, client: "Client", region: int, nbytes: int) -> None:
         self.client = client
@@ -206,7 +208,11 @@ class Region:
 
 
 class HostRegion(Region):
-    """A region over a sealed memfd, mapped here too: zero-copy views."""
+    """A region over a sealed memfd, mapped here too: zero-copy views.
+
+    Made by :meth:`Client.alloc`. ``fd`` is the memfd (closed by
+    :meth:`close`), ``mmap`` this process's shared mapping of it and
+    ``address`` the mapping's first byte."""
 
     def __init__(self, client: "Client", region: int, fd: int, nbytes: int) -> None:
         super().__init__(client, region, nbytes)

@@ -8,16 +8,18 @@
 #
 #   tests/gpu/bundle.sh [-B BUILD_DIR] [-o DEST] [PROGRAM...]
 #
-# PROGRAM defaults to whichever of rdmamemd, rdmamemctl, test-rdmamemd and
-# cuda-smoke BUILD_DIR (build/release) holds. DEST defaults to .device/cuda in
-# the repository's main checkout: the device tool sends that checkout, also
-# when this script runs in another worktree, and .device/ is git-ignored.
+# PROGRAM defaults to whichever of rdmamemd, rdmamemctl, test-rdmamemd,
+# cuda-smoke, examples/async-uv and bench-calls BUILD_DIR (build/release)
+# holds. DEST defaults to .device/cuda in the repository's main checkout: the
+# device tool sends that checkout, also when this script runs in another
+# worktree, and .device/ is git-ignored.
 #
 # DEST gets bin/ (the programs), lib/ (their libraries and librdmamem.so.0),
 # src/proto/ (the IDL files the tests read), src/python and src/tests/python
-# (the Python package and its tests), MANIFEST, and run.sh, which runs a
-# program with LD_LIBRARY_PATH, PATH, PYTHONPATH and RDMAMEM_LIBRARY pointing
-# into the bundle:
+# (the Python package, as pip installs it, and its tests), src/bench/*.py and
+# src/docs/python-api.md (its benchmark and API reference), MANIFEST, and
+# run.sh, which runs a program with LD_LIBRARY_PATH, PATH, PYTHONPATH and
+# RDMAMEM_LIBRARY pointing into the bundle:
 #
 #   .device/cuda/run.sh cuda-smoke
 set -euo pipefail
@@ -58,7 +60,7 @@ mkdir -p "$(dirname "$dest")"
 dest=$(cd "$(dirname "$dest")" && pwd)/$(basename "$dest")
 
 if [ $# -eq 0 ]; then
-	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke examples/async-uv; do
+	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke examples/async-uv bench-calls; do
 		[ -x "$build/$p" ] && set -- "$@" "$build/$p"
 	done
 	[ $# -gt 0 ] || die "nothing built in $build"
@@ -106,10 +108,16 @@ for soname in "${!libs[@]}"; do
 	cp -L "${libs[$soname]}" "$dest/lib/$soname"
 done
 cp "$root"/proto/*.varlink "$root"/proto/PROTOCOL.md "$root"/proto/errors.[ch] "$dest/src/proto/"
-# The Python package and its tests, run with the machine's own PyTorch.
-mkdir -p "$dest/src/python" "$dest/src/tests"
-cp -r "$root/python/rdmamem" "$root/python/tools" "$dest/src/python/"
+# The Python package as pip installs it (pyproject.toml, README.md: the
+# fresh-venv test), its tests, its benchmark, run with the machine's own
+# PyTorch, and its API reference (a test compares it with the docstrings).
+mkdir -p "$dest/src/python" "$dest/src/tests" "$dest/src/bench"
+cp -r "$root/python/rdmamem" "$root/python/tools" "$root/python/pyproject.toml" \
+	"$root/python/README.md" "$dest/src/python/"
 cp -r "$root/tests/python" "$dest/src/tests/"
+cp "$root"/bench/*.py "$dest/src/bench/"
+mkdir -p "$dest/src/docs"
+cp "$root/docs/python-api.md" "$dest/src/docs/"
 find "$dest/src" -name __pycache__ -prune -exec rm -rf {} +
 # ... and the shipped files the ops suite reads (the config round trip, the
 # units): without them a bundle made outside the device's checkout fails there.

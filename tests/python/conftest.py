@@ -3,8 +3,8 @@
 
 As the C end-to-end suites do: the daemon runs as this user (no root), its
 socket in a fresh /tmp directory, and says READY=1 on a notify socket of the
-fixture's before the first test connects. Paths, from the environment or the
-build tree of this checkout:
+fixture's before the first test connects (daemonproc.py, which the benchmark
+shares). Paths, from the environment or the build tree of this checkout:
 
 - RDMAMEMD: the daemon (default build/release/rdmamemd, else rdmamemd on PATH);
 - RDMAMEM_LIBRARY: librdmamem (default build/release/librdmamem.so.0);
@@ -18,16 +18,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Iterator
 
+import daemonproc
 import pytest
+from daemonproc import Daemon
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("RDMAMEM_BUILD", ROOT / "build" / "release"))
@@ -56,58 +54,21 @@ def _daemon_path() -> str:
     return found
 
 
-class Daemon:
-    """A running rdmamemd: its socket, process and log."""
-
-    def __init__(self, socket_path: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-        self.socket = socket_path
-        self.proc = proc
-        self.log = log
-
-
 @contextlib.contextmanager
 def start_daemon(*args: str) -> Iterator[Daemon]:
     """A daemon of its own, with args added to its command line, until the
     block ends (SIGTERM, then SIGKILL after 10 s)."""
     d = tempfile.mkdtemp(prefix="rdmamemd-py.")
-    sock = os.path.join(d, "rdmamemd.sock")
-    notify_path = os.path.join(d, "notify")
-    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-    notify.bind(notify_path)
-    log = Path(d) / "daemon.log"
-    env = dict(os.environ, NOTIFY_SOCKET=notify_path)
-    env.pop("RDMAMEM_SOCKET", None)
-    level = os.environ.get("RDMAMEM_TEST_LOG", "warning")
-    with open(log, "wb") as logf:
-        proc = subprocess.Popen(
-            [_daemon_path(), "--socket", sock, "--log-level", level, "--bandwidth-probe-size=4M",
-             *args],
-            stdout=logf, stderr=subprocess.STDOUT, env=env,
-        )
     try:
-        deadline = time.monotonic() + 20
-        ready = False
-        while not ready and time.monotonic() < deadline:
-            notify.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                ready = b"READY=1" in notify.recv(4096)
-            except socket.timeout:
-                break
-            if proc.poll() is not None:
-                break
-        if not ready:
-            proc.kill()
-            pytest.exit(f"rdmamemd did not become ready: {log.read_text()}", returncode=2)
-        yield Daemon(sock, proc, log)
+        running = daemonproc.start(_daemon_path(), d, os.environ.get("RDMAMEM_TEST_LOG", "warning"),
+                                   args)
+    except RuntimeError as e:
+        shutil.rmtree(d, ignore_errors=True)
+        pytest.exit(str(e), returncode=2)
+    try:
+        yield running
     finally:
-        notify.close()
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        daemonproc.stop(running.proc)
         shutil.rmtree(d, ignore_errors=True)
 
 
