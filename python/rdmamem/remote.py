@@ -107,6 +107,7 @@ class TransferStatus:
 
     @classmethod
     def from_reply(cls, p: dict[str, Any], done: bool = True) -> "TransferStatus":
+        """The counts of a Transfer reply's parameters (done: the last one)."""
         return cls(int(p.get("ops", 0)), int(p.get("bytes", 0)), int(p.get("ops_done", 0)),
                    int(p.get("bytes_done", 0)), done)
 
@@ -123,6 +124,7 @@ class Notification:
 
     @classmethod
     def from_reply(cls, n: dict[str, Any]) -> "Notification":
+        """One entry of WaitNotifications' "notifications"."""
         return cls(int(n["export"]), int(n["sender_uid"]), base64.b64decode(n.get("data", "")),
                    int(n["received_usec"]))
 
