@@ -28,7 +28,7 @@ VM_FILES   := $(abspath $(B)/test-rdmamemd $(B)/rdmamemd $(B)/rdmamemctl $(B)/rd
 # The Python package, its RDMA tests and librdmamem, for the VM's pytest run
 # (run-vm.sh --python brings python3 and pytest).
 VM_PY_FILES := $(abspath $(B)/librdmamem.so.0 $(wildcard python/rdmamem/*.py) \
-              tests/python/conftest.py tests/python/test_rdma.py)
+              tests/python/conftest.py tests/python/daemonproc.py tests/python/test_rdma.py)
 VM_PYTEST   := RDMAMEM_BUILD=$(abspath $(B)) python3 -m pytest -q -rs -p no:cacheprovider \
               tests/python/test_rdma.py
 # Host settings that narrow or tune the test run travel into the VM.
