@@ -747,12 +747,27 @@ static int copy_enter(uint64_t ptr, size_t n, struct cu_ctx_guard *g)
 	return r < 0 ? r : 1;
 }
 
+/*
+ * The driver returns from cuMemcpyHtoD once a pageable source is staged, and
+ * from cuMemcpyDtoD at once, before the bytes land (the CUDA "API
+ * synchronization behavior"). The daemon answers a Write or a Copy when the
+ * bytes are in place, and a region may be unmapped right after: so the
+ * copy is waited for. A fault of a copy still in flight into memory unmapped
+ * meanwhile would also poison the context every client's GPU work shares
+ * (CUDA_ERROR_ILLEGAL_ADDRESS is sticky), seen on an H200 before this wait.
+ * Device-to-host copies return when done: no wait.
+ */
+static int copy_wait(int r)
+{
+	return r < 0 ? r : CU(cuCtxSynchronize);
+}
+
 int cu_copy_htod(uint64_t dst, const void *src, size_t n)
 {
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
 	int r = copy_enter(dst, n, &g);
 
-	return r <= 0 ? r : CU(cuMemcpyHtoD, dst, src, n);
+	return r <= 0 ? r : copy_wait(CU(cuMemcpyHtoD, dst, src, n));
 }
 
 int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
@@ -768,7 +783,7 @@ int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n)
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
 	int r = copy_enter(dst, n, &g);
 
-	return r <= 0 ? r : CU(cuMemcpyDtoD, dst, src, n);
+	return r <= 0 ? r : copy_wait(CU(cuMemcpyDtoD, dst, src, n));
 }
 
 int cu_host_register(void *p, size_t n, int ordinal, bool readonly)

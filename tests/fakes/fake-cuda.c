@@ -598,7 +598,12 @@ static CUresult f_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHan
 
 static CUresult f_sync(void)
 {
-	return depth ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+	if (!depth)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_syncs++;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
 }
 
 /* Device memory of the current context's device, as cuMemAlloc makes it. */

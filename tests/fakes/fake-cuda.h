@@ -32,6 +32,8 @@ struct fake_cuda_state {
 	 * reservations, VMM mappings. */
 	int primary_refs[FAKE_CUDA_DEVICES];
 	int n_handles, n_reserved, n_mapped;
+	/* cuCtxSynchronize calls that found a context current. */
+	int n_syncs;
 
 	/* What the latest calls saw. */
 	CUcontext last_copy_ctx, last_register_ctx;

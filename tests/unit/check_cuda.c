@@ -293,7 +293,12 @@ START_TEST(test_vmm_import_copy_release)
 
 	ck_assert_int_eq(cu_copy_htod(m.dptr + 4097, in, sizeof(in)), 0);
 	ck_assert_ptr_eq(fake_cuda.last_copy_ctx, fake_cuda_primary(1));
+	/* Waited for: the driver may return before the bytes land. */
+	ck_assert_int_eq(fake_cuda.n_syncs, 1);
+	ck_assert_int_eq(cu_copy_dtod(m.dptr + 8192, m.dptr + 4097, sizeof(in)), 0);
+	ck_assert_int_eq(fake_cuda.n_syncs, 2);
 	ck_assert_int_eq(cu_copy_dtoh(out, m.dptr + 4097, sizeof(out)), 0);
+	ck_assert_int_eq(fake_cuda.n_syncs, 2); /* returns when done */
 	ck_assert_str_eq(out, in);
 	ck_assert_int_eq(fake_cuda_depth(), 0);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
