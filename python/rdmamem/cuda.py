@@ -21,8 +21,10 @@ event sync flag). The handle is a record of PyTorch's caching allocator:
 
 from __future__ import annotations
 
+import ctypes
 import struct
 from dataclasses import dataclass, field
+from typing import Optional
 
 KIND_CUDA_MALLOC = ord("c")
 KIND_EXPANDABLE = ord("e")
@@ -68,3 +70,48 @@ def parse_share_handle(raw: bytes) -> ShareRecord:
         fds = list(struct.unpack(f"={n}i", rest))
         return ShareRecord(version, kind, pid=pid, segment_size=segment_size, fds=fds)
     raise ValueError(f"CUDA share handle kind {kind!r}: this package knows 'c' and 'e'")
+
+
+class _Driver:
+    """The two CUDA driver calls that give a cudaMalloc allocation's IPC
+    handle without ``_share_cuda_()``: that one also records an event and
+    counts a consumer in a shared-memory counter, about 40 us a call on an
+    H200, where these take a few. Loaded once, on first use."""
+
+    def __init__(self) -> None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        self.range = lib.cuMemGetAddressRange_v2
+        self.range.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
+                               ctypes.c_uint64]
+        self.range.restype = ctypes.c_int
+        self.get_handle = lib.cuIpcGetMemHandle
+        self.get_handle.argtypes = [ctypes.c_char_p, ctypes.c_uint64]
+        self.get_handle.restype = ctypes.c_int
+
+
+_driver: Optional[_Driver] = None
+_driver_failed = False
+
+
+def ipc_handle_of(ptr: int) -> Optional[tuple[bytes, int]]:
+    """The 64-byte IPC handle of the cudaMalloc allocation holding device
+    pointer ptr and ptr's offset in it, asked of the driver directly; None
+    when the driver cannot say (no libcuda, memory of expandable segments,
+    which has no legacy IPC handle): the caller then asks PyTorch. The
+    allocation's device must be current in this thread."""
+    global _driver, _driver_failed
+    if _driver is None:
+        if _driver_failed:
+            return None
+        try:
+            _driver = _Driver()
+        except (OSError, AttributeError):
+            _driver_failed = True
+            return None
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    if _driver.range(ctypes.byref(base), ctypes.byref(size), ptr) != 0:
+        return None
+    handle = ctypes.create_string_buffer(IPC_HANDLE_SIZE)
+    if _driver.get_handle(handle, base.value) != 0:
+        return None
+    return handle.raw, ptr - base.value

@@ -70,6 +70,19 @@ def main() -> None:
         sub = base[4097 : 4097 + 300001]
         small_a = torch.zeros(1000, dtype=torch.uint8, device=dev)
         small_b = torch.zeros(777, dtype=torch.uint8, device=dev)  # shares a 2 MiB segment
+        # register_tensor asks the driver for a cudaMalloc allocation's
+        # handle: the very one PyTorch shares, at the same offset; memory of
+        # expandable segments has none, and goes through PyTorch's record.
+        from rdmamem.client import _direct_ipc_handle
+
+        direct = _direct_ipc_handle(small_b)
+        share = small_b.untyped_storage()._share_cuda_()
+        rec = rdmamem.cuda.parse_share_handle(share[1])
+        if "expandable" in mode:
+            check(direct is None, f"{mode}: no legacy IPC handle for expandable segments")
+        else:
+            check(direct == (rec.ipc_handle, share[3]),
+                  f"{mode}: the driver's handle and offset are PyTorch's")
         for name, t in (("sub-tensor at 4097", sub), ("second block of a segment", small_b),
                         ("first block", small_a)):
             try:
