@@ -10,7 +10,8 @@ from ctypes import byref, c_int, c_uint64, c_void_p
 from typing import Any, Optional, Sequence, Union
 
 from . import _lib
-from .cuda import KIND_CUDA_MALLOC, ipc_handle_of, parse_share_handle
+from .cuda import (KIND_CUDA_MALLOC, cached_ipc_handle, ipc_handle_of, is_miss,
+                   parse_share_handle)
 from .errors import ConnectError, RdmamemError, from_failure
 from .pool import Pool
 from . import remote as remote_mod
@@ -375,14 +376,20 @@ class Client:
 
 
 def _direct_ipc_handle(t: Any) -> Optional[tuple[bytes, int]]:
-    """ipc_handle_of() for tensor t, with t's device current (PyTorch's
-    current device, else switched to for the call)."""
+    """The IPC handle of the allocation under tensor t and t's offset in
+    it, from the driver (ipc_handle_of(), remembered per allocation), or
+    None: ask PyTorch."""
+    ptr = t.data_ptr()
+    known = cached_ipc_handle(ptr)
+    if not is_miss(known):
+        return known  # type: ignore[no-any-return]
     import torch
 
+    # The allocation's device must be current for the first look.
     if torch.cuda.current_device() == t.device.index:
-        return ipc_handle_of(t.data_ptr())
+        return ipc_handle_of(ptr)
     with torch.cuda.device(t.device):
-        return ipc_handle_of(t.data_ptr())
+        return ipc_handle_of(ptr)
 
 
 def _ipc_counter_release(share: tuple[Any, ...]) -> Any:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 KIND_CUDA_MALLOC = ord("c")
 KIND_EXPANDABLE = ord("e")
@@ -73,13 +73,16 @@ def parse_share_handle(raw: bytes) -> ShareRecord:
 
 
 class _Driver:
-    """The two CUDA driver calls that give a cudaMalloc allocation's IPC
-    handle without ``_share_cuda_()``: that one also records an event and
-    counts a consumer in a shared-memory counter, about 40 us a call on an
-    H200, where these take a few. Loaded once, on first use."""
+    """The CUDA driver calls that give a cudaMalloc allocation's IPC handle
+    without ``_share_cuda_()``: that one also records an event and counts a
+    consumer in a shared-memory counter, about 40 us a call on an H200.
+    Loaded once, on first use."""
 
     def __init__(self) -> None:
         lib = ctypes.CDLL("libcuda.so.1")
+        self.attr = lib.cuPointerGetAttribute
+        self.attr.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+        self.attr.restype = ctypes.c_int
         self.range = lib.cuMemGetAddressRange_v2
         self.range.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
                                ctypes.c_uint64]
@@ -89,29 +92,74 @@ class _Driver:
         self.get_handle.restype = ctypes.c_int
 
 
+_CU_POINTER_ATTRIBUTE_BUFFER_ID = 7
+_HANDLES_MAX = 4096
 _driver: Optional[_Driver] = None
 _driver_failed = False
+# Per allocation, by the driver's buffer id (unique for the process's
+# lifetime, never reused, unlike addresses): its IPC handle and base, or
+# None for memory that has none (expandable segments).
+_handles: dict[int, Optional[tuple[bytes, int]]] = {}
+_MISS = object()
 
 
-def ipc_handle_of(ptr: int) -> Optional[tuple[bytes, int]]:
-    """The 64-byte IPC handle of the cudaMalloc allocation holding device
-    pointer ptr and ptr's offset in it, asked of the driver directly; None
-    when the driver cannot say (no libcuda, memory of expandable segments,
-    which has no legacy IPC handle): the caller then asks PyTorch. The
-    allocation's device must be current in this thread."""
+def _load() -> Optional[_Driver]:
     global _driver, _driver_failed
-    if _driver is None:
-        if _driver_failed:
-            return None
+    if _driver is None and not _driver_failed:
         try:
             _driver = _Driver()
         except (OSError, AttributeError):
             _driver_failed = True
-            return None
+    return _driver
+
+
+def _buffer_id(d: _Driver, ptr: int) -> Optional[int]:
+    bid = ctypes.c_ulonglong()
+    if d.attr(ctypes.byref(bid), _CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr) != 0:
+        return None
+    return bid.value
+
+
+def cached_ipc_handle(ptr: int) -> Any:
+    """ipc_handle_of(ptr) if the allocation holding ptr was seen before (one
+    driver call, needing no current context), else a sentinel that is not
+    None: then call ipc_handle_of() with the device current."""
+    d = _load()
+    if d is None:
+        return None
+    bid = _buffer_id(d, ptr)
+    if bid is None:
+        return None
+    hit = _handles.get(bid, _MISS)
+    if hit is _MISS:
+        return _MISS
+    return None if hit is None else (hit[0], ptr - hit[1])
+
+
+def is_miss(v: Any) -> bool:
+    """Whether cached_ipc_handle() found nothing."""
+    return v is _MISS
+
+
+def ipc_handle_of(ptr: int) -> Optional[tuple[bytes, int]]:
+    """The 64-byte IPC handle of the cudaMalloc allocation holding device
+    pointer ptr and ptr's offset in it, asked of the driver directly and
+    remembered per allocation; None when the driver cannot say (no libcuda,
+    memory of expandable segments, which has no legacy IPC handle): the
+    caller then asks PyTorch. The allocation's device must be current in
+    this thread."""
+    d = _load()
+    if d is None:
+        return None
+    bid = _buffer_id(d, ptr)
     base, size = ctypes.c_uint64(), ctypes.c_size_t()
-    if _driver.range(ctypes.byref(base), ctypes.byref(size), ptr) != 0:
-        return None
     handle = ctypes.create_string_buffer(IPC_HANDLE_SIZE)
-    if _driver.get_handle(handle, base.value) != 0:
-        return None
-    return handle.raw, ptr - base.value
+    found: Optional[tuple[bytes, int]] = None
+    if (d.range(ctypes.byref(base), ctypes.byref(size), ptr) == 0 and
+            d.get_handle(handle, base.value) == 0):
+        found = (handle.raw, base.value)
+    if bid is not None:
+        if len(_handles) >= _HANDLES_MAX:
+            _handles.clear()
+        _handles[bid] = found
+    return None if found is None else (found[0], ptr - found[1])

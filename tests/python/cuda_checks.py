@@ -83,6 +83,8 @@ def main() -> None:
         else:
             check(direct == (rec.ipc_handle, share[3]),
                   f"{mode}: the driver's handle and offset are PyTorch's")
+            check(_direct_ipc_handle(small_a) == (rec.ipc_handle, share[3] - 1024),
+                  f"{mode}: ... and remembered for the allocation's other blocks")
         for name, t in (("sub-tensor at 4097", sub), ("second block of a segment", small_b),
                         ("first block", small_a)):
             try:
