@@ -164,13 +164,16 @@ class Client:
     def register_cuda_ipc(self, handle: bytes, gpu: int = 0, offset: int = 0,
                           length: int = 0) -> Region:
         """Registers a 64-byte CUipcMemHandle (cuIpcGetMemHandle) of an allocation
-        on device gpu (the daemon's ordinal), [offset, offset + length) of it."""
+        on device gpu (the daemon's ordinal), [offset, offset + length) of it
+        (length 0: to the allocation's end, which the daemon then says)."""
         if len(handle) != _lib.CUDA_IPC_HANDLE_SIZE:
             raise ValueError(f"a CUDA IPC handle has 64 bytes, not {len(handle)}")
         out = c_uint64()
         with self._mutex:
             self._check(self._lib.rdmamem_register_cuda_ipc(
                 self.handle, handle, gpu, offset, length, byref(out)))
+        if not length:
+            length = int(self.call("io.rdmamemd.GetRegion", {"region": str(out.value)})["size"])
         return Region(self, out.value, length)
 
     def register_cuda_vmm(self, fd: Union[int, Sequence[int]], alloc_size: int, offset: int = 0,
@@ -209,7 +212,9 @@ class Client:
         64: 1.2 GiB of 20 MiB segments). gpu: the device ordinal in the
         daemon's view (default: the tensor's, right when both see the same
         devices). The span holds the tensor: PyTorch cannot free or reuse its
-        memory until span.close(), which unregisters.
+        memory until span.close(), which unregisters. The daemon does not wait
+        for kernels queued on PyTorch's streams: synchronize before it reads
+        the tensor; its Read, Write and Copy answer once the bytes are in place.
 
         A CPU tensor of one of this client's pools gives the pool region's
         span, with no call. Any other CPU tensor (share_memory_() included)

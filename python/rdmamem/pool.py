@@ -143,7 +143,7 @@ class Pool:
         count = 1
         for s in shape:
             count *= int(s)
-        itemsize = torch.empty((), dtype=dt).element_size()
+        itemsize = _torch_itemsize(dt)
         mv, _ = self._block(max(1, count * itemsize))
         if count == 0:
             return torch.empty(shape, dtype=dt)
@@ -196,3 +196,16 @@ def _nbytes(obj: Any) -> int:
     if not obj.flags["C_CONTIGUOUS"]:
         raise ValueError("a span needs a contiguous array")
     return int(obj.nbytes)
+
+
+_ITEMSIZE: dict[Any, int] = {}
+
+
+def _torch_itemsize(dt: Any) -> int:
+    """A torch dtype's size in bytes, remembered (asking costs a tensor)."""
+    n = _ITEMSIZE.get(dt)
+    if n is None:
+        import torch
+
+        n = _ITEMSIZE[dt] = torch.empty((), dtype=dt).element_size()
+    return n
