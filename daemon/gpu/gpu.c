@@ -451,16 +451,17 @@ int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import
 	list_init(&job->link);
 
 	if (p->memory == GPU_MEMORY_VMM) {
+		unsigned n = job->p.n_fds;
 		uint64_t length = p->length, total;
 
 		/* The caller bounds the count and the size (no overflow). */
-		total = p->alloc_size * job->p.n_fds;
+		total = p->alloc_size * n;
 		if (p->offset >= total || (length && length > total - p->offset)) {
 			job_free(job);
 			return errinfo_set(e, RDMAMEM_ERROR_OUT_OF_RANGE, -ERANGE,
 					   "range [%" PRIu64 ", +%" PRIu64 ") is outside the VMM "
 					   "allocations (%u of %" PRIu64 " bytes)",
-					   p->offset, length, job->p.n_fds, p->alloc_size);
+					   p->offset, length, n, p->alloc_size);
 		}
 		if (!length)
 			length = total - p->offset;
