@@ -222,26 +222,29 @@ static void gpu_setup(void)
 	setup();
 }
 
+/* Device 0's exportable memory, and read-write access to it. */
+static const CUmemAllocationProp vmm_prop = {
+	.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+	.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+	.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+};
+static const CUmemAccessDesc vmm_access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+					    .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+
 /* A VMM allocation of at least size bytes, mapped here, exported as an fd. */
 static CUdeviceptr vmm_alloc(size_t size, size_t *ret_size, int *ret_fd)
 {
-	CUmemAllocationProp prop = {
-		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
-		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-	};
-	CUmemAccessDesc access = { .location = prop.location,
-				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 	CUmemGenericAllocationHandle h;
 	CUdeviceptr p;
 	size_t gran;
 
-	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &vmm_prop,
+						CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 	size = (size + gran - 1) / gran * gran;
-	CU_OK(cu->cuMemCreate(&h, size, &prop, 0));
+	CU_OK(cu->cuMemCreate(&h, size, &vmm_prop, 0));
 	CU_OK(cu->cuMemAddressReserve(&p, size, gran, 0, 0));
 	CU_OK(cu->cuMemMap(p, size, 0, h, 0));
-	CU_OK(cu->cuMemSetAccess(p, size, &access, 1));
+	CU_OK(cu->cuMemSetAccess(p, size, &vmm_access, 1));
 	CU_OK(cu->cuMemExportToShareableHandle(ret_fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 					       0));
 	*ret_size = size;
@@ -390,13 +393,6 @@ END_TEST
  * across both seams, in both directions. */
 START_TEST(test_vmm_chunks)
 {
-	CUmemAllocationProp prop = {
-		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
-		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-	};
-	CUmemAccessDesc access = { .location = prop.location,
-				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 	struct rdmamem_client *c = test_client(td.socket);
 	CUmemGenericAllocationHandle h[3];
 	size_t gran, n;
@@ -406,12 +402,13 @@ START_TEST(test_vmm_chunks)
 	cJSON *info, *src;
 	int fds[3];
 
-	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &vmm_prop,
+						CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 	CU_OK(cu->cuMemAddressReserve(&p, 3 * gran, gran, 0, 0));
 	for (int i = 0; i < 3; i++) {
-		CU_OK(cu->cuMemCreate(&h[i], gran, &prop, 0));
+		CU_OK(cu->cuMemCreate(&h[i], gran, &vmm_prop, 0));
 		CU_OK(cu->cuMemMap(p + i * gran, gran, 0, h[i], 0));
-		CU_OK(cu->cuMemSetAccess(p + i * gran, gran, &access, 1));
+		CU_OK(cu->cuMemSetAccess(p + i * gran, gran, &vmm_access, 1));
 		CU_OK(cu->cuMemExportToShareableHandle(&fds[i], h[i],
 						       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 						       0));
