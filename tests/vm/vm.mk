@@ -34,8 +34,8 @@ VM_PYTEST   := RDMAMEM_BUILD=$(abspath $(B)) python3 -m pytest -q -rs -p no:cach
 # A sanitizer build's librdmamem cannot be loaded into an uninstrumented
 # Python (as check-python says): there the VM says so instead. Deferred: SAN
 # comes from the variant.
-VM_PYTHON = $(if $(filter -fsanitize=%,$(SAN)),echo "vmtest: tests/python/test_rdma.py skipped \
-	in the $(VARIANT) build (Python cannot load an instrumented librdmamem)",$(VM_PYTEST))
+VM_PYTHON = $(if $(filter -fsanitize=%,$(SAN)),echo 'vmtest: tests/python/test_rdma.py skipped \
+	in the $(VARIANT) build: Python cannot load an instrumented librdmamem',$(VM_PYTEST))
 # Host settings that narrow or tune the test run travel into the VM.
 VM_ENV     := $(foreach v,CK_RUN_SUITE CK_RUN_CASE CK_VERBOSITY ASAN_OPTIONS UBSAN_OPTIONS \
               TSAN_OPTIONS,\
