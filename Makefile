@@ -308,9 +308,14 @@ asan:
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	$(MAKE) VARIANT=asan check
 
-BENCHES := $(B)/bench-ping $(B)/bench-region $(B)/bench-remote
+BENCHES := $(B)/bench-pipeline $(B)/bench-ping $(B)/bench-region $(B)/bench-remote
 
-bench: all $(BENCHES)
+# bench-pipeline's anchor is redis-server, started on a private socket
+# (redis-tools: redis-benchmark, its figures printed beside ours).
+DEB_PKGS += redis-server redis-tools
+
+bench: deps all $(BENCHES)
+	$(B)/bench-pipeline --daemon $(B)/rdmamemd
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
 	$(B)/bench-remote --daemon $(B)/rdmamemd
