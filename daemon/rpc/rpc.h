@@ -217,6 +217,9 @@ struct rpc_transport {
 	 * NUL (taken, also on failure). Dropped when the client left. */
 	int (*send_json)(void *owner, const cJSON *msg);
 	int (*send_buffer)(void *owner, char *text, size_t len);
+	/* Optional: queue text[0..len) (not taken; its NUL is added), a reply
+	 * made without a tree. NULL: such replies go through send_json. */
+	int (*send_text)(void *owner, const char *text, size_t len);
 	/* Output budgets (rpc_deferred_reserve()): 1 when reserved now; 0 when
 	 * the call waits, and rpc_call_reserved() tells it once reserved. */
 	int (*reserve)(void *owner, uint64_t bytes);
