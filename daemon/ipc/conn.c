@@ -625,7 +625,8 @@ static void conn_dispatch(struct conn *c, struct rpc_message *m, int *fds, size_
 	struct rpc_call *call;
 	int r;
 
-	r = rpc_call_new(&conn_transport, c, c->session, c->server->rpc, m, fds, n_fds, &call);
+	r = rpc_call_new(&conn_transport, c, c->session, c->server->rpc, m, fds, n_fds,
+			 &c->call_storage, &call);
 	if (r < 0) {
 		conn_protocol_error(c, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		return;

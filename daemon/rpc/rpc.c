@@ -70,15 +70,20 @@ size_t rpc_strlen(const struct rpc_call *call, const char *s)
 
 int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
 		 struct rpc_ctx *ctx, struct rpc_message *m, int *fds, size_t n_fds,
-		 struct rpc_call **ret)
+		 struct rpc_call *storage, struct rpc_call **ret)
 {
-	struct rpc_call *call;
+	struct rpc_call *call = storage;
 
-	call = calloc(1, sizeof(*call));
-	if (!call) {
-		rpc_message_done(ctx, m);
-		close_many(fds, n_fds);
-		return -ENOMEM;
+	if (call) {
+		memset(call, 0, offsetof(struct rpc_call, fds));
+	} else {
+		call = calloc(1, sizeof(*call));
+		if (!call) {
+			rpc_message_done(ctx, m);
+			close_many(fds, n_fds);
+			return -ENOMEM;
+		}
+		call->allocated = true;
 	}
 	call->transport = transport;
 	call->owner = owner;
@@ -138,7 +143,8 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 							   .long_strings = call->long_strings,
 							   .charge = call->charge });
 	session_unref(call->session);
-	free(call);
+	if (call->allocated)
+		free(call);
 	return NULL;
 }
 
@@ -168,11 +174,13 @@ const struct rpc_method *rpc_method_next(size_t *i)
 static const struct rpc_method *method_index[RPC_METHOD_INDEX_SIZE];
 static pthread_once_t method_index_once = PTHREAD_ONCE_INIT;
 
-static uint32_t rpc_name_hash(const char *name)
+/* Of the method's own name, after its interface's (interface_len bytes):
+ * the names of one interface differ there. */
+static uint32_t rpc_name_hash(const char *name, size_t interface_len)
 {
-	uint32_t h = 2166136261U;
+	uint32_t h = 2166136261U ^ (uint32_t)interface_len;
 
-	for (; *name; name++)
+	for (name += interface_len; *name; name++)
 		h = (h ^ (unsigned char)*name) * 16777619U;
 	return h;
 }
@@ -183,7 +191,7 @@ static void rpc_method_index_fill(void)
 	size_t i = 0;
 
 	while ((m = rpc_method_next(&i))) {
-		uint32_t h = rpc_name_hash(m->name);
+		uint32_t h = rpc_name_hash(m->name, strrchr(m->name, '.') - m->name);
 
 		/* Half full at most, so every probe ends at an empty slot. */
 		assert(i <= RPC_METHOD_INDEX_SIZE / 2);
@@ -193,8 +201,10 @@ static void rpc_method_index_fill(void)
 	}
 }
 
-static const struct rpc_method *rpc_find_method(const struct rpc_ctx *ctx, const char *name)
+static const struct rpc_method *rpc_find_method(const struct rpc_ctx *ctx,
+						const struct varlink_call *vc)
 {
+	const char *name = vc->method;
 	const struct rpc_method *m;
 	uint32_t h;
 
@@ -202,7 +212,8 @@ static const struct rpc_method *rpc_find_method(const struct rpc_ctx *ctx, const
 		if (strcmp(m->name, name) == 0)
 			return m;
 	pthread_once(&method_index_once, rpc_method_index_fill);
-	for (h = rpc_name_hash(name); (m = method_index[h % RPC_METHOD_INDEX_SIZE]); h++)
+	for (h = rpc_name_hash(name, vc->interface_len);
+	     (m = method_index[h % RPC_METHOD_INDEX_SIZE]); h++)
 		if (strcmp(m->name, name) == 0)
 			return m;
 	return NULL;
@@ -677,7 +688,7 @@ bool rpc_dispatch(struct rpc_call *call)
 	const struct varlink_call *vc = &call->vc;
 	const struct rpc_method *m;
 
-	m = rpc_find_method(call->ctx, vc->method);
+	m = rpc_find_method(call->ctx, vc);
 	/* Known methods by their static name; others under one label, so a
 	 * client cannot grow the table without bound. */
 	counters_bump(&call->ctx->core->stats.calls, m ? m->name : "(unknown method)", false);

@@ -254,7 +254,6 @@ struct rpc_call {
 	size_t n_long_strings;
 	struct budget_charge charge; /* the message's bytes, until root is freed */
 	const struct rpc_method *method;
-	int fds[VARLINK_FDS_MAX];
 	size_t n_fds;
 	uint64_t reserved; /* output bytes reserved for its reply */
 
@@ -262,13 +261,22 @@ struct rpc_call {
 	bool answered;   /* one answer per call */
 	bool in_handler; /* rpc_dispatch() runs its handler */
 	bool cancelled;  /* the client went away */
+	bool allocated;  /* by rpc_call_new(), not in the transport's storage */
 	struct rpc_deferred deferred;
+
+	/* Last: rpc_call_new() sets all that comes before, these n_fds. */
+	int fds[VARLINK_FDS_MAX];
 };
 
-/* Takes what m holds, and fds (also on failure); takes a reference on session. */
+/*
+ * Takes what m holds, and fds (also on failure); takes a reference on session.
+ * The call is made in storage when not NULL (the transport's, which must
+ * outlive it: a connection serves one call at a time and keeps its memory
+ * while the call holds it), else allocated.
+ */
 int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
 		 struct rpc_ctx *ctx, struct rpc_message *m, int *fds, size_t n_fds,
-		 struct rpc_call **ret);
+		 struct rpc_call *storage, struct rpc_call **ret);
 struct rpc_call *rpc_call_free(struct rpc_call *call);
 
 /* Runs the handler. Returns false when the call has ended (the transport
