@@ -211,7 +211,8 @@ $(B)/cuda-smoke: $(B)/tests/gpu/cuda-smoke.o $(B)/daemon/gpu/cuda.o $(B)/daemon/
 
 # GPU_BUNDLE: where the bundle goes (bundle.sh's default: .device/cuda in
 # the repository's main checkout, the tree the device tool sends).
-gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS) $(B)/examples/async-uv
+gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS) $(B)/examples/async-uv \
+		$(B)/bench-pipeline $(B)/bench-ping $(B)/bench-region $(if $(CUDA_CFLAGS),$(B)/bench-gpu)
 	tests/gpu/bundle.sh -B $(B) $(if $(GPU_BUNDLE),-o $(GPU_BUNDLE))
 
 # A remote peer for the RDMA tests: it uses the verbs itself, as peers do.

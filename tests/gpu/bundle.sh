@@ -8,8 +8,9 @@
 #
 #   tests/gpu/bundle.sh [-B BUILD_DIR] [-o DEST] [PROGRAM...]
 #
-# PROGRAM defaults to whichever of rdmamemd, rdmamemctl, test-rdmamemd and
-# cuda-smoke BUILD_DIR (build/release) holds. DEST defaults to .device/cuda in
+# PROGRAM defaults to whichever of rdmamemd, rdmamemctl, test-rdmamemd,
+# cuda-smoke and the benchmarks BUILD_DIR (build/release) holds, with
+# redis-server and redis-benchmark from PATH (bench-pipeline's anchor). DEST defaults to .device/cuda in
 # the repository's main checkout: the device tool sends that checkout, also
 # when this script runs in another worktree, and .device/ is git-ignored.
 #
@@ -58,10 +59,17 @@ mkdir -p "$(dirname "$dest")"
 dest=$(cd "$(dirname "$dest")" && pwd)/$(basename "$dest")
 
 if [ $# -eq 0 ]; then
-	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke examples/async-uv; do
+	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke examples/async-uv \
+		bench-pipeline bench-ping bench-region bench-gpu; do
 		[ -x "$build/$p" ] && set -- "$@" "$build/$p"
 	done
 	[ $# -gt 0 ] || die "nothing built in $build"
+	# bench-pipeline's anchor, which the GPU machine lacks: the server
+	# (Debian's is a link to redis-check-rdb, which picks its role by the
+	# name it is run as) and redis-benchmark.
+	for p in redis-server redis-benchmark; do
+		path=$(command -v "$p") && set -- "$@" "$path"
+	done
 fi
 
 # Only ever delete a folder this script made.
