@@ -235,7 +235,7 @@ static pid_t redis_start(const char *path, int cpu)
 				       "--logfile",    "/dev/null",  "--dir",
 				       bench_dir(),    NULL };
 
-		bench_pin(cpu);
+		bench_child(cpu);
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/param.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -79,6 +80,13 @@ void bench_pin(int cpu)
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	sched_setaffinity(0, sizeof(set), &set);
+}
+
+void bench_child(int cpu)
+{
+	/* A benchmark killed (^C, a closed pipe) takes its servers along. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	bench_pin(cpu);
 }
 
 const char *bench_dir(void)
@@ -168,7 +176,7 @@ pid_t bench_anchor_start(const char *path, int cpu, size_t reply_len)
 	}
 	pid = fork();
 	if (pid == 0) {
-		bench_pin(cpu);
+		bench_child(cpu);
 		anchor_loop(lfd, reply_len);
 		_exit(0);
 	}
@@ -187,7 +195,7 @@ pid_t bench_daemon_start(const char *daemon, const char *path, int cpu, const ch
 		for (; extra && *extra && n < 31; extra++)
 			argv[n++] = *extra;
 		argv[n] = NULL;
-		bench_pin(cpu);
+		bench_child(cpu);
 		execv(daemon, (char *const *)argv);
 		_exit(127);
 	}

@@ -58,6 +58,8 @@ int bench_parse_args(int argc, char **argv, struct bench_args *args);
 
 uint64_t bench_now_ns(void);
 void bench_pin(int cpu);
+/* In a server the benchmark forked: it ends with the benchmark, on cpu. */
+void bench_child(int cpu);
 
 /* A temporary directory for sockets, removed by bench_cleanup(). */
 const char *bench_dir(void);

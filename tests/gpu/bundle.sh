@@ -152,6 +152,22 @@ exec "\$@"
 EOF
 chmod +x "$dest/run.sh"
 
+# `make bench` there: the call-path benchmarks bundled, each against the
+# bundled daemon (bench-pipeline finds redis-server on run.sh's PATH).
+if [ -x "$dest/bin/bench-pipeline" ]; then
+	cat >"$dest/bin/bench-all" <<'EOF'
+#!/bin/sh
+# Made by tests/gpu/bundle.sh: `make bench`'s call-path benchmarks, run as
+# .device/cuda/run.sh bench-all [--seconds N]
+here=$(cd "$(dirname "$0")" && pwd)
+for b in bench-pipeline bench-ping bench-region; do
+	[ -x "$here/$b" ] || continue
+	"$here/$b" --daemon "$here/rdmamemd" "$@" || exit
+done
+EOF
+	chmod +x "$dest/bin/bench-all"
+fi
+
 {
 	echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) from $root"
 	echo "commit $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
