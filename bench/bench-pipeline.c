@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +48,6 @@ struct placement {
 };
 
 struct worker {
-	pthread_t thread;
 	const struct target *t;
 	int cpu, depth;
 	uint32_t *samples; /* nanoseconds from a call's write to its reply */
@@ -58,8 +56,6 @@ struct worker {
 };
 
 static struct bench_args args = { .seconds = 1.0 };
-static pthread_barrier_t start_barrier;
-static atomic_bool stop_flag;
 static long n_cpus;
 
 static const char varlink_ping[] = "{\"method\":\"io.rdmamemd.Ping\"}";
@@ -93,7 +89,7 @@ static void *worker_main(void *arg)
 		memcpy(calls + i * t->call_len, t->call, t->call_len);
 	bench_pin(w->cpu);
 	fd = bench_connect(t->path);
-	pthread_barrier_wait(&start_barrier);
+	bench_start_wait();
 	if (fd < 0) {
 		w->error = fd;
 		return NULL;
@@ -104,7 +100,7 @@ static void *worker_main(void *arg)
 	in_flight = (unsigned)w->depth;
 	if (write_all(fd, calls, w->depth * t->call_len) < 0)
 		w->error = -EIO;
-	while (!w->error && !atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+	while (!w->error && !bench_stopped()) {
 		ssize_t r = read(fd, buf, sizeof(buf));
 		unsigned done = 0;
 		uint64_t now;
@@ -140,13 +136,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int client_cpu(const struct placement *p, int i)
 {
 	if (p->client_cpu0 < 0)
@@ -160,15 +149,10 @@ static struct bench_result measure(const struct target *t, const struct placemen
 				   int depth)
 {
 	static struct worker workers[BENCH_MAX_CLIENTS];
-	struct timespec ts = { (time_t)args.seconds,
-			       (long)((args.seconds - (time_t)args.seconds) * 1e9) };
-	struct bench_result res = {};
-	size_t total = 0, counted = 0;
-	uint64_t start, end;
-	uint32_t *all;
+	uint32_t *samples[BENCH_MAX_CLIENTS];
+	size_t counts[BENCH_MAX_CLIENTS];
+	uint64_t ns;
 
-	pthread_barrier_init(&start_barrier, NULL, n_clients + 1);
-	atomic_store(&stop_flag, false);
 	for (int i = 0; i < n_clients; i++) {
 		struct worker *w = &workers[i];
 
@@ -176,41 +160,20 @@ static struct bench_result measure(const struct target *t, const struct placemen
 		w->samples = malloc(SAMPLES_MAX * sizeof(uint32_t));
 		if (!w->samples)
 			exit(1);
-		pthread_create(&w->thread, NULL, worker_main, w);
 	}
-	pthread_barrier_wait(&start_barrier);
-	start = bench_now_ns();
-	nanosleep(&ts, NULL);
-	atomic_store(&stop_flag, true);
-	end = bench_now_ns();
+	ns = bench_run_threads(n_clients, worker_main, workers, sizeof(workers[0]), args.seconds);
 	for (int i = 0; i < n_clients; i++) {
-		pthread_join(workers[i].thread, NULL);
 		if (workers[i].error) {
 			fprintf(stderr, "bench: %s client %d failed: %s\n", t->name, i,
 				strerror(-workers[i].error));
 			exit(1);
 		}
-		total += workers[i].n;
+		samples[i] = workers[i].samples;
+		counts[i] = workers[i].n;
 	}
-	pthread_barrier_destroy(&start_barrier);
-
-	all = malloc((total ? total : 1) * sizeof(uint32_t));
-	for (int i = 0; i < n_clients; i++) {
-		memcpy(all + counted, workers[i].samples, workers[i].n * sizeof(uint32_t));
-		counted += workers[i].n;
-		free(workers[i].samples);
-	}
-	if (total > 0) {
-		qsort(all, total, sizeof(uint32_t), cmp_u32);
-		/* Replies that came within the timed window, over its length:
-		 * a worker stops at its first read after the end. */
-		res.per_sec = total / ((end - start) / 1e9);
-		res.p50_us = all[total / 2] / 1000.0;
-		res.p99_us = all[(size_t)(total * 0.99)] / 1000.0;
-	}
-	res.n = total;
-	free(all);
-	return res;
+	/* Replies that came within the timed window, over its length: a
+	 * worker stops at its first read after the end. */
+	return bench_summarize(samples, counts, n_clients, ns);
 }
 
 static bool have_program(const char *name)
