@@ -211,7 +211,8 @@ $(B)/cuda-smoke: $(B)/tests/gpu/cuda-smoke.o $(B)/daemon/gpu/cuda.o $(B)/daemon/
 
 # GPU_BUNDLE: where the bundle goes (bundle.sh's default: .device/cuda in
 # the repository's main checkout, the tree the device tool sends).
-gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS) $(B)/examples/async-uv $(B)/bench-calls
+gpu-bundle: all $(B)/test-rdmamemd $(GPU_PROGS) $(B)/examples/async-uv $(B)/bench-calls \
+		$(B)/bench-pipeline $(B)/bench-ping $(B)/bench-region $(if $(CUDA_CFLAGS),$(B)/bench-gpu)
 	tests/gpu/bundle.sh -B $(B) $(if $(GPU_BUNDLE),-o $(GPU_BUNDLE))
 
 # A remote peer for the RDMA tests: it uses the verbs itself, as peers do.
@@ -308,11 +309,17 @@ asan:
 	UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 	$(MAKE) VARIANT=asan check
 
-BENCHES := $(B)/bench-ping $(B)/bench-region $(B)/bench-remote $(B)/bench-calls
+BENCHES := $(B)/bench-pipeline $(B)/bench-ping $(B)/bench-region $(B)/bench-remote \
+	   $(B)/bench-calls
 
+# bench-pipeline's anchor is redis-server, started on a private socket
+# (redis-tools: redis-benchmark, its figures printed beside ours).
 # bench_python.py: the Python package (its C anchors from bench-calls), with
 # the build's librdmamem.
-bench: all $(BENCHES)
+DEB_PKGS += redis-server redis-tools
+
+bench: deps all $(BENCHES)
+	$(B)/bench-pipeline --daemon $(B)/rdmamemd
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
 	$(B)/bench-remote --daemon $(B)/rdmamemd

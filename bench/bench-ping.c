@@ -32,8 +32,8 @@ int main(int argc, char **argv)
 	static const int client_counts[] = { 1, 8 };
 	static const struct {
 		const char *name;
-		int cpu;
-	} placements[] = { { "cpu0", 0 }, { "unpinned", -1 } };
+		int server_cpu, client_cpu;
+	} placements[] = { { "cpu0", 0, 0 }, { "cpu0/1", 0, 1 }, { "unpinned", -1, -1 } };
 	struct bench_args args = { .seconds = 2.0 };
 	char anchor_path[128], daemon_path[128];
 
@@ -45,13 +45,16 @@ int main(int argc, char **argv)
 	printf("== Ping round trip: call %zu B, reply %zu B; %.1f s per row; %ld CPUs online\n",
 	       sizeof(ping_call), sizeof(ping_reply), args.seconds, sysconf(_SC_NPROCESSORS_ONLN));
 	printf("anchor = raw Unix-socket ping-pong in C (epoll server, same bytes), same run\n");
-	printf("cpu0 = server and clients pinned to CPU 0; unpinned = scheduler's choice\n\n");
+	printf("cpu0 = server and clients pinned to CPU 0; cpu0/1 = server on CPU 0, clients on "
+	       "CPU 1;\nunpinned = scheduler's choice\n\n");
 	bench_header("placement, clients");
 
 	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {
-		int cpu = placements[p].cpu;
-		pid_t anchor = bench_anchor_start(anchor_path, cpu, sizeof(ping_reply));
-		pid_t d = bench_daemon_start(args.daemon, daemon_path, cpu, NULL);
+		int cpu = placements[p].client_cpu;
+		pid_t anchor = bench_anchor_start(anchor_path, placements[p].server_cpu,
+						  sizeof(ping_reply));
+		pid_t d = bench_daemon_start(args.daemon, daemon_path, placements[p].server_cpu,
+					     NULL);
 
 		for (size_t k = 0; k < sizeof(client_counts) / sizeof(client_counts[0]); k++) {
 			const struct bench_op raw_anchor = { .path = anchor_path,

@@ -4,8 +4,9 @@
  *
  * - Copy bandwidth between two regions, 4 KiB to 1 GiB, beside a
  *   single-thread memcpy between the same two memfd mappings in this process.
- * - Read and Write round trips at 64 B and 4 KiB, beside a raw Unix-socket
- *   ping-pong of the very same request and reply sizes.
+ * - Read, Write and Copy (between two regions of 1 MiB) round trips at 64 B
+ *   and 4 KiB, beside a raw Unix-socket ping-pong of the very same request
+ *   and reply sizes.
  * - Lock+Unlock pairs per second, uncontended and with 8 clients contending
  *   for one region, beside two raw ping-pongs of the same sizes per pair.
  */
@@ -125,28 +126,33 @@ static void bench_copy(void)
 	close(fb);
 }
 
-/* One region every worker uses: registered by the worker's own connection. */
+enum transfer_kind { T_READ, T_WRITE, T_COPY };
+
+/* One region every worker uses (Copy: two), registered by the worker's own
+ * connection. */
 struct transfer_arg {
 	char *request;
 	size_t request_len;
 	size_t reply_len;
 	size_t size;
-	int write;
+	enum transfer_kind kind;
 };
 
 static int lib_setup(struct bench_worker *w)
 {
 	struct transfer_arg *t = w->op->arg;
-	uint64_t *id = malloc(2 * sizeof(uint64_t));
-	int fd, r;
+	uint64_t *id = calloc(3, sizeof(uint64_t));
+	int fd, r = 0;
 
-	r = rdmamem_memfd_create("bench", 1 << 20, &fd, NULL);
-	if (r < 0)
-		return r;
-	r = rdmamem_register(w->client, fd, 0, 0, &id[0]);
-	close(fd);
-	id[1] = t->size;
 	w->state = id;
+	for (int i = 0; i < (t->kind == T_COPY ? 2 : 1) && r >= 0; i++) {
+		r = rdmamem_memfd_create("bench", 1 << 20, &fd, NULL);
+		if (r < 0)
+			return r;
+		r = rdmamem_register(w->client, fd, 0, 0, &id[i]);
+		close(fd);
+	}
+	id[2] = t->size;
 	return r;
 }
 
@@ -155,8 +161,14 @@ static int lib_transfer(struct bench_worker *w)
 	struct transfer_arg *t = w->op->arg;
 	uint64_t *id = w->state;
 	static __thread char buf[65536];
+	struct rdmamem_copy cp = { .from_region = id[0],
+				   .to_region = id[1],
+				   .length = t->size,
+				   .mode = RDMAMEM_LOCK_EXCLUSIVE };
 
-	if (t->write)
+	if (t->kind == T_COPY)
+		return rdmamem_copy(w->client, &cp);
+	if (t->kind == T_WRITE)
 		return rdmamem_write(w->client, id[0], 0, buf, t->size, RDMAMEM_LOCK_EXCLUSIVE, 0);
 	return rdmamem_read(w->client, id[0], 0, buf, t->size, 0);
 }
@@ -187,7 +199,14 @@ static void learn_sizes(struct transfer_arg *t, uint64_t id)
 
 	base64_encode(raw, t->size, data);
 	free(raw);
-	if (t->write)
+	if (t->kind == T_COPY)
+		n = asprintf(
+			&t->request,
+			"{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":"
+			"\"%llu\",\"offset\":\"0\"},\"to\":{\"region\":\"%llu\",\"offset\":"
+			"\"8192\"},\"length\":\"%zu\",\"mode\":\"exclusive\"}}",
+			(unsigned long long)id, (unsigned long long)id, t->size);
+	else if (t->kind == T_WRITE)
 		n = asprintf(&t->request,
 			     "{\"method\":\"io.rdmamemd.Write\",\"parameters\":{\"data\":\"%s\","
 			     "\"region\":\"%llu\",\"offset\":\"0\",\"mode\":\"exclusive\"}}",
@@ -234,9 +253,11 @@ static void bench_transfers(int cpu, const char *placement)
 	}
 	close(fd);
 
-	for (int write_ = 0; write_ < 2; write_++)
+	static const char *const names[] = { "Read", "Write", "Copy" };
+
+	for (enum transfer_kind kind = T_READ; kind <= T_COPY; kind++)
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-			struct transfer_arg t = { .size = sizes[i], .write = write_ };
+			struct transfer_arg t = { .size = sizes[i], .kind = kind };
 			struct bench_result a, r;
 			char group[64], what[64];
 			pid_t anchor;
@@ -261,7 +282,7 @@ static void bench_transfers(int cpu, const char *placement)
 				bench_row(group, what, &a, NULL);
 				r = bench_measure(&lib, 1, cpu, args.seconds);
 				snprintf(what, sizeof(what), "rdmamemd %s, librdmamem",
-					 write_ ? "Write" : "Read");
+					 names[kind]);
 				bench_row(group, what, &r, &a);
 			}
 			bench_stop(anchor);
@@ -375,7 +396,8 @@ int main(int argc, char **argv)
 	bench_copy();
 	bench_stop(d);
 
-	printf("\n== Read and Write round trips (librdmamem, 1 client), %.1f s per row\n",
+	printf("\n== Read, Write and Copy (between two regions) round trips (librdmamem, 1 client), "
+	       "%.1f s per row\n",
 	       args.seconds);
 	printf("anchor = raw Unix-socket ping-pong of the same request and reply sizes\n\n");
 	bench_header("placement, size");

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/param.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -79,6 +80,13 @@ void bench_pin(int cpu)
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	sched_setaffinity(0, sizeof(set), &set);
+}
+
+void bench_child(int cpu)
+{
+	/* A benchmark killed (^C, a closed pipe) takes its servers along. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	bench_pin(cpu);
 }
 
 const char *bench_dir(void)
@@ -168,7 +176,7 @@ pid_t bench_anchor_start(const char *path, int cpu, size_t reply_len)
 	}
 	pid = fork();
 	if (pid == 0) {
-		bench_pin(cpu);
+		bench_child(cpu);
 		anchor_loop(lfd, reply_len);
 		_exit(0);
 	}
@@ -187,7 +195,7 @@ pid_t bench_daemon_start(const char *daemon, const char *path, int cpu, const ch
 		for (; extra && *extra && n < 31; extra++)
 			argv[n++] = *extra;
 		argv[n] = NULL;
-		bench_pin(cpu);
+		bench_child(cpu);
 		execv(daemon, (char *const *)argv);
 		_exit(127);
 	}
@@ -238,6 +246,37 @@ int bench_raw_round_trip(int fd, const void *req, size_t req_len, size_t reply_l
 static pthread_barrier_t start_barrier;
 static atomic_bool stop_flag;
 
+void bench_start_wait(void)
+{
+	pthread_barrier_wait(&start_barrier);
+}
+
+bool bench_stopped(void)
+{
+	return atomic_load_explicit(&stop_flag, memory_order_relaxed);
+}
+
+uint64_t bench_run_threads(int n, void *(*fn)(void *), void *args, size_t size, double seconds)
+{
+	struct timespec ts = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };
+	pthread_t threads[BENCH_MAX_CLIENTS];
+	uint64_t start, end;
+
+	pthread_barrier_init(&start_barrier, NULL, n + 1);
+	atomic_store(&stop_flag, false);
+	for (int i = 0; i < n; i++)
+		pthread_create(&threads[i], NULL, fn, (char *)args + i * size);
+	pthread_barrier_wait(&start_barrier);
+	start = bench_now_ns();
+	nanosleep(&ts, NULL);
+	atomic_store(&stop_flag, true);
+	end = bench_now_ns();
+	for (int i = 0; i < n; i++)
+		pthread_join(threads[i], NULL);
+	pthread_barrier_destroy(&start_barrier);
+	return end - start;
+}
+
 static void *worker_main(void *arg)
 {
 	struct bench_worker *w = arg;
@@ -253,12 +292,12 @@ static void *worker_main(void *arg)
 	}
 	if (r == 0 && op->setup)
 		r = op->setup(w);
-	pthread_barrier_wait(&start_barrier);
+	bench_start_wait();
 	if (r < 0) {
 		w->error = r;
 		return NULL;
 	}
-	while (w->n < MAX_SAMPLES && !atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
+	while (w->n < MAX_SAMPLES && !bench_stopped()) {
 		uint64_t t0 = bench_now_ns(), dt;
 
 		r = op->run(w);
@@ -287,15 +326,10 @@ static int cmp_u32(const void *a, const void *b)
 struct bench_result bench_measure(const struct bench_op *op, int n_clients, int cpu, double seconds)
 {
 	static struct bench_worker workers[BENCH_MAX_CLIENTS];
-	pthread_t threads[BENCH_MAX_CLIENTS];
-	struct timespec ts = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };
-	struct bench_result res = {};
-	uint64_t start, end;
-	uint32_t *all;
-	size_t total = 0;
+	uint32_t *samples[BENCH_MAX_CLIENTS];
+	size_t counts[BENCH_MAX_CLIENTS];
+	uint64_t ns;
 
-	pthread_barrier_init(&start_barrier, NULL, n_clients + 1);
-	atomic_store(&stop_flag, false);
 	for (int i = 0; i < n_clients; i++) {
 		struct bench_worker *w = &workers[i];
 
@@ -303,34 +337,41 @@ struct bench_result bench_measure(const struct bench_op *op, int n_clients, int 
 		w->samples = malloc(MAX_SAMPLES * sizeof(uint32_t));
 		if (!w->samples)
 			exit(1);
-		pthread_create(&threads[i], NULL, worker_main, w);
 	}
-	pthread_barrier_wait(&start_barrier);
-	start = bench_now_ns();
-	nanosleep(&ts, NULL);
-	atomic_store(&stop_flag, true);
-	for (int i = 0; i < n_clients; i++) {
-		pthread_join(threads[i], NULL);
+	ns = bench_run_threads(n_clients, worker_main, workers, sizeof(workers[0]), seconds);
+	for (int i = 0; i < n_clients; i++)
 		if (workers[i].error) {
 			fprintf(stderr, "bench: client %d failed: %s\n", i,
 				strerror(-workers[i].error));
 			exit(1);
 		}
-		total += workers[i].n;
-	}
-	end = bench_now_ns();
-	pthread_barrier_destroy(&start_barrier);
-
-	all = malloc((total ? total : 1) * sizeof(uint32_t));
-	total = 0;
 	for (int i = 0; i < n_clients; i++) {
-		memcpy(all + total, workers[i].samples, workers[i].n * sizeof(uint32_t));
-		total += workers[i].n;
-		free(workers[i].samples);
+		samples[i] = workers[i].samples;
+		counts[i] = workers[i].n;
+	}
+	return bench_summarize(samples, counts, n_clients, ns);
+}
+
+struct bench_result bench_summarize(uint32_t **samples, const size_t *n, int n_sets, uint64_t ns)
+{
+	struct bench_result res = {};
+	size_t total = 0;
+	uint32_t *all;
+
+	for (int i = 0; i < n_sets; i++)
+		total += n[i];
+	all = malloc((total ? total : 1) * sizeof(uint32_t));
+	if (!all)
+		exit(1);
+	total = 0;
+	for (int i = 0; i < n_sets; i++) {
+		memcpy(all + total, samples[i], n[i] * sizeof(uint32_t));
+		total += n[i];
+		free(samples[i]);
 	}
 	if (total > 0) {
 		qsort(all, total, sizeof(uint32_t), cmp_u32);
-		res.per_sec = total / ((end - start) / 1e9);
+		res.per_sec = total / (ns / 1e9);
 		res.p50_us = all[total / 2] / 1000.0;
 		res.p99_us = all[(size_t)(total * 0.99)] / 1000.0;
 	}

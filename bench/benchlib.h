@@ -7,6 +7,7 @@
 #ifndef RDMAMEM_BENCHLIB_H
 #define RDMAMEM_BENCHLIB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -58,6 +59,8 @@ int bench_parse_args(int argc, char **argv, struct bench_args *args);
 
 uint64_t bench_now_ns(void);
 void bench_pin(int cpu);
+/* In a server the benchmark forked: it ends with the benchmark, on cpu. */
+void bench_child(int cpu);
 
 /* A temporary directory for sockets, removed by bench_cleanup(). */
 const char *bench_dir(void);
@@ -79,9 +82,23 @@ void bench_stop(pid_t pid);
 int bench_raw_round_trip(int fd, const void *req, size_t req_len, size_t reply_len);
 int bench_connect(const char *path);
 
+/*
+ * Runs fn(args + i * size) on n threads (at most BENCH_MAX_CLIENTS). Each
+ * calls bench_start_wait() once set up and works until bench_stopped(),
+ * which turns true seconds after the last one was ready; returns that
+ * window in nanoseconds, once every thread has returned.
+ */
+uint64_t bench_run_threads(int n, void *(*fn)(void *), void *args, size_t size, double seconds);
+void bench_start_wait(void);
+bool bench_stopped(void);
+
 /* Runs op on n_clients threads for seconds; each run() is one sample. */
 struct bench_result bench_measure(const struct bench_op *op, int n_clients, int cpu,
 				  double seconds);
+
+/* per_sec, p50 and p99 of n_sets sets of samples (nanoseconds, each set
+ * malloc'ed, freed here) taken over ns nanoseconds. */
+struct bench_result bench_summarize(uint32_t **samples, const size_t *n, int n_sets, uint64_t ns);
 
 /* One table row: figures, and their ratio to anchor when not NULL. */
 void bench_row(const char *group, const char *what, const struct bench_result *r,

@@ -576,6 +576,19 @@ static int expire(struct rdmamem_client *c)
 	}
 }
 
+int rdmamem__client_send(struct rdmamem_client *c)
+{
+	int r;
+
+	if (c->dead)
+		return c->dead;
+	r = write_some(c);
+	/* A closed socket: rdmamem_client_process() reads its last words. */
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+		return rdmamem__client_fail(c, r);
+	return 0;
+}
+
 _public_ int rdmamem_client_process(struct rdmamem_client *c)
 {
 	int progress = 0, r;

@@ -80,6 +80,11 @@ int rdmamem__call_start(struct rdmamem_client *c, const char *method, const cJSO
 			const int *fds, size_t n_fds, unsigned flags, int timeout_ms,
 			rdmamem__reply_fn fn, void *userdata, struct rdmamem_call **ret_call);
 
+/* Writes what is queued, as far as the socket takes it, and reads nothing:
+ * 0, or the error that ended the connection (rdmamem_client_process() reads
+ * what a closed socket's peer said last). */
+int rdmamem__client_send(struct rdmamem_client *c);
+
 /* Ends the connection with error r (each pending call's callback sees it
  * once); later calls return -ENOTCONN. Returns r, EPIPE as ECONNRESET. */
 int rdmamem__client_fail(struct rdmamem_client *c, int r);

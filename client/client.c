@@ -283,17 +283,17 @@ int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON
 				timeout_ms, blocking_reply, &b, NULL);
 	if (r < 0)
 		return r;
-	while (!b.done) {
-		r = rdmamem_client_process(c);
-		if (r < 0 || b.done)
-			break;
-		if (r > 0)
-			continue;
+	/* The call is written first, and then the socket waited on: its
+	 * answer cannot be there before it left, so a read now would only
+	 * find nothing (a syscall per call for no use). */
+	r = rdmamem__client_send(c);
+	while (!b.done && r >= 0) {
 		r = wait_fd(c);
 		if (r < 0) {
 			rdmamem__client_fail(c, r);
 			break;
 		}
+		r = rdmamem_client_process(c);
 	}
 	/* The connection died before or with this call: say so as a broken
 	 * connection always has, in the client's error. */

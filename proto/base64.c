@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "proto/base64.h"
 
@@ -9,9 +10,11 @@
 struct base64_code {
 	const char *alphabet;
 	bool pad;
-	/* 0..63 for alphabet characters, 64 for anything else; built at load
-	 * time so that decoding needs no locking. */
+	/* 0..63 for alphabet characters, 64 for anything else; and the two
+	 * characters of every 12 bits, in memory order. Built at load time, so
+	 * that neither needs locking. */
 	uint8_t reverse[256];
+	uint16_t pairs[4096];
 };
 
 static struct base64_code standard = {
@@ -28,6 +31,11 @@ static void build_reverse(struct base64_code *c)
 		c->reverse[i] = 64;
 	for (int i = 0; i < 64; i++)
 		c->reverse[(uint8_t)c->alphabet[i]] = (uint8_t)i;
+	for (int i = 0; i < 4096; i++) {
+		char two[2] = { c->alphabet[i >> 6], c->alphabet[i & 63] };
+
+		memcpy(&c->pairs[i], two, 2);
+	}
 }
 
 __attribute__((constructor)) static void build_reverses(void)
@@ -42,13 +50,13 @@ static void encode(const struct base64_code *c, const void *in, size_t n, char *
 	const uint8_t *p = in;
 	size_t i = 0;
 
+	/* Three bytes, four characters: two lookups of twelve bits each. */
 	for (; i + 3 <= n; i += 3) {
 		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
 
-		*out++ = a[v >> 18];
-		*out++ = a[(v >> 12) & 63];
-		*out++ = a[(v >> 6) & 63];
-		*out++ = a[v & 63];
+		memcpy(out, &c->pairs[v >> 12], 2);
+		memcpy(out + 2, &c->pairs[v & 4095], 2);
+		out += 4;
 	}
 	if (n - i == 1) {
 		uint32_t v = (uint32_t)p[i] << 16;
@@ -95,13 +103,17 @@ static size_t data_len(const struct base64_code *c, const char *text, size_t len
 static ssize_t decoded_len(const struct base64_code *c, const char *text, size_t len)
 {
 	size_t data = data_len(c, text, len), tail = data % 4;
+	uint8_t seen = 0;
 
 	/* Padded: whole groups only. A group of one character holds no byte. */
 	if ((c->pad && len % 4) || tail == 1)
 		return -EINVAL;
+	/* Any character outside the alphabet sets bit 6 (64), which no
+	 * alphabet character's value has: one test for the whole text. */
 	for (size_t i = 0; i < data; i++)
-		if (c->reverse[(uint8_t)text[i]] == 64)
-			return -EINVAL;
+		seen |= c->reverse[(uint8_t)text[i]];
+	if (seen & 64)
+		return -EINVAL;
 	/* The bits past the last byte must be zero: one spelling per byte string. */
 	if (tail == 2 && (c->reverse[(uint8_t)text[data - 1]] & 15))
 		return -EINVAL;

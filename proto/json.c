@@ -108,12 +108,14 @@ static int check_text(const char *text, size_t len, size_t max_values, const cha
 			continue;
 		}
 		if (in_string) {
-			size_t run = plain_run(s, i, len);
-
-			if (run > 0) {
-				i += run;
+			i += plain_run(s, i, len);
+			/* Fewer than 8 plain bytes before the next quote,
+			 * backslash or byte past ASCII: one at a time. */
+			while (i < len && s[i] != '"' && s[i] != '\\' && s[i] < 0x80)
+				i++;
+			if (i == len || s[i] >= 0x80)
 				continue;
-			}
+			c = s[i];
 			if (c == '"') {
 				in_string = false;
 			} else if (c == '\\' && i + 1 < len) {

@@ -1,14 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "proto/json.h"
 #include "proto/varlink.h"
-
-static bool is_lower_alnum(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
 
 bool varlink_interface_name_is_valid(const char *s, size_t len)
 {
@@ -37,21 +33,49 @@ bool varlink_interface_name_is_valid(const char *s, size_t len)
 	return segments >= 2;
 }
 
+/*
+ * interface.Method in one pass (every call's method is checked): the
+ * interface as varlink_interface_name_is_valid() wants it, then a member
+ * name of letters and digits that starts with a capital. Returns the
+ * interface's length, or -1.
+ */
+static ssize_t method_name_check(const char *s)
+{
+	size_t i, segments = 0, seg_start = 0;
+	bool dash = false; /* in the current segment */
+
+	for (i = 0; s[i]; i++) {
+		char c = s[i];
+		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+		bool digit = c >= '0' && c <= '9';
+
+		if (i >= VARLINK_METHOD_MAX)
+			return -1;
+		if (c == '.') {
+			if (i == seg_start || s[i - 1] == '-')
+				return -1;
+			segments++;
+			seg_start = i + 1;
+			dash = false;
+			continue;
+		}
+		if (i == seg_start && !alpha && !(digit && segments > 0))
+			return -1;
+		if (!alpha && !digit) {
+			if (c != '-')
+				return -1;
+			dash = true;
+		}
+	}
+	/* The last segment is the member: no dash, a capital first. */
+	if (segments < 2 || dash || !(s[seg_start] >= 'A' && s[seg_start] <= 'Z'))
+		return -1;
+	return (ssize_t)seg_start - 1;
+}
+
 bool varlink_method_name_is_valid(const char *full)
 {
-	const char *dot = strrchr(full, '.');
-	size_t len = strlen(full);
-
-	if (!dot || len > VARLINK_METHOD_MAX)
-		return false;
-	if (!varlink_interface_name_is_valid(full, dot - full))
-		return false;
-	if (!(dot[1] >= 'A' && dot[1] <= 'Z'))
-		return false;
-	for (const char *p = dot + 1; *p; p++)
-		if (!is_lower_alnum(*p) && !(*p >= 'A' && *p <= 'Z'))
-			return false;
-	return true;
+	return method_name_check(full) >= 0;
 }
 
 static int get_bool(const cJSON *item, bool *ret)
@@ -69,6 +93,7 @@ int varlink_call_parse(cJSON *root, struct varlink_call *ret, const char **ret_r
 {
 	struct varlink_call c = {};
 	const cJSON *method = NULL;
+	ssize_t interface_len = -1;
 	cJSON *item;
 
 	if (!cJSON_IsObject(root)) {
@@ -108,7 +133,8 @@ int varlink_call_parse(cJSON *root, struct varlink_call *ret, const char **ret_r
 		*ret_reason = "a call needs a 'method' field";
 		return -EBADMSG;
 	}
-	if (!cJSON_IsString(method) || !varlink_method_name_is_valid(method->valuestring)) {
+	if (!cJSON_IsString(method) ||
+	    (interface_len = method_name_check(method->valuestring)) < 0) {
 		*ret_reason = "'method' must be a string of the form interface.Method";
 		return -EBADMSG;
 	}
@@ -122,7 +148,7 @@ int varlink_call_parse(cJSON *root, struct varlink_call *ret, const char **ret_r
 	}
 
 	c.method = method->valuestring;
-	c.interface_len = strrchr(c.method, '.') - c.method;
+	c.interface_len = (size_t)interface_len;
 	*ret = c;
 	return 0;
 }

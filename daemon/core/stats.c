@@ -9,8 +9,14 @@ void counters_bump(struct counters *c, const char *name, bool copy)
 {
 	struct counter *nv;
 
+	/* Most names are the same constant each time: pointers first. */
 	for (size_t i = 0; i < c->n; i++)
-		if (c->v[i].name == name || strcmp(c->v[i].name, name) == 0) {
+		if (c->v[i].name == name) {
+			c->v[i].n++;
+			return;
+		}
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->v[i].name, name) == 0) {
 			c->v[i].n++;
 			return;
 		}

@@ -31,6 +31,8 @@
 #define CONN_PARSE_INLINE_MAX (16U * 1024U)
 /* Replies from this size on leave in the buffer they were made in. */
 #define CONN_SEND_BUFFER_MIN (64U * 1024U)
+/* Replies up to about this size are printed into the output queue itself. */
+#define CONN_PRINT_INLINE_MAX 2048U
 
 /*
  * Input budgets (budget.h). What a client sends costs memory before it is
@@ -392,9 +394,22 @@ int conn_send_json(struct conn *c, const cJSON *msg)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len;
+	char *p;
+	int r;
 
 	if (c->closed)
 		return 0;
+	/* Most replies are printed straight into the queue; one that does
+	 * not fit there is printed on its own (cJSON says it may want a few
+	 * bytes more than it writes, hence the margin). */
+	r = outq_reserve(&c->out, CONN_PRINT_INLINE_MAX, &p);
+	if (r < 0)
+		return r;
+	if (cJSON_PrintPreallocated((cJSON *)msg, p, CONN_PRINT_INLINE_MAX + 1, false)) {
+		outq_commit(&c->out, strlen(p));
+		conn_output_recharge(c);
+		return 0;
+	}
 	text = cJSON_PrintUnformatted(msg);
 	if (!text)
 		return -ENOMEM;
@@ -528,6 +543,11 @@ static int transport_send_buffer(void *owner, char *text, size_t len)
 	return conn_queued(owner, conn_send_buffer(owner, text, len));
 }
 
+static int transport_send_text(void *owner, const char *text, size_t len)
+{
+	return conn_queued(owner, conn_send(owner, text, len, NULL, 0));
+}
+
 static int transport_reserve(void *owner, uint64_t bytes)
 {
 	return conn_output_reserve(owner, bytes);
@@ -592,6 +612,7 @@ static void conn_stream_room(struct conn *c)
 static const struct rpc_transport conn_transport = {
 	.send_json = transport_send_json,
 	.send_buffer = transport_send_buffer,
+	.send_text = transport_send_text,
 	.reserve = transport_reserve,
 	.unreserve = transport_unreserve,
 	.ended = transport_ended,
@@ -604,7 +625,8 @@ static void conn_dispatch(struct conn *c, struct rpc_message *m, int *fds, size_
 	struct rpc_call *call;
 	int r;
 
-	r = rpc_call_new(&conn_transport, c, c->session, c->server->rpc, m, fds, n_fds, &call);
+	r = rpc_call_new(&conn_transport, c, c->session, c->server->rpc, m, fds, n_fds,
+			 &c->call_storage, &call);
 	if (r < 0) {
 		conn_protocol_error(c, RDMAMEM_ERROR_INTERNAL, "out of memory");
 		return;

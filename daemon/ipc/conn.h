@@ -18,6 +18,7 @@
 #include "daemon/core/budget.h"
 #include "util/idseq.h"
 #include "daemon/ipc/outq.h"
+#include "daemon/rpc/rpc.h"
 #include "proto/frame.h"
 #include "util/list.h"
 #include "util/sockio.h"
@@ -69,7 +70,10 @@ struct conn {
 	uint64_t out_reserved;      /* for the reply the call in progress makes elsewhere */
 	uint64_t out_charged;       /* out's memory and out_reserved, in the output budgets */
 
-	struct rpc_call *call;    /* in progress (holds a reference); NULL when idle */
+	struct rpc_call *call; /* in progress (holds a reference); NULL when idle */
+	/* Where call is made: one at a time, and the call's reference keeps
+	 * the connection, and so this, until the call is freed. */
+	struct rpc_call call_storage;
 	struct conn_parse *parse; /* the next message, being parsed on the pool */
 	const char *reject;       /* over a limit: answer every call with this error */
 	uint64_t n_calls;

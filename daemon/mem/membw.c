@@ -179,3 +179,15 @@ uint64_t membw_at(const struct membw *bw, const void *addr)
 		return 0;
 	return bw->node_bps[node];
 }
+
+uint64_t membw_min(const struct membw *bw)
+{
+	uint64_t min = 0;
+
+	if (!bw->done)
+		return 0;
+	for (unsigned i = 0; i < bw->n_nodes && i < MEMBW_NODES_MAX; i++)
+		if (bw->node_bps[i] && (!min || bw->node_bps[i] < min))
+			min = bw->node_bps[i];
+	return min;
+}

@@ -34,5 +34,7 @@ struct membw {
 void membw_start(struct membw *bw, struct offload *o, uint64_t size);
 /* Bytes per second for the node holding the page at addr; 0 if unknown. */
 uint64_t membw_at(const struct membw *bw, const void *addr);
+/* The slowest node's bytes per second, without a syscall; 0 if unknown. */
+uint64_t membw_min(const struct membw *bw);
 
 #endif

@@ -294,6 +294,15 @@ static unsigned pool_parts(const struct xfer *x)
 	return (unsigned)MIN((uint64_t)n, x->length / (XFER_SPLIT_MIN / 2));
 }
 
+uint64_t xfer_inline_max(const struct xfer *x)
+{
+	uint64_t rate = XFER_INLINE_RATE_MIN;
+
+	if (x->kind == XFER_COPY)
+		rate = MAX(rate, membw_min(&xfer_registry(x)->membw) / 1000000U);
+	return rate * XFER_INLINE_USEC;
+}
+
 static void xfer_run(struct xfer *x)
 {
 	struct region_registry *registry = xfer_registry(x);
@@ -303,7 +312,7 @@ static void xfer_run(struct xfer *x)
 	timeout_disarm(&registry->timeouts, &x->timeout);
 	copy_find_overlap(x);
 	/* CUDA calls never run on the loop. */
-	if (x->length <= XFER_INLINE_MAX && !xfer_touches_gpu(x)) {
+	if (!xfer_touches_gpu(x) && x->length <= xfer_inline_max(x)) {
 		xfer_execute(x, 0, x->length);
 		xfer_complete(x);
 		return;

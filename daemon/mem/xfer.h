@@ -2,7 +2,8 @@
 /*
  * Transfers: Read, Write and Copy on regions. A transfer takes the access
  * locks it needs (or runs under the caller's leases), moves the bytes — on
- * the loop when small, on the libuv thread pool when large — gives the locks
+ * the loop when that is short (XFER_INLINE_USEC), on the libuv thread pool
+ * when longer — gives the locks
  * back and reports through its completion callback (a Read with the whole
  * text of its reply, made where the bytes were read). It answers no call.
  * Locks of two regions are taken in region id order, so transfers cannot
@@ -29,8 +30,21 @@ struct lease;
 struct region;
 struct session;
 
-/* Transfers up to this size run on the loop; larger ones on the pool. */
-#define XFER_INLINE_MAX (64U * 1024U)
+/*
+ * The loop moves a transfer's bytes itself when that takes at most
+ * XFER_INLINE_USEC, and hands longer ones to the pool, whose round trip (a
+ * worker woken, its completion handed back to the loop) costs more than a
+ * small transfer itself. The bound is time, not bytes, so that "never block
+ * the loop" holds on slow and fast machines alike: bytes = rate x time, the
+ * rate being, for a Copy between host regions, the host memory bandwidth
+ * measured at start (membw.h; the slowest node's), and otherwise, and until
+ * that is measured, XFER_INLINE_RATE_MIN: a constant at or below what base64
+ * (Read, Write) and memcpy run at on the CPUs the daemon is built for (on the
+ * build machine, a shared 2-core VM: encoding 2.9 GB/s, checking and
+ * decoding 1.2 GB/s, memcpy 12 GB/s and more).
+ */
+#define XFER_INLINE_USEC 20U
+#define XFER_INLINE_RATE_MIN 1000U /* bytes per microsecond: 1 GB/s */
 /* Copies at least this large are split over several pool threads: one
  * thread's memcpy does not saturate memory bandwidth. */
 #define XFER_SPLIT_MIN (32U * 1024U * 1024U)
@@ -113,6 +127,9 @@ struct xfer *xfer_new(struct session *caller, enum xfer_kind kind, int64_t timeo
  * not run.
  */
 int xfer_start(struct xfer *x);
+
+/* The most bytes x moves on the loop (XFER_INLINE_USEC); more go to the pool. */
+uint64_t xfer_inline_max(const struct xfer *x);
 
 /* What a Read of length bytes replies, in bytes: {"parameters":{…}} with
  * the base64 and the terminator. */

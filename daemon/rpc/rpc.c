@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -69,15 +70,20 @@ size_t rpc_strlen(const struct rpc_call *call, const char *s)
 
 int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
 		 struct rpc_ctx *ctx, struct rpc_message *m, int *fds, size_t n_fds,
-		 struct rpc_call **ret)
+		 struct rpc_call *storage, struct rpc_call **ret)
 {
-	struct rpc_call *call;
+	struct rpc_call *call = storage;
 
-	call = calloc(1, sizeof(*call));
-	if (!call) {
-		rpc_message_done(ctx, m);
-		close_many(fds, n_fds);
-		return -ENOMEM;
+	if (call) {
+		memset(call, 0, offsetof(struct rpc_call, fds));
+	} else {
+		call = calloc(1, sizeof(*call));
+		if (!call) {
+			rpc_message_done(ctx, m);
+			close_many(fds, n_fds);
+			return -ENOMEM;
+		}
+		call->allocated = true;
 	}
 	call->transport = transport;
 	call->owner = owner;
@@ -137,7 +143,8 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 							   .long_strings = call->long_strings,
 							   .charge = call->charge });
 	session_unref(call->session);
-	free(call);
+	if (call->allocated)
+		free(call);
 	return NULL;
 }
 
@@ -157,15 +164,58 @@ const struct rpc_method *rpc_method_next(size_t *i)
 	return NULL;
 }
 
-static const struct rpc_method *rpc_find_method(const struct rpc_ctx *ctx, const char *name)
+/*
+ * The tables' methods by name: an open-addressed hash table (FNV-1a, linear
+ * probing), filled once, read-only after. A call's method is then one hash
+ * and a comparison or two away, not a comparison with every name (which
+ * share their interface's prefix).
+ */
+#define RPC_METHOD_INDEX_SIZE 256U
+static const struct rpc_method *method_index[RPC_METHOD_INDEX_SIZE];
+static pthread_once_t method_index_once = PTHREAD_ONCE_INIT;
+
+/* Of the method's own name, after its interface's (interface_len bytes):
+ * the names of one interface differ there. */
+static uint32_t rpc_name_hash(const char *name, size_t interface_len)
 {
-	for (const struct rpc_method *m = ctx->extra_methods; m && m->name; m++)
+	uint32_t h = 2166136261U ^ (uint32_t)interface_len;
+
+	for (name += interface_len; *name; name++)
+		h = (h ^ (unsigned char)*name) * 16777619U;
+	return h;
+}
+
+static void rpc_method_index_fill(void)
+{
+	const struct rpc_method *m;
+	size_t i = 0;
+
+	while ((m = rpc_method_next(&i))) {
+		uint32_t h = rpc_name_hash(m->name, strrchr(m->name, '.') - m->name);
+
+		/* Half full at most, so every probe ends at an empty slot. */
+		assert(i <= RPC_METHOD_INDEX_SIZE / 2);
+		while (method_index[h % RPC_METHOD_INDEX_SIZE])
+			h++;
+		method_index[h % RPC_METHOD_INDEX_SIZE] = m;
+	}
+}
+
+static const struct rpc_method *rpc_find_method(const struct rpc_ctx *ctx,
+						const struct varlink_call *vc)
+{
+	const char *name = vc->method;
+	const struct rpc_method *m;
+	uint32_t h;
+
+	for (m = ctx->extra_methods; m && m->name; m++)
 		if (strcmp(m->name, name) == 0)
 			return m;
-	for (size_t t = 0; t < ELEMENTSOF(method_tables); t++)
-		for (const struct rpc_method *m = method_tables[t]; m->name; m++)
-			if (strcmp(m->name, name) == 0)
-				return m;
+	pthread_once(&method_index_once, rpc_method_index_fill);
+	for (h = rpc_name_hash(name, vc->interface_len);
+	     (m = method_index[h % RPC_METHOD_INDEX_SIZE]); h++)
+		if (strcmp(m->name, name) == 0)
+			return m;
 	return NULL;
 }
 
@@ -177,20 +227,14 @@ static bool rpc_interface_known(const char *method, size_t len)
 	return false;
 }
 
-static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
+static const char rpc_empty_reply[] = "{\"parameters\":{}}";
+
+/* {"error": error, "parameters": params}, error when not NULL; takes params. */
+static int rpc_send_tree(struct rpc_call *call, const char *error, cJSON *params)
 {
 	_cleanup_json_ cJSON *p = params;
-	_cleanup_json_ cJSON *msg = NULL;
-	int r = 0;
+	_cleanup_json_ cJSON *msg = cJSON_CreateObject();
 
-	/* One answer per call; a oneway call asked for none. */
-	if (call->answered)
-		return -EALREADY;
-	call->answered = true;
-	if (call->vc.oneway)
-		return 0;
-
-	msg = cJSON_CreateObject();
 	if (!msg)
 		return -ENOMEM;
 	if (error && json_add_string(msg, "error", error) < 0)
@@ -199,8 +243,29 @@ static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
 		p = cJSON_CreateObject();
 	if (!p)
 		return -ENOMEM;
-	cJSON_AddItemToObject(msg, "parameters", TAKE_PTR(p));
-	r = call->transport->send_json(call->owner, msg);
+	/* A constant key: not copied. */
+	cJSON_AddItemToObjectCS(msg, "parameters", TAKE_PTR(p));
+	return call->transport->send_json(call->owner, msg);
+}
+
+static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
+{
+	_cleanup_json_ cJSON *p = params;
+	int r;
+
+	/* One answer per call; a oneway call asked for none. */
+	if (call->answered)
+		return -EALREADY;
+	call->answered = true;
+	if (call->vc.oneway)
+		return 0;
+
+	/* The commonest reply (Ping's, Unlock's…) is a constant: no tree. */
+	if (!error && !p && call->transport->send_text)
+		r = call->transport->send_text(call->owner, rpc_empty_reply,
+					       sizeof(rpc_empty_reply) - 1);
+	else
+		r = rpc_send_tree(call, error, TAKE_PTR(p));
 	if (r < 0)
 		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
 				  call->session->id);
@@ -447,7 +512,7 @@ int rpc_deferred_continue(struct rpc_deferred *d, cJSON *params)
 	msg = cJSON_CreateObject();
 	if (!msg || (!p && !(p = cJSON_CreateObject())))
 		return -ENOMEM;
-	cJSON_AddItemToObject(msg, "parameters", TAKE_PTR(p));
+	cJSON_AddItemToObjectCS(msg, "parameters", TAKE_PTR(p));
 	if (!cJSON_AddTrueToObject(msg, "continues"))
 		return -ENOMEM;
 	r = call->transport->send_json(call->owner, msg);
@@ -623,7 +688,7 @@ bool rpc_dispatch(struct rpc_call *call)
 	const struct varlink_call *vc = &call->vc;
 	const struct rpc_method *m;
 
-	m = rpc_find_method(call->ctx, vc->method);
+	m = rpc_find_method(call->ctx, vc);
 	/* Known methods by their static name; others under one label, so a
 	 * client cannot grow the table without bound. */
 	counters_bump(&call->ctx->core->stats.calls, m ? m->name : "(unknown method)", false);

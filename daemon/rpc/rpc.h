@@ -217,6 +217,9 @@ struct rpc_transport {
 	 * NUL (taken, also on failure). Dropped when the client left. */
 	int (*send_json)(void *owner, const cJSON *msg);
 	int (*send_buffer)(void *owner, char *text, size_t len);
+	/* Optional: queue text[0..len) (not taken; its NUL is added), a reply
+	 * made without a tree. NULL: such replies go through send_json. */
+	int (*send_text)(void *owner, const char *text, size_t len);
 	/* Output budgets (rpc_deferred_reserve()): 1 when reserved now; 0 when
 	 * the call waits, and rpc_call_reserved() tells it once reserved. */
 	int (*reserve)(void *owner, uint64_t bytes);
@@ -251,7 +254,6 @@ struct rpc_call {
 	size_t n_long_strings;
 	struct budget_charge charge; /* the message's bytes, until root is freed */
 	const struct rpc_method *method;
-	int fds[VARLINK_FDS_MAX];
 	size_t n_fds;
 	uint64_t reserved; /* output bytes reserved for its reply */
 
@@ -259,13 +261,22 @@ struct rpc_call {
 	bool answered;   /* one answer per call */
 	bool in_handler; /* rpc_dispatch() runs its handler */
 	bool cancelled;  /* the client went away */
+	bool allocated;  /* by rpc_call_new(), not in the transport's storage */
 	struct rpc_deferred deferred;
+
+	/* Last: rpc_call_new() sets all that comes before, these n_fds. */
+	int fds[VARLINK_FDS_MAX];
 };
 
-/* Takes what m holds, and fds (also on failure); takes a reference on session. */
+/*
+ * Takes what m holds, and fds (also on failure); takes a reference on session.
+ * The call is made in storage when not NULL (the transport's, which must
+ * outlive it: a connection serves one call at a time and keeps its memory
+ * while the call holds it), else allocated.
+ */
 int rpc_call_new(const struct rpc_transport *transport, void *owner, struct session *session,
 		 struct rpc_ctx *ctx, struct rpc_message *m, int *fds, size_t n_fds,
-		 struct rpc_call **ret);
+		 struct rpc_call *storage, struct rpc_call **ret);
 struct rpc_call *rpc_call_free(struct rpc_call *call);
 
 /* Runs the handler. Returns false when the call has ended (the transport

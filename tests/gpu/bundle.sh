@@ -9,9 +9,10 @@
 #   tests/gpu/bundle.sh [-B BUILD_DIR] [-o DEST] [PROGRAM...]
 #
 # PROGRAM defaults to whichever of rdmamemd, rdmamemctl, test-rdmamemd,
-# cuda-smoke, examples/async-uv and bench-calls BUILD_DIR (build/release)
-# holds. DEST defaults to .device/cuda in the repository's main checkout: the
-# device tool sends that checkout, also when this script runs in another
+# cuda-smoke, examples/async-uv and the benchmarks BUILD_DIR (build/release)
+# holds, with redis-server and redis-benchmark from PATH (bench-pipeline's
+# anchor). DEST defaults to .device/cuda in the repository's main checkout:
+# the device tool sends that checkout, also when this script runs in another
 # worktree, and .device/ is git-ignored.
 #
 # DEST gets bin/ (the programs), lib/ (their libraries and librdmamem.so.0),
@@ -60,10 +61,17 @@ mkdir -p "$(dirname "$dest")"
 dest=$(cd "$(dirname "$dest")" && pwd)/$(basename "$dest")
 
 if [ $# -eq 0 ]; then
-	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke examples/async-uv bench-calls; do
+	for p in rdmamemd rdmamemctl test-rdmamemd cuda-smoke examples/async-uv bench-calls \
+		bench-pipeline bench-ping bench-region bench-gpu; do
 		[ -x "$build/$p" ] && set -- "$@" "$build/$p"
 	done
 	[ $# -gt 0 ] || die "nothing built in $build"
+	# bench-pipeline's anchor, which the GPU machine lacks: the server
+	# (Debian's is a link to redis-check-rdb, which picks its role by the
+	# name it is run as) and redis-benchmark.
+	for p in redis-server redis-benchmark; do
+		path=$(command -v "$p") && set -- "$@" "$path"
+	done
 fi
 
 # Only ever delete a folder this script made.
@@ -151,6 +159,22 @@ link '$build' "\$here/bin"
 exec "\$@"
 EOF
 chmod +x "$dest/run.sh"
+
+# `make bench` there: the call-path benchmarks bundled, each against the
+# bundled daemon (bench-pipeline finds redis-server on run.sh's PATH).
+if [ -x "$dest/bin/bench-pipeline" ]; then
+	cat >"$dest/bin/bench-all" <<'EOF'
+#!/bin/sh
+# Made by tests/gpu/bundle.sh: `make bench`'s call-path benchmarks, run as
+# .device/cuda/run.sh bench-all [--seconds N]
+here=$(cd "$(dirname "$0")" && pwd)
+for b in bench-pipeline bench-ping bench-region; do
+	[ -x "$here/$b" ] || continue
+	"$here/$b" --daemon "$here/rdmamemd" "$@" || exit
+done
+EOF
+	chmod +x "$dest/bin/bench-all"
+fi
 
 {
 	echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) from $root"

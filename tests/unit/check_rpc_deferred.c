@@ -123,7 +123,8 @@ static struct rpc_call *new_call_with(struct session *caller, const char *params
 	m.root = cJSON_Parse(text);
 	ck_assert_ptr_nonnull(m.root);
 	ck_assert_int_eq(varlink_call_parse(m.root, &m.vc, &reason), 0);
-	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, caller, &ctx, &m, no_fds, 0, &t.call),
+	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, caller, &ctx, &m, no_fds, 0, NULL,
+				      &t.call),
 			 0);
 	return t.call;
 }
