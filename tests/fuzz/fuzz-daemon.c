@@ -225,7 +225,7 @@ static void pump(struct daemon *d, int *clients, size_t n)
  * that was most of the target's time. The framing reader's every split is
  * fuzz-frame's job.
  */
-#define EDGE_PIECES 16U
+#define EDGE_PIECES 4U
 
 static size_t piece_size(size_t off, size_t len, size_t chunk)
 {
