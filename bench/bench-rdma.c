@@ -37,59 +37,132 @@ static struct ibv_pd *bare_pd(void)
 	return ibv_alloc_pd(ctx);
 }
 
+#define REG_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+
+/* How a bare pair gets its memory: what the daemon does per Register. */
+enum bare_map {
+	BARE_SAME,     /* the anchor: one mapping, faulted in once */
+	BARE_FRESH,    /* mmap + reg + dereg + munmap: ibv_reg_mr faults it in */
+	BARE_POPULATE, /* the same with MAP_POPULATE */
+};
+
+static void bare_pair(struct ibv_pd *pd, int fd, void *same, size_t size, enum bare_map how)
+{
+	void *addr = same;
+	struct ibv_mr *mr;
+
+	if (how != BARE_SAME) {
+		addr = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			    MAP_SHARED | (how == BARE_POPULATE ? MAP_POPULATE : 0), fd, 0);
+		if (addr == MAP_FAILED) {
+			perror("mmap");
+			exit(1);
+		}
+	}
+	mr = ibv_reg_mr(pd, addr, size, REG_ACCESS);
+	if (!mr || ibv_dereg_mr(mr)) {
+		perror("ibv_reg_mr");
+		exit(1);
+	}
+	if (how != BARE_SAME)
+		munmap(addr, size);
+}
+
+/* Pairs per second of the bare kind how. */
+static double bare_rate(struct ibv_pd *pd, int fd, void *same, size_t size, enum bare_map how)
+{
+	uint64_t t0 = bench_now_ns(), n = 0, t;
+
+	do {
+		bare_pair(pd, fd, same, size, how);
+		n++;
+	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
+	return n / (t / 1e9);
+}
+
+/*
+ * Register + RegisterOn + Unregister per second; with steps, each call is
+ * timed on its own and its mean (us) added to steps[0..2].
+ */
+static double daemon_rate(struct rdmamem_client *c, int fd, double *steps)
+{
+	uint64_t t0 = bench_now_ns(), n = 0, t, sum[3] = { 0 };
+
+	do {
+		struct rdmamem_registration reg;
+		uint64_t id, a, b, d, e;
+
+		a = bench_now_ns();
+		if (rdmamem_register(c, fd, 0, 0, &id) < 0)
+			goto fail;
+		b = bench_now_ns();
+		if (rdmamem_register_on(c, id, args.device, &reg) < 0)
+			goto fail;
+		d = bench_now_ns();
+		if (rdmamem_unregister(c, id) < 0)
+			goto fail;
+		e = bench_now_ns();
+		sum[0] += b - a;
+		sum[1] += d - b;
+		sum[2] += e - d;
+		n++;
+	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
+	for (int i = 0; i < 3; i++)
+		steps[i] = sum[i] / 1e3 / n;
+	return n / (t / 1e9);
+fail:
+	fprintf(stderr, "bench-rdma: %s\n", rdmamem_client_error_message(c));
+	exit(1);
+}
+
+static double ping_us(struct rdmamem_client *c)
+{
+	uint64_t t0 = bench_now_ns(), n = 0, t;
+
+	do {
+		if (rdmamem_ping(c) < 0)
+			exit(1);
+		n++;
+	} while ((t = bench_now_ns() - t0) < args.seconds * 0.2e9 || n < 3);
+	return t / 1e3 / n;
+}
+
 static void bench_registration(void)
 {
 	static const size_t sizes[] = { 4096, 1 << 20, 16 << 20, 64 << 20 };
 	struct ibv_pd *pd = bare_pd();
 	struct rdmamem_client *c = NULL;
+	double ping;
 
 	if (rdmamem_client_connect(daemon_path, &c) < 0)
 		exit(1);
+	ping = ping_us(c);
 	printf("== Register + deregister on %s, %.1f s per row\n", args.device, args.seconds);
 	printf("anchor = ibv_reg_mr + ibv_dereg_mr of the same memfd mapping on a PD of this "
 	       "process\n");
-	printf("rdmamemd = RegisterOn (waits for the MR) + Unregister (deregisters off the loop)\n\n");
-	printf("%-10s %14s %14s %8s\n", "size", "bare pairs/s", "daemon pairs/s", "ratio");
+	printf("rdmamemd = Register + RegisterOn (waits for the MR) + Unregister (deregisters "
+	       "off the loop)\n");
+	printf("fresh = mmap + ibv_reg_mr + ibv_dereg_mr + munmap here (what the daemon does "
+	       "per Register), populate = the same with MAP_POPULATE\n");
+	printf("Register / RegisterOn / Unregister: mean us of each call; Ping %.1f us\n\n", ping);
+	printf("%-10s %12s %12s %8s %12s %12s %10s %10s %10s\n", "size", "bare pairs/s",
+	       "daemon /s", "ratio", "fresh /s", "populate /s", "Register", "RegisterOn",
+	       "Unregister");
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		size_t size = sizes[i];
-		uint64_t t0, n_b = 0, n_d = 0, tb, td;
-		struct rdmamem_registration reg;
+		double bare, fresh, populate, dmn, steps[3];
 		void *addr;
 		int fd;
 
 		if (rdmamem_memfd_create("bench", size, &fd, &addr) < 0)
 			exit(1);
 		memset(addr, 1, size);
-		t0 = bench_now_ns();
-		do {
-			struct ibv_mr *mr =
-				ibv_reg_mr(pd, addr, size,
-					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-						   IBV_ACCESS_REMOTE_WRITE);
-
-			if (!mr || ibv_dereg_mr(mr)) {
-				perror("ibv_reg_mr");
-				exit(1);
-			}
-			n_b++;
-		} while ((tb = bench_now_ns() - t0) < args.seconds * 1e9 || n_b < 3);
-
-		t0 = bench_now_ns();
-		do {
-			uint64_t id;
-
-			if (rdmamem_register(c, fd, 0, 0, &id) < 0 ||
-			    rdmamem_register_on(c, id, args.device, &reg) < 0 ||
-			    rdmamem_unregister(c, id) < 0) {
-				fprintf(stderr, "bench-rdma: %s\n",
-					rdmamem_client_error_message(c));
-				exit(1);
-			}
-			n_d++;
-		} while ((td = bench_now_ns() - t0) < args.seconds * 1e9 || n_d < 3);
-
-		printf("%-10zu %14.1f %14.1f %8.2f\n", size, n_b / (tb / 1e9), n_d / (td / 1e9),
-		       (n_d / (td / 1e9)) / (n_b / (tb / 1e9)));
+		bare = bare_rate(pd, fd, addr, size, BARE_SAME);
+		dmn = daemon_rate(c, fd, steps);
+		fresh = bare_rate(pd, fd, addr, size, BARE_FRESH);
+		populate = bare_rate(pd, fd, addr, size, BARE_POPULATE);
+		printf("%-10zu %12.1f %12.1f %8.2f %12.1f %12.1f %10.1f %10.1f %10.1f\n", size,
+		       bare, dmn, dmn / bare, fresh, populate, steps[0], steps[1], steps[2]);
 		fflush(stdout);
 		munmap(addr, size);
 		close(fd);

@@ -81,7 +81,7 @@ static cJSON *take(struct notify_queue *q, int64_t max)
 	if (!list)
 		return NULL;
 	for (int64_t i = 0; q && i < max && (n = notify_queue_pop(q)); i++) {
-		_cleanup_free_ struct notification *held = n;
+		_cleanup_free_ _unused_ struct notification *held = n;
 		_cleanup_free_ char *data = malloc(base64_encoded_len(n->len) + 1);
 		cJSON *o = cJSON_CreateObject();
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "daemon/gpu/cuda.h"
@@ -55,6 +56,11 @@ static int ctx_tags[N_DEV + 1];
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fake_alloc allocs[64];
+/* cuMemAddressReserve's ranges; size 0: a free slot. */
+static struct {
+	CUdeviceptr base;
+	size_t size;
+} reservations[64];
 static CUmemGenericAllocationHandle next_handle = 0x1000;
 static __thread CUcontext stack[8];
 static __thread int depth;
@@ -91,6 +97,53 @@ CUcontext fake_cuda_current(void)
 int fake_cuda_depth(void)
 {
 	return depth;
+}
+
+/* Aligned as the driver aligns, and not a byte more for ASan to allow. */
+static void *heap(size_t size)
+{
+	void *p;
+
+	return posix_memalign(&p, GRAN, size) == 0 ? p : NULL;
+}
+
+/*
+ * Device memory of a size the driver rounds to its granularity (an IPC
+ * open, a VMM reservation): a GRAN-aligned anonymous mapping between two
+ * pages without access, so a byte before or after faults as ASan would have
+ * reported it on a heap block, and so does any use after unmap_guarded().
+ * Zero-filled, and it costs only the pages touched: a 64 MiB heap block
+ * (allocated, poisoned, quarantined on free) was much of what a fuzz input
+ * cost.
+ */
+static void *map_guarded(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), span = size + GRAN + 2 * page;
+	uint8_t *raw, *base, *end;
+
+	raw = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED)
+		return NULL;
+	base = (uint8_t *)(((uintptr_t)raw + page + GRAN - 1) & ~(GRAN - 1));
+	end = base + size + page;
+	/* Keep one page either side; give the rest of the slack back. */
+	if (base - page > raw)
+		munmap(raw, (size_t)(base - page - raw));
+	if (end < raw + span)
+		munmap(end, (size_t)(raw + span - end));
+	if (mprotect(base, size, PROT_READ | PROT_WRITE) < 0) {
+		munmap(base - page, size + 2 * page);
+		return NULL;
+	}
+	return base;
+}
+
+static void unmap_guarded(void *p, size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (munmap((uint8_t *)p - page, size + 2 * page) < 0)
+		violation("unmapping %zu bytes at %p: %m", size, p);
 }
 
 /* Copies the entry under the lock: the table may change meanwhile. */
@@ -149,7 +202,9 @@ static CUresult drop(CUdeviceptr base, enum alloc_kind kind, CUcontext ctx)
 			res = CUDA_ERROR_INVALID_CONTEXT;
 			break;
 		}
-		if (kind == ALLOC_IPC || kind == ALLOC_OWN)
+		if (kind == ALLOC_IPC)
+			unmap_guarded((void *)(uintptr_t)allocs[i].base, allocs[i].size);
+		else if (kind == ALLOC_OWN)
 			free((void *)(uintptr_t)allocs[i].base);
 		else
 			fake_cuda.n_mapped--;
@@ -159,14 +214,6 @@ static CUresult drop(CUdeviceptr base, enum alloc_kind kind, CUcontext ctx)
 	}
 	pthread_mutex_unlock(&lock);
 	return res;
-}
-
-/* Aligned as the driver aligns, and not a byte more for ASan to allow. */
-static void *heap(size_t size)
-{
-	void *p;
-
-	return posix_memalign(&p, GRAN, size) == 0 ? p : NULL;
 }
 
 CUdeviceptr fake_cuda_alloc(size_t size, CUcontext ctx, int device)
@@ -444,12 +491,11 @@ static CUresult f_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if ((unsigned char)h.reserved[0] == 0x5a)
 		return CUDA_ERROR_INVALID_VALUE;
-	mem = heap(FAKE_CUDA_IPC_SIZE);
+	mem = map_guarded(FAKE_CUDA_IPC_SIZE);
 	if (!mem)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	memset(mem, 0, FAKE_CUDA_IPC_SIZE);
 	if (!add((uintptr_t)mem, FAKE_CUDA_IPC_SIZE, cur, device, ALLOC_IPC)) {
-		free(mem);
+		unmap_guarded(mem, FAKE_CUDA_IPC_SIZE);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*p = (uintptr_t)mem;
@@ -502,24 +548,46 @@ static CUresult f_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr
 	/* A real reservation of any size costs nothing; heap does. */
 	if (size > (64UL << 20))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	mem = heap(size);
+	mem = map_guarded(size);
 	if (!mem)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	pthread_mutex_lock(&lock);
-	fake_cuda.n_reserved++;
+	for (size_t i = 0; i < ELEMENTSOF(reservations); i++)
+		if (!reservations[i].size) {
+			reservations[i].base = (uintptr_t)mem;
+			reservations[i].size = size;
+			fake_cuda.n_reserved++;
+			*p = (uintptr_t)mem;
+			mem = NULL;
+			break;
+		}
 	pthread_mutex_unlock(&lock);
-	*p = (uintptr_t)mem;
+	if (mem) {
+		unmap_guarded(mem, size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	return CUDA_SUCCESS;
 }
 
+/* Only a whole reservation, as the driver frees it. */
 static CUresult f_free(CUdeviceptr p, size_t size)
 {
-	(void)size;
-	free((void *)(uintptr_t)p);
+	CUresult res = CUDA_ERROR_INVALID_VALUE;
+
 	pthread_mutex_lock(&lock);
-	fake_cuda.n_reserved--;
+	for (size_t i = 0; i < ELEMENTSOF(reservations); i++)
+		if (reservations[i].size && reservations[i].base == p) {
+			if (reservations[i].size == size) {
+				reservations[i].size = 0;
+				fake_cuda.n_reserved--;
+				res = CUDA_SUCCESS;
+			}
+			break;
+		}
 	pthread_mutex_unlock(&lock);
-	return CUDA_SUCCESS;
+	if (res == CUDA_SUCCESS)
+		unmap_guarded((void *)(uintptr_t)p, size);
+	return res;
 }
 
 /* A mapping is context-less device memory of device 1. */
