@@ -220,8 +220,9 @@ int ranges_map_fd(int fd, size_t max, struct ranges_buf *b, const char **ret_why
 		*ret_why = "holds more ranges than one call takes";
 		return -E2BIG;
 	}
-	/* Populated at once: one call instead of a fault per page. */
-	p = mmap(NULL, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	/* Not populated here: the caller maps on its event loop and may read
+	 * a large batch on another thread, where its page faults belong. */
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		if (errno == ENOMEM)
 			return -ENOMEM;

@@ -537,9 +537,9 @@ static void leg_params(struct transfer_leg *leg)
 {
 	leg->params =
 		(struct wr_plan_params){ .n_paths = leg->n_paths,
-					 .max_msg = WR_MSG_MAX,
+					 .max_msg = TRANSFER_PIECE,
 					 .stripe_min = leg->n_paths > 1 ? TRANSFER_STRIPE_MIN : 0,
-					 .stripe_chunk = TRANSFER_STRIPE_CHUNK };
+					 .stripe_chunk = TRANSFER_PIECE };
 	for (uint32_t p = 0; p < leg->n_paths; p++) {
 		struct link *l = leg->paths[p].qp->link;
 
@@ -1081,10 +1081,12 @@ static void job_run(struct offload_job *j)
 							    &t->job_ranges, &t->job_why);
 			if (t->job_decode_r == 0 && t->job_ranges.n != t->n_ops)
 				t->job_decode_r = -EBADMSG; /* counted: cannot be */
-			if (t->job_decode_r < 0)
-				return;
 		}
-		job_fill(t);
+		if (t->job_decode_r == 0)
+			job_fill(t);
+		/* Unmapped or freed here, not on the loop: a batch's mapping
+		 * or decoded copy is O(ops) pages to tear down. */
+		ranges_release(&t->job_ranges);
 		return;
 	}
 	for (uint32_t i = 0; i < t->n_legs; i++)
@@ -1180,7 +1182,10 @@ void transfer_free(struct transfer *t)
 		if (leg->started)
 			window_batch_fini(&leg->batch);
 		wr_plan_done(&leg->plan);
-		free(leg->ops);
+		if (leg->n_ops > TRANSFER_INLINE_OPS && t->ctx->core->offload)
+			offload_free(t->ctx->core->offload, leg->ops);
+		else
+			free(leg->ops);
 		free(leg->keys);
 		/* After done: nothing of ours is in flight on them. */
 		for (size_t k = 0; leg->mregs && k < (size_t)leg->n_regions * leg->n_paths; k++)

@@ -21,8 +21,9 @@
  *            every region of the leg is registered on, ranked by NUMA
  *            distance or PCIe hops); the pool's link of each (device,
  *            owner uid, endpoint, token);
- *   run      the leg's WR plan (wr_plan.h: coalesced, split at the links'
- *            max message size, striped over the paths past
+ *   run      the leg's WR plan (wr_plan.h: coalesced, split in pieces of
+ *            TRANSFER_PIECE or the links' max message size if smaller,
+ *            striped over the paths past
  *            TRANSFER_STRIPE_MIN) through each link's window (window.h:
  *            TRANSFER_SIGNAL_DIV-th WRs signalled and the last of a post);
  *   report   done(result) once, after every posted WR completed or was
@@ -74,10 +75,25 @@ struct transfer;
 #define TRANSFER_REMOTES_MAX 16U
 #define TRANSFER_LEGS_MAX 16U
 /* A batch of at least this many bytes stripes over several device pairs,
- * in pieces of TRANSFER_STRIPE_CHUNK; a smaller one goes on path 0, the
- * device nearest the memory. */
+ * in pieces of TRANSFER_PIECE; a smaller one goes on path 0, the device
+ * nearest the memory. */
 #define TRANSFER_STRIPE_MIN (4ULL << 20)
-#define TRANSFER_STRIPE_CHUNK (1U << 20)
+/*
+ * The largest WR a transfer posts, striped or not: a longer op is cut
+ * into pieces of this size (or the links' max message size, if smaller).
+ * RC allows 2 GiB per WR, but a long WR is a long time without a
+ * completion. Soft-RoCE resets a QP's retry counter only when a whole WR
+ * is acknowledged, and goes back to the lost packet on every loss: with
+ * its largest WRs, 8 MiB, a 512 MiB WRITE on one device pair between two
+ * emulated VMs on two busy cores did its first 64 MiB in 20-23 s, where
+ * 1 MiB WRs took 8 s; in CI, on slower cores, the 8 MiB WRs ran up their
+ * resends and failed the link (RETRY_EXC_ERR) after 80 s without a
+ * single op done. An op's bytes count for progress only when its last WR
+ * completes, too. At 1 MiB a WR lasts microseconds on hardware (the post
+ * rate, a WR per MiB, is nothing: perftest's bandwidth is flat from
+ * 64 KiB), and seven timeouts in a row mean a silent peer.
+ */
+#define TRANSFER_PIECE (1U << 20)
 /* One WR in each window / TRANSFER_SIGNAL_DIV is signalled (and the last
  * of each post): completions stay few, and the send queue frees in steps. */
 #define TRANSFER_SIGNAL_DIV 4U

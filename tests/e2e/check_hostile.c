@@ -1903,45 +1903,80 @@ static bool fds_at_baseline(void)
 	return daemon_fds() == base.daemon.fds + fds_extra;
 }
 
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The CPU time of this thread to unmap n bytes of fd it has touched, as
+ * the daemon must when a region it touched goes. */
+static long long unmap_touched_ns(int fd, size_t n)
+{
+	long long t;
+	char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	for (size_t off = 0; off < n; off += 4096)
+		p[off]++;
+	t = test_thread_cpu_ns(getpid(), gettid());
+	ck_assert_int_eq(munmap(p, n), 0);
+	return test_thread_cpu_ns(getpid(), gettid()) - t;
+}
+
 /*
  * Unregistering a region of hundreds of MiB that the daemon has touched
  * (here by a Copy onto it) costs the loop nothing: unmapping it drops every
- * page touched, 25 ms a GiB here, and runs on the pool. Measured as
- * the CPU time of the loop's thread, which a busy machine does not blur.
+ * page touched and runs on the pool. Measured as the CPU time of the
+ * loop's thread from the Unregisters until the regions are gone from the
+ * counts (their unmapping over), beside what the same unmapping costs
+ * this thread in the same run: the loop must spend less than half of it,
+ * as it would spend all of it, and more, if it unmapped. Not an absolute
+ * bound: on a virtual machine the kernel charges the loop for the TLB
+ * shootdowns the pool's unmapping sends it, and the host's page tables
+ * make everything slower (0.9 to 19 ms a round on the build machine, a
+ * microVM). The least of rounds of each: the machine's noise only adds.
  */
 START_TEST(test_unregister_large_does_not_stall)
 {
 	const size_t size = 256U << 20;
-	const int rounds = 4;
+	enum { rounds = 5 };
 	struct rdmamem_client *c = test_client(td.socket);
-	long long cpu;
+	long long cpu, anchor, per_round[rounds], anchors[rounds];
 	const char *why;
 	int mfd;
 
 	ck_assert_int_eq(rdmamem_memfd_create("u", size, &mfd, NULL), 0);
-	cpu = test_thread_cpu_ns(td.pid, td.pid);
 	for (int i = 0; i < rounds; i++) {
 		struct rdmamem_copy cp = { .length = size, .mode = RDMAMEM_LOCK_EXCLUSIVE };
 
 		ck_assert_int_eq(rdmamem_register(c, mfd, 0, 0, &cp.from_region), 0);
 		ck_assert_int_eq(rdmamem_register(c, mfd, 0, 0, &cp.to_region), 0);
 		ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+		cpu = test_thread_cpu_ns(td.pid, td.pid);
 		ck_assert_int_eq(rdmamem_unregister(c, cp.from_region), 0);
 		ck_assert_int_eq(rdmamem_unregister(c, cp.to_region), 0);
+		fds_extra = 1;
+		test_wait_until(fds_at_baseline, 60000, "the regions' fds closed");
+		fds_extra = 0;
+		per_round[i] = test_thread_cpu_ns(td.pid, td.pid) - cpu;
+		anchors[i] = 2 * unmap_touched_ns(mfd, size);
 	}
-	/* The last unmapping may still be running; the loop's share of it is
-	 * done by the time the regions are gone from the counts. */
-	fds_extra = 1;
-	test_wait_until(fds_at_baseline, 60000, "the regions' fds closed");
-	fds_extra = 0;
-	cpu = test_thread_cpu_ns(td.pid, td.pid) - cpu;
-	printf("large unregisters: the loop ran %.2f ms per round (2 regions of %zu MiB)\n",
-	       cpu / rounds / 1e6, size >> 20);
+	qsort(per_round, rounds, sizeof(per_round[0]), cmp_ll);
+	qsort(anchors, rounds, sizeof(anchors[0]), cmp_ll);
+	cpu = per_round[0];
+	anchor = anchors[0];
+	printf("large unregisters: the loop ran %.2f ms per round (least; median %.2f, most "
+	       "%.2f; 2 regions of %zu MiB); unmapping them here: %.2f ms; ratio %.2f\n",
+	       cpu / 1e6, per_round[rounds / 2] / 1e6, per_round[rounds - 1] / 1e6, size >> 20,
+	       anchor / 1e6, (double)cpu / (double)anchor);
 	if (!test_timing_is_real(&why))
 		printf("SKIP the loop time bound: %s\n", why);
 	else
-		ck_assert_msg(cpu / rounds < 5000000, "the loop ran %.2f ms per round",
-			      cpu / rounds / 1e6);
+		ck_assert_msg(cpu < anchor / 2,
+			      "the loop ran %.2f ms per round, unmapping the regions takes %.2f ms",
+			      cpu / 1e6, anchor / 1e6);
 	close(mfd);
 	rdmamem_client_close(c);
 }
@@ -2035,9 +2070,9 @@ START_TEST(test_transfer_batches_do_not_stall)
 	struct rdmamem_client *c = test_client(td.socket);
 	struct ranges_item *r = calloc(BATCH_RANGES, sizeof(*r));
 	struct batch_attack a = { .fd = -EBADF };
-	const int calls = 10;
+	enum { calls = 11 };
+	long long cpu, per_call[calls];
 	const char *why;
-	long long cpu;
 
 	ck_assert_ptr_nonnull(r);
 	batch_target(c, &a);
@@ -2048,13 +2083,20 @@ START_TEST(test_transfer_batches_do_not_stall)
 	ck_assert_ptr_nonnull(a.text);
 	ranges_encode(r, BATCH_RANGES, a.text);
 
-	/* The memfd form: the loop's CPU time per call. */
+	/* The memfd form: the loop's CPU time per call, the least of calls
+	 * (a virtual machine's CPU time has spikes that are not the loop's:
+	 * noise only adds). */
 	ck_assert_int_eq(batch_call(c, &a, false), 0);
-	cpu = test_thread_cpu_ns(td.pid, td.pid);
-	for (int i = 0; i < calls; i++)
+	for (int i = 0; i < calls; i++) {
+		cpu = test_thread_cpu_ns(td.pid, td.pid);
 		ck_assert_int_eq(batch_call(c, &a, false), 0);
-	cpu = (test_thread_cpu_ns(td.pid, td.pid) - cpu) / calls;
-	printf("100,000-range batches in a memfd: the loop ran %.3f ms a call\n", cpu / 1e6);
+		per_call[i] = test_thread_cpu_ns(td.pid, td.pid) - cpu;
+	}
+	qsort(per_call, calls, sizeof(per_call[0]), cmp_ll);
+	cpu = per_call[0];
+	printf("100,000-range batches in a memfd: the loop ran %.3f ms a call (least; median "
+	       "%.3f, most %.3f)\n",
+	       cpu / 1e6, per_call[calls / 2] / 1e6, per_call[calls - 1] / 1e6);
 	fflush(stdout);
 	if (!test_timing_is_real(&why))
 		printf("SKIP the loop time bound: %s\n", why);
