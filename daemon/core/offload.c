@@ -71,63 +71,40 @@ void offload_submit(struct offload *o, struct offload_job *j)
 	offload_enqueue(o, j, false);
 }
 
-/* Memory given back on the pool: a tree, a large array. */
-struct deferred_free {
+struct json_delete {
 	struct offload_job job;
-	void (*free)(void *p);
-	void *p;
+	cJSON *root;
 	struct budget_charge charge;
 };
 
-static void deferred_free_run(struct offload_job *j)
+static void json_delete_run(struct offload_job *j)
 {
-	struct deferred_free *df = container_of(j, struct deferred_free, job);
+	struct json_delete *jd = container_of(j, struct json_delete, job);
 
-	df->free(df->p);
+	cJSON_Delete(jd->root);
 }
 
-static void deferred_free_done(struct offload_job *j)
+static void json_delete_done(struct offload_job *j)
 {
-	struct deferred_free *df = container_of(j, struct deferred_free, job);
+	struct json_delete *jd = container_of(j, struct json_delete, job);
 
-	budget_charge_release(&df->charge);
-	free(df);
-}
-
-static void deferred_free(struct offload *o, void (*fn)(void *p), void *p,
-			  struct budget_charge *charge)
-{
-	struct deferred_free *df = p ? calloc(1, sizeof(*df)) : NULL;
-
-	if (!df) {
-		if (p)
-			fn(p);
-		if (charge)
-			budget_charge_release(charge);
-		return;
-	}
-	df->free = fn;
-	df->p = p;
-	if (charge) {
-		df->charge = *charge;
-		*charge = (struct budget_charge){};
-	}
-	df->job.run = deferred_free_run;
-	df->job.done = deferred_free_done;
-	offload_enqueue(o, &df->job, true);
-}
-
-static void json_delete(void *p)
-{
-	cJSON_Delete(p);
+	budget_charge_release(&jd->charge);
+	free(jd);
 }
 
 void offload_json_delete(struct offload *o, cJSON *root, struct budget_charge *charge)
 {
-	deferred_free(o, json_delete, root, charge);
-}
+	struct json_delete *jd = root ? calloc(1, sizeof(*jd)) : NULL;
 
-void offload_free(struct offload *o, void *p)
-{
-	deferred_free(o, free, p, NULL);
+	if (!jd) {
+		cJSON_Delete(root);
+		budget_charge_release(charge);
+		return;
+	}
+	jd->root = root;
+	jd->charge = *charge;
+	*charge = (struct budget_charge){};
+	jd->job.run = json_delete_run;
+	jd->job.done = json_delete_done;
+	offload_enqueue(o, &jd->job, true);
 }

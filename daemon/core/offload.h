@@ -50,8 +50,5 @@ struct budget_charge;
  * the input bytes charge counts for it (taken; may be empty). Frees go before
  * every job that waits: they give memory back, the others take more. */
 void offload_json_delete(struct offload *o, cJSON *root, struct budget_charge *charge);
-/* Frees p (malloc's) on the pool, first like a tree: an array of megabytes
- * is as many pages to unmap, which is O(size) work the loop should not do. */
-void offload_free(struct offload *o, void *p);
 
 #endif

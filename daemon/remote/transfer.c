@@ -1182,10 +1182,7 @@ void transfer_free(struct transfer *t)
 		if (leg->started)
 			window_batch_fini(&leg->batch);
 		wr_plan_done(&leg->plan);
-		if (leg->n_ops > TRANSFER_INLINE_OPS && t->ctx->core->offload)
-			offload_free(t->ctx->core->offload, leg->ops);
-		else
-			free(leg->ops);
+		free(leg->ops);
 		free(leg->keys);
 		/* After done: nothing of ours is in flight on them. */
 		for (size_t k = 0; leg->mregs && k < (size_t)leg->n_regions * leg->n_paths; k++)
