@@ -161,6 +161,7 @@ int rdmamem__client_fail(struct rdmamem_client *c, int r)
 		return r;
 	c->dead = r;
 	c->dead_message = rdmamem__connection_error(c, r);
+	c->dead_untold = list_empty(&c->calls);
 	/* Each pending call hears it once, in order; a callback that queues
 	 * a call meanwhile gets -ENOTCONN. */
 	while (!list_empty(&c->calls)) {
@@ -184,6 +185,11 @@ int rdmamem__call_start(struct rdmamem_client *c, const char *method, const cJSO
 	    (flags & ~(RDMAMEM_CALL_MORE | RDMAMEM_CALL_ONEWAY)) ||
 	    !(flags & RDMAMEM_CALL_ONEWAY) != !!fn)
 		return -EINVAL;
+	if (c->dead && c->dead_untold) {
+		c->dead_untold = false;
+		rdmamem__set_error(c, NULL, "%s", c->dead_message ?: "the connection ended");
+		return c->dead;
+	}
 	if (c->dead) {
 		rdmamem__set_error(c, NULL,
 				   "the connection is broken by an earlier failure; reconnect");

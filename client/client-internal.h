@@ -29,8 +29,12 @@ struct rdmamem_client {
 	int timeout_ms;
 	/* 0 while the connection is in step with the daemon; else the
 	 * -errno that ended it (every call then gets -ENOTCONN) and
-	 * dead_message, the line that said why. */
+	 * dead_message, the line that said why. dead_untold: no call has
+	 * failed with it (it ended while none was pending, or right after
+	 * the last one's answer): the next call gets dead and its line
+	 * instead, so that the first failure says what happened. */
 	int dead;
+	bool dead_untold;
 	char *dead_message;
 	/*
 	 * Calls sent or to send, in the order they go out, which is the order

@@ -519,6 +519,41 @@ START_TEST(test_daemon_killed)
 END_TEST
 
 /*
+ * The daemon dies after answering the last call: process() reads the end of
+ * the stream with no call pending (as a blocking call can read a success
+ * and the end in one go), so no call failed with it. The next call says what happened (the daemon closed the
+ * connection); the ones after it that the connection is broken.
+ */
+START_TEST(test_daemon_killed_between_calls)
+{
+	struct test_daemon d;
+	struct rdmamem_client *c;
+	int status;
+
+	seen_reset();
+	test_daemon_start(&d, NULL);
+	c = test_client(d.socket);
+	call(c, "io.rdmamemd.Ping", NULL, "ping", NULL);
+	ck_assert_int_ge(run_until(&c, 1, 1, 10000), 0);
+	ck_assert_uint_eq(n_seen, 1);
+	ck_assert_int_eq(seen[0].error, 0);
+	kill(d.pid, SIGKILL);
+	waitpid(d.pid, &status, 0);
+	ck_assert_int_eq(rdmamem_client_process(c), -ECONNRESET);
+	ck_assert_uint_eq(n_seen, 1);
+	ck_assert_int_eq(rdmamem_ping(c), -ECONNRESET);
+	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "closed the connection"));
+	ck_assert_int_eq(rdmamem_ping(c), -ENOTCONN);
+	seen_reset();
+	rdmamem_client_close(c);
+	close(d.notify_fd);
+	unlink(d.socket);
+	unlink(d.notify);
+	rmdir(d.dir);
+}
+END_TEST
+
+/*
  * A scripted Varlink server on its own thread, for what the daemon does
  * not send: a "test.Stream" call with "more" gets three continuing
  * replies, a memfd holding "fd" on the second, and a last; any other call
@@ -748,6 +783,7 @@ Suite *async_suite(void)
 
 	tc = tcase_create("alone");
 	tcase_add_test(tc, test_daemon_killed);
+	tcase_add_test(tc, test_daemon_killed_between_calls);
 	tcase_add_test(tc, test_stream_and_fds_received);
 	tcase_add_test(tc, test_cancel_stream_in_callback);
 	suite_add_tcase(s, tc);
