@@ -228,13 +228,22 @@ static void describe_threads(pid_t pid, char *buf, size_t size)
 	closedir(d);
 }
 
-static int wait_exit(pid_t pid, int timeout_ms)
+/* Waits for pid to exit; meanwhile reads what it says on notify_fd (if
+ * >= 0), as systemd would: a daemon whose notifications are not read
+ * blocks in sd_notify() once the socket's queue is full. */
+static int wait_exit(pid_t pid, int timeout_ms, int notify_fd)
 {
 	long long deadline = mono_msec() + timeout_ms;
+	char discard[4096];
 	int status;
 
 	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
+		pid_t r;
+
+		while (notify_fd >= 0 &&
+		       recv(notify_fd, discard, sizeof(discard), MSG_DONTWAIT) > 0)
+			;
+		r = waitpid(pid, &status, WNOHANG);
 
 		if (r == pid)
 			return status;
@@ -257,7 +266,7 @@ void test_daemon_wait_exit(struct test_daemon *td, bool keep_socket)
 	struct stat st;
 	int status;
 
-	status = wait_exit(td->pid, STOP_TIMEOUT_MS);
+	status = wait_exit(td->pid, STOP_TIMEOUT_MS, td->notify_fd);
 	ck_assert_msg(status >= 0, "daemon did not exit");
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 		      "daemon exit status 0x%x, expected a clean exit", status);
@@ -609,7 +618,7 @@ int test_run(const char *const *argv, char **ret_out, char **ret_err)
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	status = wait_exit(pid, 60000);
+	status = wait_exit(pid, 60000, -1);
 
 	lseek(out, 0, SEEK_SET);
 	lseek(err, 0, SEEK_SET);
@@ -642,7 +651,7 @@ pid_t test_spawn(const char *const *argv, int *ret_stdout)
 
 int test_wait(pid_t pid, int timeout_ms)
 {
-	int status = wait_exit(pid, timeout_ms);
+	int status = wait_exit(pid, timeout_ms, -1);
 
 	if (status < 0 || !WIFEXITED(status))
 		return -1;
