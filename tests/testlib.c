@@ -831,58 +831,23 @@ int test_become_other_uid(void)
 	return 0;
 }
 
-static long long mono_usec(void);
-
-/* The anchor's attacker: as long as the attack took, CPU work of its own
- * and no call to the daemon. */
-static int burn_cpu(const char *socket, void *arg)
-{
-	long long end = mono_usec() + *(const long long *)arg;
-	volatile unsigned x = 0;
-
-	(void)socket;
-	while (mono_usec() < end)
-		for (unsigned i = 0; i < 10000; i++)
-			x += i;
-	return 0;
-}
-
-/*
- * The bound is TEST_BYSTANDER_P99_US, or, on a machine whose own noise is
- * larger, TEST_BYSTANDER_NOISE_X times the p99 a bystander sees in the same
- * run while a process burns CPU at the attacker's priority for as long as
- * the attack took (the anchor, measured only when the bound is missed): a
- * microVM's host can hold a vCPU for tens of ms, which is not the loop's
- * stall, while a message handled on the loop stalls it for as long as the
- * message is large.
- */
 void test_assert_bystander_p99(const char *what, const char *socket,
 			       int (*attacker)(const char *socket, void *arg), void *arg)
 {
 	const char *why;
 	bool real = test_timing_is_real(&why);
-	long p99 = 0, anchor;
-	long long took = 0;
+	long p99 = 0;
 
 	for (int attempt = 0; attempt < (real ? 3 : 1); attempt++) {
-		took = mono_usec();
 		p99 = test_bystander_p99_us(socket, attacker, arg);
-		took = mono_usec() - took;
-		if (p99 < TEST_BYSTANDER_P99_US)
+		if (p99 < 10000)
 			break;
 	}
 	if (!real) {
 		printf("%s: SKIP the p99 bound: %s (p99 %ld us)\n", what, why, p99);
 		return;
 	}
-	if (p99 < TEST_BYSTANDER_P99_US)
-		return;
-	anchor = test_bystander_p99_us(socket, burn_cpu, &took);
-	printf("%s: p99 %ld us; with a CPU burner instead: %ld us (ratio %.2f)\n", what, p99,
-	       anchor, (double)p99 / (double)(anchor ?: 1));
-	ck_assert_msg(p99 < TEST_BYSTANDER_NOISE_X * anchor,
-		      "%s: a bystander's Ping p99 was %ld us, %ld us with a CPU burner instead",
-		      what, p99, anchor);
+	ck_assert_msg(p99 < 10000, "%s: a bystander's Ping p99 was %ld us", what, p99);
 }
 
 static long long mono_usec(void)

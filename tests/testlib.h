@@ -150,10 +150,6 @@ char *test_read_line(int fd, int timeout_ms);
  */
 #define TEST_BYSTANDER_INTERVAL_US 2000
 #define TEST_BYSTANDER_MIN_PINGS 300
-/* test_assert_bystander_p99()'s bound (testlib.c says how the machine's
- * noise is allowed for). */
-#define TEST_BYSTANDER_P99_US 10000
-#define TEST_BYSTANDER_NOISE_X 3
 long test_bystander_p99_us(const char *socket, int (*attacker)(const char *socket, void *arg),
 			   void *arg);
 

@@ -521,8 +521,9 @@ END_TEST
 /*
  * The daemon dies after answering the last call: process() reads the end of
  * the stream with no call pending (as a blocking call can read a success
- * and the end in one go), so no call failed with it. The next call says what happened (the daemon closed the
- * connection); the ones after it that the connection is broken.
+ * and the end in one go), so no call failed with it. The next call says
+ * what happened (the daemon closed the connection); the ones after it that
+ * the connection is broken.
  */
 START_TEST(test_daemon_killed_between_calls)
 {

@@ -1067,6 +1067,9 @@ static void new_links(struct local *l, uint64_t after, struct link_sums *ret)
 	cJSON_Delete(j);
 }
 
+/* The WRs an op of n bytes is posted as on one pair. */
+#define PIECES(n) (((n) + TRANSFER_PIECE - 1) / TRANSFER_PIECE)
+
 /*
  * With links up, ListLinks and `rdmamemctl peers --json` on A show each
  * link to B (endpoint, device, state) with the bytes and ops each way that
@@ -1074,9 +1077,6 @@ static void new_links(struct local *l, uint64_t after, struct link_sums *ret)
  * owner revokes its token, the links' errors stay counted in GetStats
  * though the failed links are gone.
  */
-/* The WRs an op of n bytes is posted as on one pair. */
-#define PIECES(n) (((n) + TRANSFER_PIECE - 1) / TRANSFER_PIECE)
-
 START_TEST(test_transfer_visibility)
 {
 	static const size_t rlen = (3 << 20) + 5, wlen = (1 << 20) + 7, size = 4 << 20;
