@@ -11,8 +11,14 @@
 #define FRAME_READ_MIN (FRAME_BUFFER_INITIAL / 2)
 /* And at most this much: the bytes one read brings past a terminator are
  * what compaction and frame_reader_detach() move, and what one read costs
- * the caller's thread, so they stay small whatever the socket holds. */
-#define FRAME_READ_MAX (256U * 1024U)
+ * the caller's thread, so they stay small whatever the socket holds. A read
+ * into a buffer that has just grown faults in every page it fills, and a
+ * daemon serves every other connection between two reads: at 256 KiB a
+ * read cost the loop 1 ms on the build machine (a VM whose page faults take
+ * some 11 us), and a bystander's Pings queued behind a stream of 16 MiB
+ * messages (p99 16-22 ms); at 64 KiB, 2-6 ms. A large message costs a few
+ * more loop turns, which its parsing on the pool outlasts. */
+#define FRAME_READ_MAX (64U * 1024U)
 
 void frame_reader_init(struct frame_reader *fr, size_t max_body)
 {
