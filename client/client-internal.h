@@ -20,6 +20,13 @@ struct rdmamem__in_fd {
 	int fd;
 };
 
+/* The connection's staging region for Read and Write (staging.h). */
+struct rdmamem__staging {
+	void *map;       /* STAGING_SIZE bytes, shared with the daemon; NULL: none yet */
+	uint64_t region; /* its region, while map is set */
+	bool refused;    /* the daemon would not take it: base64 from now on */
+};
+
 /*
  * One connection. Everything here belongs to the one thread that uses the
  * client at a time (rdmamem.h); nothing is locked.
@@ -56,6 +63,7 @@ struct rdmamem_client {
 	char *path;
 	char *error_name;
 	char *error_message;
+	struct rdmamem__staging staging; /* for Read and Write: staging.c */
 };
 
 /* What the library's own reply callbacks see: the parsed message. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "client-internal.h"
+#include "staging.h"
 #include "proto/errors.h"
 #include "proto/frame.h"
 #include "proto/json.h"
@@ -148,6 +149,7 @@ _public_ struct rdmamem_client *rdmamem_client_close(struct rdmamem_client *c)
 	/* Pending calls end without a word: their callbacks are not run
 	 * (the caller closes; nobody is left to tell). */
 	rdmamem__drop_calls(c);
+	rdmamem__staging_done(c);
 	safe_close(c->fd);
 	free(c->in_fds);
 	frame_reader_done(&c->in);

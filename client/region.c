@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client-internal.h"
+#include "staging.h"
 #include "proto/base64.h"
 #include "proto/hex.h"
 #include "proto/json.h"
@@ -172,18 +173,60 @@ static int write_chunk(struct rdmamem_client *c, uint64_t region, uint64_t offse
 }
 
 /*
- * Runs a transfer in chunks. A transfer of several chunks without a lease
- * takes one for its duration, so that nobody sees or makes half of it.
+ * One chunk through the staging region: a Copy out of it after the bytes
+ * went in (write), or into it before they come out (read). The staging end
+ * takes its own lock, exclusive: nobody else knows it.
+ */
+static int staged_chunk(struct rdmamem_client *c, const struct rdmamem__staging *s, uint64_t region,
+			uint64_t offset, char *buf, size_t length, bool write,
+			enum rdmamem_lock_mode mode, uint64_t lease)
+{
+	struct rdmamem_copy cp = { .length = length, .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	int r;
+
+	if (write) {
+		memcpy(s->map, buf, length);
+		cp.from_region = s->region;
+		cp.to_region = region;
+		cp.to_offset = offset;
+		cp.to_lease = lease;
+		cp.mode = mode;
+		return rdmamem_copy(c, &cp);
+	}
+	cp.from_region = region;
+	cp.from_offset = offset;
+	cp.from_lease = lease;
+	cp.to_region = s->region;
+	r = rdmamem_copy(c, &cp);
+	if (r >= 0)
+		memcpy(buf, s->map, length);
+	return r;
+}
+
+/*
+ * Runs a transfer in chunks: through the staging region from STAGING_MIN
+ * bytes on when the daemon took one, else as base64. A transfer of several
+ * chunks without a lease takes one for its duration, so that nobody sees
+ * or makes half of it.
  */
 static int chunked(struct rdmamem_client *c, uint64_t region, uint64_t offset, char *buf,
 		   size_t length, bool write, enum rdmamem_lock_mode mode, uint64_t lease)
 {
 	size_t chunk = write ? CHUNK_WRITE : CHUNK_READ, done = 0;
+	struct rdmamem__staging *staging = NULL;
 	uint64_t own = 0;
 	int r = 0, q;
 
 	if (!c || (length && !buf) || !mode_is_valid(mode) || offset + length < offset)
 		return -EINVAL;
+	if (length >= STAGING_MIN) {
+		r = rdmamem__staging_get(c, &staging);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			chunk = STAGING_SIZE;
+		r = 0;
+	}
 	if (length > chunk && !lease) {
 		r = rdmamem_lock(c, region, write ? mode : RDMAMEM_LOCK_SHARED, -1, &own);
 		if (r < 0)
@@ -193,8 +236,13 @@ static int chunked(struct rdmamem_client *c, uint64_t region, uint64_t offset, c
 	while (r >= 0 && (done < length || length == 0)) {
 		size_t n = MIN(chunk, length - done);
 
-		r = write ? write_chunk(c, region, offset + done, buf + done, n, mode, lease) :
-			    read_chunk(c, region, offset + done, buf + done, n, lease);
+		if (staging)
+			r = staged_chunk(c, staging, region, offset + done, buf + done, n, write,
+					 mode, lease);
+		else if (write)
+			r = write_chunk(c, region, offset + done, buf + done, n, mode, lease);
+		else
+			r = read_chunk(c, region, offset + done, buf + done, n, lease);
 		done += n;
 		if (length == 0)
 			break;

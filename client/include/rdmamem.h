@@ -280,9 +280,11 @@ int rdmamem_unregister(struct rdmamem_client *client, uint64_t region);
  * Reads length bytes at offset of region into buf, or writes them from buf.
  * lease: 0, or a lease of this connection on the region to work under.
  * Without a lease the daemon takes the lock itself (shared for reads, mode
- * for writes: RDMAMEM_LOCK_EXCLUSIVE or RDMAMEM_LOCK_DISJOINT). Transfers
- * larger than one call carries are split; without a lease the library then
- * takes one for the whole transfer, so it stays atomic.
+ * for writes: RDMAMEM_LOCK_EXCLUSIVE or RDMAMEM_LOCK_DISJOINT). From 4 KiB
+ * on the bytes go through the connection's staging region, which the first
+ * such call registers (rdmamem(3)); a daemon that refuses it gets them as
+ * base64. Transfers larger than one call carries are split; without a lease
+ * the library then takes one for the whole transfer, so it stays atomic.
  */
 int rdmamem_read(struct rdmamem_client *client, uint64_t region, uint64_t offset, void *buf,
 		 size_t length, uint64_t lease);
