@@ -17,7 +17,6 @@
  * bytes as base64, as before.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -28,7 +27,6 @@ int rdmamem__staging_get(struct rdmamem_client *c, struct rdmamem__staging **ret
 {
 	struct rdmamem__staging *s = &c->staging;
 	_cleanup_close_ int fd = -EBADF;
-	char *name = NULL, *message = NULL;
 	void *map;
 	int r;
 
@@ -50,9 +48,7 @@ int rdmamem__staging_get(struct rdmamem_client *c, struct rdmamem__staging **ret
 		 * caller's failure; a refusal only means "not this way". */
 		if (c->dead || r == -ETIMEDOUT)
 			return r;
-		rdmamem__take_error(c, &name, &message);
-		free(name);
-		free(message);
+		rdmamem__set_error(c, NULL, NULL);
 		s->refused = true;
 		return 0;
 	}
