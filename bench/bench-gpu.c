@@ -293,7 +293,11 @@ static void bench_ipc_import(struct rdmamem_client *c)
 
 int main(int argc, char **argv)
 {
-	const char *extra[] = { "--max-pinned-bytes-per-uid", "17179869184", NULL };
+	/* RDMAMEM_BENCH_DAEMON_DEBUG=1: the daemon logs where each import's
+	 * and each copy's time goes (debug level, on this stderr). */
+	const char *extra[] = { "--max-pinned-bytes-per-uid", "17179869184",
+				getenv("RDMAMEM_BENCH_DAEMON_DEBUG") ? "--log-level" : NULL,
+				"debug", NULL };
 	CUmemGenericAllocationHandle h;
 	struct rdmamem_client *c = NULL;
 	CUcontext ctx;

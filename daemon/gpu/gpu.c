@@ -26,12 +26,25 @@ struct gpu_import {
 	struct gpu_ipc *ipc;   /* GPU_MEMORY_IPC: the open it waits for */
 	struct list_head link; /* in ipc->waiters */
 	uv_work_t work;
+	struct gpu_job_clock clock;
 	int err;
 	bool driver_loaded;
 	const char *error_name;
 	char error[512];
 	char pci[32];
 };
+
+/* Loop: what an import's pool job spent where, at debug level. */
+static void job_clock_log(const char *what, const struct gpu_job_clock *c)
+{
+	uint64_t now = uv_hrtime();
+
+	log_debug("%s took %.1f us: %.1f us waiting for a pool thread, %.1f us in the driver's "
+		  "import, %.1f us asking the device, %.1f us back to the loop",
+		  what, (double)(now - c->queued) / 1e3, (double)(c->started - c->queued) / 1e3,
+		  (double)(c->imported - c->started) / 1e3, (double)(c->ended - c->imported) / 1e3,
+		  (double)(now - c->ended) / 1e3);
+}
 
 /* The per-GPU counts: a published region counts on its GPU until its
  * owner lets go (the hook's revoke). */
@@ -234,6 +247,7 @@ static void on_vmm_work(uv_work_t *w)
 	struct gpu_region *g = gpu_region_of(job->reg);
 	int r;
 
+	job->clock.started = uv_hrtime();
 	r = load_driver(job->error, sizeof(job->error), &job->error_name);
 	if (r < 0) {
 		job->err = r;
@@ -241,6 +255,7 @@ static void on_vmm_work(uv_work_t *w)
 	}
 	job->driver_loaded = true;
 	r = cu_vmm_import(job->p.fds, job->p.n_fds, job->p.alloc_size, &g->vmm);
+	job->clock.imported = uv_hrtime();
 	if (r < 0) {
 		job_fail_pool(job, r, "cannot import the VMM allocation");
 		return;
@@ -248,6 +263,7 @@ static void on_vmm_work(uv_work_t *w)
 	if (cu_device_info(g->vmm.device, &info) == 0)
 		snprintf(job->pci, sizeof(job->pci), "%s", info.pci_bus_id);
 	measure_bandwidth_once(g->vmm.device);
+	job->clock.ended = uv_hrtime();
 }
 
 static void on_vmm_done(uv_work_t *w, int status)
@@ -270,6 +286,7 @@ static void on_vmm_done(uv_work_t *w, int status)
 	reg->dptr = gpu_region_of(reg)->vmm.dptr + job->p.offset;
 	reg->gpu = gpu_region_of(reg)->vmm.device;
 	snprintf(reg->pci_bus_id, sizeof(reg->pci_bus_id), "%s", job->pci);
+	job_clock_log("A VMM import", &job->clock);
 	job->reg = NULL;
 	job_finish(job, reg);
 	job_free(job);
@@ -317,6 +334,7 @@ static void on_ipc_open(uv_work_t *w)
 	struct cu_device_info info;
 	int r;
 
+	ipc->clock.started = uv_hrtime();
 	r = load_driver(ipc->error, sizeof(ipc->error), &ipc->error_name);
 	if (r < 0) {
 		ipc->err = r;
@@ -324,6 +342,7 @@ static void on_ipc_open(uv_work_t *w)
 	}
 	ipc->driver_loaded = true;
 	r = cu_ipc_open(ipc->handle, ipc->ordinal, &ipc->map);
+	ipc->clock.imported = uv_hrtime();
 	if (r < 0) {
 		ipc->err = r;
 		ipc->error_name = RDMAMEM_ERROR_CUDA;
@@ -334,6 +353,7 @@ static void on_ipc_open(uv_work_t *w)
 	if (cu_device_info(ipc->map.device, &info) == 0)
 		snprintf(ipc->pci_bus_id, sizeof(ipc->pci_bus_id), "%s", info.pci_bus_id);
 	measure_bandwidth_once(ipc->map.device);
+	ipc->clock.ended = uv_hrtime();
 }
 
 static void on_ipc_close(uv_work_t *w)
@@ -373,8 +393,10 @@ static void on_ipc_opened(uv_work_t *w, int status)
 
 	(void)status;
 	g->cuda_loaded = g->cuda_loaded || ipc->driver_loaded;
-	if (ipc->err == 0)
+	if (ipc->err == 0) {
 		ipc->state = GPU_IPC_OPEN;
+		job_clock_log("An IPC open", &ipc->clock);
+	}
 	list_for_each_entry_safe(job, n, &ipc->waiters, link) {
 		list_del(&job->link);
 		if (ipc->err < 0)
@@ -401,6 +423,7 @@ static void ipc_start_open(struct gpu_ipc *ipc)
 	ipc->err = 0;
 	ipc->error_name = NULL;
 	memset(&ipc->map, 0, sizeof(ipc->map));
+	ipc->clock.queued = uv_hrtime();
 	r = uv_queue_work(ipc->gpu->loop, &ipc->work, on_ipc_open, on_ipc_opened);
 	if (r < 0) {
 		ipc->err = -ENOMEM;
@@ -471,6 +494,7 @@ int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import
 			return r;
 		}
 		job->reg->access = p->access;
+		job->clock.queued = uv_hrtime();
 		r = uv_queue_work(g->loop, &job->work, on_vmm_work, on_vmm_done);
 		if (r < 0) {
 			job_free(job);

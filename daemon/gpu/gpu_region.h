@@ -24,6 +24,15 @@ enum gpu_ipc_state {
 };
 
 /*
+ * When a pool job for an import was queued, started, returned from the
+ * driver's import and ended (uv_hrtime(), ns), and when the loop heard of
+ * it: where an import's time goes, in the debug log (gpu.c).
+ */
+struct gpu_job_clock {
+	uint64_t queued, started, imported, ended;
+};
+
+/*
  * A legacy IPC handle's open: one per allocation, shared by the regions
  * over it (the driver maps an IPC allocation once per process). Loop only.
  */
@@ -38,6 +47,7 @@ struct gpu_ipc {
 	unsigned n_ref;           /* regions over it */
 	struct list_head waiters; /* imports waiting for the open */
 	uv_work_t work;
+	struct gpu_job_clock clock;
 	int err;
 	bool driver_loaded;
 	const char *error_name;

@@ -232,6 +232,16 @@ static void xfer_release_locks(struct xfer *x)
 
 static void xfer_complete(struct xfer *x)
 {
+	if (x->on_pool && xfer_touches_gpu(x)) {
+		uint64_t now = uv_hrtime();
+
+		log_debug("A GPU transfer of %" PRIu64 " bytes took %.1f us on the pool: %.1f us "
+			  "waiting for a thread, %.1f us copying, %.1f us back to the loop",
+			  x->length, (double)(now - x->clock_queued) / 1e3,
+			  (double)(x->clock_started - x->clock_queued) / 1e3,
+			  (double)(x->clock_ended - x->clock_started) / 1e3,
+			  (double)(now - x->clock_ended) / 1e3);
+	}
 	timeout_disarm(&xfer_registry(x)->timeouts, &x->timeout);
 	xfer_release_locks(x);
 	/* Every failure but a cancel is told to the client. */
@@ -248,8 +258,13 @@ static void xfer_complete(struct xfer *x)
 static void on_work(uv_work_t *w)
 {
 	struct xfer_part *part = w->data;
+	uint64_t started = uv_hrtime();
 
 	xfer_execute(part->x, part->begin, part->end);
+	if (part == &part->x->parts[0]) {
+		part->x->clock_started = started;
+		part->x->clock_ended = uv_hrtime();
+	}
 }
 
 static void on_work_done(uv_work_t *w, int status)
@@ -329,6 +344,7 @@ static void xfer_run(struct xfer *x)
 		x->parts[i].work.data = &x->parts[i];
 	}
 	x->n_parts = x->parts_left = n;
+	x->clock_queued = uv_hrtime();
 	for (unsigned i = 0; i < n; i++) {
 		uv_loop_t *loop = registry->core->loop;
 

@@ -111,6 +111,9 @@ struct xfer {
 	bool overlap;
 	int64_t delta;
 	bool on_pool;
+	/* When its first part was queued, started and ended (uv_hrtime(),
+	 * ns): where a GPU copy's time goes, at debug level. */
+	uint64_t clock_queued, clock_started, clock_ended;
 	int result;         /* of the byte moving: 0, -EINVAL bad base64 */
 	struct errinfo err; /* why it failed, when result < 0 */
 };
