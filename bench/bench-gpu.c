@@ -175,7 +175,8 @@ static double median(double *v, int n)
 static void bench_vmm_import(struct rdmamem_client *c)
 {
 	CUmemGenericAllocationHandle own;
-	double bare[ROUNDS], daemon[ROUNDS];
+	double bare[ROUNDS], daemon[ROUNDS], held_us[ROUNDS];
+	uint64_t held[ROUNDS];
 	int vfd;
 
 	vmm_alloc(2 << 20, &vfd, &own);
@@ -207,6 +208,19 @@ static void bench_vmm_import(struct rdmamem_client *c)
 		daemon[i] = (bench_now_ns() - t0) / 1e3;
 		rdmamem_unregister(c, id);
 	}
+	/* The same imports with no release of the previous one running beside
+	 * them in the daemon, as the bare loop has none in its timed part. */
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t t0 = bench_now_ns();
+
+		if (rdmamem_register_cuda_vmm(c, vfd, 2 << 20, 0, 0, &held[i]) < 0) {
+			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
+			exit(1);
+		}
+		held_us[i] = (bench_now_ns() - t0) / 1e3;
+	}
+	for (int i = 0; i < ROUNDS; i++)
+		rdmamem_unregister(c, held[i]);
 	printf("\n== Import latency (median of %d, microseconds), with another import keeping "
 	       "the GPU's primary context\n\n",
 	       ROUNDS);
@@ -214,6 +228,9 @@ static void bench_vmm_import(struct rdmamem_client *c)
 	       "rdmamemd Register", "ratio");
 	printf("%-10s %34.1f %24.1f %8.2f\n", "VMM fd", median(bare, ROUNDS),
 	       median(daemon, ROUNDS), median(daemon, ROUNDS) / median(bare, ROUNDS));
+	printf("%-10s %34.1f %24.1f %8.2f   (each import held: no release beside it)\n", "VMM fd",
+	       median(bare, ROUNDS), median(held_us, ROUNDS),
+	       median(held_us, ROUNDS) / median(bare, ROUNDS));
 }
 
 /*
@@ -288,6 +305,33 @@ static void bench_ipc_import(struct rdmamem_client *c)
 	}
 	printf("%-10s %34.1f %24.1f %8.2f\n", "IPC (open)", bare, median(daemon, ROUNDS),
 	       median(daemon, ROUNDS) / bare);
+	/* Handles of allocations of their own, each held: no close of the
+	 * previous open running beside (or before) the next in the daemon. */
+	{
+		CUdeviceptr q[ROUNDS];
+		uint64_t held[ROUNDS];
+
+		for (int i = 0; i < ROUNDS; i++) {
+			CUipcMemHandle hq;
+			uint64_t t0;
+
+			CU_OK(cu->cuMemAlloc(&q[i], 2 << 20));
+			CU_OK(cu->cuIpcGetMemHandle(&hq, q[i]));
+			t0 = bench_now_ns();
+			if (rdmamem_register_cuda_ipc(c, &hq, 0, 0, 0, &held[i]) < 0) {
+				fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
+				exit(1);
+			}
+			daemon[i] = (bench_now_ns() - t0) / 1e3;
+		}
+		printf("%-10s %34.1f %24.1f %8.2f   (a handle of its own each, held)\n",
+		       "IPC (open)", bare, median(daemon, ROUNDS), median(daemon, ROUNDS) / bare);
+		for (int i = 0; i < ROUNDS; i++)
+			rdmamem_unregister(c, held[i]);
+		usleep(20000);
+		for (int i = 0; i < ROUNDS; i++)
+			CU_OK(cu->cuMemFree(q[i]));
+	}
 	CU_OK(cu->cuMemFree(p));
 }
 

@@ -193,8 +193,11 @@ static int vmm_mr_source(struct region *r, struct region_mr_source *ret)
 
 static void vmm_release(struct region *r)
 {
+	uint64_t t0 = uv_hrtime();
 	int err = cu_vmm_release(&gpu_region_of(r)->vmm);
 
+	log_debug("Region %" PRIu64 ": its VMM mapping's release took %.1f us", r->id,
+		  (double)(uv_hrtime() - t0) / 1e3);
 	if (err < 0)
 		log_full_fields(LOG_WARNING, err, LOG_REGION(r), "Region %" PRIu64 ": %s", r->id,
 				cu_last_error());
