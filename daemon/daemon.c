@@ -13,6 +13,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon/core/account.h"
+#include "daemon/core/json_arena.h"
 #include "daemon/ipc/conn.h"
 #include "daemon/daemon.h"
 #include "daemon/rdma/device.h"
@@ -27,6 +28,9 @@
 #include "daemon/remote/transfer.h"
 
 #define DAEMON_TICK_MSEC 1000U
+/* Slots for small requests' trees (json_arena.h): 32 MiB of address space;
+ * past that many calls at once, requests parse on the heap. */
+#define DAEMON_JSON_SLOTS 4096U
 
 /* Sent from the tick, so a burst of connections costs one datagram. */
 static void daemon_send_status(struct daemon *d)
@@ -247,6 +251,11 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		return -ENOMEM;
 	}
 	d->core.start_msec = uv_now(d->core.loop);
+	/* Before any other thread uses cJSON; for the process's life (a test
+	 * or the fuzzer may make several daemons). */
+	r = json_arena_setup(DAEMON_JSON_SLOTS);
+	if (r < 0 && r != -EALREADY)
+		log_warning_errno(r, "Requests are parsed on the heap: no slots for them: %m");
 	offload_init(&d->offload, d->core.loop);
 
 	/* The subsystems, each with its own context; the session's drop hooks

@@ -12,6 +12,7 @@ int main(void)
 	/* tests/unit: in process, no daemon. */
 	sr = srunner_create(frame_suite());
 	srunner_add_suite(sr, json_suite());
+	srunner_add_suite(sr, json_arena_suite());
 	srunner_add_suite(sr, varlink_suite());
 	srunner_add_suite(sr, outq_suite());
 	srunner_add_suite(sr, conn_suite());

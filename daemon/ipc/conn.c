@@ -11,6 +11,7 @@
 #include "daemon/core/account.h"
 #include "daemon/ipc/conn.h"
 #include "daemon/core/core.h"
+#include "daemon/core/json_arena.h"
 #include "daemon/core/log.h"
 #include "daemon/core/offload.h"
 #include "proto/errors.h"
@@ -746,11 +747,17 @@ static void conn_handle_message(struct conn *c, const struct frame *f)
 		return;
 	}
 
+	/* The tree goes into a slot of its own (json_arena.h), given back
+	 * with it. */
+	m.slot = json_slot_take();
+	json_slot_enter(m.slot);
 	r = json_parse_bounded(f->data, f->len, JSON_VALUES_MAX, &m.root, &reason);
+	json_slot_leave();
 	if (r == 0)
 		r = varlink_call_parse(m.root, &m.vc, &reason);
 	if (r < 0) {
 		cJSON_Delete(m.root);
+		json_slot_give(m.slot);
 		close_many(fds, n_fds);
 		conn_protocol_error(c, RDMAMEM_ERROR_INVALID_MESSAGE, reason);
 		return;

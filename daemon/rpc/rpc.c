@@ -54,6 +54,7 @@ void rpc_message_done(struct rpc_ctx *ctx, struct rpc_message *m)
 		offload_json_delete(ctx->core->offload, m->root, &m->charge);
 	} else {
 		cJSON_Delete(m->root);
+		json_slot_give(m->slot);
 		budget_charge_release(&m->charge);
 	}
 	free(m->long_strings);
@@ -92,6 +93,7 @@ int rpc_call_new(const struct rpc_transport *transport, void *owner, struct sess
 	call->root = m->root;
 	call->vc = m->vc;
 	call->big = m->big;
+	call->slot = m->slot;
 	call->long_strings = m->long_strings;
 	call->n_long_strings = m->n_long_strings;
 	call->charge = m->charge;
@@ -140,6 +142,7 @@ struct rpc_call *rpc_call_free(struct rpc_call *call)
 	close_many(call->fds, call->n_fds);
 	rpc_message_done(call->ctx, &(struct rpc_message){ .root = call->root,
 							   .big = call->big,
+							   .slot = call->slot,
 							   .long_strings = call->long_strings,
 							   .charge = call->charge });
 	session_unref(call->session);

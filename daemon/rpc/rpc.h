@@ -37,6 +37,7 @@
 #include <cjson/cJSON.h>
 
 #include "daemon/core/budget.h"
+#include "daemon/core/json_arena.h"
 #include "proto/dispatch.h"
 #include "util/macro.h"
 #include "proto/varlink.h"
@@ -197,6 +198,7 @@ struct rpc_message {
 	cJSON *root;
 	struct varlink_call vc; /* points into root */
 	bool big;               /* from a large message: root is freed off the loop */
+	struct json_slot *slot; /* where root was parsed, given back after it */
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
 	struct budget_charge charge; /* a large message's bytes, until root is freed */
@@ -250,6 +252,7 @@ struct rpc_call {
 	cJSON *root;
 	struct varlink_call vc;
 	bool big; /* from a large message: root is freed off the loop */
+	struct json_slot *slot;
 	struct rpc_string *long_strings;
 	size_t n_long_strings;
 	struct budget_charge charge; /* the message's bytes, until root is freed */
