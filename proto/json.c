@@ -87,65 +87,99 @@ static size_t plain_run(const unsigned char *s, size_t i, size_t len)
 	return i - start;
 }
 
+/* What a byte means to check_text(), inside a string and outside one; 0:
+ * nothing, go on. */
+enum { IN_QUOTE = 1, IN_BACKSLASH, IN_HIGH };
+enum { OUT_QUOTE = 1, OUT_OPEN, OUT_CLOSE, OUT_COMMA, OUT_HIGH };
+
+static const uint8_t in_class[256] = {
+	['"'] = IN_QUOTE,
+	['\\'] = IN_BACKSLASH,
+	[0x80 ... 0xff] = IN_HIGH,
+};
+
+static const uint8_t out_class[256] = {
+	['"'] = OUT_QUOTE, ['{'] = OUT_OPEN,  ['['] = OUT_OPEN,           ['}'] = OUT_CLOSE,
+	[']'] = OUT_CLOSE, [','] = OUT_COMMA, [0x80 ... 0xff] = OUT_HIGH,
+};
+
 static int check_text(const char *text, size_t len, size_t max_values, const char **ret_reason)
 {
 	const unsigned char *s = (const unsigned char *)text;
 	bool in_string = false;
 	unsigned depth = 0;
-	size_t i = 0, n_values = 1;
+	size_t i = 0, n_values = 1, n;
 
 	while (i < len) {
-		unsigned char c = s[i];
-
-		if (c >= 0x80) {
-			size_t n = utf8_sequence(s + i, len - i);
-
-			if (n == 0) {
-				*ret_reason = "message is not valid UTF-8";
-				return -EILSEQ;
-			}
-			i += n;
-			continue;
-		}
 		if (in_string) {
 			i += plain_run(s, i, len);
 			/* Fewer than 8 plain bytes before the next quote,
 			 * backslash or byte past ASCII: one at a time. */
-			while (i < len && s[i] != '"' && s[i] != '\\' && s[i] < 0x80)
+			while (i < len && !in_class[s[i]])
 				i++;
-			if (i == len || s[i] >= 0x80)
-				continue;
-			c = s[i];
-			if (c == '"') {
+			if (i == len)
+				break;
+			switch (in_class[s[i]]) {
+			case IN_QUOTE:
 				in_string = false;
-			} else if (c == '\\' && i + 1 < len) {
-				uint32_t cp;
+				i++;
+				continue;
+			case IN_BACKSLASH:
+				if (i + 1 < len) {
+					uint32_t cp;
 
-				if (s[i + 1] == 'u' && i + 6 <= len &&
-				    hex4(text + i + 2, &cp) == 0 && cp == 0) {
-					*ret_reason = "strings may not contain NUL (\\u0000)";
-					return -EBADMSG;
+					if (s[i + 1] == 'u' && i + 6 <= len &&
+					    hex4(text + i + 2, &cp) == 0 && cp == 0) {
+						*ret_reason =
+							"strings may not contain NUL (\\u0000)";
+						return -EBADMSG;
+					}
+					i++;
 				}
 				i++;
+				continue;
+			default: /* IN_HIGH */
+				break;
 			}
-		} else if (c == '"') {
-			in_string = true;
-		} else if (c == '{' || c == '[') {
-			if (++depth > JSON_DEPTH_MAX) {
-				*ret_reason = "message nests objects and arrays too deeply";
-				return -ELOOP;
+		} else {
+			while (i < len && !out_class[s[i]])
+				i++;
+			if (i == len)
+				break;
+			switch (out_class[s[i]]) {
+			case OUT_QUOTE:
+				in_string = true;
+				i++;
+				continue;
+			case OUT_OPEN:
+				if (++depth > JSON_DEPTH_MAX) {
+					*ret_reason = "message nests objects and arrays too deeply";
+					return -ELOOP;
+				}
+				/* fallthrough */
+			case OUT_COMMA:
+				if (++n_values > max_values) {
+					*ret_reason = "message holds too many values";
+					return -E2BIG;
+				}
+				i++;
+				continue;
+			case OUT_CLOSE:
+				if (depth > 0)
+					depth--;
+				i++;
+				continue;
+			default: /* OUT_HIGH */
+				break;
 			}
-			n_values++;
-		} else if ((c == '}' || c == ']') && depth > 0) {
-			depth--;
-		} else if (c == ',') {
-			n_values++;
 		}
-		i++;
-		if (n_values > max_values) {
-			*ret_reason = "message holds too many values";
-			return -E2BIG;
+		/* A byte past ASCII, in a string or not: a whole UTF-8 sequence. */
+		n = utf8_sequence(s + i, len - i);
+		if (n == 0) {
+			*ret_reason = "message is not valid UTF-8";
+			return -EILSEQ;
 		}
+		i += n;
 	}
 	return 0;
 }
