@@ -306,10 +306,16 @@ int json_to_u64(const cJSON *item, uint64_t *ret)
 
 int json_add_u64(cJSON *obj, const char *name, uint64_t value)
 {
-	char buf[24];
+	char buf[24], *p = buf + sizeof(buf);
 
-	snprintf(buf, sizeof(buf), "%" PRIu64, value);
-	return json_add_string(obj, name, buf);
+	/* Digits from the back: snprintf() was half of this call's cost, and
+	 * every call carries several ids. */
+	*--p = '\0';
+	do {
+		*--p = (char)('0' + value % 10);
+		value /= 10;
+	} while (value);
+	return json_add_string(obj, name, p);
 }
 
 int json_add_string(cJSON *obj, const char *name, const char *value)

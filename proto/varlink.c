@@ -202,13 +202,10 @@ int varlink_call_format(const char *method, const cJSON *params, bool oneway, ch
 	root = cJSON_CreateObject();
 	if (!root || json_add_string(root, "method", method) < 0)
 		return -ENOMEM;
-	if (params) {
-		cJSON *copy = cJSON_Duplicate(params, 1);
-
-		if (!copy)
-			return -ENOMEM;
-		cJSON_AddItemToObject(root, "parameters", copy);
-	}
+	/* A reference, not a copy: the caller's tree is printed in place
+	 * (deleting root leaves it alone). */
+	if (params && !cJSON_AddItemReferenceToObject(root, "parameters", (cJSON *)params))
+		return -ENOMEM;
 	if (oneway && json_add_bool(root, "oneway", true) < 0)
 		return -ENOMEM;
 

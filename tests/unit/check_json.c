@@ -185,6 +185,10 @@ START_TEST(test_u64)
 	n = cJSON_CreateObject();
 	ck_assert_int_eq(json_add_u64(n, "big", UINT64_MAX), 0);
 	ck_assert_str_eq(cJSON_GetObjectItem(n, "big")->valuestring, "18446744073709551615");
+	ck_assert_int_eq(json_add_u64(n, "zero", 0), 0);
+	ck_assert_str_eq(cJSON_GetObjectItem(n, "zero")->valuestring, "0");
+	ck_assert_int_eq(json_add_u64(n, "ten", 10), 0);
+	ck_assert_str_eq(cJSON_GetObjectItem(n, "ten")->valuestring, "10");
 	cJSON_Delete(n);
 }
 END_TEST

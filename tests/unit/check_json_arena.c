@@ -13,7 +13,7 @@
 #include "proto/json.h"
 #include "tests/testlib.h"
 
-#define COPY_CALL                                                                              \
+#define COPY_CALL                                                                                 \
 	"{\"method\":\"io.rdmamemd.Copy\",\"parameters\":{\"from\":{\"region\":\"1\",\"offset\":" \
 	"\"0\"},\"to\":{\"region\":\"2\",\"offset\":\"4096\"},\"length\":\"4096\"}}"
 
