@@ -87,6 +87,13 @@ static CUresult CUDAAPI l_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	return fake.cuMemcpyDtoD(dst, src, n);
 }
 
+static CUresult CUDAAPI l_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+			       CUcontext src_ctx, size_t n)
+{
+	log_call("Peer");
+	return fake.cuMemcpyPeer(dst, dst_ctx, src, src_ctx, n);
+}
+
 static CUresult CUDAAPI l_host_register(void *p, size_t n, unsigned flags)
 {
 	log_call("HostRegister");
@@ -181,6 +188,7 @@ static void setup(void)
 	logged.cuMemcpyHtoD = l_htod;
 	logged.cuMemcpyDtoH = l_dtoh;
 	logged.cuMemcpyDtoD = l_dtod;
+	logged.cuMemcpyPeer = l_peer;
 	logged.cuMemHostRegister = l_host_register;
 	logged.cuMemHostUnregister = l_host_unregister;
 	logged.cuIpcOpenMemHandle = l_ipc_open;
@@ -571,14 +579,18 @@ START_TEST(test_copy)
 	ck_assert_str_eq(drv.text, "HtoD DtoH");
 	ck_assert_ptr_eq(fake_cuda.last_copy_ctx, fake_cuda_primary(1));
 
-	/* GPU to GPU: VMM to IPC, device to device. */
+	/* GPU to GPU: VMM to IPC. Both are GPU 1's memory, but the IPC open
+	 * lives in GPU 0's context and the mapping in none (GPU 1's primary):
+	 * each side in its own context. */
 	log_clear();
 	ck_assert_int_eq(ipc->mem->copy(&(struct region_span){ .region = ipc, .offset = 5 },
 					&(struct region_span){ .region = v, .offset = 100 },
 					sizeof(buf), NULL, &e),
 			 0);
 	ck_assert_mem_eq(dev_bytes(ipc, 5), buf, sizeof(buf));
-	ck_assert_str_eq(drv.text, "DtoD");
+	ck_assert_str_eq(drv.text, "Peer");
+	ck_assert_ptr_eq(fake_cuda.last_peer_dst_ctx, fake_cuda_primary(0));
+	ck_assert_ptr_eq(fake_cuda.last_peer_src_ctx, fake_cuda_primary(1));
 
 	/* Overlapping views of one allocation: through the bounce buffer. */
 	log_clear();
