@@ -367,6 +367,8 @@ static void spawn_ipc_child(void)
 		CUcontext ctx;
 		CUdevice dev;
 
+		/* Only the parent writes: its exit (no GPU) must end the read. */
+		close(to_child[1]);
 		if (read(to_child[0], &handle, sizeof(handle)) != sizeof(handle))
 			_exit(1);
 		if (cu_load() < 0)
