@@ -6,6 +6,9 @@
  * - Host↔GPU Copy through the daemon, 1 MiB to 1 GiB, beside bare cuMemcpy
  *   between the same host buffer (a memfd mapping, pageable, then
  *   cuMemHostRegister'ed) and the same device memory.
+ * - GPU0↔GPU1 Copy through the daemon, 1 MiB to 1 GiB, beside bare
+ *   cuMemcpyPeer and cuMemcpyDtoD between the same two VMM allocations
+ *   (skipped, with the reason, on a machine with one GPU).
  * - Import latency of a VMM fd and of a legacy IPC handle through the daemon
  *   (Register + Unregister) beside the bare driver calls.
  */
@@ -48,11 +51,12 @@ static void stop_daemon(void)
 		}                                                                   \
 	} while (0)
 
-static CUdeviceptr vmm_alloc(size_t size, int *ret_fd, CUmemGenericAllocationHandle *ret_h)
+static CUdeviceptr vmm_alloc_on(int dev, size_t size, int *ret_fd,
+				CUmemGenericAllocationHandle *ret_h)
 {
 	CUmemAllocationProp prop = {
 		.type = CU_MEM_ALLOCATION_TYPE_PINNED,
-		.location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, dev },
 		.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 	};
 	CUmemAccessDesc access = { .location = prop.location,
@@ -66,6 +70,11 @@ static CUdeviceptr vmm_alloc(size_t size, int *ret_fd, CUmemGenericAllocationHan
 	CU_OK(cu->cuMemExportToShareableHandle(ret_fd, *ret_h,
 					       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 	return p;
+}
+
+static CUdeviceptr vmm_alloc(size_t size, int *ret_fd, CUmemGenericAllocationHandle *ret_h)
+{
+	return vmm_alloc_on(0, size, ret_fd, ret_h);
 }
 
 static double gbps(uint64_t bytes, uint64_t ns)
@@ -155,6 +164,128 @@ static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdevice
 			       daemon[d][i] / pageable[d][i]);
 	/* Both stay registered: their import keeps the GPU's primary context,
 	 * so the import timings below are those of a device in use. */
+}
+
+/* ---- GPU0 <-> GPU1 ---- */
+
+#define N_X2 5
+
+static CUcontext ctxs[2];
+
+/* Waits for both GPUs: a peer copy may return before its bytes land. */
+static void sync_both(void)
+{
+	for (int d = 1; d >= 0; d--) {
+		CU_OK(cu->cuCtxSetCurrent(ctxs[d]));
+		CU_OK(cu->cuCtxSynchronize());
+	}
+}
+
+/* Bare copies from src (on GPU from) to dst, repeated for args.seconds (at
+ * least 3 times), each waited for as the daemon waits; bytes per ns. */
+static double timed_x2(bool peer, int from, CUdeviceptr dst, CUdeviceptr src, size_t size)
+{
+	uint64_t t0 = bench_now_ns(), t, n = 0;
+
+	do {
+		if (peer) {
+			CU_OK(cu->cuMemcpyPeer(dst, ctxs[1 - from], src, ctxs[from], size));
+		} else {
+			/* Unified addressing: issued in the source GPU's context. */
+			CU_OK(cu->cuCtxSetCurrent(ctxs[from]));
+			CU_OK(cu->cuMemcpyDtoD(dst, src, size));
+		}
+		sync_both();
+		n++;
+	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
+	return gbps(size * n, t);
+}
+
+/*
+ * Two 1 GiB VMM allocations, one per GPU, registered with the daemon; this
+ * process maps each for both GPUs and enables peer access both ways where
+ * the GPUs allow it (as the daemon does), so the bare copies take the same
+ * path as the daemon's.
+ */
+static void bench_two_gpus(struct rdmamem_client *c)
+{
+	static const size_t sizes[N_X2] = { 1 << 20, 16 << 20, 64 << 20, 256 << 20, BIG };
+	double bare_peer[2][N_X2], bare_dtod[2][N_X2], daemon[2][N_X2];
+	CUmemGenericAllocationHandle h[2];
+	CUdeviceptr p[2];
+	uint64_t id[2];
+	int n = cu_device_count(), can[2] = { 0, 0 }, fd[2];
+	bool both;
+
+	if (n < 2) {
+		printf("\n== GPU0<->GPU1 Copy: SKIPPED: this machine has %d GPU(s)\n", n);
+		return;
+	}
+	ctxs[0] = NULL;
+	CU_OK(cu->cuCtxGetCurrent(&ctxs[0]));
+	for (int d = 0; d < 2; d++) {
+		CUdevice dev, peer;
+
+		CU_OK(cu->cuDeviceGet(&dev, d));
+		CU_OK(cu->cuDeviceGet(&peer, 1 - d));
+		if (d == 1)
+			CU_OK(cu->cuDevicePrimaryCtxRetain(&ctxs[1], dev));
+		CU_OK(cu->cuDeviceCanAccessPeer(&can[d], dev, peer));
+	}
+	both = can[0] && can[1];
+	for (int d = 0; d < 2; d++) {
+		CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 1 - d },
+					   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+		CUresult res;
+
+		CU_OK(cu->cuCtxSetCurrent(ctxs[d]));
+		p[d] = vmm_alloc_on(d, BIG, &fd[d], &h[d]);
+		if (both) {
+			CU_OK(cu->cuMemSetAccess(p[d], BIG, &access, 1));
+			res = cu->cuCtxEnablePeerAccess(ctxs[1 - d], 0);
+			if (res != CUDA_SUCCESS && res != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+				CU_OK(res);
+		}
+		if (rdmamem_register_cuda_vmm(c, fd[d], BIG, 0, 0, &id[d]) < 0) {
+			fprintf(stderr, "bench-gpu: register: %s\n",
+				rdmamem_client_error_message(c));
+			exit(1);
+		}
+		close(fd[d]);
+	}
+	for (int from = 0; from < 2; from++)
+		for (size_t i = 0; i < N_X2; i++) {
+			struct rdmamem_copy cp = {
+				.from_region = id[from],
+				.to_region = id[1 - from],
+				.length = sizes[i],
+				.mode = RDMAMEM_LOCK_EXCLUSIVE,
+			};
+
+			bare_peer[from][i] = timed_x2(true, from, p[1 - from], p[from], sizes[i]);
+			bare_dtod[from][i] = timed_x2(false, from, p[1 - from], p[from], sizes[i]);
+			daemon[from][i] = timed_daemon(c, &cp);
+		}
+	CU_OK(cu->cuCtxSetCurrent(ctxs[0]));
+
+	printf("\n== GPU0<->GPU1 Copy through rdmamemd (GB/s), %.1f s per cell\n", args.seconds);
+	printf("cuDeviceCanAccessPeer: GPU 0 -> 1 %d, GPU 1 -> 0 %d: the daemon copies %s "
+	       "(ListGpus' copy_path; RDMAMEMD_CUDA_PEER_COPIES=off stages)\n",
+	       can[0], can[1], both ? "peer to peer" : "staged through host memory");
+	printf("anchors = bare cuMemcpyPeer and cuMemcpyDtoD between the same two VMM "
+	       "allocations, in this process, each waited for on both GPUs; goal: rdmamemd >= "
+	       "0.95 of cuMemcpyPeer from 64 MiB on\n\n");
+	printf("%-6s %-9s %14s %14s %14s %10s %10s\n", "dir", "size", "bare Peer", "bare DtoD",
+	       "rdmamemd Copy", "vs Peer", "vs DtoD");
+	for (int from = 0; from < 2; from++)
+		for (size_t i = 0; i < N_X2; i++)
+			printf("%-6s %6zu MiB %14.2f %14.2f %14.2f %10.2f %10.2f\n",
+			       from == 0 ? "0->1" : "1->0", sizes[i] >> 20, bare_peer[from][i],
+			       bare_dtod[from][i], daemon[from][i],
+			       daemon[from][i] / bare_peer[from][i],
+			       daemon[from][i] / bare_dtod[from][i]);
+	for (int d = 0; d < 2; d++)
+		rdmamem_unregister(c, id[d]);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -253,6 +384,8 @@ static void spawn_ipc_child(void)
 		CUcontext ctx;
 		CUdevice dev;
 
+		/* Only the parent writes: its exit (no GPU) must end the read. */
+		close(to_child[1]);
 		if (read(to_child[0], &handle, sizeof(handle)) != sizeof(handle))
 			_exit(1);
 		if (cu_load() < 0)
@@ -378,6 +511,7 @@ int main(int argc, char **argv)
 	memset(host, 0x5a, BIG);
 
 	bench_copies(c, host, hfd, dptr, vfd);
+	bench_two_gpus(c);
 	bench_vmm_import(c);
 	bench_ipc_import(c);
 

@@ -367,6 +367,26 @@ static void show_connections(const cJSON *reply)
 		       get_string(item, "peer"));
 }
 
+/* One line per other GPU: can this one reach it, how fast a link, how the
+ * daemon copies between them and how often it did. */
+static void show_gpu_peers(const cJSON *g)
+{
+	cJSON *p;
+
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(g, "peers")) {
+		const cJSON *rank = cJSON_GetObjectItemCaseSensitive(p, "performance_rank");
+		char label[32], link[48] = "";
+
+		snprintf(label, sizeof(label), "peer gpu %.0f:", get_number(p, "ordinal"));
+		if (cJSON_IsNumber(rank))
+			snprintf(link, sizeof(link), ", link rank %.0f", rank->valuedouble);
+		printf("  %-22s %s%s; copies %s (%s peer, %s staged so far)\n", label,
+		       get_bool(p, "access") ? "peer access" : "no peer access", link,
+		       get_string(p, "copy_path"), get_string(p, "peer_copies"),
+		       get_string(p, "staged_copies"));
+	}
+}
+
 static void show_gpus(const cJSON *reply)
 {
 	cJSON *driver, *peer, *g;
@@ -389,6 +409,7 @@ static void show_gpus(const cJSON *reply)
 		       "VMM POSIX fd export:", get_bool(g, "vmm_posix_fd") ? "yes" : "no");
 		printf("  %-22s %.0f regions, %.0f context references\n",
 		       "in use:", get_number(g, "regions"), get_number(g, "primary_context_refs"));
+		show_gpu_peers(g);
 	}
 	printf("peer memory (%s): %s\n", get_string(peer, "module"),
 	       get_bool(peer, "loaded") ? "loaded: ibv_reg_mr works on GPU addresses" :

@@ -36,11 +36,16 @@
 	X(cuCtxGetCurrent, 4000)                         \
 	X(cuCtxSetCurrent, 4000)                         \
 	X(cuCtxSynchronize, 2000)                        \
+	X(cuCtxGetDevice, 2000)                          \
+	X(cuCtxEnablePeerAccess, 4000)                   \
+	X(cuDeviceCanAccessPeer, 4000)                   \
+	X(cuDeviceGetP2PAttribute, 8000)                 \
 	X(cuPointerGetAttribute, 4000)                   \
 	X(cuMemGetAddressRange, 3020)                    \
 	X(cuMemcpyHtoD, 3020)                            \
 	X(cuMemcpyDtoH, 3020)                            \
 	X(cuMemcpyDtoD, 3020)                            \
+	X(cuMemcpyPeer, 4000)                            \
 	X(cuMemHostRegister, 6050)                       \
 	X(cuMemHostUnregister, 4000)                     \
 	X(cuIpcOpenMemHandle, 11000)                     \

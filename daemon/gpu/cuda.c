@@ -18,6 +18,19 @@
 #include "daemon/gpu/cuda.h"
 #include "daemon/core/log.h"
 
+const char *cu_copy_path_name(enum cu_copy_path path)
+{
+	switch (path) {
+	case CU_COPY_SAME_DEVICE:
+		return "same-device";
+	case CU_COPY_PEER:
+		return "peer";
+	case CU_COPY_STAGED:
+		return "staged";
+	}
+	return "unknown";
+}
+
 #if HAVE_CUDA_H
 
 #include <ctype.h>
@@ -65,6 +78,11 @@ static int cu_load_result;
 static char cu_load_msg[CU_ERR_MAX];
 static int cu_n_devices;
 static atomic_uint *cu_primary_refs; /* our retains, per device */
+/* cuDeviceCanAccessPeer(a, b) at [a * n + b], asked once at load. */
+static bool *cu_can_peer;
+static bool cu_peer_off; /* RDMAMEMD_CUDA_PEER_COPIES=off */
+/* Copies from GPU a's memory to GPU b's at [(a * n + b) * 2]: peer, staged. */
+static atomic_uint_fast64_t *cu_peer_copies;
 
 /* Per thread: copies fail on pool threads and report from there. */
 static __thread char cu_err[CU_ERR_MAX];
@@ -129,6 +147,14 @@ static void cu_keep_first(int *r, int k, char *first)
 		*r = k;
 		memcpy(first, cu_err, CU_ERR_MAX);
 	}
+}
+
+/* RDMAMEMD_CUDA_PEER_COPIES=off: stage every copy between GPUs (cuda.h). */
+static bool peer_copies_off(void)
+{
+	const char *v = getenv("RDMAMEMD_CUDA_PEER_COPIES");
+
+	return v && strcmp(v, "off") == 0;
 }
 
 static int cu_load_driver(void)
@@ -197,9 +223,29 @@ static int cu_load_driver(void)
 	if (r < 0)
 		return r;
 	cu_primary_refs = calloc(n > 0 ? n : 1, sizeof(*cu_primary_refs));
-	if (!cu_primary_refs)
+	cu_can_peer = calloc(n > 0 ? (size_t)n * n : 1, sizeof(*cu_can_peer));
+	cu_peer_copies = calloc(n > 0 ? (size_t)n * n * 2 : 1, sizeof(*cu_peer_copies));
+	if (!cu_primary_refs || !cu_can_peer || !cu_peer_copies)
 		return cu_errorf(-ENOMEM, "out of memory");
 	cu_n_devices = n;
+	/* The topology does not change under a running driver: asked once. A
+	 * pair the driver cannot answer for is taken to have no peer access,
+	 * which only costs speed (copies are staged). */
+	for (int a = 0; a < n; a++)
+		for (int b = 0; b < n; b++) {
+			CUdevice da, db;
+			int can = 0;
+
+			if (a == b || CU(cuDeviceGet, &da, a) < 0 || CU(cuDeviceGet, &db, b) < 0 ||
+			    CU(cuDeviceCanAccessPeer, &can, da, db) < 0)
+				continue;
+			cu_can_peer[a * n + b] = can;
+			log_debug("CUDA: GPU %d %s reach GPU %d's memory (cuDeviceCanAccessPeer)",
+				  a, can ? "can" : "cannot", b);
+		}
+	cu_peer_off = peer_copies_off();
+	if (cu_peer_off)
+		log_debug("CUDA: RDMAMEMD_CUDA_PEER_COPIES=off: copies between GPUs are staged");
 	log_debug("CUDA driver %d.%d loaded, %d device(s)", version / 1000, version % 1000 / 10, n);
 	return 0;
 }
@@ -252,6 +298,20 @@ static int cu_check_ordinal(int ordinal)
 		return cu_errorf(-ENODEV, "there is no CUDA device %d (this host has %d)", ordinal,
 				 cu_n_devices);
 	return 0;
+}
+
+/*
+ * How bytes move between GPU a's memory and GPU b's: peer to peer only when
+ * each can reach the other, so that it does not matter which device's copy
+ * engine the driver picks, nor which way the bytes go.
+ */
+static enum cu_copy_path peer_path(int a, int b)
+{
+	if (a == b)
+		return CU_COPY_SAME_DEVICE;
+	if (!cu_peer_off && cu_can_peer[a * cu_n_devices + b] && cu_can_peer[b * cu_n_devices + a])
+		return CU_COPY_PEER;
+	return CU_COPY_STAGED;
 }
 
 static int cu_attr(CUdevice dev, CUdevice_attribute attr, int *ret)
@@ -637,6 +697,34 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 		if (r < 0)
 			goto err_ctx;
 	}
+	/*
+	 * A copy to or from another GPU runs on one of the two devices, which
+	 * must have this memory mapped: VMM access is granted per device, and
+	 * cuCtxEnablePeerAccess does not reach VMM mappings. So every GPU that
+	 * cu_copy_dtod copies with peer to peer gets it now. A refusal fails
+	 * the import: a peer copy into a mapping its device lacks would fault,
+	 * and a fault poisons the context every client's copies share.
+	 */
+	for (int d = 0; d < cu_n_devices; d++) {
+		if (peer_path(d, m.device) != CU_COPY_PEER)
+			continue;
+		access.location.id = d;
+		for (unsigned i = 0; i < n; i++) {
+			r = CU(cuMemSetAccess, dptr + i * chunk_size, chunk_size, &access, 1);
+			if (r < 0) {
+				memcpy(story, cu_err, sizeof(story));
+				r = cu_errorf(
+					r,
+					"GPU %d cannot be given access to GPU %d's VMM "
+					"mapping for peer copies (RDMAMEMD_CUDA_PEER_COPIES=off "
+					"stages them instead): %s",
+					d, m.device, story);
+				goto err_ctx;
+			}
+		}
+		if (d < 64)
+			m.peers |= 1ULL << d;
+	}
 	*ret = m;
 	return 0;
 
@@ -778,12 +866,146 @@ int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
 	return r <= 0 ? r : CU(cuMemcpyDtoH, dst, src, n);
 }
 
+/* The device of the context a guard entered (pushed and popped again
+ * when it is not the current one). */
+static int guard_device(const struct cu_ctx_guard *g, bool current, int *ret)
+{
+	CUdevice dev;
+	int r;
+
+	if (g->primary >= 0) {
+		*ret = g->primary;
+		return 0;
+	}
+	if (!current) {
+		r = CU(cuCtxPushCurrent, g->ctx);
+		if (r < 0)
+			return r;
+	}
+	r = CU(cuCtxGetDevice, &dev);
+	if (!current)
+		ctx_pop(g->ctx);
+	if (r < 0)
+		return r;
+	*ret = dev;
+	return 0;
+}
+
+/* Lets ctx reach peer's memory. Already enabled is fine: it is asked before
+ * every peer copy, because a primary context released by its last import
+ * and made anew forgets it. */
+static int peer_enable(CUcontext ctx, CUcontext peer)
+{
+	CUresult res;
+	int r;
+
+	r = CU(cuCtxPushCurrent, ctx);
+	if (r < 0)
+		return r;
+	res = cu.cuCtxEnablePeerAccess(peer, 0);
+	ctx_pop(ctx);
+	return res == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED ?
+		       0 :
+		       cu_check(res, "cuCtxEnablePeerAccess");
+}
+
+/*
+ * dst and src live in two contexts: gs's is current, gd's under it. A
+ * DtoD in either one would touch memory that context may not have mapped
+ * (another GPU's VMM mapping, an IPC open of another context), so the
+ * driver gets both contexts. Peer access is enabled both ways first where
+ * the GPUs allow it; without it, the driver stages the copy through host
+ * memory of its own (the CUDA programming guide's "peer-to-peer memory
+ * copy").
+ */
+static int copy_between(uint64_t dst, const struct cu_ctx_guard *gd, uint64_t src,
+			const struct cu_ctx_guard *gs, size_t n)
+{
+	enum cu_copy_path path;
+	int dst_dev, src_dev, r;
+
+	r = guard_device(gs, true, &src_dev);
+	if (r < 0)
+		return r;
+	r = guard_device(gd, false, &dst_dev);
+	if (r < 0)
+		return r;
+	path = peer_path(src_dev, dst_dev);
+	if (path == CU_COPY_PEER &&
+	    (peer_enable(gd->ctx, gs->ctx) < 0 || peer_enable(gs->ctx, gd->ctx) < 0)) {
+		log_debug("CUDA: no peer access between GPU %d and GPU %d, staging: %s", src_dev,
+			  dst_dev, cu_err);
+		path = CU_COPY_STAGED;
+	}
+	r = CU(cuMemcpyPeer, dst, gd->ctx, src, gs->ctx, n);
+	/* As with cuMemcpyDtoD, the bytes may still be on their way: wait
+	 * for both sides. */
+	if (r >= 0)
+		r = CU(cuCtxSynchronize);
+	if (r >= 0) {
+		r = CU(cuCtxPushCurrent, gd->ctx);
+		if (r >= 0) {
+			r = CU(cuCtxSynchronize);
+			ctx_pop(gd->ctx);
+		}
+	}
+	if (r < 0)
+		return r;
+	if (path != CU_COPY_SAME_DEVICE)
+		atomic_fetch_add(&cu_peer_copies[(src_dev * cu_n_devices + dst_dev) * 2 +
+						 (path == CU_COPY_STAGED)],
+				 1);
+	log_debug("CUDA: copied %zu bytes from GPU %d to GPU %d: %s", n, src_dev, dst_dev,
+		  cu_copy_path_name(path));
+	return 0;
+}
+
 int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n)
 {
-	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
-	int r = copy_enter(dst, n, &g);
+	/* Exited in reverse order: src's context is popped first. */
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard gd = CU_CTX_GUARD_INIT;
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard gs = CU_CTX_GUARD_INIT;
+	int r = copy_enter(dst, n, &gd);
 
-	return r <= 0 ? r : copy_wait(CU(cuMemcpyDtoD, dst, src, n));
+	if (r <= 0)
+		return r;
+	r = cu_ctx_guard_enter(src, &gs);
+	if (r < 0)
+		return r;
+	if (gs.ctx == gd.ctx)
+		return copy_wait(CU(cuMemcpyDtoD, dst, src, n));
+	return copy_between(dst, &gd, src, &gs, n);
+}
+
+int cu_peer_info(int ordinal, int peer, struct cu_peer_info *ret)
+{
+	struct cu_peer_info info = { .ordinal = peer, .performance_rank = -1 };
+	CUdevice a, b;
+	size_t i;
+	int rank, r;
+
+	r = cu_load();
+	if (r < 0)
+		return r;
+	r = cu_check_ordinal(ordinal);
+	if (r >= 0)
+		r = cu_check_ordinal(peer);
+	if (r < 0)
+		return r;
+	info.path = peer_path(ordinal, peer);
+	if (ordinal != peer) {
+		info.access = cu_can_peer[ordinal * cu_n_devices + peer];
+		/* Only informative: a driver that will not rank the link says -1. */
+		if (CU(cuDeviceGet, &a, ordinal) >= 0 && CU(cuDeviceGet, &b, peer) >= 0 &&
+		    CU(cuDeviceGetP2PAttribute, &rank, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, a,
+		       b) >= 0)
+			info.performance_rank = rank;
+		i = ((size_t)ordinal * cu_n_devices + peer) * 2;
+		info.copies_peer = atomic_load(&cu_peer_copies[i]);
+		info.copies_staged = atomic_load(&cu_peer_copies[i + 1]);
+	}
+	*ret = info;
+	return 0;
 }
 
 int cu_host_register(void *p, size_t n, int ordinal, bool readonly)
@@ -1056,6 +1278,11 @@ int cu_copy_dtoh(_unused_ void *dst, _unused_ uint64_t src, _unused_ size_t n)
 }
 
 int cu_copy_dtod(_unused_ uint64_t dst, _unused_ uint64_t src, _unused_ size_t n)
+{
+	return -EOPNOTSUPP;
+}
+
+int cu_peer_info(_unused_ int ordinal, _unused_ int peer, _unused_ struct cu_peer_info *ret)
 {
 	return -EOPNOTSUPP;
 }

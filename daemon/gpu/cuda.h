@@ -109,8 +109,9 @@ int cu_address_range(uint64_t ptr, uint64_t *ret_base, uint64_t *ret_size);
  * VMM allocations exported by a client as POSIX fds, imported and mapped
  * read-write for their device one after the other in one address range (a
  * tensor of PyTorch's expandable segments spans several allocations of one
- * size). The pointer has no context; the import holds a retain on the
- * device's primary context for copies.
+ * size), and for every other GPU that copies with this one peer to peer
+ * (cu_peer_info). The pointer has no context; the import holds a retain on
+ * the device's primary context for copies.
  */
 #define CU_VMM_CHUNKS_MAX 64U
 struct cu_vmm_map {
@@ -120,6 +121,7 @@ struct cu_vmm_map {
 	int device;
 	unsigned n_chunks;
 	uint64_t handles[CU_VMM_CHUNKS_MAX]; /* CUmemGenericAllocationHandle */
+	uint64_t peers; /* other GPUs given access, a bit per ordinal (the first 64) */
 };
 
 /*
@@ -156,7 +158,48 @@ int cu_ipc_close(struct cu_ipc_map *m);
 /* Synchronous copies; the device side runs under the context guard. */
 int cu_copy_htod(uint64_t dst, const void *src, size_t n);
 int cu_copy_dtoh(void *dst, uint64_t src, size_t n);
+/*
+ * Between two device pointers: cuMemcpyDtoD when both live in one context;
+ * otherwise (two GPUs, or an IPC open and a VMM mapping) cuMemcpyPeer with
+ * each pointer in its own context, since one device's context cannot reach
+ * another device's VMM mapping or IPC open by itself. Which way the bytes
+ * went is counted per GPU pair (cu_peer_info) and logged at debug.
+ */
 int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n);
+
+/* How cu_copy_dtod moves bytes between the memory of two GPUs. */
+enum cu_copy_path {
+	CU_COPY_SAME_DEVICE, /* one GPU: cuMemcpyDtoD, or cuMemcpyPeer of two contexts */
+	CU_COPY_PEER,        /* peer access enabled both ways: NVLink or PCIe P2P */
+	CU_COPY_STAGED,      /* no peer access: the driver stages through host memory */
+};
+
+/* "same-device", "peer", "staged". */
+const char *cu_copy_path_name(enum cu_copy_path path);
+
+/*
+ * What GPU ordinal knows of GPU peer: whether it can reach peer's memory
+ * (cuDeviceCanAccessPeer), the link's CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK
+ * (lower is faster; -1 when the driver does not say), how cu_copy_dtod
+ * copies between the two, and how many copies from ordinal's memory to
+ * peer's went each way so far.
+ *
+ * The daemon copies peer to peer when both GPUs can reach each other, and
+ * gives every such GPU access to each VMM import too (cuMemSetAccess is per
+ * device; cuCtxEnablePeerAccess does not cover VMM mappings). The
+ * environment variable RDMAMEMD_CUDA_PEER_COPIES=off, read when the driver
+ * loads, makes it stage every copy between GPUs instead and grant nothing
+ * to other GPUs: to test that path on machines with NVLink.
+ */
+struct cu_peer_info {
+	int ordinal;
+	bool access;
+	int performance_rank;
+	enum cu_copy_path path;
+	uint64_t copies_peer, copies_staged;
+};
+
+int cu_peer_info(int ordinal, int peer, struct cu_peer_info *ret);
 
 /*
  * Page-locks host memory for every context (CU_MEMHOSTREGISTER_PORTABLE), so

@@ -620,11 +620,17 @@ static void on_list_work(uv_work_t *w)
 		snprintf(res->error, sizeof(res->error), "%s", cu_last_error());
 		return;
 	}
-	for (int i = 0; i < n && res->n < GPU_LIST_MAX; i++)
-		if (cu_device_info(i, &res->info[res->n]) == 0) {
-			res->refs[res->n] = cu_primary_ctx_refs(i);
-			res->n++;
-		}
+	for (int i = 0; i < n && res->n < GPU_LIST_MAX; i++) {
+		int k = res->n;
+
+		if (cu_device_info(i, &res->info[k]) < 0)
+			continue;
+		res->refs[k] = cu_primary_ctx_refs(i);
+		for (int j = 0; j < n && j < GPU_LIST_MAX; j++)
+			if (j != i && cu_peer_info(i, j, &res->peers[k][res->n_peers[k]]) == 0)
+				res->n_peers[k]++;
+		res->n++;
+	}
 }
 
 unsigned gpu_regions_on(const struct gpu_ctx *g, int ordinal)

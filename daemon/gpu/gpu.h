@@ -102,6 +102,9 @@ struct gpu_list_result {
 	int n;
 	struct cu_device_info info[GPU_LIST_MAX];
 	unsigned refs[GPU_LIST_MAX]; /* primary context references */
+	/* Every other listed GPU as GPU i's peer, in ordinal order. */
+	struct cu_peer_info peers[GPU_LIST_MAX][GPU_LIST_MAX - 1];
+	int n_peers[GPU_LIST_MAX];
 };
 typedef void (*gpu_list_done_fn)(void *userdata, const struct gpu_list_result *res);
 

@@ -100,7 +100,7 @@ static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 		ok = json_add_bool(driver, "loaded", true) == 0;
 	for (int i = 0; ok && i < res->n; i++) {
 		const struct cu_device_info *g = &res->info[i];
-		cJSON *o = cJSON_CreateObject();
+		cJSON *o = cJSON_CreateObject(), *peers;
 
 		ok = o != NULL;
 		if (!ok)
@@ -116,6 +116,24 @@ static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 		     json_add_bool(o, "gpudirect_rdma_vmm", g->gdr_vmm) == 0 &&
 		     json_add_int(o, "primary_context_refs", res->refs[i]) == 0 &&
 		     json_add_int(o, "regions", gpu_regions_on(gpu, g->ordinal)) == 0;
+		peers = ok ? cJSON_AddArrayToObject(o, "peers") : NULL;
+		ok = ok && peers;
+		for (int k = 0; ok && k < res->n_peers[i]; k++) {
+			const struct cu_peer_info *pi = &res->peers[i][k];
+			cJSON *q = cJSON_CreateObject();
+
+			ok = q != NULL;
+			if (!ok)
+				break;
+			cJSON_AddItemToArray(peers, q);
+			ok = json_add_int(q, "ordinal", pi->ordinal) == 0 &&
+			     json_add_bool(q, "access", pi->access) == 0 &&
+			     (pi->performance_rank < 0 ||
+			      json_add_int(q, "performance_rank", pi->performance_rank) == 0) &&
+			     json_add_string(q, "copy_path", cu_copy_path_name(pi->path)) == 0 &&
+			     json_add_u64(q, "peer_copies", pi->copies_peer) == 0 &&
+			     json_add_u64(q, "staged_copies", pi->copies_staged) == 0;
+		}
 	}
 	ok = ok && json_add_string(peer, "module", "nvidia_peermem") == 0 &&
 	     json_add_bool(peer, "loaded", gpu_peer_memory_loaded()) == 0;
@@ -128,6 +146,25 @@ static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 }
 
 /* clang-format off */
+static const struct varlink_symbol rpc_type_GpuPeer = VARLINK_DEFINE_TYPE(
+	GpuPeer, NULL,
+	VARLINK_FIELD_COMMENT("the other GPU"),
+	VARLINK_FIELD(ordinal, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT("cuDeviceCanAccessPeer: this GPU can reach the other's memory"),
+	VARLINK_FIELD(access, VARLINK_BOOL, 0),
+	VARLINK_FIELD_COMMENT(
+		"CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK of the link, lower is faster;\n"
+		"absent when the driver does not rank it"),
+	VARLINK_FIELD(performance_rank, VARLINK_INT, VARLINK_NULLABLE),
+	VARLINK_FIELD_COMMENT(
+		"How Copy moves bytes between the two GPUs: \"peer\" (peer access\n"
+		"enabled both ways: NVLink or PCIe P2P) when each can reach the other,\n"
+		"else \"staged\" (the driver stages through host memory)"),
+	VARLINK_FIELD(copy_path, VARLINK_STRING, 0),
+	VARLINK_FIELD_COMMENT("Copies from this GPU's memory to the other's so far, by path"),
+	VARLINK_FIELD(peer_copies, VARLINK_U64, 0),
+	VARLINK_FIELD(staged_copies, VARLINK_U64, 0));
+
 static const struct varlink_symbol rpc_type_Gpu = VARLINK_DEFINE_TYPE(
 	Gpu, NULL,
 	VARLINK_FIELD(ordinal, VARLINK_INT, 0),
@@ -141,8 +178,14 @@ static const struct varlink_symbol rpc_type_Gpu = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD(vmm, VARLINK_BOOL, 0),
 	VARLINK_FIELD(vmm_posix_fd, VARLINK_BOOL, 0),
 	VARLINK_FIELD(gpudirect_rdma_vmm, VARLINK_BOOL, 0),
+	VARLINK_FIELD_COMMENT(
+		"The daemon's retains of the GPU's primary context: one per import\n"
+		"of its memory (an IPC open: of the context it was opened in), one\n"
+		"per host region page-locked through it; 0 when it holds nothing"),
 	VARLINK_FIELD(primary_context_refs, VARLINK_INT, 0),
-	VARLINK_FIELD(regions, VARLINK_INT, 0));
+	VARLINK_FIELD(regions, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT("every other GPU, as this one sees it"),
+	VARLINK_FIELD_BY_TYPE(peers, rpc_type_GpuPeer, VARLINK_ARRAY));
 /* clang-format on */
 
 struct list_gpus_params {

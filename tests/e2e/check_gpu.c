@@ -7,12 +7,14 @@
  *
  * The "gpu" cases carry the tag "cuda": they need a GPU and run on the GPU
  * machine (tests/gpu/README.md); `make check` elsewhere skips them by tag and
- * says so. The "nodriver" cases run everywhere: without a driver the daemon
+ * says so. The "cuda-2gpu" cases need two GPUs and print "SKIP" with the
+ * device count on a machine with one. The "nodriver" cases run everywhere: without a driver the daemon
  * answers GPU imports with a named error and keeps serving host memory.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,24 +233,33 @@ static const CUmemAllocationProp vmm_prop = {
 static const CUmemAccessDesc vmm_access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
 					    .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 
-/* A VMM allocation of at least size bytes, mapped here, exported as an fd. */
-static CUdeviceptr vmm_alloc(size_t size, size_t *ret_size, int *ret_fd)
+/* A VMM allocation of at least size bytes on device dev, mapped here for
+ * that device, exported as an fd. */
+static CUdeviceptr vmm_alloc_on(int dev, size_t size, size_t *ret_size, int *ret_fd)
 {
+	CUmemAllocationProp prop = vmm_prop;
+	CUmemAccessDesc access = vmm_access;
 	CUmemGenericAllocationHandle h;
 	CUdeviceptr p;
 	size_t gran;
 
-	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &vmm_prop,
-						CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	prop.location.id = dev;
+	access.location.id = dev;
+	CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 	size = (size + gran - 1) / gran * gran;
-	CU_OK(cu->cuMemCreate(&h, size, &vmm_prop, 0));
+	CU_OK(cu->cuMemCreate(&h, size, &prop, 0));
 	CU_OK(cu->cuMemAddressReserve(&p, size, gran, 0, 0));
 	CU_OK(cu->cuMemMap(p, size, 0, h, 0));
-	CU_OK(cu->cuMemSetAccess(p, size, &vmm_access, 1));
+	CU_OK(cu->cuMemSetAccess(p, size, &access, 1));
 	CU_OK(cu->cuMemExportToShareableHandle(ret_fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 					       0));
 	*ret_size = size;
 	return p;
+}
+
+static CUdeviceptr vmm_alloc(size_t size, size_t *ret_size, int *ret_fd)
+{
+	return vmm_alloc_on(0, size, ret_size, ret_fd);
 }
 
 static CUdeviceptr ipc_alloc(size_t size, uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE])
@@ -782,6 +793,392 @@ START_TEST(test_client_exit_while_in_use)
 }
 END_TEST
 
+/* ---- two GPUs ---- */
+
+/* The client's contexts, one per GPU. */
+static CUcontext ctxs[2];
+
+/* Whether this machine has two GPUs; prints why the case is skipped if not. */
+static bool two_gpus_or_skip(const char *test)
+{
+	size_t n = strlen(test);
+	int count = cu_device_count();
+
+	if (count >= 2)
+		return true;
+	/* __func__ of a START_TEST case is its name with "_fn" appended. */
+	if (n > 3 && strcmp(test + n - 3, "_fn") == 0)
+		n -= 3;
+	printf("SKIP %.*s: needs two GPUs, this machine has %d (%s)\n", (int)n, test, count,
+	       count < 0 ? cu_last_error() : "cuDeviceGetCount");
+	return false;
+}
+
+static void gpu2_setup(void)
+{
+	gpu_setup();
+	ctxs[0] = ctx;
+	if (cu_device_count() >= 2) {
+		CUdevice dev;
+
+		CU_OK(cu->cuDeviceGet(&dev, 1));
+		CU_OK(cu->cuDevicePrimaryCtxRetain(&ctxs[1], dev));
+	}
+}
+
+/* The client's own copies run in the context of the memory's device. */
+static void put_on(int dev, CUdeviceptr p, size_t off, size_t n, unsigned seed)
+{
+	CU_OK(cu->cuCtxSetCurrent(ctxs[dev]));
+	put(p, off, n, seed);
+	CU_OK(cu->cuCtxSetCurrent(ctxs[0]));
+}
+
+static void expect_on(int dev, CUdeviceptr p, size_t off, size_t n, unsigned seed)
+{
+	CU_OK(cu->cuCtxSetCurrent(ctxs[dev]));
+	expect(p, off, n, seed);
+	CU_OK(cu->cuCtxSetCurrent(ctxs[0]));
+}
+
+static CUdeviceptr ipc_alloc_on(int dev, size_t size, uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE])
+{
+	CUdeviceptr p;
+
+	CU_OK(cu->cuCtxSetCurrent(ctxs[dev]));
+	p = ipc_alloc(size, handle);
+	CU_OK(cu->cuCtxSetCurrent(ctxs[0]));
+	return p;
+}
+
+/* cuDeviceCanAccessPeer(a, b), printed: the topology the case ran on. */
+static bool can_access_peer(int a, int b)
+{
+	CUdevice da, db;
+	int can = 0;
+
+	CU_OK(cu->cuDeviceGet(&da, a));
+	CU_OK(cu->cuDeviceGet(&db, b));
+	CU_OK(cu->cuDeviceCanAccessPeer(&can, da, db));
+	printf("cuDeviceCanAccessPeer(GPU %d, GPU %d) = %d\n", a, b, can);
+	return can;
+}
+
+static cJSON *list_gpus(struct rdmamem_client *c)
+{
+	return call_json(c, "io.rdmamemd.ListGpus", "{\"probe\":true}");
+}
+
+static cJSON *gpu_of(cJSON *list, int ordinal)
+{
+	cJSON *g;
+
+	cJSON_ArrayForEach(g, cJSON_GetObjectItem(list, "gpus"))
+		if (cJSON_GetObjectItem(g, "ordinal")->valueint == ordinal)
+			return g;
+	ck_abort_msg("ListGpus has no GPU %d", ordinal);
+	return NULL;
+}
+
+static cJSON *peer_of(cJSON *gpu, int ordinal)
+{
+	cJSON *p;
+
+	cJSON_ArrayForEach(p, cJSON_GetObjectItem(gpu, "peers"))
+		if (cJSON_GetObjectItem(p, "ordinal")->valueint == ordinal)
+			return p;
+	ck_abort_msg("GPU %d lists no peer %d", cJSON_GetObjectItem(gpu, "ordinal")->valueint,
+		     ordinal);
+	return NULL;
+}
+
+static uint64_t u64_of(cJSON *o, const char *name)
+{
+	uint64_t v = 0;
+
+	ck_assert_int_eq(json_to_u64(cJSON_GetObjectItem(o, name), &v), 0);
+	return v;
+}
+
+static int refs_of(struct rdmamem_client *c, int ordinal)
+{
+	cJSON *r = list_gpus(c);
+	int n = cJSON_GetObjectItem(gpu_of(r, ordinal), "primary_context_refs")->valueint;
+
+	cJSON_Delete(r);
+	return n;
+}
+
+/* Polls ListGpus until GPU ordinal's context references are want: an IPC
+ * open is closed on the pool after its last region goes. */
+static void expect_refs(struct rdmamem_client *c, int ordinal, int want)
+{
+	int got = refs_of(c, ordinal);
+
+	for (int i = 0; i < 250 && got != want; i++) {
+		usleep(20000);
+		got = refs_of(c, ordinal);
+	}
+	ck_assert_msg(got == want, "GPU %d: %d primary context references, expected %d", ordinal,
+		      got, want);
+	printf("GPU %d: %d primary context references\n", ordinal, got);
+}
+
+/* Prints ListGpus' view of the pair, checks the path the daemon says it
+ * takes, and returns the copies from a to b on that path. */
+static uint64_t pair_copies(struct rdmamem_client *c, int a, int b, const char *want_path)
+{
+	cJSON *r = list_gpus(c), *p = peer_of(gpu_of(r, a), b);
+	const char *path = cJSON_GetObjectItem(p, "copy_path")->valuestring;
+	uint64_t peer = u64_of(p, "peer_copies"), staged = u64_of(p, "staged_copies");
+	cJSON *rank = cJSON_GetObjectItem(p, "performance_rank");
+
+	printf("ListGpus: GPU %d -> GPU %d: access %s, performance rank %d, copy_path %s, "
+	       "%" PRIu64 " peer and %" PRIu64 " staged copies\n",
+	       a, b, cJSON_IsTrue(cJSON_GetObjectItem(p, "access")) ? "yes" : "no",
+	       cJSON_IsNumber(rank) ? rank->valueint : -1, path, peer, staged);
+	ck_assert_str_eq(path, want_path);
+	/* The other path was never taken. */
+	ck_assert_uint_eq(strcmp(path, "peer") == 0 ? staged : peer, 0);
+	cJSON_Delete(r);
+	return strcmp(path, "peer") == 0 ? peer : staged;
+}
+
+#define X2_SIZE (8U << 20)
+#define X2_LEN ((5U << 20) + 7)
+
+struct x2_copy {
+	int from, to; /* index into the regions */
+	uint64_t from_off, to_off;
+};
+
+/*
+ * VMM and IPC allocations on GPU 0 and GPU 1, registered by one client;
+ * a pattern copied from one to the next around all of them, GPU 0 -> 1 and
+ * back at odd offsets, each arrival checked byte for byte in the client's
+ * own mapping. An IPC allocation of GPU 1 opened in GPU 0's context (where
+ * peer access allows it) takes part too. ListGpus then says which path the
+ * copies took, and the primary context references of each GPU drop to 0
+ * with its last import. want_path: what the daemon must report.
+ */
+static void two_gpu_round(const char *want_path)
+{
+	struct rdmamem_client *c = test_client(td.socket);
+	uint8_t h[3][RDMAMEM_CUDA_IPC_HANDLE_SIZE];
+	bool can01 = can_access_peer(0, 1), can10 = can_access_peer(1, 0);
+	/* Forced staging leaves it out: the IPC open enables peer access
+	 * itself (CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), which staging does
+	 * not mean to use. */
+	bool cross = !want_path;
+	/* v0, v1, i0, i1, x (GPU 1's memory opened from GPU 0) */
+	CUdeviceptr p[5];
+	int dev[5] = { 0, 1, 0, 1, 1 }, ctx_dev[5] = { 0, 1, 0, 1, 0 };
+	uint64_t id[5], before01, before10, n01 = 0, n10 = 0;
+	size_t size;
+	int fd, n_regions = 4;
+	static const struct x2_copy copies[] = {
+		{ 0, 1, 1001, 3 },     /* v0 -> v1 */
+		{ 1, 2, 3, 4097 },     /* v1 -> i0 */
+		{ 2, 3, 4097, 17 },    /* i0 -> i1 */
+		{ 3, 0, 17, 65537 },   /* i1 -> v0 */
+		{ 1, 4, 3, 99 },       /* v1 -> x: one GPU's memory, two contexts */
+		{ 4, 3, 99, 1 << 20 }, /* x -> i1 */
+	};
+
+	if (!want_path)
+		want_path = can01 && can10 ? "peer" : "staged";
+	printf("two GPUs: the daemon should copy between them %s\n", want_path);
+	p[0] = vmm_alloc_on(0, X2_SIZE, &size, &fd);
+	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &id[0]), 0);
+	close(fd);
+	p[1] = vmm_alloc_on(1, X2_SIZE, &size, &fd);
+	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, size, 0, 0, &id[1]), 0);
+	close(fd);
+	p[2] = ipc_alloc_on(0, X2_SIZE, h[0]);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, h[0], 0, 0, 0, &id[2]), 0);
+	p[3] = ipc_alloc_on(1, X2_SIZE, h[1]);
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, h[1], 1, 0, 0, &id[3]), 0);
+	p[4] = ipc_alloc_on(1, X2_SIZE, h[2]);
+	/* GPU 1's memory opened in GPU 0's context: GPU 0 reaches it through
+	 * peer access; without, the driver may refuse the open. */
+	if (cross) {
+		int r = rdmamem_register_cuda_ipc(c, h[2], 0, 0, 0, &id[4]);
+
+		printf("IPC handle of GPU 1 opened in GPU 0's context: %s\n",
+		       r == 0 ? "ok" : rdmamem_client_error_message(c));
+		if (can01)
+			ck_assert_int_eq(r, 0);
+		n_regions = r == 0 ? 5 : 4;
+	}
+	for (int k = 0; k < n_regions; k++) {
+		cJSON *info = region_info(c, id[k]);
+
+		ck_assert_int_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(info, "location"),
+						     "device")
+					 ->valueint,
+				 dev[k]);
+		cJSON_Delete(info);
+	}
+	expect_refs(c, 0, n_regions == 5 ? 3 : 2);
+	expect_refs(c, 1, 2);
+
+	before01 = pair_copies(c, 0, 1, want_path);
+	before10 = pair_copies(c, 1, 0, want_path);
+	put_on(0, p[0], 1001, X2_LEN, 41);
+	for (size_t k = 0; k < ELEMENTSOF(copies); k++) {
+		const struct x2_copy *x = &copies[k];
+		struct rdmamem_copy cp = { .from_region = id[x->from],
+					   .from_offset = x->from_off,
+					   .to_region = id[x->to],
+					   .to_offset = x->to_off,
+					   .length = X2_LEN,
+					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		if (x->from >= n_regions || x->to >= n_regions)
+			continue;
+		ck_assert_msg(rdmamem_copy(c, &cp) == 0, "copy %zu: %s", k,
+			      rdmamem_client_error_message(c));
+		expect_on(dev[x->to], p[x->to], x->to_off, X2_LEN, 41);
+		if (ctx_dev[x->from] == 0 && ctx_dev[x->to] == 1)
+			n01++;
+		else if (ctx_dev[x->from] == 1 && ctx_dev[x->to] == 0)
+			n10++;
+	}
+	ck_assert_uint_eq(pair_copies(c, 0, 1, want_path) - before01, n01);
+	ck_assert_uint_eq(pair_copies(c, 1, 0, want_path) - before10, n10);
+
+	/* Each GPU's context goes with its last import. */
+	ck_assert_int_eq(rdmamem_unregister(c, id[0]), 0);
+	ck_assert_int_eq(rdmamem_unregister(c, id[2]), 0);
+	expect_refs(c, 0, n_regions == 5 ? 1 : 0);
+	expect_refs(c, 1, 2);
+	if (n_regions == 5)
+		ck_assert_int_eq(rdmamem_unregister(c, id[4]), 0);
+	expect_refs(c, 0, 0);
+	ck_assert_int_eq(rdmamem_unregister(c, id[1]), 0);
+	expect_refs(c, 1, 1);
+	ck_assert_int_eq(rdmamem_unregister(c, id[3]), 0);
+	expect_refs(c, 1, 0);
+	rdmamem_client_close(c);
+}
+
+START_TEST(test_two_gpus_copies)
+{
+	if (!two_gpus_or_skip(__func__))
+		return;
+	two_gpu_round(NULL);
+}
+END_TEST
+
+/* RDMAMEMD_CUDA_PEER_COPIES=off: the same copies, staged through host
+ * memory by the driver whatever the topology (the path machines without
+ * peer access take). */
+START_TEST(test_two_gpus_copies_staged)
+{
+	if (!two_gpus_or_skip(__func__))
+		return;
+	test_daemon_stop(&td);
+	ck_assert_int_eq(setenv("RDMAMEMD_CUDA_PEER_COPIES", "off", 1), 0);
+	test_daemon_start(&td, NULL);
+	unsetenv("RDMAMEMD_CUDA_PEER_COPIES");
+	two_gpu_round("staged");
+}
+END_TEST
+
+/* One connection per GPU, each on its own thread, copying at once. */
+struct x2_thread {
+	int own, other; /* GPU ordinals */
+	int fd_own, fd_other;
+	size_t size;
+	unsigned seed;
+	char failure[256];
+};
+
+static void *x2_thread(void *arg)
+{
+	struct x2_thread *t = arg;
+	struct rdmamem_client *c = test_client(td.socket);
+	size_t n = (1U << 20) + 333;
+	uint8_t *in = malloc(n), *out = malloc(n);
+	uint64_t a, b;
+
+	if (rdmamem_register_cuda_vmm(c, t->fd_own, t->size, 0, 0, &a) < 0 ||
+	    rdmamem_register_cuda_vmm(c, t->fd_other, t->size, 0, 0, &b) < 0) {
+		snprintf(t->failure, sizeof(t->failure), "register: %s",
+			 rdmamem_client_error_message(c));
+		goto out;
+	}
+	for (unsigned k = 0; k < 40 && !t->failure[0]; k++) {
+		uint64_t at = 1 + k * 4099 % (512U << 10), there = 7 + k * 8191 % (1U << 20);
+		struct rdmamem_copy within = { .from_region = a,
+					       .from_offset = at,
+					       .to_region = a,
+					       .to_offset = at + (2U << 20),
+					       .length = n,
+					       .mode = RDMAMEM_LOCK_EXCLUSIVE };
+		struct rdmamem_copy across = { .from_region = a,
+					       .from_offset = at + (2U << 20),
+					       .to_region = b,
+					       .to_offset = there,
+					       .length = n,
+					       .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		fill(in, n, t->seed + k);
+		if (rdmamem_write(c, a, at, in, n, RDMAMEM_LOCK_EXCLUSIVE, 0) < 0 ||
+		    rdmamem_copy(c, &within) < 0 || rdmamem_copy(c, &across) < 0 ||
+		    rdmamem_read(c, b, there, out, n, 0) < 0)
+			snprintf(t->failure, sizeof(t->failure), "round %u: %s", k,
+				 rdmamem_client_error_message(c));
+		else if (memcmp(in, out, n) != 0)
+			snprintf(t->failure, sizeof(t->failure),
+				 "round %u: GPU %d -> GPU %d bytes differ", k, t->own, t->other);
+	}
+out:
+	free(in);
+	free(out);
+	rdmamem_client_close(c);
+	return NULL;
+}
+
+/*
+ * The context guard under load: two clients on two threads copy at once,
+ * one within GPU 0 and across to GPU 1, the other within GPU 1 and across
+ * to GPU 0, each checking every byte; the daemon's pool threads switch
+ * between both GPUs' contexts meanwhile. No context reference is left.
+ */
+START_TEST(test_two_gpus_two_threads)
+{
+	struct x2_thread t[2] = { { .own = 0, .other = 1, .seed = 3 },
+				  { .own = 1, .other = 0, .seed = 9 } };
+	struct rdmamem_client *c;
+	pthread_t th[2];
+	bool both;
+
+	if (!two_gpus_or_skip(__func__))
+		return;
+	both = can_access_peer(0, 1) & can_access_peer(1, 0);
+	for (int i = 0; i < 2; i++) {
+		vmm_alloc_on(t[i].own, 4U << 20, &t[i].size, &t[i].fd_own);
+		vmm_alloc_on(t[i].other, 4U << 20, &t[i].size, &t[i].fd_other);
+	}
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, x2_thread, &t[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_msg(!t[i].failure[0], "thread on GPU %d: %s", t[i].own, t[i].failure);
+		close(t[i].fd_own);
+		close(t[i].fd_other);
+	}
+	c = test_client(td.socket);
+	/* 40 rounds of each thread crossed over. */
+	ck_assert_uint_ge(pair_copies(c, 0, 1, both ? "peer" : "staged"), 40);
+	ck_assert_uint_ge(pair_copies(c, 1, 0, both ? "peer" : "staged"), 40);
+	expect_refs(c, 0, 0);
+	expect_refs(c, 1, 0);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 #endif
 
 Suite *gpu_suite(void)
@@ -806,6 +1203,15 @@ Suite *gpu_suite(void)
 	test_add_tagged(tc, "cuda", test_copy_directions);
 	test_add_tagged(tc, "cuda", test_copy_overlapping_gpu);
 	test_add_tagged(tc, "cuda", test_gpu_registration_without_rdma);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cuda-2gpu");
+	tcase_set_tags(tc, "cuda");
+	tcase_add_checked_fixture(tc, gpu2_setup, teardown);
+	tcase_set_timeout(tc, 120);
+	test_add_tagged(tc, "cuda", test_two_gpus_copies);
+	test_add_tagged(tc, "cuda", test_two_gpus_copies_staged);
+	test_add_tagged(tc, "cuda", test_two_gpus_two_threads);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cuda-exit");

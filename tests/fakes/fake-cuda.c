@@ -5,8 +5,16 @@
  * so copies are memmove and ASan sees every byte the daemon touches. Legacy
  * IPC handles open 1 MiB on the device named by the handle's byte 1 (byte 0
  * == 0x5a: an invalid handle); VMM fds import as a 2 MiB-granular
- * allocation on device 1. Contexts are per thread, as the driver's are:
- * pool threads push and pop.
+ * allocation on device 1 (fake_cuda.vmm_device). Contexts are per thread,
+ * as the driver's are: pool threads push and pop.
+ *
+ * A copy touches only memory its context's device reaches, as on a GPU: a
+ * VMM mapping the devices cuMemSetAccess named, an allocation of its own
+ * device's contexts, or of another device whose memory peer access
+ * (cuCtxEnablePeerAccess) opened; else CUDA_ERROR_ILLEGAL_ADDRESS.
+ * cuMemcpyPeer goes peer to peer where access is enabled both ways, and
+ * needs both devices to reach both sides then; staged otherwise, where each
+ * side needs only its own context.
  *
  * Where a real driver returns an error, so does the fake; what no driver
  * reports but only a bug in the caller causes (a release without a retain,
@@ -45,6 +53,7 @@ struct fake_alloc {
 	size_t size;
 	CUcontext ctx; /* NULL: a VMM mapping (no context) */
 	int device;
+	unsigned access; /* ctx NULL: devices that may touch it, a bit each */
 	enum alloc_kind kind;
 	bool used;
 };
@@ -62,10 +71,12 @@ static struct {
 	size_t size;
 } reservations[64];
 static CUmemGenericAllocationHandle next_handle = 0x1000;
+/* The device of each imported handle, by handle % 256. */
+static int handle_device[256];
 static __thread CUcontext stack[8];
 static __thread int depth;
 
-struct fake_cuda_state fake_cuda = { .version = 13000 };
+struct fake_cuda_state fake_cuda = { .version = 13000, .vmm_device = 1 };
 
 _printf_(1, 2) static _Noreturn void violation(const char *fmt, ...)
 {
@@ -87,6 +98,15 @@ CUcontext fake_cuda_primary(int device)
 CUcontext fake_cuda_own_ctx(void)
 {
 	return OWN_CTX;
+}
+
+/* A context's device; -1 for none. */
+static int ctx_device(CUcontext c)
+{
+	for (int d = 0; d < N_DEV; d++)
+		if (c == PRIMARY(d))
+			return d;
+	return c == OWN_CTX ? 0 : -1;
 }
 
 CUcontext fake_cuda_current(void)
@@ -162,7 +182,8 @@ static bool find(CUdeviceptr p, struct fake_alloc *ret)
 	return found;
 }
 
-static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, enum alloc_kind kind)
+static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, enum alloc_kind kind,
+		unsigned access)
 {
 	bool ok = false;
 
@@ -174,6 +195,7 @@ static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, enum a
 						 .size = size,
 						 .ctx = ctx,
 						 .device = device,
+						 .access = access,
 						 .kind = kind,
 						 .used = true };
 		if (kind == ALLOC_MAPPING)
@@ -220,7 +242,7 @@ CUdeviceptr fake_cuda_alloc(size_t size, CUcontext ctx, int device)
 {
 	void *mem = heap(size);
 
-	if (!mem || !add((uintptr_t)mem, size, ctx, device, ALLOC_MEM))
+	if (!mem || !add((uintptr_t)mem, size, ctx, device, ALLOC_MEM, 1U << device))
 		violation("no room for a %zu-byte allocation", size);
 	return (uintptr_t)mem;
 }
@@ -423,15 +445,39 @@ static CUresult f_range(CUdeviceptr *base, size_t *size, CUdeviceptr p)
 	return CUDA_SUCCESS;
 }
 
-/* Copies need a context and stay inside what is allocated, as on a GPU
- * (where the alternative is an MMU fault). */
-static CUresult copy(void *dst, const void *src, size_t n)
+/* Whether device may touch device memory p (host memory: always). */
+static bool reaches(int device, CUdeviceptr p)
+{
+	struct fake_alloc a;
+	bool ok;
+	int owner;
+
+	if (!find(p, &a))
+		return true;
+	if (!a.ctx)
+		return device >= 0 && (a.access & (1U << device));
+	owner = ctx_device(a.ctx);
+	pthread_mutex_lock(&lock);
+	ok = owner == device ||
+	     (device >= 0 && owner >= 0 && fake_cuda.peer_enabled[device][owner]);
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+/* Copies need a context, touch only what its device reaches and stay
+ * inside what is allocated, as on a GPU (where the alternative is an MMU
+ * fault). dst_dev and src_dev: which sides are device memory. */
+static CUresult copy(void *dst, const void *src, size_t n, bool dst_dev, bool src_dev)
 {
 	CUcontext cur = fake_cuda_current();
+	int device = ctx_device(cur);
 	CUresult res;
 
 	if (!cur)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if ((dst_dev && !reaches(device, (uintptr_t)dst)) ||
+	    (src_dev && !reaches(device, (uintptr_t)src)))
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
 	pthread_mutex_lock(&lock);
 	fake_cuda.last_copy_ctx = cur;
 	res = fake_cuda.copy_result;
@@ -444,17 +490,105 @@ static CUresult copy(void *dst, const void *src, size_t n)
 
 static CUresult f_htod(CUdeviceptr dst, const void *src, size_t n)
 {
-	return copy((void *)(uintptr_t)dst, src, n);
+	return copy((void *)(uintptr_t)dst, src, n, true, false);
 }
 
 static CUresult f_dtoh(void *dst, CUdeviceptr src, size_t n)
 {
-	return copy(dst, (const void *)(uintptr_t)src, n);
+	return copy(dst, (const void *)(uintptr_t)src, n, false, true);
 }
 
 static CUresult f_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-	return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, true, true);
+}
+
+/*
+ * Each side in its own context. Peer to peer when access is enabled both
+ * ways: either device's copy engine may run it, so both must reach both
+ * sides (a VMM mapping needs cuMemSetAccess for the other device too).
+ * Staged otherwise: through host memory, each side by its own device.
+ */
+static CUresult f_memcpy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+			      CUcontext src_ctx, size_t n)
+{
+	int dd = ctx_device(dst_ctx), sd = ctx_device(src_ctx);
+	bool p2p;
+	CUresult res;
+
+	if (dd < 0 || sd < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	pthread_mutex_lock(&lock);
+	p2p = dd != sd && fake_cuda.peer_enabled[dd][sd] && fake_cuda.peer_enabled[sd][dd];
+	pthread_mutex_unlock(&lock);
+	if (!reaches(dd, dst) || !reaches(sd, src) ||
+	    (p2p && (!reaches(sd, dst) || !reaches(dd, src))))
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	pthread_mutex_lock(&lock);
+	fake_cuda.last_peer_dst_ctx = dst_ctx;
+	fake_cuda.last_peer_src_ctx = src_ctx;
+	if (p2p)
+		fake_cuda.n_copies_p2p++;
+	else
+		fake_cuda.n_copies_staged++;
+	res = fake_cuda.copy_result;
+	pthread_mutex_unlock(&lock);
+	if (res != CUDA_SUCCESS)
+		return res;
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_ctx_get_device(CUdevice *d)
+{
+	int device = ctx_device(fake_cuda_current());
+
+	if (device < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*d = device;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_can_access_peer(int *can, CUdevice d, CUdevice peer)
+{
+	if (d < 0 || d >= N_DEV || peer < 0 || peer >= N_DEV)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&lock);
+	*can = d != peer && !fake_cuda.no_peer;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+/* The link ranks 0 (the best); other attributes say whether it exists. */
+static CUresult f_p2p_attribute(int *v, CUdevice_P2PAttribute attr, CUdevice d, CUdevice peer)
+{
+	int can;
+	CUresult res = f_can_access_peer(&can, d, peer);
+
+	if (res != CUDA_SUCCESS || d == peer)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*v = attr == CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK ? 0 : can;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_enable_peer(CUcontext peer, unsigned flags)
+{
+	int d = ctx_device(fake_cuda_current()), p = ctx_device(peer);
+	CUresult res = CUDA_SUCCESS;
+
+	if (d < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (flags || p < 0 || p == d)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&lock);
+	if (fake_cuda.no_peer)
+		res = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+	else if (fake_cuda.peer_enabled[d][p])
+		res = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+	else
+		fake_cuda.peer_enabled[d][p] = true;
+	pthread_mutex_unlock(&lock);
+	return res;
 }
 
 static CUresult f_host_register(void *p, size_t n, unsigned flags)
@@ -494,7 +628,7 @@ static CUresult f_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
 	mem = map_guarded(FAKE_CUDA_IPC_SIZE);
 	if (!mem)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (!add((uintptr_t)mem, FAKE_CUDA_IPC_SIZE, cur, device, ALLOC_IPC)) {
+	if (!add((uintptr_t)mem, FAKE_CUDA_IPC_SIZE, cur, device, ALLOC_IPC, 0)) {
 		unmap_guarded(mem, FAKE_CUDA_IPC_SIZE);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -513,6 +647,7 @@ static CUresult f_import(CUmemGenericAllocationHandle *h, void *fd, CUmemAllocat
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&lock);
 	fake_cuda.n_handles++;
+	handle_device[next_handle % ELEMENTSOF(handle_device)] = fake_cuda.vmm_device;
 	*h = next_handle++;
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
@@ -520,9 +655,13 @@ static CUresult f_import(CUmemGenericAllocationHandle *h, void *fd, CUmemAllocat
 
 static CUresult f_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
 {
-	(void)h;
+	int device;
+
+	pthread_mutex_lock(&lock);
+	device = handle_device[h % ELEMENTSOF(handle_device)];
+	pthread_mutex_unlock(&lock);
 	*prop = (CUmemAllocationProp){ .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-				       .location = { CU_MEM_LOCATION_TYPE_DEVICE, 1 } };
+				       .location = { CU_MEM_LOCATION_TYPE_DEVICE, device } };
 	return CUDA_SUCCESS;
 }
 
@@ -590,21 +729,23 @@ static CUresult f_free(CUdeviceptr p, size_t size)
 	return res;
 }
 
-/* A mapping is context-less device memory of device 1. */
+/* A mapping is context-less device memory of its handle's device, which
+ * no device may touch until cuMemSetAccess. */
 static CUresult f_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
 		      unsigned long long flags)
 {
 	CUresult res;
 
 	(void)offset;
-	(void)h;
 	(void)flags;
 	pthread_mutex_lock(&lock);
 	res = fake_cuda.map_result;
 	pthread_mutex_unlock(&lock);
 	if (res != CUDA_SUCCESS)
 		return res;
-	return add(p, size, NULL, 1, ALLOC_MAPPING) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	return add(p, size, NULL, handle_device[h % ELEMENTSOF(handle_device)], ALLOC_MAPPING, 0) ?
+		       CUDA_SUCCESS :
+		       CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static CUresult f_unmap(CUdeviceptr p, size_t size)
@@ -615,8 +756,6 @@ static CUresult f_unmap(CUdeviceptr p, size_t size)
 
 static CUresult f_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *d, size_t n)
 {
-	(void)p;
-	(void)size;
 	for (size_t i = 0; i < n; i++) {
 		if (d[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || d[i].location.id < 0 ||
 		    d[i].location.id >= N_DEV)
@@ -630,6 +769,19 @@ static CUresult f_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *d, s
 	fake_cuda.last_access_count = n;
 	if (n)
 		fake_cuda.last_access = d[0];
+	for (size_t i = 0; i < ELEMENTSOF(allocs); i++) {
+		if (!allocs[i].used || allocs[i].kind != ALLOC_MAPPING || allocs[i].base < p ||
+		    allocs[i].base >= p + size)
+			continue;
+		for (size_t k = 0; k < n; k++) {
+			unsigned bit = 1U << d[k].location.id;
+
+			if (d[k].flags == CU_MEM_ACCESS_FLAGS_PROT_NONE)
+				allocs[i].access &= ~bit;
+			else
+				allocs[i].access |= bit;
+		}
+	}
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
@@ -689,7 +841,7 @@ static CUresult f_mem_alloc(CUdeviceptr *p, size_t size)
 	mem = heap(size);
 	if (!mem)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (!add((uintptr_t)mem, size, ctx, device, ALLOC_OWN)) {
+	if (!add((uintptr_t)mem, size, ctx, device, ALLOC_OWN, 0)) {
 		free(mem);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -725,6 +877,11 @@ const struct cu_ops fake_cu_ops = {
 	.cuMemcpyHtoD = f_htod,
 	.cuMemcpyDtoH = f_dtoh,
 	.cuMemcpyDtoD = f_dtod,
+	.cuMemcpyPeer = f_memcpy_peer,
+	.cuCtxGetDevice = f_ctx_get_device,
+	.cuCtxEnablePeerAccess = f_enable_peer,
+	.cuDeviceCanAccessPeer = f_can_access_peer,
+	.cuDeviceGetP2PAttribute = f_p2p_attribute,
 	.cuMemHostRegister = f_host_register,
 	.cuMemHostUnregister = f_host_unregister,
 	.cuIpcOpenMemHandle = f_ipc_open,

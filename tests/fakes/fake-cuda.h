@@ -8,6 +8,7 @@
 #ifndef RDMAMEM_FAKE_CUDA_H
 #define RDMAMEM_FAKE_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "daemon/gpu/cuda-ops.h"
@@ -27,6 +28,10 @@ struct fake_cuda_state {
 	 * cuMemMap return (CUDA_SUCCESS: they work). */
 	int version;
 	CUresult init_result, copy_result, map_result;
+	/* The device VMM fds import on (1 unless set), and whether the two
+	 * devices can reach each other (they can unless no_peer). */
+	int vmm_device;
+	bool no_peer;
 
 	/* Retained primary contexts, imported VMM handles, address
 	 * reservations, VMM mappings. */
@@ -34,9 +39,14 @@ struct fake_cuda_state {
 	int n_handles, n_reserved, n_mapped;
 	/* cuCtxSynchronize calls that found a context current. */
 	int n_syncs;
+	/* Peer access enabled from device a to device b's memory, and
+	 * cuMemcpyPeer calls: peer to peer (enabled both ways) or staged. */
+	bool peer_enabled[FAKE_CUDA_DEVICES][FAKE_CUDA_DEVICES];
+	int n_copies_p2p, n_copies_staged;
 
 	/* What the latest calls saw. */
 	CUcontext last_copy_ctx, last_register_ctx;
+	CUcontext last_peer_dst_ctx, last_peer_src_ctx;
 	unsigned last_register_flags, last_ipc_flags;
 	CUmemAccessDesc last_access;
 	size_t last_access_count;
@@ -48,7 +58,8 @@ extern struct fake_cuda_state fake_cuda;
 extern const struct cu_ops fake_cu_ops;
 
 CUcontext fake_cuda_primary(int device);
-/* A context that is no device's primary: one a client created itself. */
+/* A context that is no device's primary: one a client created itself, on
+ * device 0. */
 CUcontext fake_cuda_own_ctx(void);
 /* The calling thread's context stack. */
 CUcontext fake_cuda_current(void);
@@ -56,8 +67,8 @@ int fake_cuda_depth(void);
 
 /*
  * Device memory as cuMemAlloc would give it in ctx (NULL: none, as for a
- * VMM mapping) on device; kept until the process ends. Aborts when the
- * table is full.
+ * VMM mapping that device has access to) on device; kept until the process
+ * ends. Aborts when the table is full.
  */
 CUdeviceptr fake_cuda_alloc(size_t size, CUcontext ctx, int device);
 

@@ -60,6 +60,7 @@ END_TEST
 
 #if HAVE_CUDA_H
 #include "tests/fakes/fake-cuda.h"
+#include "tests/fakes/fake.h"
 
 #define N_DEV FAKE_CUDA_DEVICES
 #define GRAN FAKE_CUDA_GRAN
@@ -284,10 +285,12 @@ START_TEST(test_vmm_import_copy_release)
 	ck_assert_uint_eq(m.size, 4 * GRAN);
 	ck_assert_int_eq(fake_cuda.n_handles, 1);
 	ck_assert_int_eq(fake_cuda.n_mapped, 1);
-	/* Read and write access for the device the memory lives on. */
+	/* Read and write access for the device the memory lives on, then for
+	 * the other, which copies with it peer to peer. */
 	ck_assert_uint_eq(fake_cuda.last_access_count, 1);
-	ck_assert_int_eq(fake_cuda.last_access.location.id, 1);
+	ck_assert_int_eq(fake_cuda.last_access.location.id, 0);
 	ck_assert_int_eq(fake_cuda.last_access.flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+	ck_assert_uint_eq(m.peers, 1U << 0);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
 	ck_assert_int_eq(cu_pointer_device(m.dptr + 5, NULL), 1);
 
@@ -460,6 +463,280 @@ START_TEST(test_primary_balance)
 }
 END_TEST
 
+/* ---- two GPUs ---- */
+
+/* A VMM import of n_gran granules on device. */
+static void import_on(int device, size_t n_gran, struct cu_vmm_map *m)
+{
+	fake_cuda.vmm_device = device;
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, n_gran * GRAN, m), 0);
+	ck_assert_int_eq(m->device, device);
+}
+
+static void pattern(uint8_t *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(i * 13 + seed + i / 253);
+}
+
+/*
+ * A copy from GPU src's VMM mapping to GPU dst's and back, at odd offsets:
+ * the bytes arrive, each side ran in its own device's primary context
+ * (cuMemcpyPeer), and the counts say which path.
+ */
+static void copy_round_trip(struct cu_vmm_map *a, struct cu_vmm_map *b, int want_p2p)
+{
+	static uint8_t in[100003], out[sizeof(in)];
+	int p2p = fake_cuda.n_copies_p2p, staged = fake_cuda.n_copies_staged;
+	int syncs = fake_cuda.n_syncs;
+
+	pattern(in, sizeof(in), 7);
+	ck_assert_int_eq(cu_copy_htod(a->dptr + 4097, in, sizeof(in)), 0);
+	ck_assert_int_eq(cu_copy_dtod(b->dptr + 12345, a->dptr + 4097, sizeof(in)), 0);
+	ck_assert_ptr_eq(fake_cuda.last_peer_dst_ctx, fake_cuda_primary(b->device));
+	ck_assert_ptr_eq(fake_cuda.last_peer_src_ctx, fake_cuda_primary(a->device));
+	/* Waited for on both sides. */
+	ck_assert_int_eq(fake_cuda.n_syncs, syncs + 1 + 2);
+	memset(out, 0, sizeof(out));
+	ck_assert_int_eq(cu_copy_dtoh(out, b->dptr + 12345, sizeof(out)), 0);
+	ck_assert_mem_eq(out, in, sizeof(in));
+
+	/* And back, to another odd place. */
+	ck_assert_int_eq(cu_copy_dtod(a->dptr + GRAN + 1, b->dptr + 12345, sizeof(in)), 0);
+	ck_assert_ptr_eq(fake_cuda.last_peer_dst_ctx, fake_cuda_primary(a->device));
+	memset(out, 0, sizeof(out));
+	ck_assert_int_eq(cu_copy_dtoh(out, a->dptr + GRAN + 1, sizeof(out)), 0);
+	ck_assert_mem_eq(out, in, sizeof(in));
+	ck_assert_int_eq(fake_cuda.n_copies_p2p, p2p + 2 * want_p2p);
+	ck_assert_int_eq(fake_cuda.n_copies_staged, staged + 2 * !want_p2p);
+	ck_assert_int_eq(fake_cuda_depth(), 0);
+	/* The guards' retains are gone again: one per import is left. */
+	ck_assert_uint_eq(cu_primary_ctx_refs(a->device), 1);
+	ck_assert_uint_eq(cu_primary_ctx_refs(b->device), 1);
+}
+
+/* Both GPUs reach each other: each import is mapped for the other GPU too,
+ * copies go peer to peer with access enabled both ways, and the counts and
+ * the path show in cu_peer_info. */
+START_TEST(test_two_gpus_peer)
+{
+	struct cu_vmm_map a = {}, b = {};
+	struct cu_peer_info pi;
+
+	load_fake();
+	import_on(0, 2, &a);
+	ck_assert_uint_eq(a.peers, 1U << 1);
+	import_on(1, 2, &b);
+	ck_assert_uint_eq(b.peers, 1U << 0);
+	copy_round_trip(&a, &b, 1);
+	ck_assert(fake_cuda.peer_enabled[0][1] && fake_cuda.peer_enabled[1][0]);
+	/* Already enabled the second time round: not an error. */
+	copy_round_trip(&b, &a, 1);
+
+	ck_assert_int_eq(cu_peer_info(0, 1, &pi), 0);
+	ck_assert_int_eq(pi.ordinal, 1);
+	ck_assert(pi.access);
+	ck_assert_int_eq(pi.performance_rank, 0);
+	ck_assert_int_eq(pi.path, CU_COPY_PEER);
+	ck_assert_str_eq(cu_copy_path_name(pi.path), "peer");
+	ck_assert_uint_eq(pi.copies_peer, 2);
+	ck_assert_uint_eq(pi.copies_staged, 0);
+	ck_assert_int_eq(cu_peer_info(1, 0, &pi), 0);
+	ck_assert_uint_eq(pi.copies_peer, 2);
+	ck_assert_int_eq(cu_peer_info(1, 1, &pi), 0);
+	ck_assert_int_eq(pi.path, CU_COPY_SAME_DEVICE);
+	ck_assert_int_eq(pi.performance_rank, -1);
+	ck_assert_int_eq(cu_peer_info(0, N_DEV, &pi), -ENODEV);
+
+	/* Each device's context goes with its last import. */
+	ck_assert_int_eq(cu_vmm_release(&a), 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
+	ck_assert_int_eq(cu_vmm_release(&b), 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda_live(), 0);
+}
+END_TEST
+
+/* The GPUs cannot reach each other: nothing is granted across, and the
+ * driver stages each copy, each side in its own context. A DtoD issued in
+ * one GPU's context would have faulted on the other's mapping. */
+START_TEST(test_two_gpus_staged)
+{
+	struct cu_vmm_map a = {}, b = {};
+	struct cu_peer_info pi;
+	struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+
+	fake_cuda.no_peer = true;
+	load_fake();
+	import_on(0, 2, &a);
+	import_on(1, 2, &b);
+	ck_assert_uint_eq(a.peers | b.peers, 0);
+	copy_round_trip(&a, &b, 0);
+	ck_assert(!fake_cuda.peer_enabled[0][1] && !fake_cuda.peer_enabled[1][0]);
+	ck_assert_int_eq(cu_peer_info(0, 1, &pi), 0);
+	ck_assert(!pi.access);
+	ck_assert_int_eq(pi.path, CU_COPY_STAGED);
+	ck_assert_str_eq(cu_copy_path_name(pi.path), "staged");
+	ck_assert_uint_eq(pi.copies_staged, 1);
+	ck_assert_uint_eq(pi.copies_peer, 0);
+
+	ck_assert_int_eq(cu_ctx_guard_enter(b.dptr, &g), 0);
+	ck_assert_int_eq(fake_cu_ops.cuMemcpyDtoD(a.dptr, b.dptr, 64), CUDA_ERROR_ILLEGAL_ADDRESS);
+	cu_ctx_guard_exit(&g);
+	ck_assert_int_eq(cu_vmm_release(&a), 0);
+	ck_assert_int_eq(cu_vmm_release(&b), 0);
+	ck_assert_int_eq(fake_cuda_live(), 0);
+}
+END_TEST
+
+/* RDMAMEMD_CUDA_PEER_COPIES=off: the driver would allow peer access, the
+ * daemon stages all the same and grants nothing across. */
+START_TEST(test_two_gpus_peer_copies_off)
+{
+	struct cu_vmm_map a = {}, b = {};
+	struct cu_peer_info pi;
+
+	ck_assert_int_eq(setenv("RDMAMEMD_CUDA_PEER_COPIES", "off", 1), 0);
+	load_fake();
+	import_on(0, 2, &a);
+	import_on(1, 2, &b);
+	ck_assert_uint_eq(a.peers | b.peers, 0);
+	copy_round_trip(&a, &b, 0);
+	ck_assert_int_eq(cu_peer_info(1, 0, &pi), 0);
+	ck_assert(pi.access);
+	ck_assert_int_eq(pi.path, CU_COPY_STAGED);
+	ck_assert_uint_eq(pi.copies_staged, 1);
+	ck_assert_int_eq(cu_vmm_release(&a), 0);
+	ck_assert_int_eq(cu_vmm_release(&b), 0);
+	unsetenv("RDMAMEMD_CUDA_PEER_COPIES");
+}
+END_TEST
+
+/*
+ * An IPC allocation of GPU 1 opened in GPU 0's context, and a VMM mapping
+ * of GPU 1: one device's memory, two contexts, so cuMemcpyPeer (a DtoD in
+ * GPU 0's context would not reach the mapping: only GPU 1 was granted it
+ * when the GPUs cannot reach each other). Two regions of one context copy
+ * with a plain DtoD.
+ */
+START_TEST(test_ipc_other_device_copies)
+{
+	unsigned char h[CU_IPC_HANDLE_SIZE] = { 0, 1 }, h2[CU_IPC_HANDLE_SIZE] = { 1, 0 };
+	struct cu_ipc_map i1 = {}, i0 = {};
+	struct cu_vmm_map v = {};
+	uint8_t in[4099], out[sizeof(in)];
+	struct cu_peer_info pi;
+
+	fake_cuda.no_peer = true;
+	load_fake();
+	ck_assert_int_eq(cu_ipc_open(h, 0, &i1), 0);
+	ck_assert_int_eq(i1.device, 1);
+	ck_assert_int_eq(i1.ctx_device, 0);
+	ck_assert_int_eq(cu_ipc_open(h2, 0, &i0), 0);
+	import_on(1, 1, &v);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 2);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
+
+	pattern(in, sizeof(in), 3);
+	ck_assert_int_eq(cu_copy_htod(v.dptr + 3, in, sizeof(in)), 0);
+	ck_assert_int_eq(cu_copy_dtod(i1.dptr + 5, v.dptr + 3, sizeof(in)), 0);
+	ck_assert_int_eq(fake_cuda.n_copies_staged, 1);
+	ck_assert_ptr_eq(fake_cuda.last_peer_dst_ctx, fake_cuda_primary(0));
+	ck_assert_ptr_eq(fake_cuda.last_peer_src_ctx, fake_cuda_primary(1));
+	/* Counted by the contexts' devices: GPU 1's mapping to GPU 0's open. */
+	ck_assert_int_eq(cu_peer_info(1, 0, &pi), 0);
+	ck_assert_uint_eq(pi.copies_staged, 1);
+
+	/* One context: DtoD, no peer copy. */
+	ck_assert_int_eq(cu_copy_dtod(i0.dptr + 7, i1.dptr + 5, sizeof(in)), 0);
+	ck_assert_int_eq(fake_cuda.n_copies_staged + fake_cuda.n_copies_p2p, 1);
+	ck_assert_ptr_eq(fake_cuda.last_copy_ctx, fake_cuda_primary(0));
+	ck_assert_int_eq(cu_copy_dtoh(out, i0.dptr + 7, sizeof(out)), 0);
+	ck_assert_mem_eq(out, in, sizeof(in));
+	ck_assert_int_eq(fake_cuda_depth(), 0);
+
+	ck_assert_int_eq(cu_ipc_close(&i1), 0);
+	ck_assert_int_eq(cu_ipc_close(&i0), 0);
+	ck_assert_int_eq(cu_vmm_release(&v), 0);
+	ck_assert_int_eq(fake_cuda_live(), 0);
+}
+END_TEST
+
+/* A peer copy that fails: the error names cuMemcpyPeer, and no context is
+ * left pushed nor retained. */
+START_TEST(test_two_gpus_copy_fails)
+{
+	struct cu_vmm_map a = {}, b = {};
+
+	load_fake();
+	import_on(0, 1, &a);
+	import_on(1, 1, &b);
+	fake_cuda.copy_result = CUDA_ERROR_OUT_OF_MEMORY;
+	ck_assert_int_eq(cu_copy_dtod(b.dptr, a.dptr, 100), -ENOMEM);
+	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemcpyPeer)"));
+	ck_assert_int_eq(fake_cuda_depth(), 0);
+	ck_assert_uint_eq(cu_primary_ctx_refs(0), 1);
+	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
+	fake_cuda.copy_result = CUDA_SUCCESS;
+	ck_assert_int_eq(cu_vmm_release(&a), 0);
+	ck_assert_int_eq(cu_vmm_release(&b), 0);
+}
+END_TEST
+
+struct gpu_thread {
+	struct cu_vmm_map *own, *other;
+	unsigned seed;
+	int failures;
+};
+
+/* Copies within its own GPU and across to the other, many times, byte-exact,
+ * while the other thread does the same the other way round. */
+static void *gpu_thread(void *p)
+{
+	struct gpu_thread *t = p;
+	uint8_t in[5000], out[sizeof(in)];
+
+	for (unsigned k = 0; k < 200; k++) {
+		uint64_t at = t->own->dptr + 1 + (k * 97) % GRAN;
+		uint64_t there = t->other->dptr + GRAN + 3 + (k * 89) % (GRAN / 2);
+
+		pattern(in, sizeof(in), t->seed + k);
+		if (cu_copy_htod(at, in, sizeof(in)) < 0 ||
+		    cu_copy_dtod(at + GRAN / 4, at, sizeof(in)) < 0 ||
+		    cu_copy_dtod(there + (t->seed & 1) * GRAN / 4, at + GRAN / 4, sizeof(in)) < 0 ||
+		    cu_copy_dtoh(out, there + (t->seed & 1) * GRAN / 4, sizeof(out)) < 0 ||
+		    memcmp(in, out, sizeof(in)) != 0 || fake_cuda_depth() != 0)
+			t->failures++;
+	}
+	return NULL;
+}
+
+/* The context guard on two threads at once, one per GPU, crossing over. */
+START_TEST(test_two_gpus_two_threads)
+{
+	struct cu_vmm_map a = {}, b = {};
+	struct gpu_thread t[2] = { { &a, &b, 2, 0 }, { &b, &a, 5, 0 } };
+	pthread_t th[2];
+
+	load_fake();
+	import_on(0, 2, &a);
+	import_on(1, 2, &b);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, gpu_thread, &t[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(t[i].failures, 0);
+	}
+	ck_assert_int_eq(fake_cuda.n_copies_p2p, 400);
+	ck_assert_uint_eq(cu_primary_ctx_refs(0), 1);
+	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
+	ck_assert_int_eq(cu_vmm_release(&a), 0);
+	ck_assert_int_eq(cu_vmm_release(&b), 0);
+	ck_assert_int_eq(fake_cuda_live(), 0);
+}
+END_TEST
+
 #endif /* HAVE_CUDA_H */
 
 Suite *cuda_suite(void)
@@ -488,6 +765,16 @@ Suite *cuda_suite(void)
 	tcase_add_test(tc, test_dmabuf);
 	tcase_add_test(tc, test_host_register);
 	tcase_add_test(tc, test_primary_balance);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("two-gpus");
+	tcase_add_checked_fixture(tc, fake_setup, NULL);
+	tcase_add_test(tc, test_two_gpus_peer);
+	tcase_add_test(tc, test_two_gpus_staged);
+	tcase_add_test(tc, test_two_gpus_peer_copies_off);
+	tcase_add_test(tc, test_ipc_other_device_copies);
+	tcase_add_test(tc, test_two_gpus_copy_fails);
+	tcase_add_test(tc, test_two_gpus_two_threads);
 	suite_add_tcase(s, tc);
 #endif
 	return s;

@@ -87,6 +87,13 @@ static CUresult CUDAAPI l_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	return fake.cuMemcpyDtoD(dst, src, n);
 }
 
+static CUresult CUDAAPI l_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+			       CUcontext src_ctx, size_t n)
+{
+	log_call("Peer");
+	return fake.cuMemcpyPeer(dst, dst_ctx, src, src_ctx, n);
+}
+
 static CUresult CUDAAPI l_host_register(void *p, size_t n, unsigned flags)
 {
 	log_call("HostRegister");
@@ -181,6 +188,7 @@ static void setup(void)
 	logged.cuMemcpyHtoD = l_htod;
 	logged.cuMemcpyDtoH = l_dtoh;
 	logged.cuMemcpyDtoD = l_dtod;
+	logged.cuMemcpyPeer = l_peer;
 	logged.cuMemHostRegister = l_host_register;
 	logged.cuMemHostUnregister = l_host_unregister;
 	logged.cuIpcOpenMemHandle = l_ipc_open;
@@ -571,14 +579,18 @@ START_TEST(test_copy)
 	ck_assert_str_eq(drv.text, "HtoD DtoH");
 	ck_assert_ptr_eq(fake_cuda.last_copy_ctx, fake_cuda_primary(1));
 
-	/* GPU to GPU: VMM to IPC, device to device. */
+	/* GPU to GPU: VMM to IPC. Both are GPU 1's memory, but the IPC open
+	 * lives in GPU 0's context and the mapping in none (GPU 1's primary):
+	 * each side in its own context. */
 	log_clear();
 	ck_assert_int_eq(ipc->mem->copy(&(struct region_span){ .region = ipc, .offset = 5 },
 					&(struct region_span){ .region = v, .offset = 100 },
 					sizeof(buf), NULL, &e),
 			 0);
 	ck_assert_mem_eq(dev_bytes(ipc, 5), buf, sizeof(buf));
-	ck_assert_str_eq(drv.text, "DtoD");
+	ck_assert_str_eq(drv.text, "Peer");
+	ck_assert_ptr_eq(fake_cuda.last_peer_dst_ctx, fake_cuda_primary(0));
+	ck_assert_ptr_eq(fake_cuda.last_peer_src_ctx, fake_cuda_primary(1));
 
 	/* Overlapping views of one allocation: through the bounce buffer. */
 	log_clear();
@@ -720,6 +732,116 @@ START_TEST(test_ipc_shared_open_closed_with_last)
 }
 END_TEST
 
+/* ---- ListGpus' model ---- */
+
+struct listed {
+	bool done;
+	struct gpu_list_result res;
+};
+
+static void on_listed(void *userdata, const struct gpu_list_result *res)
+{
+	struct listed *l = userdata;
+
+	l->res = *res;
+	l->done = true;
+}
+
+static void list_gpus(struct listed *l)
+{
+	*l = (struct listed){};
+	ck_assert_int_eq(gpu_list(&gpu, true, on_listed, l), 0);
+	mem_fixture_run_until(&f, &l->done, 5000);
+	ck_assert(l->done);
+	ck_assert_int_eq(l->res.err, 0);
+}
+
+/*
+ * Two GPUs, imports on each, a copy from GPU 0's region to GPU 1's: the
+ * listing has each GPU's context references (one per import) and the other
+ * GPU as its peer, with the path copies take and how many went; the
+ * references drop to 0 with each GPU's last import.
+ */
+START_TEST(test_list_two_gpus)
+{
+	struct region *a, *b;
+	struct errinfo e = {};
+	unsigned char buf[777];
+	struct listed l;
+
+	fake_cuda.vmm_device = 0;
+	a = import_vmm(GRAN, 0);
+	fake_cuda.vmm_device = 1;
+	b = import_vmm(GRAN, 0);
+	ck_assert_int_eq(a->gpu, 0);
+	ck_assert_int_eq(b->gpu, 1);
+	memset(buf, 0xa5, sizeof(buf));
+	ck_assert_int_eq(a->mem->copy(&(struct region_span){ .region = a, .offset = 3 },
+				      &(struct region_span){ .buf = buf }, sizeof(buf), NULL, &e),
+			 0);
+	log_clear();
+	ck_assert_int_eq(b->mem->copy(&(struct region_span){ .region = b, .offset = 1001 },
+				      &(struct region_span){ .region = a, .offset = 3 },
+				      sizeof(buf), NULL, &e),
+			 0);
+	ck_assert_str_eq(drv.text, "Peer");
+	ck_assert_mem_eq(dev_bytes(b, 1001), buf, sizeof(buf));
+
+	list_gpus(&l);
+	ck_assert_int_eq(l.res.n, 2);
+	for (int i = 0; i < 2; i++) {
+		const struct cu_peer_info *pi = &l.res.peers[i][0];
+
+		ck_assert_uint_eq(l.res.refs[i], 1);
+		ck_assert_int_eq(l.res.n_peers[i], 1);
+		ck_assert_int_eq(pi->ordinal, 1 - i);
+		ck_assert(pi->access);
+		ck_assert_int_eq(pi->performance_rank, 0);
+		ck_assert_int_eq(pi->path, CU_COPY_PEER);
+		ck_assert_uint_eq(pi->copies_peer, i == 0 ? 1 : 0);
+		ck_assert_uint_eq(pi->copies_staged, 0);
+	}
+
+	attach_test_hook(a);
+	region_drop_owner(a);
+	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	list_gpus(&l);
+	ck_assert_uint_eq(l.res.refs[0], 0);
+	ck_assert_uint_eq(l.res.refs[1], 1);
+	attach_test_hook(b);
+	region_drop_owner(b);
+	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	list_gpus(&l);
+	ck_assert_uint_eq(l.res.refs[0], 0);
+	ck_assert_uint_eq(l.res.refs[1], 0);
+}
+END_TEST
+
+/* GPUs that cannot reach each other: listed so, and copies are staged. */
+START_TEST(test_list_two_gpus_staged)
+{
+	struct region *a, *b;
+	struct errinfo e = {};
+	struct listed l;
+
+	fake_cuda.no_peer = true;
+	fake_cuda.vmm_device = 0;
+	a = import_vmm(GRAN, 0);
+	fake_cuda.vmm_device = 1;
+	b = import_vmm(GRAN, 0);
+	ck_assert_int_eq(a->mem->copy(&(struct region_span){ .region = a, .offset = 9 },
+				      &(struct region_span){ .region = b, .offset = 17 }, 4096,
+				      NULL, &e),
+			 0);
+	ck_assert_int_eq(fake_cuda.n_copies_staged, 1);
+	list_gpus(&l);
+	ck_assert(!l.res.peers[1][0].access);
+	ck_assert_int_eq(l.res.peers[1][0].path, CU_COPY_STAGED);
+	ck_assert_uint_eq(l.res.peers[1][0].copies_staged, 1);
+	ck_assert_uint_eq(l.res.peers[0][0].copies_staged, 0);
+}
+END_TEST
+
 #endif /* HAVE_CUDA_H */
 
 Suite *gpu_unit_suite(void)
@@ -738,6 +860,8 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_release_order_host);
 	tcase_add_test(tc, test_release_order_vmm);
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
+	tcase_add_test(tc, test_list_two_gpus);
+	tcase_add_test(tc, test_list_two_gpus_staged);
 	suite_add_tcase(s, tc);
 #endif
 	return s;
