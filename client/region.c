@@ -278,11 +278,13 @@ _public_ int rdmamem_write(struct rdmamem_client *c, uint64_t region, uint64_t o
 	return chunked(c, region, offset, (char *)buf, length, true, mode, lease);
 }
 
+/* A Copy's end; what the daemon takes as the default (offset 0, no lease)
+ * is left out: each field is parsed and checked on both sides. */
 static cJSON *end_object(uint64_t region, uint64_t offset, uint64_t lease)
 {
 	cJSON *o = cJSON_CreateObject();
 
-	if (add_id(o, "region", region) < 0 || add_id(o, "offset", offset) < 0 ||
+	if (add_id(o, "region", region) < 0 || (offset && add_id(o, "offset", offset) < 0) ||
 	    (lease && add_id(o, "lease", lease) < 0))
 		return (cJSON_Delete(o), NULL);
 	return o;
@@ -305,8 +307,10 @@ _public_ int rdmamem_copy(struct rdmamem_client *c, const struct rdmamem_copy *c
 	}
 	cJSON_AddItemToObject(p, "from", from);
 	cJSON_AddItemToObject(p, "to", to);
+	/* Exclusive is the daemon's default mode for a Copy's destination. */
 	if (add_id(p, "length", cp->length) < 0 ||
-	    json_add_string(p, "mode", mode_names[cp->mode]) < 0)
+	    (cp->mode != RDMAMEM_LOCK_EXCLUSIVE &&
+	     json_add_string(p, "mode", mode_names[cp->mode]) < 0))
 		p = (cJSON_Delete(p), NULL);
 	return call_u64(c, "io.rdmamemd.Copy", p, NULL, 0, -1, NULL, NULL);
 }

@@ -303,7 +303,8 @@ static int method_write(struct rpc_call *call, void *params)
 /* clang-format off */
 RPC_DEFINE_METHOD(Copy,
 		  "Copies length bytes between two regions (or within one) inside the\n"
-		  "daemon: no payload on the socket. mode applies to the destination.",
+		  "daemon: no payload on the socket. mode applies to the destination:\n"
+		  "\"exclusive\" (default) or \"disjoint\"; an End's offset defaults to 0.",
 		  VARLINK_INPUT_BY_TYPE(struct copy_params, from, from, rpc_type_End, 0),
 		  VARLINK_INPUT_BY_TYPE(struct copy_params, to, to, rpc_type_End, 0),
 		  VARLINK_INPUT(struct copy_params, length, VARLINK_U64, 0),
