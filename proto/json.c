@@ -304,18 +304,25 @@ int json_to_u64(const cJSON *item, uint64_t *ret)
 	return 0;
 }
 
-int json_add_u64(cJSON *obj, const char *name, uint64_t value)
+const char *json_u64_digits(uint64_t value, char buf[static JSON_U64_DIGITS_MAX])
 {
-	char buf[24], *p = buf + sizeof(buf);
+	char *p = buf + JSON_U64_DIGITS_MAX;
 
-	/* Digits from the back: snprintf() was half of this call's cost, and
+	/* From the back: snprintf() was half of json_add_u64()'s cost, and
 	 * every call carries several ids. */
 	*--p = '\0';
 	do {
 		*--p = (char)('0' + value % 10);
 		value /= 10;
 	} while (value);
-	return json_add_string(obj, name, p);
+	return p;
+}
+
+int json_add_u64(cJSON *obj, const char *name, uint64_t value)
+{
+	char buf[JSON_U64_DIGITS_MAX];
+
+	return json_add_string(obj, name, json_u64_digits(value, buf));
 }
 
 int json_add_string(cJSON *obj, const char *name, const char *value)

@@ -57,6 +57,9 @@ int json_to_u64(const cJSON *item, uint64_t *ret);
 int json_get_u64(const cJSON *obj, const char *name, uint64_t *ret);
 int json_parse_u64(const char *s, uint64_t *ret);
 
+/* value in decimal, in buf (returns where its digits start; NUL ended). */
+#define JSON_U64_DIGITS_MAX 21
+const char *json_u64_digits(uint64_t value, char buf[static JSON_U64_DIGITS_MAX]);
 /* Adds name: "decimal" to obj. Returns 0 or -ENOMEM. */
 int json_add_u64(cJSON *obj, const char *name, uint64_t value);
 

@@ -275,6 +275,48 @@ static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
 	return r;
 }
 
+int rpc_reply_u64(struct rpc_call *call, const char *name, uint64_t value)
+{
+	static const char head[] = "{\"parameters\":{\"", mid[] = "\":\"", tail[] = "\"}}";
+	char text[sizeof(head) + RPC_REPLY_U64_NAME_MAX + sizeof(mid) + JSON_U64_DIGITS_MAX +
+		  sizeof(tail)];
+	char buf[JSON_U64_DIGITS_MAX];
+	const char *digits = json_u64_digits(value, buf);
+	size_t name_len = strlen(name), digits_len = strlen(digits), n = 0;
+	int r;
+
+	if (!call->transport->send_text || name_len > RPC_REPLY_U64_NAME_MAX) {
+		cJSON *p = cJSON_CreateObject();
+
+		if (!p || json_add_u64(p, name, value) < 0) {
+			cJSON_Delete(p);
+			return rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s failed: out of memory",
+					  call->vc.method);
+		}
+		return rpc_reply(call, p);
+	}
+	if (call->answered)
+		return -EALREADY;
+	call->answered = true;
+	if (call->vc.oneway)
+		return 0;
+	memcpy(text, head, sizeof(head) - 1);
+	n += sizeof(head) - 1;
+	memcpy(text + n, name, name_len);
+	n += name_len;
+	memcpy(text + n, mid, sizeof(mid) - 1);
+	n += sizeof(mid) - 1;
+	memcpy(text + n, digits, digits_len);
+	n += digits_len;
+	memcpy(text + n, tail, sizeof(tail) - 1);
+	n += sizeof(tail) - 1;
+	r = call->transport->send_text(call->owner, text, n);
+	if (r < 0)
+		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
+				  call->session->id);
+	return r;
+}
+
 int rpc_reply(struct rpc_call *call, cJSON *params)
 {
 	return rpc_send(call, NULL, params);
@@ -456,6 +498,16 @@ int rpc_deferred_reply(struct rpc_deferred *d, cJSON *params)
 		cJSON_Delete(params);
 	else
 		r = rpc_reply(d->call, params);
+	rpc_deferred_end(d);
+	return r;
+}
+
+int rpc_deferred_reply_u64(struct rpc_deferred *d, const char *name, uint64_t value)
+{
+	int r = 0;
+
+	if (!d->call->cancelled)
+		r = rpc_reply_u64(d->call, name, value);
 	rpc_deferred_end(d);
 	return r;
 }

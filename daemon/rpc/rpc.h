@@ -308,6 +308,7 @@ void rpc_deferred_on_cancel(struct rpc_deferred *d, void (*on_cancel)(void *user
 /* These four end d; after a cancel they answer nothing. The error forms
  * return the errno the error stands for, negative, as rpc_error…() do. */
 int rpc_deferred_reply(struct rpc_deferred *d, cJSON *params);
+int rpc_deferred_reply_u64(struct rpc_deferred *d, const char *name, uint64_t value);
 int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len);
 int rpc_deferred_error(struct rpc_deferred *d, struct errinfo *e);
 /* InternalError for a negative errno nobody answered ("Method failed: …"). */
@@ -350,6 +351,11 @@ void rpc_call_room(struct rpc_call *call);
  * rpc_invalid_param() sends only {"parameter": param}.
  */
 int rpc_reply(struct rpc_call *call, cJSON *params);
+/* {"parameters":{name:"value"}}, the commonest reply after the empty one
+ * (Copy's and Write's length), printed without a tree. name: a plain field
+ * name of at most RPC_REPLY_U64_NAME_MAX bytes (longer ones take a tree). */
+#define RPC_REPLY_U64_NAME_MAX 64U
+int rpc_reply_u64(struct rpc_call *call, const char *name, uint64_t value);
 /* The whole reply message, made by the caller (on the pool, say): text is
  * {"parameters":{…}} followed by its NUL; taken, also on failure. */
 int rpc_reply_text(struct rpc_call *call, char *text, size_t len);

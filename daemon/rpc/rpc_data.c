@@ -108,7 +108,6 @@ static void xfer_finished(void *userdata, struct xfer *x, int result, struct err
 {
 	struct rpc_deferred *d = userdata;
 	struct stats *st = &d->call->ctx->core->stats;
-	_cleanup_json_ cJSON *p = NULL;
 
 	if (result == -ECANCELED) {
 		rpc_deferred_drop(d);
@@ -125,16 +124,11 @@ static void xfer_finished(void *userdata, struct xfer *x, int result, struct err
 		rpc_deferred_reply_text(d, TAKE_PTR(x->out), x->out_len);
 		goto out;
 	}
-	p = cJSON_CreateObject();
-	if (!p || json_add_u64(p, "length", x->length) < 0) {
-		rpc_deferred_fail(d, -ENOMEM);
-		goto out;
-	}
 	if (x->kind == XFER_WRITE)
 		st->bytes_written += x->length;
 	else
 		st->bytes_copied += x->length;
-	rpc_deferred_reply(d, TAKE_PTR(p));
+	rpc_deferred_reply_u64(d, "length", x->length);
 out:
 	xfer_free(x);
 }

@@ -90,6 +90,25 @@ static const struct rpc_transport fake_transport = {
 	.ended = fake_ended,
 };
 
+static int fake_send_text(void *owner, const char *text, size_t len)
+{
+	ck_assert_ptr_eq(owner, &t);
+	snprintf(t.last, sizeof(t.last), "%.*s", (int)len, text);
+	t.sent++;
+	return 0;
+}
+
+/* The connection's kind: replies made without a tree go as text. */
+static const struct rpc_transport text_transport = {
+	.send_json = fake_send_json,
+	.send_buffer = fake_send_buffer,
+	.send_text = fake_send_text,
+	.reserve = fake_reserve,
+	.unreserve = fake_unreserve,
+	.ended = fake_ended,
+};
+static const struct rpc_transport *transport = &fake_transport;
+
 static void setup(void)
 {
 	memset(&core, 0, sizeof(core));
@@ -123,8 +142,7 @@ static struct rpc_call *new_call_with(struct session *caller, const char *params
 	m.root = cJSON_Parse(text);
 	ck_assert_ptr_nonnull(m.root);
 	ck_assert_int_eq(varlink_call_parse(m.root, &m.vc, &reason), 0);
-	ck_assert_int_eq(rpc_call_new(&fake_transport, &t, caller, &ctx, &m, no_fds, 0, NULL,
-				      &t.call),
+	ck_assert_int_eq(rpc_call_new(transport, &t, caller, &ctx, &m, no_fds, 0, NULL, &t.call),
 			 0);
 	return t.call;
 }
@@ -197,6 +215,42 @@ START_TEST(test_reply_later)
 	ck_assert_uint_eq(t.ended, 1);
 	ck_assert_ptr_null(t.call);
 	ck_assert_uint_eq(t.cancelled, 0);
+}
+END_TEST
+
+/* A reply of one u64 is the same text with a tree and without one (a
+ * transport that takes text); one answer only. */
+START_TEST(test_reply_u64)
+{
+	static const char *const want[] = { "{\"parameters\":{\"length\":\"4096\"}}",
+					    "{\"parameters\":{\"length\":\"0\"}}",
+					    "{\"parameters\":{\"n\":\"18446744073709551615\"}}" };
+	static const struct {
+		const char *name;
+		uint64_t v;
+	} replies[] = { { "length", 4096 }, { "length", 0 }, { "n", UINT64_MAX } };
+
+	for (int k = 0; k < 2; k++) {
+		transport = k ? &text_transport : &fake_transport;
+		for (size_t i = 0; i < ELEMENTSOF(replies); i++) {
+			unsigned sent = t.sent;
+
+			ck_assert(rpc_call_run(new_call(), &m_defer));
+			ck_assert_int_eq(rpc_deferred_reply_u64(held, replies[i].name,
+								replies[i].v),
+					 0);
+			ck_assert_uint_eq(t.sent, sent + 1);
+			ck_assert_str_eq(t.last, want[i]);
+			ck_assert_ptr_null(t.call);
+		}
+		/* A second answer to the same call is refused. */
+		new_call();
+		ck_assert_int_eq(rpc_reply_u64(t.call, "length", 1), 0);
+		ck_assert_int_eq(rpc_reply_u64(t.call, "length", 2), -EALREADY);
+		ck_assert_str_eq(t.last, "{\"parameters\":{\"length\":\"1\"}}");
+		t.call = rpc_call_free(t.call);
+	}
+	transport = &fake_transport;
 }
 END_TEST
 
@@ -515,6 +569,7 @@ Suite *rpc_deferred_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_reply_later);
+	tcase_add_test(tc, test_reply_u64);
 	tcase_add_test(tc, test_answer_at_once);
 	tcase_add_test(tc, test_reply_after_client_left);
 	tcase_add_test(tc, test_error_after_client_left);
