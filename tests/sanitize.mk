@@ -32,7 +32,7 @@ tsan:
 	$(MAKE) VARIANT=tsan check
 
 # CK_TIMEOUT_MULTIPLIER: valgrind runs the daemon some 20 times slower.
-check-valgrind: deps all $(B)/test-rdmamemd $(B)/conformance $(FUZZ_REPLAYS)
+check-valgrind: deps all $(B)/test-rdmamemd $(B)/conformance $(FUZZ_REPLAYS) $(EXAMPLES)
 	RDMAMEM_TEST_DAEMON_WRAPPER="$(strip $(VALGRIND))" \
 	CK_TIMEOUT_MULTIPLIER=$${CK_TIMEOUT_MULTIPLIER:-4} CK_EXCLUDE_TAGS="rdma cuda hosts numa" \
 		$(B)/test-rdmamemd
