@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client-internal.h"
+#include "params_text.h"
 #include "staging.h"
 #include "proto/base64.h"
 #include "proto/hex.h"
@@ -280,63 +281,57 @@ _public_ int rdmamem_write(struct rdmamem_client *c, uint64_t region, uint64_t o
 
 /* A Copy's end; what the daemon takes as the default (offset 0, no lease)
  * is left out: each field is parsed and checked on both sides. */
-static cJSON *end_object(uint64_t region, uint64_t offset, uint64_t lease)
+static void end_text(struct params_text *t, const char *name, uint64_t region, uint64_t offset,
+		     uint64_t lease)
 {
-	cJSON *o = cJSON_CreateObject();
-
-	if (add_id(o, "region", region) < 0 || (offset && add_id(o, "offset", offset) < 0) ||
-	    (lease && add_id(o, "lease", lease) < 0))
-		return (cJSON_Delete(o), NULL);
-	return o;
+	params_text_open(t, name);
+	params_text_id(t, "region", region);
+	if (offset)
+		params_text_id(t, "offset", offset);
+	if (lease)
+		params_text_id(t, "lease", lease);
+	params_text_close(t);
 }
 
 _public_ int rdmamem_copy(struct rdmamem_client *c, const struct rdmamem_copy *cp)
 {
-	cJSON *p, *from, *to;
+	struct params_text t;
 
 	if (!c || !cp || !mode_is_valid(cp->mode) || cp->mode == RDMAMEM_LOCK_SHARED)
 		return -EINVAL;
-	p = params_new();
-	from = end_object(cp->from_region, cp->from_offset, cp->from_lease);
-	to = end_object(cp->to_region, cp->to_offset, cp->to_lease);
-	if (!p || !from || !to) {
-		cJSON_Delete(p);
-		cJSON_Delete(from);
-		cJSON_Delete(to);
-		return -ENOMEM;
-	}
-	cJSON_AddItemToObject(p, "from", from);
-	cJSON_AddItemToObject(p, "to", to);
+	params_text_init(&t);
+	end_text(&t, "from", cp->from_region, cp->from_offset, cp->from_lease);
+	end_text(&t, "to", cp->to_region, cp->to_offset, cp->to_lease);
+	params_text_id(&t, "length", cp->length);
 	/* Exclusive is the daemon's default mode for a Copy's destination. */
-	if (add_id(p, "length", cp->length) < 0 ||
-	    (cp->mode != RDMAMEM_LOCK_EXCLUSIVE &&
-	     json_add_string(p, "mode", mode_names[cp->mode]) < 0))
-		p = (cJSON_Delete(p), NULL);
-	return call_u64(c, "io.rdmamemd.Copy", p, NULL, 0, -1, NULL, NULL);
+	if (cp->mode != RDMAMEM_LOCK_EXCLUSIVE)
+		params_text_name(&t, "mode", mode_names[cp->mode]);
+	return call_u64(c, "io.rdmamemd.Copy", params_text_done(&t), NULL, 0, -1, NULL, NULL);
 }
 
 _public_ int rdmamem_lock(struct rdmamem_client *c, uint64_t region, enum rdmamem_lock_mode mode,
 			  int timeout_ms, uint64_t *ret_lease)
 {
-	cJSON *p;
+	struct params_text t;
 
 	if (!ret_lease || !mode_is_valid(mode) || timeout_ms < -1)
 		return -EINVAL;
-	p = params_new();
-	if (add_id(p, "region", region) < 0 || json_add_string(p, "mode", mode_names[mode]) < 0 ||
-	    json_add_int(p, "timeout_ms", timeout_ms) < 0)
-		p = (cJSON_Delete(p), NULL);
+	params_text_init(&t);
+	params_text_id(&t, "region", region);
+	params_text_name(&t, "mode", mode_names[mode]);
+	params_text_int(&t, "timeout_ms", timeout_ms);
 	/* The daemon answers once the lock is free or timeout_ms passed. */
-	return call_u64(c, "io.rdmamemd.Lock", p, NULL, 0, timeout_ms, "lease", ret_lease);
+	return call_u64(c, "io.rdmamemd.Lock", params_text_done(&t), NULL, 0, timeout_ms, "lease",
+			ret_lease);
 }
 
 _public_ int rdmamem_unlock(struct rdmamem_client *c, uint64_t lease)
 {
-	cJSON *p = params_new();
+	struct params_text t;
 
-	if (add_id(p, "lease", lease) < 0)
-		p = (cJSON_Delete(p), NULL);
-	return call_u64(c, "io.rdmamemd.Unlock", p, NULL, 0, 0, NULL, NULL);
+	params_text_init(&t);
+	params_text_id(&t, "lease", lease);
+	return call_u64(c, "io.rdmamemd.Unlock", params_text_done(&t), NULL, 0, 0, NULL, NULL);
 }
 
 _public_ int rdmamem_share(struct rdmamem_client *c, uint64_t region, uint32_t id, unsigned flags)

@@ -13,6 +13,7 @@ int main(void)
 	sr = srunner_create(frame_suite());
 	srunner_add_suite(sr, json_suite());
 	srunner_add_suite(sr, json_arena_suite());
+	srunner_add_suite(sr, params_text_suite());
 	srunner_add_suite(sr, varlink_suite());
 	srunner_add_suite(sr, outq_suite());
 	srunner_add_suite(sr, conn_suite());

@@ -222,6 +222,7 @@ extern const char *test_daemon_log_path;
 Suite *frame_suite(void);
 Suite *json_suite(void);
 Suite *json_arena_suite(void);
+Suite *params_text_suite(void);
 Suite *varlink_suite(void);
 Suite *outq_suite(void);
 Suite *conn_suite(void);
