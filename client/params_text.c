@@ -57,8 +57,8 @@ void params_text_int(struct params_text *t, const char *k, int64_t value)
 	if (value < 0)
 		put(t, "-", 1);
 	/* -(value + 1) + 1: INT64_MIN too. */
-	puts_(t, json_u64_digits(value < 0 ? (uint64_t)-(value + 1) + 1 : (uint64_t)value,
-				 digits));
+	puts_(t,
+	      json_u64_digits(value < 0 ? (uint64_t) - (value + 1) + 1 : (uint64_t)value, digits));
 }
 
 void params_text_name(struct params_text *t, const char *k, const char *value)
