@@ -251,70 +251,69 @@ static int rpc_send_tree(struct rpc_call *call, const char *error, cJSON *params
 	return call->transport->send_json(call->owner, msg);
 }
 
-static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
-{
-	_cleanup_json_ cJSON *p = params;
-	int r;
+static int rpc_fail(struct rpc_call *call, int err);
 
-	/* One answer per call; a oneway call asked for none. */
+/* Whether call's answer goes out now: 1; 0 for a oneway call (it asked for
+ * none); -EALREADY when it was answered (one answer per call). */
+static int rpc_answering(struct rpc_call *call)
+{
 	if (call->answered)
 		return -EALREADY;
 	call->answered = true;
-	if (call->vc.oneway)
-		return 0;
+	return call->vc.oneway ? 0 : 1;
+}
 
-	/* The commonest reply (Ping's, Unlock's…) is a constant: no tree. */
-	if (!error && !p && call->transport->send_text)
-		r = call->transport->send_text(call->owner, rpc_empty_reply,
-					       sizeof(rpc_empty_reply) - 1);
-	else
-		r = rpc_send_tree(call, error, TAKE_PTR(p));
+/* r: how queueing the answer went. */
+static int rpc_answer_queued(struct rpc_call *call, int r)
+{
 	if (r < 0)
 		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
 				  call->session->id);
 	return r;
 }
 
+static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
+{
+	_cleanup_json_ cJSON *p = params;
+	int r = rpc_answering(call);
+
+	if (r <= 0)
+		return r;
+	/* The commonest reply (Ping's, Unlock's…) is a constant: no tree. */
+	if (!error && !p && call->transport->send_text)
+		r = call->transport->send_text(call->owner, rpc_empty_reply,
+					       sizeof(rpc_empty_reply) - 1);
+	else
+		r = rpc_send_tree(call, error, TAKE_PTR(p));
+	return rpc_answer_queued(call, r);
+}
+
 int rpc_reply_u64(struct rpc_call *call, const char *name, uint64_t value)
 {
-	static const char head[] = "{\"parameters\":{\"", mid[] = "\":\"", tail[] = "\"}}";
-	char text[sizeof(head) + RPC_REPLY_U64_NAME_MAX + sizeof(mid) + JSON_U64_DIGITS_MAX +
-		  sizeof(tail)];
-	char buf[JSON_U64_DIGITS_MAX];
-	const char *digits = json_u64_digits(value, buf);
-	size_t name_len = strlen(name), digits_len = strlen(digits), n = 0;
+	char text[sizeof("{\"parameters\":{\"\":\"\"}}") + RPC_REPLY_U64_NAME_MAX +
+		  JSON_U64_DIGITS_MAX];
+	char digits[JSON_U64_DIGITS_MAX], *end;
 	int r;
 
-	if (!call->transport->send_text || name_len > RPC_REPLY_U64_NAME_MAX) {
+	if (!call->transport->send_text || strlen(name) > RPC_REPLY_U64_NAME_MAX) {
 		cJSON *p = cJSON_CreateObject();
 
 		if (!p || json_add_u64(p, name, value) < 0) {
 			cJSON_Delete(p);
-			return rpc_errorf(call, RDMAMEM_ERROR_INTERNAL, "%s failed: out of memory",
-					  call->vc.method);
+			return rpc_fail(call, -ENOMEM);
 		}
 		return rpc_reply(call, p);
 	}
-	if (call->answered)
-		return -EALREADY;
-	call->answered = true;
-	if (call->vc.oneway)
-		return 0;
-	memcpy(text, head, sizeof(head) - 1);
-	n += sizeof(head) - 1;
-	memcpy(text + n, name, name_len);
-	n += name_len;
-	memcpy(text + n, mid, sizeof(mid) - 1);
-	n += sizeof(mid) - 1;
-	memcpy(text + n, digits, digits_len);
-	n += digits_len;
-	memcpy(text + n, tail, sizeof(tail) - 1);
-	n += sizeof(tail) - 1;
-	r = call->transport->send_text(call->owner, text, n);
-	if (r < 0)
-		log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
-				  call->session->id);
-	return r;
+	r = rpc_answering(call);
+	if (r <= 0)
+		return r;
+	end = stpcpy(text, "{\"parameters\":{\"");
+	end = stpcpy(end, name);
+	end = stpcpy(end, "\":\"");
+	end = stpcpy(end, json_u64_digits(value, digits));
+	end = stpcpy(end, "\"}}");
+	return rpc_answer_queued(call, call->transport->send_text(call->owner, text,
+								  (size_t)(end - text)));
 }
 
 int rpc_reply(struct rpc_call *call, cJSON *params)
@@ -324,20 +323,14 @@ int rpc_reply(struct rpc_call *call, cJSON *params)
 
 int rpc_reply_text(struct rpc_call *call, char *text, size_t len)
 {
-	int r = 0;
+	int r = rpc_answering(call);
 
-	if (call->answered) {
+	if (r <= 0) {
 		free(text);
-		return -EALREADY;
-	}
-	call->answered = true;
-	if (call->vc.oneway) {
-		free(text);
-	} else {
-		r = call->transport->send_buffer(call->owner, text, len);
 		if (r < 0)
-			log_warning_errno(r, "Connection %" PRIu64 ": cannot queue reply: %m",
-					  call->session->id);
+			return r;
+	} else {
+		r = rpc_answer_queued(call, call->transport->send_buffer(call->owner, text, len));
 	}
 	/* The queue holds the reply now (or nobody does). */
 	rpc_unreserve(call);
