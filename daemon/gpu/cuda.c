@@ -722,8 +722,6 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 				goto err_ctx;
 			}
 		}
-		if (d < 64)
-			m.peers |= 1ULL << d;
 	}
 	*ret = m;
 	return 0;

@@ -121,7 +121,6 @@ struct cu_vmm_map {
 	int device;
 	unsigned n_chunks;
 	uint64_t handles[CU_VMM_CHUNKS_MAX]; /* CUmemGenericAllocationHandle */
-	uint64_t peers; /* other GPUs given access, a bit per ordinal (the first 64) */
 };
 
 /*

@@ -182,6 +182,13 @@ static bool find(CUdeviceptr p, struct fake_alloc *ret)
 	return found;
 }
 
+unsigned fake_cuda_access(CUdeviceptr p)
+{
+	struct fake_alloc a;
+
+	return find(p, &a) ? a.access : 0;
+}
+
 static bool add(CUdeviceptr base, size_t size, CUcontext ctx, int device, enum alloc_kind kind,
 		unsigned access)
 {

@@ -71,5 +71,8 @@ int fake_cuda_depth(void);
  * ends. Aborts when the table is full.
  */
 CUdeviceptr fake_cuda_alloc(size_t size, CUcontext ctx, int device);
+/* The devices cuMemSetAccess let touch the VMM mapping at p, a bit each (0:
+ * none, or no such mapping). */
+unsigned fake_cuda_access(CUdeviceptr p);
 
 #endif

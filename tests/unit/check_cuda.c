@@ -290,7 +290,7 @@ START_TEST(test_vmm_import_copy_release)
 	ck_assert_uint_eq(fake_cuda.last_access_count, 1);
 	ck_assert_int_eq(fake_cuda.last_access.location.id, 0);
 	ck_assert_int_eq(fake_cuda.last_access.flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-	ck_assert_uint_eq(m.peers, 1U << 0);
+	ck_assert_uint_eq(fake_cuda_access(m.dptr), 1U << 1 | 1U << 0);
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
 	ck_assert_int_eq(cu_pointer_device(m.dptr + 5, NULL), 1);
 
@@ -525,9 +525,9 @@ START_TEST(test_two_gpus_peer)
 
 	load_fake();
 	import_on(0, 2, &a);
-	ck_assert_uint_eq(a.peers, 1U << 1);
+	ck_assert_uint_eq(fake_cuda_access(a.dptr), 1U << 0 | 1U << 1);
 	import_on(1, 2, &b);
-	ck_assert_uint_eq(b.peers, 1U << 0);
+	ck_assert_uint_eq(fake_cuda_access(b.dptr), 1U << 1 | 1U << 0);
 	copy_round_trip(&a, &b, 1);
 	ck_assert(fake_cuda.peer_enabled[0][1] && fake_cuda.peer_enabled[1][0]);
 	/* Already enabled the second time round: not an error. */
@@ -571,7 +571,8 @@ START_TEST(test_two_gpus_staged)
 	load_fake();
 	import_on(0, 2, &a);
 	import_on(1, 2, &b);
-	ck_assert_uint_eq(a.peers | b.peers, 0);
+	ck_assert_uint_eq(fake_cuda_access(a.dptr), 1U << 0);
+	ck_assert_uint_eq(fake_cuda_access(b.dptr), 1U << 1);
 	copy_round_trip(&a, &b, 0);
 	ck_assert(!fake_cuda.peer_enabled[0][1] && !fake_cuda.peer_enabled[1][0]);
 	ck_assert_int_eq(cu_peer_info(0, 1, &pi), 0);
@@ -601,7 +602,8 @@ START_TEST(test_two_gpus_peer_copies_off)
 	load_fake();
 	import_on(0, 2, &a);
 	import_on(1, 2, &b);
-	ck_assert_uint_eq(a.peers | b.peers, 0);
+	ck_assert_uint_eq(fake_cuda_access(a.dptr), 1U << 0);
+	ck_assert_uint_eq(fake_cuda_access(b.dptr), 1U << 1);
 	copy_round_trip(&a, &b, 0);
 	ck_assert_int_eq(cu_peer_info(1, 0, &pi), 0);
 	ck_assert(pi.access);
