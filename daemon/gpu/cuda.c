@@ -300,6 +300,13 @@ static int cu_check_ordinal(int ordinal)
 	return 0;
 }
 
+/* The counts of copies from GPU a's memory to GPU b's: [0] peer to peer,
+ * [1] staged. */
+static atomic_uint_fast64_t *peer_copies_of(int a, int b)
+{
+	return &cu_peer_copies[((size_t)a * cu_n_devices + b) * 2];
+}
+
 /*
  * How bytes move between GPU a's memory and GPU b's: peer to peer only when
  * each can reach the other, so that it does not matter which device's copy
@@ -950,9 +957,7 @@ static int copy_between(uint64_t dst, const struct cu_ctx_guard *gd, uint64_t sr
 	if (r < 0)
 		return r;
 	if (path != CU_COPY_SAME_DEVICE)
-		atomic_fetch_add(&cu_peer_copies[(src_dev * cu_n_devices + dst_dev) * 2 +
-						 (path == CU_COPY_STAGED)],
-				 1);
+		atomic_fetch_add(&peer_copies_of(src_dev, dst_dev)[path == CU_COPY_STAGED], 1);
 	log_debug("CUDA: copied %zu bytes from GPU %d to GPU %d: %s", n, src_dev, dst_dev,
 		  cu_copy_path_name(path));
 	return 0;
@@ -979,7 +984,6 @@ int cu_peer_info(int ordinal, int peer, struct cu_peer_info *ret)
 {
 	struct cu_peer_info info = { .ordinal = peer, .performance_rank = -1 };
 	CUdevice a, b;
-	size_t i;
 	int rank, r;
 
 	r = cu_load();
@@ -998,9 +1002,8 @@ int cu_peer_info(int ordinal, int peer, struct cu_peer_info *ret)
 		    CU(cuDeviceGetP2PAttribute, &rank, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, a,
 		       b) >= 0)
 			info.performance_rank = rank;
-		i = ((size_t)ordinal * cu_n_devices + peer) * 2;
-		info.copies_peer = atomic_load(&cu_peer_copies[i]);
-		info.copies_staged = atomic_load(&cu_peer_copies[i + 1]);
+		info.copies_peer = atomic_load(&peer_copies_of(ordinal, peer)[0]);
+		info.copies_staged = atomic_load(&peer_copies_of(ordinal, peer)[1]);
 	}
 	*ret = info;
 	return 0;

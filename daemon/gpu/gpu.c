@@ -404,13 +404,15 @@ static void on_ipc_closed(uv_work_t *w, int status)
 {
 	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
 
+	uint64_t now = uv_hrtime();
+
 	(void)status;
 	log_debug("An IPC close took %.1f us: %.1f us waiting for a pool thread, %.1f us in "
 		  "the driver, %.1f us back to the loop%s",
-		  (double)(uv_hrtime() - ipc->clock.queued) / 1e3,
+		  (double)(now - ipc->clock.queued) / 1e3,
 		  (double)(ipc->clock.started - ipc->clock.queued) / 1e3,
 		  (double)(ipc->clock.ended - ipc->clock.started) / 1e3,
-		  (double)(uv_hrtime() - ipc->clock.ended) / 1e3,
+		  (double)(now - ipc->clock.ended) / 1e3,
 		  list_empty(&ipc->waiters) ? "" : "; imports of the handle waited for it");
 	/* Imports of the same handle that came during the close open it anew. */
 	if (!list_empty(&ipc->waiters)) {
