@@ -1,8 +1,10 @@
 # rdmamemd — one plain GNU Makefile.
 #
-#   make deps      install the Debian packages the build needs (no-op when present)
+#   make deps      install the Debian packages the build and the tests need
+#                  (no-op when present)
+#   make deps-run  only those the build and the daemon need
 #   make           build daemon, client library and CLI into build/release
-#   make run       deps + build + start the daemon in the foreground
+#   make run       deps-run + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
 #   make check-host  the same without the VM
 #   make check-python  the Python package's tests (part of check-host)
@@ -46,13 +48,16 @@ Q          := $(if $(filter 1,$(V)),,@)
 VERSION    := 0.1.0
 SOMAJOR    := 0
 
-# Debian packages behind the build and the tests; `make deps` installs
-# whichever are missing. procps: the unit's ExecReload is /bin/kill, which
+# Debian packages behind the build and the daemon (DEB_PKGS_RUN: what
+# `make run` installs), and beside them those the tests need (DEB_PKGS, which
+# the test suites' .mk files add to; `make deps` installs whichever are
+# missing). procps: the unit's ExecReload is /bin/kill, which
 # systemd-analyze verify wants to find; groff-base: the man pages are linted.
-DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
-              libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
-              libinih-dev systemd procps groff-base
-PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5 inih
+DEB_PKGS_RUN := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
+                libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev
+DEB_PKGS     := $(DEB_PKGS_RUN) check systemd procps groff-base
+PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih
+PC_MODULES     := $(PC_MODULES_RUN) check
 
 include tests/vm/vm.mk
 
@@ -67,7 +72,7 @@ SAN_debug := -O0 -g
 SAN     := $(SAN_$(VARIANT))
 
 # pkg-config runs once, when first needed, after `deps` had its chance.
-PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd check inih))$(PC_CFLAGS)
+PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd inih))$(PC_CFLAGS)
 LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih))$(LIBS_DAEMON)
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_VERBS = $(eval LIBS_VERBS := $$(shell $(PKG_CONFIG) --libs libibverbs librdmacm))$(LIBS_VERBS)
@@ -79,7 +84,7 @@ LIBS_DL    := -ldl -lpthread
 # linked, the daemon opens it with dlopen() when the first GPU import comes.
 CUDA_CFLAGS := $(if $(wildcard $(CUDA_HOME)/include/cuda.h),-I$(CUDA_HOME)/include -DHAVE_CUDA_H=1)
 
-ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
              -I. -Iclient/include -Iclient $(PC_CFLAGS) $(CUDA_CFLAGS) \
              -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"' \
              -DSYSCONFDIR='"$(SYSCONFDIR)"'
@@ -123,14 +128,15 @@ LIB_A       := $(B)/librdmamem.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
-.PHONY: all deps build-deps run check check-host check-clone installcheck asan bench gpu-bundle \
+.PHONY: all deps deps-run build-deps run check check-host check-clone installcheck asan bench gpu-bundle \
 	format format-check layering idl install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(BINS)
 
 # dpkg knows every package (pkg-config only the libraries); without dpkg
-# (not Debian) the pkg-config check says what is missing.
+# (not Debian) the pkg-config check says what is missing. Not root and no
+# sudo: say what root should run rather than fail on "sudo: not found".
 deps:
 	$(Q)if ! command -v dpkg-query >/dev/null; then \
 		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES) && exit 0; \
@@ -141,22 +147,33 @@ deps:
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	[ -z "$$missing" ] && exit 0; \
+	if [ -n "$(SUDO)" ] && ! command -v $(SUDO) >/dev/null; then \
+		echo "make deps: these Debian packages are missing:$$missing"; \
+		echo "make deps: there is no sudo here and you are not root: as root, run"; \
+		echo "    apt-get update && apt-get install --no-install-recommends$$missing"; \
+		echo "make deps: then run make again (or run this make as root)"; \
+		exit 1; \
+	fi; \
 	echo "make deps: installing$$missing"; \
 	$(SUDO) apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing
 
+# What the build and the daemon need, not the test tools (make run).
+deps-run:
+	$(Q)$(MAKE) --no-print-directory deps DEB_PKGS='$(DEB_PKGS_RUN)' PC_MODULES='$(PC_MODULES_RUN)'
+
 # A plain `make` never installs anything: objects wait for `deps` only when
 # a goal that installs (run, check and the other test goals) was asked for;
 # otherwise `build-deps` only says which libraries are missing.
-INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
+INSTALLING_GOALS := deps check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
                     vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
                     format-check layering check-python
-BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
+BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,$(if $(filter run deps-run,$(MAKECMDGOALS)),deps-run,build-deps))
 
 build-deps:
-	$(Q)$(PKG_CONFIG) --exists $(PC_MODULES) 2>/dev/null || { \
-		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES); \
-		echo "Missing build libraries: \`make deps\` installs them (Debian: $(DEB_PKGS))"; \
+	$(Q)$(PKG_CONFIG) --exists $(PC_MODULES_RUN) 2>/dev/null || { \
+		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES_RUN); \
+		echo "Missing build libraries: \`make deps-run\` installs them (Debian: $(DEB_PKGS_RUN))"; \
 		exit 1; }
 
 $(B)/%.o: %.c | $(BUILD_PREREQ)
@@ -259,7 +276,7 @@ $(B)/bench-remote: $(B)/bench/bench-remote.o $(B)/bench/benchlib.o \
 # The GPU benchmark plays the client with the driver API, through cuda.c.
 $(B)/bench-gpu: $(B)/daemon/gpu/cuda.o $(B)/daemon/core/log.o
 
-run: deps all
+run: deps-run all
 	$(B)/rdmamemd $(RUN_ARGS)
 
 # The interface files are the daemon's tables printed (daemon/rpc/rpc_idl.c);
