@@ -102,6 +102,7 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 	const char *args[64];
 	char pool[4096];
 	size_t n = 0, used = 0;
+	bool own_config = false;
 
 	memset(td, 0, sizeof(*td));
 	strcpy(td->dir, "/tmp/rdmamemd-test.XXXXXX");
@@ -121,8 +122,15 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 		     t = strtok_r(NULL, " ", &save))
 			args[n++] = t;
 	}
-	for (size_t i = 0; argv[i] && n < ELEMENTSOF(args) - 1; i++)
+	for (size_t i = 0; argv[i] && n < ELEMENTSOF(args) - 1; i++) {
 		args[n++] = expand(argv[i], td, pool, &used, sizeof(pool));
+		if (strncmp(argv[i], "--config", 8) == 0 || strcmp(argv[i], "--no-config") == 0)
+			own_config = true;
+	}
+	/* A test daemon reads the file its case gives or none: never the
+	 * installed one, which an administrator may have edited. */
+	if (strcmp(argv[0], DAEMON_BIN) == 0 && !own_config && n < ELEMENTSOF(args) - 1)
+		args[n++] = "--no-config";
 	args[n] = NULL;
 
 	td->pid = fork();
