@@ -704,9 +704,26 @@ void test_count_tagged(const char *tag)
 		n_numa_cases++;
 }
 
+static const char *not_built[8][2];
+static size_t n_not_built;
+
+void test_note_not_built(const char *what, const char *missing)
+{
+	if (n_not_built < ELEMENTSOF(not_built)) {
+		not_built[n_not_built][0] = what;
+		not_built[n_not_built++][1] = missing;
+	}
+}
+
 void test_report_skipped(void)
 {
 	const char *ex = getenv("CK_EXCLUDE_TAGS"), *in = getenv("CK_INCLUDE_TAGS");
+
+	for (size_t i = 0; i < n_not_built; i++)
+		printf("SKIPPED %s: this build found no %s (CUDA_HOME/include, the CUDA "
+		       "toolkit's header); a build with it runs them, here with the fake driver "
+		       "and on the GPU machine for real (tests/gpu/README.md)\n",
+		       not_built[i][0], not_built[i][1]);
 
 	if (ex && strstr(ex, "rdma") && n_rdma_cases)
 		printf("SKIPPED %u cases tagged rdma here: they need an RDMA device and run "

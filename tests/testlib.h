@@ -275,8 +275,11 @@ Suite *hosts_suite(void);
 		test_count_tagged(tag);   \
 	} while (0)
 void test_count_tagged(const char *tag);
+/* A suite's cases this build could not compile (what is missing: "cuda.h"
+ * today), remembered for test_report_skipped(). */
+void test_note_not_built(const char *what, const char *missing);
 /* Prints what the tags left out (CK_EXCLUDE_TAGS, or CK_INCLUDE_TAGS without
- * "hosts" or "numa") skipped, and why. */
+ * "hosts" or "numa") skipped, and what the build left out, and why. */
 void test_report_skipped(void);
 
 #endif

@@ -1220,6 +1220,10 @@ Suite *gpu_suite(void)
 	tcase_set_timeout(tc, 120);
 	test_add_tagged(tc, "cuda", test_client_exit_while_in_use);
 	suite_add_tcase(s, tc);
+#else
+	test_note_not_built("gpu: CUDA allocations imported by a real daemon (tcases cuda, "
+			    "cuda-2gpu, cuda-exit)",
+			    "cuda.h");
 #endif
 	return s;
 }
