@@ -52,8 +52,9 @@ SOMAJOR    := 0
 # `make run` installs), and beside them those the tests need (DEB_PKGS, which
 # the test suites' .mk files add to; `make deps` installs whichever are
 # missing). procps: the unit's ExecReload is /bin/kill, which
-# systemd-analyze verify wants to find; groff-base: the man pages are linted.
-DEB_PKGS_RUN := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
+# systemd-analyze verify wants to find; groff-base: the man pages are linted;
+# libc6-dev: gcc only recommends it, and apt here installs no recommends.
+DEB_PKGS_RUN := gcc libc6-dev make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
                 libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev
 DEB_PKGS     := $(DEB_PKGS_RUN) check systemd procps groff-base
 PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih

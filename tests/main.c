@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "daemon/core/log.h"
 #include "testlib.h"
 
 static const struct {
@@ -73,8 +74,14 @@ static double now_sec(void)
 
 int main(void)
 {
-	int run = 0, failed = 0, ran_suites = 0;
+	int run = 0, failed = 0, ran_suites = 0, level;
 	double t0 = now_sec();
+
+	test_run_dir();
+	/* The daemon's modules in this process (tests/unit) log as test daemons
+	 * do: warnings and errors, unless RDMAMEM_TEST_LOG asks for more. */
+	level = log_level_from_string(getenv("RDMAMEM_TEST_LOG") ?: "warning");
+	log_set_max_level(level < 0 ? LOG_WARNING : level);
 
 	for (size_t i = 0; i < ELEMENTSOF(suites); i++) {
 		SRunner *sr = srunner_create(suites[i].make());
@@ -95,5 +102,6 @@ int main(void)
 	printf("%s: %d checks in %d suites, %d failed, %.0f s\n", failed ? "FAILED" : "Passed", run,
 	       ran_suites, failed, now_sec() - t0);
 	test_report_skipped();
+	test_run_dir_remove();
 	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -97,6 +98,51 @@ static const char *expand(const char *arg, const struct test_daemon *td, char *p
 	return out;
 }
 
+/*
+ * One directory per run of the runner, which holds every test daemon's: a
+ * case that fails, or kills its daemon, leaves its own behind, and the
+ * runner removes the lot as it exits (test_run_dir_remove()). Made by the
+ * runner before the first case forks, so every case inherits the path.
+ */
+static char run_dir[40];
+
+void test_expect(const char *what)
+{
+	fprintf(stderr, "expected: %s\n", what);
+}
+
+const char *test_run_dir(void)
+{
+	if (!run_dir[0]) {
+		strcpy(run_dir, "/tmp/rdmamemd-test.XXXXXX");
+		/* Made before any case runs: no ck_assert here. */
+		if (!mkdtemp(run_dir)) {
+			perror("mkdtemp /tmp/rdmamemd-test.XXXXXX");
+			abort();
+		}
+		/* Cases that become another uid reach their daemon's socket. */
+		chmod(run_dir, 0755);
+	}
+	return run_dir;
+}
+
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (type == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+void test_run_dir_remove(void)
+{
+	if (run_dir[0])
+		nftw(run_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 {
 	const char *args[64];
@@ -105,7 +151,7 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 	bool own_config = false;
 
 	memset(td, 0, sizeof(*td));
-	strcpy(td->dir, "/tmp/rdmamemd-test.XXXXXX");
+	snprintf(td->dir, sizeof(td->dir), "%s/d.XXXXXX", test_run_dir());
 	ck_assert_ptr_nonnull(mkdtemp(td->dir));
 	chmod(td->dir, 0755);
 	snprintf(td->socket, sizeof(td->socket), "%s/rdmamemd.sock", td->dir);

@@ -92,6 +92,7 @@ START_TEST(test_gpu_import_without_driver)
 		ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, 2 << 20, 0, 0, &id), -EIO);
 		ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_CUDA);
 	} else {
+		test_expect("gpu: GPU imports without a CUDA driver (two warnings)");
 		ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, 2 << 20, 0, 0, &id), -ENXIO);
 		ck_assert_str_eq(rdmamem_client_error_name(c), RDMAMEM_ERROR_CUDA_UNAVAILABLE);
 		ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), NO_DRIVER_HINT));

@@ -243,6 +243,7 @@ START_TEST(test_reload_changes_quota)
 	ck_assert_int_eq(stat(td.socket, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0660);
 
+	test_expect("ops: a reload with a bad value (an error, the configuration in force kept)");
 	write_file(conf, "[limits]\nmax-connections-per-uid = many\n");
 	reload(&td);
 	ck_assert_str_eq(connect_error(td.socket), RDMAMEM_ERROR_TOO_MANY_CONNECTIONS);
