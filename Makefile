@@ -92,8 +92,8 @@ UTIL_SRCS   := $(filter-out $(UTIL_UV_SRCS),$(wildcard util/*.c))
 PROTO_SRCS  := $(wildcard proto/*.c)
 # daemon/ (daemon.c, main.c) and its layers' folders (tests/layering.py).
 DAEMON_SRCS := $(wildcard daemon/*.c daemon/*/*.c) $(UTIL_UV_SRCS)
-CLIENT_SRCS := $(filter-out client/rdmamemctl.c,$(wildcard client/*.c))
-CTL_SRCS    := client/rdmamemctl.c
+CLIENT_SRCS := $(wildcard client/*.c)
+CTL_SRCS    := $(wildcard client/ctl/*.c)
 # tests/unit: suites that link daemon modules and start no daemon;
 # tests/e2e: suites that start rdmamemd and talk Varlink to it. One runner
 # (tests/main.c) holds both; tests/fakes: the fake verbs and CUDA driver.
