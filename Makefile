@@ -82,7 +82,7 @@ CUDA_CFLAGS := $(if $(wildcard $(CUDA_HOME)/include/cuda.h),-I$(CUDA_HOME)/inclu
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
              -I. -Iclient/include -Iclient $(PC_CFLAGS) $(CUDA_CFLAGS) \
              -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"' \
-             -DSYSCONFDIR='"$(SYSCONFDIR)"'
+             -DSYSCONFDIR='"$(SYSCONFDIR)"' -DRDMAMEM_PACKAGE_VERSION='"$(VERSION)"'
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 
 # util/ and proto/: what the daemon and the client share (PROTO_OBJS has

@@ -6,22 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "rdmamem.h"
 #include "ctl/ctl.h"
 
-/* doctor: one line per check, and what to do about a failing one. */
-struct checks {
-	cJSON *list; /* --json */
-	int failed;
-};
-
-static void check(struct checks *ck, const char *status, const char *what, const char *hint,
-		  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static void check(struct checks *ck, const char *status, const char *what, const char *hint,
-		  const char *fmt, ...)
+/*
+ * One line per check, and what to do about one that is not PASS; the
+ * verdict counts the FAILs (exit status 1) and the WARNs.
+ */
+void check(struct checks *ck, const char *status, const char *what, const char *hint,
+	   const char *fmt, ...)
 {
 	char detail[512];
 	va_list ap;
@@ -31,6 +25,8 @@ static void check(struct checks *ck, const char *status, const char *what, const
 	va_end(ap);
 	if (strcmp(status, "FAIL") == 0)
 		ck->failed++;
+	else if (strcmp(status, "WARN") == 0)
+		ck->warned++;
 	if (arg_json) {
 		cJSON *o = cJSON_CreateObject();
 
@@ -42,7 +38,8 @@ static void check(struct checks *ck, const char *status, const char *what, const
 		cJSON_AddItemToArray(ck->list, o);
 		return;
 	}
-	printf("%-4s  %-18s %s\n", status, what, detail);
+	printf("%s%-4s%s  %-18s %s\n", color_of_status(status), status, color(COLOR_OFF), what,
+	       detail);
 	if (hint && strcmp(status, "PASS") != 0)
 		printf("      %-18s → %s\n", "", hint);
 }
@@ -51,21 +48,21 @@ static void doctor_memlock(struct rdmamem_client *c, struct checks *ck)
 {
 	cJSON *st = NULL;
 	const cJSON *lim;
+	char limit[64];
 
 	if (call(c, "io.rdmamemd.GetStatus", NULL, &st) < 0)
 		return;
 	lim = cJSON_GetObjectItemCaseSensitive(st, "memlock_limit");
+	format_bytes(get_u64(st, "memlock_limit"), limit, sizeof(limit));
 	if (cJSON_IsString(lim) && strcmp(lim->valuestring, "infinity") == 0)
 		check(ck, "PASS", "locked memory", NULL, "RLIMIT_MEMLOCK of rdmamemd is unlimited");
 	else if (get_bool(st, "cap_ipc_lock"))
 		check(ck, "PASS", "locked memory", NULL,
-		      "rdmamemd has CAP_IPC_LOCK (RLIMIT_MEMLOCK %s bytes does not apply)",
-		      get_string(st, "memlock_limit"));
+		      "rdmamemd has CAP_IPC_LOCK (RLIMIT_MEMLOCK %s does not apply)", limit);
 	else
 		check(ck, "FAIL", "locked memory",
 		      "give the service LimitMEMLOCK=infinity (or CAP_IPC_LOCK)",
-		      "RLIMIT_MEMLOCK of rdmamemd is %s bytes: RDMA registrations beyond it fail",
-		      get_string(st, "memlock_limit"));
+		      "RLIMIT_MEMLOCK of rdmamemd is %s: RDMA registrations beyond it fail", limit);
 	cJSON_Delete(st);
 }
 
@@ -161,48 +158,53 @@ static void doctor_gpus(struct rdmamem_client *c, struct checks *ck)
 	cJSON_Delete(reply);
 }
 
-static void doctor_socket(struct rdmamem_client *c, struct checks *ck)
-{
-	const char *path = rdmamem_client_socket_path(c);
-	struct stat st;
-
-	if (stat(path, &st) < 0) {
-		check(ck, "WARN", "socket", NULL, "%s: %s", path, strerror(errno));
-		return;
-	}
-	if (st.st_mode & 0007)
-		check(ck, "WARN", "socket",
-		      "limit it to a group (SocketMode=0660, SocketGroup=rdmamem) unless every "
-		      "user should pin memory within the per-uid quotas",
-		      "%s mode %04o: every user may connect", path, (unsigned)(st.st_mode & 07777));
-	else
-		check(ck, "PASS", "socket", NULL, "%s mode %04o, group %u", path,
-		      (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
-}
-
-int verb_doctor(struct rdmamem_client *c, const char *arg)
+int verb_doctor(struct rdmamem_client *c, char *const *args)
 {
 	struct checks ck = {};
 	cJSON *out = NULL;
+	int r;
 
-	(void)arg;
+	(void)args;
 	if (arg_json) {
 		out = cJSON_CreateObject();
 		ck.list = cJSON_AddArrayToObject(out, "checks");
 	}
-	check(&ck, "PASS", "daemon", NULL, "answers at %s", rdmamem_client_socket_path(c));
-	doctor_memlock(c, &ck);
-	doctor_fds(c, &ck);
-	doctor_devices(c, &ck);
-	doctor_gpus(c, &ck);
-	doctor_socket(c, &ck);
+	r = ctl_connect(&c);
+	if (r == 0) {
+		check(&ck, "PASS", "daemon", NULL, "answers at %s", socket_path());
+	} else {
+		char why[512];
+
+		connect_error(r, why, sizeof(why));
+		check(&ck, "FAIL", "daemon",
+		      r == -EACCES || r == -EPERM ?
+			      "see 'access' below" :
+			      "start it (systemctl start rdmamemd.socket, or rdmamemd), or point "
+			      "--socket at it; the checks below that need it are left out",
+		      "%s", why);
+	}
+	doctor_socket(&ck, c != NULL);
+	doctor_units(&ck, c != NULL);
+	if (c) {
+		doctor_memlock(c, &ck);
+		doctor_fds(c, &ck);
+		doctor_devices(c, &ck);
+		doctor_gpus(c, &ck);
+		rdmamem_client_close(c);
+	} else {
+		doctor_memlock_here(&ck);
+	}
 	if (arg_json) {
 		cJSON_AddBoolToObject(out, "ok", ck.failed == 0);
+		cJSON_AddNumberToObject(out, "failed", ck.failed);
+		cJSON_AddNumberToObject(out, "warnings", ck.warned);
 		print_json(out);
 		cJSON_Delete(out);
+	} else if (ck.failed || ck.warned) {
+		printf("%d failed, %d %s: see the hints above.\n", ck.failed, ck.warned,
+		       ck.warned == 1 ? "warning" : "warnings");
 	} else {
-		printf("%s\n",
-		       ck.failed ? "Some checks failed: see the hints above." : "All good.");
+		printf("All good.\n");
 	}
 	return ck.failed ? -EIO : 0;
 }

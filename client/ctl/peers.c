@@ -152,13 +152,13 @@ static void show_peers(const cJSON *reply)
 	}
 }
 
-int verb_peers(struct rdmamem_client *c, const char *arg)
+int verb_peers(struct rdmamem_client *c, char *const *args)
 {
 	_cleanup_json_ cJSON *links = NULL, *conns = NULL, *reply = NULL;
 	cJSON *peers;
 	int r;
 
-	(void)arg;
+	(void)args;
 	r = call_paged(c, "io.rdmamemd.ListLinks", NULL, true, &links);
 	if (r < 0)
 		return r;
@@ -173,6 +173,7 @@ int verb_peers(struct rdmamem_client *c, const char *arg)
 	peers = reply ? cJSON_AddArrayToObject(reply, "peers") : NULL;
 	if (!peers || peers_group(links, conns, peers) < 0)
 		return -ENOMEM;
+	annotate_ids(reply);
 	if (arg_json)
 		return print_json(reply);
 	show_peers(reply);

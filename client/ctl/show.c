@@ -77,15 +77,16 @@ void show_regions(const cJSON *reply)
 }
 
 /* GetRegion's parameters from the id on the command line. */
-int region_params(const char *arg, char **ret)
+int region_params(char *const *args, char **ret)
 {
+	const char *arg = args[0];
 	cJSON *params;
 	uint64_t id;
 
 	if (!arg || json_parse_u64(arg, &id) < 0) {
 		fprintf(stderr,
 			"rdmamemctl: 'region' wants a region id, as 'regions' lists them\n");
-		return -EINVAL;
+		return -EUSAGE;
 	}
 	params = cJSON_CreateObject();
 	if (!params || json_add_u64(params, "region", id) < 0) {
@@ -99,13 +100,14 @@ int region_params(const char *arg, char **ret)
 
 /* A descriptor is parsed by the daemon (ImportRemote): the handle this
  * connection gets dies with it when rdmamemctl exits. */
-int descriptor_params(const char *arg, char **ret)
+int descriptor_params(char *const *args, char **ret)
 {
+	const char *arg = args[0];
 	cJSON *params;
 
 	if (!arg || !*arg) {
 		fprintf(stderr, "rdmamemctl: 'descriptor' wants a descriptor (rdmamem1....)\n");
-		return -EINVAL;
+		return -EUSAGE;
 	}
 	params = cJSON_CreateObject();
 	if (!params || !cJSON_AddStringToObject(params, "descriptor", arg)) {
