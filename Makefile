@@ -37,6 +37,8 @@ SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
 PKG_CONFIG ?= pkg-config
 CUDA_HOME  ?= /usr/local/cuda
 CC         ?= cc
@@ -364,6 +366,8 @@ install: all
 	$(INSTALL) -Dm644 docs/rdmamemd.8 $(DESTDIR)$(MANDIR)/man8/rdmamemd.8
 	$(INSTALL) -Dm644 docs/rdmamemctl.1 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1
 	$(INSTALL) -Dm644 docs/rdmamem.3 $(DESTDIR)$(MANDIR)/man3/rdmamem.3
+	$(INSTALL) -Dm644 shell-completion/bash/rdmamemctl $(DESTDIR)$(BASHCOMPDIR)/rdmamemctl
+	$(INSTALL) -Dm644 shell-completion/zsh/_rdmamemctl $(DESTDIR)$(ZSHCOMPDIR)/_rdmamemctl
 	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
 		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
 
@@ -374,7 +378,8 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/rdmamemd.conf $(DESTDIR)$(TMPFILESDIR)/rdmamemd.conf \
 		$(DESTDIR)$(MANDIR)/man8/rdmamemd.8 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1 \
-		$(DESTDIR)$(MANDIR)/man3/rdmamem.3
+		$(DESTDIR)$(MANDIR)/man3/rdmamem.3 $(DESTDIR)$(BASHCOMPDIR)/rdmamemctl \
+		$(DESTDIR)$(ZSHCOMPDIR)/_rdmamemctl
 
 clean:
 	rm -rf build

@@ -99,7 +99,8 @@ int verb_call(struct rdmamem_client *c, char *const *args)
 int verb_retry(struct rdmamem_client *c, char *const *args)
 {
 	_cleanup_free_ char *params = NULL;
-	_cleanup_json_ cJSON *p = NULL, *reply = NULL;
+	_cleanup_json_ cJSON *p = NULL, *reply = cJSON_CreateObject();
+	const char *name;
 	uint64_t id;
 	int r;
 
@@ -114,9 +115,21 @@ int verb_retry(struct rdmamem_client *c, char *const *args)
 	params = cJSON_PrintUnformatted(p);
 	if (!params)
 		return -ENOMEM;
-	r = call(c, "io.rdmamemd.RetryRegistration", params, &reply);
-	if (r < 0)
+	r = rdmamem_call(c, "io.rdmamemd.RetryRegistration", params, NULL, 0, NULL, NULL, NULL);
+	name = rdmamem_client_error_name(c);
+	/* The daemon names the parameter; its reason is in its log. */
+	if (r < 0 && name && strcmp(name, "org.varlink.service.InvalidParameter") == 0) {
+		fprintf(stderr,
+			"rdmamemctl: %s: region %" PRIu64 " has no recorded failure on '%s' "
+			"(rdmamemctl region %" PRIu64 " lists its registrations)\n",
+			name, id, args[1], id);
 		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "rdmamemctl: %s%s%s\n", name ?: "", name ? ": " : "",
+			rdmamem_client_error_message(c) ?: strerror(-r));
+		return r;
+	}
 	if (arg_json)
 		return print_json(reply);
 	printf("region %" PRIu64 ": the failure on %s is forgotten; the next registration "

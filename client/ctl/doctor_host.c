@@ -26,16 +26,16 @@ void doctor_socket(struct checks *ck, bool answered)
 		      "%s: %s", path, strerror(errno));
 		if (errno != EACCES)
 			return;
-	} else if (st.st_mode & 0007) {
-		check(ck, "WARN", "socket",
-		      "limit it to a group (SocketMode=0660, SocketGroup=rdmamem) unless every "
-		      "user should pin memory within the per-uid quotas",
-		      "%s mode %04o: every user may connect", path, (unsigned)(st.st_mode & 07777));
 	} else if (!answered && S_ISSOCK(st.st_mode)) {
 		check(ck, "WARN", "socket",
 		      "a daemon that died left it, or one that hangs holds it: (re)start rdmamemd",
 		      "%s mode %04o: there, but no daemon answered on it", path,
 		      (unsigned)(st.st_mode & 07777));
+	} else if (st.st_mode & 0007) {
+		check(ck, "WARN", "socket",
+		      "limit it to a group (SocketMode=0660, SocketGroup=rdmamem) unless every "
+		      "user should pin memory within the per-uid quotas",
+		      "%s mode %04o: every user may connect", path, (unsigned)(st.st_mode & 07777));
 	} else {
 		check(ck, "PASS", "socket", NULL, "%s mode %04o, group %s", path,
 		      (unsigned)(st.st_mode & 07777), group_of(st.st_gid, group, sizeof(group)));

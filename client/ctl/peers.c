@@ -118,27 +118,29 @@ static void show_peers(const cJSON *reply)
 	const cJSON *p, *l, *c;
 
 	if (!cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "peers")))
-		printf("No remote daemons: no links opened, none connected\n");
+		table_empty("remote daemons", "no links opened, none connected");
 	else
 		printf("Peers by address (a daemon reached over several NICs shows once per "
 		       "address)\n");
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(reply, "peers")) {
-		char in[32], out[32];
+		char in[32], out[32], user[64];
 
 		format_bytes(get_u64(p, "bytes_in"), in, sizeof(in));
 		format_bytes(get_u64(p, "bytes_out"), out, sizeof(out));
 		printf("peer %s\n", get_string(p, "address"));
 		cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(p, "links"))
-			printf("  link %-4s %-10s %-8s uid %-6.0f -> %s%s%s\n", get_string(l, "id"),
+			printf("  link %-4s %-10s %-8s uid %-16s -> %s%s%s\n", get_string(l, "id"),
 			       get_string(l, "state"), get_string(l, "device"),
-			       get_number(l, "uid"), get_string(l, "endpoint"),
+			       user_of(get_number(l, "uid"), user, sizeof(user)),
+			       get_string(l, "endpoint"),
 			       cJSON_GetObjectItemCaseSensitive(l, "reason") ? ": " : "",
 			       cJSON_GetObjectItemCaseSensitive(l, "reason") ?
 				       get_string(l, "reason") :
 				       "");
 		cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(p, "connections"))
-			printf("  from %-20s %-8s uid %-6.0f export %s\n", get_string(c, "peer"),
-			       get_string(c, "device"), get_number(c, "uid"),
+			printf("  from %-20s %-8s uid %-16s export %s\n", get_string(c, "peer"),
+			       get_string(c, "device"),
+			       user_of(get_number(c, "uid"), user, sizeof(user)),
 			       get_string(c, "export"));
 		printf("  %-16s %s (%" PRIu64 " reads)\n", "in:", in, get_u64(p, "reads"));
 		printf("  %-16s %s (%" PRIu64 " writes)\n", "out:", out, get_u64(p, "writes"));

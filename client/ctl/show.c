@@ -61,19 +61,32 @@ void show_regions(const cJSON *reply)
 	cJSON *list, *reg;
 
 	list = cJSON_GetObjectItemCaseSensitive(reply, "regions");
-	printf("%-8s %-8s %-8s %10s  %-8s %-18s %s\n", "REGION", "UID", "PID", "SIZE", "WHERE",
-	       "LOCK HELD/WAIT", "REGISTRATIONS");
+	if (!cJSON_GetArraySize(list)) {
+		table_empty("regions", NULL);
+		return;
+	}
+	printf("%s%-8s %-16s %-22s %10s  %-8s %-18s %s%s\n", color(COLOR_BOLD), "REGION", "USER",
+	       "PROCESS", "SIZE", "WHERE", "LOCK HELD/WAIT", "REGISTRATIONS", color(COLOR_OFF));
 	cJSON_ArrayForEach(reg, list) {
 		const cJSON *owner = cJSON_GetObjectItemCaseSensitive(reg, "owner");
-		char size[32], lock[64], loc[32];
+		const cJSON *regs = cJSON_GetObjectItemCaseSensitive(reg, "registrations");
+		char size[32], lock[64], loc[32], user[64], proc[64], failed[32] = "";
+		const cJSON *m;
+		int n = 0;
 
+		cJSON_ArrayForEach(m, regs)
+			n += strcmp(get_string(m, "state"), "failed") == 0;
+		if (n)
+			snprintf(failed, sizeof(failed), " (%s%d failed%s)", color(COLOR_RED), n,
+				 color(COLOR_OFF));
 		format_bytes(get_u64(reg, "size"), size, sizeof(size));
-		printf("%-8s %-8.0f %-8.0f %10s  %-8s %-18s %d\n", get_string(reg, "region"),
-		       get_number(owner, "uid"), get_number(owner, "pid"), size,
+		printf("%-8s %-16s %-22s %10s  %-8s %-18s %d%s\n", get_string(reg, "region"),
+		       user_of(get_number(owner, "uid"), user, sizeof(user)),
+		       process_of(get_number(owner, "pid"), proc, sizeof(proc)), size,
 		       location_of(reg, loc, sizeof(loc)), lock_summary(reg, lock, sizeof(lock)),
-		       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reg, "registrations")));
+		       cJSON_GetArraySize(regs), failed);
 	}
-	printf("%d regions\n", cJSON_GetArraySize(list));
+	table_count(cJSON_GetArraySize(list), "region", "regions");
 }
 
 /* GetRegion's parameters from the id on the command line. */
@@ -139,10 +152,44 @@ void show_descriptor(const cJSON *reply)
 		       get_string(item, "gid"), get_u64(item, "addr"), get_u64(item, "rkey"));
 }
 
+/*
+ * A region's registrations, one line each: the keys of one in force, the
+ * cause of a failure and how to have it tried again (a failure is recorded
+ * and not retried until root says so).
+ */
+static void show_registrations(const cJSON *reply)
+{
+	const cJSON *regs = cJSON_GetObjectItemCaseSensitive(reply, "registrations"), *m;
+
+	if (!cJSON_GetArraySize(regs))
+		printf("  %-15s none\n", "registrations:");
+	cJSON_ArrayForEach(m, regs) {
+		const char *state = get_string(m, "state");
+		char len[32];
+
+		printf("  %-15s %s %s%s%s", "registration:", get_string(m, "device"),
+		       color_of_status(state), state, color(COLOR_OFF));
+		if (strcmp(state, "registered") == 0) {
+			format_bytes(get_u64(m, "length"), len, sizeof(len));
+			printf(" (%s, %s): lkey 0x%" PRIx64 " rkey 0x%" PRIx64 " addr 0x%" PRIx64
+			       ", %s\n",
+			       get_string(m, "backend"), get_string(m, "via"), get_u64(m, "lkey"),
+			       get_u64(m, "rkey"), get_u64(m, "addr"), len);
+		} else if (strcmp(state, "failed") == 0) {
+			printf(": %s (errno %.0f)\n", get_string(m, "error"),
+			       get_number(m, "errno"));
+			printf("  %-15s → fix the cause, then as root: rdmamemctl retry %s %s\n",
+			       "", get_string(reply, "region"), get_string(m, "device"));
+		} else {
+			printf("\n");
+		}
+	}
+}
+
 void show_region(const cJSON *reply)
 {
 	const cJSON *owner, *src, *item;
-	char buf[128], size[32];
+	char buf[128], size[32], offset[32], file_size[32], user[64], group[64], proc[64];
 
 	owner = cJSON_GetObjectItemCaseSensitive(reply, "owner");
 	src = cJSON_GetObjectItemCaseSensitive(reply, "source");
@@ -150,11 +197,15 @@ void show_region(const cJSON *reply)
 	printf("region %s\n", get_string(reply, "region"));
 	printf("  %-15s %s (%" PRIu64 " bytes)%s\n", "size:", size, get_u64(reply, "size"),
 	       get_bool(reply, "writable") ? "" : ", read-only");
-	printf("  %-15s uid %.0f gid %.0f pid %.0f\n", "owner:", get_number(owner, "uid"),
-	       get_number(owner, "gid"), get_number(owner, "pid"));
+	printf("  %-15s uid %s gid %s pid %s\n",
+	       "owner:", user_of(get_number(owner, "uid"), user, sizeof(user)),
+	       group_of(get_number(owner, "gid"), group, sizeof(group)),
+	       process_of(get_number(owner, "pid"), proc, sizeof(proc)));
 	printf("  %-15s %s\n", "location:", location_of(reply, buf, sizeof(buf)));
-	printf("  %-15s %s at offset %" PRIu64 " of %" PRIu64 " bytes, seals:", "source:",
-	       get_string(src, "type"), get_u64(src, "offset"), get_u64(src, "file_size"));
+	format_bytes(get_u64(src, "offset"), offset, sizeof(offset));
+	format_bytes(get_u64(src, "file_size"), file_size, sizeof(file_size));
+	printf("  %-15s %s at offset %s of %s, seals:", "source:", get_string(src, "type"), offset,
+	       file_size);
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(src, "seals"))
 		printf(" %s", cJSON_IsString(item) ? item->valuestring : "?");
 	printf("\n  %-15s", "access:");
@@ -162,18 +213,18 @@ void show_region(const cJSON *reply)
 		printf(" %s", cJSON_IsString(item) ? item->valuestring : "?");
 	printf("\n  %-15s %s\n", "lock:", lock_summary(reply, buf, sizeof(buf)));
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "lease_list"))
-		printf("  %-15s %s %s %s by pid %.0f\n", "lease:", get_string(item, "lease"),
+		printf("  %-15s %s %s %s by pid %s\n", "lease:", get_string(item, "lease"),
 		       get_string(item, "mode"), get_string(item, "state"),
-		       get_number(item, "pid"));
+		       process_of(get_number(item, "pid"), proc, sizeof(proc)));
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "shares")) {
 		double uid = get_number(item, "uid");
 
-		printf("  %-15s %s %.0f%s\n", "shared with:", uid >= 0 ? "uid" : "gid",
-		       uid >= 0 ? uid : get_number(item, "gid"),
+		printf("  %-15s %s %s%s\n", "shared with:", uid >= 0 ? "uid" : "gid",
+		       uid >= 0 ? user_of(uid, user, sizeof(user)) :
+				  group_of(get_number(item, "gid"), group, sizeof(group)),
 		       get_bool(item, "readonly") ? " (read-only)" : "");
 	}
-	printf("  %-15s %d\n", "registrations:",
-	       cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "registrations")));
+	show_registrations(reply);
 }
 
 void show_devices(const cJSON *reply)
@@ -181,23 +232,26 @@ void show_devices(const cJSON *reply)
 	cJSON *dev, *port;
 
 	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "devices")) == 0)
-		printf("No RDMA devices: regions work; registrations on devices fail.\n");
+		table_empty("RDMA devices", "regions work; registrations on devices fail");
 	cJSON_ArrayForEach(dev, cJSON_GetObjectItemCaseSensitive(reply, "devices")) {
 		char pinned[32];
 		const cJSON *ev;
 
 		format_bytes(get_u64(dev, "pinned_bytes"), pinned, sizeof(pinned));
-		printf("%s (%s backend, node guid %s)%s\n", get_string(dev, "name"),
-		       get_string(dev, "backend"), get_string(dev, "node_guid"),
-		       get_bool(dev, "fatal") ? "  FATAL: takes no new registrations" : "");
+		printf("%s%s%s (%s backend, node guid %s)%s%s%s\n", color(COLOR_BOLD),
+		       get_string(dev, "name"), color(COLOR_OFF), get_string(dev, "backend"),
+		       get_string(dev, "node_guid"), color(COLOR_RED),
+		       get_bool(dev, "fatal") ? "  FATAL: takes no new registrations" : "",
+		       color(COLOR_OFF));
 		printf("  %-15s %" PRIu64 " (%s pinned)\n", "MRs:", get_u64(dev, "mrs"), pinned);
 		printf("  %-15s %.0f\n", "domains:", get_number(dev, "protection_domains"));
 		printf("  %-15s %.0f\n", "connections:", get_number(dev, "connections"));
 		cJSON_ArrayForEach(port, cJSON_GetObjectItemCaseSensitive(dev, "ports")) {
 			const cJSON *gid;
 
-			printf("  port %.0f:        %s, %s, MTU %.0f, LID %.0f\n",
-			       get_number(port, "port"), get_string(port, "state"),
+			printf("  port %.0f:        %s%s%s, %s, MTU %.0f, LID %.0f\n",
+			       get_number(port, "port"), color_of_status(get_string(port, "state")),
+			       get_string(port, "state"), color(COLOR_OFF),
 			       get_string(port, "link_layer"), get_number(port, "mtu"),
 			       get_number(port, "lid"));
 			cJSON_ArrayForEach(gid, cJSON_GetObjectItemCaseSensitive(port, "gids"))
@@ -213,16 +267,26 @@ void show_devices(const cJSON *reply)
 
 void show_connections(const cJSON *reply)
 {
-	cJSON *item;
+	cJSON *list, *item;
 
-	printf("%-6s %-10s %-10s %-6s %-8s %-12s %s\n", "ID", "KIND", "DEVICE", "UID", "QPN",
-	       "STATE", "PEER");
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "connections"))
-		printf("%-6s %-10s %-10s %-6.0f %-8.0f %-12s %s\n", get_string(item, "id"),
+	list = cJSON_GetObjectItemCaseSensitive(reply, "connections");
+	if (!cJSON_GetArraySize(list)) {
+		table_empty("connections", NULL);
+		return;
+	}
+	printf("%s%-6s %-10s %-10s %-16s %-8s %-12s %s%s\n", color(COLOR_BOLD), "ID", "KIND",
+	       "DEVICE", "USER", "QPN", "STATE", "PEER", color(COLOR_OFF));
+	cJSON_ArrayForEach(item, list) {
+		const char *state = get_bool(item, "established") ? "established" : "connecting";
+		char user[64];
+
+		printf("%-6s %-10s %-10s %-16s %-8.0f %s%-12s%s %s\n", get_string(item, "id"),
 		       get_string(item, "kind"), get_string(item, "device"),
-		       get_number(item, "uid"), get_number(item, "qpn"),
-		       get_bool(item, "established") ? "established" : "connecting",
+		       user_of(get_number(item, "uid"), user, sizeof(user)),
+		       get_number(item, "qpn"), color_of_status(state), state, color(COLOR_OFF),
 		       get_string(item, "peer"));
+	}
+	table_count(cJSON_GetArraySize(list), "connection", "connections");
 }
 
 /* One line per other GPU: can this one reach it, how fast a link, how the
@@ -255,6 +319,9 @@ void show_gpus(const cJSON *reply)
 		printf("CUDA driver: loaded\n");
 	else
 		printf("CUDA driver: not loaded: %s\n", get_string(driver, "message"));
+	if (get_bool(driver, "loaded") &&
+	    !cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(reply, "gpus")))
+		table_empty("GPUs", "the driver sees none");
 	cJSON_ArrayForEach(g, cJSON_GetObjectItemCaseSensitive(reply, "gpus")) {
 		char mem[32];
 
@@ -276,26 +343,40 @@ void show_gpus(const cJSON *reply)
 
 void show_clients(const cJSON *reply)
 {
-	cJSON *item;
+	cJSON *list = cJSON_GetObjectItemCaseSensitive(reply, "clients"), *item;
 
-	printf("%-6s %-8s %-6s %-6s %8s %8s %7s %7s  %s\n", "ID", "PID", "UID", "GID", "CALLS",
-	       "REGIONS", "LEASES", "TOKENS", "STATE");
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "clients"))
-		printf("%-6s %-8.0f %-6.0f %-6.0f %8s %8.0f %7.0f %7.0f  %s%s\n",
-		       get_string(item, "id"), get_number(item, "pid"), get_number(item, "uid"),
-		       get_number(item, "gid"), get_string(item, "calls"),
-		       get_number(item, "regions"), get_number(item, "leases"),
-		       get_number(item, "tokens"), get_string(item, "state"),
-		       get_bool(item, "self") ? " (this)" : "");
+	/* The list has this connection at least; a daemon may hide it one day. */
+	if (!cJSON_GetArraySize(list)) {
+		table_empty("clients", NULL);
+		return;
+	}
+	printf("%s%-6s %-22s %-16s %-16s %8s %8s %7s %7s  %s%s\n", color(COLOR_BOLD), "ID",
+	       "PROCESS", "USER", "GROUP", "CALLS", "REGIONS", "LEASES", "TOKENS", "STATE",
+	       color(COLOR_OFF));
+	cJSON_ArrayForEach(item, list) {
+		char proc[64], user[64], group[64];
+
+		printf("%-6s %-22s %-16s %-16s %8s %8.0f %7.0f %7.0f  %s%s\n",
+		       get_string(item, "id"),
+		       process_of(get_number(item, "pid"), proc, sizeof(proc)),
+		       user_of(get_number(item, "uid"), user, sizeof(user)),
+		       group_of(get_number(item, "gid"), group, sizeof(group)),
+		       get_string(item, "calls"), get_number(item, "regions"),
+		       get_number(item, "leases"), get_number(item, "tokens"),
+		       get_string(item, "state"), get_bool(item, "self") ? " (this)" : "");
+	}
+	table_count(cJSON_GetArraySize(list), "client", "clients");
 }
 
 /* pinned_bytes as bytes, the others as counts. */
 void show_limits(const cJSON *reply)
 {
 	cJSON *item;
+	char user[64];
 
-	printf("uid %.0f:\n", get_number(reply, "uid"));
-	printf("  %-18s %12s %12s\n", "QUOTA", "USED", "LIMIT");
+	printf("uid %s:\n", user_of(get_number(reply, "uid"), user, sizeof(user)));
+	printf("%s  %-18s %12s %12s%s\n", color(COLOR_BOLD), "QUOTA", "USED", "LIMIT",
+	       color(COLOR_OFF));
 	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(reply, "limits")) {
 		char used[32], limit[32];
 
@@ -318,7 +399,7 @@ static void print_counters(const char *title, const cJSON *o)
 
 	printf("%s:\n", title);
 	if (!o || !o->child)
-		printf("  (none)\n");
+		printf("  none\n");
 	cJSON_ArrayForEach(item, o) {
 		uint64_t v = 0;
 
