@@ -503,9 +503,21 @@ static void print_value(const struct daemon_config *cfg, const struct config_key
 		fprintf(f, "%u", *FIELD(cfg, k, unsigned));
 		break;
 	case CFG_U64:
-	case CFG_SIZE:
 		fprintf(f, "%" PRIu64, *FIELD(cfg, k, uint64_t));
 		break;
+	case CFG_SIZE: {
+		/* As a file spells it (1M, not 1048576), where a suffix is exact. */
+		static const char units[] = "KMGT";
+		uint64_t v = *FIELD(cfg, k, uint64_t);
+		int u = -1;
+
+		while (v && u + 1 < (int)sizeof(units) - 1 && v % 1024 == 0) {
+			v /= 1024;
+			u++;
+		}
+		fprintf(f, "%" PRIu64 "%.*s", v, u >= 0 ? 1 : 0, u >= 0 ? units + u : "");
+		break;
+	}
 	case CFG_LIST:
 		for (char **p = *FIELD(cfg, k, char **); p && *p; p++)
 			fprintf(f, "%s%s", p == *FIELD(cfg, k, char **) ? "" : " ", *p);
