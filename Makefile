@@ -50,10 +50,11 @@ SOMAJOR    := 0
 
 # Debian packages behind the build and the tests; `make deps` installs
 # whichever are missing. procps: the unit's ExecReload is /bin/kill, which
-# systemd-analyze verify wants to find; groff-base: the man pages are linted.
+# systemd-analyze verify wants to find; groff-base: the man pages are linted;
+# zsh: the cli suite checks that rdmamemctl's zsh completion parses.
 DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
               libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
-              libinih-dev systemd procps groff-base
+              libinih-dev systemd procps groff-base zsh
 PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5 inih
 
 include tests/vm/vm.mk
