@@ -44,7 +44,7 @@ static char *read_stdin(void)
  */
 int verb_call(struct rdmamem_client *c, char *const *args)
 {
-	_cleanup_free_ char *method = NULL, *input = NULL, *text = NULL;
+	_cleanup_free_ char *method = NULL, *input = NULL, *text = NULL, *answer = NULL;
 	_cleanup_json_ cJSON *params = NULL, *reply = NULL;
 	const char *name;
 	int r;
@@ -69,10 +69,8 @@ int verb_call(struct rdmamem_client *c, char *const *args)
 	text = cJSON_PrintUnformatted(params);
 	if (!text)
 		return -ENOMEM;
-	r = rdmamem_call(c, method, text, NULL, 0, &input, NULL, NULL);
-	free(text);
-	text = NULL;
-	reply = input ? cJSON_Parse(input) : NULL;
+	r = rdmamem_call(c, method, text, NULL, 0, &answer, NULL, NULL);
+	reply = answer ? cJSON_Parse(answer) : NULL;
 	if (r < 0) {
 		name = rdmamem_client_error_name(c);
 		fprintf(stderr, "rdmamemctl: %s%s%s\n", name ?: "", name ? ": " : "",

@@ -21,10 +21,13 @@ void doctor_socket(struct checks *ck, bool answered)
 	struct stat st;
 
 	if (stat(path, &st) < 0) {
+		int err = errno;
+
 		check(ck, answered ? "WARN" : "FAIL", "socket",
 		      answered ? NULL : "the daemon (or rdmamemd.socket) creates it when it starts",
-		      "%s: %s", path, strerror(errno));
-		if (errno != EACCES)
+		      "%s: %s", path, strerror(err));
+		/* Who may not even reach it: access says why. */
+		if (err != EACCES)
 			return;
 	} else if (!answered && S_ISSOCK(st.st_mode)) {
 		check(ck, "WARN", "socket",
