@@ -39,6 +39,8 @@ SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
 PKG_CONFIG ?= pkg-config
 CUDA_HOME  ?= /usr/local/cuda
 CC         ?= cc
@@ -53,10 +55,11 @@ SOMAJOR    := 0
 # the test suites' .mk files add to; `make deps` installs whichever are
 # missing). procps: the unit's ExecReload is /bin/kill, which
 # systemd-analyze verify wants to find; groff-base: the man pages are linted;
-# libc6-dev: gcc only recommends it, and apt here installs no recommends.
+# libc6-dev: gcc only recommends it, and apt here installs no recommends;
+# zsh: the cli suite checks that rdmamemctl's zsh completion parses.
 DEB_PKGS_RUN := gcc libc6-dev make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
                 libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev
-DEB_PKGS     := $(DEB_PKGS_RUN) check systemd procps groff-base
+DEB_PKGS     := $(DEB_PKGS_RUN) check systemd procps groff-base zsh
 PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih
 PC_MODULES     := $(PC_MODULES_RUN) check
 
@@ -88,7 +91,7 @@ CUDA_CFLAGS := $(if $(wildcard $(CUDA_HOME)/include/cuda.h),-I$(CUDA_HOME)/inclu
 ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
              -I. -Iclient/include -Iclient $(PC_CFLAGS) $(CUDA_CFLAGS) \
              -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"' \
-             -DSYSCONFDIR='"$(SYSCONFDIR)"'
+             -DSYSCONFDIR='"$(SYSCONFDIR)"' -DRDMAMEM_PACKAGE_VERSION='"$(VERSION)"'
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 
 # util/ and proto/: what the daemon and the client share (PROTO_OBJS has
@@ -98,8 +101,8 @@ UTIL_SRCS   := $(filter-out $(UTIL_UV_SRCS),$(wildcard util/*.c))
 PROTO_SRCS  := $(wildcard proto/*.c)
 # daemon/ (daemon.c, main.c) and its layers' folders (tests/layering.py).
 DAEMON_SRCS := $(wildcard daemon/*.c daemon/*/*.c) $(UTIL_UV_SRCS)
-CLIENT_SRCS := $(filter-out client/rdmamemctl.c,$(wildcard client/*.c))
-CTL_SRCS    := client/rdmamemctl.c
+CLIENT_SRCS := $(wildcard client/*.c)
+CTL_SRCS    := $(wildcard client/ctl/*.c)
 # tests/unit: suites that link daemon modules and start no daemon;
 # tests/e2e: suites that start rdmamemd and talk Varlink to it. One runner
 # (tests/main.c) holds both; tests/fakes: the fake verbs and CUDA driver.
@@ -382,6 +385,8 @@ install: all
 	$(INSTALL) -Dm644 docs/rdmamemd.8 $(DESTDIR)$(MANDIR)/man8/rdmamemd.8
 	$(INSTALL) -Dm644 docs/rdmamemctl.1 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1
 	$(INSTALL) -Dm644 docs/rdmamem.3 $(DESTDIR)$(MANDIR)/man3/rdmamem.3
+	$(INSTALL) -Dm644 shell-completion/bash/rdmamemctl $(DESTDIR)$(BASHCOMPDIR)/rdmamemctl
+	$(INSTALL) -Dm644 shell-completion/zsh/_rdmamemctl $(DESTDIR)$(ZSHCOMPDIR)/_rdmamemctl
 	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
 		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
 
@@ -392,7 +397,8 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/rdmamemd.conf $(DESTDIR)$(TMPFILESDIR)/rdmamemd.conf \
 		$(DESTDIR)$(MANDIR)/man8/rdmamemd.8 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1 \
-		$(DESTDIR)$(MANDIR)/man3/rdmamem.3
+		$(DESTDIR)$(MANDIR)/man3/rdmamem.3 $(DESTDIR)$(BASHCOMPDIR)/rdmamemctl \
+		$(DESTDIR)$(ZSHCOMPDIR)/_rdmamemctl
 
 clean:
 	rm -rf build

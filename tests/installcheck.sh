@@ -24,7 +24,8 @@ fail() { echo "installcheck: $*" >&2; exit 1; }
 for f in sbin/rdmamemd bin/rdmamemctl include/rdmamem.h \
 	 share/man/man8/rdmamemd.8 share/man/man1/rdmamemctl.1 share/man/man3/rdmamem.3 \
 	 lib/systemd/system/rdmamemd.service lib/systemd/system/rdmamemd.socket \
-	 lib/sysusers.d/rdmamemd.conf lib/tmpfiles.d/rdmamemd.conf; do
+	 lib/sysusers.d/rdmamemd.conf lib/tmpfiles.d/rdmamemd.conf \
+	 share/bash-completion/completions/rdmamemctl share/zsh/vendor-completions/_rdmamemctl; do
 	[ -s "$root$prefix/$f" ] || fail "$prefix/$f missing"
 done
 for f in librdmamem.so librdmamem.so.0 librdmamem.a pkgconfig/rdmamem.pc; do

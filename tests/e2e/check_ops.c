@@ -329,12 +329,14 @@ START_TEST(test_config_round_trip)
 	free(err);
 
 	snprintf(conf, sizeof(conf), "/tmp/rdmamemd-print.%d.conf", getpid());
-	write_file(conf, "[limits]\nmax-regions-per-uid = 12\nread-inline-max = 1M\n"
+	write_file(conf, "[daemon]\nbandwidth-probe-size = 1000001\n"
+			 "[limits]\nmax-regions-per-uid = 12\nread-inline-max = 1M\n"
 			 "[rdma]\nexclude-devices = mlx5_0, mlx5_1\n");
 	ck_assert_int_eq(test_run(print, &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(out, "max-regions-per-uid = 12\n"));
-	/* Sizes as a file spells them, which reads back the same. */
+	/* Sizes as the file spelled them; one no suffix divides, in bytes. */
 	ck_assert_ptr_nonnull(strstr(out, "read-inline-max = 1M\n"));
+	ck_assert_ptr_nonnull(strstr(out, "bandwidth-probe-size = 1000001\n"));
 	ck_assert_ptr_nonnull(strstr(out, "exclude-devices = mlx5_0 mlx5_1\n"));
 	free(err);
 	write_file(conf, out);
