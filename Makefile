@@ -41,6 +41,7 @@ PKG_CONFIG ?= pkg-config
 CUDA_HOME  ?= /usr/local/cuda
 CC         ?= cc
 INSTALL    ?= install
+OBJCOPY    ?= objcopy
 Q          := $(if $(filter 1,$(V)),,@)
 
 VERSION    := 0.1.0
@@ -102,7 +103,8 @@ FAKE_SRCS   := $(wildcard tests/fakes/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
 PEER_SRCS   := $(wildcard tests/peer/*.c)
 GPU_SRCS    := $(wildcard tests/gpu/*.c)
-# examples/: client programs, built against the static library.
+# examples/: client programs, built against the static library (the public
+# one, LIB_A: they call nothing but rdmamem_*).
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 
 obj = $(patsubst %.c,$(B)/%.o,$(1))
@@ -120,6 +122,7 @@ ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OB
 
 LIB_SO      := $(B)/librdmamem.so.$(VERSION)
 LIB_A       := $(B)/librdmamem.a
+LIB_INTERNAL := $(B)/librdmamem-internal.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
@@ -176,27 +179,63 @@ $(LIB_SO): $(CLIENT_OBJS) $(PROTO_OBJS) client/librdmamem.map
 	$(Q)ln -sf librdmamem.so.$(VERSION) $(B)/librdmamem.so.$(SOMAJOR)
 	$(Q)ln -sf librdmamem.so.$(SOMAJOR) $(B)/librdmamem.so
 
-$(LIB_A): $(CLIENT_OBJS) $(PROTO_OBJS)
+# The installed archive defines what the shared library exports (the
+# version script's rdmamem_*, not the library's hidden rdmamem__* and
+# rdmamem_error_*) and nothing else: its objects are linked into one
+# (ld -r) and every other global made local, so that an application's own
+# json_parse() or base64_encode() does not clash with ours (cJSON_* stay
+# undefined references: pkg-config --static adds -lcjson). The test runner,
+# the benchmarks and rdmamemctl call the shared helpers (proto/, util/)
+# themselves: they link LIB_INTERNAL, the objects as they are, never
+# installed.
+$(LIB_A): $(CLIENT_OBJS) $(PROTO_OBJS) $(LIB_SO)
 	@echo "  AR      $@"
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ $(B)/librdmamem.o
+	$(Q)nm -D --defined-only $(LIB_SO) | \
+		awk '$$3 ~ /^rdmamem_/ { sub(/@.*/, "", $$3); print $$3 }' > $(B)/librdmamem.syms
+	$(Q)$(CC) -r -nostdlib -o $(B)/librdmamem.o $(CLIENT_OBJS) $(PROTO_OBJS)
+	$(Q)$(OBJCOPY) --keep-global-symbols=$(B)/librdmamem.syms $(B)/librdmamem.o
+	$(Q)$(AR) rcs $@ $(B)/librdmamem.o
 
-$(B)/rdmamem.pc: client/rdmamem.pc.in Makefile
+$(LIB_INTERNAL): $(CLIENT_OBJS) $(PROTO_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# The files that name install directories are made again when one changes:
+# `make && make install PREFIX=/usr` installs a unit that starts
+# /usr/sbin/rdmamemd, not the /usr/local one the first make wrote. The
+# stamp's date moves only when the directories do.
+DIRS_STAMP := $(B)/dirs.stamp
+DIRS_TEXT   = PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR) SBINDIR=$(SBINDIR)
+
+$(DIRS_STAMP): FORCE
 	$(Q)mkdir -p $(@D)
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(Q)echo '$(DIRS_TEXT)' | cmp -s - $@ || echo '$(DIRS_TEXT)' > $@
 
-$(B)/rdmamemd.service: systemd/rdmamemd.service.in Makefile
+.PHONY: FORCE
+FORCE:
+
+# libdir and includedir relative to ${prefix} where they are under it, so
+# pkg-config --define-prefix (and a sysroot) can move the tree.
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+$(B)/rdmamem.pc: client/rdmamem.pc.in Makefile $(DIRS_STAMP)
+	$(Q)mkdir -p $(@D)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|' \
+		-e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(B)/rdmamemd.service: systemd/rdmamemd.service.in Makefile $(DIRS_STAMP)
 	$(Q)mkdir -p $(@D)
 	$(Q)sed -e 's|@SBINDIR@|$(SBINDIR)|' $< > $@
 
-$(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
+$(B)/rdmamemctl: $(CTL_OBJS) $(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 # The test runner links the daemon's modules (not its main) and the client;
 # the cuda and region suites the fake driver and verbs (the fuzzers too).
 $(B)/test-rdmamemd: $(TEST_OBJS) $(FAKE_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) \
-		$(LIB_A)
+		$(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK) $(LIBS_DL)
 
@@ -245,14 +284,14 @@ $(B)/region-owner: $(B)/tests/peer/region-owner.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
-$(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
+$(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
 # The transfer engine's benchmark runs its logic in process, and a daemon
 # of its own over the fake verbs (daemon/ without its main, tests/fakes).
 $(B)/bench-remote: $(B)/bench/bench-remote.o $(B)/bench/benchlib.o \
-		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FAKE_OBJS) $(LIB_A)
+		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FAKE_OBJS) $(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
@@ -297,8 +336,10 @@ check-clone:
 	tests/clone-check.sh
 
 # make install into a temporary root, then what a packager and a user
-# would check there (tests/installcheck.sh).
+# would check there (tests/installcheck.sh); before that, make install with
+# a PREFIX given late and its ldconfig (tests/install-dirs.sh).
 installcheck: all
+	$(Q)tests/install-dirs.sh "$(MAKE) --no-print-directory"
 	$(Q)root=$$(mktemp -d /tmp/rdmamemd-root.XXXXXX) && \
 	$(MAKE) --no-print-directory -s install DESTDIR=$$root >/dev/null && \
 	tests/installcheck.sh $$root "$(PREFIX)" "$(LIBDIR)" "$(SYSCONFDIR)" "$(CC)" "$(SAN)"; \
@@ -366,6 +407,24 @@ install: all
 	$(INSTALL) -Dm644 docs/rdmamem.3 $(DESTDIR)$(MANDIR)/man3/rdmamem.3
 	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
 		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
+	$(Q)$(install_ldconfig)
+
+# A library installed into the live system is unknown to the dynamic linker
+# until ldconfig rebuilds its cache (and makes the soname link): a program
+# linked with -lrdmamem would fail to load. Into a DESTDIR, or as a user who
+# cannot write the cache, that is the package's or the admin's step.
+LDCONFIG ?= ldconfig
+define install_ldconfig
+if [ -n "$(DESTDIR)" ]; then \
+	echo "install: ldconfig skipped (DESTDIR is set: run it on the target)"; \
+elif [ "$$(id -u)" != 0 ]; then \
+	echo "install: ldconfig skipped (not root): run ldconfig as root before using librdmamem"; \
+else \
+	echo "install: $(LDCONFIG)"; $(LDCONFIG) && \
+	{ $(LDCONFIG) -p | grep -q " => $(LIBDIR)/librdmamem.so.$(SOMAJOR)\$$" || \
+	  echo "install: $(LIBDIR) is not in the dynamic linker's path: add it to /etc/ld.so.conf.d/"; }; \
+fi
+endef
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/rdmamemd $(DESTDIR)$(BINDIR)/rdmamemctl \
