@@ -9,6 +9,7 @@
 #   make format-check  the C sources as .clang-format writes them (part of check)
 #   make layering  the #include graph against the layers (tests/layering.py)
 #   make idl       write proto/*.varlink from the daemon's interface tables
+#   make man3      write docs/man3/ (a page per function) from rdmamem.h
 #   make conformance  the Varlink conformance suite alone (reference Go library)
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
 #   make vmtest-numa  one VM with two NUMA nodes, a NIC on each: tests tagged numa
@@ -127,7 +128,7 @@ BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc 
                $(B)/rdmamemd.service
 
 .PHONY: all deps build-deps run check check-host check-clone installcheck asan bench gpu-bundle \
-	format format-check layering idl install uninstall clean
+	format format-check layering man3 man3-check idl install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -153,7 +154,7 @@ deps:
 # otherwise `build-deps` only says which libraries are missing.
 INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
                     vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
-                    format-check layering check-python
+                    format-check layering man3-check check-python
 BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
 
 build-deps:
@@ -319,7 +320,7 @@ idl: $(B)/rdmamemd
 # compiling).
 check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS) \
 		$(EXAMPLES)
-	$(Q)$(MAKE) --no-print-directory layering format-check
+	$(Q)$(MAKE) --no-print-directory layering format-check man3-check
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts numa" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory check-python
@@ -388,6 +389,19 @@ DEB_PKGS += python3
 layering: deps
 	$(Q)python3 tests/layering.py
 
+# Section 3 has a page per function (a page and ".so" pages for a group
+# that shares one comment), written from rdmamem.h's comments by
+# docs/genman3.py: `make man3` writes docs/man3/ after the header changed,
+# man3-check (part of check-host) fails when a page differs from what it
+# would write, or a function has no summary there.
+MAN3_PAGES := $(wildcard docs/man3/rdmamem_*.3)
+
+man3:
+	$(Q)python3 docs/genman3.py
+
+man3-check: deps
+	$(Q)python3 docs/genman3.py --check
+
 # An operator's edited configuration is never overwritten.
 install: all
 	$(INSTALL) -Dm755 $(B)/rdmamemd $(DESTDIR)$(SBINDIR)/rdmamemd
@@ -405,6 +419,7 @@ install: all
 	$(INSTALL) -Dm644 docs/rdmamemd.8 $(DESTDIR)$(MANDIR)/man8/rdmamemd.8
 	$(INSTALL) -Dm644 docs/rdmamemctl.1 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1
 	$(INSTALL) -Dm644 docs/rdmamem.3 $(DESTDIR)$(MANDIR)/man3/rdmamem.3
+	$(INSTALL) -Dm644 -t $(DESTDIR)$(MANDIR)/man3 $(MAN3_PAGES)
 	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
 		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
 	$(Q)$(install_ldconfig)
@@ -433,7 +448,7 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/rdmamemd.conf $(DESTDIR)$(TMPFILESDIR)/rdmamemd.conf \
 		$(DESTDIR)$(MANDIR)/man8/rdmamemd.8 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1 \
-		$(DESTDIR)$(MANDIR)/man3/rdmamem.3
+		$(DESTDIR)$(MANDIR)/man3/rdmamem.3 $(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3_PAGES)))
 
 clean:
 	rm -rf build

@@ -79,8 +79,20 @@ if [ "$libdir" = "$prefix/lib" ]; then
 	esac
 fi
 
-for m in man8/rdmamemd.8 man1/rdmamemctl.1 man3/rdmamem.3; do
-	w=$(groff -man -ww -z "$root$prefix/share/man/$m" 2>&1) || fail "$m: groff failed"
+# Every function rdmamem.h declares has a page (its own, or a ".so" to the
+# page of its group) whose NAME names it; every page renders without
+# warnings (from the man root, where ".so man3/..." resolves).
+man=$root$prefix/share/man
+while read -r f; do
+	p=$man/man3/$f.3
+	[ -s "$p" ] || fail "man3/$f.3 missing: rdmamem.h declares $f (make man3)"
+	so=$(sed -n 's/^\.so //p' "$p")
+	[ -z "$so" ] || p=$man/$so
+	sed -n '/^\.SH NAME/{n;p;}' "$p" | grep -qw "$f" || fail "man3/$f.3: NAME does not name $f"
+done < "$work/h.syms"
+for m in "$man"/man8/rdmamemd.8 "$man"/man1/rdmamemctl.1 "$man"/man3/*.3; do
+	m=${m#"$man/"}
+	w=$(cd "$man" && groff -man -ww -z "$m" 2>&1) || fail "$m: groff failed"
 	[ -z "$w" ] || fail "$m: $w"
 done
 
