@@ -73,8 +73,8 @@ SUMMARY = {
 # "name[" (an array) or "name:" (a definition); the others every time.
 WORDS = {
     "call", "callback", "client", "copy", "descriptor", "device", "devices", "flags", "handle",
-    "id", "lease", "length", "method", "mode", "name", "offset", "op", "path", "plan", "progress",
-    "ranges", "region", "remote", "ret", "size", "token", "indices",
+    "id", "indices", "lease", "length", "method", "mode", "name", "offset", "op", "ops", "path",
+    "plan", "progress", "ranges", "region", "remote", "ret", "size", "token",
 }
 
 
@@ -201,7 +201,7 @@ def params(proto):
 
 def prose(text, pnames):
     s = esc(text)
-    s = re.sub(r"\b(rdmamem_\w+|RDMAMEM_\w+)\b", r"\\fB\1\\fP", s)
+    s = re.sub(r"(?<!\$)\b(rdmamem_\w+|RDMAMEM_\w+)\b", r"\\fB\1\\fP", s)
     s = re.sub(r"\b(rdmamem)\(3\)", r"\\fB\1\\fP(3)", s)
     for p in pnames:
         if p in WORDS:
@@ -335,7 +335,8 @@ def page(doc, funcs, types, defines, known):
     see = ["rdmamem"]
     for ref in re.findall(r"\b(rdmamem_\w+)\(\)", text):
         if ref not in known:
-            sys.exit(f"genman3: {first}: the comment names {ref}(), which rdmamem.h does not declare")
+            sys.exit(f"genman3: {first}: the comment names {ref}(), "
+                     "which rdmamem.h does not declare")
         if ref not in names and ref not in see:
             see.append(ref)
     out.append(".SH SEE ALSO")

@@ -27,9 +27,11 @@ unit=$work/root/usr/lib/systemd/system/rdmamemd.service
 grep -qx 'ExecStart=/usr/sbin/rdmamemd' "$unit" ||
 	fail "PREFIX=/usr at install: the unit says $(grep ExecStart "$unit")"
 grep -qx 'prefix=/usr' "$work/root/usr/lib/pkgconfig/rdmamem.pc" ||
-	fail "PREFIX=/usr at install: rdmamem.pc says $(grep ^prefix "$work/root/usr/lib/pkgconfig/rdmamem.pc")"
+	fail "PREFIX=/usr at install: rdmamem.pc says" \
+		"$(grep ^prefix "$work/root/usr/lib/pkgconfig/rdmamem.pc")"
 [ ! -e "$work/ldconfig.log" ] || fail "ldconfig ran for an install into DESTDIR"
-echo "$out" | grep -q 'ldconfig skipped (DESTDIR' || fail "install into DESTDIR does not say ldconfig was skipped"
+echo "$out" | grep -q 'ldconfig skipped (DESTDIR' ||
+	fail "install into DESTDIR does not say ldconfig was skipped"
 
 # The live system: a prefix of our own, SYSCONFDIR too (the default
 # configuration file is installed there when absent).
@@ -38,11 +40,13 @@ out=$($make -s install PREFIX="$live" SYSCONFDIR="$live/etc" LDCONFIG="$work/ldc
 	fail "make install PREFIX=$live failed: $out"
 [ -e "$live/lib/librdmamem.so.0" ] || fail "make install PREFIX=$live installed no library"
 if [ "$(id -u)" = 0 ]; then
-	grep -qx 'ldconfig ' "$work/ldconfig.log" 2>/dev/null || fail "ldconfig did not run for an install as root"
+	grep -qx 'ldconfig ' "$work/ldconfig.log" 2>/dev/null ||
+		fail "ldconfig did not run for an install as root"
 	echo "$out" | grep -q "$live/lib is not in the dynamic linker's path" ||
 		fail "install into a prefix unknown to ld.so does not say so"
 else
 	[ ! -e "$work/ldconfig.log" ] || fail "ldconfig ran for an install as a user"
-	echo "$out" | grep -q 'ldconfig skipped (not root)' || fail "a user's install does not say ldconfig was skipped"
+	echo "$out" | grep -q 'ldconfig skipped (not root)' ||
+		fail "a user's install does not say ldconfig was skipped"
 fi
 echo "install-dirs: PREFIX at install time, ldconfig: ok"

@@ -47,10 +47,11 @@ leaked=$(nm -D --defined-only "$root$libdir/librdmamem.so" | awk '$2 ~ /[TDBR]/ 
 [ -z "$leaked" ] || fail "librdmamem.so exports more than rdmamem_*: $leaked"
 nm -g --defined-only "$root$libdir/librdmamem.a" | awk 'NF == 3 { print $3 }' | sort > "$work/a.syms"
 leaked=$(grep -v '^rdmamem_' "$work/a.syms" || true)
-[ -z "$leaked" ] || fail "librdmamem.a defines globals beyond rdmamem_*:" $leaked
-nm -D --defined-only "$root$libdir/librdmamem.so" | awk '$3 ~ /^rdmamem_/ { sub(/@.*/, "", $3); print $3 }' |
-	sort > "$work/so.syms"
-sed -n 's/^[a-z][^(]*[ *]\(rdmamem_[a-z0-9_]*\)(.*/\1/p' "$root$prefix/include/rdmamem.h" | sort > "$work/h.syms"
+[ -z "$leaked" ] || fail "librdmamem.a defines globals beyond rdmamem_*: $(echo "$leaked" | tr '\n' ' ')"
+nm -D --defined-only "$root$libdir/librdmamem.so" |
+	awk '$3 ~ /^rdmamem_/ { sub(/@.*/, "", $3); print $3 }' | sort > "$work/so.syms"
+sed -n 's/^[a-z][^(]*[ *]\(rdmamem_[a-z0-9_]*\)(.*/\1/p' "$root$prefix/include/rdmamem.h" |
+	sort > "$work/h.syms"
 [ -s "$work/h.syms" ] || fail "no function found in rdmamem.h"
 cmp -s "$work/h.syms" "$work/so.syms" ||
 	fail "librdmamem.so and rdmamem.h differ: $(diff "$work/h.syms" "$work/so.syms" | grep '^[<>]')"
@@ -62,8 +63,11 @@ cmp -s "$work/h.syms" "$work/a.syms" ||
 pc=$root$libdir/pkgconfig/rdmamem.pc
 grep -qx 'Requires.private: libcjson' "$pc" || fail "rdmamem.pc lacks Requires.private: libcjson"
 case $libdir in
-"$prefix"/*) grep -qx "libdir=\${prefix}${libdir#"$prefix"}" "$pc" || fail "rdmamem.pc: libdir not under \${prefix}" ;;
+"$prefix"/*)
+	grep -qx "libdir=\${prefix}${libdir#"$prefix"}" "$pc" || fail "rdmamem.pc: libdir not under \${prefix}"
+	;;
 esac
+# shellcheck disable=SC2016
 grep -qx 'includedir=${prefix}/include' "$pc" || fail "rdmamem.pc: includedir not \${prefix}/include"
 if [ "$libdir" = "$prefix/lib" ]; then
 	got=$(PKG_CONFIG_PATH="$root$libdir/pkgconfig" pkg-config --define-prefix --cflags --libs rdmamem) ||
@@ -108,10 +112,10 @@ if readelf -d "$work/hello-region" | grep -q 'NEEDED.*librdmamem\.so\.0'; then :
 	fail "hello-region does not link librdmamem.so.0"
 fi
 # One with json_parse() and base64_encode() of its own, linked statically.
+cjson=$(PKG_CONFIG_SYSROOT_DIR='' pkg-config --libs libcjson)
 # shellcheck disable=SC2086
 (cd "$work" && $cc $cflags -Wall -Wextra -Werror -I"$root$prefix/include" \
-	"$src/tests/install/static-clash.c" "$root$libdir/librdmamem.a" \
-	$(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs libcjson) -o static-clash) ||
+	"$src/tests/install/static-clash.c" "$root$libdir/librdmamem.a" $cjson -o static-clash) ||
 	fail "a program with its own json_parse() does not link with librdmamem.a"
 if readelf -d "$work/static-clash" | grep -q 'NEEDED.*librdmamem'; then
 	fail "static-clash links librdmamem.so"
