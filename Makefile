@@ -194,9 +194,14 @@ $(LIB_A): $(CLIENT_OBJS) $(PROTO_OBJS) $(LIB_SO)
 	$(Q)rm -f $@ $(B)/librdmamem.o
 	$(Q)nm -D --defined-only $(LIB_SO) | \
 		awk '$$3 ~ /^rdmamem_/ { sub(/@.*/, "", $$3); print $$3 }' > $(B)/librdmamem.syms
-	$(Q)$(CC) -r -nostdlib -o $(B)/librdmamem.o $(CLIENT_OBJS) $(PROTO_OBJS)
+	$(Q)$(CC) -r -nostdlib $(LTO_REL) -o $(B)/librdmamem.o $(CLIENT_OBJS) $(PROTO_OBJS)
 	$(Q)$(OBJCOPY) --keep-global-symbols=$(B)/librdmamem.syms $(B)/librdmamem.o
 	$(Q)$(AR) rcs $@ $(B)/librdmamem.o
+
+# With -flto in CFLAGS (Ubuntu's dpkg-buildflags) the objects carry GCC's
+# intermediate code, whose names objcopy cannot hide: the one object is
+# then compiled for real (GCC's nolto-rel).
+LTO_REL = $(if $(filter -flto%,$(CFLAGS)),$(filter -flto%,$(CFLAGS)) -flinker-output=nolto-rel)
 
 $(LIB_INTERNAL): $(CLIENT_OBJS) $(PROTO_OBJS)
 	@echo "  AR      $@"
