@@ -718,6 +718,9 @@ static int resolve_socket(struct daemon_config *cfg, char *err, size_t size)
 	if (cfg->socket_path)
 		return 0;
 	r = sockpath_server_default(path, sizeof(path));
+	/* Socket activation: the socket systemd passes needs no path here. */
+	if (r == -ENXIO && getenv("LISTEN_FDS"))
+		return 0;
 	if (r == -ENXIO)
 		return fail(err, size,
 			    "no socket path: not root and XDG_RUNTIME_DIR is not set; "
