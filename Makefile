@@ -60,9 +60,10 @@ SOMAJOR    := 0
 # libc6-dev: gcc only recommends it, and apt here installs no recommends;
 # zsh: the cli suite checks that rdmamemctl's zsh completion parses.
 DEB_PKGS_RUN := gcc libc6-dev make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
-                libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev
+                libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev \
+                libmicrohttpd-dev
 DEB_PKGS     := $(DEB_PKGS_RUN) check systemd procps groff-base zsh
-PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih
+PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih libmicrohttpd
 PC_MODULES     := $(PC_MODULES_RUN) check
 
 include tests/vm/vm.mk
@@ -79,7 +80,7 @@ SAN     := $(SAN_$(VARIANT))
 
 # pkg-config runs once, when first needed, after `deps` had its chance.
 PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd inih))$(PC_CFLAGS)
-LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih))$(LIBS_DAEMON)
+LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih libmicrohttpd))$(LIBS_DAEMON)
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_VERBS = $(eval LIBS_VERBS := $$(shell $(PKG_CONFIG) --libs libibverbs librdmacm))$(LIBS_VERBS)
 LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)

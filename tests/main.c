@@ -55,6 +55,7 @@ static const struct {
 	{ "hostile", hostile_suite },
 	{ "faults", faults_suite },
 	{ "cli", cli_suite },
+	{ "metrics", metrics_suite },
 	{ "rdma", rdma_suite },
 	{ "remote", remote_suite },
 	{ "transfer-vm", transfer_vm_suite },

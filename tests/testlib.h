@@ -243,6 +243,7 @@ Suite *daemon_suite(void);
 Suite *client_suite(void);
 Suite *async_suite(void);
 Suite *cli_suite(void);
+Suite *metrics_suite(void);
 Suite *lifecycle_suite(void);
 Suite *lock_suite(void);
 Suite *session_suite(void);
