@@ -345,6 +345,9 @@ idl: $(B)/rdmamemd
 # NUMA nodes with a NIC each: the NUMA VM (make vmtest-numa). check-host
 # is everything but the VMs (it builds the bed's programs, which then keep
 # compiling).
+# The metrics suite lints the metrics text with promtool (prometheus).
+DEB_PKGS += prometheus
+
 check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS) \
 		$(EXAMPLES)
 	$(Q)$(MAKE) --no-print-directory layering format-check man3-check
