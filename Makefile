@@ -382,7 +382,7 @@ asan:
 	$(MAKE) VARIANT=asan check
 
 BENCHES := $(B)/bench-pipeline $(B)/bench-ping $(B)/bench-region $(B)/bench-remote \
-	   $(B)/bench-calls
+	   $(B)/bench-calls $(B)/bench-metrics
 
 # bench-pipeline's anchor is redis-server, started on a private socket
 # (redis-tools: redis-benchmark, its figures printed beside ours).
@@ -395,6 +395,7 @@ bench: deps all $(BENCHES)
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
 	$(B)/bench-remote --daemon $(B)/rdmamemd
+	$(B)/bench-metrics --daemon $(B)/rdmamemd
 	RDMAMEM_LIBRARY=$(abspath $(B))/librdmamem.so.$(SOMAJOR) $(PYTHON) bench/bench_python.py \
 		--daemon $(B)/rdmamemd --calls $(B)/bench-calls
 
