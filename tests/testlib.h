@@ -239,6 +239,7 @@ Suite *conn_suite(void);
 Suite *sockpath_suite(void);
 Suite *wr_plan_suite(void);
 Suite *window_suite(void);
+Suite *metrics_text_suite(void);
 Suite *daemon_suite(void);
 Suite *client_suite(void);
 Suite *async_suite(void);

@@ -132,22 +132,48 @@ static void mt_seconds(struct mtext *t, uint64_t ns)
 	mt_printf(t, "%" PRIu64 ".%09" PRIu64, ns / 1000000000, ns % 1000000000);
 }
 
-static void mt_histogram(struct mtext *t, const char *name, const char *help,
-			 const struct histogram *h)
+/* name_suffix{label="value",more or name_suffix{more: the series' start. */
+static void mt_series(struct mtext *t, const char *name, const char *suffix, const char *label,
+		      const char *value, bool more)
+{
+	mt_printf(t, "rdmamemd_%s%s", name, suffix);
+	if (label) {
+		mt_printf(t, "{%s=\"", label);
+		mt_label(t, value);
+		mt_printf(t, more ? "\"," : "\"}");
+	} else if (more) {
+		mt_printf(t, "{");
+	}
+}
+
+/* One histogram's samples, with one label or none. */
+static void mt_histogram_samples(struct mtext *t, const char *name, const char *label,
+				 const char *value, const struct histogram *h)
 {
 	uint64_t cum = 0;
 
-	mt_family(t, name, M_HISTOGRAM, help);
 	for (unsigned i = 0; i < HISTOGRAM_BUCKETS; i++) {
 		cum += h->bucket[i];
-		mt_printf(t, "rdmamemd_%s_bucket{le=\"", name);
+		mt_series(t, name, "_bucket", label, value, true);
+		mt_printf(t, "le=\"");
 		mt_seconds(t, histogram_bounds_ns[i]);
 		mt_printf(t, "\"} %" PRIu64 "\n", cum);
 	}
-	mt_printf(t, "rdmamemd_%s_bucket{le=\"+Inf\"} %" PRIu64 "\n", name, h->count);
-	mt_printf(t, "rdmamemd_%s_sum ", name);
+	mt_series(t, name, "_bucket", label, value, true);
+	mt_printf(t, "le=\"+Inf\"} %" PRIu64 "\n", h->count);
+	mt_series(t, name, "_sum", label, value, false);
+	mt_printf(t, " ");
 	mt_seconds(t, h->sum_ns);
-	mt_printf(t, "\nrdmamemd_%s_count %" PRIu64 "\n", name, h->count);
+	mt_printf(t, "\n");
+	mt_series(t, name, "_count", label, value, false);
+	mt_printf(t, " %" PRIu64 "\n", h->count);
+}
+
+static void mt_histogram(struct mtext *t, const char *name, const char *help,
+			 const struct histogram *h)
+{
+	mt_family(t, name, M_HISTOGRAM, help);
+	mt_histogram_samples(t, name, NULL, NULL, h);
 }
 
 struct uid_walk {
@@ -278,6 +304,22 @@ static void add_remote(struct mtext *t, const struct rpc_ctx *ctx)
 		  "RDMA READ and WRITE work requests a queue pair to another daemon completed, by "
 		  "peer and link.");
 	link_samples(t, &rc->links, "link_transfer_ops", "op", "read", "write", false);
+	mt_family(t, "peer_transfers", M_COUNTER,
+		  "Transfers done that reached a peer (another daemon, by its endpoint).");
+	for (unsigned i = 0; i < rc->n_peers; i++)
+		mt_sample1(t, "peer_transfers", M_COUNTER, "peer", rc->peers[i].peer,
+			   rc->peers[i].transfers);
+	mt_family(t, "peer_transfer_bytes", M_COUNTER,
+		  "Bytes of the ops of transfers done, by the peer they reached.");
+	for (unsigned i = 0; i < rc->n_peers; i++)
+		mt_sample1(t, "peer_transfer_bytes", M_COUNTER, "peer", rc->peers[i].peer,
+			   rc->peers[i].bytes);
+	mt_family(t, "peer_transfer_latency_seconds", M_HISTOGRAM,
+		  "Time from a transfer's start to its end, of transfers done, by the peer they "
+		  "reached.");
+	for (unsigned i = 0; i < rc->n_peers; i++)
+		mt_histogram_samples(t, "peer_transfer_latency_seconds", "peer", rc->peers[i].peer,
+				     &rc->peers[i].latency);
 	mt_family(t, "notifications", M_COUNTER,
 		  "Notifications from peers: queued for their exports' owners, or dropped.");
 	mt_sample1(t, "notifications", M_COUNTER, "outcome", "received", ns->received);
