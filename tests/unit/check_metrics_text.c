@@ -127,23 +127,50 @@ START_TEST(test_only_uid)
 }
 END_TEST
 
-/* promtool lints every series above, labelled histograms included. */
-START_TEST(test_promtool)
+/* Runs cmd (%s: a file holding text) through sh; its exit status, its
+ * output in *out. */
+static int run_on(const char *text, const char *cmd_fmt, char **out)
 {
-	char path[] = "/tmp/rdmamem-metrics-unit.XXXXXX", cmd[128], *out, *err;
+	char path[] = "/tmp/rdmamem-metrics-unit.XXXXXX", cmd[256], *err;
 	const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-	char *t = text_of(METRICS_PROMETHEUS, METRICS_ALL_UIDS);
 	int fd = mkstemp(path), rc;
 
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(write(fd, t, strlen(t)), (ssize_t)strlen(t));
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
-	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
-	rc = test_run(argv, &out, &err);
+	snprintf(cmd, sizeof(cmd), cmd_fmt, path);
+	rc = test_run(argv, out, &err);
 	unlink(path);
-	ck_assert_msg(rc == 0, "promtool:\n%s\non:\n%s", out, t);
-	free(out);
 	free(err);
+	return rc;
+}
+
+/* promtool lints every series above, labelled histograms included. */
+START_TEST(test_promtool)
+{
+	char *t = text_of(METRICS_PROMETHEUS, METRICS_ALL_UIDS), *out;
+
+	ck_assert_msg(run_on(t, "promtool check metrics < %s 2>&1", &out) == 0,
+		      "promtool:\n%s\non:\n%s", out, t);
+	free(out);
+	free(t);
+}
+END_TEST
+
+/* prometheus_client's OpenMetrics parser, which is strict (names, suffixes,
+ * label syntax, bucket order, # EOF), takes the OpenMetrics text. */
+START_TEST(test_openmetrics_parser)
+{
+	static const char cmd[] =
+		"/usr/bin/python3 -c 'import sys\n"
+		"from prometheus_client.openmetrics.parser import text_string_to_metric_families as p\n"
+		"f = list(p(open(sys.argv[1]).read()))\n"
+		"print(len(f))' %s 2>&1";
+	char *t = text_of(METRICS_OPENMETRICS, METRICS_ALL_UIDS), *out;
+
+	ck_assert_msg(run_on(t, cmd, &out) == 0, "parser:\n%s\non:\n%s", out, t);
+	ck_assert_int_gt(atoi(out), 40);
+	free(out);
 	free(t);
 }
 END_TEST
@@ -157,6 +184,7 @@ Suite *metrics_text_suite(void)
 	tcase_add_test(tc, test_series);
 	tcase_add_test(tc, test_only_uid);
 	tcase_add_test(tc, test_promtool);
+	tcase_add_test(tc, test_openmetrics_parser);
 	suite_add_tcase(s, tc);
 	return s;
 }
