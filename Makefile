@@ -60,9 +60,10 @@ SOMAJOR    := 0
 # libc6-dev: gcc only recommends it, and apt here installs no recommends;
 # zsh: the cli suite checks that rdmamemctl's zsh completion parses.
 DEB_PKGS_RUN := gcc libc6-dev make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
-                libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev
+                libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev \
+                libmicrohttpd-dev
 DEB_PKGS     := $(DEB_PKGS_RUN) check systemd procps groff-base zsh
-PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih
+PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih libmicrohttpd
 PC_MODULES     := $(PC_MODULES_RUN) check
 
 include tests/vm/vm.mk
@@ -79,7 +80,7 @@ SAN     := $(SAN_$(VARIANT))
 
 # pkg-config runs once, when first needed, after `deps` had its chance.
 PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd inih))$(PC_CFLAGS)
-LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih))$(LIBS_DAEMON)
+LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih libmicrohttpd))$(LIBS_DAEMON)
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_VERBS = $(eval LIBS_VERBS := $$(shell $(PKG_CONFIG) --libs libibverbs librdmacm))$(LIBS_VERBS)
 LIBS_CHECK = $(eval LIBS_CHECK := $$(shell $(PKG_CONFIG) --libs check))$(LIBS_CHECK)
@@ -344,6 +345,9 @@ idl: $(B)/rdmamemd
 # NUMA nodes with a NIC each: the NUMA VM (make vmtest-numa). check-host
 # is everything but the VMs (it builds the bed's programs, which then keep
 # compiling).
+# The metrics suite lints the metrics text with promtool (prometheus).
+DEB_PKGS += prometheus
+
 check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS) \
 		$(EXAMPLES)
 	$(Q)$(MAKE) --no-print-directory layering format-check man3-check
@@ -378,7 +382,7 @@ asan:
 	$(MAKE) VARIANT=asan check
 
 BENCHES := $(B)/bench-pipeline $(B)/bench-ping $(B)/bench-region $(B)/bench-remote \
-	   $(B)/bench-calls
+	   $(B)/bench-calls $(B)/bench-metrics
 
 # bench-pipeline's anchor is redis-server, started on a private socket
 # (redis-tools: redis-benchmark, its figures printed beside ours).
@@ -391,6 +395,7 @@ bench: deps all $(BENCHES)
 	$(B)/bench-ping --daemon $(B)/rdmamemd
 	$(B)/bench-region --daemon $(B)/rdmamemd
 	$(B)/bench-remote --daemon $(B)/rdmamemd
+	$(B)/bench-metrics --daemon $(B)/rdmamemd
 	RDMAMEM_LIBRARY=$(abspath $(B))/librdmamem.so.$(SOMAJOR) $(PYTHON) bench/bench_python.py \
 		--daemon $(B)/rdmamemd --calls $(B)/bench-calls
 

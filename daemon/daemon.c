@@ -15,6 +15,7 @@
 #include "daemon/core/account.h"
 #include "daemon/core/json_arena.h"
 #include "daemon/ipc/conn.h"
+#include "daemon/ipc/metrics_http.h"
 #include "daemon/daemon.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
@@ -178,6 +179,8 @@ void daemon_shutdown(struct daemon *d, const char *why)
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
 
 	server_stop_listening(d->server);
+	metrics_http_stop(d->metrics_http);
+	d->metrics_http = NULL;
 	/* Our own queue pairs to other daemons first: transfers in flight end
 	 * (posted work flushes), before the devices under them stop. */
 	link_pool_stop(&d->remote.links);
@@ -299,6 +302,12 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	r = devices_open(&d->rdma);
 	if (r < 0)
 		goto fail;
+	if (d->core.cfg.metrics_listen) {
+		r = metrics_http_new(d->core.loop, &d->rpc, d->core.cfg.metrics_listen,
+				     &d->metrics_http);
+		if (r < 0)
+			goto fail;
+	}
 	r = endpoint_start(&d->rdma);
 	if (r < 0)
 		goto fail;
@@ -338,6 +347,8 @@ fail:
 		server_stop_listening(d->server);
 		budget_stop(d->server->budgets);
 	}
+	metrics_http_stop(d->metrics_http);
+	d->metrics_http = NULL;
 	link_pool_stop(&d->remote.links);
 	endpoint_stop(&d->rdma);
 	devices_stop(&d->rdma);

@@ -41,8 +41,9 @@ struct daemon {
 	struct rdma_ctx rdma;
 	struct remote_ctx remote; /* remote handles, plans, export ids */
 	struct gpu_ctx gpu;
-	struct server *server; /* ipc */
-	struct rpc_ctx rpc;    /* pointers to the above, for the handlers */
+	struct server *server;             /* ipc */
+	struct metrics_http *metrics_http; /* metrics-listen; NULL when not set */
+	struct rpc_ctx rpc;                /* pointers to the above, for the handlers */
 
 	/* How the configuration was made, to make it again on SIGHUP. */
 	int argc;

@@ -46,6 +46,7 @@ static const struct {
 	{ "sockpath", sockpath_suite },
 	{ "wr_plan", wr_plan_suite },
 	{ "window", window_suite },
+	{ "metrics_text", metrics_text_suite },
 	/* tests/e2e: real daemons over Varlink. */
 	{ "daemon", daemon_suite },
 	{ "lifecycle", lifecycle_suite },
@@ -55,6 +56,7 @@ static const struct {
 	{ "hostile", hostile_suite },
 	{ "faults", faults_suite },
 	{ "cli", cli_suite },
+	{ "metrics", metrics_suite },
 	{ "rdma", rdma_suite },
 	{ "remote", remote_suite },
 	{ "transfer-vm", transfer_vm_suite },

@@ -81,6 +81,8 @@ void show_gpus(const cJSON *reply);
 void show_clients(const cJSON *reply);
 void show_limits(const cJSON *reply);
 void show_stats(const cJSON *reply);
+/* The OpenMetrics text, as a scraper would read it. */
+void show_metrics(const cJSON *reply);
 int region_params(char *const *args, char **ret);
 int descriptor_params(char *const *args, char **ret);
 

@@ -30,6 +30,7 @@ static void help(void)
 	       "  gpus              CUDA driver, GPUs, dma-buf and peer-memory support\n"
 	       "  clients           connected clients (yours; all of them for root)\n"
 	       "  stats             calls by method, errors by name, bytes moved\n"
+	       "  metrics           every counter as OpenMetrics text (for monitoring)\n"
 	       "  limits            your uid's limits and what it uses of each\n"
 	       "  doctor            check what the daemon needs, say what to fix (also\n"
 	       "                    when it is not running)\n"
@@ -73,6 +74,7 @@ struct verb {
 static const struct verb verbs[] = {
 	{ "clients", "", 0, 0, "io.rdmamemd.ListClients", .show = show_clients, .paged = true },
 	{ "stats", "", 0, 0, "io.rdmamemd.GetStats", .show = show_stats },
+	{ "metrics", "", 0, 0, "io.rdmamemd.GetMetrics", .show = show_metrics },
 	{ "limits", "", 0, 0, "io.rdmamemd.GetLimits", .show = show_limits },
 	{ "doctor", "", 0, 0, .run = verb_doctor, .connects = true },
 	/* probe: an operator asking may load the driver in the daemon. */

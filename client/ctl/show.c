@@ -34,6 +34,14 @@ void show_ping(const cJSON *reply)
 	printf("rdmamemd at %s answers\n", arg_socket);
 }
 
+void show_metrics(const cJSON *reply)
+{
+	const cJSON *text = cJSON_GetObjectItemCaseSensitive(reply, "text");
+
+	if (cJSON_IsString(text))
+		fputs(text->valuestring, stdout);
+}
+
 static const char *lock_summary(const cJSON *r, char *buf, size_t size)
 {
 	const cJSON *lock = cJSON_GetObjectItemCaseSensitive(r, "lock");

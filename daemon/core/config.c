@@ -46,6 +46,16 @@ struct config_key {
 
 #define F(member) offsetof(struct daemon_config, member)
 
+/* An address with its port given: a metrics port has no default. */
+static int check_host_port(const char *s)
+{
+	const char *colon = strrchr(s, ':'), *bracket = strrchr(s, ']');
+
+	if (netaddr_check_address(s) < 0 || !colon || (bracket && colon < bracket))
+		return -EINVAL;
+	return 0;
+}
+
 /* clang-format off */
 static const struct config_key keys[] = {
 	{ .section = "daemon", .key = "socket", .type = CFG_STRING, .offset = F(socket_path),
@@ -58,6 +68,11 @@ static const struct config_key keys[] = {
 	  .offset = F(socket_group), .metavar = "GROUP",
 	  .help = "group (name or number) of a socket the daemon creates, so that its members "
 		  "may connect, e.g. rdmamem (default: the daemon's own group)" },
+	{ .section = "daemon", .key = "metrics-listen", .type = CFG_STRING,
+	  .offset = F(metrics_listen), .metavar = "ADDR:PORT", .check_item = check_host_port,
+	  .item_form = "an ADDR:PORT or [ADDR6]:PORT address",
+	  .help = "serve the metrics over HTTP at ADDR:PORT/metrics (default: none; "
+		  "127.0.0.1:PORT keeps them on this host)" },
 	{ .section = "daemon", .key = "log-level", .type = CFG_LOGLEVEL, .offset = F(log_level),
 	  .reloadable = true, .help = "error, warning, notice, info (default) or debug" },
 	{ .section = "daemon", .key = "bandwidth-probe-size", .type = CFG_SIZE,
@@ -389,8 +404,11 @@ static int set_key(struct daemon_config *cfg, const struct config_key *k, const 
 
 	switch (k->type) {
 	case CFG_STRING: {
-		char *s = *value ? strdup(value) : NULL;
+		char *s;
 
+		if (*value && k->check_item && k->check_item(value) < 0)
+			return fail(err, size, "%s: '%s' is not %s", k->key, value, k->item_form);
+		s = *value ? strdup(value) : NULL;
 		if (*value && !s)
 			return -ENOMEM;
 		free(*FIELD(cfg, k, char *));

@@ -25,6 +25,7 @@ struct daemon_config {
 	char *socket_path; /* NULL: the default for this environment */
 	mode_t socket_mode;
 	char *socket_group;       /* NULL: the daemon's own group */
+	char *metrics_listen;     /* ADDR:PORT of the HTTP metrics endpoint; NULL: none */
 	unsigned max_connections; /* all uids together */
 	unsigned max_connections_per_uid;
 	size_t output_max;         /* queued reply bytes before a connection stops being read */

@@ -9,6 +9,7 @@ void offload_init(struct offload *o, uv_loop_t *loop)
 	o->loop = loop;
 	list_init(&o->waiting);
 	o->running = 0;
+	o->n_waiting = 0;
 }
 
 static void on_work(uv_work_t *w)
@@ -38,6 +39,7 @@ static void offload_start_next(struct offload *o)
 		struct offload_job *j = list_first_entry(&o->waiting, struct offload_job, link);
 
 		list_del(&j->link);
+		o->n_waiting--;
 		j->started = true;
 		o->running++;
 		if (uv_queue_work(o->loop, &j->work, on_work, on_work_done) < 0) {
@@ -54,6 +56,7 @@ bool offload_cancel(struct offload_job *j)
 	if (j->started)
 		return false;
 	list_del(&j->link);
+	j->offload->n_waiting--;
 	j->done(j);
 	return true;
 }
@@ -63,6 +66,7 @@ static void offload_enqueue(struct offload *o, struct offload_job *j, bool first
 	j->offload = o;
 	j->started = false;
 	list_add_tail(&j->link, first ? o->waiting.next : &o->waiting);
+	o->n_waiting++;
 	offload_start_next(o);
 }
 

@@ -22,6 +22,7 @@
 struct offload {
 	uv_loop_t *loop;
 	struct list_head waiting; /* struct offload_job, in order */
+	unsigned n_waiting;       /* on waiting: the metrics' queue depth */
 	unsigned running;
 };
 

@@ -52,3 +52,21 @@ cJSON *counters_json(const struct counters *c)
 			o = (cJSON_Delete(o), NULL);
 	return o;
 }
+
+/* 10 us to 10 s: a memfd's import is tens of microseconds, a registration
+ * of gigabytes of host memory takes seconds. */
+const uint64_t histogram_bounds_ns[HISTOGRAM_BUCKETS] = {
+	10000,   25000,   50000,    100000,    250000,     500000,     1000000,
+	2500000, 5000000, 10000000, 100000000, 1000000000, 5000000000, 10000000000,
+};
+
+void histogram_observe(struct histogram *h, uint64_t ns)
+{
+	unsigned i = 0;
+
+	while (i < HISTOGRAM_BUCKETS && ns > histogram_bounds_ns[i])
+		i++;
+	h->bucket[i]++;
+	h->sum_ns += ns;
+	h->count++;
+}

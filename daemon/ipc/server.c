@@ -165,6 +165,7 @@ static void server_log_refusal(struct server *s, const char *what, const struct 
 {
 	unsigned held_back;
 
+	s->n_refused_total++;
 	if (!ratelimit_pass(&s->refusal_log, uv_now(s->core->loop), &held_back))
 		return;
 	log_full_fields(LOG_NOTICE, 0, LOG_CLIENT(cred),
@@ -384,7 +385,9 @@ static void server_rpc_status(const void *server, struct rpc_server_status *ret)
 
 	*ret = (struct rpc_server_status){ .path = s->path,
 					   .n_clients = s->n_conns,
-					   .n_rejected_max = SERVER_REJECTED_MAX };
+					   .n_rejected = s->n_rejected,
+					   .n_rejected_max = SERVER_REJECTED_MAX,
+					   .n_refused_total = s->n_refused_total };
 	for (unsigned k = 0; k < BUDGET_KINDS; k++)
 		ret->bytes[k] = s->budgets[k].bytes;
 }

@@ -43,9 +43,10 @@ struct server {
 	char *path;     /* shown to users; unlinked at exit unless activated */
 
 	struct list_head conns;
-	struct idseq conn_order; /* the same connections by id, for ListClients */
-	unsigned n_conns;        /* accepted and admitted */
-	unsigned n_rejected;     /* accepted to be told they are over a limit */
+	struct idseq conn_order;  /* the same connections by id, for ListClients */
+	unsigned n_conns;         /* accepted and admitted */
+	unsigned n_rejected;      /* accepted to be told they are over a limit */
+	uint64_t n_refused_total; /* refused since start, told or closed at once */
 	uint64_t next_conn_id;
 	struct ratelimit refusal_log, emfile_log;
 

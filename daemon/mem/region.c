@@ -104,6 +104,7 @@ int region_prepare(struct region_registry *registry, struct session *owner, uint
 	reg->account = account_ref(owner->account);
 	reg->size = size;
 	reg->created_msec = uv_now(registry->core->loop);
+	reg->prepared_ns = uv_hrtime();
 	idseq_node_init(&reg->order);
 	session_link_init(&reg->owner_link);
 	list_init(&reg->leases);
@@ -122,6 +123,7 @@ int region_publish(struct region *reg, struct session *owner)
 	reg->owner_pid = owner->cred.pid;
 	reg->id = registry->next_region_id++;
 	registry->core->stats.regions_registered++;
+	histogram_observe(&registry->core->stats.import_latency, uv_hrtime() - reg->prepared_ns);
 	if (idmap_put(&registry->regions, reg->id, reg) < 0)
 		return -ENOMEM;
 	if (idseq_add(&registry->region_order, reg->id, &reg->order) < 0) {

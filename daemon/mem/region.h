@@ -219,6 +219,7 @@ struct region {
 	char pci_bus_id[32];
 	unsigned access;       /* REGION_ACCESS_* */
 	uint64_t created_msec; /* uv_now() at import */
+	uint64_t prepared_ns;  /* uv_hrtime() at region_prepare(): the import latency */
 
 	struct access_lock lock;
 	struct list_head leases; /* struct lease on this region */

@@ -174,6 +174,8 @@ static void on_reg_done(uv_work_t *work, int status)
 	struct region *r = m->region;
 
 	(void)status;
+	histogram_observe(&m->dev->rdma->core->stats.registration_latency,
+			  uv_hrtime() - m->queued_ns);
 	if (m->err == 0) {
 		vb->mr_keys(m->mr, &m->lkey, &m->rkey);
 		m->state = MREG_REGISTERED;
@@ -381,6 +383,7 @@ struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waite
 		list_add_tail(&w->link, &m->waiters);
 	/* The attempt keeps the region (and so the memory) until it is done. */
 	region_ref(r);
+	m->queued_ns = uv_hrtime();
 	err = uv_queue_work(dev->rdma->core->loop, &m->work, on_reg_work, on_reg_done);
 	if (err < 0) {
 		region_unref(r);

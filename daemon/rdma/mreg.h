@@ -78,6 +78,7 @@ struct mreg {
 	int err;
 	char *error; /* why it failed, for the client */
 	uint64_t settled_msec;
+	uint64_t queued_ns; /* uv_hrtime() when the registration was queued */
 	struct list_head waiters;
 
 	unsigned n_hold;  /* mreg_hold()s: the daemon's own WRs carry the lkey */

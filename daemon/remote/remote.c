@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon/core/account.h"
 #include "daemon/core/core.h"
@@ -27,6 +29,28 @@ void remote_ctx_done(struct remote_ctx *ctx)
 {
 	idmap_done(&ctx->plans);
 	idmap_done(&ctx->remotes);
+	free(ctx->peers);
+	ctx->peers = NULL;
+	ctx->n_peers = 0;
+}
+
+struct remote_peer_stats *remote_peer_stats(struct remote_ctx *ctx, const char *peer)
+{
+	struct remote_peer_stats *p;
+
+	for (unsigned i = 0; i < ctx->n_peers; i++)
+		if (strcmp(ctx->peers[i].peer, peer) == 0)
+			return &ctx->peers[i];
+	if (ctx->n_peers == REMOTE_PEERS_MAX)
+		return &ctx->peers[REMOTE_PEERS_MAX - 1];
+	if (!ctx->peers) {
+		ctx->peers = calloc(REMOTE_PEERS_MAX, sizeof(*ctx->peers));
+		if (!ctx->peers)
+			return NULL;
+	}
+	p = &ctx->peers[ctx->n_peers++];
+	snprintf(p->peer, sizeof(p->peer), "%s", ctx->n_peers == REMOTE_PEERS_MAX ? "other" : peer);
+	return p;
 }
 
 int remote_import(struct remote_ctx *ctx, struct session *s, const struct descriptor *d,

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "daemon/core/stats.h"
 #include "daemon/core/session.h"
 #include "daemon/remote/descriptor.h"
 #include "daemon/remote/notify.h"
@@ -58,9 +59,29 @@ struct remote_ctx {
 	 * those still running (a refusal before the start counts nowhere). */
 	uint64_t n_transfers_started, n_transfers_done, n_transfers_failed;
 	uint64_t n_transfers_cancelled;
+	/* Transfers done, by the peers they reached (remote_peer_stats()). */
+	struct remote_peer_stats *peers;
+	unsigned n_peers;
 	int (*notify_send)(struct link *l, struct link_user *u, const void *data, size_t len,
 			   uint64_t export_id);
 };
+
+/*
+ * A remote daemon as the metrics see it: its rdmacm endpoint as text (a
+ * link's peer), and how long the transfers this daemon started and that
+ * reached it took, start to done (a transfer that reached several peers
+ * counts under each). Found in order: peers are few; past
+ * REMOTE_PEERS_MAX, new ones count under the last entry, "other".
+ */
+#define REMOTE_PEERS_MAX 64U
+struct remote_peer_stats {
+	char peer[64];
+	struct histogram latency;
+	uint64_t transfers, bytes; /* done, and the bytes of their ops */
+};
+
+/* peer's entry, made when new; NULL on OOM. */
+struct remote_peer_stats *remote_peer_stats(struct remote_ctx *ctx, const char *peer);
 
 struct remote {
 	unsigned n_ref;

@@ -8,6 +8,7 @@
 #include "daemon/core/account.h"
 #include "daemon/core/core.h"
 #include "daemon/core/log.h"
+#include "daemon/core/netaddr.h"
 #include "daemon/core/offload.h"
 #include "daemon/core/session.h"
 #include "daemon/mem/lease.h"
@@ -322,6 +323,39 @@ static void release_all(struct transfer *t)
 		}
 }
 
+/* A transfer done: its time and bytes, under each peer its legs reached. */
+static void count_peers(struct transfer *t)
+{
+	struct remote_peer_stats *seen[TRANSFER_LEGS_MAX];
+	uint64_t ns = uv_hrtime() - t->started_ns;
+	unsigned n_seen = 0;
+
+	for (uint32_t i = 0; i < t->n_legs; i++) {
+		struct transfer_leg *leg = t->legs[i];
+		struct remote_peer_stats *p;
+		uint64_t bytes = 0;
+		char peer[64];
+		bool again = false;
+
+		if (leg->n_paths == 0)
+			continue;
+		netaddr_format(&leg->paths[0].key.endpoint, peer, sizeof(peer));
+		p = remote_peer_stats(t->ctx, peer);
+		if (!p)
+			continue;
+		for (size_t k = 0; k < leg->n_ops; k++)
+			bytes += leg->ops[k].length;
+		p->bytes += bytes;
+		for (unsigned k = 0; k < n_seen; k++)
+			again = again || seen[k] == p;
+		if (again)
+			continue;
+		seen[n_seen++] = p;
+		p->transfers++;
+		histogram_observe(&p->latency, ns);
+	}
+}
+
 /* Everything is over (nothing in flight): report, once. */
 static void finish(struct transfer *t)
 {
@@ -349,6 +383,8 @@ static void finish(struct transfer *t)
 		t->ctx->n_transfers_failed++;
 	else
 		t->ctx->n_transfers_done++;
+	if (!t->cancelled && r == 0 && t->started_ns)
+		count_peers(t);
 	t->cb.done(t->userdata, t, r, &e);
 	errinfo_done(&e);
 }
@@ -1251,6 +1287,7 @@ static int transfer_go(struct transfer *t, bool later, struct errinfo *e)
 		t->lock_order[j] = i;
 	}
 	t->last_progress_msec = uv_now(t->ctx->core->loop);
+	t->started_ns = uv_hrtime();
 	t->hold++;
 	lock_next(t);
 	t->hold--;

@@ -268,6 +268,7 @@ struct transfer {
 	bool cancelled;
 	struct transfer_progress progress;
 	uint64_t last_progress_ops, last_progress_msec;
+	uint64_t started_ns; /* uv_hrtime() at the start: the latency by peer */
 	/* The first failure by op index. */
 	bool failed;
 	size_t fail_op;

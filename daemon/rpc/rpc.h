@@ -58,7 +58,9 @@ struct session;
 struct rpc_server_status {
 	const char *path;             /* the socket's */
 	unsigned n_clients;           /* connections admitted */
-	unsigned n_rejected_max;      /* refused connections kept open to be told why */
+	unsigned n_rejected;          /* refused connections open now, to be told why */
+	unsigned n_rejected_max;      /* at most that many */
+	uint64_t n_refused_total;     /* connections refused since start */
 	uint64_t bytes[BUDGET_KINDS]; /* held for clients' messages, daemon-wide */
 };
 

@@ -13,6 +13,7 @@
 #include "daemon/rdma/rdma.h"
 #include "daemon/remote/remote.h"
 #include "daemon/mem/region.h"
+#include "daemon/rpc/metrics.h"
 #include "daemon/rpc/rpc.h"
 #include "daemon/core/session.h"
 
@@ -414,10 +415,51 @@ static int method_list_clients(struct rpc_call *call, void *params)
 			      client_item);
 }
 
+struct get_metrics_params {
+	const char *format;
+};
+
+/* clang-format off */
+RPC_DEFINE_METHOD(
+	GetMetrics,
+	"Everything GetStatus, GetStats and the listings count, as one text for\n"
+	"monitoring: format \"openmetrics\" (the default; OpenMetrics 1.0) or\n"
+	"\"prometheus\" (the Prometheus text format 0.0.4). The series by uid are\n"
+	"every uid's for root, the caller's own otherwise.",
+	VARLINK_INPUT(struct get_metrics_params, format, VARLINK_STRING, VARLINK_NULLABLE),
+	VARLINK_OUTPUT(text, VARLINK_STRING, 0));
+/* clang-format on */
+
+static int method_get_metrics(struct rpc_call *call, void *params)
+{
+	const struct get_metrics_params *p = params;
+	enum metrics_format format = METRICS_OPENMETRICS;
+	uid_t uid = call->session->cred.uid;
+	_cleanup_free_ char *text = NULL;
+	_cleanup_json_ cJSON *reply = NULL;
+	size_t len;
+	int r;
+
+	if (p->format && strcmp(p->format, "prometheus") == 0)
+		format = METRICS_PROMETHEUS;
+	else if (p->format && strcmp(p->format, "openmetrics") != 0)
+		return rpc_invalid_param(call, "format",
+					 "parameter 'format' is \"openmetrics\" or \"prometheus\"");
+	r = metrics_text(call->ctx, format, uid == 0 ? METRICS_ALL_UIDS : uid, &text, &len);
+	if (r < 0)
+		return r;
+	reply = cJSON_CreateObject();
+	if (!reply || json_add_string(reply, "text", text) < 0)
+		return -ENOMEM;
+	return rpc_reply(call, TAKE_PTR(reply));
+}
+
 const struct rpc_method rpc_core_methods[] = {
 	RPC_METHOD(RDMAMEMD_INTERFACE, Ping, method_ping, RPC_PARAMS(struct ping_params)),
 	RPC_METHOD(RDMAMEMD_INTERFACE, GetStatus, method_get_status),
 	RPC_METHOD(RDMAMEMD_INTERFACE, GetStats, method_get_stats),
+	RPC_METHOD(RDMAMEMD_INTERFACE, GetMetrics, method_get_metrics,
+		   RPC_PARAMS(struct get_metrics_params)),
 	RPC_METHOD(RDMAMEMD_INTERFACE, GetLimits, method_get_limits),
 	RPC_METHOD(RDMAMEMD_INTERFACE, ListClients, method_list_clients, RPC_PAGE_PARAMS),
 	{},

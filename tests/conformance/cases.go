@@ -173,6 +173,8 @@ var cases = []*testCase{
 		then: wantField("data", "héllo\x01")},
 	{what: "GetStatus", conn: "lib", method: "io.rdmamemd.GetStatus"},
 	{what: "GetStats", conn: "lib", method: "io.rdmamemd.GetStats"},
+	{what: "GetMetrics", conn: "lib", method: "io.rdmamemd.GetMetrics",
+		params: obj("format", "prometheus")},
 	{what: "GetLimits", conn: "lib", method: "io.rdmamemd.GetLimits"},
 
 	// --- regions: file descriptors, so the suite's own connection ------------

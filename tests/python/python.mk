@@ -12,8 +12,9 @@
 # python3-venv and python3-wheel: the fresh-venv test (test_readme.py) builds
 # the package offline with --no-build-isolation, and setuptools 66 needs wheel
 # for that (the venv's own pip and setuptools come from python3-venv).
+# python3-prometheus-client: test_metrics.py parses the metrics text with it.
 DEB_PKGS += python3-pytest python3-numpy python3-torch python3-setuptools python3-venv \
-            python3-wheel
+            python3-wheel python3-prometheus-client
 PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
 
 .PHONY: check-python python-errors python-api

@@ -189,6 +189,12 @@ START_TEST(test_write_read_exact)
 	ck_assert_uint_eq(lf.dev->xfer.bytes_in, 7777);
 	ck_assert_uint_ge(lf.dev->xfer.writes, 1);
 	ck_assert_uint_eq(lf.dev->xfer.reads, 1);
+	/* The metrics' peer: one transfer done, its bytes, its time. */
+	ck_assert_uint_eq(ctx.n_peers, 1);
+	ck_assert_uint_eq(ctx.peers[0].transfers, 1);
+	ck_assert_uint_eq(ctx.peers[0].bytes, 40001 + 1 + 7777);
+	ck_assert_uint_eq(ctx.peers[0].latency.count, 1);
+	ck_assert_uint_gt(ctx.peers[0].latency.sum_ns, 0);
 	/* The locks are given back. */
 	ck_assert(lock_is_idle(&local->lock));
 }
