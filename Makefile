@@ -1,14 +1,17 @@
 # rdmamemd — one plain GNU Makefile.
 #
-#   make deps      install the Debian packages the build needs (no-op when present)
+#   make deps      install the Debian packages the build and the tests need
+#                  (no-op when present)
+#   make deps-run  only those the build and the daemon need
 #   make           build daemon, client library and CLI into build/release
-#   make run       deps + build + start the daemon in the foreground
+#   make run       deps-run + build + start the daemon in the foreground
 #   make check     deps + build + run every test, the RDMA ones in a VM
 #   make check-host  the same without the VM
 #   make check-python  the Python package's tests (part of check-host)
 #   make format-check  the C sources as .clang-format writes them (part of check)
 #   make layering  the #include graph against the layers (tests/layering.py)
 #   make idl       write proto/*.varlink from the daemon's interface tables
+#   make man3      write docs/man3/ (a page per function) from rdmamem.h
 #   make conformance  the Varlink conformance suite alone (reference Go library)
 #   make vmtest    only the VM part: RDMA smoke test + tests tagged rdma
 #   make vmtest-numa  one VM with two NUMA nodes, a NIC on each: tests tagged numa
@@ -38,22 +41,30 @@ SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?= $(PREFIX)/share/zsh/vendor-completions
 PKG_CONFIG ?= pkg-config
 CUDA_HOME  ?= /usr/local/cuda
 CC         ?= cc
 INSTALL    ?= install
+OBJCOPY    ?= objcopy
 Q          := $(if $(filter 1,$(V)),,@)
 
 VERSION    := 0.1.0
 SOMAJOR    := 0
 
-# Debian packages behind the build and the tests; `make deps` installs
-# whichever are missing. procps: the unit's ExecReload is /bin/kill, which
-# systemd-analyze verify wants to find; groff-base: the man pages are linted.
-DEB_PKGS   := gcc make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
-              libibverbs-dev librdmacm-dev ibverbs-providers rdma-core check \
-              libinih-dev systemd procps groff-base
-PC_MODULES := libuv libcjson libsystemd check libibverbs librdmacm libmlx5 inih
+# Debian packages behind the build and the daemon (DEB_PKGS_RUN: what
+# `make run` installs), and beside them those the tests need (DEB_PKGS, which
+# the test suites' .mk files add to; `make deps` installs whichever are
+# missing). procps: the unit's ExecReload is /bin/kill, which
+# systemd-analyze verify wants to find; groff-base: the man pages are linted;
+# libc6-dev: gcc only recommends it, and apt here installs no recommends;
+# zsh: the cli suite checks that rdmamemctl's zsh completion parses.
+DEB_PKGS_RUN := gcc libc6-dev make pkg-config libuv1-dev libcjson-dev libsystemd-dev \
+                libibverbs-dev librdmacm-dev ibverbs-providers rdma-core libinih-dev
+DEB_PKGS     := $(DEB_PKGS_RUN) check systemd procps groff-base zsh
+PC_MODULES_RUN := libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih
+PC_MODULES     := $(PC_MODULES_RUN) check
 
 include tests/vm/vm.mk
 
@@ -68,7 +79,7 @@ SAN_debug := -O0 -g
 SAN     := $(SAN_$(VARIANT))
 
 # pkg-config runs once, when first needed, after `deps` had its chance.
-PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd check inih))$(PC_CFLAGS)
+PC_CFLAGS = $(eval PC_CFLAGS := $$(shell $(PKG_CONFIG) --cflags libuv libcjson libsystemd inih))$(PC_CFLAGS)
 LIBS_DAEMON = $(eval LIBS_DAEMON := $$(shell $(PKG_CONFIG) --libs libuv libcjson libsystemd libibverbs librdmacm libmlx5 inih))$(LIBS_DAEMON)
 LIBS_CLIENT = $(eval LIBS_CLIENT := $$(shell $(PKG_CONFIG) --libs libcjson))$(LIBS_CLIENT)
 LIBS_VERBS = $(eval LIBS_VERBS := $$(shell $(PKG_CONFIG) --libs libibverbs librdmacm))$(LIBS_VERBS)
@@ -80,10 +91,10 @@ LIBS_DL    := -ldl -lpthread
 # linked, the daemon opens it with dlopen() when the first GPU import comes.
 CUDA_CFLAGS := $(if $(wildcard $(CUDA_HOME)/include/cuda.h),-I$(CUDA_HOME)/include -DHAVE_CUDA_H=1)
 
-ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
+ALL_CFLAGS = -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(SAN) -fPIC -fvisibility=hidden -MMD -MP \
              -I. -Iclient/include -Iclient $(PC_CFLAGS) $(CUDA_CFLAGS) \
              -DBUILD_DIR='"$(abspath $(B))"' -DSRC_DIR='"$(CURDIR)"' \
-             -DSYSCONFDIR='"$(SYSCONFDIR)"'
+             -DSYSCONFDIR='"$(SYSCONFDIR)"' -DRDMAMEM_PACKAGE_VERSION='"$(VERSION)"'
 ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 
 # util/ and proto/: what the daemon and the client share (PROTO_OBJS has
@@ -93,8 +104,8 @@ UTIL_SRCS   := $(filter-out $(UTIL_UV_SRCS),$(wildcard util/*.c))
 PROTO_SRCS  := $(wildcard proto/*.c)
 # daemon/ (daemon.c, main.c) and its layers' folders (tests/layering.py).
 DAEMON_SRCS := $(wildcard daemon/*.c daemon/*/*.c) $(UTIL_UV_SRCS)
-CLIENT_SRCS := $(filter-out client/rdmamemctl.c,$(wildcard client/*.c))
-CTL_SRCS    := client/rdmamemctl.c
+CLIENT_SRCS := $(wildcard client/*.c)
+CTL_SRCS    := $(wildcard client/ctl/*.c)
 # tests/unit: suites that link daemon modules and start no daemon;
 # tests/e2e: suites that start rdmamemd and talk Varlink to it. One runner
 # (tests/main.c) holds both; tests/fakes: the fake verbs and CUDA driver.
@@ -103,7 +114,8 @@ FAKE_SRCS   := $(wildcard tests/fakes/*.c)
 BENCH_SRCS  := $(wildcard bench/*.c)
 PEER_SRCS   := $(wildcard tests/peer/*.c)
 GPU_SRCS    := $(wildcard tests/gpu/*.c)
-# examples/: client programs, built against the static library.
+# examples/: client programs, built against the static library (the public
+# one, LIB_A: they call nothing but rdmamem_*).
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 
 obj = $(patsubst %.c,$(B)/%.o,$(1))
@@ -121,17 +133,19 @@ ALL_OBJS    := $(PROTO_OBJS) $(DAEMON_OBJS) $(CLIENT_OBJS) $(CTL_OBJS) $(TEST_OB
 
 LIB_SO      := $(B)/librdmamem.so.$(VERSION)
 LIB_A       := $(B)/librdmamem.a
+LIB_INTERNAL := $(B)/librdmamem-internal.a
 BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc \
                $(B)/rdmamemd.service
 
-.PHONY: all deps build-deps run check check-host check-clone installcheck asan bench gpu-bundle \
-	format format-check layering idl install uninstall clean deb
+.PHONY: all deps deps-run build-deps run check check-host check-clone installcheck asan bench gpu-bundle \
+	format format-check layering man3 man3-check idl install uninstall clean deb
 .DEFAULT_GOAL := all
 
 all: $(BINS)
 
 # dpkg knows every package (pkg-config only the libraries); without dpkg
-# (not Debian) the pkg-config check says what is missing.
+# (not Debian) the pkg-config check says what is missing. Not root and no
+# sudo: say what root should run rather than fail on "sudo: not found".
 deps:
 	$(Q)if ! command -v dpkg-query >/dev/null; then \
 		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES) && exit 0; \
@@ -142,22 +156,33 @@ deps:
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	[ -z "$$missing" ] && exit 0; \
+	if [ -n "$(SUDO)" ] && ! command -v $(SUDO) >/dev/null; then \
+		echo "make deps: these Debian packages are missing:$$missing"; \
+		echo "make deps: there is no sudo here and you are not root: as root, run"; \
+		echo "    apt-get update && apt-get install --no-install-recommends$$missing"; \
+		echo "make deps: then run make again (or run this make as root)"; \
+		exit 1; \
+	fi; \
 	echo "make deps: installing$$missing"; \
 	$(SUDO) apt-get update -qq && \
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing
 
+# What the build and the daemon need, not the test tools (make run).
+deps-run:
+	$(Q)$(MAKE) --no-print-directory deps DEB_PKGS='$(DEB_PKGS_RUN)' PC_MODULES='$(PC_MODULES_RUN)'
+
 # A plain `make` never installs anything: objects wait for `deps` only when
 # a goal that installs (run, check and the other test goals) was asked for;
 # otherwise `build-deps` only says which libraries are missing.
-INSTALLING_GOALS := deps run check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
+INSTALLING_GOALS := deps check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
                     vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
-                    format-check layering check-python deb
-BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,build-deps)
+                    format-check layering man3-check check-python deb
+BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,$(if $(filter run deps-run,$(MAKECMDGOALS)),deps-run,build-deps))
 
 build-deps:
-	$(Q)$(PKG_CONFIG) --exists $(PC_MODULES) 2>/dev/null || { \
-		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES); \
-		echo "Missing build libraries: \`make deps\` installs them (Debian: $(DEB_PKGS))"; \
+	$(Q)$(PKG_CONFIG) --exists $(PC_MODULES_RUN) 2>/dev/null || { \
+		$(PKG_CONFIG) --print-errors --exists $(PC_MODULES_RUN); \
+		echo "Missing build libraries: \`make deps-run\` installs them (Debian: $(DEB_PKGS_RUN))"; \
 		exit 1; }
 
 $(B)/%.o: %.c | $(BUILD_PREREQ)
@@ -177,27 +202,68 @@ $(LIB_SO): $(CLIENT_OBJS) $(PROTO_OBJS) client/librdmamem.map
 	$(Q)ln -sf librdmamem.so.$(VERSION) $(B)/librdmamem.so.$(SOMAJOR)
 	$(Q)ln -sf librdmamem.so.$(SOMAJOR) $(B)/librdmamem.so
 
-$(LIB_A): $(CLIENT_OBJS) $(PROTO_OBJS)
+# The installed archive defines what the shared library exports (the
+# version script's rdmamem_*, not the library's hidden rdmamem__* and
+# rdmamem_error_*) and nothing else: its objects are linked into one
+# (ld -r) and every other global made local, so that an application's own
+# json_parse() or base64_encode() does not clash with ours (cJSON_* stay
+# undefined references: pkg-config --static adds -lcjson). The test runner,
+# the benchmarks and rdmamemctl call the shared helpers (proto/, util/)
+# themselves: they link LIB_INTERNAL, the objects as they are, never
+# installed.
+$(LIB_A): $(CLIENT_OBJS) $(PROTO_OBJS) $(LIB_SO)
 	@echo "  AR      $@"
-	$(Q)rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ $(B)/librdmamem.o
+	$(Q)nm -D --defined-only $(LIB_SO) | \
+		awk '$$3 ~ /^rdmamem_/ { sub(/@.*/, "", $$3); print $$3 }' > $(B)/librdmamem.syms
+	$(Q)$(CC) -r -nostdlib $(LTO_REL) -o $(B)/librdmamem.o $(CLIENT_OBJS) $(PROTO_OBJS)
+	$(Q)$(OBJCOPY) --keep-global-symbols=$(B)/librdmamem.syms $(B)/librdmamem.o
+	$(Q)$(AR) rcs $@ $(B)/librdmamem.o
 
-$(B)/rdmamem.pc: client/rdmamem.pc.in Makefile
+# With -flto in CFLAGS (Ubuntu's dpkg-buildflags) the objects carry GCC's
+# intermediate code, whose names objcopy cannot hide: the one object is
+# then compiled for real (GCC's nolto-rel).
+LTO_REL = $(if $(filter -flto%,$(CFLAGS)),$(filter -flto%,$(CFLAGS)) -flinker-output=nolto-rel)
+
+$(LIB_INTERNAL): $(CLIENT_OBJS) $(PROTO_OBJS)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# The files that name install directories are made again when one changes:
+# `make && make install PREFIX=/usr` installs a unit that starts
+# /usr/sbin/rdmamemd, not the /usr/local one the first make wrote. The
+# stamp's date moves only when the directories do.
+DIRS_STAMP := $(B)/dirs.stamp
+DIRS_TEXT   = PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR) SBINDIR=$(SBINDIR)
+
+$(DIRS_STAMP): FORCE
 	$(Q)mkdir -p $(@D)
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+	$(Q)echo '$(DIRS_TEXT)' | cmp -s - $@ || echo '$(DIRS_TEXT)' > $@
 
-$(B)/rdmamemd.service: systemd/rdmamemd.service.in Makefile
+.PHONY: FORCE
+FORCE:
+
+# libdir and includedir relative to ${prefix} where they are under it, so
+# pkg-config --define-prefix (and a sysroot) can move the tree.
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+$(B)/rdmamem.pc: client/rdmamem.pc.in Makefile $(DIRS_STAMP)
+	$(Q)mkdir -p $(@D)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call pc_dir,$(LIBDIR))|' \
+		-e 's|@INCLUDEDIR@|$(call pc_dir,$(INCLUDEDIR))|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(B)/rdmamemd.service: systemd/rdmamemd.service.in Makefile $(DIRS_STAMP)
 	$(Q)mkdir -p $(@D)
 	$(Q)sed -e 's|@SBINDIR@|$(SBINDIR)|' $< > $@
 
-$(B)/rdmamemctl: $(CTL_OBJS) $(LIB_A)
+$(B)/rdmamemctl: $(CTL_OBJS) $(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
 # The test runner links the daemon's modules (not its main) and the client;
 # the cuda and region suites the fake driver and verbs (the fuzzers too).
 $(B)/test-rdmamemd: $(TEST_OBJS) $(FAKE_OBJS) $(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) \
-		$(LIB_A)
+		$(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DAEMON) $(LIBS_CHECK) $(LIBS_DL)
 
@@ -246,21 +312,21 @@ $(B)/region-owner: $(B)/tests/peer/region-owner.o $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT)
 
-$(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_A)
+$(B)/bench-%: $(B)/bench/bench-%.o $(B)/bench/benchlib.o $(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
 # The transfer engine's benchmark runs its logic in process, and a daemon
 # of its own over the fake verbs (daemon/ without its main, tests/fakes).
 $(B)/bench-remote: $(B)/bench/bench-remote.o $(B)/bench/benchlib.o \
-		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FAKE_OBJS) $(LIB_A)
+		$(filter-out $(B)/daemon/main.o,$(DAEMON_OBJS)) $(FAKE_OBJS) $(LIB_INTERNAL)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_CLIENT) $(LIBS_VERBS) $(LIBS_DL) $(LIBS_DAEMON)
 
 # The GPU benchmark plays the client with the driver API, through cuda.c.
 $(B)/bench-gpu: $(B)/daemon/gpu/cuda.o $(B)/daemon/core/log.o
 
-run: deps all
+run: deps-run all
 	$(B)/rdmamemd $(RUN_ARGS)
 
 # The interface files are the daemon's tables printed (daemon/rpc/rpc_idl.c);
@@ -281,7 +347,7 @@ idl: $(B)/rdmamemd
 # compiling).
 check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PROGS) $(VM2_PROGS) \
 		$(EXAMPLES)
-	$(Q)$(MAKE) --no-print-directory layering format-check
+	$(Q)$(MAKE) --no-print-directory layering format-check man3-check
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-30} CK_EXCLUDE_TAGS="rdma cuda hosts numa" $(B)/test-rdmamemd
 	$(B)/conformance $(CONFORMANCE_ARGS)
 	$(Q)$(MAKE) --no-print-directory check-python
@@ -298,8 +364,10 @@ check-clone:
 	tests/clone-check.sh
 
 # make install into a temporary root, then what a packager and a user
-# would check there (tests/installcheck.sh).
+# would check there (tests/installcheck.sh); before that, make install with
+# a PREFIX given late and its ldconfig (tests/install-dirs.sh).
 installcheck: all
+	$(Q)tests/install-dirs.sh "$(MAKE) --no-print-directory"
 	$(Q)root=$$(mktemp -d /tmp/rdmamemd-root.XXXXXX) && \
 	$(MAKE) --no-print-directory -s install DESTDIR=$$root >/dev/null && \
 	tests/installcheck.sh $$root "$(PREFIX)" "$(LIBDIR)" "$(SYSCONFDIR)" "$(CC)" "$(SAN)"; \
@@ -348,6 +416,19 @@ DEB_PKGS += python3
 layering: deps
 	$(Q)python3 tests/layering.py
 
+# Section 3 has a page per function (a page and ".so" pages for a group
+# that shares one comment), written from rdmamem.h's comments by
+# docs/genman3.py: `make man3` writes docs/man3/ after the header changed,
+# man3-check (part of check-host) fails when a page differs from what it
+# would write, or a function has no summary there.
+MAN3_PAGES := $(wildcard docs/man3/rdmamem_*.3)
+
+man3:
+	$(Q)python3 docs/genman3.py
+
+man3-check: deps
+	$(Q)python3 docs/genman3.py --check
+
 # Debian packages (debian/): dpkg-buildpackage -us -uc -b in a copy of the
 # tree under build/deb, where the .deb files land, then lintian and what each
 # package holds (tests/deb-check.sh).
@@ -373,8 +454,29 @@ install: all
 	$(INSTALL) -Dm644 docs/rdmamemd.8 $(DESTDIR)$(MANDIR)/man8/rdmamemd.8
 	$(INSTALL) -Dm644 docs/rdmamemctl.1 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1
 	$(INSTALL) -Dm644 docs/rdmamem.3 $(DESTDIR)$(MANDIR)/man3/rdmamem.3
+	$(INSTALL) -Dm644 shell-completion/bash/rdmamemctl $(DESTDIR)$(BASHCOMPDIR)/rdmamemctl
+	$(INSTALL) -Dm644 shell-completion/zsh/_rdmamemctl $(DESTDIR)$(ZSHCOMPDIR)/_rdmamemctl
+	$(INSTALL) -Dm644 -t $(DESTDIR)$(MANDIR)/man3 $(MAN3_PAGES)
 	[ -e $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf ] || \
 		$(INSTALL) -Dm644 config/rdmamemd.conf $(DESTDIR)$(SYSCONFDIR)/rdmamemd/rdmamemd.conf
+	$(Q)$(install_ldconfig)
+
+# A library installed into the live system is unknown to the dynamic linker
+# until ldconfig rebuilds its cache (and makes the soname link): a program
+# linked with -lrdmamem would fail to load. Into a DESTDIR, or as a user who
+# cannot write the cache, that is the package's or the admin's step.
+LDCONFIG ?= ldconfig
+define install_ldconfig
+if [ -n "$(DESTDIR)" ]; then \
+	echo "install: ldconfig skipped (DESTDIR is set: run it on the target)"; \
+elif [ "$$(id -u)" != 0 ]; then \
+	echo "install: ldconfig skipped (not root): run ldconfig as root before using librdmamem"; \
+else \
+	echo "install: $(LDCONFIG)"; $(LDCONFIG) && \
+	{ $(LDCONFIG) -p | grep -q " => $(LIBDIR)/librdmamem.so.$(SOMAJOR)\$$" || \
+	  echo "install: $(LIBDIR) is not in the dynamic linker's path: add it to /etc/ld.so.conf.d/"; }; \
+fi
+endef
 
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/rdmamemd $(DESTDIR)$(BINDIR)/rdmamemctl \
@@ -383,7 +485,9 @@ uninstall:
 		$(DESTDIR)$(UNITDIR)/rdmamemd.service $(DESTDIR)$(UNITDIR)/rdmamemd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/rdmamemd.conf $(DESTDIR)$(TMPFILESDIR)/rdmamemd.conf \
 		$(DESTDIR)$(MANDIR)/man8/rdmamemd.8 $(DESTDIR)$(MANDIR)/man1/rdmamemctl.1 \
-		$(DESTDIR)$(MANDIR)/man3/rdmamem.3
+		$(DESTDIR)$(MANDIR)/man3/rdmamem.3 $(DESTDIR)$(BASHCOMPDIR)/rdmamemctl \
+		$(DESTDIR)$(ZSHCOMPDIR)/_rdmamemctl \
+		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3_PAGES)))
 
 clean:
 	rm -rf build

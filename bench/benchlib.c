@@ -192,8 +192,15 @@ pid_t bench_daemon_start(const char *daemon, const char *path, int cpu, const ch
 		const char *argv[32] = { daemon, "--socket", path, "--log-level", "warning" };
 		size_t n = 5;
 
-		for (; extra && *extra && n < 31; extra++)
+		bool own_config = false;
+
+		for (; extra && *extra && n < 30; extra++) {
+			own_config = own_config || strncmp(*extra, "--config", 8) == 0;
 			argv[n++] = *extra;
+		}
+		/* Measured with the built-in defaults, not an installed file. */
+		if (!own_config)
+			argv[n++] = "--no-config";
 		argv[n] = NULL;
 		bench_child(cpu);
 		execv(daemon, (char *const *)argv);

@@ -19,18 +19,19 @@ static void help(void)
 	       "Memory-registration daemon for RDMA and GPU hosts. Settings come from the\n"
 	       "built-in defaults, then the configuration file, then these options.\n"
 	       "\n"
-	       "  --config=PATH                    configuration file (default " CONFIG_DEFAULT_PATH
+	       "  --config=PATH                      configuration file (default " CONFIG_DEFAULT_PATH
 	       ",\n"
-	       "                                   read when it exists)\n"
-	       "  --check-config                   check the configuration and exit\n"
-	       "  --print-config                   print the settings in force and exit\n"
-	       "  -s PATH                          same as --socket=PATH\n"
-	       "  -d, --debug                      same as --log-level=debug\n"
-	       "  -h, --help                       show this help\n"
-	       "      --version                    show the version\n"
-	       "      --print-idl INTERFACE        print an interface's description and exit\n"
+	       "                                     read when it exists)\n"
+	       "  --no-config                        read no file: defaults and these options\n"
+	       "  --check-config                     check the configuration and exit\n"
+	       "  --print-config                     print the settings in force and exit\n"
+	       "  -s PATH                            same as --socket=PATH\n"
+	       "  -d, --debug                        same as --log-level=debug\n"
+	       "  -h, --help                         show this help\n"
+	       "      --version                      show the version\n"
+	       "      --print-idl INTERFACE          print an interface's description and exit\n"
 	       "\n"
-	       "Settings (file: section and key; see rdmamemd(8)):\n");
+	       "Settings: the option, then [section] key in the file (see rdmamemd(8)):\n");
 	config_help(stdout);
 }
 
@@ -116,6 +117,9 @@ int main(int argc, char **argv)
 	case CONFIG_PRINT:
 		printf("# rdmamemd " RDMAMEMD_VERSION ": defaults, %s, command line\n",
 		       path ?: "no file");
+		if (!cfg.socket_path)
+			printf("# no socket here: not root and XDG_RUNTIME_DIR is not set; "
+			       "the daemon needs --socket=PATH\n");
 		config_print(&cfg, stdout);
 		daemon_config_done(&cfg);
 		return EXIT_SUCCESS;
@@ -135,6 +139,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	raise_fd_limit();
 
+	/* Before "Listening on": what the daemon runs with comes first. */
+	if (path)
+		log_info("Configuration from %s", path);
+	else
+		log_info("Configuration: built-in defaults and the command line (no file)");
+
 	/* The daemon owns cfg's strings from here on. */
 	r = daemon_new(&cfg, &d);
 	if (r < 0) {
@@ -144,8 +154,6 @@ int main(int argc, char **argv)
 	d->argc = argc;
 	d->argv = argv;
 	d->config_path = path;
-	if (path)
-		log_info("Configuration from %s", path);
 	r = daemon_run(d);
 	daemon_free(d);
 	return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;

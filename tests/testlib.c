@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -97,14 +98,60 @@ static const char *expand(const char *arg, const struct test_daemon *td, char *p
 	return out;
 }
 
+/*
+ * One directory per run of the runner, which holds every test daemon's: a
+ * case that fails, or kills its daemon, leaves its own behind, and the
+ * runner removes the lot as it exits (test_run_dir_remove()). Made by the
+ * runner before the first case forks, so every case inherits the path.
+ */
+static char run_dir[40];
+
+void test_expect(const char *what)
+{
+	fprintf(stderr, "expected: %s\n", what);
+}
+
+const char *test_run_dir(void)
+{
+	if (!run_dir[0]) {
+		strcpy(run_dir, "/tmp/rdmamemd-test.XXXXXX");
+		/* Made before any case runs: no ck_assert here. */
+		if (!mkdtemp(run_dir)) {
+			perror("mkdtemp /tmp/rdmamemd-test.XXXXXX");
+			abort();
+		}
+		/* Cases that become another uid reach their daemon's socket. */
+		chmod(run_dir, 0755);
+	}
+	return run_dir;
+}
+
+static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (type == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+void test_run_dir_remove(void)
+{
+	if (run_dir[0])
+		nftw(run_dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 {
 	const char *args[64];
 	char pool[4096];
 	size_t n = 0, used = 0;
+	bool own_config = false;
 
 	memset(td, 0, sizeof(*td));
-	strcpy(td->dir, "/tmp/rdmamemd-test.XXXXXX");
+	snprintf(td->dir, sizeof(td->dir), "%s/d.XXXXXX", test_run_dir());
 	ck_assert_ptr_nonnull(mkdtemp(td->dir));
 	chmod(td->dir, 0755);
 	snprintf(td->socket, sizeof(td->socket), "%s/rdmamemd.sock", td->dir);
@@ -121,8 +168,15 @@ void test_daemon_spawn(struct test_daemon *td, const char *const *argv)
 		     t = strtok_r(NULL, " ", &save))
 			args[n++] = t;
 	}
-	for (size_t i = 0; argv[i] && n < ELEMENTSOF(args) - 1; i++)
+	for (size_t i = 0; argv[i] && n < ELEMENTSOF(args) - 1; i++) {
 		args[n++] = expand(argv[i], td, pool, &used, sizeof(pool));
+		if (strncmp(argv[i], "--config", 8) == 0 || strcmp(argv[i], "--no-config") == 0)
+			own_config = true;
+	}
+	/* A test daemon reads the file its case gives or none: never the
+	 * installed one, which an administrator may have edited. */
+	if (strcmp(argv[0], DAEMON_BIN) == 0 && !own_config && n < ELEMENTSOF(args) - 1)
+		args[n++] = "--no-config";
 	args[n] = NULL;
 
 	td->pid = fork();
@@ -696,9 +750,26 @@ void test_count_tagged(const char *tag)
 		n_numa_cases++;
 }
 
+static const char *not_built[8][2];
+static size_t n_not_built;
+
+void test_note_not_built(const char *what, const char *missing)
+{
+	if (n_not_built < ELEMENTSOF(not_built)) {
+		not_built[n_not_built][0] = what;
+		not_built[n_not_built++][1] = missing;
+	}
+}
+
 void test_report_skipped(void)
 {
 	const char *ex = getenv("CK_EXCLUDE_TAGS"), *in = getenv("CK_INCLUDE_TAGS");
+
+	for (size_t i = 0; i < n_not_built; i++)
+		printf("SKIPPED %s: this build found no %s (CUDA_HOME/include, the CUDA "
+		       "toolkit's header); a build with it runs them, here with the fake driver "
+		       "and on the GPU machine for real (tests/gpu/README.md)\n",
+		       not_built[i][0], not_built[i][1]);
 
 	if (ex && strstr(ex, "rdma") && n_rdma_cases)
 		printf("SKIPPED %u cases tagged rdma here: they need an RDMA device and run "

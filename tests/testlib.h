@@ -25,6 +25,16 @@ struct test_daemon {
 	int notify_fd;
 };
 
+/* Says on stderr that the warnings or errors that follow are the case's
+ * own doing ("expected: ..."), so that a reader of the log does not take
+ * them for a problem. */
+void test_expect(const char *what);
+
+/* This run's directory under /tmp, which holds each test daemon's; the
+ * runner makes it first and removes it, whatever is left in it, last. */
+const char *test_run_dir(void);
+void test_run_dir_remove(void);
+
 /*
  * Starts build/…/rdmamemd on a socket in a fresh temporary directory with
  * NOTIFY_SOCKET pointing at a listener, and waits for READY=1. extra_args is
@@ -275,8 +285,11 @@ Suite *hosts_suite(void);
 		test_count_tagged(tag);   \
 	} while (0)
 void test_count_tagged(const char *tag);
+/* A suite's cases this build could not compile (what is missing: "cuda.h"
+ * today), remembered for test_report_skipped(). */
+void test_note_not_built(const char *what, const char *missing);
 /* Prints what the tags left out (CK_EXCLUDE_TAGS, or CK_INCLUDE_TAGS without
- * "hosts" or "numa") skipped, and why. */
+ * "hosts" or "numa") skipped, and what the build left out, and why. */
 void test_report_skipped(void);
 
 #endif

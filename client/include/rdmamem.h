@@ -467,8 +467,8 @@ typedef void (*rdmamem_transfer_progress_fn)(void *userdata, uint64_t ops_done, 
  * the duration (shared for WRITEs, exclusive for READs) unless an op names
  * a lease. progress (may be NULL) is called with progress replies (at most
  * every 100 ms or 4096 ops). Failures, with the first failed op's index in
- * rdmamem_error_message(): -EACCES (RemoteAccessError, or PermissionDenied
- * up front), -EHOSTUNREACH (PeerUnreachable), -ECANCELED
+ * rdmamem_client_error_message(): -EACCES (RemoteAccessError, or
+ * PermissionDenied up front), -EHOSTUNREACH (PeerUnreachable), -ECANCELED
  * (TransferCancelled), -EIO (TransferFailed), -ENOENT, -ERANGE, -EINVAL.
  * The call has no deadline of its own beyond the client's timeout per
  * reply.

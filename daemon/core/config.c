@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <ini.h>
 
@@ -14,6 +17,7 @@
 #include "daemon/core/log.h"
 #include "daemon/core/netaddr.h"
 #include "util/macro.h"
+#include "util/sockpath.h"
 
 enum config_type {
 	CFG_STRING,   /* char * */
@@ -28,7 +32,8 @@ enum config_type {
 struct config_key {
 	const char *section;
 	const char *key;
-	const char *option; /* command-line name; NULL: the key */
+	const char *option;  /* command-line name; NULL: the key */
+	const char *metavar; /* what --help shows after '='; NULL: by the type */
 	enum config_type type;
 	size_t offset;
 	bool reloadable;   /* SIGHUP applies it to a running daemon */
@@ -44,10 +49,15 @@ struct config_key {
 /* clang-format off */
 static const struct config_key keys[] = {
 	{ .section = "daemon", .key = "socket", .type = CFG_STRING, .offset = F(socket_path),
+	  .metavar = "PATH",
 	  .help = "listen on PATH (default: $RUNTIME_DIRECTORY, /run/rdmamemd/ as root, else "
 		  "$XDG_RUNTIME_DIR/rdmamemd/)" },
 	{ .section = "daemon", .key = "socket-mode", .type = CFG_MODE, .offset = F(socket_mode),
 	  .max = 0777, .help = "permissions of a socket the daemon creates (default 0660)" },
+	{ .section = "daemon", .key = "socket-group", .type = CFG_STRING,
+	  .offset = F(socket_group), .metavar = "GROUP",
+	  .help = "group (name or number) of a socket the daemon creates, so that its members "
+		  "may connect, e.g. rdmamem (default: the daemon's own group)" },
 	{ .section = "daemon", .key = "log-level", .type = CFG_LOGLEVEL, .offset = F(log_level),
 	  .reloadable = true, .help = "error, warning, notice, info (default) or debug" },
 	{ .section = "daemon", .key = "bandwidth-probe-size", .type = CFG_SIZE,
@@ -114,15 +124,19 @@ static const struct config_key keys[] = {
 	  .offset = F(output_stall_sec), .reloadable = true, .min = 1, .max = 86400,
 	  .help = "seconds a client may leave its replies unread before it is dropped (default 30)" },
 	{ .section = "rdma", .key = "devices", .type = CFG_LIST, .offset = F(devices_allow),
+	  .metavar = "DEVICE,...",
 	  .help = "RDMA devices to open (default: all)" },
 	{ .section = "rdma", .key = "exclude-devices", .type = CFG_LIST, .offset = F(devices_deny),
+	  .metavar = "DEVICE,...",
 	  .help = "RDMA devices not to open" },
 	{ .section = "rdma", .key = "rdmacm-listen", .type = CFG_LIST, .offset = F(rdmacm_listen),
 	  .check_item = netaddr_check_address, .item_form = "an ADDR[:PORT] address",
+	  .metavar = "ADDR[:PORT],...",
 	  .help = "ADDR[:PORT] to accept RDMA connections on (default port 7471; default: none)" },
 	{ .section = "rdma", .key = "allow-networks", .option = "rdma-allow-network",
 	  .type = CFG_LIST, .offset = F(rdma_allow), .reloadable = true,
 	  .check_item = netaddr_check_network, .item_form = "an ADDR/PREFIX network",
+	  .metavar = "ADDR/PREFIX,...",
 	  .help = "ADDR/PREFIX remote peers may connect from (default: any)" },
 	{ .section = "rdma", .key = "max-connections", .option = "max-rdma-connections",
 	  .type = CFG_UINT, .offset = F(max_rdma_connections), .reloadable = true,
@@ -490,6 +504,23 @@ int config_load_file(struct daemon_config *cfg, const char *path, char *err, siz
 	return 0;
 }
 
+/* A size the way a file would spell it, which the parser reads back: the
+ * largest suffix that divides it (64M, not 67108864). */
+static void print_size(uint64_t v, FILE *f)
+{
+	static const char suffix[] = "KMGT";
+	int i = -1;
+
+	while (v && i + 1 < (int)sizeof(suffix) - 1 && v % 1024 == 0) {
+		v /= 1024;
+		i++;
+	}
+	if (i < 0)
+		fprintf(f, "%" PRIu64, v);
+	else
+		fprintf(f, "%" PRIu64 "%c", v, suffix[i]);
+}
+
 static void print_value(const struct daemon_config *cfg, const struct config_key *k, FILE *f)
 {
 	switch (k->type) {
@@ -503,8 +534,10 @@ static void print_value(const struct daemon_config *cfg, const struct config_key
 		fprintf(f, "%u", *FIELD(cfg, k, unsigned));
 		break;
 	case CFG_U64:
-	case CFG_SIZE:
 		fprintf(f, "%" PRIu64, *FIELD(cfg, k, uint64_t));
+		break;
+	case CFG_SIZE:
+		print_size(*FIELD(cfg, k, uint64_t), f);
 		break;
 	case CFG_LIST:
 		for (char **p = *FIELD(cfg, k, char **); p && *p; p++)
@@ -625,14 +658,76 @@ int config_set_option(struct daemon_config *cfg, int i, const char *value, char 
 	return set_key(cfg, &keys[i], value, true, err, size);
 }
 
+static const char *metavar(const struct config_key *k)
+{
+	static const char *const by_type[] = {
+		[CFG_STRING] = "VALUE",   [CFG_MODE] = "MODE", [CFG_UINT] = "N",
+		[CFG_U64] = "N",          [CFG_SIZE] = "SIZE", [CFG_LIST] = "LIST",
+		[CFG_LOGLEVEL] = "LEVEL",
+	};
+
+	return k->metavar ?: by_type[k->type];
+}
+
+/* Each setting as an option with what it takes, then where it goes in the
+ * file: the option is the key's name unless two sections share a key. */
 void config_help(FILE *f)
 {
 	for (size_t i = 0; i < ELEMENTSOF(keys); i++) {
-		char opt[64];
+		const struct config_key *k = &keys[i];
+		char opt[96];
 
-		snprintf(opt, sizeof(opt), "--%s=", keys[i].option ?: keys[i].key);
-		fprintf(f, "  %-32s %s\n", opt, keys[i].help);
+		snprintf(opt, sizeof(opt), "--%s=%s", k->option ?: k->key, metavar(k));
+		fprintf(f, "  %-34s [%s] %s: %s\n", opt, k->section, k->key, k->help);
 	}
+}
+
+int config_socket_group(const struct daemon_config *cfg, gid_t *ret)
+{
+	char buf[4096], *end;
+	struct group gr, *found = NULL;
+	unsigned long v;
+
+	*ret = (gid_t)-1;
+	if (!cfg->socket_group || !cfg->socket_group[0])
+		return 0;
+	errno = 0;
+	v = strtoul(cfg->socket_group, &end, 10);
+	if (!*end && !errno && v < (gid_t)-1) {
+		*ret = (gid_t)v;
+		return 0;
+	}
+	if (getgrnam_r(cfg->socket_group, &gr, buf, sizeof(buf), &found) != 0 || !found)
+		return -ENOENT;
+	*ret = found->gr_gid;
+	return 0;
+}
+
+/*
+ * The socket the daemon will create, in force from here on (--print-config
+ * shows it): the configured path, else the default for this environment.
+ * Not root and no XDG_RUNTIME_DIR: there is no default, and the error is
+ * one line that says what to give. A socket systemd passes (activation)
+ * wins over both (ipc/server.c).
+ */
+static int resolve_socket(struct daemon_config *cfg, char *err, size_t size)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int r;
+
+	if (cfg->socket_path)
+		return 0;
+	r = sockpath_server_default(path, sizeof(path));
+	if (r == -ENXIO)
+		return fail(err, size,
+			    "no socket path: not root and XDG_RUNTIME_DIR is not set; "
+			    "give one with --socket=PATH (or set RDMAMEM_SOCKET)");
+	if (r < 0)
+		return fail(err, size,
+			    "the default socket path is too long; give one with "
+			    "--socket=PATH");
+	cfg->socket_path = strdup(path);
+	return cfg->socket_path ? 0 : -ENOMEM;
 }
 
 int config_from_args(int argc, char **argv, struct daemon_config *cfg, const char **ret_path,
@@ -640,6 +735,7 @@ int config_from_args(int argc, char **argv, struct daemon_config *cfg, const cha
 {
 	enum {
 		ARG_CONFIG = 0x100,
+		ARG_NO_CONFIG,
 		ARG_CHECK_CONFIG,
 		ARG_PRINT_CONFIG,
 		ARG_VERSION,
@@ -648,11 +744,13 @@ int config_from_args(int argc, char **argv, struct daemon_config *cfg, const cha
 	bool listed[ELEMENTSOF(keys)] = {};
 	enum config_action action = CONFIG_RUN;
 	const char *path = NULL;
+	bool no_file = false;
 	size_t n;
 	int c, r;
 
 	n = config_options(opts, ELEMENTSOF(keys) + 1);
 	opts[n++] = (struct option){ "config", required_argument, NULL, ARG_CONFIG };
+	opts[n++] = (struct option){ "no-config", no_argument, NULL, ARG_NO_CONFIG };
 	opts[n++] = (struct option){ "check-config", no_argument, NULL, ARG_CHECK_CONFIG };
 	opts[n++] = (struct option){ "print-config", no_argument, NULL, ARG_PRINT_CONFIG };
 	opts[n++] = (struct option){ "debug", no_argument, NULL, 'd' };
@@ -666,6 +764,8 @@ int config_from_args(int argc, char **argv, struct daemon_config *cfg, const cha
 	while ((c = getopt_long(argc, argv, "s:dh", opts, NULL)) >= 0) {
 		if (c == ARG_CONFIG)
 			path = optarg;
+		else if (c == ARG_NO_CONFIG)
+			no_file = true;
 		else if (c == ARG_CHECK_CONFIG)
 			action = CONFIG_CHECK;
 		else if (c == ARG_PRINT_CONFIG)
@@ -680,6 +780,8 @@ int config_from_args(int argc, char **argv, struct daemon_config *cfg, const cha
 	}
 	if (optind < argc)
 		return fail(err, size, "unexpected argument '%s'", argv[optind]);
+	if (path && no_file)
+		return fail(err, size, "--config and --no-config: give one of them");
 	*ret_action = action;
 	if (action == CONFIG_HELP || action == CONFIG_VERSION)
 		return 0;
@@ -689,6 +791,9 @@ int config_from_args(int argc, char **argv, struct daemon_config *cfg, const cha
 		r = config_load_file(cfg, path, err, size);
 		if (r < 0)
 			return r == -ENOMEM ? r : -EINVAL;
+	} else if (no_file) {
+		/* Defaults and the command line alone: what the tests run with,
+		 * whatever an administrator put in the installed file. */
 	} else if (config_load_file(cfg, CONFIG_DEFAULT_PATH, err, size) == 0) {
 		path = CONFIG_DEFAULT_PATH;
 	} else if (access(CONFIG_DEFAULT_PATH, F_OK) == 0) {
@@ -724,5 +829,10 @@ int config_from_args(int argc, char **argv, struct daemon_config *cfg, const cha
 			return r;
 		}
 	}
-	return 0;
+	r = config_socket_group(cfg, &(gid_t){ 0 });
+	if (r < 0)
+		return fail(err, size, "socket-group '%s': no such group", cfg->socket_group);
+	r = resolve_socket(cfg, err, size);
+	/* Only a daemon that runs needs one: --print-config shows the gap. */
+	return r == -EINVAL && action != CONFIG_RUN ? 0 : r;
 }

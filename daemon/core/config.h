@@ -24,6 +24,7 @@
 struct daemon_config {
 	char *socket_path; /* NULL: the default for this environment */
 	mode_t socket_mode;
+	char *socket_group;       /* NULL: the daemon's own group */
 	unsigned max_connections; /* all uids together */
 	unsigned max_connections_per_uid;
 	size_t output_max;         /* queued reply bytes before a connection stops being read */
@@ -110,9 +111,15 @@ enum config_action {
 	CONFIG_VERSION,
 };
 
+/* The gid socket-group names, or (gid_t)-1 when none is set: 0, or
+ * -ENOENT when no such group exists. */
+int config_socket_group(const struct daemon_config *cfg, gid_t *ret);
+
 /*
  * The whole command line: defaults, then the file (--config PATH, which
- * must exist, else CONFIG_DEFAULT_PATH if it exists), then the options.
+ * must exist, else CONFIG_DEFAULT_PATH if it exists, none with
+ * --no-config), then the options; last, the socket path in force when
+ * none was given (see resolve_socket()).
  * Fills cfg (initialised here), *ret_path (the file read, or NULL; static
  * or from argv) and *ret_action. Returns 0 or -EINVAL with err set; may be
  * called again (SIGHUP) with the same argv.

@@ -70,7 +70,7 @@ static int remove_stale_socket(const char *path, const struct sockaddr_un *sa, s
 	return 0;
 }
 
-static int server_bind(struct server *s, const char *path, mode_t mode)
+static int server_bind(struct server *s, const char *path, mode_t mode, gid_t gid)
 {
 	_cleanup_close_ int fd = -EBADF;
 	struct sockaddr_un sa;
@@ -102,6 +102,14 @@ static int server_bind(struct server *s, const char *path, mode_t mode)
 		return log_error_errno(-errno, "Cannot bind to '%s': %m", path);
 	if (chmod(path, mode) < 0)
 		log_warning_errno(-errno, "Cannot set mode %04o on '%s', ignoring: %m", mode, path);
+	/* socket-group: before listen(), so that no member connects to a
+	 * socket that later changes hands. The group was checked at start. */
+	if (gid != (gid_t)-1 && chown(path, (uid_t)-1, gid) < 0) {
+		r = -errno;
+		unlink(path);
+		return log_error_errno(r, "Cannot give '%s' to group %s: %m", path,
+				       s->core->cfg.socket_group);
+	}
 
 	if (listen(fd, SOMAXCONN) < 0) {
 		r = -errno;
@@ -266,6 +274,7 @@ int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
 {
 	_cleanup_(server_freep) struct server *s = NULL;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	gid_t gid;
 	int r;
 
 	s = calloc(1, sizeof(*s));
@@ -298,7 +307,11 @@ int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
 				return log_error_errno(r, "No socket path: set --socket, "
 							  "RDMAMEM_SOCKET or XDG_RUNTIME_DIR");
 		}
-		r = server_bind(s, path, core->cfg.socket_mode);
+		r = config_socket_group(&core->cfg, &gid);
+		if (r < 0)
+			return log_error_errno(r, "socket-group '%s': no such group",
+					       core->cfg.socket_group);
+		r = server_bind(s, path, core->cfg.socket_mode, gid);
 		if (r < 0)
 			return r;
 	}

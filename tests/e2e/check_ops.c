@@ -243,6 +243,7 @@ START_TEST(test_reload_changes_quota)
 	ck_assert_int_eq(stat(td.socket, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0660);
 
+	test_expect("ops: a reload with a bad value (an error, the configuration in force kept)");
 	write_file(conf, "[limits]\nmax-connections-per-uid = many\n");
 	reload(&td);
 	ck_assert_str_eq(connect_error(td.socket), RDMAMEM_ERROR_TOO_MANY_CONNECTIONS);
@@ -328,11 +329,14 @@ START_TEST(test_config_round_trip)
 	free(err);
 
 	snprintf(conf, sizeof(conf), "/tmp/rdmamemd-print.%d.conf", getpid());
-	write_file(conf, "[limits]\nmax-regions-per-uid = 12\nread-inline-max = 1M\n"
+	write_file(conf, "[daemon]\nbandwidth-probe-size = 1000001\n"
+			 "[limits]\nmax-regions-per-uid = 12\nread-inline-max = 1M\n"
 			 "[rdma]\nexclude-devices = mlx5_0, mlx5_1\n");
 	ck_assert_int_eq(test_run(print, &out, &err), 0);
 	ck_assert_ptr_nonnull(strstr(out, "max-regions-per-uid = 12\n"));
-	ck_assert_ptr_nonnull(strstr(out, "read-inline-max = 1048576\n"));
+	/* Sizes as the file spelled them; one no suffix divides, in bytes. */
+	ck_assert_ptr_nonnull(strstr(out, "read-inline-max = 1M\n"));
+	ck_assert_ptr_nonnull(strstr(out, "bandwidth-probe-size = 1000001\n"));
 	ck_assert_ptr_nonnull(strstr(out, "exclude-devices = mlx5_0 mlx5_1\n"));
 	free(err);
 	write_file(conf, out);
@@ -349,6 +353,136 @@ START_TEST(test_config_round_trip)
 	free(out);
 	free(err);
 	unlink(conf);
+}
+END_TEST
+
+/*
+ * --no-config reads no file (the header says so), and it and --config
+ * together are refused by name. The harness starts every test daemon with
+ * it when the case names no file of its own: an installed, edited
+ * /etc/rdmamemd/rdmamemd.conf never changes what a test sees.
+ */
+START_TEST(test_no_config)
+{
+	const char *print[] = { DAEMON_BIN, "--no-config", "--print-config", NULL };
+	const char *both[] = { DAEMON_BIN,  "--no-config",    "--config",
+			       "/dev/null", "--check-config", NULL };
+	struct test_daemon td;
+	char path[64], *out, *err, *cmdline;
+	bool seen = false;
+	int fd;
+	ssize_t n;
+
+	ck_assert_int_eq(test_run(print, &out, &err), 0);
+	ck_assert_msg(strncmp(out, "# rdmamemd ", 11) == 0 && strstr(out, ": defaults, no file,") &&
+			      strstr(out, ": defaults, no file,") < strchr(out, '\n'),
+		      "header: %.80s", out);
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(test_run(both, &out, &err), 1);
+	ck_assert_msg(strstr(err, "--config and --no-config"), "stderr: %s", err);
+	free(out);
+	free(err);
+
+	test_daemon_start(&td, NULL);
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)td.pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	cmdline = calloc(1, 4096);
+	n = read(fd, cmdline, 4095);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(cmdline + i) + 1)
+		seen = seen || strcmp(cmdline + i, "--no-config") == 0;
+	free(cmdline);
+	test_daemon_stop(&td);
+	ck_assert_msg(seen, "the harness started a daemon that reads the installed file");
+}
+END_TEST
+
+/*
+ * socket-group: the socket the daemon creates belongs to that group (as
+ * root any gid; otherwise one of the test's own groups), and an unknown
+ * group fails the start by name. The log says where the configuration came
+ * from before it says where the daemon listens.
+ */
+START_TEST(test_socket_group_and_log_order)
+{
+	char gid_arg[64], log_path[64], *log, *conf, *listen, *out, *err;
+	const char *unknown[] = { DAEMON_BIN, "--no-config", "--socket-group=no-such-group-rdmamem",
+				  "--check-config", NULL };
+	struct test_daemon td;
+	struct stat st;
+	gid_t groups[64], gid;
+	int n;
+
+	if (geteuid() == 0) {
+		gid = 4242;
+	} else {
+		n = getgroups(ELEMENTSOF(groups), groups);
+		gid = n > 0 ? groups[n - 1] : getegid();
+	}
+	snprintf(gid_arg, sizeof(gid_arg), "--socket-group=%u", (unsigned)gid);
+	snprintf(log_path, sizeof(log_path), "/tmp/rdmamemd-ops-log.%d", (int)getpid());
+	test_daemon_log_path = log_path;
+	test_daemon_start(&td, (const char *const[]){ gid_arg, "--log-level=info", NULL });
+	test_daemon_log_path = NULL;
+	ck_assert_int_eq(stat(td.socket, &st), 0);
+	ck_assert_uint_eq(st.st_gid, gid);
+	ck_assert_uint_eq(st.st_mode & 0777, 0660);
+	test_daemon_stop(&td);
+
+	log = test_read_file(log_path);
+	unlink(log_path);
+	conf = strstr(log, "Configuration: built-in defaults");
+	listen = strstr(log, "Listening on");
+	ck_assert_msg(conf && listen && conf < listen, "log: %s", log);
+	free(log);
+
+	ck_assert_int_eq(test_run(unknown, &out, &err), 1);
+	ck_assert_msg(strstr(err, "socket-group 'no-such-group-rdmamem': no such group"),
+		      "stderr: %s", err);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/*
+ * Not root and no XDG_RUNTIME_DIR (a cron job, a su without a session):
+ * no default socket, and the daemon says so in one line that names
+ * --socket, and exits 1 (as root, the case runs it as another uid).
+ */
+START_TEST(test_no_runtime_dir_one_line)
+{
+	int p[2], status;
+	char *err;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (geteuid() == 0 && test_become_other_uid() < 0)
+			_exit(99);
+		unsetenv("XDG_RUNTIME_DIR");
+		unsetenv("RUNTIME_DIRECTORY");
+		unsetenv("RDMAMEM_SOCKET");
+		dup2(p[1], STDERR_FILENO);
+		execl(DAEMON_BIN, DAEMON_BIN, "--no-config", "--bandwidth-probe-size=0", NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	err = test_read_line(p[0], 10000);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d", status);
+	ck_assert_ptr_nonnull(err);
+	ck_assert_msg(strstr(err, "XDG_RUNTIME_DIR") && strstr(err, "--socket=PATH"), "%s", err);
+	free(err);
+	/* One line: nothing after it. */
+	err = test_read_line(p[0], 1000);
+	ck_assert_msg(!err, "a second line: %s", err ?: "");
+	close(p[0]);
 }
 END_TEST
 
@@ -555,6 +689,9 @@ Suite *ops_suite(void)
 	tcase_add_test(tc, test_reload_changes_quota);
 	tcase_add_loop_test(tc, test_check_config_rejects, 0, ELEMENTSOF(bad_configs));
 	tcase_add_test(tc, test_config_round_trip);
+	tcase_add_test(tc, test_no_config);
+	tcase_add_test(tc, test_socket_group_and_log_order);
+	tcase_add_test(tc, test_no_runtime_dir_one_line);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -452,7 +452,9 @@ START_TEST(test_memlock_failure)
 {
 	struct rdmamem_client *c;
 	struct rdmamem_registration reg;
-	char params[128];
+	char params[128], ids[32], want[128], *out, *err;
+	const char *show[] = { CTL_BIN, "-s", td.socket, "region", ids, NULL };
+	const char *retry[] = { CTL_BIN, "-s", td.socket, "retry", ids, dev_name, NULL };
 	uint64_t id;
 	int fd;
 
@@ -471,14 +473,34 @@ START_TEST(test_memlock_failure)
 	ck_assert_int_eq(rdmamem_register_on(c, id, dev_name, &reg), -ENOMEM);
 	ck_assert_ptr_nonnull(strstr(rdmamem_client_error_message(c), "not retried"));
 	ck_assert_uint_eq(device_field("mrs"), 0);
-	/* Root clears the record: the next request tries again. */
+	/* rdmamemctl region shows the failure, its cause and the command
+	 * that clears it. */
+	snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
+	snprintf(want, sizeof(want), "as root: rdmamemctl retry %s %s\n", ids, dev_name);
+	ck_assert_int_eq(test_run(show, &out, &err), 0);
+	ck_assert_msg(strstr(out, " failed: ") && strstr(out, "RLIMIT_MEMLOCK") &&
+			      strstr(out, "(errno 12)") && strstr(out, want),
+		      "%s", out);
+	free(out);
+	free(err);
+	/* Root clears the record (rdmamemctl retry): the next request tries
+	 * again. */
+	ck_assert_int_eq(test_run(retry, &out, &err), 0);
+	ck_assert_msg(strstr(out, "is forgotten"), "%s (stderr %s)", out, err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(rdmamem_register_on(c, id, dev_name, &reg), -ENOMEM);
+	ck_assert_ptr_null(strstr(rdmamem_client_error_message(c), "not retried"));
+	/* And again through the call itself, with nothing left to clear after. */
 	snprintf(params, sizeof(params), "{\"region\":\"%llu\",\"device\":\"%s\"}",
 		 (unsigned long long)id, dev_name);
 	ck_assert_int_eq(rdmamem_call(c, "io.rdmamemd.RetryRegistration", params, NULL, 0, NULL,
 				      NULL, NULL),
 			 0);
-	ck_assert_int_eq(rdmamem_register_on(c, id, dev_name, &reg), -ENOMEM);
-	ck_assert_ptr_null(strstr(rdmamem_client_error_message(c), "not retried"));
+	ck_assert_int_eq(test_run(retry, &out, &err), 1);
+	ck_assert_msg(strstr(err, "has no recorded failure"), "%s", err);
+	free(out);
+	free(err);
 	rdmamem_client_close(c);
 }
 END_TEST

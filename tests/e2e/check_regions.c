@@ -1729,7 +1729,7 @@ START_TEST(test_cli_regions)
 	ck_assert_ptr_nonnull(strstr(out, "REGION"));
 	ck_assert_ptr_nonnull(strstr(out, "8.0 KiB"));
 	ck_assert_ptr_nonnull(strstr(out, "reading 1/0"));
-	ck_assert_ptr_nonnull(strstr(out, "1 regions"));
+	ck_assert_ptr_nonnull(strstr(out, "\n1 region\n"));
 	free(out);
 	free(err);
 

@@ -34,6 +34,9 @@ def start(path: str, directory: str, level: str = "warning", args: Sequence[str]
     sock = os.path.join(directory, "rdmamemd.sock")
     notify_path = os.path.join(directory, "notify")
     log = Path(directory) / "daemon.log"
+    # The case's own file or none: never the installed one.
+    no_config = [] if any(a.startswith("--config") or a == "--no-config" for a in args) \
+        else ["--no-config"]
     env = dict(os.environ, NOTIFY_SOCKET=notify_path)
     env.pop("RDMAMEM_SOCKET", None)
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as notify:
@@ -41,7 +44,7 @@ def start(path: str, directory: str, level: str = "warning", args: Sequence[str]
         with open(log, "wb") as logf:
             proc = subprocess.Popen(
                 [path, "--socket", sock, "--log-level", level, "--bandwidth-probe-size=4M",
-                 *args],
+                 *args, *no_config],
                 stdout=logf, stderr=subprocess.STDOUT, env=env,
             )
         deadline = time.monotonic() + 20

@@ -221,6 +221,7 @@ START_TEST(test_networks)
 	errinfo_done(&e);
 	ck_assert_uint_eq(rdma.tokens.n_compared, compared);
 
+	test_expect("endpoint: a reload with a bad network (an error, and the list in force kept)");
 	f.core.cfg.rdma_allow = bad;
 	endpoint_reload(&rdma);
 	ck_assert_uint_eq(rdma.n_allow, 1);

@@ -125,6 +125,8 @@ START_TEST(test_failure_recorded)
 
 	probe_init(&a);
 	probe_init(&b);
+	test_expect("mreg: the fake device refuses a registration (a warning naming "
+		    "RLIMIT_MEMLOCK)");
 	atomic_store(&fake_verbs_fail_mr, true);
 	m = mreg_ensure(r, dev, &a.w);
 	mem_fixture_run_until(&f, &a.settled, 10000);
@@ -166,6 +168,7 @@ START_TEST(test_fatal_device)
 	struct mreg *m;
 
 	probe_init(&a);
+	test_expect("mreg: a device that went fatal (a warning)");
 	dev->fatal = true;
 	m = mreg_ensure(r, dev, &a.w);
 	ck_assert_int_eq(m->state, MREG_FAILED);

@@ -774,6 +774,8 @@ Suite *paths_suite(void)
 	tcase_add_checked_fixture(tc, real_cuda_setup, teardown);
 	test_add_tagged(tc, "cuda", test_real_cuda_dmabuf);
 	suite_add_tcase(su, tc);
+#else
+	test_note_not_built("paths: GPU paths (tcases paths_gpu, paths_cuda)", "cuda.h");
 #endif
 	return su;
 }
