@@ -13,7 +13,7 @@
 #      tmpfiles (and the maintainer scripts that apply them), the library
 #      under its soname, header, static library and .pc in -dev, the Python
 #      package; then the unpacked daemon, CLI and Python package talk to
-#      each other.
+#      each other, with a client built against -dev by pkg-config.
 #
 #   tests/deb-check.sh VERSION      (make deb; VERSION: the Makefile's)
 set -eu
@@ -76,7 +76,8 @@ has() {
 for f in ./usr/sbin/rdmamemd ./usr/bin/rdmamemctl ./etc/rdmamemd/rdmamemd.conf \
 	 ./lib/systemd/system/rdmamemd.service ./lib/systemd/system/rdmamemd.socket \
 	 ./usr/lib/sysusers.d/rdmamemd.conf ./usr/lib/tmpfiles.d/rdmamemd.conf \
-	 ./usr/share/man/man8/rdmamemd.8.gz ./usr/share/man/man1/rdmamemctl.1.gz; do
+	 ./usr/share/man/man8/rdmamemd.8.gz ./usr/share/man/man1/rdmamemctl.1.gz \
+	 ./usr/share/bash-completion/completions/rdmamemctl ./usr/share/zsh/vendor-completions/_rdmamemctl; do
 	has rdmamemd "$f"
 done
 for f in "./usr/lib/$ma/librdmamem.so.0" "./usr/lib/$ma/librdmamem.so.$version"; do
@@ -87,6 +88,10 @@ for f in ./usr/include/rdmamem.h "./usr/lib/$ma/librdmamem.so" "./usr/lib/$ma/li
 	has librdmamem-dev "$f"
 done
 has python3-rdmamem ./usr/lib/python3/dist-packages/rdmamem/__init__.py all
+# rdmamem(3) and a page per function (docs/man3/), links included.
+n=$(dpkg-deb -c "$(deb librdmamem-dev)" | awk '{ print $6 }' | grep -c '^\./usr/share/man/man3/rdmamem.*\.3\.gz$')
+want=$(($(find "$src/docs/man3" -name 'rdmamem_*.3' | wc -l) + 1))
+[ "$n" -eq "$want" ] || fail "librdmamem-dev has $n section 3 pages, the tree $want"
 
 x=$out/root
 for p in rdmamemd librdmamem0 librdmamem-dev; do
@@ -137,8 +142,9 @@ listed=$(awk '/^ / && $1 !~ /^RDMAMEM_/ { print $1 }' "$out/control-librdmamem0/
 $listed
 EOF
 )"
-grep -qx "libdir=/usr/lib/$ma" "$x/usr/lib/$ma/pkgconfig/rdmamem.pc" ||
-	fail "rdmamem.pc does not name /usr/lib/$ma"
+pc=$(PKG_CONFIG_PATH=$x/usr/lib/$ma/pkgconfig pkg-config --variable=libdir rdmamem) ||
+	fail "pkg-config does not find -dev's rdmamem.pc"
+[ "$pc" = "/usr/lib/$ma" ] || fail "rdmamem.pc's libdir is $pc, not /usr/lib/$ma"
 dpkg-deb -f "$(deb rdmamemd)" Depends | grep -q 'libcjson1' || fail "rdmamemd: no shlibs Depends"
 dpkg-deb -f "$(deb python3-rdmamem all)" Depends | grep -q "librdmamem0 (>= $version)" ||
 	fail "python3-rdmamem does not depend on librdmamem0"
@@ -159,6 +165,18 @@ until [ -S "$work/s.sock" ]; do
 	[ $i -lt 500 ] || fail "the packaged daemon did not start"
 	sleep 0.01
 done
+# A client built the documented way against -dev (pkg-config, the unpacked
+# tree as the sysroot), run with librdmamem0's library.
+flags=$(PKG_CONFIG_SYSROOT_DIR=$x PKG_CONFIG_PATH=$x/usr/lib/$ma/pkgconfig \
+	pkg-config --cflags --libs rdmamem) || fail "pkg-config --cflags --libs rdmamem failed"
+# shellcheck disable=SC2086
+cc -Wall -Wextra -Werror "$src/examples/hello-region.c" $flags -o "$work/hello-region" ||
+	fail "examples/hello-region.c does not build against librdmamem-dev"
+said=$(LD_LIBRARY_PATH=$x/usr/lib/$ma "$work/hello-region" "$work/s.sock") || fail "hello-region: $said"
+case $said in
+"region "*": hello, region, shared") ;;
+*) fail "hello-region said: $said" ;;
+esac
 "$x/usr/bin/rdmamemctl" -s "$work/s.sock" status | grep -q "^rdmamemd $version" ||
 	fail "the packaged rdmamemctl cannot read the status"
 PYTHONPATH=$x/usr/lib/python3/dist-packages RDMAMEM_LIBRARY=$x/usr/lib/$ma/librdmamem.so.0 \
