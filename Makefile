@@ -23,6 +23,7 @@
 #   make gpu-bundle  binaries + the libraries a GPU machine lacks, for the
 #                  device tool (tests/gpu/README.md)
 #   make install   PREFIX=/usr/local DESTDIR=
+#   make deb       Debian packages into build/deb, lintian, their contents
 #
 # VARIANT selects the build flavour (release, debug, asan); B the object
 # directory, so `make B=/tmp/out` builds out of tree.
@@ -138,7 +139,7 @@ BINS        := $(B)/rdmamemd $(B)/rdmamemctl $(LIB_SO) $(LIB_A) $(B)/rdmamem.pc 
                $(B)/rdmamemd.service
 
 .PHONY: all deps deps-run build-deps run check check-host check-clone installcheck asan bench gpu-bundle \
-	format format-check layering man3 man3-check idl install uninstall clean
+	format format-check layering man3 man3-check idl install uninstall clean deb
 .DEFAULT_GOAL := all
 
 all: $(BINS)
@@ -176,7 +177,7 @@ deps-run:
 # otherwise `build-deps` only says which libraries are missing.
 INSTALLING_GOALS := deps check check-host check-clone asan tsan check-valgrind vmtest vmtest2 vmtest-numa \
                     vmbench vmbench2 vmsystemd conformance fuzz fuzz-replay soak bench installcheck gpu-bundle \
-                    format-check layering man3-check check-python
+                    format-check layering man3-check check-python deb
 BUILD_PREREQ := $(if $(filter $(INSTALLING_GOALS),$(MAKECMDGOALS)),deps,$(if $(filter run deps-run,$(MAKECMDGOALS)),deps-run,build-deps))
 
 build-deps:
@@ -432,6 +433,14 @@ man3:
 
 man3-check: deps
 	$(Q)python3 docs/genman3.py --check
+
+# Debian packages (debian/): dpkg-buildpackage -us -uc -b in a copy of the
+# tree under build/deb, where the .deb files land, then lintian and what each
+# package holds (tests/deb-check.sh).
+DEB_PKGS += debhelper dpkg-dev lintian dh-python pybuild-plugin-pyproject python3-all
+
+deb: deps
+	tests/deb-check.sh $(VERSION)
 
 # An operator's edited configuration is never overwritten.
 install: all

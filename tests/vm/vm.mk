@@ -98,15 +98,20 @@ vmbench: deps all $(B)/bench-rdma
 		--cmd "bench-rdma --daemon $(abspath $(B)/rdmamemd)"
 
 # The hardened units under a real systemd: a Debian 12 root file system with
-# systemd as PID 1, booted with the kernel above, rdmamemd installed into it
-# with PREFIX=/usr from its own object directory (the unit and .pc files
-# have PREFIX baked in). Slow (minutes), needs root and the Debian archive
-# the first time (the root file system is cached in VM_DIR/systemd): run by
-# hand, not part of `make check`. tests/vm/systemd/run.sh says what it checks.
-VMSYSTEMD_B ?= build/vm-usr
+# systemd as PID 1, booted with the kernel above, rdmamemd installed in it by
+# its Debian packages (make deb: dpkg -i in the running guest, so the
+# maintainer scripts create the user and the runtime directory and start
+# the socket), or with VMSYSTEMD_FROM=install by make install PREFIX=/usr
+# from its own object directory (the unit and .pc files have PREFIX baked
+# in). Slow (minutes), needs root and the Debian archive the first time (the
+# root file system is cached in VM_DIR/systemd): run by hand, not part of
+# `make check`. tests/vm/systemd/run.sh says what it checks.
+VMSYSTEMD_B    ?= build/vm-usr
+VMSYSTEMD_FROM ?= deb
+vmsystemd_deb   = $(filter deb,$(VMSYSTEMD_FROM))
 
 .PHONY: vmsystemd
-vmsystemd: deps
-	$(Q)$(MAKE) --no-print-directory B=$(VMSYSTEMD_B) PREFIX=/usr all
-	$(Q)tests/vm/systemd/run.sh --objdir $(VMSYSTEMD_B) --kernel-dir $(VM_DIR) \
-		--build-dir $(VM_DIR)/systemd --timeout 900
+vmsystemd: deps $(if $(vmsystemd_deb),deb)
+	$(Q)$(if $(vmsystemd_deb),:,$(MAKE) --no-print-directory B=$(VMSYSTEMD_B) PREFIX=/usr all)
+	$(Q)tests/vm/systemd/run.sh $(if $(vmsystemd_deb),--debs build/deb,--objdir $(VMSYSTEMD_B)) \
+		--kernel-dir $(VM_DIR) --build-dir $(VM_DIR)/systemd --timeout 900

@@ -2,15 +2,19 @@
 # The units under a real systemd: boots a Debian root file system (the
 # host's release, Debian 12 on the project's machines) with
 # systemd as PID 1 in qemu (TCG) and checks rdmamemd there as installed by
-# `make install PREFIX=/usr`: sysusers/tmpfiles, socket activation with
+# its Debian packages (dpkg -i in the running guest: the maintainer scripts'
+# sysusers, tmpfiles and socket) or by `make install PREFIX=/usr`:
+# sysusers/tmpfiles, socket activation with
 # SocketGroup=rdmamem, Type=notify, User=rdmamemd with CAP_IPC_LOCK alone,
 # the sandbox (ProtectSystem=strict, ProtectHome, PrivateTmp, DevicePolicy=
 # closed against a Soft-RoCE device), WatchdogSec, reload under a connected
 # client, journal fields, stop. `make vmsystemd` runs it; it is not part of
 # `make check` (about 5 minutes the first time, 2-3 after).
 #
-#   tests/vm/systemd/run.sh --objdir B --kernel-dir DIR --build-dir DIR [--timeout SEC]
+#   tests/vm/systemd/run.sh {--debs DIR | --objdir B} --kernel-dir DIR --build-dir DIR [--timeout SEC]
 #
+# --debs        where `make deb` left the .deb files (build/deb): rdmamemd,
+#               librdmamem0 and python3-rdmamem are installed in the guest
 # --objdir      a build with PREFIX=/usr (make B=build/vm-usr PREFIX=/usr all):
 #               installed into the guest with make install DESTDIR=
 # --kernel-dir  the Soft-RoCE VM's build dir (build/vm): its cached Debian
@@ -39,10 +43,11 @@ now() {
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../../.." && pwd)
-objdir='' kdir='' build='' timeout=900
+objdir='' debs='' kdir='' build='' timeout=900
 while [ $# -gt 0 ]; do
 	case $1 in
 	--objdir) objdir=${2:?} ;;
+	--debs) debs=${2:?} ;;
 	--kernel-dir) kdir=${2:?} ;;
 	--build-dir) build=${2:?} ;;
 	--timeout) timeout=${2:?} ;;
@@ -50,14 +55,15 @@ while [ $# -gt 0 ]; do
 	esac
 	shift 2
 done
-[ -n "$objdir" ] && [ -n "$kdir" ] && [ -n "$build" ] ||
-	die "usage: $0 --objdir B --kernel-dir DIR --build-dir DIR [--timeout SEC]"
+[ -n "$objdir$debs" ] && { [ -z "$objdir" ] || [ -z "$debs" ]; } && [ -n "$kdir" ] && [ -n "$build" ] ||
+	die "usage: $0 {--debs DIR | --objdir B} --kernel-dir DIR --build-dir DIR [--timeout SEC]"
 [ "$(id -u)" = 0 ] || die "needs root: the guest's files must belong to root and rdmamemd"
 PATH=$PATH:/usr/sbin:/sbin
 mkdir -p "$build" "$kdir"
 build=$(cd "$build" && pwd)
 kdir=$(cd "$kdir" && pwd)
-objdir=$(cd "$objdir" && pwd)
+[ -z "$objdir" ] || objdir=$(cd "$objdir" && pwd)
+[ -z "$debs" ] || debs=$(cd "$debs" && pwd)
 t0=$(now)
 
 # Host tools; installed here rather than by `make deps`, which every build
@@ -93,9 +99,10 @@ for f in /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources; do
 done
 [ ${#sources[@]} -gt 0 ] || die "no Debian apt sources on this host to build the guest from"
 # The daemon's run-time libraries (ldd build/release/rdmamemd), systemd,
-# rdma-core for its module loading units, and what test.sh uses.
+# rdma-core for its module loading units, what test.sh uses, and python3
+# for python3-rdmamem.
 pkgs=systemd,systemd-sysv,udev,dbus,libuv1,libcjson1,libinih1,libibverbs1,librdmacm1
-pkgs=$pkgs,ibverbs-providers,rdma-core,ibverbs-utils,iproute2,procps,kmod,jq
+pkgs=$pkgs,ibverbs-providers,rdma-core,ibverbs-utils,iproute2,procps,kmod,jq,python3
 key=$( (echo "$suite $pkgs" && cat "${sources[@]}") | sha1sum | cut -c1-12)
 tarball=$build/rootfs-$key.tar
 if [ ! -s "$tarball" ]; then
@@ -115,13 +122,34 @@ rm -rf "$root"
 mkdir -p "$root"
 tar -C "$root" -xf "$tarball"
 
-# --- rdmamemd, as a package would install it -----------------------------------
-make -C "$src" --no-print-directory -s B="$objdir" PREFIX=/usr install DESTDIR="$root" >/dev/null ||
-	die "make install DESTDIR=$root failed"
-grep -qx 'ExecStart=/usr/sbin/rdmamemd' "$root/usr/lib/systemd/system/rdmamemd.service" ||
-	die "$objdir/rdmamemd.service was not made with PREFIX=/usr (rm it, or use another B)"
+# --- rdmamemd: its packages, or make install -----------------------------------
+if [ -n "$debs" ]; then
+	# test.sh installs what it finds here with dpkg -i, under the guest's
+	# systemd, so the maintainer scripts run as on a real host. -dev is
+	# left out (it needs libcjson-dev); the test clients are built here
+	# against its header and library.
+	mkdir -p "$root/var/cache/vmsystemd/debs"
+	for p in rdmamemd librdmamem0 python3-rdmamem; do
+		f=$(ls "$debs/${p}"_*.deb 2>/dev/null | head -n 1)
+		[ -n "$f" ] || die "no ${p}_*.deb in $debs (make deb)"
+		cp "$f" "$root/var/cache/vmsystemd/debs/"
+	done
+	dev=$build/dev
+	rm -rf "$dev"
+	for f in "$debs"/librdmamem0_*.deb "$debs"/librdmamem-dev_*.deb; do
+		dpkg-deb -x "$f" "$dev" || die "dpkg-deb -x $f failed"
+	done
+	inc=$dev/usr/include
+	lib=$dev/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+else
+	make -C "$src" --no-print-directory -s B="$objdir" PREFIX=/usr install DESTDIR="$root" >/dev/null ||
+		die "make install DESTDIR=$root failed"
+	grep -qx 'ExecStart=/usr/sbin/rdmamemd' "$root/usr/lib/systemd/system/rdmamemd.service" ||
+		die "$objdir/rdmamemd.service was not made with PREFIX=/usr (rm it, or use another B)"
+	inc=$root/usr/include lib=$root/usr/lib
+fi
 for c in hello-region:"$src/examples/hello-region.c" hold-client:"$here/hold-client.c"; do
-	cc -O2 -Wall -Wextra -Werror -I"$root/usr/include" "${c#*:}" -L"$root/usr/lib" -lrdmamem \
+	cc -O2 -Wall -Wextra -Werror -I"$inc" "${c#*:}" -L"$lib" -lrdmamem \
 		-o "$root/usr/local/bin/${c%%:*}" || die "could not build ${c%%:*}"
 done
 install -Dm755 "$here/test.sh" "$root/usr/local/libexec/vmsystemd/test.sh"

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Runs inside the systemd test VM (vmsystemd-test.service, as root, once the
-# system is up): rdmamemd installed by `make install` with PREFIX=/usr,
-# started through its own units by a real systemd. Prints one line per
+# system is up): rdmamemd installed by its Debian packages (dpkg -i here,
+# first thing, when run.sh left them in /var/cache/vmsystemd/debs) or by
+# `make install` with PREFIX=/usr, started through its own units by a real
+# systemd. Prints one line per
 # check, "vmsystemd: PASS: ..." or "vmsystemd: FAIL: ... (what was seen)",
 # then "N passed, N failed" and "VMTEST-RESULT rc=N", and leaves the power-off
 # to the unit (SuccessAction=poweroff).
@@ -105,6 +107,26 @@ section() {
 
 t_start=$(date +%s)
 section "guest: $(uname -r), $(systemctl --version | head -n 1)"
+
+# --- the packages, when there are some ---------------------------------------
+# What the maintainer scripts did alone, before this script runs sysusers,
+# tmpfiles or systemctl itself: the user, the runtime directory, the socket
+# enabled and listening, the service neither (the first client starts it).
+debs=(/var/cache/vmsystemd/debs/*.deb)
+[ -e "${debs[0]}" ] || debs=()
+if [ ${#debs[@]} -gt 0 ]; then
+	section "the packages: dpkg -i ${debs[*]##*/}"
+	expect "dpkg -i ${debs[*]##*/}" timeout 120 dpkg -i "${debs[@]}"
+	matches "postinst: user rdmamemd made by systemd-sysusers" "$(getent passwd rdmamemd)" "^rdmamemd:"
+	is "postinst: /run/rdmamemd made by systemd-tmpfiles" \
+		"$(stat -c '%a %U %G' /run/rdmamemd 2>&1)" "755 root rdmamem"
+	is "postinst: rdmamemd.socket enabled" "$(systemctl is-enabled rdmamemd.socket 2>&1)" enabled
+	is "postinst: rdmamemd.socket started" "$(systemctl is-active rdmamemd.socket 2>&1)" active
+	is "postinst: rdmamemd.service not enabled" "$(systemctl is-enabled rdmamemd.service 2>&1)" disabled
+	is "postinst: rdmamemd.service not started" "$(systemctl is-active rdmamemd.service 2>&1)" inactive
+	matches "the unit is the package's" "$(systemctl show rdmamemd.service --value -p FragmentPath)" \
+		"^(/usr)?/lib/systemd/system/rdmamemd\.service$"
+fi
 
 # --- users, runtime directory ----------------------------------------------
 section "sysusers, tmpfiles, users"
@@ -350,6 +372,21 @@ matches "journalctl -u rdmamemd REGION=$region: registered and released" "$out" 
 out=$(journal_since -u rdmamemd -p warning -o cat)
 is "rdmamemd logged no warning or error so far" "$out" ""
 
+# --- the Python package against the system daemon --------------------------
+if [ ${#debs[@]} -gt 0 ]; then
+	section "python3-rdmamem as alice"
+	out=$(as alice python3 -c '
+import rdmamem
+with rdmamem.Client() as c:
+    r = c.alloc(4096)
+    r.memoryview()[:5] = b"hello"
+    assert bytes(r.memoryview()[:5]) == b"hello"
+    print("python3-rdmamem:", rdmamem.__file__, "region of", r.nbytes, "bytes")
+' 2>&1)
+	matches "python3-rdmamem registers memory with the system daemon" "$out" \
+		"^python3-rdmamem: /usr/lib/python3/dist-packages/rdmamem/__init__.py region of 4096 bytes$"
+fi
+
 # --- rdmacm listener: AF_INET, /dev/infiniband/rdma_cm ----------------------
 if [ "$rxe" = yes ]; then
 	section "rdmacm listener (restart with rdmacm-listen = 10.9.0.1)"
@@ -393,6 +430,23 @@ is "no process of user rdmamemd left" "$out" ""
 [ -e "/proc/$pid" ] && fail "pid $pid still exists" || pass "pid $pid gone"
 [ -e "$sock" ] && fail "$sock left behind (RemoveOnStop=yes)" || pass "socket file removed"
 matches "the daemon logged its shutdown" "$(journal_since -u rdmamemd -o cat)" "Shutting down"
+
+# --- removing the package stops a running daemon ---------------------------
+if [ ${#debs[@]} -gt 0 ]; then
+	section "dpkg --purge with the daemon running"
+	systemctl start rdmamemd.socket
+	as alice rdmamemctl ping >/dev/null 2>&1
+	is "socket activation again before the purge" "$(systemctl is-active rdmamemd.service)" active
+	pid=$(prop MainPID)
+	expect "dpkg --purge python3-rdmamem rdmamemd" \
+		timeout 120 dpkg --purge python3-rdmamem rdmamemd
+	is "rdmamemd.service inactive after the purge" "$(systemctl is-active rdmamemd.service)" inactive
+	is "rdmamemd.socket inactive after the purge" "$(systemctl is-active rdmamemd.socket)" inactive
+	[ -e "/proc/$pid" ] && fail "pid $pid still runs after the purge" || pass "pid $pid gone"
+	[ -e /lib/systemd/system/rdmamemd.service ] && fail "the unit is left after the purge" ||
+		pass "the units are gone"
+	[ -e "$conf" ] && fail "$conf is left after the purge" || pass "$conf purged"
+fi
 
 # --- the record --------------------------------------------------------------
 journalctl --no-pager -b -o short-monotonic >"$log_dir/journal.txt" 2>&1
