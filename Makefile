@@ -358,7 +358,10 @@ check-host: deps all $(B)/test-rdmamemd $(B)/rdma-peer $(B)/conformance $(GPU_PR
 	$(Q)$(MAKE) --no-print-directory installcheck
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 
+# The package build (make deb) once, in the release build: the sanitizer
+# runs of the same suite (make asan, tsan) would build the same packages.
 check: check-host
+	$(Q)$(if $(filter release,$(VARIANT)),$(MAKE) --no-print-directory deb)
 	$(Q)$(MAKE) --no-print-directory vmtest
 	$(Q)$(MAKE) --no-print-directory vmtest-numa
 	$(Q)$(MAKE) --no-print-directory vmtest2
