@@ -761,10 +761,16 @@ void test_note_not_built(const char *what, const char *missing)
 	}
 }
 
+static long root_skips(void);
+
 void test_report_skipped(void)
 {
 	const char *ex = getenv("CK_EXCLUDE_TAGS"), *in = getenv("CK_INCLUDE_TAGS");
 
+	if (root_skips())
+		printf("SKIPPED %ld cases or parts of cases here that need root (each said why above, "
+		       "'SKIP ...: needs root'): make check as root runs them\n",
+		       root_skips());
 	for (size_t i = 0; i < n_not_built; i++)
 		printf("SKIPPED %s: this build found no %s (CUDA_HOME/include, the CUDA "
 		       "toolkit's header); a build with it runs them, here with the fake driver "
@@ -892,7 +898,32 @@ bool test_root_or_skip(const char *test, const char *why)
 	if (n > 3 && strcmp(test + n - 3, "_fn") == 0)
 		n -= 3;
 	printf("SKIP %.*s: needs root to %s\n", (int)n, test, why);
+	test_count_root_skip();
 	return false;
+}
+
+/* Cases run in forked children: the count goes through a file in the
+ * run's directory, a byte per skip, which the runner reads at the end. */
+void test_count_root_skip(void)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/root-skips", test_run_dir());
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+	if (fd >= 0) {
+		(void)!write(fd, "x", 1);
+		close(fd);
+	}
+}
+
+static long root_skips(void)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/root-skips", test_run_dir());
+	return stat(path, &st) == 0 ? (long)st.st_size : 0;
 }
 
 int test_become_other_uid(void)

@@ -192,6 +192,8 @@ void test_assert_bystander_p99(const char *what, const char *socket,
  */
 #define TEST_OTHER_UID 65534
 bool test_root_or_skip(const char *test, const char *why);
+/* Counts one root-only skip that a case printed itself. */
+void test_count_root_skip(void);
 
 /* A seeded generator for randomised suites (xorshift64*): the same seed
  * gives the same cases, so a failing seed reproduces. Returns 0 .. n-1

@@ -3138,6 +3138,7 @@ START_TEST(test_unfinished_messages_flood)
 
 	if (geteuid() != 0) {
 		printf("SKIP the other uid's calls: needs root\n");
+		test_count_root_skip();
 	} else {
 		pid = fork();
 		ck_assert_int_ge(pid, 0);
@@ -3173,6 +3174,7 @@ START_TEST(test_unfinished_messages_many_uids)
 
 	if (geteuid() != 0) {
 		printf("SKIP test_unfinished_messages_many_uids: needs root for other uids\n");
+		test_count_root_skip();
 		return;
 	}
 	for (int u = 0; u < MANY_UIDS; u++) {
