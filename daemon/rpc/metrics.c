@@ -146,6 +146,14 @@ static void mt_series(struct mtext *t, const char *name, const char *suffix, con
 	}
 }
 
+/* A counter's sample with an escaped label and a fixed one ("op=\"read\""). */
+static void mt_counter2(struct mtext *t, const char *name, const char *label, const char *value,
+			const char *fixed, uint64_t v)
+{
+	mt_series(t, name, "_total", label, value, true);
+	mt_printf(t, "%s} %" PRIu64 "\n", fixed, v);
+}
+
 /* One histogram's samples, with one label or none. */
 static void mt_histogram_samples(struct mtext *t, const char *name, const char *label,
 				 const char *value, const struct histogram *h)
@@ -230,23 +238,19 @@ static void add_devices(struct mtext *t, const struct rpc_ctx *ctx)
 		  "Bytes the daemon's queue pairs moved on an RDMA device: in by READ, out by "
 		  "WRITE.");
 	list_for_each_entry(dev, &ctx->rdma->devices, link) {
-		mt_printf(t, "rdmamemd_device_transfer_bytes_total{device=\"");
-		mt_label(t, dev->info.name);
-		mt_printf(t, "\",direction=\"in\"} %" PRIu64 "\n", dev->xfer.bytes_in);
-		mt_printf(t, "rdmamemd_device_transfer_bytes_total{device=\"");
-		mt_label(t, dev->info.name);
-		mt_printf(t, "\",direction=\"out\"} %" PRIu64 "\n", dev->xfer.bytes_out);
+		mt_counter2(t, "device_transfer_bytes", "device", dev->info.name,
+			    "direction=\"in\"", dev->xfer.bytes_in);
+		mt_counter2(t, "device_transfer_bytes", "device", dev->info.name,
+			    "direction=\"out\"", dev->xfer.bytes_out);
 	}
 	mt_family(t, "device_transfer_ops", M_COUNTER,
 		  "RDMA READ and WRITE work requests the daemon's queue pairs completed on an "
 		  "RDMA device.");
 	list_for_each_entry(dev, &ctx->rdma->devices, link) {
-		mt_printf(t, "rdmamemd_device_transfer_ops_total{device=\"");
-		mt_label(t, dev->info.name);
-		mt_printf(t, "\",op=\"read\"} %" PRIu64 "\n", dev->xfer.reads);
-		mt_printf(t, "rdmamemd_device_transfer_ops_total{device=\"");
-		mt_label(t, dev->info.name);
-		mt_printf(t, "\",op=\"write\"} %" PRIu64 "\n", dev->xfer.writes);
+		mt_counter2(t, "device_transfer_ops", "device", dev->info.name, "op=\"read\"",
+			    dev->xfer.reads);
+		mt_counter2(t, "device_transfer_ops", "device", dev->info.name, "op=\"write\"",
+			    dev->xfer.writes);
 	}
 }
 
@@ -260,13 +264,11 @@ static void link_samples(struct mtext *t, const struct link_pool *pool, const ch
 	list_for_each_entry(l, &pool->links, node) {
 		const struct xfer_count *x = &l->stats.done;
 
-		mt_printf(t, "rdmamemd_%s_total{peer=\"", name);
-		mt_label(t, l->peer);
-		mt_printf(t, "\",link=\"%" PRIu64 "\",%s=\"%s\"} %" PRIu64 "\n", l->id, label, a,
+		mt_series(t, name, "_total", "peer", l->peer, true);
+		mt_printf(t, "link=\"%" PRIu64 "\",%s=\"%s\"} %" PRIu64 "\n", l->id, label, a,
 			  bytes ? x->bytes_in : x->reads);
-		mt_printf(t, "rdmamemd_%s_total{peer=\"", name);
-		mt_label(t, l->peer);
-		mt_printf(t, "\",link=\"%" PRIu64 "\",%s=\"%s\"} %" PRIu64 "\n", l->id, label, b,
+		mt_series(t, name, "_total", "peer", l->peer, true);
+		mt_printf(t, "link=\"%" PRIu64 "\",%s=\"%s\"} %" PRIu64 "\n", l->id, label, b,
 			  bytes ? x->bytes_out : x->writes);
 	}
 }
