@@ -101,7 +101,7 @@ done
 # The daemon's run-time libraries (ldd build/release/rdmamemd), systemd,
 # rdma-core for its module loading units, what test.sh uses, and python3
 # for python3-rdmamem.
-pkgs=systemd,systemd-sysv,udev,dbus,libuv1,libcjson1,libinih1,libibverbs1,librdmacm1
+pkgs=systemd,systemd-sysv,udev,dbus,libuv1,libcjson1,libinih1,libmicrohttpd12,libibverbs1,librdmacm1
 pkgs=$pkgs,ibverbs-providers,rdma-core,ibverbs-utils,iproute2,procps,kmod,jq,python3
 key=$( (echo "$suite $pkgs" && cat "${sources[@]}") | sha1sum | cut -c1-12)
 tarball=$build/rootfs-$key.tar
