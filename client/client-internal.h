@@ -20,6 +20,14 @@ struct rdmamem__in_fd {
 	int fd;
 };
 
+/* A region the daemon keeps across its restarts, to reclaim (reclaim.c). */
+struct rdmamem__kept {
+	uint64_t region;
+	char token[64];
+	char **devices; /* named to rdmamem_register_on() */
+	size_t n_devices;
+};
+
 /* The connection's staging region for Read and Write (staging.h). */
 struct rdmamem__staging {
 	void *map;       /* STAGING_SIZE bytes, shared with the daemon; NULL: none yet */
@@ -64,6 +72,12 @@ struct rdmamem_client {
 	char *error_name;
 	char *error_message;
 	struct rdmamem__staging staging; /* for Read and Write: staging.c */
+	/* Regions to reclaim after the daemon restarted (reclaim.c). */
+	struct rdmamem__kept *kept;
+	size_t n_kept, cap_kept;
+	rdmamem_reclaim_fn on_reclaim;
+	void *on_reclaim_userdata;
+	bool reconnecting; /* rdmamem_client_reconnect() runs: no second one */
 };
 
 /* What the library's own reply callbacks see: the parsed message. */
@@ -139,5 +153,26 @@ int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON
 		       const int *fds, size_t n_fds, int extra_wait_ms,
 		       void (*on_continues)(void *userdata, const cJSON *params), void *userdata,
 		       cJSON **ret_root, cJSON **ret_params, int *ret_fds, size_t *ret_n_fds);
+
+/* Register of a memfd; keep false: not kept across the daemon's restarts. */
+int rdmamem__register_memfd(struct rdmamem_client *c, int fd, uint64_t offset, uint64_t length,
+			    bool keep, uint64_t *ret_region);
+
+/* A registration object of the daemon's answers: -EPROTO without keys. */
+int rdmamem__registration_parse(const cJSON *o, struct rdmamem_registration *ret);
+
+/* The kept regions (reclaim.c): Register's token, RegisterOn's devices,
+ * Unregister; freed at close. */
+int rdmamem__kept_add(struct rdmamem_client *c, uint64_t region, const char *token);
+void rdmamem__kept_device(struct rdmamem_client *c, uint64_t region, const char *device);
+void rdmamem__kept_forget(struct rdmamem_client *c, uint64_t region);
+void rdmamem__kept_done(struct rdmamem_client *c);
+
+/* Connects a new socket to path: 0 and the fd (CLOEXEC, non-blocking). */
+int rdmamem__connect_fd(const char *path, int *ret_fd);
+
+/* Before a blocking call: reconnects and reclaims when the daemon closed a
+ * connection that held kept regions. 0, or the error the call returns. */
+int rdmamem__reclaim_if_needed(struct rdmamem_client *c);
 
 #endif

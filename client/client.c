@@ -91,12 +91,31 @@ static void clear_error(struct rdmamem_client *c)
 	rdmamem__set_error(c, NULL, NULL);
 }
 
+int rdmamem__connect_fd(const char *path, int *ret_fd)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct sockaddr_un sa;
+	unsigned salen;
+	int r;
+
+	r = sockpath_to_addr(path, &sa, &salen);
+	if (r < 0)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, salen) < 0)
+		return negative_errno();
+	/* Connected: from here on waits are bounded by poll() timeouts. */
+	r = fcntl(fd, F_GETFL);
+	if (r < 0 || fcntl(fd, F_SETFL, r | O_NONBLOCK) < 0)
+		return negative_errno();
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 _public_ int rdmamem_client_connect(const char *path, struct rdmamem_client **ret)
 {
 	char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct rdmamem_client *c;
-	struct sockaddr_un sa;
-	unsigned salen;
 	int r;
 
 	if (!ret)
@@ -107,39 +126,21 @@ _public_ int rdmamem_client_connect(const char *path, struct rdmamem_client **re
 			return r;
 		path = buf;
 	}
-	r = sockpath_to_addr(path, &sa, &salen);
-	if (r < 0)
-		return r;
-
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	c->fd = -EBADF;
 	c->timeout_ms = RDMAMEM_DEFAULT_TIMEOUT_MS;
 	list_init(&c->calls);
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	c->path = strdup(path);
-	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (!c->path || c->fd < 0) {
-		r = c->fd < 0 ? negative_errno() : -ENOMEM;
-		goto fail;
+	r = c->path ? rdmamem__connect_fd(path, &c->fd) : -ENOMEM;
+	if (r < 0) {
+		rdmamem_client_close(c);
+		return r;
 	}
-	if (connect(c->fd, (struct sockaddr *)&sa, salen) < 0) {
-		r = negative_errno();
-		goto fail;
-	}
-	/* Connected: from here on waits are bounded by poll() timeouts. */
-	r = fcntl(c->fd, F_GETFL);
-	if (r < 0 || fcntl(c->fd, F_SETFL, r | O_NONBLOCK) < 0) {
-		r = negative_errno();
-		goto fail;
-	}
-
 	*ret = c;
 	return 0;
-
-fail:
-	rdmamem_client_close(c);
-	return r;
 }
 
 _public_ struct rdmamem_client *rdmamem_client_close(struct rdmamem_client *c)
@@ -150,6 +151,7 @@ _public_ struct rdmamem_client *rdmamem_client_close(struct rdmamem_client *c)
 	 * (the caller closes; nobody is left to tell). */
 	rdmamem__drop_calls(c);
 	rdmamem__staging_done(c);
+	rdmamem__kept_done(c);
 	safe_close(c->fd);
 	free(c->in_fds);
 	frame_reader_done(&c->in);
@@ -276,6 +278,9 @@ int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON
 		return -EBUSY;
 	}
 	clear_error(c);
+	r = rdmamem__reclaim_if_needed(c);
+	if (r < 0)
+		return r;
 	/* Calls that wait on the daemon's side (locks) get that long more.
 	 * The clock starts again with each progress reply: the call is alive. */
 	timeout_ms = c->timeout_ms < 0 || extra_wait_ms < 0 ?

@@ -93,28 +93,54 @@ _public_ int rdmamem_memfd_create(const char *name, size_t size, int *ret_fd, vo
 	return 0;
 }
 
+int rdmamem__register_memfd(struct rdmamem_client *c, int fd, uint64_t offset, uint64_t length,
+			    bool keep, uint64_t *ret_region)
+{
+	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *root = NULL;
+	const cJSON *token;
+	cJSON *reply = NULL;
+	int r;
+
+	if (!ret_region || fd < 0)
+		return -EINVAL;
+	if (!p || json_add_int(p, "fd", 0) < 0 || add_id(p, "offset", offset) < 0 ||
+	    (length && add_id(p, "length", length) < 0) ||
+	    (!keep && !cJSON_AddFalseToObject(p, "keep")))
+		return -ENOMEM;
+	r = rdmamem__call(c, "io.rdmamemd.Register", p, &fd, 1, 0, &root, &reply, NULL, NULL);
+	if (r < 0)
+		return r;
+	if (json_get_u64(reply, "region", ret_region) < 0) {
+		rdmamem__set_error(c, NULL, "the reply to io.rdmamemd.Register lacks 'region'");
+		return -EPROTO;
+	}
+	/* Kept across the daemon's restarts: reclaimed after a reconnect. */
+	token = cJSON_GetObjectItemCaseSensitive(reply, "reclaim_token");
+	if (cJSON_IsString(token))
+		(void)rdmamem__kept_add(c, *ret_region, token->valuestring);
+	return 0;
+}
+
 _public_ int rdmamem_register(struct rdmamem_client *c, int fd, uint64_t offset, uint64_t length,
 			      uint64_t *ret_region)
 {
-	cJSON *p = params_new();
-
-	if (!ret_region || fd < 0) {
-		cJSON_Delete(p);
-		return -EINVAL;
-	}
-	if (p && (json_add_int(p, "fd", 0) < 0 || add_id(p, "offset", offset) < 0 ||
-		  (length && add_id(p, "length", length) < 0)))
-		p = (cJSON_Delete(p), NULL);
-	return call_u64(c, "io.rdmamemd.Register", p, &fd, 1, 0, "region", ret_region);
+	return rdmamem__register_memfd(c, fd, offset, length, true, ret_region);
 }
 
 _public_ int rdmamem_unregister(struct rdmamem_client *c, uint64_t region)
 {
 	cJSON *p = params_new();
 
+	int r;
+
 	if (add_id(p, "region", region) < 0)
 		p = (cJSON_Delete(p), NULL);
-	return call_u64(c, "io.rdmamemd.Unregister", p, NULL, 0, 0, NULL, NULL);
+	r = call_u64(c, "io.rdmamemd.Unregister", p, NULL, 0, 0, NULL, NULL);
+	/* Gone, or never this connection's: nothing to reclaim either way. */
+	if (r == 0 || r == -ENOENT)
+		rdmamem__kept_forget(c, region);
+	return r;
 }
 
 static int read_chunk(struct rdmamem_client *c, uint64_t region, uint64_t offset, void *buf,
@@ -387,20 +413,11 @@ _public_ int rdmamem_register_on(struct rdmamem_client *c, uint64_t region, cons
 		rdmamem__set_error(c, NULL, "%s", item->valuestring);
 		return cJSON_IsNumber(e) && e->valueint > 0 ? -e->valueint : -EIO;
 	}
-	memset(ret, 0, sizeof(*ret));
-	snprintf(ret->device, sizeof(ret->device), "%s", device);
-	{
-		uint64_t lkey = 0, rkey = 0;
-
-		if (json_get_u64(reg, "addr", &ret->addr) < 0 ||
-		    json_get_u64(reg, "length", &ret->length) < 0 ||
-		    json_get_u64(reg, "lkey", &lkey) < 0 || json_get_u64(reg, "rkey", &rkey) < 0) {
-			rdmamem__set_error(c, NULL, "the daemon's registration lacks its keys");
-			return -EPROTO;
-		}
-		ret->lkey = (uint32_t)lkey;
-		ret->rkey = (uint32_t)rkey;
+	if (rdmamem__registration_parse(reg, ret) < 0) {
+		rdmamem__set_error(c, NULL, "the daemon's registration lacks its keys");
+		return -EPROTO;
 	}
+	rdmamem__kept_device(c, region, device);
 	return 0;
 }
 

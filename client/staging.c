@@ -41,7 +41,9 @@ int rdmamem__staging_get(struct rdmamem_client *c, struct rdmamem__staging **ret
 		s->refused = true;
 		return 0;
 	}
-	r = rdmamem_register(c, fd, 0, 0, &s->region);
+	/* The connection's own: not reclaimed after a restart (staging_done()
+	 * forgets it), so not kept. */
+	r = rdmamem__register_memfd(c, fd, 0, 0, false, &s->region);
 	if (r < 0) {
 		munmap(map, STAGING_SIZE);
 		/* A connection that ended, or a call that timed out, is the

@@ -17,6 +17,7 @@
 #include "daemon/ipc/conn.h"
 #include "daemon/ipc/metrics_http.h"
 #include "daemon/daemon.h"
+#include "daemon/fdstore.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
 #include "daemon/mem/lease.h"
@@ -27,6 +28,7 @@
 #include "daemon/remote/notify.h"
 #include "daemon/remote/plan.h"
 #include "daemon/remote/transfer.h"
+#include "daemon/rpc/rpc_rdma.h"
 
 #define DAEMON_TICK_MSEC 1000U
 /* Slots for small requests' trees (json_arena.h): 32 MiB of address space;
@@ -149,6 +151,7 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->drain_timer);
 	close_handle((uv_handle_t *)&d->watchdog);
 	budget_stop(d->server->budgets);
+	keep_stop(&d->keep);
 	region_registry_stop(&d->regions);
 }
 
@@ -177,6 +180,10 @@ void daemon_shutdown(struct daemon *d, const char *why)
 	d->core.shutting_down = true;
 	log_info("Shutting down (%s)", why);
 	sd_notify(0, "STOPPING=1\nSTATUS=Shutting down");
+	/* Before any owner disconnects: the regions stay in the fd store for
+	 * the next process, and those nobody reclaimed yet go (they stay
+	 * there too). */
+	keep_freeze(&d->keep);
 
 	server_stop_listening(d->server);
 	metrics_http_stop(d->metrics_http);
@@ -234,6 +241,7 @@ static void daemon_stop_signals(struct daemon *d)
 
 int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 {
+	struct fdstore_passed passed = { .socket = -1 };
 	struct daemon *d;
 	int r;
 
@@ -292,9 +300,16 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		.gpu = &d->gpu,
 	};
 
-	r = server_new(&d->core, &d->rpc, &d->server);
+	keep_init(&d->keep, &d->regions, d->under_systemd ? &fdstore_ops : NULL, NULL,
+		  d->core.cfg.reclaim_grace_sec ? fdstore_max() : 0);
+	rpc_keep_init(&d->rpc);
+	r = fdstore_take(&passed);
 	if (r < 0)
 		goto fail;
+	r = server_new(&d->core, &d->rpc, passed.socket, &d->server);
+	if (r < 0)
+		goto fail;
+	passed.socket = -1; /* the server's now */
 	d->rpc.server_ops = &server_rpc_ops;
 	d->rpc.server = d->server;
 	d->server->drained = on_server_drained;
@@ -302,6 +317,9 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	r = devices_open(&d->rdma);
 	if (r < 0)
 		goto fail;
+	/* Once the devices are open: the regions register on them again. */
+	keep_restore(&d->keep, passed.stored, passed.n_stored, d->core.cfg.reclaim_grace_sec);
+	fdstore_passed_done(&passed);
 	if (d->core.cfg.metrics_listen) {
 		r = metrics_http_new(d->core.loop, &d->rpc, d->core.cfg.metrics_listen,
 				     &d->metrics_http);
@@ -343,6 +361,9 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 fail:
 	/* Nothing ran yet: closing the handles and running the loop once
 	 * releases them. */
+	fdstore_passed_done(&passed);
+	keep_freeze(&d->keep);
+	keep_stop(&d->keep);
 	if (d->server) {
 		server_stop_listening(d->server);
 		budget_stop(d->server->budgets);

@@ -20,6 +20,7 @@
 #include "daemon/core/offload.h"
 #include "daemon/rdma/rdma.h"
 #include "daemon/remote/remote.h"
+#include "daemon/mem/keep.h"
 #include "daemon/mem/region.h"
 #include "daemon/rpc/rpc.h"
 
@@ -38,6 +39,7 @@ struct daemon {
 	struct account_table accounts;  /* core.accounts points here */
 	struct offload offload;         /* core.offload points here */
 	struct region_registry regions; /* mem */
+	struct keep_ctx keep;           /* regions kept across a restart */
 	struct rdma_ctx rdma;
 	struct remote_ctx remote; /* remote handles, plans, export ids */
 	struct gpu_ctx gpu;

@@ -30,6 +30,8 @@ SUMMARY = {
     "rdmamem_client_close": "close a connection to rdmamemd",
     "rdmamem_client_set_timeout": "set the timeout of a connection's calls",
     "rdmamem_client_socket_path": "the socket a connection was made to",
+    "rdmamem_client_on_reclaim": "hear which regions came back after a restart of the daemon",
+    "rdmamem_client_reconnect": "reconnect and reclaim the regions kept across a restart",
     "rdmamem_client_error_name": "the Varlink error of the last failed call",
     "rdmamem_client_error_message": "why the last call failed, in one line",
     "rdmamem_call": "call a method of rdmamemd and wait for its reply",

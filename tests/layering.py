@@ -74,6 +74,7 @@ TRANSPORT_LOOP = {"conn", "rpc", "server"}
 LAYER_OF = {
     "daemon/daemon": "top",
     "daemon/main": "top",
+    "daemon/fdstore": "top",
 }
 
 TREES = ["daemon", "util", "proto", "client"]

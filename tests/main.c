@@ -40,6 +40,7 @@ static const struct {
 	{ "paths", paths_suite },
 	{ "idl", idl_suite },
 	{ "region", region_unit_suite },
+	{ "keep", keep_suite },
 	{ "tables", tables_suite },
 	{ "cuda", cuda_suite },
 	{ "gpu_unit", gpu_unit_suite },

@@ -265,6 +265,7 @@ Suite *codec_suite(void);
 Suite *descriptor_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
+Suite *keep_suite(void);
 Suite *tables_suite(void);
 Suite *rdma_suite(void);
 Suite *remote_suite(void);

@@ -341,6 +341,44 @@ struct rdmamem_registration {
 int rdmamem_register_on(struct rdmamem_client *client, uint64_t region, const char *device,
 			struct rdmamem_registration *ret);
 
+/*
+ * Restarts of the daemon.
+ *
+ * Under systemd a region of a memfd outlives a restart of the daemon, a
+ * crash included (rdmamemd(8), "Restarts"): the new daemon keeps it for its
+ * owner, with its id and memory, registered again on the devices it had —
+ * with new keys, since RDMA registrations end with the process. The
+ * library remembers the reclaim token that rdmamem_register() got for each
+ * such region and the devices rdmamem_register_on() named. When the daemon
+ * has closed the connection (a call returned -ECONNRESET), the next
+ * blocking call first reconnects to the same socket (waiting up to the
+ * client's timeout for a daemon to listen there) and reclaims every region
+ * this client still holds, then goes on. What the old connection held
+ * besides (leases, access tokens, remote handles, plans) is gone.
+ */
+
+/*
+ * Called once per region this client held, after a reconnect: error 0 and
+ * its registrations now in force (their keys are new: peers need a new
+ * descriptor), or a negative errno when the region did not come back
+ * (-ENOENT: the daemon did not keep it; register it again). Runs inside
+ * the call that reconnected; it must not call the library.
+ */
+typedef void (*rdmamem_reclaim_fn)(void *userdata, uint64_t region, int error,
+				   const struct rdmamem_registration *regs, size_t n_regs);
+
+/* Sets (fn NULL: clears) what hears of each reclaimed region. */
+int rdmamem_client_on_reclaim(struct rdmamem_client *client, rdmamem_reclaim_fn fn, void *userdata);
+
+/*
+ * Reconnects now and reclaims (see above); blocking calls do it themselves
+ * once the daemon closed the connection, an asynchronous user calls it and
+ * then takes the new rdmamem_client_get_fd(). Pending calls fail with
+ * -ECONNRESET. Returns how many regions came back, or a negative errno
+ * when no connection could be made (the client stays broken).
+ */
+int rdmamem_client_reconnect(struct rdmamem_client *client);
+
 /* A token that admits remote peers into this uid's protection domains. It
  * lives until revoked or until this connection closes. */
 int rdmamem_access_token_create(struct rdmamem_client *client, char ret[RDMAMEM_TOKEN_LEN + 1]);

@@ -79,6 +79,10 @@ static const struct config_key keys[] = {
 	  .offset = F(bandwidth_probe_size), .max = 1ULL << 30,
 	  .help = "buffer size of the host memory bandwidth measurement at start (default 64M; "
 		  "0: not measured)" },
+	{ .section = "daemon", .key = "reclaim-grace-sec", .type = CFG_UINT,
+	  .offset = F(reclaim_grace_sec), .max = 86400,
+	  .help = "under systemd, regions outlive a restart in its fd store and wait this many "
+		  "seconds for their owners to reclaim them (default 120; 0: not kept)" },
 	{ .section = "limits", .key = "max-connections", .type = CFG_UINT,
 	  .offset = F(max_connections), .reloadable = true, .min = 1, .max = 1U << 20,
 	  .help = "connections from all users (default 4096)" },
@@ -244,6 +248,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.max_links_per_uid = 64,
 		.log_level = LOG_INFO,
 		.bandwidth_probe_size = 64ULL << 20,
+		.reclaim_grace_sec = 120,
 	};
 }
 

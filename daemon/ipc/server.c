@@ -8,8 +8,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <systemd/sd-daemon.h>
-
 #include "daemon/core/account.h"
 #include "daemon/ipc/conn.h"
 #include "daemon/core/core.h"
@@ -126,25 +124,13 @@ static int server_bind(struct server *s, const char *path, mode_t mode, gid_t gi
 	return 0;
 }
 
-/* Returns 1 when systemd passed a socket, 0 when it did not. */
-static int server_adopt_activated(struct server *s)
+/* Adopts fd, the listening Unix stream socket systemd passed. */
+static int server_adopt_activated(struct server *s, int fd)
 {
 	struct sockaddr_un sa = {};
 	socklen_t salen = sizeof(sa);
-	int n, fd, flags;
+	int flags;
 
-	n = sd_listen_fds(1);
-	if (n < 0)
-		return log_error_errno(n, "Cannot read sockets passed by systemd: %m");
-	if (n == 0)
-		return 0;
-	if (n > 1)
-		return log_error_errno(-EINVAL, "systemd passed %d sockets, expected one", n);
-
-	fd = SD_LISTEN_FDS_START;
-	if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0)
-		return log_error_errno(-EINVAL, "The socket passed by systemd is not a listening "
-						"Unix stream socket");
 	flags = fcntl(fd, F_GETFL);
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return log_error_errno(-errno, "Cannot make the passed socket non-blocking: %m");
@@ -157,7 +143,7 @@ static int server_adopt_activated(struct server *s)
 		return -ENOMEM;
 	s->fd = fd;
 	s->activated = true;
-	return 1;
+	return 0;
 }
 
 /* Logs a refusal or drop, at most once per interval with a count of the rest. */
@@ -271,7 +257,7 @@ static void on_listen(uv_poll_t *h, int status, int events)
 	}
 }
 
-int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
+int server_new(struct core *core, struct rpc_ctx *rpc, int activated_fd, struct server **ret)
 {
 	_cleanup_(server_freep) struct server *s = NULL;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -292,10 +278,11 @@ int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret)
 	budget_init(s->budgets, &core->cfg, conn_budget_retry, SERVER_LOG_INTERVAL_MSEC);
 	idseq_init(&s->conn_order);
 
-	r = server_adopt_activated(s);
-	if (r < 0)
-		return r;
-	if (r == 0) {
+	if (activated_fd >= 0) {
+		r = server_adopt_activated(s, activated_fd);
+		if (r < 0)
+			return r;
+	} else {
 		if (core->cfg.socket_path) {
 			if (strlen(core->cfg.socket_path) >= sizeof(path))
 				return log_error_errno(-ENAMETOOLONG,

@@ -57,8 +57,10 @@ struct server {
 /* What the method handlers see of a server (rpc_ctx.server_ops). */
 extern const struct rpc_server_ops server_rpc_ops;
 
-/* Listens; the accounts' budgets are the server's from here on. */
-int server_new(struct core *core, struct rpc_ctx *rpc, struct server **ret);
+/* Listens on activated_fd (a socket systemd passed, taken) or, when it
+ * is -1, on a socket of its own; the accounts' budgets are the server's
+ * from here on. */
+int server_new(struct core *core, struct rpc_ctx *rpc, int activated_fd, struct server **ret);
 struct server *server_free(struct server *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct server *, server_free)
 

@@ -46,6 +46,7 @@
 
 struct core;
 struct errinfo;
+struct keep_ctx;
 struct account;
 
 /* RDMA access the owner asked for (RegisterOn uses it once devices exist). */
@@ -113,6 +114,12 @@ struct region_mem_ops {
 	 */
 	int (*copy)(const struct region_span *dst, const struct region_span *src, uint64_t n,
 		    void *bounce, struct errinfo *e);
+	/*
+	 * Loop: the file behind the region and the region's offset in it,
+	 * for the fd store (keep.h); the fd stays the region's. NULL: this
+	 * kind is not kept across a restart.
+	 */
+	int (*keep)(const struct region *r, int *ret_fd, uint64_t *ret_offset);
 	/* Loop: GetRegion's source fields beyond type. */
 	int (*describe)(const struct region *r, cJSON *source);
 	/* Whether a and b, two regions of this kind, are views of one piece
@@ -167,6 +174,7 @@ struct region_registry {
 	uint64_t next_lease_id;
 	struct timeouts timeouts; /* lock-wait deadlines: leases, transfers */
 	struct membw membw;       /* host memory bandwidth per NUMA node */
+	struct keep_ctx *keep;    /* regions kept across a restart (keep.h); NULL: none */
 };
 
 /* At daemon start: the maps, the timeouts on core's loop, the drop hook of

@@ -134,11 +134,22 @@ static bool memfd_same_memory(const struct region *a, const struct region *b, in
 	return true;
 }
 
+/* The memfd itself goes into the fd store: the next process maps it again. */
+static int memfd_keep(const struct region *r, int *ret_fd, uint64_t *ret_offset)
+{
+	const struct memfd_region *m = memfd_region_of_const(r);
+
+	*ret_fd = m->fd;
+	*ret_offset = m->file_offset;
+	return 0;
+}
+
 /* Host memory: no copy op, memcpy() moves its bytes; nothing shared. */
 static const struct region_mem_ops memfd_ops = {
 	.type = "memfd",
 	.release = memfd_release,
 	.mr_source = memfd_mr_source,
+	.keep = memfd_keep,
 	.describe = memfd_describe,
 	.same_memory = memfd_same_memory,
 };

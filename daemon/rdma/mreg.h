@@ -132,6 +132,10 @@ bool mreg_any(const struct region *r);
 /* Appends mreg_to_json() of each of r's entries to list; -ENOMEM. */
 int mreg_list_json(const struct region *r, cJSON *list);
 
+/* Appends the names of the devices r is registered on, or being
+ * registered on, to list; -ENOMEM. */
+int mreg_device_names(const struct region *r, cJSON *list);
+
 /* {device, backend, state, lkey, rkey, addr, length} or {device, error}. */
 cJSON *mreg_to_json(const struct mreg *m, bool recorded);
 /* The failure answered for a device that is not open, recorded nowhere. */

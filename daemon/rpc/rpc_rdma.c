@@ -16,6 +16,7 @@
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
 #include "daemon/core/log.h"
+#include "daemon/mem/keep.h"
 #include "daemon/rdma/mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
@@ -175,7 +176,11 @@ static void reg_wait_reply(struct reg_wait *rw)
 		return;
 	}
 	if (rw->whole_region) {
+		const char *token = keep_token(rw->region);
+
 		p = region_json(rw->region, false);
+		if (p && token && json_add_string(p, "reclaim_token", token) < 0)
+			p = (cJSON_Delete(p), NULL);
 	} else {
 		p = cJSON_CreateObject();
 		list = p ? cJSON_AddArrayToObject(p, "registrations") : NULL;
@@ -229,6 +234,56 @@ static void reg_wait_cancel(void *userdata)
 	reg_wait_free(rw);
 }
 
+int rpc_check_devices(struct rpc_call *call, const cJSON *devices)
+{
+	_cleanup_free_ char **names = NULL;
+	struct errinfo err = {};
+	size_t n = 0;
+	int r;
+
+	if (!devices)
+		return 0;
+	r = parse_devices(call->ctx->rdma, devices, &names, &n, &err);
+	if (r < 0)
+		return err.name ? rpc_error_info(call, &err) : r;
+	return 0;
+}
+
+static int keep_list_devices(void *userdata, struct region *r, cJSON *list)
+{
+	(void)userdata;
+	return mreg_device_names(r, list);
+}
+
+/* A restored region, on a device it had: nobody waits for the answer. */
+static void keep_register_on(void *userdata, struct region *r, const char *device)
+{
+	struct rpc_ctx *ctx = userdata;
+	struct device *dev = device_find(ctx->rdma, device);
+	struct errinfo e = {};
+
+	if (!dev) {
+		log_full_fields(LOG_NOTICE, 0, LOG_REGION(r),
+				"Region %" PRIu64 " was registered on %s before the restart, "
+				"which is not open now",
+				r->id, device);
+		return;
+	}
+	if (mreg_check_region(r, &e) == 0)
+		(void)mreg_ensure(r, dev, NULL);
+}
+
+static const struct keep_device_ops keep_devices = {
+	.list = keep_list_devices,
+	.register_on = keep_register_on,
+};
+
+void rpc_keep_init(struct rpc_ctx *ctx)
+{
+	if (ctx->regions->keep)
+		keep_set_devices(ctx->regions->keep, &keep_devices, ctx);
+}
+
 int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devices,
 		    bool whole_region)
 {
@@ -249,6 +304,8 @@ int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devic
 		res = mreg_check_region(r, &err);
 		if (res < 0)
 			return rpc_deferred_error(d, &err);
+		/* The fd store's state names the devices of kept regions. */
+		keep_changed(r->registry->keep);
 	}
 	rw = calloc(1, sizeof(*rw) + n * sizeof(rw->items[0]));
 	if (!rw)

@@ -17,13 +17,22 @@ extern const struct varlink_symbol rpc_type_Registration;
 /*
  * Registers r on the devices named by devices ("all", a list, or NULL for
  * none) and answers d once every registration has settled: with the whole
- * region (Register) or with the registrations asked for (RegisterOn). Ends
+ * region (Register and Reclaim, with its reclaim token when it is kept) or
+ * with the registrations asked for (RegisterOn). Ends
  * d, now or later (its on_cancel is replaced while it waits). Returns 0, or
  * a negative errno when it answered an error at once (bad 'devices', a
  * region that cannot be registered, OOM): Register then keeps no region.
  */
 int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devices,
 		    bool whole_region);
+
+/* Checks devices as rpc_register_on() will, before a call changes
+ * anything: 0, or the error answered. */
+int rpc_check_devices(struct rpc_call *call, const cJSON *devices);
+
+/* Gives the fd store's keeper (mem/keep.h) the registrations' side: which
+ * devices a region is on, and registering a restored one again. */
+void rpc_keep_init(struct rpc_ctx *ctx);
 
 /* The region as queries show it; detailed adds source, shares and leases. */
 cJSON *region_json(const struct region *r, bool detailed);

@@ -15,6 +15,7 @@
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "daemon/mem/region.h"
+#include "daemon/mem/keep.h"
 #include "daemon/mem/region_memfd.h"
 #include "daemon/rpc/rpc.h"
 #include "daemon/rpc/rpc_gpu.h"
@@ -113,7 +114,13 @@ static const struct varlink_symbol rpc_type_Source = VARLINK_DEFINE_TYPE(
 		F_BY_TYPE(registrations, rpc_type_Registration, VARLINK_ARRAY),                 \
 		F_BY_TYPE(owner, rpc_type_Owner, 0), F_BY_TYPE(location, rpc_type_Location, 0), \
 		F_BY_TYPE(lock, rpc_type_LockState, 0),                                         \
-		F_BY_TYPE(leases, rpc_type_LeaseCounts, 0), F(age_msec, VARLINK_U64, 0)
+		F_BY_TYPE(leases, rpc_type_LeaseCounts, 0), F(age_msec, VARLINK_U64, 0),        \
+		VARLINK_FIELD_COMMENT("kept from before a restart and not reclaimed yet: "      \
+				      "released in this many ms unless its owner reclaims it"), \
+		F(reclaim_in_msec, VARLINK_U64, VARLINK_NULLABLE),                              \
+		VARLINK_FIELD_COMMENT("Register's and Reclaim's answers, when the region is "   \
+				      "kept across restarts: what Reclaim takes"),              \
+		F(reclaim_token, VARLINK_STRING, VARLINK_NULLABLE)
 
 /* clang-format off */
 static const struct varlink_symbol rpc_type_Region = VARLINK_DEFINE_TYPE(
@@ -230,6 +237,12 @@ cJSON *region_json(const struct region *r, bool detailed)
 	    json_add_int(leases, "waiting", r->n_leases_waiting) < 0 ||
 	    json_add_u64(o, "age_msec", uv_now(r->registry->core->loop) - r->created_msec) < 0)
 		return NULL;
+	{
+		uint64_t left;
+
+		if (keep_awaiting(r, &left) && json_add_u64(o, "reclaim_in_msec", left) < 0)
+			return NULL;
+	}
 	if (!detailed)
 		return TAKE_PTR(o);
 
@@ -290,9 +303,10 @@ struct register_params {
 	uint32_t chunks;
 	const char *ipc_handle;
 	uint32_t gpu;
+	bool keep;
 };
 
-static const struct register_params register_init = { .fd = -1, .chunks = 1 };
+static const struct register_params register_init = { .fd = -1, .chunks = 1, .keep = true };
 
 /* clang-format off */
 RPC_DEFINE_METHOD(
@@ -312,7 +326,9 @@ RPC_DEFINE_METHOD(
 	"  one handle share one open.\n"
 	"Each call makes a region of its own. devices (\"all\", or a list of names)\n"
 	"registers it on RDMA devices before the answer; absent or [] registers\n"
-	"nowhere yet. access lists at most its 4 names.",
+	"nowhere yet. access lists at most its 4 names.\n"
+	"Under systemd a memfd region outlives a restart of the daemon (the answer\n"
+	"then carries its reclaim_token, for Reclaim); keep false opts out.",
 	VARLINK_INPUT(struct register_params, fd, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, offset, VARLINK_U64, VARLINK_NULLABLE),
 	VARLINK_INPUT_HAS(struct register_params, length, length, VARLINK_U64, VARLINK_NULLABLE,
@@ -325,6 +341,7 @@ RPC_DEFINE_METHOD(
 	VARLINK_INPUT(struct register_params, chunks, VARLINK_U32, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, ipc_handle, VARLINK_STRING, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, gpu, VARLINK_U32, VARLINK_NULLABLE),
+	VARLINK_INPUT(struct register_params, keep, VARLINK_BOOL, VARLINK_NULLABLE),
 	REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE));
 /* clang-format on */
 
@@ -426,6 +443,8 @@ static int method_register(struct rpc_call *call, void *params)
 	fd = imp.fd;
 	if (r < 0)
 		return err.name ? rpc_error_info(call, &err) : r;
+	if (p->keep)
+		keep_region(call->ctx->regions->keep, reg);
 
 	/* The answer waits for the devices asked for, if any. */
 	if (rpc_register_on(rpc_defer(call, NULL, NULL), reg, p->devices, true) < 0)
@@ -575,6 +594,8 @@ static int share_change(struct rpc_call *call, const struct share_params *p, boo
 		      region_share(reg, p->is_group, p->id, p->readonly, &err);
 	/* Rights shrank (taken back, or turned read-only): the leases of
 	 * holders who lost the right theirs needs end. */
+	if (r == 0)
+		keep_changed(reg->registry->keep);
 	if (r == 0 && (unshare || p->readonly))
 		r = lease_revoke_lost(reg);
 	/* Shared so already, or not shared at all: nothing changes, which is
@@ -592,6 +613,46 @@ static int method_share(struct rpc_call *call, void *params)
 static int method_unshare(struct rpc_call *call, void *params)
 {
 	return share_change(call, params, true);
+}
+
+struct reclaim_params {
+	struct rpc_region region;
+	const char *token;
+	const cJSON *devices;
+};
+
+/* clang-format off */
+RPC_DEFINE_METHOD(
+	Reclaim,
+	"After a restart of the daemon: takes back a region registered before it,\n"
+	"kept in systemd's fd store and waiting for its owner (reclaim_in_msec in\n"
+	"its listing), with the reclaim_token Register answered. The region keeps\n"
+	"its id and memory; its RDMA registrations are new (new rkeys: peers need\n"
+	"a new descriptor), made again on the devices it had and on those named in\n"
+	"devices, like Register's. The caller's uid must be the owner's. The\n"
+	"answer is Register's.",
+	RPC_INPUT_REGION(struct reclaim_params, region, REGION_ADMIN),
+	VARLINK_INPUT(struct reclaim_params, token, VARLINK_STRING, 0),
+	VARLINK_INPUT(struct reclaim_params, devices, VARLINK_OBJECT, VARLINK_NULLABLE),
+	REGION_FIELDS(VARLINK_OUTPUT, VARLINK_OUTPUT_BY_TYPE));
+/* clang-format on */
+
+static int method_reclaim(struct rpc_call *call, void *params)
+{
+	const struct reclaim_params *p = params;
+	struct region *reg = p->region.region;
+	struct errinfo err = {};
+	int r;
+
+	/* A bad list changes nothing: the region keeps waiting. */
+	r = rpc_check_devices(call, p->devices);
+	if (r < 0)
+		return r;
+	r = keep_reclaim(call->ctx->regions->keep, reg, call->session, p->token, &err);
+	if (r < 0)
+		return rpc_error_info(call, &err);
+	rpc_register_on(rpc_defer(call, NULL, NULL), reg, p->devices, true);
+	return 0;
 }
 
 static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
@@ -684,5 +745,6 @@ const struct rpc_method rpc_region_methods[] = {
 	RPC_METHOD(RDMAMEMD_INTERFACE, ListRegions, method_list_regions, RPC_PAGE_PARAMS),
 	RPC_METHOD(RDMAMEMD_INTERFACE, GetRegion, method_get_region,
 		   RPC_PARAMS(struct region_params)),
+	RPC_METHOD(RDMAMEMD_INTERFACE, Reclaim, method_reclaim, RPC_PARAMS(struct reclaim_params)),
 	{},
 };

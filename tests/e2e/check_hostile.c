@@ -781,10 +781,15 @@ START_TEST(test_wrong_types_everywhere)
 					 "{\"method\":\"%s\",\"parameters\":{\"fd\":0,\"%s\":%s}}",
 					 m, p, *v);
 			else if (method_params[i].type == DEVICES)
+				/* Reclaim's token is required: one that is a string. */
 				snprintf(msg, sizeof(msg),
 					 "{\"method\":\"%s\",\"parameters\":{\"region\":\"%llu\","
-					 "\"%s\":%s}}",
-					 m, (unsigned long long)good_region, p, *v);
+					 "%s\"%s\":%s}}",
+					 m, (unsigned long long)good_region,
+					 strcmp(m, "io.rdmamemd.Reclaim") == 0 ?
+						 "\"token\":\"0\"," :
+						 "",
+					 p, *v);
 			else
 				snprintf(msg, sizeof(msg),
 					 "{\"method\":\"%s\",\"parameters\":{\"%s\":%s}}", m, p,

@@ -176,7 +176,7 @@ static void setup(void)
 	ck_assert_ptr_nonnull(f.core.cfg.socket_path);
 
 	f.rpc = (struct rpc_ctx){ .core = &f.core, .extra_methods = test_methods };
-	ck_assert_int_eq(server_new(&f.core, &f.rpc, &f.server), 0);
+	ck_assert_int_eq(server_new(&f.core, &f.rpc, -1, &f.server), 0);
 	f.rpc.server_ops = &server_rpc_ops;
 	f.rpc.server = f.server;
 }

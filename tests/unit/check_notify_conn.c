@@ -75,7 +75,7 @@ static void setup(void)
 	snprintf(path, sizeof(path), "%s/sock", f.dir);
 	f.lf.f.core.cfg.socket_path = strdup(path);
 	f.rpc = (struct rpc_ctx){ .core = &f.lf.f.core, .rdma = &f.lf.rdma, .remote = &f.remote };
-	ck_assert_int_eq(server_new(&f.lf.f.core, &f.rpc, &f.server), 0);
+	ck_assert_int_eq(server_new(&f.lf.f.core, &f.rpc, -1, &f.server), 0);
 	f.rpc.server_ops = &server_rpc_ops;
 	f.rpc.server = f.server;
 

@@ -148,7 +148,8 @@ else
 		die "$objdir/rdmamemd.service was not made with PREFIX=/usr (rm it, or use another B)"
 	inc=$root/usr/include lib=$root/usr/lib
 fi
-for c in hello-region:"$src/examples/hello-region.c" hold-client:"$here/hold-client.c"; do
+for c in hello-region:"$src/examples/hello-region.c" hold-client:"$here/hold-client.c" \
+	keep-client:"$here/keep-client.c"; do
 	cc -O2 -Wall -Wextra -Werror -I"$inc" "${c#*:}" -L"$lib" -lrdmamem \
 		-o "$root/usr/local/bin/${c%%:*}" || die "could not build ${c%%:*}"
 done

@@ -401,6 +401,93 @@ if [ "$rxe" = yes ]; then
 	is "rdmamemd logged no warning or error with the listener" "$out" ""
 fi
 
+# --- restarts keep regions: the fd store ------------------------------------
+# keep_restart HOW: alice's keep-client registers a region on rxe0, the
+# daemon is restarted (HOW: "systemctl restart", or "kill -9" of the main
+# process, which Restart=on-failure restarts), and the client's next call
+# reclaims it: the same region, byte-exact, registered again on rxe0; a new
+# region registers too; once the client is gone nothing is left.
+keep_restart() {
+	local how=$1 out pid0 restarts go=$work/keep-go-${1// /-} kout=$work/keep-${1// /-}.out
+	local region rkey kpid
+	rm -f "$go"
+	as alice keep-client "$go" rxe0 120 >"$kout" 2>&1 &
+	kpid=$!
+	if ! wait_until 30 grep -q '^registered ' "$kout"; then
+		fail "$how: keep-client registered a region on rxe0" "$(cat "$kout")"
+		kill "$kpid" 2>/dev/null
+		return
+	fi
+	read -r _ region _ rkey <"$kout"
+	pass "$how: keep-client registered region $region on rxe0 (rkey $rkey)"
+	pid0=$(prop MainPID)
+	restarts=$(prop NRestarts)
+	if [ "$how" = "kill -9" ]; then
+		kill -9 "$pid0"
+		wait_until 30 sh -c "[ \"\$(systemctl show rdmamemd --value -p NRestarts)\" -gt $restarts ] &&
+			[ \"\$(systemctl is-active rdmamemd)\" = active ]" ||
+			fail "$how: systemd restarted the daemon" "$(systemctl status --no-pager rdmamemd 2>&1)"
+	else
+		expect "$how: systemctl restart rdmamemd" timeout 60 systemctl restart rdmamemd
+	fi
+	pid=$(prop MainPID)
+	if [ "$pid" != "$pid0" ] && [ "$(systemctl is-active rdmamemd)" = active ]; then
+		pass "$how: a new daemon (pid $pid0 -> $pid)"
+	else
+		fail "$how: a new daemon" "pid $pid0 -> $pid, $(systemctl is-active rdmamemd)"
+	fi
+	out=$(journalctl --no-pager -q -u rdmamemd -o cat _PID="$pid")
+	matches "$how: the new daemon restored the region from the fd store" "$out" \
+		"^Fd store: [0-9]+ regions restored, waiting 120 s"
+	st=$(rdmamemctl -j region "$region" 2>&1)
+	is "$how: region $region waits for its owner (reclaim_in_msec)" \
+		"$(printf '%s' "$st" | jq -r 'has("reclaim_in_msec")' 2>&1)" true
+	touch "$go"
+	if wait "$kpid"; then
+		pass "$how: keep-client reclaimed its region"
+	else
+		fail "$how: keep-client reclaimed its region" "$(cat "$kout")"
+		return
+	fi
+	out=$(cat "$kout")
+	matches "$how: reclaimed region $region, registered again on rxe0" "$out" \
+		"^reclaimed $region rkey [0-9]+ on rxe0$"
+	matches "$how: its bytes are the client's (byte-exact)" "$out" "^byte-exact$"
+	local new
+	new=$(sed -n 's/^new \([0-9]*\) rkey.*/\1/p' "$kout")
+	if [ -n "$new" ] && [ "$new" -gt "$region" ]; then
+		pass "$how: a region registered after the restart is valid (id $new after $region)"
+	else
+		fail "$how: a region registered after the restart" "$out"
+	fi
+	matches "$how: the daemon logged the reclaim" \
+		"$(journalctl --no-pager -q -u rdmamemd -o cat _PID="$pid")" \
+		"^Region $region reclaimed by pid [0-9]+ uid $(id -u alice) after the restart$"
+	# The client is gone: its regions, their MRs and memfds with it.
+	wait_until 10 sh -c "[ \"\$(rdmamemctl -j status | jq -r .regions)\" = 0 ]"
+	is "$how: no region left once the client exited" \
+		"$(rdmamemctl -j status 2>&1 | jq -r .regions 2>&1)" 0
+	is "$how: no memfd left open in the daemon" \
+		"$(ls -l /proc/"$pid"/fd 2>/dev/null | grep -c 'memfd:keep-client')" 0
+	is "$how: no MR left on rxe0" \
+		"$(rdma resource show mr 2>/dev/null | grep -c 'comm rdmamemd')" 0
+	# The store keeps the regions' state alone (one sealed memfd).
+	is "$how: the fd store holds the state alone" "$(fdstore_current)" 1
+}
+
+# How many fds rdmamemd.service's fd store holds (PID 1's unit dump).
+fdstore_current() {
+	systemd-analyze dump 2>/dev/null | awk '/^-> Unit /{f = ($3 == "rdmamemd.service:")}
+		f && /File Descriptor Store Current:/ {print $NF; exit}'
+}
+
+if [ "$rxe" = yes ]; then
+	section "restart keeps regions (fd store)"
+	is "FileDescriptorStoreMax" "$(prop FileDescriptorStoreMax)" 65536
+	keep_restart "systemctl restart"
+	keep_restart "kill -9"
+fi
+
 # --- watchdog: a stopped loop gets the service restarted ---------------------
 section "watchdog fires on a stopped daemon"
 restarts=$(prop NRestarts)

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * systemd's file-descriptor store and the fds it passes: the process's side
+ * of keeping regions across a restart (mem/keep.h has the model's).
+ *
+ * At start, fdstore_take() reads every fd systemd passed (LISTEN_FDS, with
+ * LISTEN_FDNAMES) once, and unsets the variables: the listening socket
+ * goes to the server, the files of the fd store to keep_restore(). While
+ * running, struct keep_store_ops puts a region's memfd into the store
+ * (FDSTORE=1 with FDNAME=, FDPOLL=0: a memfd never hangs up) and takes it
+ * out (FDSTOREREMOVE=1), through sd_pid_notify_with_fds() on the loop.
+ * Only under systemd (NOTIFY_SOCKET) and with the unit's
+ * FileDescriptorStoreMax= above 0: systemd ignores an fd it cannot keep.
+ */
+#ifndef RDMAMEMD_FDSTORE_H
+#define RDMAMEMD_FDSTORE_H
+
+#include <stddef.h>
+
+#include "daemon/mem/keep.h"
+
+struct fdstore_passed {
+	int socket;                 /* the listening socket; -1: none */
+	struct keep_passed *stored; /* the store's files, for keep_restore() */
+	size_t n_stored;
+};
+
+extern const struct keep_store_ops fdstore_ops;
+
+/* Takes what systemd passed. -EINVAL when it passed more than one socket,
+ * or a socket that is no listening Unix stream socket. */
+int fdstore_take(struct fdstore_passed *ret);
+/* Closes what is left and frees the names. */
+void fdstore_passed_done(struct fdstore_passed *p);
+
+/*
+ * How many fds the store may hold: $FDSTORE, which systemd sets from
+ * FileDescriptorStoreMax= from v254 on (the shipped unit sets it too, for
+ * older ones); 0 without it. Keeping regions is off then: an fd sent to a
+ * notify socket that does not keep it (a test's, a unit without a store)
+ * would only pile up there.
+ */
+unsigned fdstore_max(void);
+
+#endif

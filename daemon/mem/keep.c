@@ -1,0 +1,690 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Regions kept across a restart: the store names, the state, the restore. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "daemon/core/account.h"
+#include "daemon/core/core.h"
+#include "daemon/core/errinfo.h"
+#include "daemon/core/log.h"
+#include "daemon/core/session.h"
+#include "daemon/mem/keep.h"
+#include "daemon/mem/region.h"
+#include "daemon/mem/region_memfd.h"
+#include "proto/errors.h"
+#include "proto/hex.h"
+#include "proto/json.h"
+
+/* The largest state the daemon reads back. */
+#define KEEP_STATE_MAX (UINT64_C(256) << 20)
+
+/* A uid's restored regions wait for Reclaim in its holder's session. */
+struct keep_holder {
+	struct list_head link; /* in keep_ctx.holders */
+	struct session *session;
+};
+
+/* What a kept region carries: its name in the store, its token. */
+struct keep_hook {
+	struct region_hook h;
+	struct keep_ctx *k;
+	bool awaiting; /* restored, in a holder's session */
+	char token[KEEP_TOKEN_HEX + 1];
+	char name[KEEP_NAME_MAX];
+};
+
+static struct keep_hook *keep_hook_of(struct region_hook *h)
+{
+	return container_of(h, struct keep_hook, h);
+}
+
+/* The owner let go (or the grace ended): the store forgets the region,
+ * unless the daemon is shutting down. */
+static void keep_hook_revoke(struct region_hook *h)
+{
+	struct keep_hook *kh = keep_hook_of(h);
+	struct keep_ctx *k = kh->k;
+	int r;
+
+	if (kh->awaiting) {
+		kh->awaiting = false;
+		k->n_awaiting--;
+	}
+	if (!kh->name[0])
+		return;
+	k->n_kept--;
+	if (k->frozen)
+		return;
+	r = k->store->remove(k->store_data, kh->name);
+	if (r < 0)
+		log_warning_errno(r, "Region %" PRIu64 ": cannot take it out of the fd store: %m",
+				  h->region->id);
+	kh->name[0] = '\0';
+	keep_changed(k);
+}
+
+static void keep_hook_finish(struct region_hook *h)
+{
+	free(keep_hook_of(h));
+}
+
+static const struct region_hook_ops keep_hook_ops = {
+	.rank = REGION_HOOK_OTHER,
+	.revoke = keep_hook_revoke,
+	.finish = keep_hook_finish,
+};
+
+static struct region_hook *keep_hook_make(struct region *r, void *userdata)
+{
+	struct keep_hook *kh = calloc(1, sizeof(*kh));
+
+	(void)r;
+	if (!kh)
+		return NULL;
+	kh->k = userdata;
+	return &kh->h;
+}
+
+static struct keep_hook *keep_hook_find(const struct region *r)
+{
+	struct region_hook *h = region_hook_find(r, &keep_hook_ops);
+
+	return h ? keep_hook_of(h) : NULL;
+}
+
+const char *keep_token(const struct region *r)
+{
+	struct keep_hook *kh = keep_hook_find(r);
+
+	return kh && kh->name[0] ? kh->token : NULL;
+}
+
+bool keep_awaiting(const struct region *r, uint64_t *ret_msec)
+{
+	struct keep_hook *kh = keep_hook_find(r);
+	uint64_t now;
+
+	if (!kh || !kh->awaiting)
+		return false;
+	now = uv_now(kh->k->regions->core->loop);
+	*ret_msec = kh->k->grace_end_msec > now ? kh->k->grace_end_msec - now : 0;
+	return true;
+}
+
+int keep_name_format(const struct keep_name *n, char *buf, size_t size)
+{
+	int len = snprintf(buf, size,
+			   KEEP_REGION_PREFIX "%" PRIu64 ".%u.%u.%" PRIu64 ".%" PRIu64 ".%u.%s",
+			   n->id, (unsigned)n->uid, (unsigned)n->gid, n->offset, n->length,
+			   n->access, n->token);
+
+	return len < 0 || (size_t)len >= size ? -ENAMETOOLONG : 0;
+}
+
+/* One decimal field of a name, up to the next '.' or the end. */
+static int name_field(const char **p, uint64_t max, uint64_t *ret)
+{
+	char *end;
+	uint64_t v;
+
+	if (**p < '0' || **p > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(*p, &end, 10);
+	if (errno || v > max || *end != '.')
+		return -EINVAL;
+	*p = end + 1;
+	*ret = v;
+	return 0;
+}
+
+int keep_name_parse(const char *name, struct keep_name *ret)
+{
+	const char *p = name;
+	uint64_t uid, gid, access;
+	uint8_t raw[KEEP_TOKEN_BYTES];
+
+	if (strncmp(p, KEEP_REGION_PREFIX, strlen(KEEP_REGION_PREFIX)) != 0)
+		return -EINVAL;
+	p += strlen(KEEP_REGION_PREFIX);
+	if (name_field(&p, UINT64_MAX, &ret->id) < 0 || ret->id == 0 ||
+	    name_field(&p, UINT32_MAX - 1, &uid) < 0 || name_field(&p, UINT32_MAX - 1, &gid) < 0 ||
+	    name_field(&p, UINT64_MAX, &ret->offset) < 0 ||
+	    name_field(&p, UINT64_MAX, &ret->length) < 0 || ret->length == 0 ||
+	    ret->offset + ret->length < ret->offset || name_field(&p, 0xf, &access) < 0)
+		return -EINVAL;
+	if (strlen(p) != KEEP_TOKEN_HEX || hex_decode(p, raw, sizeof(raw)) < 0)
+		return -EINVAL;
+	ret->uid = (uid_t)uid;
+	ret->gid = (gid_t)gid;
+	ret->access = (unsigned)access;
+	memcpy(ret->token, p, KEEP_TOKEN_HEX + 1);
+	return 0;
+}
+
+/* --- the state: shares and devices, in one sealed memfd ------------------ */
+
+static int state_entry(struct keep_ctx *k, struct region *r, cJSON *regions)
+{
+	_cleanup_json_ cJSON *o = cJSON_CreateObject();
+	cJSON *shares, *devices;
+	char id[24];
+
+	if (!o)
+		return -ENOMEM;
+	shares = cJSON_AddArrayToObject(o, "shares");
+	devices = cJSON_AddArrayToObject(o, "devices");
+	if (!shares || !devices)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->n_shares; i++) {
+		cJSON *s = cJSON_CreateObject();
+
+		if (!s)
+			return -ENOMEM;
+		cJSON_AddItemToArray(shares, s);
+		if (json_add_int(s, r->shares[i].is_group ? "gid" : "uid", r->shares[i].id) < 0 ||
+		    json_add_bool(s, "readonly", r->shares[i].readonly) < 0)
+			return -ENOMEM;
+	}
+	if (k->devices && k->devices->list(k->devices_data, r, devices) < 0)
+		return -ENOMEM;
+	/* Only what differs from a fresh region. */
+	if (cJSON_GetArraySize(shares) == 0 && cJSON_GetArraySize(devices) == 0)
+		return 0;
+	snprintf(id, sizeof(id), "%" PRIu64, r->id);
+	cJSON_AddItemToObject(regions, id, TAKE_PTR(o));
+	return 0;
+}
+
+/* A sealed memfd with text in it. */
+static int sealed_memfd(const char *text, int *ret)
+{
+	_cleanup_close_ int fd = memfd_create("rdmamemd-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	size_t len = strlen(text), done = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (size_t)n;
+	}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return -errno;
+	*ret = TAKE_FD(fd);
+	return 0;
+}
+
+/*
+ * Writes the state of every kept region as a new generation, then takes
+ * the one before out of the store: a crash between the two leaves both,
+ * and the next start reads the newer.
+ */
+static int state_write(struct keep_ctx *k)
+{
+	_cleanup_json_ cJSON *root = cJSON_CreateObject();
+	_cleanup_free_ char *text = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	char name[KEEP_NAME_MAX];
+	cJSON *regions;
+	const struct idseq *order = &k->regions->region_order;
+	int r;
+
+	k->state_dirty = false;
+	regions = root ? cJSON_AddObjectToObject(root, "regions") : NULL;
+	/* Ids are not handed out twice across a restart either. */
+	if (!regions || json_add_int(root, "version", 1) < 0 ||
+	    json_add_u64(root, "next_region_id", k->regions->next_region_id) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < order->n; i++) {
+		struct region *reg;
+
+		if (!order->slots[i].node)
+			continue;
+		reg = container_of(order->slots[i].node, struct region, order);
+		if (keep_token(reg)) {
+			r = state_entry(k, reg, regions);
+			if (r < 0)
+				return r;
+		}
+	}
+	text = cJSON_PrintUnformatted(root);
+	if (!text)
+		return -ENOMEM;
+	r = sealed_memfd(text, &fd);
+	if (r < 0)
+		return r;
+	snprintf(name, sizeof(name), KEEP_STATE_PREFIX "%" PRIu64, k->state_gen + 1);
+	r = k->store->put(k->store_data, name, fd);
+	if (r < 0)
+		return r;
+	if (k->state_gen > 0) {
+		snprintf(name, sizeof(name), KEEP_STATE_PREFIX "%" PRIu64, k->state_gen);
+		(void)k->store->remove(k->store_data, name);
+	}
+	k->state_gen++;
+	return 0;
+}
+
+static void state_flush(struct keep_ctx *k)
+{
+	int r;
+
+	if (!k->store || !k->state_dirty || k->frozen)
+		return;
+	r = state_write(k);
+	if (r < 0)
+		log_warning_errno(r, "Cannot write the regions' state to the fd store: %m");
+}
+
+static void on_state_timer(uv_timer_t *t)
+{
+	state_flush(t->data);
+}
+
+void keep_changed(struct keep_ctx *k)
+{
+	if (!k || !k->store || k->frozen || k->state_dirty)
+		return;
+	k->state_dirty = true;
+	uv_timer_start(&k->state_timer, on_state_timer, KEEP_STATE_DELAY_MSEC, 0);
+}
+
+/* --- keeping a new region --------------------------------------------- */
+
+void keep_init(struct keep_ctx *k, struct region_registry *regions,
+	       const struct keep_store_ops *store, void *store_data, unsigned max)
+{
+	*k = (struct keep_ctx){
+		.regions = regions,
+		.store = store,
+		.store_data = store_data,
+		.max = max,
+	};
+	list_init(&k->holders);
+	uv_timer_init(regions->core->loop, &k->state_timer);
+	k->state_timer.data = k;
+	uv_timer_init(regions->core->loop, &k->grace_timer);
+	k->grace_timer.data = k;
+	regions->keep = k;
+}
+
+void keep_set_devices(struct keep_ctx *k, const struct keep_device_ops *ops, void *userdata)
+{
+	k->devices = ops;
+	k->devices_data = userdata;
+}
+
+/* The hook for r, with name (already in the store) or none yet. */
+static struct keep_hook *keep_attach(struct keep_ctx *k, struct region *r)
+{
+	struct region_hook *h = region_hook_get(r, &keep_hook_ops, keep_hook_make, k);
+
+	return h ? keep_hook_of(h) : NULL;
+}
+
+bool keep_region(struct keep_ctx *k, struct region *r)
+{
+	struct keep_name n = { .id = r->id,
+			       .uid = r->owner_uid,
+			       .gid = r->owner_gid,
+			       .length = r->size,
+			       .access = r->access };
+	uint8_t raw[KEEP_TOKEN_BYTES];
+	struct keep_hook *kh;
+	int fd, res;
+
+	if (!k || !k->store || k->frozen || !r->mem->keep || r->dead || k->max == 0)
+		return false;
+	/* Room for two generations of the state besides. */
+	if (k->n_kept + 2 >= k->max) {
+		if (!k->warned_full)
+			log_warning("The fd store holds %u regions and their state, as many "
+				    "as FileDescriptorStoreMax= allows: newer regions are not "
+				    "kept across a restart",
+				    k->n_kept);
+		k->warned_full = true;
+		return false;
+	}
+	if (r->mem->keep(r, &fd, &n.offset) < 0)
+		return false;
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return false;
+	hex_encode(raw, sizeof(raw), n.token);
+	kh = keep_attach(k, r);
+	if (!kh || keep_name_format(&n, kh->name, sizeof(kh->name)) < 0)
+		return false;
+	res = k->store->put(k->store_data, kh->name, fd);
+	if (res < 0) {
+		/* A store that refused once is not trusted with the next. */
+		log_warning_errno(res,
+				  "Region %" PRIu64 ": cannot put it in the fd store: %m; "
+				  "regions registered from now on are not kept",
+				  r->id);
+		kh->name[0] = '\0';
+		k->max = 0;
+		return false;
+	}
+	memcpy(kh->token, n.token, sizeof(kh->token));
+	k->n_kept++;
+	return true;
+}
+
+/* --- reclaim and the grace ---------------------------------------------- */
+
+int keep_reclaim(struct keep_ctx *k, struct region *r, struct session *caller, const char *token,
+		 struct errinfo *e)
+{
+	struct keep_hook *kh = keep_hook_find(r);
+	unsigned char diff = 0;
+
+	if (!kh || !kh->awaiting)
+		return errinfo_set(e, RDMAMEM_ERROR_NO_SUCH_REGION, -ENOENT,
+				   "region %" PRIu64 " is not waiting to be reclaimed: it is "
+				   "held by a client already, or was registered after the "
+				   "restart",
+				   r->id);
+	if (caller->cred.uid != r->owner_uid)
+		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+				   "region %" PRIu64 " belongs to uid %u; only that uid can "
+				   "reclaim it",
+				   r->id, (unsigned)r->owner_uid);
+	/* In constant time: the token is a capability. */
+	for (size_t i = 0; i < KEEP_TOKEN_HEX; i++)
+		diff |= (unsigned char)(kh->token[i] ^ (token[i] ?: 0x80));
+	if (diff || strlen(token) != KEEP_TOKEN_HEX)
+		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
+				   "the reclaim token does not match region %" PRIu64
+				   "'s; use the one its Register answered",
+				   r->id);
+	kh->awaiting = false;
+	k->n_awaiting--;
+	k->n_reclaimed++;
+	session_remove(&r->owner_link);
+	session_add(caller, SESSION_REGION, &r->owner_link);
+	r->owner_conn_id = caller->id;
+	r->owner_pid = caller->cred.pid;
+	r->owner_gid = caller->cred.gid;
+	log_full_fields(LOG_INFO, 0, LOG_REGION(r),
+			"Region %" PRIu64 " reclaimed by pid %d uid %u after the restart", r->id,
+			(int)caller->cred.pid, (unsigned)caller->cred.uid);
+	return 0;
+}
+
+/* Drops every region still waiting: each holder's session closes. */
+static void holders_close(struct keep_ctx *k)
+{
+	struct keep_holder *h, *n;
+
+	list_for_each_entry_safe(h, n, &k->holders, link) {
+		list_del(&h->link);
+		session_close(h->session);
+		session_unref(h->session);
+		free(h);
+	}
+}
+
+static void on_grace_end(uv_timer_t *t)
+{
+	struct keep_ctx *k = t->data;
+
+	if (k->n_awaiting > 0)
+		log_notice("Reclaim grace over: releasing %u regions nobody reclaimed",
+			   k->n_awaiting);
+	k->n_expired += k->n_awaiting;
+	holders_close(k);
+}
+
+static struct session *holder_for(struct keep_ctx *k, uid_t uid, gid_t gid)
+{
+	struct keep_holder *h;
+	struct account *a;
+	struct ucred cred = { .pid = 0, .uid = uid, .gid = gid };
+	int r;
+
+	list_for_each_entry(h, &k->holders, link)
+		if (h->session->cred.uid == uid)
+			return h->session;
+	h = calloc(1, sizeof(*h));
+	a = account_get(k->regions->core->accounts, uid);
+	r = h && a ? session_new(0, &cred, NULL, 0, a, &h->session) : -ENOMEM;
+	account_unref(a);
+	if (r < 0) {
+		free(h);
+		return NULL;
+	}
+	list_add_tail(&h->link, &k->holders);
+	return h->session;
+}
+
+void keep_freeze(struct keep_ctx *k)
+{
+	if (k->frozen)
+		return;
+	state_flush(k);
+	k->frozen = true;
+	uv_timer_stop(&k->state_timer);
+	uv_timer_stop(&k->grace_timer);
+	holders_close(k);
+}
+
+void keep_stop(struct keep_ctx *k)
+{
+	if (!uv_is_closing((uv_handle_t *)&k->state_timer))
+		uv_close((uv_handle_t *)&k->state_timer, NULL);
+	if (!uv_is_closing((uv_handle_t *)&k->grace_timer))
+		uv_close((uv_handle_t *)&k->grace_timer, NULL);
+}
+
+/* --- restore -------------------------------------------------------------- */
+
+struct restored {
+	struct keep_name name;
+	const char *store_name;
+	int fd;
+};
+
+static int by_id(const void *a, const void *b)
+{
+	const struct restored *x = a, *y = b;
+
+	return x->name.id < y->name.id ? -1 : x->name.id > y->name.id;
+}
+
+/* The newest state's text, or NULL. */
+static char *state_read(int fd)
+{
+	struct stat st;
+	char *text;
+	void *map;
+
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > KEEP_STATE_MAX)
+		return NULL;
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		return NULL;
+	text = strndup(map, (size_t)st.st_size);
+	munmap(map, (size_t)st.st_size);
+	return text;
+}
+
+static void forget(struct keep_ctx *k, const char *name, int fd, const char *why)
+{
+	log_warning("Fd store: dropping %s: %s", name, why);
+	(void)k->store->remove(k->store_data, name);
+	safe_close(fd);
+}
+
+/* Applies the state's shares and devices to a restored region. */
+static void apply_state(struct keep_ctx *k, struct region *r, const cJSON *entry)
+{
+	const cJSON *it;
+	struct errinfo e = {};
+
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(entry, "shares")) {
+		const cJSON *uid = cJSON_GetObjectItemCaseSensitive(it, "uid");
+		const cJSON *gid = cJSON_GetObjectItemCaseSensitive(it, "gid");
+		const cJSON *id = uid ?: gid;
+
+		if (cJSON_IsNumber(id) && id->valuedouble >= 0 && id->valuedouble < UINT32_MAX)
+			(void)region_share(
+				r, gid != NULL, (uint32_t)id->valuedouble,
+				cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "readonly")), &e);
+		errinfo_done(&e);
+	}
+	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(entry, "devices"))
+		if (cJSON_IsString(it) && k->devices)
+			k->devices->register_on(k->devices_data, r, it->valuestring);
+}
+
+static bool restore_one(struct keep_ctx *k, struct restored *x, const cJSON *state)
+{
+	struct memfd_import imp = { .fd = x->fd,
+				    .offset = x->name.offset,
+				    .length = x->name.length,
+				    .access = x->name.access };
+	struct region_registry *reg = k->regions;
+	struct errinfo e = {};
+	struct session *holder;
+	struct keep_hook *kh;
+	struct region *r;
+	char id[24];
+	int res;
+
+	holder = holder_for(k, x->name.uid, x->name.gid);
+	if (!holder) {
+		forget(k, x->store_name, x->fd, "out of memory");
+		return false;
+	}
+	/* The region keeps its id: restored in order, each publish takes
+	 * the next. */
+	reg->next_region_id = x->name.id;
+	res = region_import_memfd(reg, holder, &imp, &r, &e);
+	if (res < 0) {
+		forget(k, x->store_name, imp.fd, e.name ? e.message : strerror(-res));
+		errinfo_done(&e);
+		return false;
+	}
+	r->owner_pid = 0;
+	kh = keep_attach(k, r);
+	if (!kh) {
+		region_drop_owner(r);
+		forget(k, x->store_name, -EBADF, "out of memory");
+		return false;
+	}
+	snprintf(kh->name, sizeof(kh->name), "%s", x->store_name);
+	memcpy(kh->token, x->name.token, sizeof(kh->token));
+	kh->awaiting = true;
+	k->n_kept++;
+	k->n_awaiting++;
+	snprintf(id, sizeof(id), "%" PRIu64, r->id);
+	apply_state(k, r,
+		    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(state,
+										      "regions"),
+						     id));
+	return true;
+}
+
+unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, unsigned grace_sec)
+{
+	_cleanup_free_ struct restored *regions = calloc(n ?: 1, sizeof(*regions));
+	_cleanup_json_ cJSON *state = NULL;
+	size_t n_regions = 0;
+	uint64_t newest = 0, next_id;
+	int newest_fd = -EBADF;
+	unsigned done = 0;
+
+	if (!regions || !k->store) {
+		for (size_t i = 0; i < n; i++)
+			passed[i].fd = safe_close(passed[i].fd);
+		return 0;
+	}
+	/* The newest state; older ones are stale. */
+	for (size_t i = 0; i < n; i++) {
+		const char *s = passed[i].name;
+		uint64_t gen;
+		char *end;
+
+		if (strncmp(s, KEEP_STATE_PREFIX, strlen(KEEP_STATE_PREFIX)) != 0)
+			continue;
+		gen = strtoull(s + strlen(KEEP_STATE_PREFIX), &end, 10);
+		if (*end == '\0' && gen > newest) {
+			newest = gen;
+			newest_fd = passed[i].fd;
+		}
+	}
+	if (newest_fd >= 0) {
+		_cleanup_free_ char *text = state_read(newest_fd);
+
+		state = text ? cJSON_Parse(text) : NULL;
+		if (!state)
+			log_warning("Fd store: the regions' state cannot be read; restoring them "
+				    "without their shares and devices");
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct restored *x = &regions[n_regions];
+
+		if (strncmp(passed[i].name, KEEP_STATE_PREFIX, strlen(KEEP_STATE_PREFIX)) == 0) {
+			/* The store keeps its own copy until the next state
+			 * replaces it. */
+			if (passed[i].fd != newest_fd)
+				(void)k->store->remove(k->store_data, passed[i].name);
+			passed[i].fd = safe_close(passed[i].fd);
+			continue;
+		}
+		if (keep_name_parse(passed[i].name, &x->name) < 0 || grace_sec == 0) {
+			forget(k, passed[i].name, passed[i].fd,
+			       grace_sec ? "not a name this daemon writes" :
+					   "reclaim-grace-sec is 0: regions are not kept");
+			passed[i].fd = -EBADF;
+			continue;
+		}
+		x->store_name = passed[i].name;
+		x->fd = TAKE_FD(passed[i].fd);
+		n_regions++;
+	}
+	if (newest)
+		k->state_gen = newest;
+	qsort(regions, n_regions, sizeof(*regions), by_id);
+	next_id = k->regions->next_region_id;
+	for (size_t i = 0; i < n_regions; i++) {
+		if (i > 0 && regions[i].name.id == regions[i - 1].name.id) {
+			forget(k, regions[i].store_name, regions[i].fd,
+			       "a second file of one region");
+			continue;
+		}
+		if (restore_one(k, &regions[i], state))
+			done++;
+		next_id = MAX(next_id, regions[i].name.id + 1);
+	}
+	{
+		uint64_t stated = 0;
+
+		if (json_get_u64(state, "next_region_id", &stated) == 0)
+			next_id = MAX(next_id, stated);
+	}
+	k->regions->next_region_id = next_id;
+	k->n_restored = done;
+	if (done > 0) {
+		k->grace_end_msec = uv_now(k->regions->core->loop) + (uint64_t)grace_sec * 1000;
+		uv_timer_start(&k->grace_timer, on_grace_end, (uint64_t)grace_sec * 1000, 0);
+		log_info("Fd store: %u regions restored, waiting %u s for their owners to "
+			 "reclaim them",
+			 done, grace_sec);
+	}
+	/* The devices may have changed: write the state as it is now. */
+	if (newest || done)
+		keep_changed(k);
+	return done;
+}

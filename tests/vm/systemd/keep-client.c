@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A client whose region outlives a restart of the daemon (test.sh, "restart
+ * keeps regions"): it registers a 1 MiB memfd with a known pattern on
+ * DEVICE, says "registered REGION rkey RKEY", waits until the file GO
+ * exists (the test restarts the daemon meanwhile), then makes one call —
+ * librdmamem reconnects and reclaims the region first — and says what came
+ * back: "reclaimed REGION rkey RKEY" from the reclaim callback, "byte-exact"
+ * when the daemon's copy of the region reads back the pattern, "new REGION
+ * rkey RKEY" for a region registered after the restart. Exits 0 when all of
+ * it held.
+ *
+ *   keep-client GO DEVICE [SECONDS]
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <rdmamem.h>
+
+#define SIZE (1U << 20)
+
+struct seen {
+	unsigned calls;
+	int error;
+	uint64_t region;
+	uint32_t rkey;
+	char device[64];
+};
+
+static void on_reclaim(void *userdata, uint64_t region, int error,
+		       const struct rdmamem_registration *regs, size_t n_regs)
+{
+	struct seen *s = userdata;
+
+	s->calls++;
+	s->error = error;
+	s->region = region;
+	for (size_t i = 0; i < n_regs; i++) {
+		s->rkey = regs[i].rkey;
+		snprintf(s->device, sizeof(s->device), "%s", regs[i].device);
+	}
+}
+
+static int fail(struct rdmamem_client *c, const char *what, int r)
+{
+	fprintf(stderr, "keep-client: %s: %s (%s)\n", what, strerror(-r),
+		c ? rdmamem_client_error_message(c) ?: "" : "");
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct rdmamem_client *c = NULL;
+	struct rdmamem_registration reg;
+	struct seen seen = {};
+	uint64_t region, region2;
+	unsigned char *map, *buf;
+	int fd, fd2, r, waited = 0, limit = argc > 3 ? atoi(argv[3]) : 300;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: keep-client GO DEVICE [SECONDS]\n");
+		return 2;
+	}
+	r = rdmamem_client_connect(NULL, &c);
+	if (r < 0)
+		return fail(NULL, "connect", r);
+	rdmamem_client_on_reclaim(c, on_reclaim, &seen);
+	r = rdmamem_memfd_create("keep-client", SIZE, &fd, (void **)&map);
+	if (r < 0)
+		return fail(c, "memfd", r);
+	for (unsigned i = 0; i < SIZE; i++)
+		map[i] = (unsigned char)(i * 7 + 3);
+	r = rdmamem_register(c, fd, 0, 0, &region);
+	if (r < 0)
+		return fail(c, "register", r);
+	r = rdmamem_register_on(c, region, argv[2], &reg);
+	if (r < 0)
+		return fail(c, "register on the device", r);
+	printf("registered %" PRIu64 " rkey %" PRIu32 "\n", region, reg.rkey);
+	fflush(stdout);
+
+	while (access(argv[1], F_OK) < 0) {
+		if (waited++ >= limit * 10) {
+			fprintf(stderr, "keep-client: %s did not appear in %d s\n", argv[1], limit);
+			return 1;
+		}
+		usleep(100000);
+	}
+
+	buf = malloc(SIZE);
+	if (!buf)
+		return 1;
+	/* The first call after the restart: the library reconnects and
+	 * reclaims before it goes out. */
+	r = rdmamem_read(c, region, 0, buf, SIZE, 0);
+	if (r < 0)
+		return fail(c, "read after the restart", r);
+	if (seen.calls != 1 || seen.error || seen.region != region || !seen.device[0]) {
+		fprintf(stderr,
+			"keep-client: reclaim callback: %u calls, error %d, region %" PRIu64
+			", device '%s'\n",
+			seen.calls, seen.error, seen.region, seen.device);
+		return 1;
+	}
+	printf("reclaimed %" PRIu64 " rkey %" PRIu32 " on %s\n", seen.region, seen.rkey,
+	       seen.device);
+	if (memcmp(buf, map, SIZE) != 0) {
+		fprintf(stderr, "keep-client: the region's bytes differ after the restart\n");
+		return 1;
+	}
+	printf("byte-exact\n");
+	/* The daemon maps the client's pages, not a copy. */
+	memcpy(map, "after", 5);
+	r = rdmamem_read(c, region, 0, buf, 5, 0);
+	if (r < 0 || memcmp(buf, "after", 5) != 0)
+		return fail(c, "read of a write after the restart", r < 0 ? r : -EIO);
+	r = rdmamem_register_on(c, region, argv[2], &reg);
+	if (r < 0 || reg.rkey != seen.rkey)
+		return fail(c, "the registration in force after the reclaim", r < 0 ? r : -EIO);
+
+	r = rdmamem_memfd_create("keep-client-new", SIZE, &fd2, NULL);
+	if (r < 0)
+		return fail(c, "memfd", r);
+	r = rdmamem_register(c, fd2, 0, 0, &region2);
+	if (r < 0)
+		return fail(c, "register after the restart", r);
+	r = rdmamem_register_on(c, region2, argv[2], &reg);
+	if (r < 0)
+		return fail(c, "register on the device after the restart", r);
+	printf("new %" PRIu64 " rkey %" PRIu32 "\n", region2, reg.rkey);
+	free(buf);
+	munmap(map, SIZE);
+	close(fd);
+	close(fd2);
+	rdmamem_client_close(c);
+	return 0;
+}
