@@ -365,6 +365,11 @@ var cases = []*testCase{
 	// above tried, if any (their endpoint serves nobody); the reply's
 	// types are checked against the IDL like every other.
 	{what: "ListLinks", conn: "lib", method: "io.rdmamemd.ListLinks", params: obj("limit", 8)},
+	// Nothing waits for Reclaim without a restart (tests/python/test_restart.py and
+	// make vmsystemd restart the daemon): a region held by its owner is refused.
+	{what: "Reclaim of a region its owner holds", conn: "lib", method: "io.rdmamemd.Reclaim",
+		params: obj("region", "$C", "token", "0123456789abcdef0123456789abcdef"),
+		err:    "io.rdmamemd.NoSuchRegion"},
 	{what: "Unregister", conn: "lib", method: "io.rdmamemd.Unregister", params: obj("region", "$C")},
 
 	// --- every declared error, once ------------------------------------------
