@@ -88,9 +88,14 @@ void show_regions(const cJSON *reply)
 			snprintf(failed, sizeof(failed), " (%s%d failed%s)", color(COLOR_RED), n,
 				 color(COLOR_OFF));
 		format_bytes(get_u64(reg, "size"), size, sizeof(size));
+		/* Kept from before a restart: no process holds it yet. */
+		if (cJSON_HasObjectItem(reg, "reclaim_in_msec"))
+			snprintf(proc, sizeof(proc), "(reclaim in %" PRIu64 " s)",
+				 (get_u64(reg, "reclaim_in_msec") + 999) / 1000);
+		else
+			process_of(get_number(owner, "pid"), proc, sizeof(proc));
 		printf("%-8s %-16s %-22s %10s  %-8s %-18s %d%s\n", get_string(reg, "region"),
-		       user_of(get_number(owner, "uid"), user, sizeof(user)),
-		       process_of(get_number(owner, "pid"), proc, sizeof(proc)), size,
+		       user_of(get_number(owner, "uid"), user, sizeof(user)), proc, size,
 		       location_of(reg, loc, sizeof(loc)), lock_summary(reg, lock, sizeof(lock)),
 		       cJSON_GetArraySize(regs), failed);
 	}
@@ -209,6 +214,10 @@ void show_region(const cJSON *reply)
 	       "owner:", user_of(get_number(owner, "uid"), user, sizeof(user)),
 	       group_of(get_number(owner, "gid"), group, sizeof(group)),
 	       process_of(get_number(owner, "pid"), proc, sizeof(proc)));
+	if (cJSON_HasObjectItem(reply, "reclaim_in_msec"))
+		printf("  %-15s kept from before a restart: released in %" PRIu64
+		       " s unless its owner reclaims it\n",
+		       "reclaim:", (get_u64(reply, "reclaim_in_msec") + 999) / 1000);
 	printf("  %-15s %s\n", "location:", location_of(reply, buf, sizeof(buf)));
 	format_bytes(get_u64(src, "offset"), offset, sizeof(offset));
 	format_bytes(get_u64(src, "file_size"), file_size, sizeof(file_size));

@@ -400,9 +400,10 @@ int keep_reclaim(struct keep_ctx *k, struct region *r, struct session *caller, c
 				   "region %" PRIu64 " belongs to uid %u; only that uid can "
 				   "reclaim it",
 				   r->id, (unsigned)r->owner_uid);
-	/* In constant time: the token is a capability. */
-	for (size_t i = 0; i < KEEP_TOKEN_HEX; i++)
-		diff |= (unsigned char)(kh->token[i] ^ (token[i] ?: 0x80));
+	/* In constant time: the token is a capability (its length is not). */
+	if (strlen(token) == KEEP_TOKEN_HEX)
+		for (size_t i = 0; i < KEEP_TOKEN_HEX; i++)
+			diff |= (unsigned char)(kh->token[i] ^ token[i]);
 	if (diff || strlen(token) != KEEP_TOKEN_HEX)
 		return errinfo_set(e, RDMAMEM_ERROR_PERMISSION_DENIED, -EACCES,
 				   "the reclaim token does not match region %" PRIu64

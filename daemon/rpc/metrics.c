@@ -10,6 +10,7 @@
 #include "daemon/core/account.h"
 #include "daemon/core/core.h"
 #include "daemon/core/offload.h"
+#include "daemon/mem/keep.h"
 #include "daemon/mem/region.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/rdma.h"
@@ -348,6 +349,21 @@ int metrics_text(const struct rpc_ctx *ctx, enum metrics_format format, uid_t on
 	mt_one(&t, "pinned_peak_bytes", M_GAUGE, "The most bytes kept in regions at once.",
 	       st->pinned_peak);
 	mt_one(&t, "regions", M_GAUGE, "Regions held.", ctx->regions->n_regions);
+	if (ctx->regions->keep) {
+		const struct keep_ctx *k = ctx->regions->keep;
+
+		mt_one(&t, "regions_kept", M_GAUGE,
+		       "Regions in systemd's fd store, kept across a restart.", k->n_kept);
+		mt_one(&t, "regions_awaiting_reclaim", M_GAUGE,
+		       "Regions restored at start, waiting for their owners' Reclaim.",
+		       k->n_awaiting);
+		mt_one(&t, "regions_restored", M_COUNTER,
+		       "Regions restored from the fd store at start.", k->n_restored);
+		mt_one(&t, "regions_reclaimed", M_COUNTER,
+		       "Restored regions their owners reclaimed.", k->n_reclaimed);
+		mt_one(&t, "regions_unclaimed", M_COUNTER,
+		       "Restored regions released unclaimed when the grace ended.", k->n_expired);
+	}
 	add_uids(&t, ctx, only_uid);
 	mt_one(&t, "regions_registered", M_COUNTER, "Regions made since start.",
 	       st->regions_registered);

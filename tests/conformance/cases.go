@@ -367,6 +367,11 @@ var cases = []*testCase{
 	{what: "ListLinks", conn: "lib", method: "io.rdmamemd.ListLinks", params: obj("limit", 8)},
 	// Nothing waits for Reclaim without a restart (tests/python/test_restart.py and
 	// make vmsystemd restart the daemon): a region held by its owner is refused.
+	{what: "Reclaim", conn: "lib", method: "io.rdmamemd.Reclaim",
+		params: obj("region", "$C", "token", "0123456789abcdef0123456789abcdef"),
+		need: func(s *suite) string {
+			return "a region waits for Reclaim only after a restart that kept it in a service manager's fd store (tests/python/test_restart.py and make vmsystemd reclaim through librdmamem)"
+		}},
 	{what: "Reclaim of a region its owner holds", conn: "lib", method: "io.rdmamemd.Reclaim",
 		params: obj("region", "$C", "token", "0123456789abcdef0123456789abcdef"),
 		err:    "io.rdmamemd.NoSuchRegion"},
