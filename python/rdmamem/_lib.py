@@ -106,6 +106,22 @@ class Notification(Structure):
 
 REPLY_FN = ctypes.CFUNCTYPE(None, c_void_p, c_void_p, POINTER(Reply), c_void_p)
 
+
+class Registration(ctypes.Structure):
+    """struct rdmamem_registration."""
+
+    _fields_ = [
+        ("device", ctypes.c_char * 64),
+        ("addr", c_uint64),
+        ("length", c_uint64),
+        ("lkey", ctypes.c_uint32),
+        ("rkey", ctypes.c_uint32),
+    ]
+
+
+# rdmamem_reclaim_fn(userdata, region, error, regs, n_regs)
+RECLAIM_FN = ctypes.CFUNCTYPE(None, c_void_p, c_uint64, c_int, POINTER(Registration), c_size_t)
+
 CALL_MORE = 1 << 0
 CALL_ONEWAY = 1 << 1
 REPLY_CONTINUES = 1 << 0
@@ -155,6 +171,9 @@ _PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     # RDMAMEM_0.4
     "rdmamem_ranges_pack": (c_int, [POINTER(Range), c_size_t, POINTER(c_void_p), _P_INT]),
     "rdmamem_indices_pack": (c_int, [_P_U64, c_size_t, POINTER(c_void_p)]),
+    # RDMAMEM_0.5
+    "rdmamem_client_on_reclaim": (c_int, [c_void_p, RECLAIM_FN, c_void_p]),
+    "rdmamem_client_reconnect": (c_int, [c_void_p]),
 }
 
 _lib: Optional[ctypes.CDLL] = None

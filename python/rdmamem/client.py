@@ -7,7 +7,7 @@ import json
 import os
 import threading
 from ctypes import byref, c_int, c_uint64, c_void_p
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from . import _lib
 from .cuda import (KIND_CUDA_MALLOC, cached_ipc_handle, ipc_handle_of, is_miss,
@@ -16,7 +16,7 @@ from .errors import ConnectError, RdmamemError, from_failure
 from .pool import Pool
 from . import remote as remote_mod
 from .region import HostRegion, Region, Span
-from .remote import Notification, Op, Plan, Remote, TransferStatus
+from .remote import Notification, Op, Plan, Registration, Remote, TransferStatus
 
 # Allocations one cuda-vmm region maps (RDMAMEM_CUDA_VMM_CHUNKS_MAX).
 VMM_CHUNKS_MAX = 64
@@ -59,6 +59,7 @@ class Client:
         self._mutex = threading.RLock()
         self._pools: list[Pool] = []
         self._h: Optional[int] = connect(socket)
+        self._on_reclaim: Any = None  # the callback the C library holds
         self._timeout_ms = 30000  # the library's default (RDMAMEM_DEFAULT_TIMEOUT_MS)
         if timeout is not None:
             self.set_timeout(timeout)
@@ -89,6 +90,40 @@ class Client:
         ms = -1 if seconds is None else int(seconds * 1000)
         self._check(self._lib.rdmamem_client_set_timeout(self.handle, ms))
         self._timeout_ms = ms
+
+    # -- restarts of the daemon ---------------------------------------------
+
+    def on_reclaim(self, fn: Optional[Callable[[int, int, list[Registration]], None]]) -> None:
+        """Under systemd the daemon keeps memfd regions across its restarts; once
+        it closed this connection, the next call reconnects and reclaims each
+        region this client registered (rdmamem_client_on_reclaim(3)). fn(region,
+        error, registrations) then runs for each: error 0 and its registrations
+        now in force (new rkeys: peers need a new descriptor), or a negative
+        errno when it did not come back (-ENOENT: register it again). It runs
+        inside the call that reconnected and must not call this client. None
+        stops it."""
+
+        def trampoline(_userdata: Any, region: int, error: int, regs: Any, n: int) -> None:
+            got = [Registration(device=regs[i].device.decode(), lkey=regs[i].lkey,
+                                           rkey=regs[i].rkey, addr=regs[i].addr,
+                                           length=regs[i].length) for i in range(n)]
+            try:
+                fn(region, error, got)  # type: ignore[misc]
+            except Exception:  # an exception cannot cross the C library
+                import traceback
+                traceback.print_exc()
+
+        with self._mutex:
+            cb = _lib.RECLAIM_FN(trampoline) if fn else _lib.RECLAIM_FN()
+            self._check(self._lib.rdmamem_client_on_reclaim(self.handle, cb, None))
+            self._on_reclaim = cb  # the C library holds it: keep it alive
+
+    def reconnect(self) -> int:
+        """Reconnects now and reclaims the regions kept across a restart of the
+        daemon (calls do it themselves once the daemon closed the connection);
+        returns how many came back."""
+        with self._mutex:
+            return self._check(self._lib.rdmamem_client_reconnect(self.handle))
 
     @property
     def socket_path(self) -> str:

@@ -180,6 +180,8 @@ def test_restart_keeps_regions(manager: ServiceManager, how: int) -> None:
 
     owner = rdmamem.Client(manager.sock)
     other = rdmamem.Client(manager.sock)
+    reclaimed: list[tuple[int, int, list]] = []
+    owner.on_reclaim(lambda region, error, regs: reclaimed.append((region, error, regs)))
     r1 = owner.register_memfd(fd1)
     r2 = owner.register_memfd(fd2)
     r3 = other.register_memfd(fd3)
@@ -202,6 +204,9 @@ def test_restart_keeps_regions(manager: ServiceManager, how: int) -> None:
     status = owner.call("io.rdmamemd.GetStatus")  # reconnects and reclaims first
     assert status
 
+    # Each kept region the owner held, told once (no RDMA device here: no
+    # registrations); r2b was registered with keep false and is not.
+    assert reclaimed == [(r1.id, 0, [])]
     got = owner.call("io.rdmamemd.GetRegion", {"region": str(r1.id)})
     assert got["owner"]["pid"] == os.getpid()
     assert "reclaim_in_msec" not in got
