@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@
 #include "daemon/mem/region_memfd.h"
 #include "proto/errors.h"
 #include "proto/hex.h"
-#include "proto/json.h"
+#include "util/idmap.h"
 
 /* The largest state the daemon reads back. */
 #define KEEP_STATE_MAX (UINT64_C(256) << 20)
@@ -34,6 +35,7 @@ struct keep_holder {
 /* What a kept region carries: its name in the store, its token. */
 struct keep_hook {
 	struct region_hook h;
+	struct list_head link; /* in keep_ctx.kept while in the store */
 	struct keep_ctx *k;
 	bool awaiting; /* restored, in a holder's session */
 	char token[KEEP_TOKEN_HEX + 1];
@@ -59,6 +61,7 @@ static void keep_hook_revoke(struct region_hook *h)
 	}
 	if (!kh->name[0])
 		return;
+	list_del(&kh->link);
 	k->n_kept--;
 	if (k->frozen)
 		return;
@@ -89,6 +92,7 @@ static struct region_hook *keep_hook_make(struct region *r, void *userdata)
 	if (!kh)
 		return NULL;
 	kh->k = userdata;
+	list_init(&kh->link);
 	return &kh->h;
 }
 
@@ -171,43 +175,99 @@ int keep_name_parse(const char *name, struct keep_name *ret)
 
 /* --- the state: shares and devices, in one sealed memfd ------------------ */
 
-static int state_entry(struct keep_ctx *k, struct region *r, cJSON *regions)
+/*
+ * The state is text, a line per region that differs from a fresh one,
+ * written by hand: at 10,000 regions it costs the loop a few ms, where
+ * building cJSON objects cost ten times that.
+ *
+ *   rdmamem-state 1
+ *   next NEXT_REGION_ID
+ *   ID [u<uid>r|u<uid>w|g<gid>r|g<gid>w]... [@DEVICE]...
+ */
+#define STATE_MAGIC "rdmamem-state 1\n"
+
+struct textbuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void _printf_(2, 3) tb_printf(struct textbuf *b, const char *fmt, ...)
 {
-	_cleanup_json_ cJSON *o = cJSON_CreateObject();
-	cJSON *shares, *devices;
-	char id[24];
+	va_list ap;
+	int n;
 
-	if (!o)
-		return -ENOMEM;
-	shares = cJSON_AddArrayToObject(o, "shares");
-	devices = cJSON_AddArrayToObject(o, "devices");
-	if (!shares || !devices)
-		return -ENOMEM;
-	for (size_t i = 0; i < r->n_shares; i++) {
-		cJSON *s = cJSON_CreateObject();
+	if (b->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t cap = MAX(b->cap * 2, b->len + (size_t)n + 4096);
+			char *p = realloc(b->p, cap);
 
-		if (!s)
-			return -ENOMEM;
-		cJSON_AddItemToArray(shares, s);
-		if (json_add_int(s, r->shares[i].is_group ? "gid" : "uid", r->shares[i].id) < 0 ||
-		    json_add_bool(s, "readonly", r->shares[i].readonly) < 0)
-			return -ENOMEM;
+			if (!p) {
+				b->oom = true;
+				return;
+			}
+			b->p = p;
+			b->cap = cap;
+		}
 	}
-	if (k->devices && k->devices->list(k->devices_data, r, devices) < 0)
-		return -ENOMEM;
-	/* Only what differs from a fresh region. */
-	if (cJSON_GetArraySize(shares) == 0 && cJSON_GetArraySize(devices) == 0)
-		return 0;
-	snprintf(id, sizeof(id), "%" PRIu64, r->id);
-	cJSON_AddItemToObject(regions, id, TAKE_PTR(o));
-	return 0;
 }
 
-/* A sealed memfd with text in it. */
-static int sealed_memfd(const char *text, int *ret)
+/* One region's line, begun with its first token: a region like a fresh
+ * one (no share, no device) writes none. */
+struct state_line {
+	struct textbuf *b;
+	uint64_t id;
+	bool begun;
+};
+
+static void line_begin(struct state_line *l)
+{
+	if (!l->begun)
+		tb_printf(l->b, "%" PRIu64, l->id);
+	l->begun = true;
+}
+
+static void add_device(void *ctx, const char *device)
+{
+	struct state_line *l = ctx;
+
+	line_begin(l);
+	tb_printf(l->b, " @%s", device);
+}
+
+static void state_line(struct keep_ctx *k, struct region *r, struct textbuf *b)
+{
+	struct state_line l = { .b = b, .id = r->id };
+
+	for (size_t i = 0; i < r->n_shares; i++) {
+		line_begin(&l);
+		tb_printf(b, " %c%u%c", r->shares[i].is_group ? 'g' : 'u', r->shares[i].id,
+			  r->shares[i].readonly ? 'r' : 'w');
+	}
+	if (k->devices)
+		k->devices->each(k->devices_data, r, add_device, &l);
+	if (l.begun)
+		tb_printf(b, "\n");
+}
+
+/* A sealed memfd with len bytes of text in it. */
+static int sealed_memfd(const char *text, size_t len, int *ret)
 {
 	_cleanup_close_ int fd = memfd_create("rdmamemd-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	size_t len = strlen(text), done = 0;
+	size_t done = 0;
 
 	if (fd < 0)
 		return -errno;
@@ -233,36 +293,19 @@ static int sealed_memfd(const char *text, int *ret)
  */
 static int state_write(struct keep_ctx *k)
 {
-	_cleanup_json_ cJSON *root = cJSON_CreateObject();
-	_cleanup_free_ char *text = NULL;
+	struct keep_hook *kh;
+	struct textbuf b = {};
 	_cleanup_close_ int fd = -EBADF;
 	char name[KEEP_NAME_MAX];
-	cJSON *regions;
-	const struct idseq *order = &k->regions->region_order;
 	int r;
 
 	k->state_dirty = false;
-	regions = root ? cJSON_AddObjectToObject(root, "regions") : NULL;
 	/* Ids are not handed out twice across a restart either. */
-	if (!regions || json_add_int(root, "version", 1) < 0 ||
-	    json_add_u64(root, "next_region_id", k->regions->next_region_id) < 0)
-		return -ENOMEM;
-	for (size_t i = 0; i < order->n; i++) {
-		struct region *reg;
-
-		if (!order->slots[i].node)
-			continue;
-		reg = container_of(order->slots[i].node, struct region, order);
-		if (keep_token(reg)) {
-			r = state_entry(k, reg, regions);
-			if (r < 0)
-				return r;
-		}
-	}
-	text = cJSON_PrintUnformatted(root);
-	if (!text)
-		return -ENOMEM;
-	r = sealed_memfd(text, &fd);
+	tb_printf(&b, STATE_MAGIC "next %" PRIu64 "\n", k->regions->next_region_id);
+	list_for_each_entry(kh, &k->kept, link)
+		state_line(k, kh->h.region, &b);
+	r = b.oom ? -ENOMEM : sealed_memfd(b.p, b.len, &fd);
+	free(b.p);
 	if (r < 0)
 		return r;
 	snprintf(name, sizeof(name), KEEP_STATE_PREFIX "%" PRIu64, k->state_gen + 1);
@@ -279,6 +322,7 @@ static int state_write(struct keep_ctx *k)
 
 static void state_flush(struct keep_ctx *k)
 {
+	uint64_t start = uv_hrtime();
 	int r;
 
 	if (!k->store || !k->state_dirty || k->frozen)
@@ -286,6 +330,11 @@ static void state_flush(struct keep_ctx *k)
 	r = state_write(k);
 	if (r < 0)
 		log_warning_errno(r, "Cannot write the regions' state to the fd store: %m");
+	/* Writing it is O(regions) on the loop: the next write waits twenty
+	 * times as long as this one took, so that it takes at most 5% of
+	 * the loop however many regions there are. */
+	k->state_delay_msec =
+		MAX((uint64_t)KEEP_STATE_DELAY_MSEC, 20 * (uv_hrtime() - start) / 1000000);
 }
 
 static void on_state_timer(uv_timer_t *t)
@@ -298,7 +347,8 @@ void keep_changed(struct keep_ctx *k)
 	if (!k || !k->store || k->frozen || k->state_dirty)
 		return;
 	k->state_dirty = true;
-	uv_timer_start(&k->state_timer, on_state_timer, KEEP_STATE_DELAY_MSEC, 0);
+	uv_timer_start(&k->state_timer, on_state_timer,
+		       MAX(k->state_delay_msec, (uint64_t)KEEP_STATE_DELAY_MSEC), 0);
 }
 
 /* --- keeping a new region --------------------------------------------- */
@@ -313,6 +363,7 @@ void keep_init(struct keep_ctx *k, struct region_registry *regions,
 		.max = max,
 	};
 	list_init(&k->holders);
+	list_init(&k->kept);
 	uv_timer_init(regions->core->loop, &k->state_timer);
 	k->state_timer.data = k;
 	uv_timer_init(regions->core->loop, &k->grace_timer);
@@ -377,6 +428,7 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 		return false;
 	}
 	memcpy(kh->token, n.token, sizeof(kh->token));
+	list_add_tail(&kh->link, &k->kept);
 	k->n_kept++;
 	return true;
 }
@@ -517,7 +569,37 @@ static char *state_read(int fd)
 		return NULL;
 	text = strndup(map, (size_t)st.st_size);
 	munmap(map, (size_t)st.st_size);
+	if (text && strncmp(text, STATE_MAGIC, strlen(STATE_MAGIC)) != 0)
+		text = (free(text), NULL);
 	return text;
+}
+
+/*
+ * The state's lines by region id (the line's first byte after the id), in
+ * an idmap; the lines are split in place. Returns "next"'s value, or 0.
+ */
+static uint64_t state_index(char *text, struct idmap *lines)
+{
+	uint64_t next = 0;
+	char *line = text + strlen(STATE_MAGIC), *end;
+
+	for (; *line; line = end) {
+		char *nl = strchr(line, '\n');
+		uint64_t id;
+
+		end = nl ? nl + 1 : line + strlen(line);
+		if (nl)
+			*nl = '\0';
+		if (strncmp(line, "next ", 5) == 0) {
+			next = strtoull(line + 5, NULL, 10);
+			continue;
+		}
+		errno = 0;
+		id = strtoull(line, &nl, 10);
+		if (!errno && id > 0 && nl != line)
+			(void)idmap_put(lines, id, nl);
+	}
+	return next;
 }
 
 static void forget(struct keep_ctx *k, const char *name, int fd, const char *why)
@@ -527,29 +609,34 @@ static void forget(struct keep_ctx *k, const char *name, int fd, const char *why
 	safe_close(fd);
 }
 
-/* Applies the state's shares and devices to a restored region. */
-static void apply_state(struct keep_ctx *k, struct region *r, const cJSON *entry)
+/* Applies a state line's shares and devices (" u4242r @rxe0") to a
+ * restored region; what it cannot read it skips. */
+static void apply_state(struct keep_ctx *k, struct region *r, const char *line)
 {
-	const cJSON *it;
+	char token[128];
 	struct errinfo e = {};
+	int used;
 
-	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(entry, "shares")) {
-		const cJSON *uid = cJSON_GetObjectItemCaseSensitive(it, "uid");
-		const cJSON *gid = cJSON_GetObjectItemCaseSensitive(it, "gid");
-		const cJSON *id = uid ?: gid;
+	while (line && sscanf(line, " %127s%n", token, &used) == 1) {
+		line += used;
+		if (token[0] == '@') {
+			if (k->devices)
+				k->devices->register_on(k->devices_data, r, token + 1);
+		} else if (token[0] == 'u' || token[0] == 'g') {
+			char *end;
+			unsigned long id;
 
-		if (cJSON_IsNumber(id) && id->valuedouble >= 0 && id->valuedouble < UINT32_MAX)
-			(void)region_share(
-				r, gid != NULL, (uint32_t)id->valuedouble,
-				cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "readonly")), &e);
-		errinfo_done(&e);
+			errno = 0;
+			id = strtoul(token + 1, &end, 10);
+			if (errno || id >= UINT32_MAX || (strcmp(end, "r") && strcmp(end, "w")))
+				continue;
+			(void)region_share(r, token[0] == 'g', (uint32_t)id, *end == 'r', &e);
+			errinfo_done(&e);
+		}
 	}
-	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(entry, "devices"))
-		if (cJSON_IsString(it) && k->devices)
-			k->devices->register_on(k->devices_data, r, it->valuestring);
 }
 
-static bool restore_one(struct keep_ctx *k, struct restored *x, const cJSON *state)
+static bool restore_one(struct keep_ctx *k, struct restored *x, struct idmap *state)
 {
 	struct memfd_import imp = { .fd = x->fd,
 				    .offset = x->name.offset,
@@ -560,7 +647,6 @@ static bool restore_one(struct keep_ctx *k, struct restored *x, const cJSON *sta
 	struct session *holder;
 	struct keep_hook *kh;
 	struct region *r;
-	char id[24];
 	int res;
 
 	holder = holder_for(k, x->name.uid, x->name.gid);
@@ -587,22 +673,20 @@ static bool restore_one(struct keep_ctx *k, struct restored *x, const cJSON *sta
 	snprintf(kh->name, sizeof(kh->name), "%s", x->store_name);
 	memcpy(kh->token, x->name.token, sizeof(kh->token));
 	kh->awaiting = true;
+	list_add_tail(&kh->link, &k->kept);
 	k->n_kept++;
 	k->n_awaiting++;
-	snprintf(id, sizeof(id), "%" PRIu64, r->id);
-	apply_state(k, r,
-		    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(state,
-										      "regions"),
-						     id));
+	apply_state(k, r, idmap_get(state, r->id));
 	return true;
 }
 
 unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, unsigned grace_sec)
 {
 	_cleanup_free_ struct restored *regions = calloc(n ?: 1, sizeof(*regions));
-	_cleanup_json_ cJSON *state = NULL;
+	_cleanup_free_ char *text = NULL;
+	struct idmap state;
 	size_t n_regions = 0;
-	uint64_t newest = 0, next_id;
+	uint64_t newest = 0, next_id, stated_next = 0;
 	int newest_fd = -EBADF;
 	unsigned done = 0;
 
@@ -625,11 +709,12 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 			newest_fd = passed[i].fd;
 		}
 	}
+	idmap_init(&state);
 	if (newest_fd >= 0) {
-		_cleanup_free_ char *text = state_read(newest_fd);
-
-		state = text ? cJSON_Parse(text) : NULL;
-		if (!state)
+		text = state_read(newest_fd);
+		if (text)
+			stated_next = state_index(text, &state);
+		else
 			log_warning("Fd store: the regions' state cannot be read; restoring them "
 				    "without their shares and devices");
 	}
@@ -665,17 +750,12 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 			       "a second file of one region");
 			continue;
 		}
-		if (restore_one(k, &regions[i], state))
+		if (restore_one(k, &regions[i], &state))
 			done++;
 		next_id = MAX(next_id, regions[i].name.id + 1);
 	}
-	{
-		uint64_t stated = 0;
-
-		if (json_get_u64(state, "next_region_id", &stated) == 0)
-			next_id = MAX(next_id, stated);
-	}
-	k->regions->next_region_id = next_id;
+	idmap_done(&state);
+	k->regions->next_region_id = MAX(next_id, stated_next);
 	k->n_restored = done;
 	if (done > 0) {
 		k->grace_end_msec = uv_now(k->regions->core->loop) + (uint64_t)grace_sec * 1000;

@@ -11,7 +11,8 @@
  * when its owner lets go. What can change later — its shares and the
  * devices it is registered on — goes into one sealed memfd, the state
  * (KEEP_STATE_PREFIX plus a generation), rewritten KEEP_STATE_DELAY_MSEC
- * after a change and once more at shutdown. A process that ends in any
+ * after a change (longer with many regions: state_flush()) and once more
+ * at shutdown. A process that ends in any
  * way, SIGKILL included, leaves systemd holding every region an owner still
  * held; a change in the last KEEP_STATE_DELAY_MSEC before a crash may be
  * missing from the state (the client library asks for its devices again
@@ -42,7 +43,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "util/list.h"
@@ -69,8 +69,10 @@ struct keep_store_ops {
 
 /* The devices a region is registered on (rpc, over rdma's registrations). */
 struct keep_device_ops {
-	/* Appends the names of r's devices (registered or under way) to list. */
-	int (*list)(void *userdata, struct region *r, cJSON *list);
+	/* Calls fn with the name of each device r is registered on, or being
+	 * registered on. */
+	void (*each)(void *userdata, struct region *r, void (*fn)(void *ctx, const char *device),
+		     void *ctx);
 	/* Starts r's registration on the device named so, if it is open. */
 	void (*register_on)(void *userdata, struct region *r, const char *device);
 };
@@ -97,12 +99,14 @@ struct keep_ctx {
 	void *store_data;
 	const struct keep_device_ops *devices;
 	void *devices_data;
-	unsigned max;       /* fds the store may hold ($FDSTORE); 0: none are put */
-	unsigned n_kept;    /* regions in the store now */
-	bool warned_full;   /* said once that the store is full */
-	bool frozen;        /* shutting down: the store is left as it is */
-	uint64_t state_gen; /* of the state in the store; 0: none */
+	unsigned max;          /* fds the store may hold ($FDSTORE); 0: none are put */
+	struct list_head kept; /* their hooks (keep.c), the state's lines */
+	unsigned n_kept;       /* regions in the store now */
+	bool warned_full;      /* said once that the store is full */
+	bool frozen;           /* shutting down: the store is left as it is */
+	uint64_t state_gen;    /* of the state in the store; 0: none */
 	bool state_dirty;
+	uint64_t state_delay_msec; /* after a change: 20 times the last write's time */
 	uv_timer_t state_timer;
 	/* Restored regions not reclaimed yet, each in its uid's holder. */
 	struct list_head holders; /* struct keep_holder */

@@ -339,18 +339,16 @@ int mreg_list_json(const struct region *r, cJSON *list)
 	return 0;
 }
 
-int mreg_device_names(const struct region *r, cJSON *list)
+void mreg_each_device(const struct region *r, void (*fn)(void *ctx, const char *device), void *ctx)
 {
 	struct mreg_set *set = set_of(r);
 	const struct mreg *m;
 
 	if (!set)
-		return 0;
+		return;
 	list_for_each_entry(m, &set->mregs, link)
-		if ((m->state == MREG_PENDING || m->state == MREG_REGISTERED) &&
-		    !cJSON_AddItemToArray(list, cJSON_CreateString(m->device)))
-			return -ENOMEM;
-	return 0;
+		if (m->state == MREG_PENDING || m->state == MREG_REGISTERED)
+			fn(ctx, m->device);
 }
 
 struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waiter *w)

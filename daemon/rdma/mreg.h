@@ -132,9 +132,9 @@ bool mreg_any(const struct region *r);
 /* Appends mreg_to_json() of each of r's entries to list; -ENOMEM. */
 int mreg_list_json(const struct region *r, cJSON *list);
 
-/* Appends the names of the devices r is registered on, or being
- * registered on, to list; -ENOMEM. */
-int mreg_device_names(const struct region *r, cJSON *list);
+/* Calls fn with the name of each device r is registered on, or being
+ * registered on. */
+void mreg_each_device(const struct region *r, void (*fn)(void *ctx, const char *device), void *ctx);
 
 /* {device, backend, state, lkey, rkey, addr, length} or {device, error}. */
 cJSON *mreg_to_json(const struct mreg *m, bool recorded);

@@ -249,10 +249,11 @@ int rpc_check_devices(struct rpc_call *call, const cJSON *devices)
 	return 0;
 }
 
-static int keep_list_devices(void *userdata, struct region *r, cJSON *list)
+static void keep_each_device(void *userdata, struct region *r,
+			     void (*fn)(void *ctx, const char *device), void *ctx)
 {
 	(void)userdata;
-	return mreg_device_names(r, list);
+	mreg_each_device(r, fn, ctx);
 }
 
 /* A restored region, on a device it had: nobody waits for the answer. */
@@ -274,7 +275,7 @@ static void keep_register_on(void *userdata, struct region *r, const char *devic
 }
 
 static const struct keep_device_ops keep_devices = {
-	.list = keep_list_devices,
+	.each = keep_each_device,
 	.register_on = keep_register_on,
 };
 

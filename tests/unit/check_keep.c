@@ -103,6 +103,35 @@ static void passed_free(struct keep_passed *p, size_t n)
 	free(p);
 }
 
+/* The devices' side: region `on_dev` is registered on "fake0" and
+ * "fake1"; a restore's registrations are recorded. */
+static uint64_t on_dev;
+static char registered[2][32];
+static unsigned n_registered;
+
+static void fake_each(void *userdata, struct region *r, void (*fn)(void *ctx, const char *device),
+		      void *ctx)
+{
+	(void)userdata;
+	if (r->id == on_dev) {
+		fn(ctx, "fake0");
+		fn(ctx, "fake1");
+	}
+}
+
+static void fake_register_on(void *userdata, struct region *r, const char *device)
+{
+	(void)userdata;
+	ck_assert_uint_eq(r->id, on_dev);
+	ck_assert_uint_lt(n_registered, 2);
+	snprintf(registered[n_registered++], sizeof(registered[0]), "%s", device);
+}
+
+static const struct keep_device_ops fake_devices = {
+	.each = fake_each,
+	.register_on = fake_register_on,
+};
+
 START_TEST(test_names)
 {
 	struct keep_name n = { .id = 17,
@@ -153,7 +182,9 @@ static void before(struct store *s, uint64_t *kept_id, uint64_t *other_id, char 
 
 	mem_fixture_init(&f);
 	keep_init(&k, &f.regions, &store_ops, s, STORE_MAX);
+	keep_set_devices(&k, &fake_devices, NULL);
 	a = mem_fixture_import(&f, 8192);
+	on_dev = a->id;
 	b = mem_fixture_import(&f, 4096);
 	c = mem_fixture_import(&f, 4096);
 	ck_assert(keep_region(&k, a) && keep_region(&k, b) && keep_region(&k, c));
@@ -195,9 +226,12 @@ START_TEST(test_restore_reclaim_expire)
 
 	before(&s, &kept_id, &other_id, token);
 
-	/* The daemon after: both come back with their ids, waiting. */
+	/* The daemon after: both come back with their ids, waiting, a
+	 * registered again on its devices. */
 	mem_fixture_init(&f);
 	keep_init(&k, &f.regions, &store_ops, &s, STORE_MAX);
+	keep_set_devices(&k, &fake_devices, NULL);
+	n_registered = 0;
 	passed = store_pass(&s);
 	n = s.n;
 	ck_assert_uint_eq(keep_restore(&k, passed, n, 1), 2);
@@ -212,6 +246,9 @@ START_TEST(test_restore_reclaim_expire)
 	ck_assert_uint_eq(((unsigned char *)a->addr)[300], 300 & 0xff);
 	ck_assert_uint_eq(a->n_shares, 1);
 	ck_assert(a->shares[0].id == 4242 && a->shares[0].readonly);
+	ck_assert_uint_eq(n_registered, 2);
+	ck_assert_str_eq(registered[0], "fake0");
+	ck_assert_str_eq(registered[1], "fake1");
 
 	/* Another uid, a wrong token: refused, still waiting. */
 	ck_assert_int_eq(keep_reclaim(&k, a, f.other, token, &e), -EACCES);
