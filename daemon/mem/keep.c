@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "proto/errors.h"
 #include "proto/hex.h"
 #include "util/idmap.h"
+#include "util/textbuf.h"
 
 /* The largest state the daemon reads back. */
 #define KEEP_STATE_MAX (UINT64_C(256) << 20)
@@ -186,45 +186,6 @@ int keep_name_parse(const char *name, struct keep_name *ret)
  */
 #define STATE_MAGIC "rdmamem-state 1\n"
 
-struct textbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static void _printf_(2, 3) tb_printf(struct textbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		{
-			size_t cap = MAX(b->cap * 2, b->len + (size_t)n + 4096);
-			char *p = realloc(b->p, cap);
-
-			if (!p) {
-				b->oom = true;
-				return;
-			}
-			b->p = p;
-			b->cap = cap;
-		}
-	}
-}
-
 /* One region's line, begun with its first token: a region like a fresh
  * one (no share, no device) writes none. */
 struct state_line {
@@ -236,7 +197,7 @@ struct state_line {
 static void line_begin(struct state_line *l)
 {
 	if (!l->begun)
-		tb_printf(l->b, "%" PRIu64, l->id);
+		textbuf_printf(l->b, "%" PRIu64, l->id);
 	l->begun = true;
 }
 
@@ -245,7 +206,7 @@ static void add_device(void *ctx, const char *device)
 	struct state_line *l = ctx;
 
 	line_begin(l);
-	tb_printf(l->b, " @%s", device);
+	textbuf_printf(l->b, " @%s", device);
 }
 
 static void state_line(struct keep_ctx *k, struct region *r, struct textbuf *b)
@@ -254,13 +215,13 @@ static void state_line(struct keep_ctx *k, struct region *r, struct textbuf *b)
 
 	for (size_t i = 0; i < r->n_shares; i++) {
 		line_begin(&l);
-		tb_printf(b, " %c%u%c", r->shares[i].is_group ? 'g' : 'u', r->shares[i].id,
-			  r->shares[i].readonly ? 'r' : 'w');
+		textbuf_printf(b, " %c%u%c", r->shares[i].is_group ? 'g' : 'u', r->shares[i].id,
+			       r->shares[i].readonly ? 'r' : 'w');
 	}
 	if (k->devices)
 		k->devices->each(k->devices_data, r, add_device, &l);
 	if (l.begun)
-		tb_printf(b, "\n");
+		textbuf_printf(b, "\n");
 }
 
 /* A sealed memfd with len bytes of text in it. */
@@ -301,7 +262,7 @@ static int state_write(struct keep_ctx *k)
 
 	k->state_dirty = false;
 	/* Ids are not handed out twice across a restart either. */
-	tb_printf(&b, STATE_MAGIC "next %" PRIu64 "\n", k->regions->next_region_id);
+	textbuf_printf(&b, STATE_MAGIC "next %" PRIu64 "\n", k->regions->next_region_id);
 	list_for_each_entry(kh, &k->kept, link)
 		state_line(k, kh->h.region, &b);
 	r = b.oom ? -ENOMEM : sealed_memfd(b.p, b.len, &fd);
@@ -609,6 +570,24 @@ static void forget(struct keep_ctx *k, const char *name, int fd, const char *why
 	safe_close(fd);
 }
 
+/*
+ * A second file under a restored region's name: taking the name out of the
+ * store takes both, so the region's own file goes back in after.
+ */
+static void forget_second(struct keep_ctx *k, struct restored *x)
+{
+	struct region *r = idmap_get(&k->regions->regions, x->name.id);
+	uint64_t offset;
+	int fd;
+
+	forget(k, x->store_name, x->fd, "a second file of one region");
+	if (r && keep_token(r) && r->mem->keep(r, &fd, &offset) == 0 &&
+	    k->store->put(k->store_data, x->store_name, fd) < 0)
+		log_warning("Fd store: region %" PRIu64 " could not be put back; it is not "
+			    "kept across the next restart",
+			    r->id);
+}
+
 /* Applies a state line's shares and devices (" u4242r @rxe0") to a
  * restored region; what it cannot read it skips. */
 static void apply_state(struct keep_ctx *k, struct region *r, const char *line)
@@ -746,8 +725,7 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 	next_id = k->regions->next_region_id;
 	for (size_t i = 0; i < n_regions; i++) {
 		if (i > 0 && regions[i].name.id == regions[i - 1].name.id) {
-			forget(k, regions[i].store_name, regions[i].fd,
-			       "a second file of one region");
+			forget_second(k, &regions[i]);
 			continue;
 		}
 		if (restore_one(k, &regions[i], &state))

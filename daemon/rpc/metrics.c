@@ -18,73 +18,39 @@
 #include "daemon/remote/remote.h"
 #include "daemon/rpc/metrics.h"
 #include "daemon/rpc/rpc.h"
+#include "util/textbuf.h"
 
 /* The text grows in one buffer; a failed append sticks (checked at the end). */
 struct mtext {
-	char *p;
-	size_t len, cap;
-	bool oom;
+	struct textbuf b;
 	enum metrics_format format;
 };
-
-static void mt_reserve(struct mtext *t, size_t more)
-{
-	size_t ncap;
-	char *np;
-
-	if (t->oom || t->len + more < t->cap)
-		return;
-	ncap = MAX(t->cap * 2, t->len + more + 1);
-	np = realloc(t->p, ncap);
-	if (!np) {
-		t->oom = true;
-		return;
-	}
-	t->p = np;
-	t->cap = ncap;
-}
 
 static void mt_printf(struct mtext *t, const char *fmt, ...) _printf_(2, 3);
 static void mt_printf(struct mtext *t, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
 
-	if (t->oom)
-		return;
 	va_start(ap, fmt);
-	n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+	textbuf_vprintf(&t->b, fmt, ap);
 	va_end(ap);
-	if (n < 0) {
-		t->oom = true;
-		return;
-	}
-	if ((size_t)n >= t->cap - t->len) {
-		mt_reserve(t, (size_t)n + 1);
-		if (t->oom)
-			return;
-		va_start(ap, fmt);
-		vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-		va_end(ap);
-	}
-	t->len += (size_t)n;
 }
 
 /* A label value: backslash, double quote and newline escaped. Names here
  * (methods, errors, devices, addresses) have none, but a name is data. */
 static void mt_label(struct mtext *t, const char *s)
 {
-	mt_reserve(t, 2 * strlen(s) + 1);
-	for (; !t->oom && *s; s++) {
+	textbuf_reserve(&t->b, 2 * strlen(s) + 1);
+	for (; !t->b.oom && *s; s++) {
 		if (*s == '\\' || *s == '"' || *s == '\n') {
-			t->p[t->len++] = '\\';
-			t->p[t->len++] = *s == '\n' ? 'n' : *s;
+			t->b.p[t->b.len++] = '\\';
+			t->b.p[t->b.len++] = *s == '\n' ? 'n' : *s;
 		} else {
-			t->p[t->len++] = *s;
+			t->b.p[t->b.len++] = *s;
 		}
 	}
-	if (!t->oom)
-		t->p[t->len] = '\0';
+	if (!t->b.oom)
+		t->b.p[t->b.len] = '\0';
 }
 
 enum mtype { M_COUNTER, M_GAUGE, M_HISTOGRAM };
@@ -338,7 +304,7 @@ int metrics_text(const struct rpc_ctx *ctx, enum metrics_format format, uid_t on
 	struct mtext t = { .format = format };
 
 	/* About 8 KiB with a device or two: one allocation, most times. */
-	mt_reserve(&t, 16384);
+	textbuf_reserve(&t.b, 16384);
 	if (ctx->server_ops)
 		ctx->server_ops->status(ctx->server, &ss);
 
@@ -405,12 +371,12 @@ int metrics_text(const struct rpc_ctx *ctx, enum metrics_format format, uid_t on
 	add_remote(&t, ctx);
 	if (format == METRICS_OPENMETRICS)
 		mt_printf(&t, "# EOF\n");
-	if (t.oom) {
-		free(t.p);
+	if (t.b.oom) {
+		free(t.b.p);
 		return -ENOMEM;
 	}
-	*ret = t.p;
-	*ret_len = t.len;
+	*ret = t.b.p;
+	*ret_len = t.b.len;
 	return 0;
 }
 

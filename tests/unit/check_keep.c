@@ -132,6 +132,34 @@ static const struct keep_device_ops fake_devices = {
 	.register_on = fake_register_on,
 };
 
+/* The daemon after, on a fresh fixture: what the store passes back,
+ * restored with grace_sec; returns how many regions came back. */
+static unsigned after(struct mem_fixture *f, struct keep_ctx *k, struct store *s,
+		      unsigned grace_sec, bool devices)
+{
+	struct keep_passed *passed;
+	size_t n = s->n;
+	unsigned got;
+
+	mem_fixture_init(f);
+	keep_init(k, &f->regions, &store_ops, s, STORE_MAX);
+	if (devices)
+		keep_set_devices(k, &fake_devices, NULL);
+	passed = store_pass(s);
+	got = keep_restore(k, passed, n, grace_sec);
+	passed_free(passed, n);
+	return got;
+}
+
+/* Shuts the daemon of after() down, and the store. */
+static void after_done(struct mem_fixture *f, struct keep_ctx *k, struct store *s)
+{
+	keep_freeze(k);
+	keep_stop(k);
+	mem_fixture_done(f);
+	store_done(s);
+}
+
 START_TEST(test_names)
 {
 	struct keep_name n = { .id = 17,
@@ -216,26 +244,18 @@ START_TEST(test_restore_reclaim_expire)
 	struct store s = {};
 	struct mem_fixture f;
 	struct keep_ctx k;
-	struct keep_passed *passed;
 	struct region *a, *b;
 	struct errinfo e = {};
 	char token[KEEP_TOKEN_HEX + 1], wrong[KEEP_TOKEN_HEX + 1];
 	uint64_t kept_id, other_id, left;
-	size_t n;
 	bool never = false;
 
 	before(&s, &kept_id, &other_id, token);
 
 	/* The daemon after: both come back with their ids, waiting, a
 	 * registered again on its devices. */
-	mem_fixture_init(&f);
-	keep_init(&k, &f.regions, &store_ops, &s, STORE_MAX);
-	keep_set_devices(&k, &fake_devices, NULL);
 	n_registered = 0;
-	passed = store_pass(&s);
-	n = s.n;
-	ck_assert_uint_eq(keep_restore(&k, passed, n, 1), 2);
-	passed_free(passed, n);
+	ck_assert_uint_eq(after(&f, &k, &s, 1, true), 2);
 	/* The unregistered region's id is not handed out again. */
 	ck_assert_uint_eq(f.regions.next_region_id, other_id + 2);
 	a = idmap_get(&f.regions.regions, kept_id);
@@ -276,12 +296,25 @@ START_TEST(test_restore_reclaim_expire)
 	/* Unregistered after the reclaim: the store is empty of regions. */
 	region_drop_owner(a);
 	ck_assert_uint_eq(store_count(&s, KEEP_REGION_PREFIX), 0);
-	keep_freeze(&k);
-	keep_stop(&k);
-	mem_fixture_done(&f);
-	store_done(&s);
+	after_done(&f, &k, &s);
 }
 END_TEST
+
+/* Into the store: a name this daemon never writes, and a second file
+ * under a kept region's name. */
+static void add_junk(struct store *s)
+{
+	int fd;
+
+	ck_assert_int_eq(rdmamem_memfd_create("junk", 4096, &fd, NULL), 0);
+	for (size_t i = 0; i < s->n; i++)
+		if (strncmp(s->names[i], KEEP_REGION_PREFIX, strlen(KEEP_REGION_PREFIX)) == 0) {
+			store_put(s, s->names[i], fd);
+			break;
+		}
+	store_put(s, "rdmamem-r1.garbage", fd);
+	close(fd);
+}
 
 /* Names that are no region of this daemon, a second file of one region,
  * and keeping switched off (grace 0): dropped from the store, fds closed. */
@@ -290,53 +323,22 @@ START_TEST(test_restore_rejects)
 	struct store s = {};
 	struct mem_fixture f;
 	struct keep_ctx k;
-	struct keep_passed *passed;
 	uint64_t kept_id, other_id;
 	char token[KEEP_TOKEN_HEX + 1];
-	size_t n;
-	int fd;
 
 	before(&s, &kept_id, &other_id, token);
-	ck_assert_int_eq(rdmamem_memfd_create("junk", 4096, &fd, NULL), 0);
-	store_put(&s, "rdmamem-r1.garbage", fd);
-	/* A second file under a region's name. */
-	for (size_t i = 0; i < s.n; i++)
-		if (strncmp(s.names[i], KEEP_REGION_PREFIX, strlen(KEEP_REGION_PREFIX)) == 0 &&
-		    strcmp(s.names[i], "rdmamem-r1.garbage") != 0) {
-			store_put(&s, s.names[i], fd);
-			break;
-		}
-	close(fd);
-
-	mem_fixture_init(&f);
-	keep_init(&k, &f.regions, &store_ops, &s, STORE_MAX);
-	passed = store_pass(&s);
-	n = s.n;
-	ck_assert_uint_eq(keep_restore(&k, passed, n, 0), 0);
-	passed_free(passed, n);
+	add_junk(&s);
+	ck_assert_uint_eq(after(&f, &k, &s, 0, false), 0);
 	ck_assert_uint_eq(f.regions.n_regions, 0);
 	ck_assert_uint_eq(store_count(&s, KEEP_REGION_PREFIX), 0);
-	keep_freeze(&k);
-	keep_stop(&k);
-	mem_fixture_done(&f);
-	store_done(&s);
+	after_done(&f, &k, &s);
 
 	/* With a grace, the garbage and the duplicate still go. */
 	before(&s, &kept_id, &other_id, token);
-	ck_assert_int_eq(rdmamem_memfd_create("junk", 4096, &fd, NULL), 0);
-	store_put(&s, "rdmamem-r1.garbage", fd);
-	close(fd);
-	mem_fixture_init(&f);
-	keep_init(&k, &f.regions, &store_ops, &s, STORE_MAX);
-	passed = store_pass(&s);
-	n = s.n;
-	ck_assert_uint_eq(keep_restore(&k, passed, n, 60), 2);
-	passed_free(passed, n);
+	add_junk(&s);
+	ck_assert_uint_eq(after(&f, &k, &s, 60, false), 2);
 	ck_assert_uint_eq(store_count(&s, KEEP_REGION_PREFIX), 2);
-	keep_freeze(&k);
-	keep_stop(&k);
-	mem_fixture_done(&f);
-	store_done(&s);
+	after_done(&f, &k, &s);
 }
 END_TEST
 

@@ -53,6 +53,28 @@ static int fail(struct rdmamem_client *c, const char *what, int r)
 	return 1;
 }
 
+/* A memfd of SIZE bytes (its mapping in *ret_map, when asked), registered
+ * and registered on device: 0, or what failed was said. */
+static int register_memfd(struct rdmamem_client *c, const char *name, const char *device,
+			  int *ret_fd, unsigned char **ret_map, uint64_t *ret_region,
+			  struct rdmamem_registration *ret_reg)
+{
+	int r;
+
+	r = rdmamem_memfd_create(name, SIZE, ret_fd, (void **)ret_map);
+	if (r < 0)
+		return fail(c, "memfd", r);
+	for (unsigned i = 0; ret_map && i < SIZE; i++)
+		(*ret_map)[i] = (unsigned char)(i * 7 + 3);
+	r = rdmamem_register(c, *ret_fd, 0, 0, ret_region);
+	if (r < 0)
+		return fail(c, "register", r);
+	r = rdmamem_register_on(c, *ret_region, device, ret_reg);
+	if (r < 0)
+		return fail(c, "register on the device", r);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rdmamem_client *c = NULL;
@@ -70,17 +92,8 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return fail(NULL, "connect", r);
 	rdmamem_client_on_reclaim(c, on_reclaim, &seen);
-	r = rdmamem_memfd_create("keep-client", SIZE, &fd, (void **)&map);
-	if (r < 0)
-		return fail(c, "memfd", r);
-	for (unsigned i = 0; i < SIZE; i++)
-		map[i] = (unsigned char)(i * 7 + 3);
-	r = rdmamem_register(c, fd, 0, 0, &region);
-	if (r < 0)
-		return fail(c, "register", r);
-	r = rdmamem_register_on(c, region, argv[2], &reg);
-	if (r < 0)
-		return fail(c, "register on the device", r);
+	if (register_memfd(c, "keep-client", argv[2], &fd, &map, &region, &reg))
+		return 1;
 	printf("registered %" PRIu64 " rkey %" PRIu32 "\n", region, reg.rkey);
 	fflush(stdout);
 
@@ -123,15 +136,9 @@ int main(int argc, char **argv)
 	if (r < 0 || reg.rkey != seen.rkey)
 		return fail(c, "the registration in force after the reclaim", r < 0 ? r : -EIO);
 
-	r = rdmamem_memfd_create("keep-client-new", SIZE, &fd2, NULL);
-	if (r < 0)
-		return fail(c, "memfd", r);
-	r = rdmamem_register(c, fd2, 0, 0, &region2);
-	if (r < 0)
-		return fail(c, "register after the restart", r);
-	r = rdmamem_register_on(c, region2, argv[2], &reg);
-	if (r < 0)
-		return fail(c, "register on the device after the restart", r);
+	/* A region registered after the restart. */
+	if (register_memfd(c, "keep-client-new", argv[2], &fd2, NULL, &region2, &reg))
+		return 1;
 	printf("new %" PRIu64 " rkey %" PRIu32 "\n", region2, reg.rkey);
 	free(buf);
 	munmap(map, SIZE);
