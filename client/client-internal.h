@@ -78,6 +78,9 @@ struct rdmamem_client {
 	rdmamem_reclaim_fn on_reclaim;
 	void *on_reclaim_userdata;
 	bool reconnecting; /* rdmamem_client_reconnect() runs: no second one */
+	/* A public call of several calls runs (a chunked Read or Write): it
+	 * holds ids of this connection, so no reconnect under it. */
+	unsigned op_depth;
 };
 
 /* What the library's own reply callbacks see: the parsed message. */
@@ -172,7 +175,9 @@ void rdmamem__kept_done(struct rdmamem_client *c);
 int rdmamem__connect_fd(const char *path, int *ret_fd);
 
 /* Before a blocking call: reconnects and reclaims when the daemon closed a
- * connection that held kept regions. 0, or the error the call returns. */
+ * connection that held kept regions, unless a public call of several calls
+ * runs (op_depth: those call it once, first). 0, or the error the call
+ * returns. */
 int rdmamem__reclaim_if_needed(struct rdmamem_client *c);
 
 #endif

@@ -154,12 +154,16 @@ static void report(struct rdmamem_client *c, uint64_t region, int error, const c
 
 	if (!c->on_reclaim)
 		return;
+	/* It must not call the library: blocking calls refuse while this
+	 * counts, as in a reply callback. */
+	c->dispatching++;
 	if (!error && cJSON_GetArraySize(list) > 0)
 		regs = calloc((size_t)cJSON_GetArraySize(list), sizeof(*regs));
 	cJSON_ArrayForEach(it, list)
 		if (regs && rdmamem__registration_parse(it, &regs[n]) == 0)
 			n++;
 	c->on_reclaim(c->on_reclaim_userdata, region, error, regs, n);
+	c->dispatching--;
 	free(regs);
 }
 
@@ -186,11 +190,21 @@ static int reclaim_one(struct rdmamem_client *c, size_t i)
 	if (c->dead)
 		return c->dead;
 	report(c, region, r, reply);
-	if (r < 0) {
+	/* Not kept, or not ours: forgotten. Another failure (memory) leaves
+	 * it for the next reconnect. */
+	if (r == -ENOENT || r == -EACCES) {
 		rdmamem__kept_forget(c, region);
 		return 0;
 	}
-	return 1;
+	return r < 0 ? 2 : 1;
+}
+
+/* Whether the daemon closed the connection (one poll(), no wait). */
+static bool daemon_closed(const struct rdmamem_client *c)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
+
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
 _public_ int rdmamem_client_reconnect(struct rdmamem_client *c)
@@ -199,8 +213,14 @@ _public_ int rdmamem_client_reconnect(struct rdmamem_client *c)
 
 	if (!c)
 		return -EINVAL;
-	if (c->dispatching || c->reconnecting)
+	if (c->dispatching || c->reconnecting || c->op_depth)
 		return -EBUSY;
+	/* A connection the daemon has not closed keeps what it holds. */
+	if (!c->dead && !daemon_closed(c)) {
+		rdmamem__set_error(c, NULL, "the connection to '%s' is up; nothing to reconnect",
+				   c->path);
+		return -EISCONN;
+	}
 	r = connect_again(c, &fd);
 	if (r < 0) {
 		rdmamem__set_error(c, NULL, "cannot reconnect to the daemon at '%s': %s", c->path,
@@ -226,8 +246,8 @@ _public_ int rdmamem_client_reconnect(struct rdmamem_client *c)
 		r = reclaim_one(c, i);
 		if (r < 0)
 			break;
-		n += r;
-		/* A region that did not come back took the last one's place. */
+		n += r == 1;
+		/* A region forgotten: the last one took its place. */
 		if (r > 0)
 			i++;
 	}
@@ -237,18 +257,16 @@ _public_ int rdmamem_client_reconnect(struct rdmamem_client *c)
 
 int rdmamem__reclaim_if_needed(struct rdmamem_client *c)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN | POLLRDHUP };
 	int r;
 
 	/* Only with something to take back, and only once the daemon closed
 	 * the connection: otherwise a broken connection stays broken, as the
 	 * caller was told. */
-	if (c->reconnecting || c->n_kept == 0)
+	if (c->reconnecting || c->op_depth || c->n_kept == 0)
 		return 0;
 	/* A daemon that went while this client was idle: one poll() tells,
 	 * so that the call need not fail first. */
-	if (!c->dead && list_empty(&c->calls) && poll(&pfd, 1, 0) == 1 &&
-	    (pfd.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+	if (!c->dead && list_empty(&c->calls) && daemon_closed(c))
 		rdmamem__client_fail(c, -ECONNRESET);
 	if (c->dead != -ECONNRESET)
 		return 0;

@@ -236,16 +236,35 @@ static int staged_chunk(struct rdmamem_client *c, const struct rdmamem__staging 
  * chunks without a lease takes one for its duration, so that nobody sees
  * or makes half of it.
  */
+static int chunked_on(struct rdmamem_client *c, uint64_t region, uint64_t offset, char *buf,
+		      size_t length, bool write, enum rdmamem_lock_mode mode, uint64_t lease);
+
 static int chunked(struct rdmamem_client *c, uint64_t region, uint64_t offset, char *buf,
 		   size_t length, bool write, enum rdmamem_lock_mode mode, uint64_t lease)
+{
+	int r;
+
+	if (!c || (length && !buf) || !mode_is_valid(mode) || offset + length < offset)
+		return -EINVAL;
+	/* Reconnected here, if need be, or not at all: the calls below share
+	 * the staging region and the lease of one connection. */
+	r = rdmamem__reclaim_if_needed(c);
+	if (r < 0)
+		return r;
+	c->op_depth++;
+	r = chunked_on(c, region, offset, buf, length, write, mode, lease);
+	c->op_depth--;
+	return r;
+}
+
+static int chunked_on(struct rdmamem_client *c, uint64_t region, uint64_t offset, char *buf,
+		      size_t length, bool write, enum rdmamem_lock_mode mode, uint64_t lease)
 {
 	size_t chunk = write ? CHUNK_WRITE : CHUNK_READ, done = 0;
 	struct rdmamem__staging *staging = NULL;
 	uint64_t own = 0;
 	int r = 0, q;
 
-	if (!c || (length && !buf) || !mode_is_valid(mode) || offset + length < offset)
-		return -EINVAL;
 	if (length >= STAGING_MIN) {
 		r = rdmamem__staging_get(c, &staging);
 		if (r < 0)

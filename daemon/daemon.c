@@ -152,6 +152,7 @@ void daemon_check_drained(struct daemon *d)
 	close_handle((uv_handle_t *)&d->watchdog);
 	budget_stop(d->server->budgets);
 	keep_stop(&d->keep);
+	d->fdstore = fdstore_free(d->fdstore);
 	region_registry_stop(&d->regions);
 }
 
@@ -300,7 +301,12 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 		.gpu = &d->gpu,
 	};
 
-	keep_init(&d->keep, &d->regions, d->under_systemd ? &fdstore_ops : NULL, NULL,
+	/* The store of a service manager that says it has one ($FDSTORE);
+	 * without it the passed files are still restored, or dropped. */
+	if (d->under_systemd && fdstore_new(d->core.loop, &d->fdstore) < 0)
+		log_warning("NOTIFY_SOCKET names no Unix socket: regions are not kept across "
+			    "restarts");
+	keep_init(&d->keep, &d->regions, d->fdstore ? &fdstore_ops : NULL, d->fdstore,
 		  d->core.cfg.reclaim_grace_sec ? fdstore_max() : 0);
 	rpc_keep_init(&d->rpc);
 	r = fdstore_take(&passed);
@@ -364,6 +370,7 @@ fail:
 	fdstore_passed_done(&passed);
 	keep_freeze(&d->keep);
 	keep_stop(&d->keep);
+	d->fdstore = fdstore_free(d->fdstore);
 	if (d->server) {
 		server_stop_listening(d->server);
 		budget_stop(d->server->budgets);

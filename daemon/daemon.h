@@ -40,6 +40,7 @@ struct daemon {
 	struct offload offload;         /* core.offload points here */
 	struct region_registry regions; /* mem */
 	struct keep_ctx keep;           /* regions kept across a restart */
+	struct fdstore *fdstore;        /* systemd's store, for keep; NULL: none */
 	struct rdma_ctx rdma;
 	struct remote_ctx remote; /* remote handles, plans, export ids */
 	struct gpu_ctx gpu;

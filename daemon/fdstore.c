@@ -1,43 +1,215 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
 
 #include "daemon/core/log.h"
 #include "daemon/fdstore.h"
+#include "util/list.h"
 #include "util/macro.h"
+
+/* At exit, how long the last messages may wait for PID 1. */
+#define FDSTORE_FLUSH_MSEC 1000
+
+struct fdstore_msg {
+	struct list_head link; /* in fdstore.queue */
+	int fd;                /* sent with it; -1: none */
+	size_t len;
+	char text[];
+};
+
+struct fdstore {
+	int fd; /* SOCK_DGRAM, connected to $NOTIFY_SOCKET, non-blocking */
+	uv_poll_t poll;
+	bool polling;
+	struct list_head queue; /* struct fdstore_msg, in the order said */
+};
+
+static void msg_free(struct fdstore_msg *m)
+{
+	list_del(&m->link);
+	safe_close(m->fd);
+	free(m);
+}
+
+/* 0 sent, -EAGAIN no room now, or the error. */
+static int msg_send(struct fdstore *s, const struct fdstore_msg *m)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = {};
+	struct iovec iov = { (void *)m->text, m->len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (m->fd >= 0) {
+		struct cmsghdr *c;
+
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof(cbuf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
+	}
+	for (;;) {
+		if (sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+			return 0;
+		if (errno != EINTR)
+			return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	}
+}
+
+/* Sends what waits, in order, until there is no room. */
+static int queue_flush(struct fdstore *s)
+{
+	struct fdstore_msg *m, *n;
+	int r;
+
+	list_for_each_entry_safe(m, n, &s->queue, link) {
+		r = msg_send(s, m);
+		if (r == -EAGAIN)
+			return r;
+		if (r < 0)
+			log_warning_errno(r, "Fd store: cannot send '%.40s…': %m", m->text);
+		msg_free(m);
+	}
+	return 0;
+}
+
+static void on_writable(uv_poll_t *p, int status, int events)
+{
+	struct fdstore *s = p->data;
+
+	(void)status;
+	(void)events;
+	if (queue_flush(s) == 0) {
+		uv_poll_stop(&s->poll);
+		s->polling = false;
+	}
+}
+
+/* Sends text (with a duplicate of fd, when fd >= 0) now or, when PID 1 has
+ * no room, once it has. */
+static int fdstore_say(struct fdstore *s, const char *text, int fd)
+{
+	size_t len = strlen(text);
+	struct fdstore_msg *m = malloc(sizeof(*m) + len + 1);
+	int r;
+
+	if (!m)
+		return -ENOMEM;
+	memcpy(m->text, text, len + 1);
+	m->len = len;
+	m->fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -EBADF;
+	list_init(&m->link);
+	if (fd >= 0 && m->fd < 0) {
+		r = -errno;
+		free(m);
+		return r;
+	}
+	list_add_tail(&m->link, &s->queue);
+	r = queue_flush(s);
+	if (r == -EAGAIN && !s->polling) {
+		uv_poll_start(&s->poll, UV_WRITABLE, on_writable);
+		s->polling = true;
+	}
+	/* A refusal shows at once on a connected socket; a wait is no
+	 * failure. */
+	return r == -EAGAIN ? 0 : r;
+}
 
 static int fdstore_put(void *userdata, const char *name, int fd)
 {
 	char msg[64 + KEEP_NAME_MAX];
-	int r;
 
-	(void)userdata;
 	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=%s\nFDPOLL=0", name);
-	r = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
-	return r < 0 ? r : r == 0 ? -ENOTCONN : 0;
+	return fdstore_say(userdata, msg, fd);
 }
 
 static int fdstore_remove(void *userdata, const char *name)
 {
 	char msg[64 + KEEP_NAME_MAX];
-	int r;
 
-	(void)userdata;
 	snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
-	r = sd_notify(0, msg);
-	return r < 0 ? r : r == 0 ? -ENOTCONN : 0;
+	return fdstore_say(userdata, msg, -EBADF);
 }
 
 const struct keep_store_ops fdstore_ops = {
 	.put = fdstore_put,
 	.remove = fdstore_remove,
 };
+
+int fdstore_new(uv_loop_t *loop, struct fdstore **ret)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t salen;
+	struct fdstore *s;
+	size_t len;
+
+	/* A path, or '@' for the abstract namespace; nothing else here. */
+	if (!path || (path[0] != '/' && path[0] != '@') ||
+	    (len = strlen(path)) >= sizeof(sa.sun_path))
+		return -ENXIO;
+	memcpy(sa.sun_path, path, len);
+	if (sa.sun_path[0] == '@')
+		sa.sun_path[0] = '\0';
+	salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	list_init(&s->queue);
+	s->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s->fd < 0 || connect(s->fd, (struct sockaddr *)&sa, salen) < 0 ||
+	    uv_poll_init(loop, &s->poll, s->fd) < 0) {
+		int r = -errno ?: -EIO;
+
+		safe_close(s->fd);
+		free(s);
+		return r;
+	}
+	s->poll.data = s;
+	*ret = s;
+	return 0;
+}
+
+static void poll_closed(uv_handle_t *h)
+{
+	struct fdstore *s = h->data;
+
+	safe_close(s->fd);
+	free(s);
+}
+
+struct fdstore *fdstore_free(struct fdstore *s)
+{
+	struct pollfd p;
+
+	if (!s)
+		return NULL;
+	/* The last state and removals: worth a short wait at exit. */
+	while (!list_empty(&s->queue) && queue_flush(s) == -EAGAIN) {
+		p = (struct pollfd){ .fd = s->fd, .events = POLLOUT };
+		if (poll(&p, 1, FDSTORE_FLUSH_MSEC) <= 0) {
+			log_warning("Fd store: PID 1 took no message for %u ms; the regions' "
+				    "last changes are not stored",
+				    FDSTORE_FLUSH_MSEC);
+			break;
+		}
+	}
+	while (!list_empty(&s->queue))
+		msg_free(list_first_entry(&s->queue, struct fdstore_msg, link));
+	uv_close((uv_handle_t *)&s->poll, poll_closed);
+	return NULL;
+}
 
 static bool is_stored(const char *name)
 {
@@ -68,18 +240,29 @@ int fdstore_take(struct fdstore_passed *ret)
 			names[i] = NULL;
 			continue;
 		}
-		if (ret->socket < 0 && sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
-			ret->socket = fd;
-			continue;
-		}
-		if (r == 0)
-			r = log_error_errno(-EINVAL,
-					    ret->socket < 0 ?
-						    "systemd passed fd %d (%s), which is not a "
-						    "listening Unix stream socket" :
+		if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0) {
+			if (ret->socket < 0) {
+				ret->socket = fd;
+				continue;
+			}
+			if (r == 0)
+				r = log_error_errno(-EINVAL,
 						    "systemd passed a second socket, fd %d (%s); "
 						    "rdmamemd listens on one",
-					    fd, name ?: "unnamed");
+						    fd, name ?: "unnamed");
+		} else {
+			/* Not this daemon's (another version's, or stored by
+			 * hand): out of the store, or every start meets it. */
+			char msg[64 + KEEP_NAME_MAX];
+
+			log_warning("systemd passed fd %d named '%s', which is neither the "
+				    "socket nor a region's file: taking it out of the fd store",
+				    fd, name ?: "unnamed");
+			if (name && *name && strlen(name) < KEEP_NAME_MAX) {
+				snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
+				(void)sd_notify(0, msg);
+			}
+		}
 		close(fd);
 	}
 	for (int i = 0; names && i < n; i++)

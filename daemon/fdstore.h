@@ -5,19 +5,28 @@
  *
  * At start, fdstore_take() reads every fd systemd passed (LISTEN_FDS, with
  * LISTEN_FDNAMES) once, and unsets the variables: the listening socket
- * goes to the server, the files of the fd store to keep_restore(). While
- * running, struct keep_store_ops puts a region's memfd into the store
+ * goes to the server, the files of the fd store to keep_restore(), and a
+ * file of any other name is taken out of the store and closed.
+ *
+ * While running, struct keep_store_ops puts a region's memfd into the store
  * (FDSTORE=1 with FDNAME=, FDPOLL=0: a memfd never hangs up) and takes it
- * out (FDSTOREREMOVE=1), through sd_pid_notify_with_fds() on the loop.
- * Only under systemd (NOTIFY_SOCKET) and with the unit's
- * FileDescriptorStoreMax= above 0: systemd ignores an fd it cannot keep.
+ * out (FDSTOREREMOVE=1), as sd_notify(3) says them, on a socket of its own
+ * connected to $NOTIFY_SOCKET and never blocking the loop: when PID 1's
+ * queue is full the messages wait, in order, until the socket is writable
+ * (a connected datagram socket is writable when its peer has room). At
+ * exit, fdstore_free() sends what still waits, waiting up to a second for
+ * room. Loop thread only.
  */
 #ifndef RDMAMEMD_FDSTORE_H
 #define RDMAMEMD_FDSTORE_H
 
 #include <stddef.h>
 
+#include <uv.h>
+
 #include "daemon/mem/keep.h"
+
+struct fdstore;
 
 struct fdstore_passed {
 	int socket;                 /* the listening socket; -1: none */
@@ -25,10 +34,15 @@ struct fdstore_passed {
 	size_t n_stored;
 };
 
-extern const struct keep_store_ops fdstore_ops;
+extern const struct keep_store_ops fdstore_ops; /* userdata: struct fdstore */
 
-/* Takes what systemd passed. -EINVAL when it passed more than one socket,
- * or a socket that is no listening Unix stream socket. */
+/* The sender to $NOTIFY_SOCKET; -ENXIO when it is not set (or names no
+ * Unix socket). */
+int fdstore_new(uv_loop_t *loop, struct fdstore **ret);
+/* Sends what waits (bounded), then closes. Accepts NULL. */
+struct fdstore *fdstore_free(struct fdstore *s);
+
+/* Takes what systemd passed. -EINVAL when it passed more than one socket. */
 int fdstore_take(struct fdstore_passed *ret);
 /* Closes what is left and frees the names. */
 void fdstore_passed_done(struct fdstore_passed *p);

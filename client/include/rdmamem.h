@@ -371,11 +371,12 @@ typedef void (*rdmamem_reclaim_fn)(void *userdata, uint64_t region, int error,
 int rdmamem_client_on_reclaim(struct rdmamem_client *client, rdmamem_reclaim_fn fn, void *userdata);
 
 /*
- * Reconnects now and reclaims (see above); blocking calls do it themselves
- * once the daemon closed the connection, an asynchronous user calls it and
- * then takes the new rdmamem_client_get_fd(). Pending calls fail with
- * -ECONNRESET. Returns how many regions came back, or a negative errno
- * when no connection could be made (the client stays broken).
+ * Reconnects and reclaims (see above), once the daemon closed the
+ * connection; blocking calls do it themselves, an asynchronous user calls
+ * it and then takes the new rdmamem_client_get_fd(). Pending calls fail
+ * with -ECONNRESET. Returns how many regions came back; -EISCONN when the
+ * connection is still up (it keeps what it holds), or another negative
+ * errno when no connection could be made (the client stays broken).
  */
 int rdmamem_client_reconnect(struct rdmamem_client *client);
 

@@ -158,7 +158,7 @@ int keep_name_parse(const char *name, struct keep_name *ret)
 	if (strncmp(p, KEEP_REGION_PREFIX, strlen(KEEP_REGION_PREFIX)) != 0)
 		return -EINVAL;
 	p += strlen(KEEP_REGION_PREFIX);
-	if (name_field(&p, UINT64_MAX, &ret->id) < 0 || ret->id == 0 ||
+	if (name_field(&p, KEEP_ID_MAX, &ret->id) < 0 || ret->id == 0 ||
 	    name_field(&p, UINT32_MAX - 1, &uid) < 0 || name_field(&p, UINT32_MAX - 1, &gid) < 0 ||
 	    name_field(&p, UINT64_MAX, &ret->offset) < 0 ||
 	    name_field(&p, UINT64_MAX, &ret->length) < 0 || ret->length == 0 ||
@@ -261,8 +261,11 @@ static int state_write(struct keep_ctx *k)
 	int r;
 
 	k->state_dirty = false;
-	/* Ids are not handed out twice across a restart either. */
-	textbuf_printf(&b, STATE_MAGIC "next %" PRIu64 "\n", k->regions->next_region_id);
+	/* Ids are not handed out twice across a restart either: the state
+	 * names an id above every one given so far, with room for those
+	 * given until the next write (on_publish() asks for it). */
+	k->stated_next = k->regions->next_region_id + KEEP_ID_HEADROOM;
+	textbuf_printf(&b, STATE_MAGIC "next %" PRIu64 "\n", k->stated_next);
 	list_for_each_entry(kh, &k->kept, link)
 		state_line(k, kh->h.region, &b);
 	r = b.oom ? -ENOMEM : sealed_memfd(b.p, b.len, &fd);
@@ -303,9 +306,20 @@ static void on_state_timer(uv_timer_t *t)
 	state_flush(t->data);
 }
 
+/* Each id given: the state is written again well before ids pass what it
+ * names as next. */
+static void on_publish(void *userdata, uint64_t id)
+{
+	struct keep_ctx *k = userdata;
+
+	if (id + KEEP_ID_HEADROOM / 2 >= k->stated_next)
+		keep_changed(k);
+}
+
 void keep_changed(struct keep_ctx *k)
 {
-	if (!k || !k->store || k->frozen || k->state_dirty)
+	/* Nothing kept, nothing to keep: no state to write. */
+	if (!k || !k->store || k->frozen || k->state_dirty || (k->max == 0 && k->n_kept == 0))
 		return;
 	k->state_dirty = true;
 	uv_timer_start(&k->state_timer, on_state_timer,
@@ -330,6 +344,8 @@ void keep_init(struct keep_ctx *k, struct region_registry *regions,
 	uv_timer_init(regions->core->loop, &k->grace_timer);
 	k->grace_timer.data = k;
 	regions->keep = k;
+	regions->on_publish = on_publish;
+	regions->on_publish_data = k;
 }
 
 void keep_set_devices(struct keep_ctx *k, const struct keep_device_ops *ops, void *userdata)
@@ -355,7 +371,7 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 			       .access = r->access };
 	uint8_t raw[KEEP_TOKEN_BYTES];
 	struct keep_hook *kh;
-	int fd, res;
+	int fd, own, res;
 
 	if (!k || !k->store || k->frozen || !r->mem->keep || r->dead || k->max == 0)
 		return false;
@@ -377,7 +393,25 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 	kh = keep_attach(k, r);
 	if (!kh || keep_name_format(&n, kh->name, sizeof(kh->name)) < 0)
 		return false;
-	res = k->store->put(k->store_data, kh->name, fd);
+	/* A file of its own: systemd keeps one fd per open file, so a second
+	 * region over the same fd (or a dup of it) would not be stored. */
+	{
+		char path[64];
+		int flags = fcntl(fd, F_GETFL);
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		own = flags < 0 ? -EBADF : open(path, (flags & O_ACCMODE) | O_CLOEXEC);
+		if (own < 0) {
+			log_warning_errno(-errno,
+					  "Region %" PRIu64 ": cannot reopen its file for "
+					  "the fd store: %m; it is not kept",
+					  r->id);
+			kh->name[0] = '\0';
+			return false;
+		}
+	}
+	res = k->store->put(k->store_data, kh->name, own);
+	safe_close(own);
 	if (res < 0) {
 		/* A store that refused once is not trusted with the next. */
 		log_warning_errno(res,
@@ -516,23 +550,32 @@ static int by_id(const void *a, const void *b)
 	return x->name.id < y->name.id ? -1 : x->name.id > y->name.id;
 }
 
-/* The newest state's text, or NULL. */
+/* The newest state's text, or NULL. Read, not mapped: a file that is
+ * not what this daemon sealed could shrink under a mapping. */
 static char *state_read(int fd)
 {
+	_cleanup_free_ char *text = NULL;
 	struct stat st;
-	char *text;
-	void *map;
+	size_t done = 0;
 
 	if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > KEEP_STATE_MAX)
 		return NULL;
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
+	text = malloc((size_t)st.st_size + 1);
+	if (!text)
 		return NULL;
-	text = strndup(map, (size_t)st.st_size);
-	munmap(map, (size_t)st.st_size);
-	if (text && strncmp(text, STATE_MAGIC, strlen(STATE_MAGIC)) != 0)
-		text = (free(text), NULL);
-	return text;
+	while (done < (size_t)st.st_size) {
+		ssize_t n = pread(fd, text + done, (size_t)st.st_size - done, (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	text[done] = '\0';
+	if (strlen(text) != done || strncmp(text, STATE_MAGIC, strlen(STATE_MAGIC)) != 0)
+		return NULL;
+	return TAKE_PTR(text);
 }
 
 /*
@@ -552,12 +595,15 @@ static uint64_t state_index(char *text, struct idmap *lines)
 		if (nl)
 			*nl = '\0';
 		if (strncmp(line, "next ", 5) == 0) {
-			next = strtoull(line + 5, NULL, 10);
+			errno = 0;
+			next = strtoull(line + 5, &nl, 10);
+			if (errno || line[5] < '0' || line[5] > '9' || next > KEEP_ID_MAX)
+				next = 0;
 			continue;
 		}
 		errno = 0;
 		id = strtoull(line, &nl, 10);
-		if (!errno && id > 0 && nl != line)
+		if (!errno && id > 0 && id <= KEEP_ID_MAX && nl != line)
 			(void)idmap_put(lines, id, nl);
 	}
 	return next;
@@ -577,12 +623,13 @@ static void forget(struct keep_ctx *k, const char *name, int fd, const char *why
 static void forget_second(struct keep_ctx *k, struct restored *x)
 {
 	struct region *r = idmap_get(&k->regions->regions, x->name.id);
+	struct keep_hook *kh = r ? keep_hook_find(r) : NULL;
 	uint64_t offset;
 	int fd;
 
 	forget(k, x->store_name, x->fd, "a second file of one region");
-	if (r && keep_token(r) && r->mem->keep(r, &fd, &offset) == 0 &&
-	    k->store->put(k->store_data, x->store_name, fd) < 0)
+	if (kh && kh->name[0] && strcmp(kh->name, x->store_name) == 0 &&
+	    r->mem->keep(r, &fd, &offset) == 0 && k->store->put(k->store_data, kh->name, fd) < 0)
 		log_warning("Fd store: region %" PRIu64 " could not be put back; it is not "
 			    "kept across the next restart",
 			    r->id);
@@ -590,16 +637,15 @@ static void forget_second(struct keep_ctx *k, struct restored *x)
 
 /* Applies a state line's shares and devices (" u4242r @rxe0") to a
  * restored region; what it cannot read it skips. */
-static void apply_state(struct keep_ctx *k, struct region *r, const char *line)
+static void apply_state(struct keep_ctx *k, struct region *r, char *line)
 {
-	char token[128];
 	struct errinfo e = {};
-	int used;
+	char *token, *save = NULL;
 
-	while (line && sscanf(line, " %127s%n", token, &used) == 1) {
-		line += used;
+	for (token = line ? strtok_r(line, " ", &save) : NULL; token;
+	     token = strtok_r(NULL, " ", &save)) {
 		if (token[0] == '@') {
-			if (k->devices)
+			if (k->devices && token[1])
 				k->devices->register_on(k->devices_data, r, token + 1);
 		} else if (token[0] == 'u' || token[0] == 'g') {
 			char *end;
@@ -607,7 +653,8 @@ static void apply_state(struct keep_ctx *k, struct region *r, const char *line)
 
 			errno = 0;
 			id = strtoul(token + 1, &end, 10);
-			if (errno || id >= UINT32_MAX || (strcmp(end, "r") && strcmp(end, "w")))
+			if (errno || end == token + 1 || id >= UINT32_MAX ||
+			    (strcmp(end, "r") && strcmp(end, "w")))
 				continue;
 			(void)region_share(r, token[0] == 'g', (uint32_t)id, *end == 'r', &e);
 			errinfo_done(&e);
@@ -642,7 +689,9 @@ static bool restore_one(struct keep_ctx *k, struct restored *x, struct idmap *st
 		errinfo_done(&e);
 		return false;
 	}
+	/* The holder is per uid; each region keeps the gid it had. */
 	r->owner_pid = 0;
+	r->owner_gid = x->name.gid;
 	kh = keep_attach(k, r);
 	if (!kh) {
 		region_drop_owner(r);

@@ -58,6 +58,10 @@ struct session;
 #define KEEP_TOKEN_BYTES 16
 #define KEEP_TOKEN_HEX (2 * KEEP_TOKEN_BYTES)
 #define KEEP_STATE_DELAY_MSEC 100
+/* Region ids the state reserves past the last one given (on_publish() in keep.c),
+ * and the largest id a restore takes (ids stay far from wrapping). */
+#define KEEP_ID_HEADROOM (UINT64_C(1) << 16)
+#define KEEP_ID_MAX (UINT64_C(1) << 62)
 
 /* The service manager's store: both return 0 or a negative errno. */
 struct keep_store_ops {
@@ -105,6 +109,7 @@ struct keep_ctx {
 	bool warned_full;      /* said once that the store is full */
 	bool frozen;           /* shutting down: the store is left as it is */
 	uint64_t state_gen;    /* of the state in the store; 0: none */
+	uint64_t stated_next;  /* the region id that state names as next */
 	bool state_dirty;
 	uint64_t state_delay_msec; /* after a change: 20 times the last write's time */
 	uv_timer_t state_timer;

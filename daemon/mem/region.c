@@ -131,6 +131,8 @@ int region_publish(struct region *reg, struct session *owner)
 		return -ENOMEM;
 	}
 	session_add(owner, SESSION_REGION, &reg->owner_link);
+	if (registry->on_publish)
+		registry->on_publish(registry->on_publish_data, reg->id);
 	log_full_fields(LOG_DEBUG, 0, LOG_REGION(reg),
 			"Region %" PRIu64 ": %" PRIu64 " bytes of %s for pid %d uid %u%s", reg->id,
 			reg->size, region_is_gpu(reg) ? "GPU memory" : "a memfd",

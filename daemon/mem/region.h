@@ -175,6 +175,9 @@ struct region_registry {
 	struct timeouts timeouts; /* lock-wait deadlines: leases, transfers */
 	struct membw membw;       /* host memory bandwidth per NUMA node */
 	struct keep_ctx *keep;    /* regions kept across a restart (keep.h); NULL: none */
+	/* Told each id given (keep.c: the state reserves ids ahead). */
+	void (*on_publish)(void *userdata, uint64_t id);
+	void *on_publish_data;
 };
 
 /* At daemon start: the maps, the timeouts on core's loop, the drop hook of

@@ -104,10 +104,10 @@ class Client:
         stops it."""
 
         def trampoline(_userdata: Any, region: int, error: int, regs: Any, n: int) -> None:
-            got = [Registration(device=regs[i].device.decode(), lkey=regs[i].lkey,
-                                           rkey=regs[i].rkey, addr=regs[i].addr,
-                                           length=regs[i].length) for i in range(n)]
             try:
+                got = [Registration(device=regs[i].device.decode(errors="replace"),
+                                    lkey=regs[i].lkey, rkey=regs[i].rkey, addr=regs[i].addr,
+                                    length=regs[i].length) for i in range(n)]
                 fn(region, error, got)  # type: ignore[misc]
             except Exception:  # an exception cannot cross the C library
                 import traceback

@@ -14,6 +14,7 @@ reconnect and reclaim by themselves.
 from __future__ import annotations
 
 import array
+import errno
 import fcntl
 import mmap
 import os
@@ -197,12 +198,22 @@ def test_restart_keeps_regions(manager: ServiceManager, how: int) -> None:
     assert len(names) == 2 and not any(n.startswith(f"rdmamem-r1.{r2.id}.") for n in names)
     assert manager.names("rdmamem-state1."), "the shares went into no state"
 
+    # A Read through the connection's staging region before the restart: the
+    # first call after it reads again, and must reconnect before it uses any
+    # id of the old connection.
+    assert r1.read(0, size) == bytes(map1[:size])
+    # A connection that is up is not reconnected (it would drop all it holds).
+    with pytest.raises(OSError) as e:
+        owner.reconnect()
+    assert e.value.errno == errno.EISCONN
+
     # The restart: the clients' connections break; the store keeps r1 and r3.
     manager.kill(how)
     assert len(manager.names("rdmamem-r1.")) == 2
     manager.start()
-    status = owner.call("io.rdmamemd.GetStatus")  # reconnects and reclaims first
-    assert status
+    # The first call reconnects and reclaims, then reads through a new
+    # staging region.
+    assert r1.read(0, size) == bytes(map1[:size]), "the restored region's bytes differ"
 
     # Each kept region the owner held, told once (no RDMA device here: no
     # registrations); r2b was registered with keep false and is not.
@@ -211,7 +222,6 @@ def test_restart_keeps_regions(manager: ServiceManager, how: int) -> None:
     assert got["owner"]["pid"] == os.getpid()
     assert "reclaim_in_msec" not in got
     assert {"uid": 4242, "readonly": True} in got["shares"]
-    assert r1.read(0, size) == bytes(map1[:size]), "the restored region's bytes differ"
     map1[:5] = b"after"
     assert r1.read(0, 5) == b"after", "the daemon maps other pages than the client"
 

@@ -24,10 +24,11 @@
 
 #define SIZE (1U << 20)
 
+/* What the reclaim callback said of the region watched, and of the others. */
 struct seen {
-	unsigned calls;
+	uint64_t watch;
+	unsigned calls, others, failed;
 	int error;
-	uint64_t region;
 	uint32_t rkey;
 	char device[64];
 };
@@ -37,9 +38,14 @@ static void on_reclaim(void *userdata, uint64_t region, int error,
 {
 	struct seen *s = userdata;
 
+	if (error)
+		s->failed++;
+	if (region != s->watch) {
+		s->others++;
+		return;
+	}
 	s->calls++;
 	s->error = error;
-	s->region = region;
 	for (size_t i = 0; i < n_regs; i++) {
 		s->rkey = regs[i].rkey;
 		snprintf(s->device, sizeof(s->device), "%s", regs[i].device);
@@ -80,7 +86,7 @@ int main(int argc, char **argv)
 	struct rdmamem_client *c = NULL;
 	struct rdmamem_registration reg;
 	struct seen seen = {};
-	uint64_t region, region2;
+	uint64_t region, region_b, region2;
 	unsigned char *map, *buf;
 	int fd, fd2, r, waited = 0, limit = argc > 3 ? atoi(argv[3]) : 300;
 
@@ -94,6 +100,12 @@ int main(int argc, char **argv)
 	rdmamem_client_on_reclaim(c, on_reclaim, &seen);
 	if (register_memfd(c, "keep-client", argv[2], &fd, &map, &region, &reg))
 		return 1;
+	seen.watch = region;
+	/* A second region over the same fd: systemd keeps one fd per open
+	 * file, so the daemon must store a file of its own for each. */
+	r = rdmamem_register(c, fd, 0, SIZE / 2, &region_b);
+	if (r < 0)
+		return fail(c, "register a second region of the memfd", r);
 	printf("registered %" PRIu64 " rkey %" PRIu32 "\n", region, reg.rkey);
 	fflush(stdout);
 
@@ -113,15 +125,15 @@ int main(int argc, char **argv)
 	r = rdmamem_read(c, region, 0, buf, SIZE, 0);
 	if (r < 0)
 		return fail(c, "read after the restart", r);
-	if (seen.calls != 1 || seen.error || seen.region != region || !seen.device[0]) {
+	if (seen.calls != 1 || seen.error || seen.others != 1 || seen.failed || !seen.device[0]) {
 		fprintf(stderr,
 			"keep-client: reclaim callback: %u calls, error %d, region %" PRIu64
 			", device '%s'\n",
 			seen.calls, seen.error, seen.region, seen.device);
 		return 1;
 	}
-	printf("reclaimed %" PRIu64 " rkey %" PRIu32 " on %s\n", seen.region, seen.rkey,
-	       seen.device);
+	printf("reclaimed %" PRIu64 " rkey %" PRIu32 " on %s, and %" PRIu64 "\n", region, seen.rkey,
+	       seen.device, region_b);
 	if (memcmp(buf, map, SIZE) != 0) {
 		fprintf(stderr, "keep-client: the region's bytes differ after the restart\n");
 		return 1;

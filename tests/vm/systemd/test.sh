@@ -451,7 +451,7 @@ keep_restart() {
 	fi
 	out=$(cat "$kout")
 	matches "$how: reclaimed region $region, registered again on rxe0" "$out" \
-		"^reclaimed $region rkey [0-9]+ on rxe0$"
+		"^reclaimed $region rkey [0-9]+ on rxe0, and [0-9]+$"
 	matches "$how: its bytes are the client's (byte-exact)" "$out" "^byte-exact$"
 	local new
 	new=$(sed -n 's/^new \([0-9]*\) rkey.*/\1/p' "$kout")
