@@ -41,6 +41,7 @@ static const struct {
 	{ "idl", idl_suite },
 	{ "region", region_unit_suite },
 	{ "keep", keep_suite },
+	{ "fdstore", fdstore_suite },
 	{ "tables", tables_suite },
 	{ "cuda", cuda_suite },
 	{ "gpu_unit", gpu_unit_suite },

@@ -266,6 +266,7 @@ Suite *descriptor_suite(void);
 Suite *regions_suite(void);
 Suite *region_unit_suite(void);
 Suite *keep_suite(void);
+Suite *fdstore_suite(void);
 Suite *tables_suite(void);
 Suite *rdma_suite(void);
 Suite *remote_suite(void);
