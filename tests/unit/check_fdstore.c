@@ -53,7 +53,9 @@ static int receive(int fd, char *buf, size_t size, unsigned *n_fds)
 {
 	char cbuf[CMSG_SPACE(4 * sizeof(int))];
 	struct iovec iov = { buf, size - 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr m = { .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf) };
 	ssize_t n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
 
@@ -101,8 +103,8 @@ START_TEST(test_order_and_no_blocking)
 		uv_run(&loop, UV_RUN_NOWAIT);
 		while (seen < N_MSGS && receive(sink, got, sizeof(got), &n_fds)) {
 			if (seen % 3 == 2)
-				snprintf(want, sizeof(want), "FDSTOREREMOVE=1\nFDNAME=rdmamem-r1.%u",
-					 seen);
+				snprintf(want, sizeof(want),
+					 "FDSTOREREMOVE=1\nFDNAME=rdmamem-r1.%u", seen);
 			else
 				snprintf(want, sizeof(want),
 					 "FDSTORE=1\nFDNAME=rdmamem-r1.%u\nFDPOLL=0", seen);
