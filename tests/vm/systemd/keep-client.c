@@ -127,9 +127,9 @@ int main(int argc, char **argv)
 		return fail(c, "read after the restart", r);
 	if (seen.calls != 1 || seen.error || seen.others != 1 || seen.failed || !seen.device[0]) {
 		fprintf(stderr,
-			"keep-client: reclaim callback: %u calls, error %d, region %" PRIu64
-			", device '%s'\n",
-			seen.calls, seen.error, seen.region, seen.device);
+			"keep-client: reclaim callback: %u calls for region %" PRIu64
+			", error %d, device '%s'; %u for the other, %u failed\n",
+			seen.calls, region, seen.error, seen.device, seen.others, seen.failed);
 		return 1;
 	}
 	printf("reclaimed %" PRIu64 " rkey %" PRIu32 " on %s, and %" PRIu64 "\n", region, seen.rkey,
