@@ -31,6 +31,7 @@ struct fdstore {
 	int fd; /* SOCK_DGRAM, connected to $NOTIFY_SOCKET, non-blocking */
 	uv_poll_t poll;
 	bool polling;
+	bool warned;            /* a queued message failed: said once */
 	struct list_head queue; /* struct fdstore_msg, in the order said */
 };
 
@@ -77,8 +78,10 @@ static int queue_flush(struct fdstore *s)
 		r = msg_send(s, m);
 		if (r == -EAGAIN)
 			return r;
-		if (r < 0)
-			log_warning_errno(r, "Fd store: cannot send '%.40s…': %m", m->text);
+		if (r < 0 && !s->warned)
+			log_warning_errno(r, "Fd store: cannot send '%.40s…' (and maybe more): %m",
+					  m->text);
+		s->warned = s->warned || r < 0;
 		msg_free(m);
 	}
 	return 0;
@@ -115,15 +118,21 @@ static int fdstore_say(struct fdstore *s, const char *text, int fd)
 		free(m);
 		return r;
 	}
-	list_add_tail(&m->link, &s->queue);
-	r = queue_flush(s);
-	if (r == -EAGAIN && !s->polling) {
-		uv_poll_start(&s->poll, UV_WRITABLE, on_writable);
-		s->polling = true;
+	/* Behind others that wait: it goes after them, in order. */
+	if (!list_empty(&s->queue)) {
+		list_add_tail(&m->link, &s->queue);
+		return 0;
 	}
-	/* A refusal shows at once on a connected socket; a wait is no
-	 * failure. */
-	return r == -EAGAIN ? 0 : r;
+	r = msg_send(s, m);
+	if (r != -EAGAIN) {
+		/* Sent, or refused at once (a connected socket tells). */
+		msg_free(m);
+		return r;
+	}
+	list_add_tail(&m->link, &s->queue);
+	uv_poll_start(&s->poll, UV_WRITABLE, on_writable);
+	s->polling = true;
+	return 0;
 }
 
 static int fdstore_put(void *userdata, const char *name, int fd)

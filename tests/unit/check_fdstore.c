@@ -147,6 +147,21 @@ START_TEST(test_no_socket)
 	setenv("NOTIFY_SOCKET", "/nonexistent/notify", 1);
 	ck_assert_int_lt(fdstore_new(&loop, &s), 0);
 	unsetenv("NOTIFY_SOCKET");
+	/* A service manager that went away: the put fails at once, by name. */
+	{
+		char path[108];
+		int sink = notify_socket(path, sizeof(path)), mfd;
+
+		ck_assert_int_eq(fdstore_new(&loop, &s), 0);
+		close(sink);
+		ck_assert_int_eq(rdmamem_memfd_create("fdstore", 4096, &mfd, NULL), 0);
+		ck_assert_int_eq(fdstore_ops.put(s, "rdmamem-r1.gone", mfd), -ECONNREFUSED);
+		close(mfd);
+		s = fdstore_free(s);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		unlink(path);
+		unsetenv("NOTIFY_SOCKET");
+	}
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 END_TEST
