@@ -167,8 +167,9 @@ static void report(struct rdmamem_client *c, uint64_t region, int error, const c
 	free(regs);
 }
 
-/* Reclaim of one kept region: 1 when it came back, 0 when it did not
- * (forgotten), or the error that broke the new connection. */
+/* Reclaim of one kept region: 1 when it came back, 0 when it is gone
+ * (forgotten), 2 when it failed another way (kept for the next reconnect),
+ * or the error that broke the new connection. */
 static int reclaim_one(struct rdmamem_client *c, size_t i)
 {
 	struct rdmamem__kept *k = &c->kept[i];

@@ -309,7 +309,7 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	keep_init(&d->keep, &d->regions, d->fdstore ? &fdstore_ops : NULL, d->fdstore,
 		  d->core.cfg.reclaim_grace_sec ? fdstore_max() : 0);
 	rpc_keep_init(&d->rpc);
-	r = fdstore_take(&passed);
+	r = fdstore_take(d->fdstore, &passed);
 	if (r < 0)
 		goto fail;
 	r = server_new(&d->core, &d->rpc, passed.socket, &d->server);

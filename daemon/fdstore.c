@@ -220,13 +220,7 @@ struct fdstore *fdstore_free(struct fdstore *s)
 	return NULL;
 }
 
-static bool is_stored(const char *name)
-{
-	return strncmp(name, KEEP_REGION_PREFIX, strlen(KEEP_REGION_PREFIX)) == 0 ||
-	       strncmp(name, KEEP_STATE_PREFIX, strlen(KEEP_STATE_PREFIX)) == 0;
-}
-
-int fdstore_take(struct fdstore_passed *ret)
+int fdstore_take(struct fdstore *s, struct fdstore_passed *ret)
 {
 	char **names = NULL;
 	int n, r = 0;
@@ -244,7 +238,7 @@ int fdstore_take(struct fdstore_passed *ret)
 		int fd = SD_LISTEN_FDS_START + i;
 		char *name = names ? names[i] : NULL;
 
-		if (name && is_stored(name)) {
+		if (name && keep_is_store_name(name)) {
 			ret->stored[ret->n_stored++] = (struct keep_passed){ name, fd };
 			names[i] = NULL;
 			continue;
@@ -262,15 +256,11 @@ int fdstore_take(struct fdstore_passed *ret)
 		} else {
 			/* Not this daemon's (another version's, or stored by
 			 * hand): out of the store, or every start meets it. */
-			char msg[64 + KEEP_NAME_MAX];
-
 			log_warning("systemd passed fd %d named '%s', which is neither the "
 				    "socket nor a region's file: taking it out of the fd store",
 				    fd, name ?: "unnamed");
-			if (name && *name && strlen(name) < KEEP_NAME_MAX) {
-				snprintf(msg, sizeof(msg), "FDSTOREREMOVE=1\nFDNAME=%s", name);
-				(void)sd_notify(0, msg);
-			}
+			if (s && name && *name && strlen(name) < KEEP_NAME_MAX)
+				(void)fdstore_remove(s, name);
 		}
 		close(fd);
 	}

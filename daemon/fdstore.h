@@ -42,8 +42,10 @@ int fdstore_new(uv_loop_t *loop, struct fdstore **ret);
 /* Sends what waits (bounded), then closes. Accepts NULL. */
 struct fdstore *fdstore_free(struct fdstore *s);
 
-/* Takes what systemd passed. -EINVAL when it passed more than one socket. */
-int fdstore_take(struct fdstore_passed *ret);
+/* Takes what systemd passed; a file of another name is taken out of the
+ * store through s (when there is one). -EINVAL when it passed more than
+ * one socket. */
+int fdstore_take(struct fdstore *s, struct fdstore_passed *ret);
 /* Closes what is left and frees the names. */
 void fdstore_passed_done(struct fdstore_passed *p);
 

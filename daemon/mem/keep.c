@@ -132,6 +132,16 @@ int keep_name_format(const struct keep_name *n, char *buf, size_t size)
 	return len < 0 || (size_t)len >= size ? -ENAMETOOLONG : 0;
 }
 
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool keep_is_store_name(const char *name)
+{
+	return has_prefix(name, KEEP_REGION_PREFIX) || has_prefix(name, KEEP_STATE_PREFIX);
+}
+
 /* One decimal field of a name, up to the next '.' or the end. */
 static int name_field(const char **p, uint64_t max, uint64_t *ret)
 {
@@ -155,7 +165,7 @@ int keep_name_parse(const char *name, struct keep_name *ret)
 	uint64_t uid, gid, access;
 	uint8_t raw[KEEP_TOKEN_BYTES];
 
-	if (strncmp(p, KEEP_REGION_PREFIX, strlen(KEEP_REGION_PREFIX)) != 0)
+	if (!has_prefix(p, KEEP_REGION_PREFIX))
 		return -EINVAL;
 	p += strlen(KEEP_REGION_PREFIX);
 	if (name_field(&p, KEEP_ID_MAX, &ret->id) < 0 || ret->id == 0 ||
@@ -354,6 +364,14 @@ void keep_set_devices(struct keep_ctx *k, const struct keep_device_ops *ops, voi
 	k->devices_data = userdata;
 }
 
+/* r's hook, in the store under kh->name now: its token, and counted. */
+static void keep_enlist(struct keep_ctx *k, struct keep_hook *kh, const char *token)
+{
+	memcpy(kh->token, token, sizeof(kh->token));
+	list_add_tail(&kh->link, &k->kept);
+	k->n_kept++;
+}
+
 /* The hook for r, with name (already in the store) or none yet. */
 static struct keep_hook *keep_attach(struct keep_ctx *k, struct region *r)
 {
@@ -422,9 +440,7 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 		k->max = 0;
 		return false;
 	}
-	memcpy(kh->token, n.token, sizeof(kh->token));
-	list_add_tail(&kh->link, &k->kept);
-	k->n_kept++;
+	keep_enlist(k, kh, n.token);
 	return true;
 }
 
@@ -699,10 +715,8 @@ static bool restore_one(struct keep_ctx *k, struct restored *x, struct idmap *st
 		return false;
 	}
 	snprintf(kh->name, sizeof(kh->name), "%s", x->store_name);
-	memcpy(kh->token, x->name.token, sizeof(kh->token));
+	keep_enlist(k, kh, x->name.token);
 	kh->awaiting = true;
-	list_add_tail(&kh->link, &k->kept);
-	k->n_kept++;
 	k->n_awaiting++;
 	apply_state(k, r, idmap_get(state, r->id));
 	return true;
@@ -729,7 +743,7 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 		uint64_t gen;
 		char *end;
 
-		if (strncmp(s, KEEP_STATE_PREFIX, strlen(KEEP_STATE_PREFIX)) != 0)
+		if (!has_prefix(s, KEEP_STATE_PREFIX))
 			continue;
 		gen = strtoull(s + strlen(KEEP_STATE_PREFIX), &end, 10);
 		if (*end == '\0' && gen > newest) {
@@ -749,7 +763,7 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 	for (size_t i = 0; i < n; i++) {
 		struct restored *x = &regions[n_regions];
 
-		if (strncmp(passed[i].name, KEEP_STATE_PREFIX, strlen(KEEP_STATE_PREFIX)) == 0) {
+		if (has_prefix(passed[i].name, KEEP_STATE_PREFIX)) {
 			/* The store keeps its own copy until the next state
 			 * replaces it. */
 			if (passed[i].fd != newest_fd)

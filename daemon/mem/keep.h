@@ -165,6 +165,10 @@ void keep_freeze(struct keep_ctx *k);
 /* Closes the timers (the loop then ends); after keep_freeze(). */
 void keep_stop(struct keep_ctx *k);
 
+/* Whether name is one this daemon gives the store's files: a region's or
+ * the state's (its form is then checked by keep_restore()). */
+bool keep_is_store_name(const char *name);
+
 /* Parses a region's store name; -EINVAL when it is not one. */
 int keep_name_parse(const char *name, struct keep_name *ret);
 /* Formats it; -ENAMETOOLONG cannot happen with KEEP_NAME_MAX. */

@@ -210,7 +210,11 @@ def test_restart_keeps_regions(manager: ServiceManager, how: int) -> None:
     # The restart: the clients' connections break; the store keeps r1 and r3.
     manager.kill(how)
     assert len(manager.names("rdmamem-r1.")) == 2
+    # A file this daemon did not store (another version's): the new daemon
+    # takes it out of the store instead of failing to start.
+    manager.store.append(("someone-else", os.memfd_create("junk")))
     manager.start()
+    assert manager.names("someone-else") == []
     # The first call reconnects and reclaims, then reads through a new
     # staging region.
     assert r1.read(0, size) == bytes(map1[:size]), "the restored region's bytes differ"
