@@ -14,10 +14,12 @@
 
 #include <rdmamem.h>
 
+#include "wait-file.h"
+
 int main(int argc, char **argv)
 {
 	struct rdmamem_client *c = NULL;
-	int r, waited = 0, limit = argc > 2 ? atoi(argv[2]) : 120;
+	int r, limit = argc > 2 ? atoi(argv[2]) : 120;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: hold-client GO [SECONDS]\n");
@@ -35,13 +37,8 @@ int main(int argc, char **argv)
 	}
 	printf("connected pid %d\n", (int)getpid());
 	fflush(stdout);
-	while (access(argv[1], F_OK) < 0) {
-		if (waited++ >= limit * 10) {
-			fprintf(stderr, "hold-client: %s did not appear in %d s\n", argv[1], limit);
-			return 1;
-		}
-		usleep(100000);
-	}
+	if (wait_file("hold-client", argv[1], limit))
+		return 1;
 	r = rdmamem_ping(c);
 	if (r < 0) {
 		fprintf(stderr, "hold-client: ping on the same connection failed: %s\n",

@@ -22,6 +22,8 @@
 
 #include <rdmamem.h>
 
+#include "wait-file.h"
+
 #define SIZE (1U << 20)
 
 /* What the reclaim callback said of the region watched, and of the others. */
@@ -88,7 +90,7 @@ int main(int argc, char **argv)
 	struct seen seen = {};
 	uint64_t region, region_b, region2;
 	unsigned char *map, *buf;
-	int fd, fd2, r, waited = 0, limit = argc > 3 ? atoi(argv[3]) : 300;
+	int fd, fd2, r, limit = argc > 3 ? atoi(argv[3]) : 300;
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: keep-client GO DEVICE [SECONDS]\n");
@@ -109,13 +111,8 @@ int main(int argc, char **argv)
 	printf("registered %" PRIu64 " rkey %" PRIu32 "\n", region, reg.rkey);
 	fflush(stdout);
 
-	while (access(argv[1], F_OK) < 0) {
-		if (waited++ >= limit * 10) {
-			fprintf(stderr, "keep-client: %s did not appear in %d s\n", argv[1], limit);
-			return 1;
-		}
-		usleep(100000);
-	}
+	if (wait_file("keep-client", argv[1], limit))
+		return 1;
 
 	buf = malloc(SIZE);
 	if (!buf)
