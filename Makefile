@@ -439,8 +439,10 @@ man3-check: deps
 
 # Debian packages (debian/): dpkg-buildpackage -us -uc -b in a copy of the
 # tree under build/deb, where the .deb files land, then lintian and what each
-# package holds (tests/deb-check.sh).
-DEB_PKGS += debhelper dpkg-dev lintian dh-python pybuild-plugin-pyproject python3-all
+# package holds (tests/deb-check.sh). dpkg-buildpackage checks for
+# build-essential whatever Build-Depends says (a fresh Debian root lacks it).
+DEB_PKGS += build-essential debhelper dpkg-dev lintian dh-python pybuild-plugin-pyproject \
+	    python3-all
 
 deb: deps
 	tests/deb-check.sh $(VERSION)
