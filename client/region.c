@@ -93,22 +93,21 @@ _public_ int rdmamem_memfd_create(const char *name, size_t size, int *ret_fd, vo
 	return 0;
 }
 
-int rdmamem__register_memfd(struct rdmamem_client *c, int fd, uint64_t offset, uint64_t length,
-			    bool keep, uint64_t *ret_region)
+/* Register, and what the library remembers of its answer: the reclaim
+ * token of a region the daemon keeps across its restarts. Takes params. */
+static int register_call(struct rdmamem_client *c, cJSON *params, const int *fds, size_t n_fds,
+			 int extra_wait_ms, uint64_t *ret_region)
 {
-	_cleanup_json_ cJSON *p = params_new();
+	_cleanup_json_ cJSON *p = params;
 	_cleanup_json_ cJSON *root = NULL;
 	const cJSON *token;
 	cJSON *reply = NULL;
 	int r;
 
-	if (!ret_region || fd < 0)
-		return -EINVAL;
-	if (!p || json_add_int(p, "fd", 0) < 0 || add_id(p, "offset", offset) < 0 ||
-	    (length && add_id(p, "length", length) < 0) ||
-	    (!keep && !cJSON_AddFalseToObject(p, "keep")))
+	if (!p)
 		return -ENOMEM;
-	r = rdmamem__call(c, "io.rdmamemd.Register", p, &fd, 1, 0, &root, &reply, NULL, NULL);
+	r = rdmamem__call(c, "io.rdmamemd.Register", p, fds, n_fds, extra_wait_ms, &root, &reply,
+			  NULL, NULL);
 	if (r < 0)
 		return r;
 	if (json_get_u64(reply, "region", ret_region) < 0) {
@@ -120,6 +119,21 @@ int rdmamem__register_memfd(struct rdmamem_client *c, int fd, uint64_t offset, u
 	if (cJSON_IsString(token))
 		(void)rdmamem__kept_add(c, *ret_region, token->valuestring);
 	return 0;
+}
+
+int rdmamem__register_memfd(struct rdmamem_client *c, int fd, uint64_t offset, uint64_t length,
+			    bool keep, uint64_t *ret_region)
+{
+	cJSON *p;
+
+	if (!ret_region || fd < 0)
+		return -EINVAL;
+	p = params_new();
+	if (p && (json_add_int(p, "fd", 0) < 0 || add_id(p, "offset", offset) < 0 ||
+		  (length && add_id(p, "length", length) < 0) ||
+		  (!keep && !cJSON_AddFalseToObject(p, "keep"))))
+		p = (cJSON_Delete(p), NULL);
+	return register_call(c, p, &fd, 1, 0, ret_region);
 }
 
 _public_ int rdmamem_register(struct rdmamem_client *c, int fd, uint64_t offset, uint64_t length,
@@ -492,7 +506,7 @@ _public_ int rdmamem_register_cuda_vmm_chunks(struct rdmamem_client *c, const in
 		  (n > 1 && json_add_int(p, "chunks", (int)n) < 0)))
 		p = (cJSON_Delete(p), NULL);
 	/* The first GPU import loads the driver and creates a context: slow. */
-	return call_u64(c, "io.rdmamemd.Register", p, fds, n, -1, "region", ret_region);
+	return register_call(c, p, fds, n, -1, ret_region);
 }
 
 _public_ int rdmamem_register_cuda_vmm(struct rdmamem_client *c, int fd, uint64_t alloc_size,
@@ -515,7 +529,7 @@ _public_ int rdmamem_register_cuda_ipc(struct rdmamem_client *c, const void *han
 		  json_add_string(p, "ipc_handle", hex) < 0 || json_add_int(p, "gpu", gpu) < 0 ||
 		  add_id(p, "offset", offset) < 0 || (length && add_id(p, "length", length) < 0)))
 		p = (cJSON_Delete(p), NULL);
-	return call_u64(c, "io.rdmamemd.Register", p, NULL, 0, -1, "region", ret_region);
+	return register_call(c, p, NULL, 0, -1, ret_region);
 }
 
 _public_ int rdmamem_region_export(struct rdmamem_client *c, uint64_t region,

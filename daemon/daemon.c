@@ -240,6 +240,14 @@ static void daemon_stop_signals(struct daemon *d)
 	d->signal_fd = -1;
 }
 
+static void on_regions_restored(void *userdata)
+{
+	struct daemon *d = userdata;
+
+	log_info("Fd store: restored GPU regions are back; taking clients");
+	server_hold(d->server, false);
+}
+
 int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 {
 	struct fdstore_passed passed = { .socket = -1 };
@@ -326,6 +334,13 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 	/* Once the devices are open: the regions register on them again. */
 	keep_restore(&d->keep, passed.stored, passed.n_stored, d->core.cfg.reclaim_grace_sec);
 	fdstore_passed_done(&passed);
+	/* GPU regions come back on the pool: their owners' Reclaims wait in
+	 * the socket's backlog until they are there. */
+	if (keep_restoring(&d->keep)) {
+		server_hold(d->server, true);
+		d->keep.on_restored = on_regions_restored;
+		d->keep.on_restored_data = d;
+	}
 	if (d->core.cfg.metrics_listen) {
 		r = metrics_http_new(d->core.loop, &d->rpc, d->core.cfg.metrics_listen,
 				     &d->metrics_http);

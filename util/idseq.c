@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/idseq.h"
 
@@ -15,21 +16,54 @@ void idseq_done(struct idseq *s)
 	*s = (struct idseq){};
 }
 
+/* Room for one more slot. */
+static int grow(struct idseq *s)
+{
+	size_t cap;
+	struct idseq_slot *n;
+
+	if (s->n < s->cap)
+		return 0;
+	cap = s->cap ? s->cap * 2 : 64;
+	n = reallocarray(s->slots, cap, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	s->slots = n;
+	s->cap = cap;
+	return 0;
+}
+
 int idseq_add(struct idseq *s, uint64_t id, struct idseq_node *node)
 {
-	if (s->n > 0 && id <= s->slots[s->n - 1].id)
-		return -EINVAL;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct idseq_slot *n = reallocarray(s->slots, cap, sizeof(*n));
+	size_t pos;
 
-		if (!n)
+	if (s->n == 0 || id > s->slots[s->n - 1].id) {
+		if (grow(s) < 0)
 			return -ENOMEM;
-		s->slots = n;
-		s->cap = cap;
+		node->pos = s->n;
+		s->slots[s->n++] = (struct idseq_slot){ id, node };
+		return 0;
 	}
-	node->pos = s->n;
-	s->slots[s->n++] = (struct idseq_slot){ id, node };
+	/* Below the last: its place, found and opened. */
+	pos = idseq_seek(s, id);
+	if (pos > 0 && s->slots[pos - 1].id == id) {
+		if (s->slots[pos - 1].node)
+			return -EEXIST;
+		/* The hole an object of that id left. */
+		s->slots[pos - 1].node = node;
+		node->pos = pos - 1;
+		s->n_holes--;
+		return 0;
+	}
+	if (grow(s) < 0)
+		return -ENOMEM;
+	memmove(&s->slots[pos + 1], &s->slots[pos], (s->n - pos) * sizeof(*s->slots));
+	s->n++;
+	for (size_t i = pos + 1; i < s->n; i++)
+		if (s->slots[i].node)
+			s->slots[i].node->pos = i;
+	node->pos = pos;
+	s->slots[pos] = (struct idseq_slot){ id, node };
 	return 0;
 }
 

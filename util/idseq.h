@@ -4,7 +4,9 @@
  * starts after the last id of the one before, so objects that come and go
  * between pages neither shift the others nor make them repeat.
  *
- * Ids are handed out in increasing order, so adding is appending. Removing
+ * Ids are mostly handed out in increasing order, so adding is appending;
+ * an id below the last (a region restored after a restart under its old
+ * id) is inserted in its place, O(slots after it). Removing
  * leaves a hole, and the array is compacted once holes are half of it
  * (amortised O(1) per removal). Finding where a page starts is a binary
  * search. An object embeds a struct idseq_node that knows its slot.
@@ -40,7 +42,7 @@ static inline void idseq_node_init(struct idseq_node *node)
 	node->pos = IDSEQ_NONE;
 }
 
-/* Appends; id must be above every id added before: -EINVAL, -ENOMEM. */
+/* Adds node under id, which no object in s has: -EEXIST, -ENOMEM. */
 int idseq_add(struct idseq *s, uint64_t id, struct idseq_node *node);
 /* Removes node if it is in s. */
 void idseq_remove(struct idseq *s, struct idseq_node *node);

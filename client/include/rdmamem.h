@@ -344,12 +344,14 @@ int rdmamem_register_on(struct rdmamem_client *client, uint64_t region, const ch
 /*
  * Restarts of the daemon.
  *
- * Under systemd a region of a memfd outlives a restart of the daemon, a
- * crash included (rdmamemd(8), "Restarts"): the new daemon keeps it for its
+ * Under systemd a region outlives a restart of the daemon, a crash
+ * included (rdmamemd(8), "Restarts"): the new daemon keeps it for its
  * owner, with its id and memory, registered again on the devices it had —
- * with new keys, since RDMA registrations end with the process. The
- * library remembers the reclaim token that rdmamem_register() got for each
- * such region and the devices rdmamem_register_on() named. When the daemon
+ * with new keys, since RDMA registrations end with the process. GPU memory
+ * comes back too: a VMM allocation always, an IPC handle's while this
+ * process (its exporter) lives. The library remembers the reclaim token
+ * that rdmamem_register() and the GPU registrations got for each such
+ * region and the devices rdmamem_register_on() named. When the daemon
  * has closed the connection (a call returned -ECONNRESET), the next
  * blocking call first reconnects to the same socket (waiting up to the
  * client's timeout for a daemon to listen there) and reclaims every region

@@ -165,7 +165,7 @@ static void job_finish(struct gpu_import *job, struct region *reg)
 {
 	struct errinfo e = {};
 
-	if (region_publish(reg, job->owner) < 0) {
+	if (region_publish_as(reg, job->owner, job->p.id) < 0) {
 		region_unref(reg);
 		errinfo_set(&e, RDMAMEM_ERROR_INTERNAL, -ENOMEM, "out of memory");
 		job_done(job, NULL, &e);
@@ -289,6 +289,14 @@ static void on_vmm_work(uv_work_t *w)
 	if (r < 0) {
 		job_fail_pool(job, r, "cannot import the VMM allocation");
 		return;
+	}
+	/* Not the client's fds: one file sent for two regions would be kept
+	 * once by systemd. A region that cannot be exported is not kept. */
+	if (job->p.keep) {
+		if (cu_vmm_export(&g->vmm, g->kept_fds) == 0)
+			g->n_kept_fds = g->vmm.n_chunks;
+		else
+			log_debug("A VMM import is not kept across a restart: %s", cu_last_error());
 	}
 	device_pci(g->vmm.device, job->pci);
 	measure_bandwidth_once(g->vmm.device);

@@ -3,12 +3,14 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon/gpu/cuda.h"
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu_region.h"
 #include "daemon/core/log.h"
 #include "proto/errors.h"
+#include "proto/hex.h"
 #include "proto/json.h"
 #include "daemon/mem/region.h"
 
@@ -193,8 +195,13 @@ static int vmm_mr_source(struct region *r, struct region_mr_source *ret)
 
 static void vmm_release(struct region *r)
 {
+	struct gpu_region *g = gpu_region_of(r);
 	uint64_t t0 = uv_hrtime();
-	int err = cu_vmm_release(&gpu_region_of(r)->vmm);
+	int err = cu_vmm_release(&g->vmm);
+
+	for (unsigned i = 0; i < g->n_kept_fds; i++)
+		g->kept_fds[i] = safe_close(g->kept_fds[i]);
+	g->n_kept_fds = 0;
 
 	log_debug("Region %" PRIu64 ": its VMM mapping's release took %.1f us", r->id,
 		  (double)(uv_hrtime() - t0) / 1e3);
@@ -215,6 +222,22 @@ static int vmm_describe(const struct region *r, cJSON *source)
 	return 0;
 }
 
+_Static_assert(CU_VMM_CHUNKS_MAX <= REGION_KEEP_FDS_MAX, "a VMM region's files fit");
+
+/* Its own exports and the allocations' size: gpu_keep.c imports them again. */
+static int vmm_keep(const struct region *r, struct region_keep *ret)
+{
+	const struct gpu_region *g = gpu_region_of_const(r);
+
+	if (g->n_kept_fds == 0)
+		return -EOPNOTSUPP;
+	memcpy(ret->fds, g->kept_fds, g->n_kept_fds * sizeof(int));
+	ret->n_fds = g->n_kept_fds;
+	ret->offset = r->dptr - g->vmm.dptr;
+	snprintf(ret->text, sizeof(ret->text), GPU_KEEP_VMM " %" PRIu64, g->vmm.chunk_size);
+	return 0;
+}
+
 /*
  * No same_memory: each import maps the allocation anew, and nothing tells
  * two imports of one allocation apart from two allocations: every exported
@@ -226,6 +249,7 @@ const struct region_mem_ops gpu_vmm_ops = {
 	.type = "cuda-vmm",
 	.release = vmm_release,
 	.mr_source = vmm_mr_source,
+	.keep = vmm_keep,
 	.copy = gpu_copy,
 	.describe = vmm_describe,
 };
@@ -249,6 +273,20 @@ static int ipc_describe(const struct region *r, cJSON *source)
 	return 0;
 }
 
+/* The handle and the GPU it was opened with: no file. The allocation lives
+ * as long as the exporting client does, which reclaims it. */
+static int ipc_keep(const struct region *r, struct region_keep *ret)
+{
+	const struct gpu_ipc *ipc = gpu_region_of_const(r)->ipc;
+	char hex[2 * CU_IPC_HANDLE_SIZE + 1];
+
+	hex_encode(ipc->handle, CU_IPC_HANDLE_SIZE, hex);
+	ret->n_fds = 0;
+	ret->offset = r->dptr - ipc->map.dptr;
+	snprintf(ret->text, sizeof(ret->text), GPU_KEEP_IPC " %d %s", ipc->ordinal, hex);
+	return 0;
+}
+
 /* One open per allocation: one address range. */
 static bool ipc_same_memory(const struct region *a, const struct region *b, int64_t *ret_delta)
 {
@@ -262,6 +300,7 @@ const struct region_mem_ops gpu_ipc_ops = {
 	.type = "cuda-ipc",
 	.finish = ipc_finish,
 	.mr_source = gpu_mr_source,
+	.keep = ipc_keep,
 	.copy = gpu_copy,
 	.describe = ipc_describe,
 	.same_memory = ipc_same_memory,

@@ -63,8 +63,18 @@ struct gpu_region {
 	struct gpu_ctx *gpu;
 	struct region_hook counted; /* counted on its GPU while its owner holds it */
 	struct cu_vmm_map vmm;      /* cuda-vmm: the import */
-	struct gpu_ipc *ipc;        /* cuda-ipc: the shared open, one of its n_ref */
+	/* cuda-vmm: the daemon's own export of each allocation, for the fd
+	 * store (cu_vmm_export(); when the region is to be kept); closed
+	 * with the mapping. */
+	int kept_fds[CU_VMM_CHUNKS_MAX];
+	unsigned n_kept_fds;
+	struct gpu_ipc *ipc; /* cuda-ipc: the shared open, one of its n_ref */
 };
+
+/* The first word of a GPU region's line in the fd store (region_keep's
+ * text): "cuda-vmm ALLOCATION_SIZE", "cuda-ipc GPU HANDLE_HEX". */
+#define GPU_KEEP_VMM "cuda-vmm"
+#define GPU_KEEP_IPC "cuda-ipc"
 
 extern const struct region_mem_ops gpu_vmm_ops;
 extern const struct region_mem_ops gpu_ipc_ops;

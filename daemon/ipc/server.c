@@ -324,6 +324,17 @@ int server_new(struct core *core, struct rpc_ctx *rpc, int activated_fd, struct 
 	return 0;
 }
 
+void server_hold(struct server *s, bool hold)
+{
+	if (!s->listening || s->held == hold)
+		return;
+	s->held = hold;
+	if (hold)
+		uv_poll_stop(&s->poll);
+	else if (uv_poll_start(&s->poll, UV_READABLE, on_listen) < 0)
+		log_error("Cannot poll the socket again: no new client is taken");
+}
+
 static void on_listen_closed(uv_handle_t *h)
 {
 	(void)h;

@@ -39,6 +39,7 @@ struct server {
 	int spare_fd; /* closed to accept-and-drop when out of fds */
 	uv_poll_t poll;
 	bool listening;
+	bool held;      /* server_hold() */
 	bool activated; /* from sd_listen_fds(): systemd owns the path */
 	char *path;     /* shown to users; unlinked at exit unless activated */
 
@@ -66,6 +67,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct server *, server_free)
 
 /* Closes the listening socket (and unlinks its path if it is ours). */
 void server_stop_listening(struct server *s);
+/* Stops taking connections while hold (they wait in the socket's backlog),
+ * and takes them again after: at start, until restored GPU regions are
+ * back (keep.h), so that an owner's Reclaim finds them. */
+void server_hold(struct server *s, bool hold);
 
 /* A connection left the list; may end the shutdown. */
 void server_conn_removed(struct server *s);

@@ -39,12 +39,56 @@ struct keep_hook {
 	struct keep_ctx *k;
 	bool awaiting; /* restored, in a holder's session */
 	char token[KEEP_TOKEN_HEX + 1];
+	/* In the store under name (a memfd), or under name.0 to
+	 * name.(n_parts - 1) (KEEP_KIND_PREFIX); "" while not. */
 	char name[KEEP_NAME_MAX];
+	unsigned n_parts;
+};
+
+/* A restore of a kind that comes back from text, under way on the pool. */
+struct keep_pending {
+	struct list_head link; /* in keep_ctx.pending */
+	struct keep_ctx *k;
+	uint64_t id;
+	gid_t gid;
+	unsigned n_parts;
+	char token[KEEP_TOKEN_HEX + 1];
+	char *state_line; /* its line of the state, or NULL */
+	void *job;
+	/* Inside keep_kind_ops.restore: an answer that comes at once waits
+	 * for it to return (early, early_region, why). */
+	bool starting, early;
+	struct region *early_region;
+	char why[sizeof(((struct errinfo *)0)->message)];
 };
 
 static struct keep_hook *keep_hook_of(struct region_hook *h)
 {
 	return container_of(h, struct keep_hook, h);
+}
+
+/* Name's part i (KEEP_KIND_PREFIX). */
+static void part_name(char *buf, size_t size, const char *name, unsigned i)
+{
+	snprintf(buf, size, "%s.%u", name, i);
+}
+
+/* Takes a region's files out of the store: name itself when n_parts is 0,
+ * its parts otherwise. The first error. */
+static int store_remove_parts(struct keep_ctx *k, const char *name, unsigned n_parts)
+{
+	char part[KEEP_NAME_MAX + 16];
+	int r = 0, q;
+
+	if (n_parts == 0)
+		return k->store->remove(k->store_data, name);
+	for (unsigned i = 0; i < n_parts; i++) {
+		part_name(part, sizeof(part), name, i);
+		q = k->store->remove(k->store_data, part);
+		if (q < 0 && r == 0)
+			r = q;
+	}
+	return r;
 }
 
 /* The owner let go (or the grace ended): the store forgets the region,
@@ -63,9 +107,10 @@ static void keep_hook_revoke(struct region_hook *h)
 		return;
 	list_del(&kh->link);
 	k->n_kept--;
+	k->n_files -= kh->n_parts ?: 1;
 	if (k->frozen)
 		return;
-	r = k->store->remove(k->store_data, kh->name);
+	r = store_remove_parts(k, kh->name, kh->n_parts);
 	if (r < 0)
 		log_warning_errno(r, "Region %" PRIu64 ": cannot take it out of the fd store: %m",
 				  h->region->id);
@@ -139,11 +184,12 @@ static bool has_prefix(const char *s, const char *prefix)
 
 bool keep_is_store_name(const char *name)
 {
-	return has_prefix(name, KEEP_REGION_PREFIX) || has_prefix(name, KEEP_STATE_PREFIX);
+	return has_prefix(name, KEEP_REGION_PREFIX) || has_prefix(name, KEEP_KIND_PREFIX) ||
+	       has_prefix(name, KEEP_STATE_PREFIX);
 }
 
-/* One decimal field of a name, up to the next '.' or the end. */
-static int name_field(const char **p, uint64_t max, uint64_t *ret)
+/* One decimal field, up to the separator sep, which it skips. */
+static int sep_field(const char **p, char sep, uint64_t max, uint64_t *ret)
 {
 	char *end;
 	uint64_t v;
@@ -152,34 +198,101 @@ static int name_field(const char **p, uint64_t max, uint64_t *ret)
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(*p, &end, 10);
-	if (errno || v > max || *end != '.')
+	if (errno || v > max || *end != sep)
 		return -EINVAL;
 	*p = end + 1;
 	*ret = v;
 	return 0;
 }
 
-int keep_name_parse(const char *name, struct keep_name *ret)
+/* One decimal field of a name, up to the next '.'. */
+static int name_field(const char **p, uint64_t max, uint64_t *ret)
 {
-	const char *p = name;
+	return sep_field(p, '.', max, ret);
+}
+
+/*
+ * What both forms share, after the id: "UID.GID.OFFSET.LENGTH.ACCESS.TOKEN"
+ * in a name (sep '.'), "UID GID OFFSET LENGTH ACCESS TOKEN" in a record
+ * (sep ' '). The token ends at end_sep ('\0' in a name); *p moves past it.
+ */
+static int facts_parse(const char **p, char sep, char end_sep, struct keep_name *ret)
+{
 	uint64_t uid, gid, access;
 	uint8_t raw[KEEP_TOKEN_BYTES];
+	const char *end;
 
-	if (!has_prefix(p, KEEP_REGION_PREFIX))
+	if (sep_field(p, sep, UINT32_MAX - 1, &uid) < 0 ||
+	    sep_field(p, sep, UINT32_MAX - 1, &gid) < 0 ||
+	    sep_field(p, sep, UINT64_MAX, &ret->offset) < 0 ||
+	    sep_field(p, sep, UINT64_MAX, &ret->length) < 0 || ret->length == 0 ||
+	    ret->offset + ret->length < ret->offset || sep_field(p, sep, 0xf, &access) < 0)
 		return -EINVAL;
-	p += strlen(KEEP_REGION_PREFIX);
-	if (name_field(&p, KEEP_ID_MAX, &ret->id) < 0 || ret->id == 0 ||
-	    name_field(&p, UINT32_MAX - 1, &uid) < 0 || name_field(&p, UINT32_MAX - 1, &gid) < 0 ||
-	    name_field(&p, UINT64_MAX, &ret->offset) < 0 ||
-	    name_field(&p, UINT64_MAX, &ret->length) < 0 || ret->length == 0 ||
-	    ret->offset + ret->length < ret->offset || name_field(&p, 0xf, &access) < 0)
+	end = strchr(*p, end_sep);
+	if (!end || end - *p != KEEP_TOKEN_HEX)
 		return -EINVAL;
-	if (strlen(p) != KEEP_TOKEN_HEX || hex_decode(p, raw, sizeof(raw)) < 0)
+	memcpy(ret->token, *p, KEEP_TOKEN_HEX);
+	ret->token[KEEP_TOKEN_HEX] = '\0';
+	if (hex_decode(ret->token, raw, sizeof(raw)) < 0)
 		return -EINVAL;
 	ret->uid = (uid_t)uid;
 	ret->gid = (gid_t)gid;
 	ret->access = (unsigned)access;
-	memcpy(ret->token, p, KEEP_TOKEN_HEX + 1);
+	*p = end;
+	return 0;
+}
+
+int keep_name_parse(const char *name, struct keep_name *ret)
+{
+	const char *p = name;
+
+	if (!has_prefix(p, KEEP_REGION_PREFIX))
+		return -EINVAL;
+	p += strlen(KEEP_REGION_PREFIX);
+	if (name_field(&p, KEEP_ID_MAX, &ret->id) < 0 || ret->id == 0)
+		return -EINVAL;
+	return facts_parse(&p, '.', '\0', ret);
+}
+
+/*
+ * A kind's record (part 0 of KEEP_KIND_PREFIX), text in a sealed memfd:
+ *
+ *   rdmamem-kept 1
+ *   UID GID OFFSET LENGTH ACCESS TOKEN FILES
+ *   KIND-TEXT
+ */
+#define RECORD_MAGIC "rdmamem-kept 1\n"
+
+static void record_format(const struct keep_name *n, unsigned n_files, const char *text,
+			  struct textbuf *b)
+{
+	textbuf_printf(b, RECORD_MAGIC "%u %u %" PRIu64 " %" PRIu64 " %u %s %u\n%s\n",
+		       (unsigned)n->uid, (unsigned)n->gid, n->offset, n->length, n->access,
+		       n->token, n_files, text);
+}
+
+/* Parses a record in place (its kind's line is cut at its end); -EINVAL. */
+static int record_parse(char *text, struct keep_name *ret, unsigned *ret_files,
+			const char **ret_kind)
+{
+	const char *p = text;
+	uint64_t files;
+	char *nl;
+
+	if (!has_prefix(p, RECORD_MAGIC))
+		return -EINVAL;
+	p += strlen(RECORD_MAGIC);
+	if (facts_parse(&p, ' ', ' ', ret) < 0)
+		return -EINVAL;
+	p++;
+	if (sep_field(&p, '\n', REGION_KEEP_FDS_MAX, &files) < 0)
+		return -EINVAL;
+	nl = strchr(p, '\n');
+	if (!nl || nl == p || nl[1] != '\0')
+		return -EINVAL;
+	*nl = '\0';
+	*ret_files = (unsigned)files;
+	*ret_kind = p;
 	return 0;
 }
 
@@ -349,10 +462,13 @@ void keep_init(struct keep_ctx *k, struct region_registry *regions,
 	};
 	list_init(&k->holders);
 	list_init(&k->kept);
+	list_init(&k->pending);
 	uv_timer_init(regions->core->loop, &k->state_timer);
 	k->state_timer.data = k;
 	uv_timer_init(regions->core->loop, &k->grace_timer);
 	k->grace_timer.data = k;
+	uv_timer_init(regions->core->loop, &k->restore_timer);
+	k->restore_timer.data = k;
 	regions->keep = k;
 	regions->on_publish = on_publish;
 	regions->on_publish_data = k;
@@ -364,12 +480,16 @@ void keep_set_devices(struct keep_ctx *k, const struct keep_device_ops *ops, voi
 	k->devices_data = userdata;
 }
 
-/* r's hook, in the store under kh->name now: its token, and counted. */
-static void keep_enlist(struct keep_ctx *k, struct keep_hook *kh, const char *token)
+/* r's hook, in the store under kh->name now (n_parts as in struct
+ * keep_hook): its token, and counted. */
+static void keep_enlist(struct keep_ctx *k, struct keep_hook *kh, const char *token,
+			unsigned n_parts)
 {
 	memcpy(kh->token, token, sizeof(kh->token));
+	kh->n_parts = n_parts;
 	list_add_tail(&kh->link, &k->kept);
 	k->n_kept++;
+	k->n_files += n_parts ?: 1;
 }
 
 /* The hook for r, with name (already in the store) or none yet. */
@@ -380,6 +500,69 @@ static struct keep_hook *keep_attach(struct keep_ctx *k, struct region *r)
 	return h ? keep_hook_of(h) : NULL;
 }
 
+void keep_set_kinds(struct keep_ctx *k, const struct keep_kind_ops *ops, void *userdata)
+{
+	k->kinds = ops;
+	k->kinds_data = userdata;
+}
+
+bool keep_accepting(const struct keep_ctx *k)
+{
+	return k && k->store && !k->frozen && k->max > 0;
+}
+
+/* A memfd: one file of its own under the region's name. */
+static int put_file(struct keep_ctx *k, struct region *r, int fd, const char *name, bool *refused)
+{
+	char path[64];
+	int flags = fcntl(fd, F_GETFL), own, res;
+
+	/* Systemd keeps one fd per open file, so a second region over the
+	 * same fd (or a dup of it) would not be stored: reopened. */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	own = flags < 0 ? -EBADF : open(path, (flags & O_ACCMODE) | O_CLOEXEC);
+	if (own < 0) {
+		log_warning_errno(-errno,
+				  "Region %" PRIu64 ": cannot reopen its file for the fd store: "
+				  "%m; it is not kept",
+				  r->id);
+		return -errno;
+	}
+	res = k->store->put(k->store_data, name, own);
+	safe_close(own);
+	*refused = res < 0;
+	return res;
+}
+
+/* A kind with text: its record as part 0, then its files, each already a
+ * file of its own (a GPU region's own exports). What went in comes out
+ * again on a failure. */
+static int put_parts(struct keep_ctx *k, const struct keep_name *n, const struct region_keep *rk,
+		     const char *name, bool *refused)
+{
+	struct textbuf b = {};
+	_cleanup_close_ int record = -EBADF;
+	char part[KEEP_NAME_MAX + 16];
+	unsigned done = 0;
+	int res;
+
+	record_format(n, rk->n_fds, rk->text, &b);
+	res = b.oom ? -ENOMEM : sealed_memfd(b.p, b.len, &record);
+	free(b.p);
+	if (res < 0)
+		return res;
+	for (; done <= rk->n_fds; done++) {
+		part_name(part, sizeof(part), name, done);
+		res = k->store->put(k->store_data, part, done ? rk->fds[done - 1] : record);
+		if (res < 0) {
+			(void)store_remove_parts(k, name, done);
+			*refused = true;
+			return res;
+		}
+	}
+	return 0;
+}
+
 bool keep_region(struct keep_ctx *k, struct region *r)
 {
 	struct keep_name n = { .id = r->id,
@@ -387,14 +570,24 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 			       .gid = r->owner_gid,
 			       .length = r->size,
 			       .access = r->access };
+	struct region_keep rk = {};
 	uint8_t raw[KEEP_TOKEN_BYTES];
 	struct keep_hook *kh;
-	int fd, own, res;
+	unsigned n_parts;
+	bool refused = false;
+	int res;
 
-	if (!k || !k->store || k->frozen || !r->mem->keep || r->dead || k->max == 0)
+	if (!keep_accepting(k) || !r->mem->keep || r->dead)
+		return false;
+	if (r->mem->keep(r, &rk) < 0)
+		return false;
+	/* A memfd is its own name; a kind with text is parts: its record
+	 * and its files. */
+	n_parts = rk.text[0] ? 1 + rk.n_fds : 0;
+	if (!rk.text[0] && rk.n_fds != 1)
 		return false;
 	/* Room for two generations of the state besides. */
-	if (k->n_kept + 2 >= k->max) {
+	if (k->n_files + (n_parts ?: 1) + 2 > k->max) {
 		if (!k->warned_full)
 			log_warning("The fd store holds %u regions and their state, as many "
 				    "as FileDescriptorStoreMax= allows: newer regions are not "
@@ -403,44 +596,32 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 		k->warned_full = true;
 		return false;
 	}
-	if (r->mem->keep(r, &fd, &n.offset) < 0)
-		return false;
+	n.offset = rk.offset;
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 		return false;
 	hex_encode(raw, sizeof(raw), n.token);
 	kh = keep_attach(k, r);
-	if (!kh || keep_name_format(&n, kh->name, sizeof(kh->name)) < 0)
+	if (!kh)
 		return false;
-	/* A file of its own: systemd keeps one fd per open file, so a second
-	 * region over the same fd (or a dup of it) would not be stored. */
-	{
-		char path[64];
-		int flags = fcntl(fd, F_GETFL);
-
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-		own = flags < 0 ? -EBADF : open(path, (flags & O_ACCMODE) | O_CLOEXEC);
-		if (own < 0) {
-			log_warning_errno(-errno,
-					  "Region %" PRIu64 ": cannot reopen its file for "
-					  "the fd store: %m; it is not kept",
-					  r->id);
-			kh->name[0] = '\0';
-			return false;
-		}
-	}
-	res = k->store->put(k->store_data, kh->name, own);
-	safe_close(own);
+	if (n_parts)
+		snprintf(kh->name, sizeof(kh->name), KEEP_KIND_PREFIX "%" PRIu64, r->id);
+	else if (keep_name_format(&n, kh->name, sizeof(kh->name)) < 0)
+		return false;
+	res = n_parts ? put_parts(k, &n, &rk, kh->name, &refused) :
+			put_file(k, r, rk.fds[0], kh->name, &refused);
 	if (res < 0) {
+		kh->name[0] = '\0';
+		if (!refused)
+			return false;
 		/* A store that refused once is not trusted with the next. */
 		log_warning_errno(res,
 				  "Region %" PRIu64 ": cannot put it in the fd store: %m; "
 				  "regions registered from now on are not kept",
 				  r->id);
-		kh->name[0] = '\0';
 		k->max = 0;
 		return false;
 	}
-	keep_enlist(k, kh, n.token);
+	keep_enlist(k, kh, n.token, n_parts);
 	return true;
 }
 
@@ -499,10 +680,68 @@ static void holders_close(struct keep_ctx *k)
 	}
 }
 
+/* The restores are done (or waited for long enough): tell the daemon once. */
+static void restored_tell(struct keep_ctx *k)
+{
+	void (*fn)(void *userdata) = TAKE_PTR(k->on_restored);
+
+	uv_timer_stop(&k->restore_timer);
+	/* (not into a shutdown) */
+	if (fn && !k->frozen)
+		fn(k->on_restored_data);
+}
+
+static void on_restore_wait(uv_timer_t *t)
+{
+	struct keep_ctx *k = t->data;
+
+	log_warning("Fd store: GPU regions still being restored after %u ms; taking clients "
+		    "meanwhile",
+		    KEEP_RESTORE_WAIT_MSEC);
+	restored_tell(k);
+}
+
+bool keep_restoring(const struct keep_ctx *k)
+{
+	return !list_empty(&k->pending);
+}
+
+static void pending_free(struct keep_pending *p)
+{
+	struct keep_ctx *k = p->k;
+
+	list_del(&p->link);
+	free(p->state_line);
+	free(p);
+	if (list_empty(&k->pending))
+		restored_tell(k);
+}
+
+/* Restores under way will not be told: the grace ended (forget: they are
+ * taken out of the store), or a shutdown began (the store is left). */
+static void pending_cancel_all(struct keep_ctx *k, bool forget)
+{
+	struct keep_pending *p, *n;
+	char name[KEEP_NAME_MAX];
+
+	list_for_each_entry_safe(p, n, &k->pending, link) {
+		k->kinds->cancel(k->kinds_data, p->job);
+		if (forget) {
+			snprintf(name, sizeof(name), KEEP_KIND_PREFIX "%" PRIu64, p->id);
+			log_warning("Fd store: region %" PRIu64 " was not restored within the "
+				    "grace; dropping it",
+				    p->id);
+			(void)store_remove_parts(k, name, p->n_parts);
+		}
+		pending_free(p);
+	}
+}
+
 static void on_grace_end(uv_timer_t *t)
 {
 	struct keep_ctx *k = t->data;
 
+	pending_cancel_all(k, true);
 	if (k->n_awaiting > 0)
 		log_notice("Reclaim grace over: releasing %u regions nobody reclaimed",
 			   k->n_awaiting);
@@ -540,6 +779,7 @@ void keep_freeze(struct keep_ctx *k)
 	k->frozen = true;
 	uv_timer_stop(&k->state_timer);
 	uv_timer_stop(&k->grace_timer);
+	pending_cancel_all(k, false);
 	holders_close(k);
 }
 
@@ -549,6 +789,8 @@ void keep_stop(struct keep_ctx *k)
 		uv_close((uv_handle_t *)&k->state_timer, NULL);
 	if (!uv_is_closing((uv_handle_t *)&k->grace_timer))
 		uv_close((uv_handle_t *)&k->grace_timer, NULL);
+	if (!uv_is_closing((uv_handle_t *)&k->restore_timer))
+		uv_close((uv_handle_t *)&k->restore_timer, NULL);
 }
 
 /* --- restore -------------------------------------------------------------- */
@@ -566,15 +808,16 @@ static int by_id(const void *a, const void *b)
 	return x->name.id < y->name.id ? -1 : x->name.id > y->name.id;
 }
 
-/* The newest state's text, or NULL. Read, not mapped: a file that is
- * not what this daemon sealed could shrink under a mapping. */
-static char *state_read(int fd)
+/* A text file that starts with magic (the state, a record), at most max
+ * bytes, or NULL. Read, not mapped: a file that is not what this daemon
+ * sealed could shrink under a mapping. */
+static char *read_text(int fd, uint64_t max, const char *magic)
 {
 	_cleanup_free_ char *text = NULL;
 	struct stat st;
 	size_t done = 0;
 
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > KEEP_STATE_MAX)
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || (uint64_t)st.st_size > max)
 		return NULL;
 	text = malloc((size_t)st.st_size + 1);
 	if (!text)
@@ -589,7 +832,7 @@ static char *state_read(int fd)
 		done += (size_t)n;
 	}
 	text[done] = '\0';
-	if (strlen(text) != done || strncmp(text, STATE_MAGIC, strlen(STATE_MAGIC)) != 0)
+	if (strlen(text) != done || strncmp(text, magic, strlen(magic)) != 0)
 		return NULL;
 	return TAKE_PTR(text);
 }
@@ -640,12 +883,12 @@ static void forget_second(struct keep_ctx *k, struct restored *x)
 {
 	struct region *r = idmap_get(&k->regions->regions, x->name.id);
 	struct keep_hook *kh = r ? keep_hook_find(r) : NULL;
-	uint64_t offset;
-	int fd;
+	struct region_keep rk = {};
 
 	forget(k, x->store_name, x->fd, "a second file of one region");
 	if (kh && kh->name[0] && strcmp(kh->name, x->store_name) == 0 &&
-	    r->mem->keep(r, &fd, &offset) == 0 && k->store->put(k->store_data, kh->name, fd) < 0)
+	    r->mem->keep(r, &rk) == 0 && rk.n_fds == 1 &&
+	    k->store->put(k->store_data, kh->name, rk.fds[0]) < 0)
 		log_warning("Fd store: region %" PRIu64 " could not be put back; it is not "
 			    "kept across the next restart",
 			    r->id);
@@ -715,24 +958,205 @@ static bool restore_one(struct keep_ctx *k, struct restored *x, struct idmap *st
 		return false;
 	}
 	snprintf(kh->name, sizeof(kh->name), "%s", x->store_name);
-	keep_enlist(k, kh, x->name.token);
+	keep_enlist(k, kh, x->name.token, 0);
 	kh->awaiting = true;
 	k->n_awaiting++;
 	apply_state(k, r, idmap_get(state, r->id));
 	return true;
 }
 
+/* --- restore of kinds that come back from text (GPU memory) ------------- */
+
+/* One part of such a region in the store: KEEP_KIND_PREFIX "ID.PART". */
+struct kept_part {
+	uint64_t id;
+	unsigned part;
+	const char *store_name;
+	int fd;
+};
+
+static int part_parse(const char *name, struct kept_part *ret)
+{
+	const char *p = name + strlen(KEEP_KIND_PREFIX);
+	uint64_t part;
+
+	if (!has_prefix(name, KEEP_KIND_PREFIX) || name_field(&p, KEEP_ID_MAX, &ret->id) < 0 ||
+	    ret->id == 0 || sep_field(&p, '\0', REGION_KEEP_FDS_MAX, &part) < 0)
+		return -EINVAL;
+	ret->part = (unsigned)part;
+	return 0;
+}
+
+static int by_id_part(const void *a, const void *b)
+{
+	const struct kept_part *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->part < y->part ? -1 : x->part > y->part;
+}
+
+/* Takes a region's parts out of the store, closes what is still open. */
+static void forget_parts(struct keep_ctx *k, uint64_t id, unsigned n_parts, struct kept_part *g,
+			 size_t n, const char *why)
+{
+	char name[KEEP_NAME_MAX];
+
+	log_warning("Fd store: dropping region %" PRIu64 ": %s", id, why);
+	snprintf(name, sizeof(name), KEEP_KIND_PREFIX "%" PRIu64, id);
+	(void)store_remove_parts(k, name, n_parts);
+	/* Names past n_parts (a part beyond the record's count) as well. */
+	for (size_t i = 0; i < n; i++) {
+		if (g[i].part >= n_parts)
+			(void)k->store->remove(k->store_data, g[i].store_name);
+		g[i].fd = safe_close(g[i].fd);
+	}
+}
+
+/* The restore ended: the region waits for its owner like a memfd's. */
+static void kind_restored(struct keep_pending *p, struct region *r, const char *why)
+{
+	struct keep_ctx *k = p->k;
+	struct keep_hook *kh = r ? keep_attach(k, r) : NULL;
+
+	if (!kh) {
+		if (r)
+			region_drop_owner(r);
+		forget_parts(k, p->id, p->n_parts, NULL, 0, r ? "out of memory" : why);
+		pending_free(p);
+		return;
+	}
+	r->owner_pid = 0;
+	r->owner_gid = p->gid;
+	snprintf(kh->name, sizeof(kh->name), KEEP_KIND_PREFIX "%" PRIu64, r->id);
+	keep_enlist(k, kh, p->token, p->n_parts);
+	kh->awaiting = true;
+	k->n_awaiting++;
+	k->n_restored++;
+	apply_state(k, r, p->state_line);
+	log_debug("Fd store: region %" PRIu64 " (%s) restored", r->id, r->mem->type);
+	pending_free(p);
+	keep_changed(k);
+}
+
+static void on_kind_restored(void *ctx, struct region *r, struct errinfo *e)
+{
+	struct keep_pending *p = ctx;
+
+	if (p->starting) {
+		p->early = true;
+		p->early_region = r;
+		snprintf(p->why, sizeof(p->why), "%s", e && e->name ? e->message : "");
+		return;
+	}
+	kind_restored(p, r, e && e->name ? e->message : "the import failed");
+}
+
+/*
+ * Starts the restore of one region of parts g[0..n), sorted: its record as
+ * part 0, then parts 1 to FILES once each. Returns whether it started.
+ */
+static bool restore_kind(struct keep_ctx *k, struct kept_part *g, size_t n, struct idmap *state)
+{
+	_cleanup_free_ char *text = NULL;
+	struct keep_record rec = { .id = g[0].id };
+	struct keep_name facts;
+	struct keep_pending *p;
+	struct errinfo e = {};
+	struct session *holder;
+	unsigned n_files;
+	const char *line;
+	int res;
+
+	for (size_t i = 0; i < n; i++)
+		if (g[i].part != i) {
+			forget_parts(k, g[0].id, (unsigned)n, g, n,
+				     i > 0 && g[i].part == g[i - 1].part ? "a part is there twice" :
+									   "a part is missing");
+			return false;
+		}
+	text = read_text(g[0].fd, 4096, RECORD_MAGIC);
+	if (!text || record_parse(text, &facts, &n_files, &rec.text) < 0 || n_files != n - 1) {
+		forget_parts(k, g[0].id, (unsigned)n, g, n, "its record cannot be read");
+		return false;
+	}
+	if (!k->kinds) {
+		forget_parts(k, g[0].id, (unsigned)n, g, n, "this daemon restores no such region");
+		return false;
+	}
+	holder = holder_for(k, facts.uid, facts.gid);
+	p = holder ? calloc(1, sizeof(*p)) : NULL;
+	line = idmap_get(state, g[0].id);
+	if (p && line)
+		p->state_line = strdup(line);
+	if (!p || (line && !p->state_line)) {
+		free(p);
+		forget_parts(k, g[0].id, (unsigned)n, g, n, "out of memory");
+		return false;
+	}
+	rec.uid = facts.uid;
+	rec.gid = facts.gid;
+	rec.offset = facts.offset;
+	rec.length = facts.length;
+	rec.access = facts.access;
+	for (size_t i = 1; i < n; i++)
+		rec.fds[rec.n_fds++] = TAKE_FD(g[i].fd);
+	/* The store keeps its own copy of the record. */
+	g[0].fd = safe_close(g[0].fd);
+	*p = (struct keep_pending){ .k = k,
+				    .id = g[0].id,
+				    .gid = facts.gid,
+				    .n_parts = (unsigned)n,
+				    .state_line = p->state_line,
+				    .starting = true };
+	memcpy(p->token, facts.token, sizeof(p->token));
+	list_add_tail(&p->link, &k->pending);
+	res = k->kinds->restore(k->kinds_data, holder, &rec, on_kind_restored, p, &p->job, &e);
+	p->starting = false;
+	if (res < 0) {
+		forget_parts(k, p->id, p->n_parts, NULL, 0, e.name ? e.message : strerror(-res));
+		errinfo_done(&e);
+		pending_free(p);
+		return false;
+	}
+	if (p->early)
+		kind_restored(p, p->early_region, p->why);
+	return true;
+}
+
+/* Restores every region of parts[0..n), sorted by id and part. Returns
+ * how many started; *next_id goes above every id seen. */
+static unsigned restore_kinds(struct keep_ctx *k, struct kept_part *parts, size_t n,
+			      struct idmap *state, uint64_t *next_id)
+{
+	unsigned started = 0;
+
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && parts[j].id == parts[i].id; j++)
+			;
+		*next_id = MAX(*next_id, parts[i].id + 1);
+		if (idmap_get(&k->regions->regions, parts[i].id)) {
+			forget_parts(k, parts[i].id, 0, &parts[i], j - i,
+				     "a memfd region has its id");
+			continue;
+		}
+		started += restore_kind(k, &parts[i], j - i, state);
+	}
+	return started;
+}
+
 unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, unsigned grace_sec)
 {
 	_cleanup_free_ struct restored *regions = calloc(n ?: 1, sizeof(*regions));
+	_cleanup_free_ struct kept_part *parts = calloc(n ?: 1, sizeof(*parts));
 	_cleanup_free_ char *text = NULL;
 	struct idmap state;
-	size_t n_regions = 0;
+	size_t n_regions = 0, n_parts = 0;
 	uint64_t newest = 0, next_id, stated_next = 0;
 	int newest_fd = -EBADF;
-	unsigned done = 0;
+	unsigned done = 0, started;
 
-	if (!regions || !k->store) {
+	if (!regions || !parts || !k->store) {
 		for (size_t i = 0; i < n; i++)
 			passed[i].fd = safe_close(passed[i].fd);
 		return 0;
@@ -753,7 +1177,7 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 	}
 	idmap_init(&state);
 	if (newest_fd >= 0) {
-		text = state_read(newest_fd);
+		text = read_text(newest_fd, KEEP_STATE_MAX, STATE_MAGIC);
 		if (text)
 			stated_next = state_index(text, &state);
 		else
@@ -769,6 +1193,12 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 			if (passed[i].fd != newest_fd)
 				(void)k->store->remove(k->store_data, passed[i].name);
 			passed[i].fd = safe_close(passed[i].fd);
+			continue;
+		}
+		if (has_prefix(passed[i].name, KEEP_KIND_PREFIX) && grace_sec > 0 &&
+		    part_parse(passed[i].name, &parts[n_parts]) == 0) {
+			parts[n_parts].store_name = passed[i].name;
+			parts[n_parts++].fd = TAKE_FD(passed[i].fd);
 			continue;
 		}
 		if (keep_name_parse(passed[i].name, &x->name) < 0 || grace_sec == 0) {
@@ -795,18 +1225,24 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 			done++;
 		next_id = MAX(next_id, regions[i].name.id + 1);
 	}
+	k->n_restored += done;
+	/* GPU regions come back on the pool, each under its old id: new
+	 * ones are given ids above all of them meanwhile. */
+	qsort(parts, n_parts, sizeof(*parts), by_id_part);
+	started = restore_kinds(k, parts, n_parts, &state, &next_id);
 	idmap_done(&state);
 	k->regions->next_region_id = MAX(next_id, stated_next);
-	k->n_restored = done;
-	if (done > 0) {
+	if (keep_restoring(k))
+		uv_timer_start(&k->restore_timer, on_restore_wait, KEEP_RESTORE_WAIT_MSEC, 0);
+	if (done > 0 || started > 0) {
 		k->grace_end_msec = uv_now(k->regions->core->loop) + (uint64_t)grace_sec * 1000;
 		uv_timer_start(&k->grace_timer, on_grace_end, (uint64_t)grace_sec * 1000, 0);
-		log_info("Fd store: %u regions restored, waiting %u s for their owners to "
+		log_info("Fd store: %u regions restored%s, waiting %u s for their owners to "
 			 "reclaim them",
-			 done, grace_sec);
+			 done + started, started ? " (GPU memory: on the pool)" : "", grace_sec);
 	}
 	/* The devices may have changed: write the state as it is now. */
 	if (newest || done)
 		keep_changed(k);
-	return done;
+	return done + started;
 }

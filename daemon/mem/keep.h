@@ -3,12 +3,16 @@
  * Regions kept across a restart of the daemon (systemd's file-descriptor
  * store).
  *
- * Under systemd, a region whose memory is a file the daemon holds (a memfd:
- * region_mem_ops.keep) is handed to the service manager's store as it is
- * published, under a name that says everything fixed about it: id, owner
- * uid and gid, offset in the file, length, access and its reclaim token
- * (KEEP_REGION_PREFIX, keep_name_parse()). It is taken out of the store
- * when its owner lets go. What can change later — its shares and the
+ * Under systemd, a region whose kind can be kept (region_mem_ops.keep) is
+ * handed to the service manager's store as it is published. A memfd goes
+ * in as one file, under a name that says everything fixed about it: id,
+ * owner uid and gid, offset in the file, length, access and its reclaim
+ * token (KEEP_REGION_PREFIX, keep_name_parse()). GPU memory goes in as
+ * parts (KEEP_KIND_PREFIX): a sealed record with the same facts and the
+ * kind's own line (a VMM allocation's size, an IPC handle), and the files
+ * behind it (the daemon's own export of each VMM allocation; none for an
+ * IPC handle, which the exporting client keeps open). It is taken out of
+ * the store when its owner lets go. What can change later — its shares and the
  * devices it is registered on — goes into one sealed memfd, the state
  * (KEEP_STATE_PREFIX plus a generation), rewritten KEEP_STATE_DELAY_MSEC
  * after a change (longer with many regions: state_flush()) and once more
@@ -20,7 +24,9 @@
  *
  * The next process gets them back with its sockets (LISTEN_FDS):
  * keep_restore() imports each as the region it was (same id, same owner
- * uid, charged to that uid's quota), applies the state, registers it again
+ * uid, charged to that uid's quota) — a GPU region through struct
+ * keep_kind_ops, on the pool, so it comes back a little later —, applies
+ * the state, registers it again
  * on the devices it had — new rkeys: the MRs and queue pairs died with the
  * process — and holds it in a holder session of its uid for
  * reclaim-grace-sec seconds. The owner's client reconnects and calls
@@ -45,6 +51,7 @@
 
 #include <uv.h>
 
+#include "daemon/mem/region.h"
 #include "util/list.h"
 
 struct errinfo;
@@ -53,11 +60,18 @@ struct region_registry;
 struct session;
 
 #define KEEP_REGION_PREFIX "rdmamem-r1."
+/* A region of a kind that comes back from its files and a line of text
+ * (GPU memory): its parts are KEEP_KIND_PREFIX "ID.PART", part 0 a sealed
+ * memfd with its record (keep.c, record_format()), parts 1 to N its files. */
+#define KEEP_KIND_PREFIX "rdmamem-k1."
 #define KEEP_STATE_PREFIX "rdmamem-state1."
 #define KEEP_NAME_MAX 256 /* systemd's FDNAME limit, with the NUL */
 #define KEEP_TOKEN_BYTES 16
 #define KEEP_TOKEN_HEX (2 * KEEP_TOKEN_BYTES)
 #define KEEP_STATE_DELAY_MSEC 100
+/* The longest the daemon waits for restored GPU regions before it takes
+ * clients (the driver's first load and context: a few hundred ms). */
+#define KEEP_RESTORE_WAIT_MSEC 10000
 /* Region ids the state reserves past the last one given (on_publish() in keep.c),
  * and the largest id a restore takes (ids stay far from wrapping). */
 #define KEEP_ID_HEADROOM (UINT64_C(1) << 16)
@@ -79,6 +93,41 @@ struct keep_device_ops {
 		     void *ctx);
 	/* Starts r's registration on the device named so, if it is open. */
 	void (*register_on)(void *userdata, struct region *r, const char *device);
+};
+
+/* A kept region of a kind that comes back from text, as the next process
+ * reads it from the store (KEEP_KIND_PREFIX). */
+struct keep_record {
+	uint64_t id;
+	uid_t uid;
+	gid_t gid;
+	uint64_t offset, length;
+	unsigned access;
+	const char *text;             /* the kind's line (struct region_keep's text) */
+	int fds[REGION_KEEP_FDS_MAX]; /* its files, in order */
+	unsigned n_fds;
+};
+
+/*
+ * How a restored region of such a kind ends, on the loop: r, published
+ * under the record's id for the holder session, with the holder's
+ * reference; or r NULL and e saying why.
+ */
+typedef void (*keep_restored_fn)(void *ctx, struct region *r, struct errinfo *e);
+
+/* Regions of kinds that come back from text (GPU memory: gpu/gpu_keep.c). */
+struct keep_kind_ops {
+	/*
+	 * Starts bringing back the region rec describes, for holder; takes
+	 * rec->fds. Returns 0 with *ret_job set: done runs once, on the loop,
+	 * unless cancel came first — perhaps before this returns (keep.c
+	 * waits for the return then). A negative errno with e filled in when
+	 * refused at once (a record it cannot read); done does not run then.
+	 */
+	int (*restore)(void *userdata, struct session *holder, struct keep_record *rec,
+		       keep_restored_fn done, void *ctx, void **ret_job, struct errinfo *e);
+	/* done will not run (the grace ended, or a shutdown began). */
+	void (*cancel)(void *userdata, void *job);
 };
 
 /* A file the previous process left in the store (LISTEN_FDNAMES). */
@@ -106,10 +155,14 @@ struct keep_ctx {
 	unsigned max;          /* fds the store may hold ($FDSTORE); 0: none are put */
 	struct list_head kept; /* their hooks (keep.c), the state's lines */
 	unsigned n_kept;       /* regions in the store now */
-	bool warned_full;      /* said once that the store is full */
-	bool frozen;           /* shutting down: the store is left as it is */
-	uint64_t state_gen;    /* of the state in the store; 0: none */
-	uint64_t stated_next;  /* the region id that state names as next */
+	unsigned n_files;      /* their files in the store (a GPU region's parts) */
+	const struct keep_kind_ops *kinds;
+	void *kinds_data;
+	struct list_head pending; /* restores of such kinds under way (keep.c) */
+	bool warned_full;         /* said once that the store is full */
+	bool frozen;              /* shutting down: the store is left as it is */
+	uint64_t state_gen;       /* of the state in the store; 0: none */
+	uint64_t stated_next;     /* the region id that state names as next */
 	bool state_dirty;
 	uint64_t state_delay_msec; /* after a change: 20 times the last write's time */
 	uv_timer_t state_timer;
@@ -119,6 +172,12 @@ struct keep_ctx {
 	uint64_t grace_end_msec; /* uv_now() when they are dropped */
 	uv_timer_t grace_timer;
 	uint64_t n_restored, n_reclaimed, n_expired; /* since start: GetStatus, metrics */
+	/* Told once, after keep_restore(), when the GPU restores it started
+	 * are done, or KEEP_RESTORE_WAIT_MSEC later, whichever comes first:
+	 * the daemon takes clients from then on (server_hold()). */
+	void (*on_restored)(void *userdata);
+	void *on_restored_data;
+	uv_timer_t restore_timer;
 };
 
 /* At start; store NULL when there is no service manager to keep regions. */
@@ -126,15 +185,23 @@ void keep_init(struct keep_ctx *k, struct region_registry *regions,
 	       const struct keep_store_ops *store, void *store_data, unsigned max);
 /* rpc gives the device side before anything is restored. */
 void keep_set_devices(struct keep_ctx *k, const struct keep_device_ops *ops, void *userdata);
+/* The GPU side gives its restore before anything is restored. */
+void keep_set_kinds(struct keep_ctx *k, const struct keep_kind_ops *ops, void *userdata);
+/* Whether a region registered now would be kept: imports that do extra
+ * work for the store (a GPU region's own export) ask first. */
+bool keep_accepting(const struct keep_ctx *k);
 
 /*
  * Hands the previous process's files (those whose names start with
  * KEEP_REGION_PREFIX or KEEP_STATE_PREFIX; takes their fds) back as
  * regions, held for reclaim for grace_sec seconds. What cannot be restored
  * is logged, taken out of the store and closed. Returns how many regions
- * came back.
+ * came back or are coming (GPU memory is imported on the pool).
  */
 unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, unsigned grace_sec);
+/* Whether GPU restores that keep_restore() started are still under way
+ * (on_restored comes when they are not). */
+bool keep_restoring(const struct keep_ctx *k);
 
 /*
  * Hands a just published region to the store, if its kind can be kept

@@ -115,13 +115,20 @@ int region_prepare(struct region_registry *registry, struct session *owner, uint
 
 int region_publish(struct region *reg, struct session *owner)
 {
+	return region_publish_as(reg, owner, 0);
+}
+
+int region_publish_as(struct region *reg, struct session *owner, uint64_t id)
+{
 	struct region_registry *registry = reg->registry;
 
+	if (id && idmap_get(&registry->regions, id))
+		return -EEXIST;
 	reg->owner_conn_id = owner->id;
 	reg->owner_uid = owner->cred.uid;
 	reg->owner_gid = owner->cred.gid;
 	reg->owner_pid = owner->cred.pid;
-	reg->id = registry->next_region_id++;
+	reg->id = id ?: registry->next_region_id++;
 	registry->core->stats.regions_registered++;
 	histogram_observe(&registry->core->stats.import_latency, uv_hrtime() - reg->prepared_ns);
 	if (idmap_put(&registry->regions, reg->id, reg) < 0)

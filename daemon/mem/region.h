@@ -86,6 +86,23 @@ struct region_mr_source {
 };
 
 /*
+ * What the fd store holds of a kept region (region_mem_ops.keep): the files
+ * behind it — the region's own, not taken — and where the region starts
+ * in them; and for a kind that needs more than a file to come back (GPU
+ * memory: the allocation's size, an IPC handle), a line of text that its
+ * restore reads (keep.h's struct keep_kind_ops). A memfd has one file and
+ * no text.
+ */
+#define REGION_KEEP_FDS_MAX 64
+#define REGION_KEEP_TEXT_MAX 256
+struct region_keep {
+	int fds[REGION_KEEP_FDS_MAX];
+	unsigned n_fds;
+	uint64_t offset;
+	char text[REGION_KEEP_TEXT_MAX];
+};
+
+/*
  * A kind of memory behind regions: memfds (region_memfd.c), CUDA VMM
  * allocations and legacy CUDA IPC handles (gpu_region.c). Only the kind's
  * own file knows its state (it allocates the region with room for it and
@@ -115,11 +132,11 @@ struct region_mem_ops {
 	int (*copy)(const struct region_span *dst, const struct region_span *src, uint64_t n,
 		    void *bounce, struct errinfo *e);
 	/*
-	 * Loop: the file behind the region and the region's offset in it,
-	 * for the fd store (keep.h); the fd stays the region's. NULL: this
-	 * kind is not kept across a restart.
+	 * Loop: what the fd store needs to bring the region back after a
+	 * restart (keep.h). 0, or a negative errno when this region cannot be
+	 * kept. NULL: this kind is never kept.
 	 */
-	int (*keep)(const struct region *r, int *ret_fd, uint64_t *ret_offset);
+	int (*keep)(const struct region *r, struct region_keep *ret);
 	/* Loop: GetRegion's source fields beyond type. */
 	int (*describe)(const struct region *r, cJSON *source);
 	/* Whether a and b, two regions of this kind, are views of one piece
@@ -264,6 +281,10 @@ int region_prepare(struct region_registry *reg, struct session *owner, uint64_t 
 		   struct errinfo *e);
 /* Gives the region its id and its owner: from here on clients see it. */
 int region_publish(struct region *r, struct session *owner);
+/* The same under id, when not 0: a region restored after a restart keeps
+ * the id it had (keep.h; every id given since is above it). -EEXIST when
+ * a region has it, -ENOMEM. */
+int region_publish_as(struct region *r, struct session *owner, uint64_t id);
 
 /* Host memory, mapped at addr: its bytes move with memcpy(), not ops->copy. */
 static inline bool region_is_host(const struct region *r)

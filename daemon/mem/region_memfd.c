@@ -135,12 +135,14 @@ static bool memfd_same_memory(const struct region *a, const struct region *b, in
 }
 
 /* The memfd itself goes into the fd store: the next process maps it again. */
-static int memfd_keep(const struct region *r, int *ret_fd, uint64_t *ret_offset)
+static int memfd_keep(const struct region *r, struct region_keep *ret)
 {
 	const struct memfd_region *m = memfd_region_of_const(r);
 
-	*ret_fd = m->fd;
-	*ret_offset = m->file_offset;
+	ret->fds[0] = m->fd;
+	ret->n_fds = 1;
+	ret->offset = m->file_offset;
+	ret->text[0] = '\0';
 	return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
+#include "daemon/mem/keep.h"
 #include "proto/errors.h"
 #include "proto/json.h"
 #include "daemon/mem/region.h"
@@ -17,6 +18,7 @@ struct gpu_call {
 	struct rpc_deferred *call;
 	const cJSON *devices; /* in the call's parameters */
 	struct gpu_import *import;
+	bool keep; /* kept across a restart (the import exported it for that) */
 };
 
 /* The client went away: the import's work finishes without anyone told. */
@@ -35,12 +37,15 @@ static void gpu_imported(void *userdata, struct region *r, struct errinfo *e)
 	struct gpu_call *gc = userdata;
 	struct rpc_deferred *d = gc->call;
 	const cJSON *devices = gc->devices;
+	bool keep = gc->keep;
 
 	free(gc);
 	if (!r) {
 		rpc_deferred_error(d, e);
 		return;
 	}
+	if (keep)
+		keep_region(r->registry->keep, r);
 	/* The handle waits for the registrations from here on. */
 	rpc_deferred_on_cancel(d, NULL, NULL);
 	if (rpc_register_on(d, r, devices, true) < 0)
@@ -60,6 +65,11 @@ int rpc_gpu_import(struct rpc_call *call, struct gpu_import_params *p, const cJS
 		return -ENOMEM;
 	}
 	gc->devices = devices;
+	/* The fd store takes GPU memory as the daemon's own export of it,
+	 * made on the pool with the import: asked for only when kept. */
+	gc->keep = p->keep;
+	p->keep = p->keep && p->memory == GPU_MEMORY_VMM &&
+		  keep_accepting(call->ctx->regions->keep);
 	gc->call = rpc_defer(call, gpu_call_cancel, gc);
 	/* gc may be gone when this returns: the import can end at once. */
 	r = gpu_import_start(call->ctx->gpu, call->session, p, gpu_imported, gc, &gc->import, &e);

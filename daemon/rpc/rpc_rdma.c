@@ -16,6 +16,7 @@
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
 #include "daemon/core/log.h"
+#include "daemon/gpu/gpu_keep.h"
 #include "daemon/mem/keep.h"
 #include "daemon/rdma/mreg.h"
 #include "proto/errors.h"
@@ -281,8 +282,11 @@ static const struct keep_device_ops keep_devices = {
 
 void rpc_keep_init(struct rpc_ctx *ctx)
 {
-	if (ctx->regions->keep)
-		keep_set_devices(ctx->regions->keep, &keep_devices, ctx);
+	if (!ctx->regions->keep)
+		return;
+	keep_set_devices(ctx->regions->keep, &keep_devices, ctx);
+	if (ctx->gpu)
+		gpu_keep_init(ctx->gpu, ctx->regions->keep);
 }
 
 int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devices,

@@ -30,8 +30,9 @@ int rpc_register_on(struct rpc_deferred *d, struct region *r, const cJSON *devic
  * anything: 0, or the error answered. */
 int rpc_check_devices(struct rpc_call *call, const cJSON *devices);
 
-/* Gives the fd store's keeper (mem/keep.h) the registrations' side: which
- * devices a region is on, and registering a restored one again. */
+/* Gives the fd store's keeper (mem/keep.h) the registrations' side (which
+ * devices a region is on, registering a restored one again) and the GPU
+ * kinds' restore (gpu/gpu_keep.h). */
 void rpc_keep_init(struct rpc_ctx *ctx);
 
 /* The region as queries show it; detailed adds source, shares and leases. */

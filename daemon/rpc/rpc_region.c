@@ -327,8 +327,10 @@ RPC_DEFINE_METHOD(
 	"Each call makes a region of its own. devices (\"all\", or a list of names)\n"
 	"registers it on RDMA devices before the answer; absent or [] registers\n"
 	"nowhere yet. access lists at most its 4 names.\n"
-	"Under systemd a memfd region outlives a restart of the daemon (the answer\n"
-	"then carries its reclaim_token, for Reclaim); keep false opts out.",
+	"Under systemd a region outlives a restart of the daemon (the answer then\n"
+	"carries its reclaim_token, for Reclaim); keep false opts out. GPU memory\n"
+	"comes back while its allocation lives: an IPC handle's while its exporter\n"
+	"does, a VMM allocation always (the daemon holds its own export).",
 	VARLINK_INPUT(struct register_params, fd, VARLINK_INT, VARLINK_NULLABLE),
 	VARLINK_INPUT(struct register_params, offset, VARLINK_U64, VARLINK_NULLABLE),
 	VARLINK_INPUT_HAS(struct register_params, length, length, VARLINK_U64, VARLINK_NULLABLE,
@@ -418,6 +420,7 @@ static int method_register(struct rpc_call *call, void *params)
 			.offset = p->offset,
 			.length = p->length,
 			.access = imp.access,
+			.keep = p->keep,
 		};
 
 		if (memory == GPU_MEMORY_VMM) {

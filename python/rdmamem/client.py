@@ -94,10 +94,11 @@ class Client:
     # -- restarts of the daemon ---------------------------------------------
 
     def on_reclaim(self, fn: Optional[Callable[[int, int, list[Registration]], None]]) -> None:
-        """Under systemd the daemon keeps memfd regions across its restarts; once
-        it closed this connection, the next call reconnects and reclaims each
-        region this client registered (rdmamem_client_on_reclaim(3)). fn(region,
-        error, registrations) then runs for each: error 0 and its registrations
+        """Under systemd the daemon keeps regions (memfd, CUDA VMM and IPC)
+        across its restarts; once it closed this connection, the next call
+        reconnects and reclaims each region this client registered
+        (rdmamem_client_on_reclaim(3)). fn(region, error, registrations) then
+        runs for each: error 0 and its registrations
         now in force (new rkeys: peers need a new descriptor), or a negative
         errno when it did not come back (-ENOENT: register it again). It runs
         inside the call that reconnected and must not call this client. None

@@ -802,6 +802,28 @@ static CUresult f_mem_release(CUmemGenericAllocationHandle h)
 	return CUDA_SUCCESS;
 }
 
+/* A VMM handle's export: a file of its own (a memfd stands for
+ * /dev/nvidiactl), without O_CLOEXEC as the driver gives it; counted. */
+static CUresult f_export(void *shareable, CUmemGenericAllocationHandle h,
+			 CUmemAllocationHandleType type, unsigned long long flags)
+{
+	int fd;
+
+	(void)h;
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (fake_cuda.export_result != CUDA_SUCCESS)
+		return fake_cuda.export_result;
+	fd = memfd_create("fake-cuda-export", 0);
+	if (fd < 0)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_exports++;
+	pthread_mutex_unlock(&lock);
+	*(int *)shareable = fd;
+	return CUDA_SUCCESS;
+}
+
 /* Without O_CLOEXEC, as a driver may hand it out. */
 static CUresult f_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHandleType type,
 			 unsigned long long flags)
@@ -894,6 +916,7 @@ const struct cu_ops fake_cu_ops = {
 	.cuIpcOpenMemHandle = f_ipc_open,
 	.cuIpcCloseMemHandle = f_ipc_close,
 	.cuMemImportFromShareableHandle = f_import,
+	.cuMemExportToShareableHandle = f_export,
 	.cuMemGetAllocationPropertiesFromHandle = f_props,
 	.cuMemGetAllocationGranularity = f_gran,
 	.cuMemAddressReserve = f_reserve,

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "daemon/gpu/cuda.h"
@@ -32,11 +33,14 @@
 #if HAVE_CUDA_H
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
+#include "daemon/gpu/gpu_keep.h"
 #include "daemon/gpu/gpu_region.h"
+#include "daemon/mem/keep.h"
 #include "proto/errors.h"
 #include "tests/fakes/fake-cuda.h"
 #include "tests/fakes/fake.h"
 #include "tests/unit/mem-fixture.h"
+#include "tests/unit/store-fixture.h"
 
 #define GRAN FAKE_CUDA_GRAN
 
@@ -224,13 +228,15 @@ static void run_until_ipcs_closed(void)
 }
 
 /* A VMM import of n allocations of alloc_size bytes each (device 1, as the
- * fake's are), the region from offset on, for f.owner. */
-static struct region *import_vmm_chunks(unsigned n, uint64_t alloc_size, uint64_t offset)
+ * fake's are), the region from offset on, for f.owner; exported again for
+ * the fd store when keep. */
+static struct region *import_vmm_chunks(unsigned n, uint64_t alloc_size, uint64_t offset, bool keep)
 {
 	struct gpu_import_params p = {
 		.memory = GPU_MEMORY_VMM,
 		.alloc_size = alloc_size,
 		.offset = offset,
+		.keep = keep,
 	};
 	struct imported im = {};
 	struct gpu_import *job = NULL;
@@ -251,7 +257,7 @@ static struct region *import_vmm_chunks(unsigned n, uint64_t alloc_size, uint64_
 
 static struct region *import_vmm(uint64_t alloc_size, uint64_t offset)
 {
-	return import_vmm_chunks(1, alloc_size, offset);
+	return import_vmm_chunks(1, alloc_size, offset, false);
 }
 
 static void ipc_hex(char out[2 * CU_IPC_HANDLE_SIZE + 1], uint8_t id, uint8_t device)
@@ -507,7 +513,7 @@ END_TEST
  * them, it describes them, and its dma-buf covers the whole mapped range. */
 START_TEST(test_vmm_chunks)
 {
-	struct region *r = import_vmm_chunks(3, GRAN, GRAN - 100);
+	struct region *r = import_vmm_chunks(3, GRAN, GRAN - 100, false);
 	struct region_mr_source src;
 	cJSON *o = cJSON_CreateObject();
 	char want[32];
@@ -842,6 +848,187 @@ START_TEST(test_list_two_gpus_staged)
 }
 END_TEST
 
+/* ---- kept across a restart (keep.h, gpu_keep.c) ---- */
+
+/* The loop runs until every GPU restore of k is done (or about 5 s). */
+static void run_until_restored(struct keep_ctx *k)
+{
+	for (int i = 0; i < 5000 && !list_empty(&k->pending); i++) {
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+		if (!list_empty(&k->pending))
+			usleep(1000);
+	}
+	ck_assert(list_empty(&k->pending));
+}
+
+/* Shuts k down; its timers are closed before the test's frame goes. */
+static void keep_end(struct keep_ctx *k)
+{
+	keep_freeze(k);
+	keep_stop(k);
+	uv_run(&f.loop, UV_RUN_NOWAIT);
+}
+
+/* The daemon after a restart, on a fresh fixture: k restores what s
+ * passes with grace_sec; how many regions come back. */
+static unsigned restart(struct keep_ctx *k, struct store *s, unsigned grace_sec)
+{
+	struct keep_passed *passed;
+	size_t n = s->n;
+	unsigned got;
+
+	keep_freeze(k);
+	keep_stop(k);
+	mem_fixture_done(&f);
+	ck_assert_int_eq(fake_cuda_live(), 0);
+	mem_fixture_init(&f);
+	gpu_ctx_init(&gpu, &f.loop, &f.regions);
+	keep_init(k, &f.regions, &store_ops, s, STORE_FIXTURE_MAX);
+	gpu_keep_init(&gpu, k);
+	passed = store_pass(s);
+	got = keep_restore(k, passed, n, grace_sec);
+	passed_free(passed, n);
+	return got;
+}
+
+static void count_restored(void *userdata)
+{
+	(*(int *)userdata)++;
+}
+
+/*
+ * A VMM region of two allocations and an IPC region go into the store as
+ * parts (a record, then the daemon's own exports); a VMM region imported
+ * without keep is not exported and not kept. The next process brings both
+ * back on the pool under their ids, with the IPC region's share, waiting
+ * for their owner's token; a record that is not one is dropped from the
+ * store, and ids given after the restart are above every restored one.
+ */
+START_TEST(test_keep_restore)
+{
+	struct store s = {};
+	struct keep_ctx k;
+	struct region *vmm, *ipc, *plain, *r;
+	struct errinfo e = {};
+	char handle[2 * CU_IPC_HANDLE_SIZE + 1];
+	char vmm_token[KEEP_TOKEN_HEX + 1], ipc_token[KEEP_TOKEN_HEX + 1];
+	uint64_t vmm_id, ipc_id, left;
+	bool never = false;
+	int junk, n_told = 0;
+
+	keep_init(&k, &f.regions, &store_ops, &s, STORE_FIXTURE_MAX);
+	gpu_keep_init(&gpu, &k);
+	vmm = import_vmm_chunks(2, GRAN, 100, true);
+	ck_assert_int_eq(fake_cuda.n_exports, 2);
+	ck_assert_uint_eq(gpu_region_of(vmm)->n_kept_fds, 2);
+	ipc_hex(handle, 7, 0);
+	ipc = import_ipc(handle, 4096, 8192);
+	plain = import_vmm(GRAN, 0);
+	ck_assert_int_eq(fake_cuda.n_exports, 2);
+	ck_assert(keep_region(&k, vmm) && keep_region(&k, ipc));
+	ck_assert(!keep_region(&k, plain));
+	/* The VMM region: record and two files; the IPC region: a record. */
+	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 4);
+	ck_assert_uint_eq(k.n_files, 4);
+	strcpy(vmm_token, keep_token(vmm));
+	strcpy(ipc_token, keep_token(ipc));
+	vmm_id = vmm->id;
+	ipc_id = ipc->id;
+	ck_assert_int_eq(region_share(ipc, false, 4242, true, &e), 0);
+	keep_changed(&k);
+	mem_fixture_run_until(&f, &never, 3 * KEEP_STATE_DELAY_MSEC);
+	ck_assert_uint_eq(store_count(&s, KEEP_STATE_PREFIX), 1);
+	/* Unregistered and put back: a region's parts all go. */
+	region_drop_owner(plain);
+
+	/* A record that is not one, under a name of the form. */
+	junk = memfd_create("junk", MFD_CLOEXEC);
+	ck_assert_int_ge(junk, 0);
+	ck_assert_int_eq(write(junk, "rdmamem-kept 1\nnonsense\n", 24), 24);
+	ck_assert_int_eq(store_put(&s, KEEP_KIND_PREFIX "999.0", junk), 0);
+	close(junk);
+
+	/* The restart: the old process ends, its imports with it. */
+	test_expect("the restore drops a record that is not one (region 999)");
+	ck_assert_uint_eq(restart(&k, &s, 5), 2);
+	/* The junk is out of the store at once. */
+	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 4);
+	ck_assert_uint_gt(f.regions.next_region_id, MAX(vmm_id, ipc_id));
+	/* The daemon holds its clients back until the restores are done. */
+	ck_assert(keep_restoring(&k));
+	k.on_restored = count_restored;
+	k.on_restored_data = &n_told;
+	run_until_restored(&k);
+	ck_assert_int_eq(n_told, 1);
+	ck_assert_uint_eq(k.n_restored, 2);
+	ck_assert_uint_eq(k.n_awaiting, 2);
+
+	r = idmap_get(&f.regions.regions, vmm_id);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(r->mem->type, "cuda-vmm");
+	ck_assert_uint_eq(r->size, 2 * GRAN - 100);
+	ck_assert_uint_eq(gpu_region_of(r)->vmm.n_chunks, 2);
+	ck_assert_uint_eq(r->dptr, gpu_region_of(r)->vmm.dptr + 100);
+	ck_assert(keep_awaiting(r, &left));
+	ck_assert_int_eq(keep_reclaim(&k, r, f.owner, ipc_token, &e), -EACCES);
+	errinfo_done(&e);
+	ck_assert_int_eq(keep_reclaim(&k, r, f.owner, vmm_token, &e), 0);
+	ck_assert_ptr_eq(r->owner_link.session, f.owner);
+
+	r = idmap_get(&f.regions.regions, ipc_id);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(r->mem->type, "cuda-ipc");
+	ck_assert_uint_eq(r->size, 8192);
+	ck_assert_uint_eq(r->n_shares, 1);
+	ck_assert(r->shares[0].id == 4242 && r->shares[0].readonly);
+	ck_assert_int_eq(keep_reclaim(&k, r, f.owner, ipc_token, &e), 0);
+	/* The restored regions are in the listing's order. */
+	ck_assert_uint_eq(f.regions.region_order.slots[0].id, MIN(vmm_id, ipc_id));
+
+	/* Let go after the reclaim: every part leaves the store. */
+	region_drop_owner(idmap_get(&f.regions.regions, vmm_id));
+	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 1);
+	keep_end(&k);
+	store_done(&s);
+}
+END_TEST
+
+/*
+ * A shutdown while GPU restores are under way cancels them and leaves the
+ * store as it is; their pool work cleans up after itself (the teardown
+ * finds nothing held). With reclaim-grace-sec 0 nothing is restored and
+ * every part leaves the store.
+ */
+START_TEST(test_keep_restore_cancelled)
+{
+	struct store s = {};
+	struct keep_ctx k;
+	char handle[2 * CU_IPC_HANDLE_SIZE + 1];
+	bool never = false;
+
+	keep_init(&k, &f.regions, &store_ops, &s, STORE_FIXTURE_MAX);
+	gpu_keep_init(&gpu, &k);
+	ck_assert(keep_region(&k, import_vmm_chunks(1, GRAN, 0, true)));
+	ipc_hex(handle, 9, 0);
+	ck_assert(keep_region(&k, import_ipc(handle, 0, 0)));
+	ck_assert_uint_eq(restart(&k, &s, 5), 2);
+	ck_assert(!list_empty(&k.pending));
+	keep_freeze(&k);
+	ck_assert(list_empty(&k.pending));
+	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 3);
+	mem_fixture_run_until(&f, &never, 50);
+	run_until_ipcs_closed();
+	ck_assert_uint_eq(f.regions.n_regions, 0);
+
+	test_expect("reclaim-grace-sec 0 drops every part from the store");
+	ck_assert_uint_eq(restart(&k, &s, 0), 0);
+	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 0);
+	ck_assert(list_empty(&k.pending));
+	keep_end(&k);
+	store_done(&s);
+}
+END_TEST
+
 #endif /* HAVE_CUDA_H */
 
 Suite *gpu_unit_suite(void)
@@ -862,6 +1049,8 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
 	tcase_add_test(tc, test_list_two_gpus);
 	tcase_add_test(tc, test_list_two_gpus_staged);
+	tcase_add_test(tc, test_keep_restore);
+	tcase_add_test(tc, test_keep_restore_cancelled);
 	suite_add_tcase(s, tc);
 #else
 	test_note_not_built("gpu_unit: GPU regions over the fake driver (tcase fake)", "cuda.h");

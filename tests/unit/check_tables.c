@@ -66,7 +66,7 @@ START_TEST(test_idseq_order_and_holes)
 		/* Ids 10, 20, ...: seeks between them too. */
 		ck_assert_int_eq(idseq_add(&s, (i + 1) * 10, &nodes[i]), 0);
 	}
-	ck_assert_int_eq(idseq_add(&s, 10, &(struct idseq_node){}), -EINVAL);
+	ck_assert_int_eq(idseq_add(&s, 10, &(struct idseq_node){}), -EEXIST);
 	/* Three of every four go: compactions happen on the way. */
 	for (size_t i = 0; i < N_SEQ; i++)
 		if (i % 4 != 1)
@@ -101,6 +101,48 @@ START_TEST(test_idseq_order_and_holes)
 	for (size_t i = N_SEQ / 2; i < N_SEQ; i++)
 		idseq_remove(&s, &nodes[i]);
 	ck_assert_ptr_nonnull(s.slots[s.n - 1].node);
+	idseq_done(&s);
+}
+END_TEST
+
+/* Ids below the last (regions restored under their old ids) go in their
+ * place, into a hole of the same id too, and every node knows its slot. */
+START_TEST(test_idseq_insert)
+{
+	static struct idseq_node nodes[N_SEQ];
+	uint64_t ids[N_SEQ];
+	struct idseq s;
+
+	idseq_init(&s);
+	/* 1000 ids in a scrambled order: 10, 20, ... as (i * 7919) % N. */
+	for (size_t i = 0; i < N_SEQ; i++) {
+		ids[i] = ((i * 7919) % N_SEQ + 1) * 10;
+		idseq_node_init(&nodes[i]);
+		ck_assert_int_eq(idseq_add(&s, ids[i], &nodes[i]), 0);
+	}
+	ck_assert_int_eq(idseq_add(&s, ids[17], &(struct idseq_node){}), -EEXIST);
+	ck_assert_uint_eq(s.n, N_SEQ);
+	for (size_t i = 0; i < N_SEQ; i++) {
+		ck_assert_ptr_eq(s.slots[nodes[i].pos].node, &nodes[i]);
+		ck_assert_uint_eq(s.slots[nodes[i].pos].id, ids[i]);
+		if (i > 0)
+			ck_assert_uint_lt(s.slots[i - 1].id, s.slots[i].id);
+	}
+	/* A hole in the middle takes its id back; 15 goes between 10 and 20. */
+	idseq_remove(&s, &nodes[3]);
+	ck_assert_uint_eq(s.n_holes, 1);
+	ck_assert_int_eq(idseq_add(&s, ids[3], &nodes[3]), 0);
+	ck_assert_uint_eq(s.n_holes, 0);
+	ck_assert_uint_eq(s.slots[nodes[3].pos].id, ids[3]);
+	{
+		struct idseq_node extra;
+
+		idseq_node_init(&extra);
+		ck_assert_int_eq(idseq_add(&s, 15, &extra), 0);
+		ck_assert_uint_eq(extra.pos, 1);
+		ck_assert_uint_eq(s.slots[idseq_seek(&s, 10)].id, 15);
+		idseq_remove(&s, &extra);
+	}
 	idseq_done(&s);
 }
 END_TEST
@@ -212,6 +254,7 @@ Suite *tables_suite(void)
 	tcase_add_test(tc, test_siphash_vectors);
 	tcase_add_test(tc, test_strset);
 	tcase_add_test(tc, test_idseq_order_and_holes);
+	tcase_add_test(tc, test_idseq_insert);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("tokens");
