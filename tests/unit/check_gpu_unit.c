@@ -985,9 +985,14 @@ START_TEST(test_keep_restore)
 	/* The restored regions are in the listing's order. */
 	ck_assert_uint_eq(f.regions.region_order.slots[0].id, MIN(vmm_id, ipc_id));
 
-	/* Let go after the reclaim: every part leaves the store. */
+	/* Let go after the reclaim: every part leaves the store (before the
+	 * test's keep context and store go). */
 	region_drop_owner(idmap_get(&f.regions.regions, vmm_id));
 	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 1);
+	region_drop_owner(idmap_get(&f.regions.regions, ipc_id));
+	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 0);
+	ck_assert_uint_eq(k.n_kept, 0);
+	ck_assert_uint_eq(k.n_files, 0);
 	keep_end(&k);
 	store_done(&s);
 }
