@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -79,9 +80,18 @@ START_TEST(test_order_and_no_blocking)
 	struct fdstore *s = NULL;
 	unsigned n_fds, seen = 0;
 	uv_loop_t loop;
+	struct rlimit lim;
 	double t0, took;
 	int sink, mfd;
 
+	/* Each queued put holds its fd until it is sent: more than a normal
+	 * user's soft limit of 1024. The daemon raises its own limit to the
+	 * hard one at start; so does this case. */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &lim), 0);
+	ck_assert_msg(lim.rlim_max > N_MSGS + 64, "RLIMIT_NOFILE's hard limit %lu is too low",
+		      (unsigned long)lim.rlim_max);
+	lim.rlim_cur = lim.rlim_max;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
 	sink = notify_socket(path, sizeof(path));
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	ck_assert_int_eq(fdstore_new(&loop, &s), 0);
