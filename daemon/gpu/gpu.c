@@ -164,10 +164,15 @@ static void job_fail(struct gpu_import *job, const char *name, int err, const ch
 static void job_finish(struct gpu_import *job, struct region *reg)
 {
 	struct errinfo e = {};
+	int r = region_publish_as(reg, job->owner, job->p.id);
 
-	if (region_publish_as(reg, job->owner, job->p.id) < 0) {
+	if (r < 0) {
 		region_unref(reg);
-		errinfo_set(&e, RDMAMEM_ERROR_INTERNAL, -ENOMEM, "out of memory");
+		if (r == -EEXIST)
+			errinfo_set(&e, RDMAMEM_ERROR_INTERNAL, r, "region id %" PRIu64 " is taken",
+				    job->p.id);
+		else
+			errinfo_set(&e, RDMAMEM_ERROR_INTERNAL, r, "out of memory");
 		job_done(job, NULL, &e);
 		return;
 	}
@@ -296,7 +301,9 @@ static void on_vmm_work(uv_work_t *w)
 		if (cu_vmm_export(&g->vmm, g->kept_fds) == 0)
 			g->n_kept_fds = g->vmm.n_chunks;
 		else
-			log_debug("A VMM import is not kept across a restart: %s", cu_last_error());
+			log_notice("A VMM import is not kept across a restart: its allocation "
+				   "cannot be exported: %s",
+				   cu_last_error());
 	}
 	device_pci(g->vmm.device, job->pci);
 	measure_bandwidth_once(g->vmm.device);

@@ -195,13 +195,10 @@ static int vmm_mr_source(struct region *r, struct region_mr_source *ret)
 
 static void vmm_release(struct region *r)
 {
-	struct gpu_region *g = gpu_region_of(r);
 	uint64_t t0 = uv_hrtime();
-	int err = cu_vmm_release(&g->vmm);
+	int err = cu_vmm_release(&gpu_region_of(r)->vmm);
 
-	for (unsigned i = 0; i < g->n_kept_fds; i++)
-		g->kept_fds[i] = safe_close(g->kept_fds[i]);
-	g->n_kept_fds = 0;
+	gpu_region_kept_fds_close(r);
 
 	log_debug("Region %" PRIu64 ": its VMM mapping's release took %.1f us", r->id,
 		  (double)(uv_hrtime() - t0) / 1e3);
@@ -223,6 +220,18 @@ static int vmm_describe(const struct region *r, cJSON *source)
 }
 
 _Static_assert(CU_VMM_CHUNKS_MAX <= REGION_KEEP_FDS_MAX, "a VMM region's files fit");
+
+void gpu_region_kept_fds_close(struct region *r)
+{
+	struct gpu_region *g;
+
+	if (r->mem != &gpu_vmm_ops)
+		return;
+	g = gpu_region_of(r);
+	for (unsigned i = 0; i < g->n_kept_fds; i++)
+		g->kept_fds[i] = safe_close(g->kept_fds[i]);
+	g->n_kept_fds = 0;
+}
 
 /* Its own exports and the allocations' size: gpu_keep.c imports them again. */
 static int vmm_keep(const struct region *r, struct region_keep *ret)

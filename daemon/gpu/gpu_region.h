@@ -64,8 +64,8 @@ struct gpu_region {
 	struct region_hook counted; /* counted on its GPU while its owner holds it */
 	struct cu_vmm_map vmm;      /* cuda-vmm: the import */
 	/* cuda-vmm: the daemon's own export of each allocation, for the fd
-	 * store (cu_vmm_export(); when the region is to be kept); closed
-	 * with the mapping. */
+	 * store (cu_vmm_export(); when the region is to be kept); closed once
+	 * the store has them (gpu_region_kept_fds_close()). */
 	int kept_fds[CU_VMM_CHUNKS_MAX];
 	unsigned n_kept_fds;
 	struct gpu_ipc *ipc; /* cuda-ipc: the shared open, one of its n_ref */
@@ -83,6 +83,11 @@ static inline struct gpu_region *gpu_region_of(struct region *r)
 {
 	return container_of(r, struct gpu_region, r);
 }
+
+/* Closes a VMM region's own exports once the fd store has its copies (or
+ * the region was not kept): the daemon does not need them. Loop, or the
+ * release. */
+void gpu_region_kept_fds_close(struct region *r);
 
 /* The GPU ordinal host region r is page-locked on for copies, or -1. Loop. */
 int gpu_region_host_locked_on(const struct region *r);

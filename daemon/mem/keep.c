@@ -377,6 +377,7 @@ static int sealed_memfd(const char *text, size_t len, int *ret)
  */
 static int state_write(struct keep_ctx *k)
 {
+	struct keep_pending *p;
 	struct keep_hook *kh;
 	struct textbuf b = {};
 	_cleanup_close_ int fd = -EBADF;
@@ -391,6 +392,10 @@ static int state_write(struct keep_ctx *k)
 	textbuf_printf(&b, STATE_MAGIC "next %" PRIu64 "\n", k->stated_next);
 	list_for_each_entry(kh, &k->kept, link)
 		state_line(k, kh->h.region, &b);
+	/* A GPU region still being restored keeps the line it came with. */
+	list_for_each_entry(p, &k->pending, link)
+		if (p->state_line)
+			textbuf_printf(&b, "%" PRIu64 "%s\n", p->id, p->state_line);
 	r = b.oom ? -ENOMEM : sealed_memfd(b.p, b.len, &fd);
 	free(b.p);
 	if (r < 0)
@@ -508,7 +513,8 @@ void keep_set_kinds(struct keep_ctx *k, const struct keep_kind_ops *ops, void *u
 
 bool keep_accepting(const struct keep_ctx *k)
 {
-	return k && k->store && !k->frozen && k->max > 0;
+	/* Room for a region's record, a file and two states at least. */
+	return k && k->store && !k->frozen && k->max > 0 && k->n_files + 4 <= k->max;
 }
 
 /* A memfd: one file of its own under the region's name. */
@@ -710,6 +716,9 @@ static void pending_free(struct keep_pending *p)
 {
 	struct keep_ctx *k = p->k;
 
+	/* Its parts count as the store's files while it is under way (a
+	 * region that came back counts them again, keep_enlist()). */
+	k->n_files -= p->n_parts;
 	list_del(&p->link);
 	free(p->state_line);
 	free(p);
@@ -980,8 +989,16 @@ static int part_parse(const char *name, struct kept_part *ret)
 	const char *p = name + strlen(KEEP_KIND_PREFIX);
 	uint64_t part;
 
+	char canonical[KEEP_NAME_MAX];
+
 	if (!has_prefix(name, KEEP_KIND_PREFIX) || name_field(&p, KEEP_ID_MAX, &ret->id) < 0 ||
 	    ret->id == 0 || sep_field(&p, '\0', REGION_KEEP_FDS_MAX, &part) < 0)
+		return -EINVAL;
+	/* Only as this daemon writes it ("07" is not 7): parts are taken out
+	 * of the store by the names it writes. */
+	snprintf(canonical, sizeof(canonical), KEEP_KIND_PREFIX "%" PRIu64 ".%u", ret->id,
+		 (unsigned)part);
+	if (strcmp(canonical, name) != 0)
 		return -EINVAL;
 	ret->part = (unsigned)part;
 	return 0;
@@ -1046,7 +1063,8 @@ static void on_kind_restored(void *ctx, struct region *r, struct errinfo *e)
 	if (p->starting) {
 		p->early = true;
 		p->early_region = r;
-		snprintf(p->why, sizeof(p->why), "%s", e && e->name ? e->message : "");
+		snprintf(p->why, sizeof(p->why), "%s",
+			 e && e->name ? e->message : "the import failed");
 		return;
 	}
 	kind_restored(p, r, e && e->name ? e->message : "the import failed");
@@ -1111,6 +1129,7 @@ static bool restore_kind(struct keep_ctx *k, struct kept_part *g, size_t n, stru
 				    .starting = true };
 	memcpy(p->token, facts.token, sizeof(p->token));
 	list_add_tail(&p->link, &k->pending);
+	k->n_files += p->n_parts;
 	res = k->kinds->restore(k->kinds_data, holder, &rec, on_kind_restored, p, &p->job, &e);
 	p->starting = false;
 	if (res < 0) {

@@ -187,13 +187,15 @@ void keep_init(struct keep_ctx *k, struct region_registry *regions,
 void keep_set_devices(struct keep_ctx *k, const struct keep_device_ops *ops, void *userdata);
 /* The GPU side gives its restore before anything is restored. */
 void keep_set_kinds(struct keep_ctx *k, const struct keep_kind_ops *ops, void *userdata);
-/* Whether a region registered now would be kept: imports that do extra
- * work for the store (a GPU region's own export) ask first. */
+/* Whether a region registered now would be kept (a store, not shutting
+ * down, room): imports that do extra work for the store (a GPU region's
+ * own export) ask first. */
 bool keep_accepting(const struct keep_ctx *k);
 
 /*
  * Hands the previous process's files (those whose names start with
- * KEEP_REGION_PREFIX or KEEP_STATE_PREFIX; takes their fds) back as
+ * KEEP_REGION_PREFIX, KEEP_KIND_PREFIX or KEEP_STATE_PREFIX; takes their
+ * fds) back as
  * regions, held for reclaim for grace_sec seconds. What cannot be restored
  * is logged, taken out of the store and closed. Returns how many regions
  * came back or are coming (GPU memory is imported on the pool).
@@ -232,8 +234,9 @@ void keep_freeze(struct keep_ctx *k);
 /* Closes the timers (the loop then ends); after keep_freeze(). */
 void keep_stop(struct keep_ctx *k);
 
-/* Whether name is one this daemon gives the store's files: a region's or
- * the state's (its form is then checked by keep_restore()). */
+/* Whether name is one this daemon gives the store's files: a region's, a
+ * part of one, or the state's (its form is then checked by
+ * keep_restore()). */
 bool keep_is_store_name(const char *name);
 
 /* Parses a region's store name; -EINVAL when it is not one. */

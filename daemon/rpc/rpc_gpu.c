@@ -5,6 +5,7 @@
 
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
+#include "daemon/gpu/gpu_region.h"
 #include "daemon/mem/keep.h"
 #include "proto/errors.h"
 #include "proto/json.h"
@@ -46,6 +47,8 @@ static void gpu_imported(void *userdata, struct region *r, struct errinfo *e)
 	}
 	if (keep)
 		keep_region(r->registry->keep, r);
+	/* The store holds its own copies: the daemon's go. */
+	gpu_region_kept_fds_close(r);
 	/* The handle waits for the registrations from here on. */
 	rpc_deferred_on_cancel(d, NULL, NULL);
 	if (rpc_register_on(d, r, devices, true) < 0)

@@ -927,6 +927,9 @@ START_TEST(test_keep_restore)
 	ck_assert_int_eq(fake_cuda.n_exports, 2);
 	ck_assert(keep_region(&k, vmm) && keep_region(&k, ipc));
 	ck_assert(!keep_region(&k, plain));
+	/* The store has its copies of the exports: the daemon's go (rpc). */
+	gpu_region_kept_fds_close(vmm);
+	ck_assert_uint_eq(gpu_region_of(vmm)->n_kept_fds, 0);
 	/* The VMM region: record and two files; the IPC region: a record. */
 	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 4);
 	ck_assert_uint_eq(k.n_files, 4);
@@ -938,7 +941,7 @@ START_TEST(test_keep_restore)
 	keep_changed(&k);
 	mem_fixture_run_until(&f, &never, 3 * KEEP_STATE_DELAY_MSEC);
 	ck_assert_uint_eq(store_count(&s, KEEP_STATE_PREFIX), 1);
-	/* Unregistered and put back: a region's parts all go. */
+	/* Not kept: its unregister touches no store entry. */
 	region_drop_owner(plain);
 
 	/* A record that is not one, under a name of the form. */
@@ -1000,30 +1003,54 @@ END_TEST
 
 /*
  * A shutdown while GPU restores are under way cancels them and leaves the
- * store as it is; their pool work cleans up after itself (the teardown
- * finds nothing held). With reclaim-grace-sec 0 nothing is restored and
- * every part leaves the store.
+ * store as it is, with the state they came with (a share): the next start
+ * restores them with it. Their pool work cleans up after itself (the
+ * teardown finds nothing held). With reclaim-grace-sec 0 nothing is
+ * restored and every part leaves the store.
  */
 START_TEST(test_keep_restore_cancelled)
 {
 	struct store s = {};
 	struct keep_ctx k;
+	struct region *ipc;
+	struct errinfo e = {};
 	char handle[2 * CU_IPC_HANDLE_SIZE + 1];
+	uint64_t ipc_id;
 	bool never = false;
 
 	keep_init(&k, &f.regions, &store_ops, &s, STORE_FIXTURE_MAX);
 	gpu_keep_init(&gpu, &k);
 	ck_assert(keep_region(&k, import_vmm_chunks(1, GRAN, 0, true)));
 	ipc_hex(handle, 9, 0);
-	ck_assert(keep_region(&k, import_ipc(handle, 0, 0)));
+	ipc = import_ipc(handle, 0, 0);
+	ck_assert(keep_region(&k, ipc));
+	ipc_id = ipc->id;
+	ck_assert_int_eq(region_share(ipc, true, 77, false, &e), 0);
+	keep_changed(&k);
+	mem_fixture_run_until(&f, &never, 3 * KEEP_STATE_DELAY_MSEC);
+
 	ck_assert_uint_eq(restart(&k, &s, 5), 2);
 	ck_assert(!list_empty(&k.pending));
+	ck_assert_uint_eq(k.n_files, 3);
+	/* The shutdown's state still has the share of the region that is
+	 * not back yet. */
 	keep_freeze(&k);
 	ck_assert(list_empty(&k.pending));
+	ck_assert_uint_eq(k.n_files, 0);
 	ck_assert_uint_eq(store_count(&s, KEEP_KIND_PREFIX), 3);
 	mem_fixture_run_until(&f, &never, 50);
 	run_until_ipcs_closed();
 	ck_assert_uint_eq(f.regions.n_regions, 0);
+
+	ck_assert_uint_eq(restart(&k, &s, 5), 2);
+	run_until_restored(&k);
+	ipc = idmap_get(&f.regions.regions, ipc_id);
+	ck_assert_ptr_nonnull(ipc);
+	ck_assert_uint_eq(ipc->n_shares, 1);
+	ck_assert(ipc->shares[0].is_group && ipc->shares[0].id == 77 && !ipc->shares[0].readonly);
+	keep_freeze(&k);
+	session_close(f.owner);
+	run_until_ipcs_closed();
 
 	test_expect("reclaim-grace-sec 0 drops every part from the store");
 	ck_assert_uint_eq(restart(&k, &s, 0), 0);
