@@ -513,8 +513,8 @@ void keep_set_kinds(struct keep_ctx *k, const struct keep_kind_ops *ops, void *u
 
 bool keep_accepting(const struct keep_ctx *k)
 {
-	/* Room for a region's record, a file and two states at least. */
-	return k && k->store && !k->frozen && k->max > 0 && k->n_files + 4 <= k->max;
+	/* Room for the least a region needs: one file, and two states. */
+	return k && k->store && !k->frozen && k->max > 0 && k->n_files + 3 <= k->max;
 }
 
 /* A memfd: one file of its own under the region's name. */
