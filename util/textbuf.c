@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -51,4 +52,20 @@ void textbuf_printf(struct textbuf *b, const char *fmt, ...)
 	va_start(ap, fmt);
 	textbuf_vprintf(b, fmt, ap);
 	va_end(ap);
+}
+
+int text_u64(const char **p, char end, uint64_t max, uint64_t *ret)
+{
+	char *stop;
+	uint64_t v;
+
+	if (**p < '0' || **p > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(*p, &stop, 10);
+	if (errno || v > max || *stop != end)
+		return -EINVAL;
+	*p = stop + (end != '\0');
+	*ret = v;
+	return 0;
 }

@@ -10,6 +10,7 @@
 #include "daemon/gpu/gpu_region.h"
 #include "daemon/mem/keep.h"
 #include "proto/errors.h"
+#include "util/textbuf.h"
 
 /* The word that starts text and the space after it. */
 static const char *after_word(const char *text, const char *word)
@@ -17,21 +18,6 @@ static const char *after_word(const char *text, const char *word)
 	size_t n = strlen(word);
 
 	return strncmp(text, word, n) == 0 && text[n] == ' ' ? text + n + 1 : NULL;
-}
-
-/* A decimal number that ends at end_char. */
-static int number(const char **p, char end_char, uint64_t max, uint64_t *ret)
-{
-	char *end;
-
-	if (**p < '0' || **p > '9')
-		return -EINVAL;
-	errno = 0;
-	*ret = strtoull(*p, &end, 10);
-	if (errno || *ret > max || *end != end_char)
-		return -EINVAL;
-	*p = end + (end_char != '\0');
-	return 0;
 }
 
 /* rec's kind line into p: "cuda-vmm SIZE" with its files, or
@@ -42,7 +28,7 @@ static int params_of(const struct keep_record *rec, struct gpu_import_params *p)
 	uint64_t v;
 
 	if ((s = after_word(rec->text, GPU_KEEP_VMM))) {
-		if (number(&s, '\0', UINT64_MAX / CU_VMM_CHUNKS_MAX, &v) < 0 || v == 0 ||
+		if (text_u64(&s, '\0', UINT64_MAX / CU_VMM_CHUNKS_MAX, &v) < 0 || v == 0 ||
 		    rec->n_fds == 0 || rec->n_fds > CU_VMM_CHUNKS_MAX)
 			return -EINVAL;
 		p->memory = GPU_MEMORY_VMM;
@@ -50,7 +36,7 @@ static int params_of(const struct keep_record *rec, struct gpu_import_params *p)
 		return 0;
 	}
 	if ((s = after_word(rec->text, GPU_KEEP_IPC))) {
-		if (number(&s, ' ', INT32_MAX, &v) < 0 || strlen(s) != 2 * CU_IPC_HANDLE_SIZE ||
+		if (text_u64(&s, ' ', INT32_MAX, &v) < 0 || strlen(s) != 2 * CU_IPC_HANDLE_SIZE ||
 		    rec->n_fds != 0)
 			return -EINVAL;
 		p->memory = GPU_MEMORY_IPC;

@@ -67,6 +67,12 @@ static struct keep_hook *keep_hook_of(struct region_hook *h)
 	return container_of(h, struct keep_hook, h);
 }
 
+/* The name of region id's parts, without the part (KEEP_KIND_PREFIX). */
+static void kind_name(char buf[static KEEP_NAME_MAX], uint64_t id)
+{
+	snprintf(buf, KEEP_NAME_MAX, KEEP_KIND_PREFIX "%" PRIu64, id);
+}
+
 /* Name's part i (KEEP_KIND_PREFIX). */
 static void part_name(char *buf, size_t size, const char *name, unsigned i)
 {
@@ -188,27 +194,10 @@ bool keep_is_store_name(const char *name)
 	       has_prefix(name, KEEP_STATE_PREFIX);
 }
 
-/* One decimal field, up to the separator sep, which it skips. */
-static int sep_field(const char **p, char sep, uint64_t max, uint64_t *ret)
-{
-	char *end;
-	uint64_t v;
-
-	if (**p < '0' || **p > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(*p, &end, 10);
-	if (errno || v > max || *end != sep)
-		return -EINVAL;
-	*p = end + 1;
-	*ret = v;
-	return 0;
-}
-
 /* One decimal field of a name, up to the next '.'. */
 static int name_field(const char **p, uint64_t max, uint64_t *ret)
 {
-	return sep_field(p, '.', max, ret);
+	return text_u64(p, '.', max, ret);
 }
 
 /*
@@ -222,11 +211,11 @@ static int facts_parse(const char **p, char sep, char end_sep, struct keep_name 
 	uint8_t raw[KEEP_TOKEN_BYTES];
 	const char *end;
 
-	if (sep_field(p, sep, UINT32_MAX - 1, &uid) < 0 ||
-	    sep_field(p, sep, UINT32_MAX - 1, &gid) < 0 ||
-	    sep_field(p, sep, UINT64_MAX, &ret->offset) < 0 ||
-	    sep_field(p, sep, UINT64_MAX, &ret->length) < 0 || ret->length == 0 ||
-	    ret->offset + ret->length < ret->offset || sep_field(p, sep, 0xf, &access) < 0)
+	if (text_u64(p, sep, UINT32_MAX - 1, &uid) < 0 ||
+	    text_u64(p, sep, UINT32_MAX - 1, &gid) < 0 ||
+	    text_u64(p, sep, UINT64_MAX, &ret->offset) < 0 ||
+	    text_u64(p, sep, UINT64_MAX, &ret->length) < 0 || ret->length == 0 ||
+	    ret->offset + ret->length < ret->offset || text_u64(p, sep, 0xf, &access) < 0)
 		return -EINVAL;
 	end = strchr(*p, end_sep);
 	if (!end || end - *p != KEEP_TOKEN_HEX)
@@ -285,7 +274,7 @@ static int record_parse(char *text, struct keep_name *ret, unsigned *ret_files,
 	if (facts_parse(&p, ' ', ' ', ret) < 0)
 		return -EINVAL;
 	p++;
-	if (sep_field(&p, '\n', REGION_KEEP_FDS_MAX, &files) < 0)
+	if (text_u64(&p, '\n', REGION_KEEP_FDS_MAX, &files) < 0)
 		return -EINVAL;
 	nl = strchr(p, '\n');
 	if (!nl || nl == p || nl[1] != '\0')
@@ -610,7 +599,7 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 	if (!kh)
 		return false;
 	if (n_parts)
-		snprintf(kh->name, sizeof(kh->name), KEEP_KIND_PREFIX "%" PRIu64, r->id);
+		kind_name(kh->name, r->id);
 	else if (keep_name_format(&n, kh->name, sizeof(kh->name)) < 0)
 		return false;
 	res = n_parts ? put_parts(k, &n, &rk, kh->name, &refused) :
@@ -736,7 +725,7 @@ static void pending_cancel_all(struct keep_ctx *k, bool forget)
 	list_for_each_entry_safe(p, n, &k->pending, link) {
 		k->kinds->cancel(k->kinds_data, p->job);
 		if (forget) {
-			snprintf(name, sizeof(name), KEEP_KIND_PREFIX "%" PRIu64, p->id);
+			kind_name(name, p->id);
 			log_warning("Fd store: region %" PRIu64 " was not restored within the "
 				    "grace; dropping it",
 				    p->id);
@@ -987,17 +976,16 @@ struct kept_part {
 static int part_parse(const char *name, struct kept_part *ret)
 {
 	const char *p = name + strlen(KEEP_KIND_PREFIX);
+	char base[KEEP_NAME_MAX], canonical[KEEP_NAME_MAX + 16];
 	uint64_t part;
 
-	char canonical[KEEP_NAME_MAX];
-
 	if (!has_prefix(name, KEEP_KIND_PREFIX) || name_field(&p, KEEP_ID_MAX, &ret->id) < 0 ||
-	    ret->id == 0 || sep_field(&p, '\0', REGION_KEEP_FDS_MAX, &part) < 0)
+	    ret->id == 0 || text_u64(&p, '\0', REGION_KEEP_FDS_MAX, &part) < 0)
 		return -EINVAL;
 	/* Only as this daemon writes it ("07" is not 7): parts are taken out
 	 * of the store by the names it writes. */
-	snprintf(canonical, sizeof(canonical), KEEP_KIND_PREFIX "%" PRIu64 ".%u", ret->id,
-		 (unsigned)part);
+	kind_name(base, ret->id);
+	part_name(canonical, sizeof(canonical), base, (unsigned)part);
 	if (strcmp(canonical, name) != 0)
 		return -EINVAL;
 	ret->part = (unsigned)part;
@@ -1020,7 +1008,7 @@ static void forget_parts(struct keep_ctx *k, uint64_t id, unsigned n_parts, stru
 	char name[KEEP_NAME_MAX];
 
 	log_warning("Fd store: dropping region %" PRIu64 ": %s", id, why);
-	snprintf(name, sizeof(name), KEEP_KIND_PREFIX "%" PRIu64, id);
+	kind_name(name, id);
 	(void)store_remove_parts(k, name, n_parts);
 	/* Names past n_parts (a part beyond the record's count) as well. */
 	for (size_t i = 0; i < n; i++) {
@@ -1045,7 +1033,7 @@ static void kind_restored(struct keep_pending *p, struct region *r, const char *
 	}
 	r->owner_pid = 0;
 	r->owner_gid = p->gid;
-	snprintf(kh->name, sizeof(kh->name), KEEP_KIND_PREFIX "%" PRIu64, r->id);
+	kind_name(kh->name, r->id);
 	keep_enlist(k, kh, p->token, p->n_parts);
 	kh->awaiting = true;
 	k->n_awaiting++;
@@ -1059,15 +1047,15 @@ static void kind_restored(struct keep_pending *p, struct region *r, const char *
 static void on_kind_restored(void *ctx, struct region *r, struct errinfo *e)
 {
 	struct keep_pending *p = ctx;
+	const char *why = e && e->name ? e->message : "the import failed";
 
 	if (p->starting) {
 		p->early = true;
 		p->early_region = r;
-		snprintf(p->why, sizeof(p->why), "%s",
-			 e && e->name ? e->message : "the import failed");
+		snprintf(p->why, sizeof(p->why), "%s", why);
 		return;
 	}
-	kind_restored(p, r, e && e->name ? e->message : "the import failed");
+	kind_restored(p, r, why);
 }
 
 /*
@@ -1103,10 +1091,15 @@ static bool restore_kind(struct keep_ctx *k, struct kept_part *g, size_t n, stru
 		return false;
 	}
 	holder = holder_for(k, facts.uid, facts.gid);
-	p = holder ? calloc(1, sizeof(*p)) : NULL;
+	p = holder ? malloc(sizeof(*p)) : NULL;
 	line = idmap_get(state, g[0].id);
-	if (p && line)
-		p->state_line = strdup(line);
+	if (p)
+		*p = (struct keep_pending){ .k = k,
+					    .id = g[0].id,
+					    .gid = facts.gid,
+					    .n_parts = (unsigned)n,
+					    .state_line = line ? strdup(line) : NULL,
+					    .starting = true };
 	if (!p || (line && !p->state_line)) {
 		free(p);
 		forget_parts(k, g[0].id, (unsigned)n, g, n, "out of memory");
@@ -1121,12 +1114,6 @@ static bool restore_kind(struct keep_ctx *k, struct kept_part *g, size_t n, stru
 		rec.fds[rec.n_fds++] = TAKE_FD(g[i].fd);
 	/* The store keeps its own copy of the record. */
 	g[0].fd = safe_close(g[0].fd);
-	*p = (struct keep_pending){ .k = k,
-				    .id = g[0].id,
-				    .gid = facts.gid,
-				    .n_parts = (unsigned)n,
-				    .state_line = p->state_line,
-				    .starting = true };
 	memcpy(p->token, facts.token, sizeof(p->token));
 	list_add_tail(&p->link, &k->pending);
 	k->n_files += p->n_parts;
@@ -1214,8 +1201,7 @@ unsigned keep_restore(struct keep_ctx *k, struct keep_passed *passed, size_t n, 
 			passed[i].fd = safe_close(passed[i].fd);
 			continue;
 		}
-		if (has_prefix(passed[i].name, KEEP_KIND_PREFIX) && grace_sec > 0 &&
-		    part_parse(passed[i].name, &parts[n_parts]) == 0) {
+		if (grace_sec > 0 && part_parse(passed[i].name, &parts[n_parts]) == 0) {
 			parts[n_parts].store_name = passed[i].name;
 			parts[n_parts++].fd = TAKE_FD(passed[i].fd);
 			continue;
