@@ -281,7 +281,7 @@ static int rconn_receive(struct rconn *c, struct vb_pd *pd)
 	r = recv_ring_new(rdma->core->loop, c->dev->vb, pd, rconn_received, c, &c->rx);
 	if (r < 0)
 		return r;
-	r = vb->cm_qp_create(c->cm, pd, c->rx->cq, &caps, &qp);
+	r = vb->cm_qp_create(c->cm, pd, c->rx->watch.cq, &caps, &qp);
 	if (r < 0)
 		return r;
 	return recv_ring_start(c->rx, qp);

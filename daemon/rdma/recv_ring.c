@@ -7,11 +7,6 @@
 #include "daemon/rdma/recv_ring.h"
 #include "util/macro.h"
 
-static void on_more(uv_idle_t *h);
-
-/* Completions taken per poll call. */
-#define POLL_BATCH 16
-
 static struct vb_recv_wr recv_wr(const struct recv_ring *ring, uint64_t i)
 {
 	return (struct vb_recv_wr){ .wr_id = i,
@@ -27,19 +22,18 @@ static void on_closed(uv_handle_t *h)
 
 	if (--ring->n_handles > 0)
 		return;
-	vb->cq_destroy(ring->cq);
+	vb->cq_destroy(ring->watch.cq);
 	if (ring->mr)
 		vb->mr_dereg(ring->mr);
 	free(ring->buf);
 	free(ring);
 }
 
-/* Nothing is taken or posted any more: neither handle wakes the loop. */
+/* Nothing is taken or posted any more: the watch no longer wakes the loop. */
 static void ring_stop(struct recv_ring *ring)
 {
 	ring->dead = true;
-	uv_poll_stop(&ring->poll);
-	uv_idle_stop(&ring->more);
+	cq_watch_stop(&ring->watch);
 }
 
 void recv_ring_free(struct recv_ring *ring)
@@ -51,8 +45,7 @@ void recv_ring_free(struct recv_ring *ring)
 	ring_stop(ring);
 	ring->freed = true;
 	ring->qp = NULL;
-	uv_close((uv_handle_t *)&ring->poll, on_closed);
-	uv_close((uv_handle_t *)&ring->more, on_closed);
+	cq_watch_close(&ring->watch, on_closed);
 }
 
 static void repost(struct recv_ring *ring, uint64_t i)
@@ -88,67 +81,33 @@ static void on_wc(struct recv_ring *ring, const struct vb_wc *wc)
 }
 
 /*
- * Takes at most RECV_RING_TURN_MAX completions; true when the CQ may hold
- * more (the turn's share was used up). A ring that died on the way stops:
- * freed (received() ended its connection), at once, the rest of the batch
- * unread; dead otherwise (a failed re-post), after the batch, whose
- * receives are still handed on.
+ * A ring that dies on the way stops taking: freed (received() ended its
+ * connection), at once, the rest of the batch unread; dead otherwise (a
+ * failed re-post), after the batch, whose receives are still handed on.
  */
-static bool take(struct recv_ring *ring)
+static bool ring_completion(struct cq_watch *w, const struct vb_wc *wc)
 {
-	struct vb_wc wc[POLL_BATCH];
-	unsigned taken = 0;
-	int n;
+	struct recv_ring *ring = container_of(w, struct recv_ring, watch);
 
-	do {
-		n = vb->cq_poll(ring->cq, wc, POLL_BATCH);
-		if (n < 0) {
-			ring_stop(ring);
-			log_warning_errno(n, "Receive queue failed: %m");
-			return false;
-		}
-		for (int i = 0; i < n && !ring->freed; i++)
-			on_wc(ring, &wc[i]);
-		if (ring->dead)
-			return false;
-		taken += (unsigned)n;
-	} while (n == POLL_BATCH && taken < RECV_RING_TURN_MAX);
-	return n == POLL_BATCH;
+	on_wc(ring, wc);
+	return !ring->freed;
 }
 
-/* Takes the turn's share; what is left waits for the next turn (the
- * channel raises no event for completions already queued when it was
- * armed, so the idle handle must come back for them). */
-static void pump(struct recv_ring *ring)
+static void ring_failed(struct cq_watch *w, bool channel, int error)
 {
-	if (take(ring))
-		uv_idle_start(&ring->more, on_more);
-	else if (!ring->dead)
-		uv_idle_stop(&ring->more);
+	struct recv_ring *ring = container_of(w, struct recv_ring, watch);
+
+	ring_stop(ring);
+	if (channel)
+		log_warning("Receive channel failed: %s", uv_strerror(error));
+	else
+		log_warning_errno(error, "Receive queue failed: %m");
 }
 
-static void on_more(uv_idle_t *h)
-{
-	pump(h->data);
-}
-
-static void on_cq(uv_poll_t *h, int status, int events)
-{
-	struct recv_ring *ring = h->data;
-
-	(void)events;
-	if (status < 0) {
-		/* A level-triggered error would wake every turn. */
-		ring_stop(ring);
-		log_warning("Receive channel failed: %s", uv_strerror(status));
-		return;
-	}
-	/* Ack and re-arm before polling: a completion after the poll then
-	 * raises a new event instead of being missed. */
-	while (vb->cq_event(ring->cq) == 0)
-		;
-	pump(ring);
-}
+static const struct cq_watch_ops ring_watch_ops = {
+	.completion = ring_completion,
+	.failed = ring_failed,
+};
 
 int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
 		  void (*received)(void *userdata, const uint8_t *data, size_t len), void *userdata,
@@ -156,6 +115,7 @@ int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
 {
 	size_t size = (size_t)RECV_RING_DEPTH * RECV_RING_BYTES;
 	struct recv_ring *ring = calloc(1, sizeof(*ring));
+	struct vb_cq *cq = NULL;
 	uint32_t rkey;
 	int r;
 
@@ -171,23 +131,21 @@ int recv_ring_new(uv_loop_t *loop, struct vb_device *dev, struct vb_pd *pd,
 	/* Small and once per connection: on the loop, like the QP itself. */
 	r = vb->mr_reg(pd, ring->buf, size, VB_ACCESS_LOCAL_WRITE, &ring->mr);
 	if (r == 0)
-		r = vb->cq_create(dev, RECV_RING_DEPTH, &ring->cq);
+		r = vb->cq_create(dev, RECV_RING_DEPTH, &cq);
 	if (r == 0)
-		r = uv_poll_init(loop, &ring->poll, vb->cq_fd(ring->cq));
+		r = cq_watch_init(&ring->watch, loop, cq, RECV_RING_TURN_MAX, &ring_watch_ops,
+				  ring);
 	if (r < 0) {
 		/* No handle was made: freed here. */
-		vb->cq_destroy(ring->cq);
+		vb->cq_destroy(cq);
 		if (ring->mr)
 			vb->mr_dereg(ring->mr);
 		free(ring->buf);
 		free(ring);
 		return r;
 	}
-	uv_idle_init(loop, &ring->more);
 	ring->n_handles = 2;
 	vb->mr_keys(ring->mr, &ring->lkey, &rkey);
-	ring->poll.data = ring;
-	ring->more.data = ring;
 	*ret = ring;
 	return 0;
 }
@@ -206,5 +164,5 @@ int recv_ring_start(struct recv_ring *ring, struct vb_qp *qp)
 		ring->dead = true;
 		return r;
 	}
-	return uv_poll_start(&ring->poll, UV_READABLE, on_cq);
+	return cq_watch_start(&ring->watch);
 }

@@ -38,6 +38,7 @@
 
 #include <uv.h>
 
+#include "daemon/rdma/cq_watch.h"
 #include "daemon/rdma/verbs.h"
 
 /*
@@ -60,16 +61,14 @@ struct recv_ring_stats {
 };
 
 struct recv_ring {
-	uv_poll_t poll;
-	uv_idle_t more;     /* active while the CQ holds what the last turn left */
-	unsigned n_handles; /* not yet closed; the ring is freed with the last */
-	struct vb_cq *cq;   /* the QP's, both queues */
+	struct cq_watch watch; /* .cq: the QP's, both queues */
+	unsigned n_handles;    /* the watch's, not yet closed; the ring is freed with the last */
 	struct vb_mr *mr;
 	uint8_t *buf; /* RECV_RING_DEPTH × RECV_RING_BYTES */
 	uint32_t lkey;
 	struct vb_qp *qp; /* recv_ring_start()'s; NULL once freed */
-	/* A CQ or post failure, or freed: nothing is posted again, and
-	 * neither handle is active. */
+	/* A CQ or post failure, or freed: nothing is posted again, and the
+	 * watch is stopped. */
 	bool dead;
 	bool freed; /* recv_ring_free() ran: nothing is handed on either */
 	void (*received)(void *userdata, const uint8_t *data, size_t len);

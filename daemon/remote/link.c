@@ -16,16 +16,10 @@
 #include "daemon/remote/link.h"
 #include "daemon/remote/notify_msg.h"
 
-/* Completions taken per poll call. */
-#define POLL_BATCH 32
-/*
- * And per turn of the loop at most: a peer that keeps completions coming
- * (each callback posts more, which complete at once) would otherwise keep
- * the loop inside one callback. The rest is taken from an idle handle on
- * the next turns: the channel's event was acked, and re-arming raises none
- * for completions already queued.
- */
-#define POLL_TURN_MAX (8 * POLL_BATCH)
+/* Completions taken per turn of the loop at most: a peer that keeps them
+ * coming (each callback posts more, which complete at once) would otherwise
+ * keep the loop inside one callback (rdma/cq_watch.h). */
+#define POLL_TURN_MAX (8 * CQ_WATCH_BATCH)
 
 static void link_fail(struct link *l, enum link_state state, int error, const char *fmt, ...)
 	_printf_(4, 5);
@@ -370,10 +364,8 @@ static void link_fail(struct link *l, enum link_state state, int error, const ch
 	set_state(l, state);
 	close_handle((uv_handle_t *)&l->timer);
 	close_handle((uv_handle_t *)&l->cm_poll);
-	if (l->cq_polling) {
-		close_handle((uv_handle_t *)&l->cq_poll);
-		close_handle((uv_handle_t *)&l->more);
-	}
+	if (l->cq_polling)
+		cq_watch_close(&l->cq_watch, on_handle_closed);
 }
 
 void link_close(struct link *l, int error, const char *why)
@@ -501,81 +493,42 @@ static void on_wc(struct link *l, const struct vb_wc *wc)
 	s->user->complete(s->user, &c);
 }
 
-/* Takes up to POLL_TURN_MAX completions; false once the link failed.
- * *ret_more: the cap ended it, more may be queued. */
-static bool drain_cq(struct link *l, bool *ret_more)
+/* false once the link failed: the watch takes no more. */
+static bool link_completion(struct cq_watch *w, const struct vb_wc *wc)
 {
-	struct vb_wc wc[POLL_BATCH];
-	unsigned taken = 0;
-	int n;
+	struct link *l = container_of(w, struct link, cq_watch);
 
-	*ret_more = false;
-	do {
-		n = vb->cq_poll(l->cq, wc, POLL_BATCH);
-		if (n < 0) {
-			link_fail(l, LINK_ERROR, n, "completion queue of the link to %s failed: %s",
-				  l->peer, n == -EOVERFLOW ? "overflow" : strerror(-n));
-			return false;
-		}
-		for (int i = 0; i < n; i++) {
-			on_wc(l, &wc[i]);
-			if (l->state != LINK_READY)
-				return false;
-		}
-		taken += (unsigned)n;
-	} while (n == POLL_BATCH && taken < POLL_TURN_MAX);
-	*ret_more = n == POLL_BATCH;
-	return true;
+	on_wc(l, wc);
+	return l->state == LINK_READY;
 }
 
-static void on_more(uv_idle_t *h);
-
-/* A turn's completions; the idle handle takes the rest on the next turns. */
-static void take_completions(struct link *l)
+/* Completions that leave the link READY retired WRs (links post no
+ * receives): progress. */
+static void link_taken(struct cq_watch *w)
 {
-	uint64_t head = l->head_seq;
-	bool more;
+	struct link *l = container_of(w, struct link, cq_watch);
 
-	if (!drain_cq(l, &more))
-		return;
-	if (more)
-		uv_idle_start(&l->more, on_more);
+	l->progress_at = uv_now(l->pool->loop);
+	arm_timer(l);
+}
+
+static void link_cq_failed(struct cq_watch *w, bool channel, int error)
+{
+	struct link *l = container_of(w, struct link, cq_watch);
+
+	if (channel)
+		link_fail(l, LINK_ERROR, error, "completion channel of the link to %s failed: %s",
+			  l->peer, uv_strerror(error));
 	else
-		uv_idle_stop(&l->more);
-	if (l->head_seq != head) {
-		l->progress_at = uv_now(l->pool->loop);
-		arm_timer(l);
-	}
+		link_fail(l, LINK_ERROR, error, "completion queue of the link to %s failed: %s",
+			  l->peer, error == -EOVERFLOW ? "overflow" : strerror(-error));
 }
 
-static void on_more(uv_idle_t *h)
-{
-	struct link *l = h->data;
-
-	if (l->state == LINK_READY)
-		take_completions(l);
-	else
-		uv_idle_stop(h);
-}
-
-static void on_cq(uv_poll_t *h, int status, int events)
-{
-	struct link *l = h->data;
-
-	(void)events;
-	if (l->state != LINK_READY)
-		return;
-	if (status < 0) {
-		link_fail(l, LINK_ERROR, status, "completion channel failed: %s",
-			  uv_strerror(status));
-		return;
-	}
-	/* Ack and re-arm before polling: a completion after the poll then
-	 * raises a new event instead of being missed. */
-	while (vb->cq_event(l->cq) == 0)
-		;
-	take_completions(l);
-}
+static const struct cq_watch_ops link_watch_ops = {
+	.completion = link_completion,
+	.taken = link_taken,
+	.failed = link_cq_failed,
+};
 
 static const char *reject_reason(int why, int *ret_error)
 {
@@ -635,14 +588,14 @@ static int on_route(struct link *l)
 	r = vb->cq_create(dev->vb, l->window * 2, &l->cq);
 	if (r < 0)
 		return r;
-	r = uv_poll_init(l->pool->loop, &l->cq_poll, vb->cq_fd(l->cq));
+	r = cq_watch_init(&l->cq_watch, l->pool->loop, l->cq, POLL_TURN_MAX, &link_watch_ops, l);
 	if (r < 0)
 		return r;
-	uv_idle_init(l->pool->loop, &l->more);
-	l->cq_poll.data = l->more.data = l;
 	l->cq_polling = true;
 	l->n_handles += 2;
-	uv_poll_start(&l->cq_poll, UV_READABLE, on_cq);
+	r = cq_watch_start(&l->cq_watch);
+	if (r < 0)
+		return r;
 
 	l->initiator_depth = (uint8_t)MIN(dev->info.max_qp_init_rd_atom ?: 1U, 16U);
 	caps = (struct vb_qp_caps){ .max_send_wr = l->window,
@@ -723,9 +676,7 @@ static void on_cm(uv_poll_t *h, int status, int events)
 			/* What completed before the peer left still counts
 			 * (at most a window's worth: nothing is posted now). */
 			if (l->state == LINK_READY) {
-				bool more = true;
-
-				while (more && drain_cq(l, &more))
+				while (cq_watch_take(&l->cq_watch))
 					;
 				if (l->state != LINK_READY)
 					break;

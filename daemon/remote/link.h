@@ -53,6 +53,7 @@
 #include "util/idseq.h"
 #include "util/list.h"
 #include "daemon/core/errinfo.h"
+#include "daemon/rdma/cq_watch.h"
 #include "daemon/rdma/device.h"
 #include "daemon/rdma/endpoint.h"
 #include "daemon/rdma/token.h"
@@ -254,8 +255,8 @@ struct link {
 	struct vb_conn *conn;
 	struct vb_cq *cq;
 	struct vb_qp *qp;
-	uv_poll_t cm_poll, cq_poll;
-	uv_idle_t more; /* completions left queued by a turn's cap */
+	uv_poll_t cm_poll;
+	struct cq_watch cq_watch; /* of cq, from route resolution on (cq_polling) */
 	/* The connect deadline; once READY, with nothing in flight the idle
 	 * timer (stopped while held), else the watchdog (stall_sec from progress_at, or the drain
 	 * deadline when sooner). */

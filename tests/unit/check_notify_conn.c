@@ -244,13 +244,13 @@ END_TEST
 START_TEST(test_dead_ring_stops)
 {
 	struct rconn *c = the_rconn();
-	struct pollfd pfd = { .fd = vb->cq_fd(c->rx->cq), .events = POLLIN };
+	struct pollfd pfd = { .fd = vb->cq_fd(c->rx->watch.cq), .events = POLLIN };
 
 	test_expect("notify_conn: the fake device refuses a receive (a warning)");
 	fake_verbs_fail_recv(true);
 	peer_send(0, 10);
 	LINK_RUN_UNTIL(&f.lf, c->rx->dead);
-	ck_assert(!uv_is_active((uv_handle_t *)&c->rx->poll));
+	ck_assert(!uv_is_active((uv_handle_t *)&c->rx->watch.poll));
 	/* Another lands in a buffer still posted: its event stays with the
 	 * stopped channel. */
 	peer_send(1, 10);
