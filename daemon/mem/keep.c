@@ -79,6 +79,13 @@ static void part_name(char *buf, size_t size, const char *name, unsigned i)
 	snprintf(buf, size, "%s.%u", name, i);
 }
 
+/* The store files a region takes: its parts, or the one under its own
+ * name (a memfd's, n_parts 0). */
+static unsigned store_files(unsigned n_parts)
+{
+	return n_parts ?: 1;
+}
+
 /* Takes a region's files out of the store: name itself when n_parts is 0,
  * its parts otherwise. The first error. */
 static int store_remove_parts(struct keep_ctx *k, const char *name, unsigned n_parts)
@@ -113,7 +120,7 @@ static void keep_hook_revoke(struct region_hook *h)
 		return;
 	list_del(&kh->link);
 	k->n_kept--;
-	k->n_files -= kh->n_parts ?: 1;
+	k->n_files -= store_files(kh->n_parts);
 	if (k->frozen)
 		return;
 	r = store_remove_parts(k, kh->name, kh->n_parts);
@@ -483,7 +490,7 @@ static void keep_enlist(struct keep_ctx *k, struct keep_hook *kh, const char *to
 	kh->n_parts = n_parts;
 	list_add_tail(&kh->link, &k->kept);
 	k->n_kept++;
-	k->n_files += n_parts ?: 1;
+	k->n_files += store_files(n_parts);
 }
 
 /* The hook for r, with name (already in the store) or none yet. */
@@ -582,7 +589,7 @@ bool keep_region(struct keep_ctx *k, struct region *r)
 	if (!rk.text[0] && rk.n_fds != 1)
 		return false;
 	/* Room for two generations of the state besides. */
-	if (k->n_files + (n_parts ?: 1) + 2 > k->max) {
+	if (k->n_files + store_files(n_parts) + 2 > k->max) {
 		if (!k->warned_full)
 			log_warning("The fd store holds %u regions and their state, as many "
 				    "as FileDescriptorStoreMax= allows: newer regions are not "
