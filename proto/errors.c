@@ -11,6 +11,18 @@
  * shows (io.rdmamemd's in the order they are printed).
  */
 /* clang-format off */
+/* What every Transfer error says of the batch: the first op that failed,
+ * and how far the batch got. */
+#define TRANSFER_PROGRESS_FIELDS                                        \
+	VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),            \
+	VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),         \
+	VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),       \
+	VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE)
+/* And, where a completion failed, its status and the device's error. */
+#define TRANSFER_COMPLETION_FIELDS                                      \
+	VARLINK_FIELD(status, VARLINK_STRING, VARLINK_NULLABLE),        \
+	VARLINK_FIELD(vendor_error, VARLINK_INT, VARLINK_NULLABLE)
+
 const struct varlink_error rdmamem_errors[] = {
 	VARLINK_DEFINE_ERROR(
 		VARLINK_ERROR_INTERFACE_NOT_FOUND, EPROTONOSUPPORT,
@@ -77,33 +89,22 @@ const struct varlink_error rdmamem_errors[] = {
 		"remote owner unregistered, or registered without that access). status\n"
 		"is the completion's, vendor_error the device's; the ops after it on the\n"
 		"same queue pair were flushed.",
-		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(status, VARLINK_STRING, VARLINK_NULLABLE),
-		VARLINK_FIELD(vendor_error, VARLINK_INT, VARLINK_NULLABLE),
+		TRANSFER_PROGRESS_FIELDS,
+		TRANSFER_COMPLETION_FIELDS,
 		VARLINK_FIELD(message, VARLINK_STRING, 0)),
 	VARLINK_DEFINE_ERROR(
 		RDMAMEM_ERROR_PEER_UNREACHABLE, EHOSTUNREACH,
 		"Transfer: the remote daemon could not be reached (connect refused, with\n"
 		"the endpoint's reason, rejected, timed out, no route) or stopped\n"
 		"answering (transport retries exceeded).",
-		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(status, VARLINK_STRING, VARLINK_NULLABLE),
-		VARLINK_FIELD(vendor_error, VARLINK_INT, VARLINK_NULLABLE),
+		TRANSFER_PROGRESS_FIELDS,
+		TRANSFER_COMPLETION_FIELDS,
 		VARLINK_FIELD(message, VARLINK_STRING, 0)),
 	VARLINK_DEFINE_ERROR(
 		RDMAMEM_ERROR_TRANSFER_CANCELLED, ECANCELED,
 		"Transfer: the op was not posted because the transfer was cancelled (its\n"
 		"client went away, the daemon is shutting down).",
-		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
+		TRANSFER_PROGRESS_FIELDS,
 		VARLINK_FIELD(message, VARLINK_STRING, 0)),
 	VARLINK_DEFINE_ERROR(
 		RDMAMEM_ERROR_TRANSFER_FAILED, EIO,
@@ -111,12 +112,8 @@ const struct varlink_error rdmamem_errors[] = {
 		"error, or its queue pair failed or closed under it (the remote daemon\n"
 		"disconnected, the token was revoked); status as for RemoteAccessError\n"
 		"when a completion said so.",
-		VARLINK_FIELD(index, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_done, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(ops_failed, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(bytes_done, VARLINK_U64, VARLINK_NULLABLE),
-		VARLINK_FIELD(status, VARLINK_STRING, VARLINK_NULLABLE),
-		VARLINK_FIELD(vendor_error, VARLINK_INT, VARLINK_NULLABLE),
+		TRANSFER_PROGRESS_FIELDS,
+		TRANSFER_COMPLETION_FIELDS,
 		VARLINK_FIELD(message, VARLINK_STRING, 0)),
 	VARLINK_DEFINE_ERROR(
 		RDMAMEM_ERROR_NETWORK_NOT_ALLOWED, ECONNREFUSED,
