@@ -21,6 +21,7 @@ set -eu
 version=$1
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=$src/build/deb
+. "$src/tests/start-daemon.sh"
 fail() { echo "deb-check: $*" >&2; exit 1; }
 
 changelog=$(cd "$src" && dpkg-parsechangelog -S Version)
@@ -157,14 +158,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
-"$x/usr/sbin/rdmamemd" --config=/dev/null --socket "$work/s.sock" --log-level warning &
-pid=$!
-i=0
-until [ -S "$work/s.sock" ]; do
-	i=$((i + 1))
-	[ $i -lt 500 ] || fail "the packaged daemon did not start"
-	sleep 0.01
-done
+start_daemon packaged "$x/usr/sbin/rdmamemd" "$work/s.sock"
 # A client built the documented way against -dev (pkg-config, the unpacked
 # tree as the sysroot), run with librdmamem0's library.
 flags=$(PKG_CONFIG_SYSROOT_DIR=$x PKG_CONFIG_PATH=$x/usr/lib/$ma/pkgconfig \

@@ -21,6 +21,7 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+. "$src/tests/start-daemon.sh"
 fail() { echo "installcheck: $*" >&2; exit 1; }
 
 for f in sbin/rdmamemd bin/rdmamemctl include/rdmamem.h \
@@ -122,14 +123,7 @@ if readelf -d "$work/static-clash" | grep -q 'NEEDED.*librdmamem'; then
 	fail "static-clash links librdmamem.so"
 fi
 
-"$root$prefix/sbin/rdmamemd" --config=/dev/null --socket "$work/s.sock" --log-level warning &
-pid=$!
-i=0
-until [ -S "$work/s.sock" ]; do
-	i=$((i + 1))
-	[ $i -lt 500 ] || fail "the installed daemon did not start"
-	sleep 0.01
-done
+start_daemon installed "$root$prefix/sbin/rdmamemd" "$work/s.sock"
 out=$(LD_LIBRARY_PATH="$root$libdir" "$work/hello-region" "$work/s.sock") || fail "hello-region: $out"
 case $out in
 "region "*": hello, region, shared") ;;
