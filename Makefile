@@ -273,7 +273,8 @@ $(B)/test-rdmamemd: $(TEST_OBJS) $(FAKE_OBJS) $(filter-out $(B)/daemon/main.o,$(
 # compiling, tests/gpu/bundle.sh carries them there.
 GPU_PROGS := $(if $(CUDA_CFLAGS),$(B)/cuda-smoke)
 
-$(B)/cuda-smoke: $(B)/tests/gpu/cuda-smoke.o $(B)/daemon/gpu/cuda.o $(B)/daemon/core/log.o
+$(B)/cuda-smoke: $(B)/tests/gpu/cuda-smoke.o $(B)/daemon/gpu/cuda.o $(B)/daemon/core/log.o \
+		$(B)/util/fdhold.o $(B)/util/sockio.o
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS_DL) $(LIBS_DAEMON)
 

@@ -753,32 +753,6 @@ int cu_vmm_release(struct cu_vmm_map *m)
 	return vmm_unwind(m, m->n_chunks, true);
 }
 
-int cu_vmm_export(const struct cu_vmm_map *m, int *fds)
-{
-	unsigned i;
-	int r = 0;
-
-	for (i = 0; i < m->n_chunks; i++) {
-		int fd = -1;
-
-		r = CU(cuMemExportToShareableHandle, &fd, m->handles[i],
-		       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-		if (r < 0)
-			break;
-		/* The driver's fd is not close-on-exec. */
-		if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
-			r = cu_errorf(-errno, "cannot make an exported fd close-on-exec: %s",
-				      strerror(errno));
-			close(fd);
-			break;
-		}
-		fds[i] = fd;
-	}
-	for (; r < 0 && i > 0; i--)
-		fds[i - 1] = safe_close(fds[i - 1]);
-	return r;
-}
-
 int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret)
 {
 	CUdeviceptr dptr, base;
@@ -1282,11 +1256,6 @@ int cu_vmm_import(_unused_ const int *fds, _unused_ unsigned n, _unused_ uint64_
 int cu_vmm_release(_unused_ struct cu_vmm_map *m)
 {
 	return 0;
-}
-
-int cu_vmm_export(_unused_ const struct cu_vmm_map *m, _unused_ int *fds)
-{
-	return -EOPNOTSUPP;
 }
 
 int cu_ipc_open(_unused_ const void *handle, _unused_ int ordinal, _unused_ struct cu_ipc_map *ret)

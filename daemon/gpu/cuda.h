@@ -138,15 +138,6 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
  * Zeroes *m; a zeroed map is a no-op. */
 int cu_vmm_release(struct cu_vmm_map *m);
 /*
- * Exports each of m's allocations as a POSIX fd of the daemon's own, one
- * open file each (close-on-exec), into fds[0..n_chunks): what the fd store
- * keeps of a VMM region, since the client's fds may be one file sent for
- * several regions, which the store would keep once. On failure none is
- * left open.
- */
-int cu_vmm_export(const struct cu_vmm_map *m, int *fds);
-
-/*
  * A legacy cuIpcGetMemHandle allocation, opened in the primary context of the
  * device the caller names (with lazy peer access when the memory lives on
  * another device). The driver maps the whole allocation: dptr is its base.

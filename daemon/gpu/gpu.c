@@ -295,15 +295,15 @@ static void on_vmm_work(uv_work_t *w)
 		job_fail_pool(job, r, "cannot import the VMM allocation");
 		return;
 	}
-	/* Not the client's fds: one file sent for two regions would be kept
-	 * once by systemd. A region that cannot be exported is not kept. */
+	/* The client's own fds go to the fd store: the driver refuses to
+	 * export an imported allocation again (CUDA_ERROR_INVALID_VALUE on
+	 * an H100), and keep.c holds each in a socket of its own, so one
+	 * file sent for two regions is kept for both. */
 	if (job->p.keep) {
-		if (cu_vmm_export(&g->vmm, g->kept_fds) == 0)
-			g->n_kept_fds = g->vmm.n_chunks;
-		else
-			log_notice("A VMM import is not kept across a restart: its allocation "
-				   "cannot be exported: %s",
-				   cu_last_error());
+		memcpy(g->kept_fds, job->p.fds, job->p.n_fds * sizeof(int));
+		g->n_kept_fds = job->p.n_fds;
+		for (unsigned i = 0; i < job->p.n_fds; i++)
+			job->p.fds[i] = -EBADF;
 	}
 	device_pci(g->vmm.device, job->pci);
 	measure_bandwidth_once(g->vmm.device);

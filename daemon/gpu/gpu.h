@@ -66,8 +66,8 @@ struct gpu_import_params {
 	uint32_t gpu;            /* GPU_MEMORY_IPC: device to open it with */
 	uint64_t offset, length; /* the region within the allocation; 0: to its end */
 	unsigned access;
-	/* GPU_MEMORY_VMM: export the allocations again for the fd store (a
-	 * region to be kept across a restart: gpu_region's kept_fds). */
+	/* GPU_MEMORY_VMM: the fds go on to the fd store (a region to be
+	 * kept across a restart: gpu_region's kept_fds). */
 	bool keep;
 	uint64_t id; /* the region's id after a restart (keep.h); 0: a new one */
 };

@@ -66,8 +66,8 @@ static int gpu_restore(void *userdata, struct session *holder, struct keep_recor
 				   "a GPU region's line that this daemon does not write: '%.64s'",
 				   rec->text);
 	}
-	/* The files the store holds already: this process needs no export
-	 * of its own (the store keeps its copies until the owner lets go). */
+	/* Peeked from the holders the store keeps until the owner lets go:
+	 * the import needs them once, the store nothing more. */
 	memcpy(p.fds, rec->fds, rec->n_fds * sizeof(int));
 	p.n_fds = rec->n_fds;
 	rec->n_fds = 0;

@@ -233,7 +233,7 @@ void gpu_region_kept_fds_close(struct region *r)
 	g->n_kept_fds = 0;
 }
 
-/* Its own exports and the allocations' size: gpu_keep.c imports them again. */
+/* Its kept fds and the allocations' size: gpu_keep.c imports them again. */
 static int vmm_keep(const struct region *r, struct region_keep *ret)
 {
 	const struct gpu_region *g = gpu_region_of_const(r);

@@ -63,9 +63,9 @@ struct gpu_region {
 	struct gpu_ctx *gpu;
 	struct region_hook counted; /* counted on its GPU while its owner holds it */
 	struct cu_vmm_map vmm;      /* cuda-vmm: the import */
-	/* cuda-vmm: the daemon's own export of each allocation, for the fd
-	 * store (cu_vmm_export(); when the region is to be kept); closed once
-	 * the store has them (gpu_region_kept_fds_close()). */
+	/* cuda-vmm: the client's fd of each allocation, for the fd store
+	 * (when the region is to be kept); closed once the store holds them
+	 * (gpu_region_kept_fds_close()). */
 	int kept_fds[CU_VMM_CHUNKS_MAX];
 	unsigned n_kept_fds;
 	struct gpu_ipc *ipc; /* cuda-ipc: the shared open, one of its n_ref */
@@ -84,7 +84,7 @@ static inline struct gpu_region *gpu_region_of(struct region *r)
 	return container_of(r, struct gpu_region, r);
 }
 
-/* Closes a VMM region's own exports once the fd store has its copies (or
+/* Closes a VMM region's kept fds once the fd store holds them (or
  * the region was not kept): the daemon does not need them. Loop, or the
  * release. */
 void gpu_region_kept_fds_close(struct region *r);

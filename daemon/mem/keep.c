@@ -21,6 +21,7 @@
 #include "proto/errors.h"
 #include "proto/hex.h"
 #include "util/idmap.h"
+#include "util/fdhold.h"
 #include "util/textbuf.h"
 
 /* The largest state the daemon reads back. */
@@ -536,9 +537,11 @@ static int put_file(struct keep_ctx *k, struct region *r, int fd, const char *na
 	return res;
 }
 
-/* A kind with text: its record as part 0, then its files, each already a
- * file of its own (a GPU region's own exports). What went in comes out
- * again on a failure. */
+/* A kind with text: its record as part 0, then its files, each held in
+ * flight by a socket of its own (util/fdhold.h): two regions may have been
+ * sent one open file (PyTorch sends one exported fd for every tensor of a
+ * segment), which systemd would keep once. What went in comes out again
+ * on a failure. */
 static int put_parts(struct keep_ctx *k, const struct keep_name *n, const struct region_keep *rk,
 		     const char *name, bool *refused)
 {
@@ -554,8 +557,12 @@ static int put_parts(struct keep_ctx *k, const struct keep_name *n, const struct
 	if (res < 0)
 		return res;
 	for (; done <= rk->n_fds; done++) {
+		_cleanup_close_ int holder = -EBADF;
+
 		part_name(part, sizeof(part), name, done);
-		res = k->store->put(k->store_data, part, done ? rk->fds[done - 1] : record);
+		res = done ? fdhold_make(rk->fds[done - 1], &holder) : 0;
+		if (res >= 0)
+			res = k->store->put(k->store_data, part, done ? holder : record);
 		if (res < 0) {
 			(void)store_remove_parts(k, name, done);
 			*refused = true;
@@ -1096,6 +1103,21 @@ static bool restore_kind(struct keep_ctx *k, struct kept_part *g, size_t n, stru
 	if (!k->kinds) {
 		forget_parts(k, g[0].id, (unsigned)n, g, n, "this daemon restores no such region");
 		return false;
+	}
+	/* Each file part is a holder (put_parts()); the store keeps its own
+	 * copy of it. A part that is no socket is the file itself. */
+	for (size_t i = 1; i < n; i++) {
+		int file;
+
+		res = fdhold_peek(g[i].fd, &file);
+		if (res == -ENOTSOCK)
+			continue;
+		if (res < 0) {
+			forget_parts(k, g[0].id, (unsigned)n, g, n, "a part holds no file");
+			return false;
+		}
+		safe_close(g[i].fd);
+		g[i].fd = file;
 	}
 	holder = holder_for(k, facts.uid, facts.gid);
 	p = holder ? malloc(sizeof(*p)) : NULL;

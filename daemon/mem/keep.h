@@ -10,8 +10,9 @@
  * token (KEEP_REGION_PREFIX, keep_name_parse()). GPU memory goes in as
  * parts (KEEP_KIND_PREFIX): a sealed record with the same facts and the
  * kind's own line (a VMM allocation's size, an IPC handle), and the files
- * behind it (the daemon's own export of each VMM allocation; none for an
- * IPC handle, which the exporting client keeps open). It is taken out of
+ * behind it (the client's fd of each VMM allocation, each held in flight
+ * by a socket of its own, util/fdhold.h; none for an IPC handle, which
+ * the exporting client keeps open). It is taken out of
  * the store when its owner lets go. What can change later — its shares and the
  * devices it is registered on — goes into one sealed memfd, the state
  * (KEEP_STATE_PREFIX plus a generation), rewritten KEEP_STATE_DELAY_MSEC
@@ -188,8 +189,8 @@ void keep_set_devices(struct keep_ctx *k, const struct keep_device_ops *ops, voi
 /* The GPU side gives its restore before anything is restored. */
 void keep_set_kinds(struct keep_ctx *k, const struct keep_kind_ops *ops, void *userdata);
 /* Whether a region registered now would be kept (a store, not shutting
- * down, room): imports that do extra work for the store (a GPU region's
- * own export) ask first. */
+ * down, room): imports that do extra work for the store (a GPU region
+ * keeping its fds open) ask first. */
 bool keep_accepting(const struct keep_ctx *k);
 
 /*

@@ -19,7 +19,7 @@ struct gpu_call {
 	struct rpc_deferred *call;
 	const cJSON *devices; /* in the call's parameters */
 	struct gpu_import *import;
-	bool keep; /* kept across a restart (the import exported it for that) */
+	bool keep; /* kept across a restart (the import kept its fds for that) */
 };
 
 /* The client went away: the import's work finishes without anyone told. */
@@ -68,8 +68,8 @@ int rpc_gpu_import(struct rpc_call *call, struct gpu_import_params *p, const cJS
 		return -ENOMEM;
 	}
 	gc->devices = devices;
-	/* The fd store takes GPU memory as the daemon's own export of it,
-	 * made on the pool with the import: asked for only when kept. */
+	/* The fd store takes a VMM region's fds, which the import keeps open
+	 * only when the region will be kept. */
 	gc->keep = p->keep;
 	p->keep = p->keep && p->memory == GPU_MEMORY_VMM &&
 		  keep_accepting(call->ctx->regions->keep);

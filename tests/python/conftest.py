@@ -42,16 +42,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda: needs PyTorch with a CUDA device (the GPU machine)")
 
 
-def _daemon_path() -> str:
-    env = os.environ.get("RDMAMEMD")
-    if env:
-        return env
-    if (BUILD / "rdmamemd").exists():
-        return str(BUILD / "rdmamemd")
-    found = shutil.which("rdmamemd")
+def program(name: str) -> str:
+    """A program of the build (BUILD/name), else name on PATH (the GPU
+    bundle puts its programs there)."""
+    if (BUILD / name).exists():
+        return str(BUILD / name)
+    found = shutil.which(name)
     if not found:
-        pytest.exit("no rdmamemd: build it (make) or set RDMAMEMD", returncode=2)
+        pytest.exit(f"no {name}: build it (make) or put it on PATH", returncode=2)
     return found
+
+
+def _daemon_path() -> str:
+    return os.environ.get("RDMAMEMD") or program("rdmamemd")
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from typing import Iterator
 import pytest
 import rdmamem
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
-from conftest import BUILD
+from conftest import program
 from servicemanager import GRACE_SEC, ServiceManager
 
 
@@ -113,7 +113,7 @@ def test_restart_keeps_regions(manager: ServiceManager, how: int) -> None:
     lst = owner.call("io.rdmamemd.ListRegions")
     waiting = [r for r in lst["regions"] if r["region"] == str(r3.id)]
     assert waiting and "reclaim_in_msec" in waiting[0], lst
-    ctl = subprocess.run([str(BUILD / "rdmamemctl"), "regions"], capture_output=True, text=True,
+    ctl = subprocess.run([program("rdmamemctl"), "regions"], capture_output=True, text=True,
                          env=dict(os.environ, RDMAMEM_SOCKET=manager.sock, NO_COLOR="1"),
                          timeout=30)
     assert re.search(rf"^{r3.id} .*\(reclaim in \d+ s\)", ctl.stdout, re.M), ctl.stdout
