@@ -6,20 +6,27 @@
  * the loop instead of blocking it.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/kcmp.h>
 
 #include <uv.h>
 
 #include "daemon/fdstore.h"
 #include "rdmamem.h"
 #include "tests/testlib.h"
+#include "util/fdhold.h"
 
 /* More than a Unix datagram socket queues by default (max_dgram_qlen 512
  * and the receive buffer): some must wait. */
@@ -176,6 +183,48 @@ START_TEST(test_no_socket)
 }
 END_TEST
 
+/*
+ * util/fdhold: a file held in flight outlives every other fd of it, comes
+ * back as many times as it is peeked, and its holder is a file of its own
+ * that never reports a hang-up (systemd drops hung-up fds from its store,
+ * and keeps one fd per open file).
+ */
+START_TEST(test_fdhold)
+{
+	int file = memfd_create("held", MFD_CLOEXEC), h1, h2, back, pair[2];
+	pid_t pid = getpid();
+	char buf[8] = {};
+	struct pollfd p;
+
+	ck_assert_int_ge(file, 0);
+	ck_assert_int_eq(pwrite(file, "held", 4, 0), 4);
+	ck_assert_int_eq(fdhold_make(file, &h1), 0);
+	ck_assert_int_eq(fdhold_make(file, &h2), 0);
+	ck_assert_int_ne(syscall(SYS_kcmp, pid, pid, KCMP_FILE, h1, h2), 0);
+	close(file);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(fdhold_peek(h1, &back), 0);
+		ck_assert_int_eq(fcntl(back, F_GETFD), FD_CLOEXEC);
+		ck_assert_int_eq(pread(back, buf, 4, 0), 4);
+		ck_assert_str_eq(buf, "held");
+		close(back);
+	}
+	p = (struct pollfd){ .fd = h1 };
+	ck_assert_int_eq(poll(&p, 1, 0), 0);
+	ck_assert_int_eq(fcntl(h1, F_GETFD), FD_CLOEXEC);
+	/* A file stored as itself, and a socket that holds nothing. */
+	back = memfd_create("plain", MFD_CLOEXEC);
+	ck_assert_int_eq(fdhold_peek(back, &file), -ENOTSOCK);
+	close(back);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0);
+	ck_assert_int_eq(fdhold_peek(pair[1], &file), -ENOMSG);
+	close(pair[0]);
+	close(pair[1]);
+	close(h1);
+	close(h2);
+}
+END_TEST
+
 Suite *fdstore_suite(void)
 {
 	Suite *s = suite_create("fdstore");
@@ -183,6 +232,7 @@ Suite *fdstore_suite(void)
 
 	tcase_add_test(tc, test_order_and_no_blocking);
 	tcase_add_test(tc, test_no_socket);
+	tcase_add_test(tc, test_fdhold);
 	tcase_set_timeout(tc, 90);
 	suite_add_tcase(s, tc);
 	return s;

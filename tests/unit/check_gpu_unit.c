@@ -242,8 +242,11 @@ static struct region *import_vmm_chunks(unsigned n, uint64_t alloc_size, uint64_
 	struct gpu_import *job = NULL;
 	struct errinfo e = {};
 
+	/* One open file for every allocation, as PyTorch sends one exported
+	 * fd per segment: the store must still keep each region's parts. */
 	for (; p.n_fds < n; p.n_fds++) {
-		p.fds[p.n_fds] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		p.fds[p.n_fds] = p.n_fds ? fcntl(p.fds[0], F_DUPFD_CLOEXEC, 3) :
+					   open("/dev/null", O_RDONLY | O_CLOEXEC);
 		ck_assert_int_ge(p.fds[p.n_fds], 0);
 	}
 	ck_assert_int_eq(gpu_import_start(&gpu, f.owner, &p, on_imported, &im, &job, &e), 0);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A stand-in for systemd's fd store, for the unit suites of regions kept
- * across a restart (check_keep.c, check_gpu_unit.c): put, remove by name,
- * and what the next process is passed. The real one runs in make
+ * across a restart (check_keep.c, check_gpu_unit.c): put (one fd per open
+ * file, as systemd keeps them), remove by name, and what the next process
+ * is passed. The real one runs in make
  * vmsystemd, a stand-in over a real notify socket in
  * tests/python/test_restart.py.
  */
@@ -14,7 +15,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <linux/kcmp.h>
 
 #include <check.h>
 
@@ -31,12 +35,28 @@ struct store {
 	bool refuse; /* put fails, as a notify socket that is gone */
 };
 
+/* As systemd: an fd of an open file the store holds already is dropped
+ * without a word ("Suppressing duplicate fd in fd store"). */
+static inline bool store_holds_file(const struct store *s, int fd)
+{
+	pid_t pid = getpid();
+
+	for (size_t i = 0; i < s->n; i++)
+		if (syscall(SYS_kcmp, pid, pid, KCMP_FILE, s->fds[i], fd) == 0)
+			return true;
+	return false;
+}
+
 static inline int store_put(void *userdata, const char *name, int fd)
 {
 	struct store *s = userdata;
 
 	if (s->n == STORE_FIXTURE_MAX || s->refuse)
 		return -ECONNREFUSED;
+	if (store_holds_file(s, fd)) {
+		s->puts++;
+		return 0;
+	}
 	s->names[s->n] = strdup(name);
 	s->fds[s->n] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 	ck_assert(s->names[s->n] && s->fds[s->n] >= 0);
