@@ -153,6 +153,10 @@ for c in hello-region:"$src/examples/hello-region.c" hold-client:"$here/hold-cli
 	cc -O2 -Wall -Wextra -Werror -I"$inc" "${c#*:}" -L"$lib" -lrdmamem \
 		-o "$root/usr/local/bin/${c%%:*}" || die "could not build ${c%%:*}"
 done
+# What keeping a VMM region's files rests on (util/fdhold), under PID 1.
+cc -O2 -Wall -Wextra -Werror -I"$src" "$here/fdhold-service.c" "$src/util/fdhold.c" \
+	"$src/util/sockio.c" -lsystemd -o "$root/usr/local/bin/fdhold-service" ||
+	die "could not build fdhold-service"
 install -Dm755 "$here/test.sh" "$root/usr/local/libexec/vmsystemd/test.sh"
 install -Dm644 "$here/vmsystemd-test.service" "$root/etc/systemd/system/vmsystemd-test.service"
 ln -sf ../vmsystemd-test.service "$root/etc/systemd/system/multi-user.target.wants/"

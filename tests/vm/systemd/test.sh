@@ -488,6 +488,24 @@ if [ "$rxe" = yes ]; then
 	keep_restart "kill -9"
 fi
 
+# --- what keeping a VMM region's files rests on -------------------------------
+# rdmamemd puts a CUDA VMM region's fds into the store each held in flight
+# by a datagram socket of its own (util/fdhold): systemd keeps one fd per
+# open file, and a client may send one file for several regions. Here a
+# service of its own restarts on failure with its store; both holders of
+# one file come back holding it, the file itself only once.
+section "files held by sockets in the fd store"
+rm -f "$work/fdhold.out"
+expect "systemd-run fdhold-service (Restart=on-failure, an fd store)" \
+	systemd-run -q --unit=fdhold-check -p Restart=on-failure -p RestartSec=100ms \
+	-p NotifyAccess=main -p FileDescriptorStoreMax=8 \
+	/usr/local/bin/fdhold-service "$work/fdhold.out"
+wait_until 30 test -s "$work/fdhold.out" ||
+	fail "fdhold-service ran again with its store" "$(systemctl status --no-pager fdhold-check 2>&1)"
+out=$(sort "$work/fdhold.out" 2>&1)
+is "both holders of one file came back holding it, the file once" "$(echo $out)" \
+	"held1 held fdhold-pattern held2 held fdhold-pattern raw1 file fdhold-pattern"
+
 # --- watchdog: a stopped loop gets the service restarted ---------------------
 section "watchdog fires on a stopped daemon"
 restarts=$(prop NRestarts)
