@@ -802,26 +802,20 @@ static CUresult f_mem_release(CUmemGenericAllocationHandle h)
 	return CUDA_SUCCESS;
 }
 
-/* A VMM handle's export: a file of its own (a memfd stands for
- * /dev/nvidiactl), without O_CLOEXEC as the driver gives it; counted. */
+/* Every handle here is imported (the fake has no cuMemCreate), and the
+ * driver refuses to export an imported allocation again
+ * (CUDA_ERROR_INVALID_VALUE on an H100): so does this; counted. */
 static CUresult f_export(void *shareable, CUmemGenericAllocationHandle h,
 			 CUmemAllocationHandleType type, unsigned long long flags)
 {
-	int fd;
-
+	(void)shareable;
 	(void)h;
-	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || flags)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (fake_cuda.export_result != CUDA_SUCCESS)
-		return fake_cuda.export_result;
-	fd = memfd_create("fake-cuda-export", 0);
-	if (fd < 0)
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	(void)type;
+	(void)flags;
 	pthread_mutex_lock(&lock);
 	fake_cuda.n_exports++;
 	pthread_mutex_unlock(&lock);
-	*(int *)shareable = fd;
-	return CUDA_SUCCESS;
+	return CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Without O_CLOEXEC, as a driver may hand it out. */

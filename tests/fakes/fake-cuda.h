@@ -27,7 +27,7 @@ struct fake_cuda_state {
 	/* Knobs: what cuDriverGetVersion says, what cuInit, copies and
 	 * cuMemMap return (CUDA_SUCCESS: they work). */
 	int version;
-	CUresult init_result, copy_result, map_result, export_result;
+	CUresult init_result, copy_result, map_result;
 	/* The device VMM fds import on (1 unless set), and whether the two
 	 * devices can reach each other (they can unless no_peer). */
 	int vmm_device;
@@ -37,7 +37,7 @@ struct fake_cuda_state {
 	 * reservations, VMM mappings. */
 	int primary_refs[FAKE_CUDA_DEVICES];
 	int n_handles, n_reserved, n_mapped;
-	/* cuMemExportToShareableHandle calls that gave an fd. */
+	/* cuMemExportToShareableHandle calls (each refused). */
 	int n_exports;
 	/* cuCtxSynchronize calls that found a context current. */
 	int n_syncs;
