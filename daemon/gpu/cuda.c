@@ -87,6 +87,30 @@ static atomic_uint_fast64_t *cu_peer_copies;
 /* Per thread: copies fail on pool threads and report from there. */
 static __thread char cu_err[CU_ERR_MAX];
 
+/*
+ * Driver work in flight, on any thread: copies, imports, releases, IPC opens
+ * and closes, page-locking, the bandwidth probe, dma-buf exports. Each of
+ * those functions counts itself for as long as it runs (CU_BUSY), so that
+ * cu_idle() can tell the loop that a copy it makes itself would queue
+ * behind none of the daemon's own (they share the context's stream) and
+ * wait for no driver lock the daemon holds.
+ */
+static atomic_uint cu_in_flight;
+
+static void cu_busy_leave(_unused_ unsigned *scope)
+{
+	atomic_fetch_sub(&cu_in_flight, 1);
+}
+
+#define CU_BUSY                  \
+	_cleanup_(cu_busy_leave) \
+		_unused_ unsigned cu_busy_scope = atomic_fetch_add(&cu_in_flight, 1)
+
+bool cu_idle(void)
+{
+	return atomic_load(&cu_in_flight) == 0;
+}
+
 /* The one CUresult to errno table; whatever it does not name is -EIO. */
 static const struct {
 	CUresult result;
@@ -628,6 +652,7 @@ static int vmm_unwind(struct cu_vmm_map *m, unsigned n_mapped, bool retained)
 
 int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm_map *ret)
 {
+	CU_BUSY;
 	struct cu_vmm_map m = { .chunk_size = chunk_size };
 	char story[CU_ERR_MAX];
 	CUmemAllocationProp prop;
@@ -748,6 +773,7 @@ err:
 
 int cu_vmm_release(struct cu_vmm_map *m)
 {
+	CU_BUSY;
 	if (!m || !m->dptr)
 		return 0;
 	return vmm_unwind(m, m->n_chunks, true);
@@ -755,6 +781,7 @@ int cu_vmm_release(struct cu_vmm_map *m)
 
 int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret)
 {
+	CU_BUSY;
 	CUdeviceptr dptr, base;
 	CUipcMemHandle h;
 	CUcontext ctx;
@@ -802,6 +829,7 @@ err_ctx:
 
 int cu_ipc_close(struct cu_ipc_map *m)
 {
+	CU_BUSY;
 	char first[CU_ERR_MAX];
 	CUcontext ctx;
 	int r = 0;
@@ -857,6 +885,7 @@ static int copy_wait(int r)
 
 int cu_copy_htod(uint64_t dst, const void *src, size_t n)
 {
+	CU_BUSY;
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
 	int r = copy_enter(dst, n, &g);
 
@@ -865,6 +894,7 @@ int cu_copy_htod(uint64_t dst, const void *src, size_t n)
 
 int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
 {
+	CU_BUSY;
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
 	int r = copy_enter(src, n, &g);
 
@@ -965,6 +995,7 @@ static int copy_between(uint64_t dst, const struct cu_ctx_guard *gd, uint64_t sr
 
 int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n)
 {
+	CU_BUSY;
 	/* Exited in reverse order: src's context is popped first. */
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard gd = CU_CTX_GUARD_INIT;
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard gs = CU_CTX_GUARD_INIT;
@@ -1011,6 +1042,7 @@ int cu_peer_info(int ordinal, int peer, struct cu_peer_info *ret)
 
 int cu_host_register(void *p, size_t n, int ordinal, bool readonly)
 {
+	CU_BUSY;
 	unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
 	CUcontext ctx;
 	int r;
@@ -1065,8 +1097,27 @@ static uint64_t best_rate(CUdeviceptr dst, CUdeviceptr src, const void *host, si
 	return best;
 }
 
+/* The shortest of a few synchronised copies of size bytes from page-locked
+ * host memory, ns; 0 when one fails. */
+static uint64_t best_time(CUdeviceptr dst, const void *host, size_t size)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int pass = 0; pass < 8; pass++) {
+		uint64_t t0 = mono_nsec(), dt;
+
+		if (CU(cuMemcpyHtoD, dst, host, size) < 0 || CU(cuCtxSynchronize) < 0)
+			return 0;
+		dt = mono_nsec() - t0;
+		if (pass > 0 && dt < best)
+			best = dt;
+	}
+	return best;
+}
+
 int cu_measure_bandwidth(int ordinal, size_t size, struct cu_bandwidth *ret)
 {
+	CU_BUSY;
 	CUdeviceptr a = 0, b = 0;
 	bool host_locked = false;
 	void *host;
@@ -1096,6 +1147,7 @@ int cu_measure_bandwidth(int ordinal, size_t size, struct cu_bandwidth *ret)
 	if (r >= 0) {
 		ret->htod = best_rate(a, 0, host, size);
 		ret->dtod = best_rate(b, a, NULL, size);
+		ret->htod_small_ns = best_time(a, host, CU_SMALL_COPY);
 	}
 	if (host_locked)
 		CU(cuMemHostUnregister, host);
@@ -1113,6 +1165,7 @@ unmap:
 
 int cu_host_unregister(void *p, int ordinal)
 {
+	CU_BUSY;
 	CUcontext ctx;
 	int r;
 
@@ -1137,6 +1190,7 @@ int cu_host_unregister(void *p, int ordinal)
 
 int cu_dmabuf_fd(uint64_t base, uint64_t size, int *ret_fd)
 {
+	CU_BUSY;
 	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	int fd = -EBADF, flags, r;
@@ -1169,6 +1223,7 @@ int cu_dmabuf_fd(uint64_t base, uint64_t size, int *ret_fd)
 
 int cu_dmabuf_fd_for(uint64_t ptr, int *ret_fd, uint64_t *ret_base, uint64_t *ret_size)
 {
+	CU_BUSY;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
 	uint64_t base, size;
 	int fd, r;
@@ -1191,6 +1246,11 @@ int cu_dmabuf_fd_for(uint64_t ptr, int *ret_fd, uint64_t *ret_base, uint64_t *re
 
 static const char cu_stub_msg[] =
 	"rdmamemd was built without cuda.h: this build cannot import GPU memory";
+
+bool cu_idle(void)
+{
+	return true;
+}
 
 int cu_load(void)
 {

@@ -210,13 +210,19 @@ int cu_host_register(void *p, size_t n, int ordinal, bool readonly);
 
 /* Copy bandwidth of one GPU, bytes per second (best of a few passes). */
 struct cu_bandwidth {
-	uint64_t dtod; /* device memory to device memory */
-	uint64_t htod; /* page-locked host memory to the device */
+	uint64_t dtod;          /* device memory to device memory */
+	uint64_t htod;          /* page-locked host memory to the device */
+	uint64_t htod_small_ns; /* one CU_SMALL_COPY-byte copy of that kind, waited for */
 };
+#define CU_SMALL_COPY 4096U
 /* Measures GPU ordinal's copy bandwidth with two device buffers and one
  * page-locked host buffer of size bytes each, all freed before it returns.
  * Pool: blocks for the copies (a few milliseconds on an H200 at 32 MiB). */
 int cu_measure_bandwidth(int ordinal, size_t size, struct cu_bandwidth *ret);
+/* Whether no driver work of this process runs now, on any thread (copies,
+ * imports, releases, page-locking...): a copy started now waits behind
+ * none of ours. A snapshot: work may start right after. Any thread. */
+bool cu_idle(void);
 int cu_host_unregister(void *p, int ordinal);
 
 /*

@@ -8,6 +8,7 @@
 
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
+#include "daemon/gpu/gpu_bw.h"
 #include "daemon/gpu/gpu_region.h"
 #include "daemon/core/log.h"
 #include "proto/errors.h"
@@ -95,7 +96,7 @@ static int gpu_region_prepare(struct gpu_ctx *g, struct session *owner, uint64_t
 	if (res < 0)
 		return res;
 	gpu_region_of(r)->gpu = g;
-	/* Every CUDA call runs on the pool. */
+	/* Releasing is CUDA calls: on the pool. */
 	r->release_on_pool = true;
 	r->writable = true;
 	*ret = r;
@@ -190,61 +191,6 @@ void gpu_import_cancel(struct gpu_import *job)
 	}
 }
 
-/* Measured copy bandwidth per GPU ordinal. Written by the pool thread that
- * measures, read by the loop: under the lock. */
-#define GPU_BANDWIDTH_SIZE (32U << 20)
-
-static struct {
-	pthread_mutex_t lock;
-	enum { BW_NONE, BW_MEASURING, BW_DONE, BW_FAILED } state[GPU_LIST_MAX];
-	struct cu_bandwidth bw[GPU_LIST_MAX];
-} gpu_bw = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-/* Pool: after an import of device's memory succeeded; the first one
- * measures (a few milliseconds), the rest return at once. */
-static void measure_bandwidth_once(int device)
-{
-	struct cu_bandwidth bw;
-	int r;
-
-	if (device < 0 || device >= (int)GPU_LIST_MAX)
-		return;
-	pthread_mutex_lock(&gpu_bw.lock);
-	if (gpu_bw.state[device] != BW_NONE) {
-		pthread_mutex_unlock(&gpu_bw.lock);
-		return;
-	}
-	gpu_bw.state[device] = BW_MEASURING;
-	pthread_mutex_unlock(&gpu_bw.lock);
-
-	r = cu_measure_bandwidth(device, GPU_BANDWIDTH_SIZE, &bw);
-	if (r < 0)
-		log_warning_errno(r, "GPU %d: copy bandwidth not measured: %s", device,
-				  cu_last_error());
-	else
-		log_info("GPU %d: copy bandwidth %" PRIu64 " MB/s device to device, %" PRIu64
-			 " MB/s host to device",
-			 device, bw.dtod / 1000000, bw.htod / 1000000);
-	pthread_mutex_lock(&gpu_bw.lock);
-	gpu_bw.state[device] = r < 0 ? BW_FAILED : BW_DONE;
-	gpu_bw.bw[device] = bw;
-	pthread_mutex_unlock(&gpu_bw.lock);
-}
-
-bool gpu_bandwidth(int device, struct cu_bandwidth *ret)
-{
-	bool done;
-
-	if (device < 0 || device >= (int)GPU_LIST_MAX)
-		return false;
-	pthread_mutex_lock(&gpu_bw.lock);
-	done = gpu_bw.state[device] == BW_DONE;
-	if (done)
-		*ret = gpu_bw.bw[device];
-	pthread_mutex_unlock(&gpu_bw.lock);
-	return done;
-}
-
 /* Pool: a device's PCI bus id into out (empty when the driver cannot say),
  * asked of the driver once per device: an import's own copy of it cost
  * 4-15 us of device queries on an H200, and it never changes. */
@@ -306,7 +252,7 @@ static void on_vmm_work(uv_work_t *w)
 			job->p.fds[i] = -EBADF;
 	}
 	device_pci(g->vmm.device, job->pci);
-	measure_bandwidth_once(g->vmm.device);
+	gpu_bw_measure_once(g->vmm.device);
 	job->clock.ended = uv_hrtime();
 }
 
@@ -394,7 +340,7 @@ static void on_ipc_open(uv_work_t *w)
 		return;
 	}
 	device_pci(ipc->map.device, ipc->pci_bus_id);
-	measure_bandwidth_once(ipc->map.device);
+	gpu_bw_measure_once(ipc->map.device);
 	ipc->clock.ended = uv_hrtime();
 }
 

@@ -2,7 +2,10 @@
 /*
  * GPU regions: client GPU memory imported through the CUDA driver — a VMM
  * allocation exported as a POSIX fd, or a legacy 64-byte IPC handle. Every
- * CUDA call runs on the thread pool; the driver is loaded (and cuInit
+ * CUDA call runs on the thread pool but one: a Copy between GPU memory and
+ * a page-locked host region that is expected to take at most
+ * XFER_INLINE_USEC while no other driver work of the daemon runs
+ * (gpu_region.c, gpu_copy_usec()) runs on the loop. The driver is loaded (and cuInit
  * called) when the first GPU import arrives, not before. A legacy handle is
  * opened once and the open shared by every region over that allocation,
  * since the driver maps an IPC allocation only once per process.
@@ -19,15 +22,13 @@
 #include <uv.h>
 
 #include "daemon/gpu/cuda.h"
+#include "daemon/gpu/gpu_bw.h"
 #include "util/list.h"
 
 struct errinfo;
 struct region;
 struct region_registry;
 struct session;
-
-/* ListGpus shows at most this many GPUs, and counts regions on those. */
-#define GPU_LIST_MAX 16
 
 /*
  * The gpu subsystem's context: the open IPC handles, whether the driver is
@@ -43,13 +44,6 @@ struct gpu_ctx {
 };
 
 void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions);
-
-/*
- * A GPU's copy bandwidth (struct cu_bandwidth), measured on the pool right
- * after the first import of its memory succeeds, once per daemon: false
- * until then, or when the measurement failed. Any thread.
- */
-bool gpu_bandwidth(int device, struct cu_bandwidth *ret);
 
 /* What GPU memory an import is of (Register's "memory"). */
 enum gpu_memory {

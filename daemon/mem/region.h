@@ -132,6 +132,14 @@ struct region_mem_ops {
 	int (*copy)(const struct region_span *dst, const struct region_span *src, uint64_t n,
 		    void *bounce, struct errinfo *e);
 	/*
+	 * Loop: how long copy() of n bytes from src to dst would take now, in
+	 * microseconds, when it may run on the loop: UINT64_MAX when it must
+	 * go to the pool (the kind cannot tell, or the copy could wait behind
+	 * other work). NULL: always the pool.
+	 */
+	uint64_t (*copy_usec)(const struct region_span *dst, const struct region_span *src,
+			      uint64_t n);
+	/*
 	 * Loop: what the fd store needs to bring the region back after a
 	 * restart (keep.h). 0, or a negative errno when this region cannot be
 	 * kept. NULL: this kind is never kept.

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Each GPU's copy rates, measured once per daemon, read by anyone. */
+#include <inttypes.h>
+#include <pthread.h>
+
+#include "daemon/core/log.h"
+#include "daemon/gpu/gpu_bw.h"
+
+/* Measured copy bandwidth per GPU ordinal. Written by the pool thread that
+ * measures, read by the loop: under the lock. */
+#define GPU_BANDWIDTH_SIZE (32U << 20)
+
+static struct {
+	pthread_mutex_t lock;
+	enum { BW_NONE, BW_MEASURING, BW_DONE, BW_FAILED } state[GPU_LIST_MAX];
+	struct cu_bandwidth bw[GPU_LIST_MAX];
+} gpu_bw = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Pool: after an import of device's memory succeeded; the first one
+ * measures (a few milliseconds), the rest return at once. */
+void gpu_bw_measure_once(int device)
+{
+	struct cu_bandwidth bw;
+	int r;
+
+	if (device < 0 || device >= (int)GPU_LIST_MAX)
+		return;
+	pthread_mutex_lock(&gpu_bw.lock);
+	if (gpu_bw.state[device] != BW_NONE) {
+		pthread_mutex_unlock(&gpu_bw.lock);
+		return;
+	}
+	gpu_bw.state[device] = BW_MEASURING;
+	pthread_mutex_unlock(&gpu_bw.lock);
+
+	r = cu_measure_bandwidth(device, GPU_BANDWIDTH_SIZE, &bw);
+	if (r < 0)
+		log_warning_errno(r, "GPU %d: copy bandwidth not measured: %s", device,
+				  cu_last_error());
+	else
+		log_info("GPU %d: copy bandwidth %" PRIu64 " MB/s device to device, %" PRIu64
+			 " MB/s host to device",
+			 device, bw.dtod / 1000000, bw.htod / 1000000);
+	pthread_mutex_lock(&gpu_bw.lock);
+	gpu_bw.state[device] = r < 0 ? BW_FAILED : BW_DONE;
+	gpu_bw.bw[device] = bw;
+	pthread_mutex_unlock(&gpu_bw.lock);
+}
+
+bool gpu_bandwidth(int device, struct cu_bandwidth *ret)
+{
+	bool done;
+
+	if (device < 0 || device >= (int)GPU_LIST_MAX)
+		return false;
+	pthread_mutex_lock(&gpu_bw.lock);
+	done = gpu_bw.state[device] == BW_DONE;
+	if (done)
+		*ret = gpu_bw.bw[device];
+	pthread_mutex_unlock(&gpu_bw.lock);
+	return done;
+}
