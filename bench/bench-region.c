@@ -402,6 +402,12 @@ static void bench_locks(int cpu, const char *placement)
 
 int main(int argc, char **argv)
 {
+	/* RDMAMEM_BENCH_DAEMON_DEBUG=1: the first daemon (the Copy bandwidth
+	 * table's) logs where each pooled transfer's time goes (debug level,
+	 * on this stderr). */
+	const char *debug[] = { "--max-pinned-bytes-per-uid", "8589934592",
+				getenv("RDMAMEM_BENCH_DAEMON_DEBUG") ? "--log-level" : NULL,
+				"debug", NULL };
 	const char *extra[] = { "--max-pinned-bytes-per-uid", "8589934592", NULL };
 	pid_t d;
 
@@ -410,7 +416,7 @@ int main(int argc, char **argv)
 	snprintf(daemon_path, sizeof(daemon_path), "%s/rdmamemd.sock", bench_dir());
 	snprintf(anchor_path, sizeof(anchor_path), "%s/anchor.sock", bench_dir());
 
-	d = bench_daemon_start(args.daemon, daemon_path, -1, extra);
+	d = bench_daemon_start(args.daemon, daemon_path, -1, debug);
 	bench_copy();
 	bench_stop(d);
 

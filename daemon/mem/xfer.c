@@ -232,12 +232,15 @@ static void xfer_release_locks(struct xfer *x)
 
 static void xfer_complete(struct xfer *x)
 {
-	if (x->on_pool && xfer_touches_gpu(x)) {
+	if (x->on_pool) {
 		uint64_t now = uv_hrtime();
 
-		log_debug("A GPU transfer of %" PRIu64 " bytes took %.1f us on the pool: %.1f us "
-			  "waiting for a thread, %.1f us copying, %.1f us back to the loop",
-			  x->length, (double)(now - x->clock_queued) / 1e3,
+		log_debug("A %s transfer of %" PRIu64
+			  " bytes took %.1f us on the pool (%u part%s): "
+			  "%.1f us waiting for a thread, %.1f us copying, %.1f us back to the loop",
+			  xfer_touches_gpu(x) ? "GPU" : "host", x->length,
+			  (double)(now - x->clock_queued) / 1e3, x->n_parts,
+			  x->n_parts == 1 ? "" : "s",
 			  (double)(x->clock_started - x->clock_queued) / 1e3,
 			  (double)(x->clock_ended - x->clock_started) / 1e3,
 			  (double)(now - x->clock_ended) / 1e3);

@@ -166,7 +166,12 @@ class Pool:
         return Span(self.region, off, _nbytes(obj), owns=False, keep=obj)
 
     def close(self) -> None:
-        """Unregisters the pool's region; live tensors keep the mapping."""
+        """Unregisters the pool's region; live tensors keep the mapping. Its
+        client stops taking the pool's addresses for its memory: a pool made
+        later may be mapped where this one was."""
+        pools = self.region.client._pools
+        if self in pools:
+            pools.remove(self)
         self.region.close()
 
     def __enter__(self) -> "Pool":

@@ -45,6 +45,26 @@ def test_tensor_bytes_reach_the_daemon(client: rdmamem.Client) -> None:
         assert a.tolist() == [9, 8, 7, 6]
 
 
+def test_closed_pool_is_no_longer_the_clients(client: rdmamem.Client) -> None:
+    """A closed pool's tensor is memory of no region: register_tensor says so
+    rather than hand out a span of the unregistered region; a pool made later
+    (here or at the same addresses, once the old mapping is gone) gives its
+    own region."""
+    old = client.pool(1 << 20)
+    t = old.tensor(256, torch.float32)
+    old.close()
+    with pytest.raises(ValueError):
+        client.register_tensor(t)
+    del t
+    gc.collect()
+    with client.pool(1 << 20) as new:
+        u = new.tensor(256, torch.float32)
+        u.fill_(3.0)
+        span = client.register_tensor(u)
+        assert span.region is new.region
+        assert np.frombuffer(span.read(), np.float32).tolist() == [3.0] * 256
+
+
 def test_free_returns_and_merges(client: rdmamem.Client) -> None:
     with client.pool(64 * 1024, alignment=1024) as pool:
         total = pool.largest_free
