@@ -13,8 +13,9 @@
  *   (skipped, with the reason, on a machine with one GPU).
  * - Import latency of a VMM fd and of a legacy IPC handle through the daemon
  *   (Register + Unregister) beside the bare driver calls, and beside those
- *   calls with what the daemon asks besides, from a thread with no current
- *   context, and with 1 GiB page-locked in the process.
+ *   calls with what the daemon asks besides, after 500 us asleep (as a
+ *   daemon's thread is), from a thread with no current context, and with
+ *   1 GiB page-locked in the process.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -404,7 +405,8 @@ static void bench_driver_calls(void *host, CUdeviceptr dev)
 /* The bare VMM import, timed ROUNDS times into t; daemon_calls adds what
  * the daemon's import asks besides (the allocation's properties and
  * granularity, the primary context's retain, a reserve aligned to it). */
-static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_calls, double *t)
+static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_calls, double *t,
+			    unsigned pause_us)
 {
 	for (int i = 0; i < ROUNDS; i++) {
 		CUmemGenericAllocationHandle h;
@@ -412,8 +414,11 @@ static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_
 		CUcontext pctx;
 		CUdeviceptr p;
 		size_t gran = 0;
-		uint64_t t0 = bench_now_ns();
+		uint64_t t0;
 
+		if (pause_us)
+			usleep(pause_us);
+		t0 = bench_now_ns();
 		CU_OK(cu->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)vfd,
 							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
 		if (daemon_calls) {
@@ -445,7 +450,7 @@ static void *vmm_bare_thread(void *p)
 {
 	struct vmm_thread_args *a = p;
 
-	vmm_bare_rounds(a->vfd, a->access, true, a->t);
+	vmm_bare_rounds(a->vfd, a->access, true, a->t, 0);
 	return NULL;
 }
 
@@ -458,13 +463,16 @@ static void vmm_floors(int vfd, const CUmemAccessDesc *access, double bare, void
 	struct vmm_thread_args a = { vfd, access, t };
 	pthread_t th;
 
-	vmm_bare_rounds(vfd, access, true, t);
+	vmm_bare_rounds(vfd, access, true, t, 0);
 	printf("%-10s %34.1f   (bare + the daemon's other calls)\n", "VMM fd", median(t, ROUNDS));
+	vmm_bare_rounds(vfd, access, true, t, 500);
+	printf("%-10s %34.1f   (same, each after 500 us asleep, as a daemon's thread is)\n",
+	       "VMM fd", median(t, ROUNDS));
 	if (pthread_create(&th, NULL, vmm_bare_thread, &a) == 0 && pthread_join(th, NULL) == 0)
 		printf("%-10s %34.1f   (same, on a thread with no current context)\n", "VMM fd",
 		       median(t, ROUNDS));
 	CU_OK(cu->cuMemHostRegister(host, BIG, CU_MEMHOSTREGISTER_PORTABLE));
-	vmm_bare_rounds(vfd, access, true, t);
+	vmm_bare_rounds(vfd, access, true, t, 0);
 	printf("%-10s %34.1f   (same, current context, 1 GiB page-locked here)\n", "VMM fd",
 	       median(t, ROUNDS));
 	CU_OK(cu->cuMemHostUnregister(host));
@@ -484,7 +492,7 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
 				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 
-	vmm_bare_rounds(vfd, &access, false, bare);
+	vmm_bare_rounds(vfd, &access, false, bare, 0);
 	for (int i = 0; i < ROUNDS; i++) {
 		uint64_t t0 = bench_now_ns(), id;
 
@@ -530,19 +538,24 @@ static int to_child[2], from_child[2];
 static pid_t ipc_child;
 
 /* In the IPC child: the open with the daemon's calls around it (the
- * mapping's range and device), then the same with 1 GiB of host memory
- * page-locked in the child, as the daemon has after the copies. */
-static void ipc_child_floors(CUipcMemHandle handle, double *own_calls, double *locked)
+ * mapping's range and device), then the same with each open after 500 us
+ * asleep. */
+static void ipc_child_floors(CUipcMemHandle handle, double *own_calls, double *asleep)
 {
 	double t[ROUNDS];
-	void *host;
 
 	for (int pass = 0; pass < 2; pass++) {
 		for (int i = 0; i < ROUNDS; i++) {
 			CUdeviceptr q, base;
 			size_t size;
 			int ordinal;
-			uint64_t t0 = bench_now_ns();
+			uint64_t t0;
+
+			/* The second pass: each after 500 us asleep, as a
+			 * daemon's pool thread is. */
+			if (pass == 1)
+				usleep(500);
+			t0 = bench_now_ns();
 
 			CU_OK(cu->cuIpcOpenMemHandle(&q, handle,
 						     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
@@ -552,18 +565,10 @@ static void ipc_child_floors(CUipcMemHandle handle, double *own_calls, double *l
 			t[i] = (bench_now_ns() - t0) / 1e3;
 			CU_OK(cu->cuIpcCloseMemHandle(q));
 		}
-		if (pass == 0) {
+		if (pass == 0)
 			*own_calls = median(t, ROUNDS);
-			host = mmap(NULL, BIG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-				    -1, 0);
-			if (host == MAP_FAILED)
-				_exit(1);
-			memset(host, 1, BIG);
-			CU_OK(cu->cuMemHostRegister(host, BIG, CU_MEMHOSTREGISTER_PORTABLE));
-		} else {
-			*locked = median(t, ROUNDS);
-			CU_OK(cu->cuMemHostUnregister(host));
-		}
+		else
+			*asleep = median(t, ROUNDS);
 	}
 }
 
@@ -637,7 +642,7 @@ static void bench_ipc_import(struct rdmamem_client *c)
 	       median(daemon, ROUNDS) / bare);
 	printf("%-10s %34.1f   (bare + the daemon's other calls, in the child)\n", "IPC (open)",
 	       floors[1]);
-	printf("%-10s %34.1f   (same, 1 GiB page-locked in the child)\n", "IPC (open)", floors[2]);
+	printf("%-10s %34.1f   (same, each after 500 us asleep)\n", "IPC (open)", floors[2]);
 	/* Handles of allocations of their own, each held: no close of the
 	 * previous open running beside (or before) the next in the daemon. */
 	{

@@ -260,6 +260,10 @@ static int rpc_answering(struct rpc_call *call)
 	if (call->answered)
 		return -EALREADY;
 	call->answered = true;
+	if (call->dispatched_ns)
+		log_debug("Connection %" PRIu64 ": %s answered %.1f us after its dispatch",
+			  call->session->id, call->vc.method,
+			  (double)(uv_hrtime() - call->dispatched_ns) / 1e3);
 	return call->vc.oneway ? 0 : 1;
 }
 
@@ -736,6 +740,8 @@ bool rpc_dispatch(struct rpc_call *call)
 	const struct varlink_call *vc = &call->vc;
 	const struct rpc_method *m;
 
+	if (log_get_max_level() >= LOG_DEBUG)
+		call->dispatched_ns = uv_hrtime();
 	m = rpc_find_method(call->ctx, vc);
 	/* Known methods by their static name; others under one label, so a
 	 * client cannot grow the table without bound. */

@@ -261,6 +261,9 @@ struct rpc_call {
 	const struct rpc_method *method;
 	size_t n_fds;
 	uint64_t reserved; /* output bytes reserved for its reply */
+	/* uv_hrtime() at dispatch when the log is at debug level, else 0: the
+	 * answer logs how long the call took in the daemon. */
+	uint64_t dispatched_ns;
 
 	/* rpc.c's own; handlers use the functions below. */
 	bool answered;   /* one answer per call */
