@@ -45,11 +45,17 @@ struct session;
  */
 #define XFER_INLINE_USEC 20U
 #define XFER_INLINE_RATE_MIN 1000U /* bytes per microsecond: 1 GB/s */
-/* Copies at least this large are split over several pool threads, in
- * parts of at least half of it: one thread's memcpy does not saturate
- * memory bandwidth. At 32 MiB a 16 MiB Copy ran on one thread at 0.47 of
- * the benchmark's memcpy on the build machine; split in two, 0.60-0.72. */
-#define XFER_SPLIT_MIN (8U * 1024U * 1024U)
+/*
+ * Copies at least this large are split over several pool threads, in parts
+ * of at least half of it. A pool thread copies bytes that are in no cache
+ * of its CPU, through a TLB that knows none of their pages, so one thread
+ * is slow: on the GPU machine (16 cores) a 1 MiB Copy on one thread spent
+ * 97 us copying, where memcpy() of the same bytes back to back takes 45; in
+ * four parts the whole call ran at 0.75 of that memcpy, against 0.23-0.28
+ * on one thread (8 MiB was the threshold then). At 16 MiB one thread's
+ * memcpy does not saturate memory bandwidth either.
+ */
+#define XFER_SPLIT_MIN (256U * 1024U)
 #define XFER_PARTS_MAX 4U
 /* A copy between two views of the same bytes whose ranges overlap moves
  * them in steps of at least this much, through a buffer of this size when

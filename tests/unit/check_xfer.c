@@ -11,6 +11,8 @@
  * by the region suite): a transfer trusts the ranges it is given.
  */
 #include <errno.h>
+#include <unistd.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,7 @@ static struct {
 	char error[64];
 	char *out;
 	bool done;
+	unsigned n_parts;
 } seen;
 
 static void on_done(void *userdata, struct xfer *x, int result, struct errinfo *e)
@@ -40,6 +43,7 @@ static void on_done(void *userdata, struct xfer *x, int result, struct errinfo *
 	snprintf(seen.error, sizeof(seen.error), "%s", e->name ?: "");
 	free(seen.out);
 	seen.out = TAKE_PTR(x->out);
+	seen.n_parts = x->n_parts;
 	seen.done = true;
 	xfer_free(x);
 }
@@ -206,6 +210,59 @@ START_TEST(test_copy)
 	ck_assert(bytes_are(b, 0, want, 8192));
 	ck_assert_int_eq(a->lock.state, LOCK_IDLE);
 	ck_assert_int_eq(b->lock.state, LOCK_IDLE);
+}
+END_TEST
+
+/* A Copy of XFER_SPLIT_MIN and more goes to the pool in parts, one per CPU
+ * up to XFER_PARTS_MAX, each at least half of XFER_SPLIT_MIN, page-aligned
+ * slices that together move every byte; below, one part. */
+START_TEST(test_copy_split)
+{
+	struct xfer *x = new_xfer(f.owner, XFER_COPY, -1);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned want_parts = (unsigned)MIN((long)XFER_PARTS_MAX, MAX(cpus, 1L));
+	struct region *a, *b;
+	unsigned char *src;
+	uint64_t n, small;
+
+	/* Beyond what the loop does itself at the rate the fixture measured. */
+	n = 2 * (uint64_t)XFER_SPLIT_MIN + 3000;
+	a = mem_fixture_import(&f, n + 8192);
+	b = mem_fixture_import(&f, n + 8192);
+	set_src(x, b, 100);
+	set_dst(x, a, 5000);
+	if (xfer_inline_max(x) >= n) {
+		/* A machine that copies this much within the bound: the
+		 * split is not reached here. */
+		printf("test_copy_split: %" PRIu64 " bytes run on the loop here\n", n);
+		xfer_free(x);
+		return;
+	}
+	src = b->addr;
+	for (uint64_t i = 0; i < n + 8192; i++)
+		src[i] = (unsigned char)(i * 31 + i / 4096);
+	want_parts = MIN(want_parts, (unsigned)(n / (XFER_SPLIT_MIN / 2)));
+	x->length = n;
+	start_and_wait(x);
+	ck_assert_int_eq(seen.result, 0);
+	ck_assert_uint_eq(seen.n_parts, want_parts);
+	ck_assert(bytes_are(a, 5000, src + 100, n));
+	/* The bytes around the range: the fixture's pattern. */
+	ck_assert_uint_eq(((unsigned char *)a->addr)[4999], 4999 & 0xff);
+	ck_assert_uint_eq(((unsigned char *)a->addr)[5000 + n], (5000 + n) & 0xff);
+
+	/* Below the threshold: one part, or none (the loop's). */
+	memset(&seen, 0, sizeof(seen));
+	x = new_xfer(f.owner, XFER_COPY, -1);
+	set_src(x, a, 5000);
+	set_dst(x, b, 0);
+	small = XFER_SPLIT_MIN - 4096;
+	x->length = small;
+	want_parts = small <= xfer_inline_max(x) ? 0 : 1;
+	start_and_wait(x);
+	ck_assert_int_eq(seen.result, 0);
+	ck_assert_uint_eq(seen.n_parts, want_parts);
+	ck_assert(bytes_are(b, 0, (unsigned char *)a->addr + 5000, small));
 }
 END_TEST
 
@@ -399,6 +456,7 @@ Suite *xfer_suite(void)
 	tcase_add_test(tc, test_write_large_on_pool);
 	tcase_add_test(tc, test_write_bad_base64);
 	tcase_add_test(tc, test_copy);
+	tcase_add_test(tc, test_copy_split);
 	tcase_add_test(tc, test_lock_timeout);
 	tcase_add_test(tc, test_rights_recheck);
 	tcase_add_test(tc, test_under_lease);
