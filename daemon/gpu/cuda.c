@@ -1077,42 +1077,35 @@ static uint64_t mono_nsec(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* The best rate of a few synchronised copies; 0 when one fails. Device to
- * device copies return before they are done, so every pass synchronises. */
-static uint64_t best_rate(CUdeviceptr dst, CUdeviceptr src, const void *host, size_t size)
+/*
+ * The shortest of passes synchronised copies of size bytes, ns; 0 when one
+ * fails. A copy from host memory when host is given, else device to device
+ * (which returns before it is done, so every pass synchronises). The first
+ * pass warms up (lazy mappings, clocks): not counted.
+ */
+static uint64_t best_ns(CUdeviceptr dst, CUdeviceptr src, const void *host, size_t size, int passes)
 {
-	uint64_t best = 0;
+	uint64_t best = UINT64_MAX;
 
-	for (int pass = 0; pass < 4; pass++) {
+	for (int pass = 0; pass < passes; pass++) {
 		uint64_t t0 = mono_nsec(), dt;
 		int r = host ? CU(cuMemcpyHtoD, dst, host, size) : CU(cuMemcpyDtoD, dst, src, size);
 
 		if (r < 0 || CU(cuCtxSynchronize) < 0)
 			return 0;
 		dt = mono_nsec() - t0;
-		/* The first pass warms up (lazy mappings, clocks): not counted. */
-		if (pass > 0 && dt > 0 && size * 1000000000ULL / dt > best)
-			best = size * 1000000000ULL / dt;
-	}
-	return best;
-}
-
-/* The shortest of a few synchronised copies of size bytes from page-locked
- * host memory, ns; 0 when one fails. */
-static uint64_t best_time(CUdeviceptr dst, const void *host, size_t size)
-{
-	uint64_t best = UINT64_MAX;
-
-	for (int pass = 0; pass < 8; pass++) {
-		uint64_t t0 = mono_nsec(), dt;
-
-		if (CU(cuMemcpyHtoD, dst, host, size) < 0 || CU(cuCtxSynchronize) < 0)
-			return 0;
-		dt = mono_nsec() - t0;
-		if (pass > 0 && dt < best)
+		if (pass > 0 && dt > 0 && dt < best)
 			best = dt;
 	}
-	return best;
+	return best == UINT64_MAX ? 0 : best;
+}
+
+/* The best rate of four such copies, bytes per second; 0 when one fails. */
+static uint64_t best_rate(CUdeviceptr dst, CUdeviceptr src, const void *host, size_t size)
+{
+	uint64_t ns = best_ns(dst, src, host, size, 4);
+
+	return ns ? size * 1000000000ULL / ns : 0;
 }
 
 int cu_measure_bandwidth(int ordinal, size_t size, struct cu_bandwidth *ret)
@@ -1147,7 +1140,7 @@ int cu_measure_bandwidth(int ordinal, size_t size, struct cu_bandwidth *ret)
 	if (r >= 0) {
 		ret->htod = best_rate(a, 0, host, size);
 		ret->dtod = best_rate(b, a, NULL, size);
-		ret->htod_small_ns = best_time(a, host, CU_SMALL_COPY);
+		ret->htod_small_ns = best_ns(a, 0, host, CU_SMALL_COPY, 8);
 	}
 	if (host_locked)
 		CU(cuMemHostUnregister, host);

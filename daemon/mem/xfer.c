@@ -31,12 +31,18 @@ static struct region_span span_at(const struct xfer_end *e, uint64_t off)
  * the daemon's host mapping: that kind's copy does it (through bounce when
  * given). A failure is the client's to hear, in x->err. Pool side.
  */
+/* The memory ops of a copy's device side: the destination's when it is not
+ * host memory (nor the daemon's buffer), else the source's. */
+static const struct region_mem_ops *device_mem(const struct region_span *dst,
+					       const struct region_span *src)
+{
+	return dst->region && !region_is_host(dst->region) ? dst->region->mem : src->region->mem;
+}
+
 static int device_copy(struct xfer *x, struct region_span dst, struct region_span src, uint64_t n,
 		       void *bounce)
 {
-	const struct region_mem_ops *mem =
-		dst.region && !region_is_host(dst.region) ? dst.region->mem : src.region->mem;
-	int r = mem->copy(&dst, &src, n, bounce, &x->err);
+	int r = device_mem(&dst, &src)->copy(&dst, &src, n, bounce, &x->err);
 
 	if (r < 0)
 		x->result = r;
@@ -331,19 +337,17 @@ uint64_t xfer_inline_max(const struct xfer *x)
  */
 static bool xfer_runs_inline(const struct xfer *x)
 {
-	const struct region *gpu_side;
 	struct region_span dst, src;
+	const struct region_mem_ops *mem;
 
 	if (!xfer_touches_gpu(x))
 		return x->length <= xfer_inline_max(x);
 	if (x->kind != XFER_COPY || x->overlap)
 		return false;
-	gpu_side = region_is_gpu(x->dst.region) ? x->dst.region : x->src.region;
-	if (!gpu_side->mem->copy_usec)
-		return false;
 	dst = span_at(&x->dst, 0);
 	src = span_at(&x->src, 0);
-	return gpu_side->mem->copy_usec(&dst, &src, x->length) <= XFER_INLINE_USEC;
+	mem = device_mem(&dst, &src);
+	return mem->copy_usec && mem->copy_usec(&dst, &src, x->length) <= XFER_INLINE_USEC;
 }
 
 static void xfer_run(struct xfer *x)

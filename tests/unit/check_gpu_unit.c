@@ -665,6 +665,7 @@ END_TEST
 static struct {
 	unsigned calls;
 	int result;
+	bool done;
 } xseen;
 
 static void on_xfer_done(_unused_ void *userdata, struct xfer *x, int result,
@@ -672,6 +673,7 @@ static void on_xfer_done(_unused_ void *userdata, struct xfer *x, int result,
 {
 	xseen.calls++;
 	xseen.result = result;
+	xseen.done = true;
 	xfer_free(x);
 }
 
@@ -690,17 +692,14 @@ static bool start_copy(struct region *dst, uint64_t doff, struct region *src, ui
 				    .mode = LOCK_EXCLUSIVE };
 	x->length = n;
 	xseen.calls = 0;
+	xseen.done = false;
 	ck_assert_int_eq(xfer_start(x), 0);
 	return xseen.calls == 1;
 }
 
 static void wait_copy(void)
 {
-	for (int i = 0; i < 10000 && xseen.calls == 0; i++) {
-		uv_run(&f.loop, UV_RUN_NOWAIT);
-		if (xseen.calls == 0)
-			usleep(1000);
-	}
+	mem_fixture_run_until(&f, &xseen.done, 10000);
 	ck_assert_uint_eq(xseen.calls, 1);
 	ck_assert_int_eq(xseen.result, 0);
 }
