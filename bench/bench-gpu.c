@@ -96,11 +96,6 @@ static double median(double *v, int n)
 	return v[n / 2];
 }
 
-static double gbps(uint64_t bytes, uint64_t ns)
-{
-	return ns ? (double)bytes / (double)ns : 0;
-}
-
 /* Repeats one copy for args.seconds (at least 3 times); bytes per ns. */
 static double timed(int dir_htod, void *host, CUdeviceptr dev, size_t size)
 {
@@ -113,7 +108,7 @@ static double timed(int dir_htod, void *host, CUdeviceptr dev, size_t size)
 			CU_OK(cu->cuMemcpyDtoH(host, dev, size));
 		n++;
 	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
-	return gbps(size * n, t);
+	return bench_gbps(size * n, t);
 }
 
 static double timed_daemon(struct rdmamem_client *c, const struct rdmamem_copy *cp)
@@ -127,7 +122,7 @@ static double timed_daemon(struct rdmamem_client *c, const struct rdmamem_copy *
 		}
 		n++;
 	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
-	return gbps(cp->length * n, t);
+	return bench_gbps(cp->length * n, t);
 }
 
 /* The daemon's Ping round trip, p50 of 2000, microseconds. */
@@ -198,14 +193,13 @@ static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdevice
 	for (int d = 0; d < 2; d++)
 		for (size_t i = 0; i < N; i++) {
 			double bare_us = sizes[i] / pinned[d][i] / 1e3;
+			char label[24];
 
-			printf("%-6s %6zu %s %14.2f %14.2f %14.2f %9.1f %10.2f %10.2f %9.2f\n",
-			       d == 0 ? "HtoD" : "DtoH",
-			       sizes[i] >= (1 << 20) ? sizes[i] >> 20 : sizes[i] >> 10,
-			       sizes[i] >= (1 << 20) ? "MiB" : "KiB", pageable[d][i], pinned[d][i],
-			       daemon[d][i], sizes[i] / daemon[d][i] / 1e3,
-			       daemon[d][i] / pinned[d][i], daemon[d][i] / pageable[d][i],
-			       bare_us / (bare_us + ping_us));
+			printf("%-6s %10s %14.2f %14.2f %14.2f %9.1f %10.2f %10.2f %9.2f\n",
+			       d == 0 ? "HtoD" : "DtoH", bench_size_label(sizes[i], label),
+			       pageable[d][i], pinned[d][i], daemon[d][i],
+			       sizes[i] / daemon[d][i] / 1e3, daemon[d][i] / pinned[d][i],
+			       daemon[d][i] / pageable[d][i], bare_us / (bare_us + ping_us));
 		}
 	/* Both stay registered: their import keeps the GPU's primary context,
 	 * so the import timings below are those of a device in use. */
@@ -243,7 +237,7 @@ static double timed_x2(bool peer, int from, CUdeviceptr dst, CUdeviceptr src, si
 		sync_both();
 		n++;
 	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
-	return gbps(size * n, t);
+	return bench_gbps(size * n, t);
 }
 
 /*

@@ -40,11 +40,6 @@ static void *memfd_mapped(size_t size, int *ret_fd)
 	return addr;
 }
 
-static double gbps(uint64_t bytes, uint64_t ns)
-{
-	return ns ? (double)bytes / (double)ns : 0;
-}
-
 static void bench_copy(void)
 {
 	static const uint64_t sizes[] = { 4096, 65536, 1 << 20, 16 << 20, 256 << 20, BIG };
@@ -70,7 +65,7 @@ static void bench_copy(void)
 		if (rdmamem_copy(c, &cp) < 0)
 			exit(1);
 		printf("\nfirst 1 GiB Copy after Register (daemon page faults): %.2f GB/s\n",
-		       gbps(BIG, bench_now_ns() - t0));
+		       bench_gbps(BIG, bench_now_ns() - t0));
 	}
 
 	printf("\n== Copy bandwidth between two 1 GiB regions (GB/s = 10^9 B/s), %.1f s per row\n",
@@ -108,15 +103,9 @@ static void bench_copy(void)
 			n_d++;
 		} while ((td = bench_now_ns() - t0) < args.seconds * 1e9 || n_d < 3);
 
-		if (size >= (1 << 20))
-			snprintf(label, sizeof(label), "%llu MiB",
-				 (unsigned long long)(size >> 20));
-		else
-			snprintf(label, sizeof(label), "%llu KiB",
-				 (unsigned long long)(size >> 10));
-		printf("%-10s %14.2f %14.2f %12.0f %8.2f\n", label, gbps(size * n_a, ta),
-		       gbps(size * n_d, td), n_d / (td / 1e9),
-		       gbps(size * n_d, td) / gbps(size * n_a, ta));
+		printf("%-10s %14.2f %14.2f %12.0f %8.2f\n", bench_size_label(size, label),
+		       bench_gbps(size * n_a, ta), bench_gbps(size * n_d, td), n_d / (td / 1e9),
+		       bench_gbps(size * n_d, td) / bench_gbps(size * n_a, ta));
 		fflush(stdout);
 	}
 	rdmamem_client_close(c);

@@ -71,6 +71,20 @@ uint64_t bench_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+double bench_gbps(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)ns : 0;
+}
+
+const char *bench_size_label(uint64_t size, char out[static 24])
+{
+	if (size >= (1 << 20))
+		snprintf(out, 24, "%llu MiB", (unsigned long long)(size >> 20));
+	else
+		snprintf(out, 24, "%llu KiB", (unsigned long long)(size >> 10));
+	return out;
+}
+
 void bench_pin(int cpu)
 {
 	cpu_set_t set;

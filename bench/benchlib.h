@@ -58,6 +58,10 @@ struct bench_args {
 int bench_parse_args(int argc, char **argv, struct bench_args *args);
 
 uint64_t bench_now_ns(void);
+/* Bytes per nanosecond (GB/s, 10^9 B/s); 0 when no time passed. */
+double bench_gbps(uint64_t bytes, uint64_t ns);
+/* "N MiB" from 1 MiB on, else "N KiB", into out; returns out. */
+const char *bench_size_label(uint64_t size, char out[static 24]);
 void bench_pin(int cpu);
 /* In a server the benchmark forked: it ends with the benchmark, on cpu. */
 void bench_child(int cpu);
