@@ -14,7 +14,8 @@
  * - Import latency of a VMM fd and of a legacy IPC handle through the daemon
  *   (Register + Unregister) beside the bare driver calls, and beside those
  *   calls with what the daemon asks besides, after 500 us asleep (as a
- *   daemon's thread is), from a thread with no current context, and with
+ *   daemon's thread is) and after 500 us spinning (the same time passes,
+ *   the CPU stays busy), from a thread with no current context, and with
  *   1 GiB page-locked in the process.
  */
 #include <errno.h>
@@ -396,11 +397,33 @@ static void bench_driver_calls(void *host, CUdeviceptr dev)
 	CU_OK(cu->cuMemHostUnregister(host));
 }
 
+/*
+ * What a round does before its timed calls: nothing, sleep pause_us (as a
+ * daemon's pool thread sleeps between jobs) or spin that long on the CPU.
+ * Sleeping and spinning let the same time pass; only sleeping lets the CPU
+ * idle and other work take its caches, so the two tell the thread's cold
+ * start from whatever the driver does as time passes.
+ */
+enum pause { PAUSE_NONE, PAUSE_SLEEP, PAUSE_SPIN };
+
+#define PAUSE_US 500
+
+static void pause_before(enum pause how)
+{
+	uint64_t until = bench_now_ns() + PAUSE_US * 1000ULL;
+
+	if (how == PAUSE_SLEEP)
+		usleep(PAUSE_US);
+	else if (how == PAUSE_SPIN)
+		while (bench_now_ns() < until)
+			__asm__ volatile("" ::: "memory");
+}
+
 /* The bare VMM import, timed ROUNDS times into t; daemon_calls adds what
  * the daemon's import asks besides (the allocation's properties and
  * granularity, the primary context's retain, a reserve aligned to it). */
 static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_calls, double *t,
-			    unsigned pause_us)
+			    enum pause pause)
 {
 	for (int i = 0; i < ROUNDS; i++) {
 		CUmemGenericAllocationHandle h;
@@ -410,8 +433,7 @@ static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_
 		size_t gran = 0;
 		uint64_t t0;
 
-		if (pause_us)
-			usleep(pause_us);
+		pause_before(pause);
 		t0 = bench_now_ns();
 		CU_OK(cu->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)vfd,
 							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
@@ -444,7 +466,7 @@ static void *vmm_bare_thread(void *p)
 {
 	struct vmm_thread_args *a = p;
 
-	vmm_bare_rounds(a->vfd, a->access, true, a->t, 0);
+	vmm_bare_rounds(a->vfd, a->access, true, a->t, PAUSE_NONE);
 	return NULL;
 }
 
@@ -457,16 +479,19 @@ static void vmm_floors(int vfd, const CUmemAccessDesc *access, double bare, void
 	struct vmm_thread_args a = { vfd, access, t };
 	pthread_t th;
 
-	vmm_bare_rounds(vfd, access, true, t, 0);
+	vmm_bare_rounds(vfd, access, true, t, PAUSE_NONE);
 	printf("%-10s %34.1f   (bare + the daemon's other calls)\n", "VMM fd", median(t, ROUNDS));
-	vmm_bare_rounds(vfd, access, true, t, 500);
-	printf("%-10s %34.1f   (same, each after 500 us asleep, as a daemon's thread is)\n",
-	       "VMM fd", median(t, ROUNDS));
+	vmm_bare_rounds(vfd, access, true, t, PAUSE_SLEEP);
+	printf("%-10s %34.1f   (same, each after %d us asleep, as a daemon's thread is)\n",
+	       "VMM fd", median(t, ROUNDS), PAUSE_US);
+	vmm_bare_rounds(vfd, access, true, t, PAUSE_SPIN);
+	printf("%-10s %34.1f   (same, each after %d us spinning on the CPU)\n", "VMM fd",
+	       median(t, ROUNDS), PAUSE_US);
 	if (pthread_create(&th, NULL, vmm_bare_thread, &a) == 0 && pthread_join(th, NULL) == 0)
 		printf("%-10s %34.1f   (same, on a thread with no current context)\n", "VMM fd",
 		       median(t, ROUNDS));
 	CU_OK(cu->cuMemHostRegister(host, BIG, CU_MEMHOSTREGISTER_PORTABLE));
-	vmm_bare_rounds(vfd, access, true, t, 0);
+	vmm_bare_rounds(vfd, access, true, t, PAUSE_NONE);
 	printf("%-10s %34.1f   (same, current context, 1 GiB page-locked here)\n", "VMM fd",
 	       median(t, ROUNDS));
 	CU_OK(cu->cuMemHostUnregister(host));
@@ -486,7 +511,7 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
 				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 
-	vmm_bare_rounds(vfd, &access, false, bare, 0);
+	vmm_bare_rounds(vfd, &access, false, bare, PAUSE_NONE);
 	for (int i = 0; i < ROUNDS; i++) {
 		uint64_t t0 = bench_now_ns(), id;
 
@@ -532,23 +557,20 @@ static int to_child[2], from_child[2];
 static pid_t ipc_child;
 
 /* In the IPC child: the open with the daemon's calls around it (the
- * mapping's range and device), then the same with each open after 500 us
- * asleep. */
-static void ipc_child_floors(CUipcMemHandle handle, double *own_calls, double *asleep)
+ * mapping's range and device), then the same with each open after
+ * PAUSE_US asleep, then after PAUSE_US spinning: floors[pause]. */
+static void ipc_child_floors(CUipcMemHandle handle, double floors[3])
 {
 	double t[ROUNDS];
 
-	for (int pass = 0; pass < 2; pass++) {
+	for (enum pause pass = PAUSE_NONE; pass <= PAUSE_SPIN; pass++) {
 		for (int i = 0; i < ROUNDS; i++) {
 			CUdeviceptr q, base;
 			size_t size;
 			int ordinal;
 			uint64_t t0;
 
-			/* The second pass: each after 500 us asleep, as a
-			 * daemon's pool thread is. */
-			if (pass == 1)
-				usleep(500);
+			pause_before(pass);
 			t0 = bench_now_ns();
 
 			CU_OK(cu->cuIpcOpenMemHandle(&q, handle,
@@ -559,10 +581,7 @@ static void ipc_child_floors(CUipcMemHandle handle, double *own_calls, double *a
 			t[i] = (bench_now_ns() - t0) / 1e3;
 			CU_OK(cu->cuIpcCloseMemHandle(q));
 		}
-		if (pass == 0)
-			*own_calls = median(t, ROUNDS);
-		else
-			*asleep = median(t, ROUNDS);
+		floors[pass] = median(t, ROUNDS);
 	}
 }
 
@@ -598,8 +617,8 @@ static void spawn_ipc_child(void)
 			CU_OK(cu->cuIpcCloseMemHandle(q));
 		}
 		t[0] = median(t, ROUNDS);
-		ipc_child_floors(handle, &t[1], &t[2]);
-		if (write(from_child[1], t, 3 * sizeof(t[0])) != 3 * sizeof(t[0]))
+		ipc_child_floors(handle, &t[1]);
+		if (write(from_child[1], t, 4 * sizeof(t[0])) != 4 * sizeof(t[0]))
 			_exit(1);
 		_exit(0);
 	}
@@ -607,7 +626,7 @@ static void spawn_ipc_child(void)
 
 static void bench_ipc_import(struct rdmamem_client *c)
 {
-	double daemon[ROUNDS], bare = 0, floors[3];
+	double daemon[ROUNDS], bare = 0, floors[4];
 	CUipcMemHandle handle;
 	CUdeviceptr p;
 	int status;
@@ -636,7 +655,10 @@ static void bench_ipc_import(struct rdmamem_client *c)
 	       median(daemon, ROUNDS) / bare);
 	printf("%-10s %34.1f   (bare + the daemon's other calls, in the child)\n", "IPC (open)",
 	       floors[1]);
-	printf("%-10s %34.1f   (same, each after 500 us asleep)\n", "IPC (open)", floors[2]);
+	printf("%-10s %34.1f   (same, each after %d us asleep)\n", "IPC (open)", floors[2],
+	       PAUSE_US);
+	printf("%-10s %34.1f   (same, each after %d us spinning)\n", "IPC (open)", floors[3],
+	       PAUSE_US);
 	/* Handles of allocations of their own, each held: no close of the
 	 * previous open running beside (or before) the next in the daemon. */
 	{

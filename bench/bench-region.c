@@ -9,6 +9,8 @@
  *   and reply sizes.
  * - Lock+Unlock pairs per second, uncontended and with 8 clients contending
  *   for one region, beside two raw ping-pongs of the same sizes per pair.
+ * - The floor of both tables: the daemon's Ping through the library (two per
+ *   pair), in the same placement: what a call doing nothing reaches.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -231,6 +233,27 @@ static void learn_sizes(struct transfer_arg *t, uint64_t id)
 	free(reply);
 }
 
+static int ping_once(struct bench_worker *w)
+{
+	return rdmamem_ping(w->client);
+}
+
+static int ping_twice(struct bench_worker *w)
+{
+	int r = rdmamem_ping(w->client);
+
+	return r < 0 ? r : rdmamem_ping(w->client);
+}
+
+/* A call's floor through the daemon: a Ping (two per Lock+Unlock pair) through
+ * the library, the same placement, the same run. */
+static struct bench_result ping_floor(int cpu, int n, bool pair)
+{
+	const struct bench_op op = { .path = daemon_path, .run = pair ? ping_twice : ping_once };
+
+	return bench_measure(&op, n, cpu, args.seconds);
+}
+
 static void bench_transfers(int cpu, const char *placement)
 {
 	static const size_t sizes[] = { 64, 4096, 65536 };
@@ -255,6 +278,11 @@ static void bench_transfers(int cpu, const char *placement)
 			char group[64], what[64];
 			pid_t anchor;
 
+			if (kind == T_COPY && i == 0) {
+				r = ping_floor(cpu, 1, false);
+				snprintf(group, sizeof(group), "%s, no payload", placement);
+				bench_row(group, "floor: rdmamemd Ping, librdmamem", &r, NULL);
+			}
 			learn_sizes(&t, id);
 			anchor = bench_anchor_start(anchor_path, cpu, t.reply_len);
 			{
@@ -381,6 +409,8 @@ static void bench_locks(int cpu, const char *placement)
 		snprintf(group, sizeof(group), "%s, %d client%s", placement, n, n > 1 ? "s" : "");
 		a = bench_measure(&raw_anchor, n, cpu, args.seconds);
 		bench_row(group, "anchor: 2 raw ping-pongs", &a, NULL);
+		r = ping_floor(cpu, n, true);
+		bench_row(group, "floor: 2 rdmamemd Pings", &r, &a);
 		r = bench_measure(&lib, n, cpu, args.seconds);
 		bench_row(group, n == 1 ? "Lock+Unlock, uncontended" : "Lock+Unlock, one region",
 			  &r, &a);
