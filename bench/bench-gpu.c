@@ -15,8 +15,10 @@
  *   (Register + Unregister) beside the bare driver calls, and beside those
  *   calls with what the daemon asks besides, after 500 us asleep (as a
  *   daemon's thread is) and after 500 us spinning (the same time passes,
- *   the CPU stays busy), from a thread with no current context, and with
- *   1 GiB page-locked in the process.
+ *   the CPU stays busy), from a thread with no current context, with 1 GiB
+ *   page-locked in the process, and in another process (the daemon's case).
+ * - A thread's wake-up from a condition variable after 500 us and 2 ms
+ *   asleep: what a pooled import pays twice besides its work.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,11 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "benchlib.h"
 #include "daemon/gpu/cuda.h"
+#include "util/sockio.h"
 
 #if HAVE_CUDA_H
 #include "daemon/gpu/cuda-ops.h"
@@ -37,6 +41,9 @@
 #define ROUNDS 20
 
 static const struct cu_ops *cu;
+/* The import floors' child process (spawn_import_child()). */
+static int to_child[2], from_child[2];
+static pid_t ipc_child;
 static struct bench_args args = { .seconds = 1.0 };
 static char daemon_path[128];
 static pid_t daemon_pid;
@@ -496,6 +503,81 @@ static void vmm_floors(int vfd, const CUmemAccessDesc *access, double bare, void
 	       median(t, ROUNDS));
 	CU_OK(cu->cuMemHostUnregister(host));
 	(void)bare;
+	{
+		double child[2];
+		char tag = 'V';
+
+		if (sockio_send(to_child[1], &tag, 1, &vfd, 1, 0) != 1 ||
+		    read(from_child[0], child, sizeof(child)) != sizeof(child))
+			exit(1);
+		printf("%-10s %34.1f   (same, in another process: the daemon's case)\n", "VMM fd",
+		       child[0]);
+		printf("%-10s %34.1f   (same, another process, each after %d us asleep)\n",
+		       "VMM fd", child[1], PAUSE_US);
+	}
+}
+
+/*
+ * A thread's wake-up: how long a thread asleep on a condition variable
+ * takes to run once signalled by a thread that itself slept pause_us. Each
+ * pooled job pays it twice (a pool thread's wake, then the loop's), beside
+ * the round trip's own; the bare driver calls, back to back on one thread,
+ * pay it never.
+ */
+struct wake {
+	pthread_mutex_t lock;
+	pthread_cond_t go, woke;
+	unsigned round, seen;
+	uint64_t signalled_ns, woke_ns;
+	bool quit;
+};
+
+static void *wake_waiter(void *p)
+{
+	struct wake *w = p;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (w->seen == w->round && !w->quit)
+			pthread_cond_wait(&w->go, &w->lock);
+		if (w->quit)
+			break;
+		w->woke_ns = bench_now_ns();
+		w->seen = w->round;
+		pthread_cond_signal(&w->woke);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static double wake_us(unsigned pause_us)
+{
+	enum { WAKE_ROUNDS = 100 };
+	struct wake w = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			  .go = PTHREAD_COND_INITIALIZER,
+			  .woke = PTHREAD_COND_INITIALIZER };
+	double t[WAKE_ROUNDS];
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, wake_waiter, &w) != 0)
+		exit(1);
+	for (int i = 0; i < WAKE_ROUNDS; i++) {
+		usleep(pause_us);
+		pthread_mutex_lock(&w.lock);
+		w.signalled_ns = bench_now_ns();
+		w.round++;
+		pthread_cond_signal(&w.go);
+		while (w.seen != w.round)
+			pthread_cond_wait(&w.woke, &w.lock);
+		t[i] = (w.woke_ns - w.signalled_ns) / 1e3;
+		pthread_mutex_unlock(&w.lock);
+	}
+	pthread_mutex_lock(&w.lock);
+	w.quit = true;
+	pthread_cond_signal(&w.go);
+	pthread_mutex_unlock(&w.lock);
+	pthread_join(th, NULL);
+	return median(t, WAKE_ROUNDS);
 }
 
 /* A map must cover the whole allocation (driver 580: CUDA_ERROR_NOT_SUPPORTED
@@ -553,8 +635,6 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
  * child forks before this process initialises CUDA (CUDA does not survive
  * fork) and starts its own, as an unrelated process would.
  */
-static int to_child[2], from_child[2];
-static pid_t ipc_child;
 
 /* In the IPC child: the open with the daemon's calls around it (the
  * mapping's range and device), then the same with each open after
@@ -585,21 +665,47 @@ static void ipc_child_floors(CUipcMemHandle handle, double floors[3])
 	}
 }
 
-static void spawn_ipc_child(void)
+/* In the child: the VMM import with the daemon's calls, of an fd another
+ * process exported, as the daemon imports it: back to back, then each after
+ * PAUSE_US asleep. */
+static void vmm_child_floors(int vfd, double floors[2])
+{
+	CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	double t[ROUNDS];
+
+	vmm_bare_rounds(vfd, &access, true, t, PAUSE_NONE);
+	floors[0] = median(t, ROUNDS);
+	vmm_bare_rounds(vfd, &access, true, t, PAUSE_SLEEP);
+	floors[1] = median(t, ROUNDS);
+}
+
+/*
+ * The child process the import floors are measured in: the daemon is
+ * another process than the allocation's, and an import of another
+ * process's export is what it does. It takes a VMM fd (SCM_RIGHTS on
+ * to_child, a socket pair) and answers two floors, then an IPC handle and
+ * answers four.
+ */
+static void spawn_import_child(void)
 {
 	CUipcMemHandle handle;
 
-	if (pipe(to_child) < 0 || pipe(from_child) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, to_child) < 0 ||
+	    pipe(from_child) < 0)
 		exit(1);
 	ipc_child = fork();
 	if (ipc_child == 0) {
 		double t[ROUNDS];
+		int fds[SOCKIO_FDS_MAX];
+		size_t n_fds = 0;
+		char tag;
 		CUcontext ctx;
 		CUdevice dev;
 
 		/* Only the parent writes: its exit (no GPU) must end the read. */
 		close(to_child[1]);
-		if (read(to_child[0], &handle, sizeof(handle)) != sizeof(handle))
+		if (sockio_recv(to_child[0], &tag, 1, fds, &n_fds, 0) != 1 || n_fds != 1)
 			_exit(1);
 		if (cu_load() < 0)
 			_exit(1);
@@ -607,6 +713,13 @@ static void spawn_ipc_child(void)
 		CU_OK(cu->cuDeviceGet(&dev, 0));
 		CU_OK(cu->cuDevicePrimaryCtxRetain(&ctx, dev));
 		CU_OK(cu->cuCtxSetCurrent(ctx));
+		vmm_child_floors(fds[0], t);
+		close(fds[0]);
+		if (write(from_child[1], t, 2 * sizeof(t[0])) != 2 * sizeof(t[0]))
+			_exit(1);
+
+		if (read(to_child[0], &handle, sizeof(handle)) != sizeof(handle))
+			_exit(1);
 		for (int i = 0; i < ROUNDS; i++) {
 			CUdeviceptr q;
 			uint64_t t0 = bench_now_ns();
@@ -622,6 +735,7 @@ static void spawn_ipc_child(void)
 			_exit(1);
 		_exit(0);
 	}
+	close(to_child[0]);
 }
 
 static void bench_ipc_import(struct rdmamem_client *c)
@@ -715,7 +829,7 @@ int main(int argc, char **argv)
 		return 1;
 
 	/* The IPC child must fork before this process initialises CUDA. */
-	spawn_ipc_child();
+	spawn_import_child();
 	if (cu_load() < 0) {
 		printf("bench-gpu: SKIPPED: no GPU here (%s)\n", cu_last_error());
 		stop_daemon();
@@ -736,6 +850,11 @@ int main(int argc, char **argv)
 	bench_two_gpus(c);
 	bench_vmm_import(c, host);
 	bench_ipc_import(c);
+	printf("\n== A thread's wake-up (median of 100, microseconds): from a signal, by a thread "
+	       "that slept\n   as long itself, to the waiting thread running; a pooled import "
+	       "pays two\n\n");
+	for (unsigned us = 500; us <= 2000; us *= 4)
+		printf("after %4u us asleep %10.1f\n", us, wake_us(us));
 
 	rdmamem_client_close(c);
 	stop_daemon();

@@ -164,6 +164,14 @@ static int cu_check(CUresult res, const char *call)
 /* Calls a driver entry point: 0, or its errno with cu_last_error() set. */
 #define CU(fn, ...) cu_check(cu.fn(__VA_ARGS__), #fn)
 
+static uint64_t mono_nsec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 /* Keeps the first failure of a teardown that goes on past failures. */
 static void cu_keep_first(int *r, int k, char *first)
 {
@@ -661,8 +669,13 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 	unsigned mapped = 0;
 	CUcontext ctx;
 	size_t gran = 0; /* set by the first import: n >= 1 */
+	/* At debug level: when each step ended, to log where the time went. */
+	bool timed = log_get_max_level() >= LOG_DEBUG;
+	uint64_t at[6] = {};
 	int r;
 
+	if (timed)
+		at[0] = mono_nsec();
 	r = cu_load();
 	if (r < 0)
 		return r;
@@ -695,6 +708,8 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 			goto err;
 		}
 	}
+	if (timed)
+		at[1] = mono_nsec();
 	m.device = prop.location.id;
 	m.size = chunk_size * n;
 	/* Nothing tells us an allocation's size; a size off the granularity
@@ -711,10 +726,14 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 	r = primary_retain(m.device, &ctx);
 	if (r < 0)
 		goto err;
+	if (timed)
+		at[2] = mono_nsec();
 	r = CU(cuMemAddressReserve, &dptr, m.size, gran, 0, 0);
 	if (r < 0)
 		goto err_ctx;
 	m.dptr = dptr;
+	if (timed)
+		at[3] = mono_nsec();
 	/* One after the other, as the allocator that made them maps them: a
 	 * tensor of an expandable segment spans several. */
 	for (; mapped < n; mapped++) {
@@ -722,6 +741,8 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 		if (r < 0)
 			goto err_ctx;
 	}
+	if (timed)
+		at[4] = mono_nsec();
 	access.location = prop.location;
 	access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	for (unsigned i = 0; i < n; i++) {
@@ -754,6 +775,14 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 				goto err_ctx;
 			}
 		}
+	}
+	if (timed) {
+		at[5] = mono_nsec();
+		log_debug("CUDA: a VMM import of %u allocation(s): %.1f us importing the handles "
+			  "and their properties, %.1f us retaining the primary context, %.1f us "
+			  "reserving, %.1f us mapping, %.1f us granting access",
+			  n, (at[1] - at[0]) / 1e3, (at[2] - at[1]) / 1e3, (at[3] - at[2]) / 1e3,
+			  (at[4] - at[3]) / 1e3, (at[5] - at[4]) / 1e3);
 	}
 	*ret = m;
 	return 0;
@@ -1067,14 +1096,6 @@ int cu_host_register(void *p, size_t n, int ordinal, bool readonly)
 	if (r < 0)
 		primary_release_quiet(ordinal);
 	return r;
-}
-
-static uint64_t mono_nsec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 /*

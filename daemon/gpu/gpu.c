@@ -96,8 +96,13 @@ static int gpu_region_prepare(struct gpu_ctx *g, struct session *owner, uint64_t
 	if (res < 0)
 		return res;
 	gpu_region_of(r)->gpu = g;
-	/* Releasing is CUDA calls: on the pool. */
-	r->release_on_pool = true;
+	/* A kind whose release is CUDA calls (a VMM mapping's unmap and
+	 * release) releases on the pool. An IPC region's release is none:
+	 * its open is shared and closed, on the pool, by the last region's
+	 * finish (gpu_ipc_unref()), so its Unregister costs no pool round trip
+	 * (a thread's wake-up, 100 us and more on an idle machine). Hooks that
+	 * release something (registrations) still send it to the pool. */
+	r->release_on_pool = ops->release != NULL;
 	r->writable = true;
 	*ret = r;
 	return 0;

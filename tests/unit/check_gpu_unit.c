@@ -503,6 +503,13 @@ START_TEST(test_ipc_describe_same_memory)
 	ck_assert_int_eq(delta, 12345);
 	/* VMM imports are taken to be separate memory: no same_memory. */
 	ck_assert_ptr_null(gpu_vmm_ops.same_memory);
+
+	/* An IPC region's release is no driver call: b is finished as its
+	 * owner lets go, on the loop, with no pool job to wait for, and the
+	 * open stays for a. */
+	region_drop_owner(b);
+	ck_assert_int_eq(ipc_refs(a), 1);
+	ck_assert_int_eq(drv.n_ipc_close, 0);
 }
 END_TEST
 
