@@ -400,6 +400,12 @@ static void on_ipc_opened(uv_work_t *w, int status)
 	if (ipc->err == 0) {
 		ipc->state = GPU_IPC_OPEN;
 		job_clock_log("An IPC open", &ipc->clock);
+		/* Held while the waiters are served: a region made for one
+		 * may go again at once (its client gone, the answer refused)
+		 * and, releasing on the loop, drop its reference right here;
+		 * the last one must not start the close (on ipc->work) while
+		 * other waiters still take references. */
+		ipc->n_ref++;
 	}
 	list_for_each_entry_safe(job, n, &ipc->waiters, link) {
 		list_del(&job->link);
@@ -409,14 +415,14 @@ static void on_ipc_opened(uv_work_t *w, int status)
 			ipc_import(job);
 		job_free(job);
 	}
-	/* Failed, or every import was refused (range, quota): let it go. */
 	if (ipc->err < 0) {
 		list_del(&ipc->link);
 		free(ipc);
-	} else if (ipc->n_ref == 0) {
-		ipc->n_ref = 1;
-		gpu_ipc_unref(ipc);
+		return;
 	}
+	/* Every import was refused (range, quota) or its region went: this
+	 * closes it. */
+	gpu_ipc_unref(ipc);
 }
 
 static void ipc_start_open(struct gpu_ipc *ipc)

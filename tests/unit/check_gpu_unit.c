@@ -181,6 +181,7 @@ static struct gpu_ctx gpu;
 /* What an import's done callback saw. */
 struct imported {
 	bool done;
+	bool drop; /* the owner lets the region go as it comes */
 	struct region *r;
 	char error[64];
 };
@@ -193,6 +194,10 @@ static void on_imported(void *userdata, struct region *r, struct errinfo *e)
 	im->done = true;
 	im->r = r;
 	snprintf(im->error, sizeof(im->error), "%s", e->name ?: "");
+	if (im->drop && r) {
+		region_drop_owner(r);
+		im->r = NULL;
+	}
 }
 
 static void setup(void)
@@ -870,6 +875,37 @@ END_TEST
  * other's bytes still move), the last closes it, once, after its own
  * registration; a later import opens it anew.
  */
+/*
+ * Two imports wait for one open; the first one's region goes as it comes (as
+ * when its client is gone by then). An IPC region releases on the loop, so
+ * its reference drops while the open's completion still serves the second:
+ * that must not start the close, which would queue the open's job while the
+ * second takes its reference (and queue it twice).
+ */
+START_TEST(test_ipc_region_gone_while_others_wait)
+{
+	char h[2 * CU_IPC_HANDLE_SIZE + 1];
+	struct imported first = { .drop = true }, second = {};
+
+	ipc_hex(h, 11, 1);
+	start_ipc(h, 0, 4096, &first);
+	start_ipc(h, 4096, 4096, &second);
+	mem_fixture_run_until(&f, &second.done, 5000);
+	ck_assert(first.done);
+	ck_assert_str_eq(first.error, "");
+	ck_assert_ptr_nonnull(second.r);
+	ck_assert_int_eq(drv.n_ipc_open, 1);
+	ck_assert_int_eq(drv.n_ipc_close, 0);
+	ck_assert_int_eq(ipc_refs(second.r), 1);
+	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 1);
+
+	region_drop_owner(second.r);
+	run_until_ipcs_closed();
+	ck_assert_int_eq(drv.n_ipc_close, 1);
+	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 0);
+}
+END_TEST
+
 START_TEST(test_ipc_shared_open_closed_with_last)
 {
 	char h[2 * CU_IPC_HANDLE_SIZE + 1];
@@ -1262,6 +1298,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_release_order_host);
 	tcase_add_test(tc, test_release_order_vmm);
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
+	tcase_add_test(tc, test_ipc_region_gone_while_others_wait);
 	tcase_add_test(tc, test_list_two_gpus);
 	tcase_add_test(tc, test_list_two_gpus_staged);
 	tcase_add_test(tc, test_keep_restore);
