@@ -392,7 +392,9 @@ BENCHES := $(B)/bench-pipeline $(B)/bench-ping $(B)/bench-region $(B)/bench-remo
 # bench-pipeline's anchor is redis-server, started on a private socket
 # (redis-tools: redis-benchmark, its figures printed beside ours).
 # bench_python.py: the Python package (its C anchors from bench-calls), with
-# the build's librdmamem.
+# the build's librdmamem. bench-instructions.py: the daemon's instructions per
+# call under callgrind (valgrind, installed for the checks), beside
+# redis-server's.
 DEB_PKGS += redis-server redis-tools
 
 bench: deps all $(BENCHES)
@@ -403,6 +405,7 @@ bench: deps all $(BENCHES)
 	$(B)/bench-metrics --daemon $(B)/rdmamemd
 	RDMAMEM_LIBRARY=$(abspath $(B))/librdmamem.so.$(SOMAJOR) $(PYTHON) bench/bench_python.py \
 		--daemon $(B)/rdmamemd --calls $(B)/bench-calls
+	$(PYTHON) bench/bench-instructions.py --daemon $(B)/rdmamemd --calls $(B)/bench-calls
 
 # The C sources as .clang-format (clang-format 14, Debian 12's) writes them:
 # format-check fails on any difference, format rewrites them.

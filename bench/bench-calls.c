@@ -8,12 +8,17 @@
  *   bench-calls --socket PATH [--rounds N] ping
  *   bench-calls --socket PATH [--rounds N] memfd FD OFFSET LENGTH
  *   bench-calls --socket PATH [--rounds N] cuda-ipc HEX GPU OFFSET LENGTH
+ *   bench-calls --socket PATH [--rounds N] copy LENGTH
+ *   bench-calls --socket PATH [--rounds N] lock
  *
  * ping: rdmamem_ping(); memfd: rdmamem_register() + rdmamem_unregister() of
  * an inherited memfd's range; cuda-ipc: rdmamem_register_cuda_ipc() +
  * rdmamem_unregister() of a 64-byte CUipcMemHandle given in hex (the caller
  * keeps another region over the allocation registered, so the daemon's open
- * of it is shared and every round finds it cached).
+ * of it is shared and every round finds it cached); copy: rdmamem_copy() of
+ * LENGTH bytes between two regions of its own (memfds it registers first);
+ * lock: rdmamem_lock() + rdmamem_unlock(), exclusive, of a region of its own.
+ * bench-instructions.py counts the daemon's instructions per round with it.
  *
  * Prints one line: "us p50 X mean Y rounds N" (microseconds per round), after
  * a tenth of the rounds as warm-up.
@@ -23,16 +28,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "benchlib.h"
 #include "proto/hex.h"
 
-enum op { OP_PING, OP_MEMFD, OP_CUDA_IPC };
+enum op { OP_PING, OP_MEMFD, OP_CUDA_IPC, OP_COPY, OP_LOCK };
 
 struct call {
 	enum op op;
 	int fd, gpu;
 	uint64_t offset, length;
+	uint64_t from, to; /* copy, lock: the regions it registered */
 	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE];
 };
 
@@ -57,10 +64,43 @@ static int one_round(struct rdmamem_client *c, const struct call *k)
 	case OP_CUDA_IPC:
 		r = rdmamem_register_cuda_ipc(c, k->handle, k->gpu, k->offset, k->length, &region);
 		break;
+	case OP_COPY: {
+		struct rdmamem_copy cp = { .from_region = k->from,
+					   .to_region = k->to,
+					   .length = k->length,
+					   .mode = RDMAMEM_LOCK_EXCLUSIVE };
+
+		return rdmamem_copy(c, &cp);
+	}
+	case OP_LOCK: {
+		uint64_t lease;
+
+		r = rdmamem_lock(c, k->from, RDMAMEM_LOCK_EXCLUSIVE, -1, &lease);
+		return r < 0 ? r : rdmamem_unlock(c, lease);
+	}
 	default:
 		return -EINVAL;
 	}
 	return r < 0 ? r : rdmamem_unregister(c, region);
+}
+
+/* copy and lock: two regions of max(length, 4096) bytes of its own. */
+static int own_regions(struct rdmamem_client *c, struct call *k)
+{
+	uint64_t *ids[] = { &k->from, &k->to };
+	uint64_t size = k->length > 4096 ? k->length : 4096;
+
+	for (int i = 0; i < 2; i++) {
+		int fd, r = rdmamem_memfd_create("bench-calls", size, &fd, NULL);
+
+		if (r < 0)
+			return r;
+		r = rdmamem_register(c, fd, 0, 0, ids[i]);
+		close(fd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 static int parse_call(int argc, char **argv, struct call *k)
@@ -74,6 +114,15 @@ static int parse_call(int argc, char **argv, struct call *k)
 		k->fd = atoi(argv[1]);
 		k->offset = strtoull(argv[2], NULL, 0);
 		k->length = strtoull(argv[3], NULL, 0);
+		return 0;
+	}
+	if (argc == 2 && strcmp(argv[0], "copy") == 0) {
+		k->op = OP_COPY;
+		k->length = strtoull(argv[1], NULL, 0);
+		return k->length ? 0 : -EINVAL;
+	}
+	if (argc == 1 && strcmp(argv[0], "lock") == 0) {
+		k->op = OP_LOCK;
 		return 0;
 	}
 	if (argc == 5 && strcmp(argv[0], "cuda-ipc") == 0) {
@@ -114,7 +163,8 @@ int main(int argc, char **argv)
 	}
 	if (!socket || rounds < 1 || parse_call(argc - optind, argv + optind, &k) < 0) {
 		fprintf(stderr, "Usage: bench-calls --socket PATH [--rounds N] "
-				"ping | memfd FD OFFSET LENGTH | cuda-ipc HEX GPU OFFSET LENGTH\n");
+				"ping | memfd FD OFFSET LENGTH | cuda-ipc HEX GPU OFFSET LENGTH | "
+				"copy LENGTH | lock\n");
 		return 2;
 	}
 	t = calloc(rounds, sizeof(*t));
@@ -125,6 +175,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-calls: connect %s: %s\n", socket, strerror(-r));
 		free(t);
 		return 1;
+	}
+	if (k.op == OP_COPY || k.op == OP_LOCK) {
+		r = own_regions(c, &k);
+		if (r < 0) {
+			fprintf(stderr, "bench-calls: regions: %s\n",
+				rdmamem_client_error_message(c) ?: strerror(-r));
+			rdmamem_client_close(c);
+			free(t);
+			return 1;
+		}
 	}
 	for (long i = -rounds / 10; i < rounds; i++) {
 		uint64_t t0 = bench_now_ns();

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Instructions a server spends per call, counted by callgrind: the daemon's
+own CPU work beside redis-server's, a figure that does not move with the
+machine or its load (timings on the build machine's two shared cores do).
+
+- Ping: rdmamemd's Ping (bench-calls ping) beside redis-server's PING
+  (redis-benchmark -c 1 -P 1 -t ping_mbulk), each server alone under
+  callgrind. On one CPU, where client and server share it, this is what
+  decides the pipelined rows of bench-pipeline.
+- Copy of 4 KiB and of 64 KiB between two host regions, and a Lock+Unlock
+  pair, beside the daemon's Ping (two for the pair): each call's own work
+  above the floor every call pays.
+
+Counting starts after a warm-up (callgrind_control --zero) and covers every
+thread of the server (the loop, the pool, the event loop's waits) until the
+client has made its calls (callgrind_control --dump). The daemon's count
+includes the client's connect and, for Copy and Lock, its two Registers:
+a few instructions per call over the rounds.
+
+    bench-instructions.py --daemon build/release/rdmamemd --calls build/release/bench-calls
+
+(make bench runs it). Needs valgrind; redis-server and redis-benchmark for
+the anchor (make deps installs all three).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional
+
+
+class Counted:
+    """A server under callgrind, its socket at sock."""
+
+    def __init__(self, cmd: list[str], sock: str, outdir: str) -> None:
+        self.outdir = outdir
+        self.proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={outdir}/cg.%p", *cmd],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(sock):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                sys.exit(f"bench-instructions: {cmd[0]} did not start under valgrind")
+            time.sleep(0.1)
+
+    def control(self, flag: str) -> None:
+        subprocess.run(["callgrind_control", flag, str(self.proc.pid)], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+    def count(self, client: list[str]) -> int:
+        """Instructions the server ran while client ran (after a zero)."""
+        self.control("--zero")
+        subprocess.run(client, check=True, stdout=subprocess.DEVNULL, timeout=600)
+        before = set(glob.glob(f"{self.outdir}/cg.{self.proc.pid}.*"))
+        self.control("--dump")
+        new = set(glob.glob(f"{self.outdir}/cg.{self.proc.pid}.*")) - before
+        if len(new) != 1:
+            sys.exit("bench-instructions: callgrind wrote no dump")
+        with open(new.pop()) as f:
+            for line in f:
+                if line.startswith(("totals:", "summary:")):
+                    return int(line.split()[1])
+        sys.exit("bench-instructions: no totals in callgrind's dump")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def row(what: str, n: float, anchor: Optional[float], anchor_name: str) -> None:
+    a = f"{anchor:12,.0f}" if anchor else f"{'-':>12}"
+    ratio = f"{n / anchor:7.2f}" if anchor else f"{'-':>7}"
+    print(f"{what:<34} {n:12,.0f} {a} {ratio}   {anchor_name}")
+    sys.stdout.flush()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--daemon", required=True, help="rdmamemd to count")
+    ap.add_argument("--calls", required=True, help="bench-calls, the client")
+    ap.add_argument("--rounds", type=int, default=5000, help="calls per row")
+    args = ap.parse_args()
+    for tool in ("valgrind", "callgrind_control"):
+        if not shutil.which(tool):
+            print(f"bench-instructions: SKIPPED: no {tool} here (make deps installs valgrind)")
+            return 0
+    redis = shutil.which("redis-server") and shutil.which("redis-benchmark")
+    # bench-calls runs a tenth of the rounds as warm-up before the timed ones.
+    calls = args.rounds + args.rounds // 10
+
+    print(f"\n== Instructions per call in the server (callgrind, every thread), {args.rounds} "
+          "calls per row after a warm-up\n")
+    print(f"{'call':<34} {'instructions':>12} {'anchor':>12} {'ratio':>7}   anchor")
+    d = tempfile.mkdtemp(prefix="rdmamem-instr.")
+    try:
+        redis_ping = None
+        if redis:
+            sock = f"{d}/redis.sock"
+            server = Counted(["redis-server", "--port", "0", "--unixsocket", sock,
+                              "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                              "--loglevel", "warning", "--dir", d], sock, d)
+            try:
+                bench = ["redis-benchmark", "-s", sock, "-c", "1", "-P", "1", "-t",
+                         "ping_mbulk", "-q"]
+                subprocess.run(bench + ["-n", "1000"], check=True, stdout=subprocess.DEVNULL)
+                redis_ping = server.count(bench + ["-n", str(args.rounds)]) / args.rounds
+            finally:
+                server.stop()
+            row("redis-server PING", redis_ping, None, "")
+        else:
+            print("(redis-server or redis-benchmark not found: no anchor; make deps installs "
+                  "them)")
+
+        sock = f"{d}/rdmamemd.sock"
+        server = Counted([args.daemon, "--socket", sock, "--no-config", "--log-level",
+                          "warning"], sock, d)
+        try:
+            def per_call(op: list[str]) -> float:
+                """Instructions per round of bench-calls op (a pair for lock)."""
+                client = [args.calls, "--socket", sock, "--rounds", str(args.rounds), *op]
+                return server.count(client) / calls
+
+            subprocess.run([args.calls, "--socket", sock, "--rounds", "1000", "ping"],
+                           check=True, stdout=subprocess.DEVNULL)
+            ping = per_call(["ping"])
+            row("rdmamemd Ping", ping, redis_ping, "redis-server PING")
+            for size in (4096, 65536):
+                row(f"rdmamemd Copy {size >> 10} KiB", per_call(["copy", str(size)]), ping,
+                    "rdmamemd Ping")
+            row("rdmamemd Lock+Unlock (pair)", per_call(["lock"]), 2 * ping,
+                "2 x rdmamemd Ping")
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
