@@ -112,6 +112,9 @@ int json_dispatch(const cJSON *obj, const struct varlink_field *fields, void *ou
 {
 	const struct varlink_field *f;
 	const cJSON *item;
+	/* Which of the first 64 fields came, not null: the required ones are
+	 * then checked without looking each up again (a later field is). */
+	uint64_t given = 0;
 
 	*err = (struct json_dispatch_error){};
 	if (obj && !cJSON_IsObject(obj)) {
@@ -141,12 +144,20 @@ int json_dispatch(const cJSON *obj, const struct varlink_field *fields, void *ou
 		}
 		if (f->flags & VARLINK_PRESENCE)
 			*(bool *)((char *)out + f->has_offset) = true;
+		if (f - fields < 64)
+			given |= 1ULL << (f - fields);
 	}
 
 	for (f = fields; f->name; f++) {
 		if (!is_field(f) || (f->flags & VARLINK_NULLABLE))
 			continue;
-		item = obj ? cJSON_GetObjectItemCaseSensitive(obj, f->name) : NULL;
+		if (f - fields < 64) {
+			if (given & (1ULL << (f - fields)))
+				continue;
+			item = NULL;
+		} else {
+			item = obj ? cJSON_GetObjectItemCaseSensitive(obj, f->name) : NULL;
+		}
 		if (!item || cJSON_IsNull(item)) {
 			err->field = f->name;
 			err->reason = "is required";

@@ -292,32 +292,68 @@ static int rpc_send(struct rpc_call *call, const char *error, cJSON *params)
 	return rpc_answer_queued(call, r);
 }
 
-int rpc_reply_u64(struct rpc_call *call, const char *name, uint64_t value)
+/* Whether s goes into a JSON string as it is, within RPC_FLAT_TEXT_MAX. */
+static bool flat_plain(const char *s)
 {
-	char text[sizeof("{\"parameters\":{\"\":\"\"}}") + RPC_REPLY_U64_NAME_MAX +
-		  JSON_U64_DIGITS_MAX];
+	size_t n = 0;
+
+	for (; *s; s++)
+		if (++n > RPC_FLAT_TEXT_MAX || *s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
+			return false;
+	return true;
+}
+
+static int reply_flat_tree(struct rpc_call *call, const struct rpc_field *f, size_t n)
+{
+	_cleanup_json_ cJSON *p = cJSON_CreateObject();
+
+	if (!p)
+		return rpc_fail(call, -ENOMEM);
+	for (size_t i = 0; i < n; i++)
+		if ((f[i].text ? json_add_string(p, f[i].name, f[i].text) :
+				 json_add_u64(p, f[i].name, f[i].u64)) < 0)
+			return rpc_fail(call, -ENOMEM);
+	return rpc_reply(call, TAKE_PTR(p));
+}
+
+int rpc_reply_flat(struct rpc_call *call, const struct rpc_field *f, size_t n)
+{
+	char text[sizeof("{\"parameters\":{}}") +
+		  RPC_FLAT_FIELDS_MAX * (sizeof("\"\":\"\",") + 2 * RPC_FLAT_TEXT_MAX)];
 	char digits[JSON_U64_DIGITS_MAX], *end;
+	bool plain = call->transport->send_text && n <= RPC_FLAT_FIELDS_MAX;
 	int r;
 
-	if (!call->transport->send_text || strlen(name) > RPC_REPLY_U64_NAME_MAX) {
-		cJSON *p = cJSON_CreateObject();
-
-		if (!p || json_add_u64(p, name, value) < 0) {
-			cJSON_Delete(p);
-			return rpc_fail(call, -ENOMEM);
-		}
-		return rpc_reply(call, p);
-	}
+	/* Names are the methods' own constants, plain by contract: only
+	 * their length is checked. */
+	for (size_t i = 0; i < n && plain; i++)
+		plain = strlen(f[i].name) <= RPC_FLAT_TEXT_MAX &&
+			(!f[i].text || flat_plain(f[i].text));
+	if (!plain)
+		return reply_flat_tree(call, f, n);
 	r = rpc_answering(call);
 	if (r <= 0)
 		return r;
-	end = stpcpy(text, "{\"parameters\":{\"");
-	end = stpcpy(end, name);
-	end = stpcpy(end, "\":\"");
-	end = stpcpy(end, json_u64_digits(value, digits));
-	end = stpcpy(end, "\"}}");
+	end = stpcpy(text, "{\"parameters\":{");
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0)
+			*end++ = ',';
+		*end++ = '"';
+		end = stpcpy(end, f[i].name);
+		end = stpcpy(end, "\":\"");
+		end = stpcpy(end, f[i].text ?: json_u64_digits(f[i].u64, digits));
+		*end++ = '"';
+	}
+	end = stpcpy(end, "}}");
 	return rpc_answer_queued(call, call->transport->send_text(call->owner, text,
 								  (size_t)(end - text)));
+}
+
+int rpc_reply_u64(struct rpc_call *call, const char *name, uint64_t value)
+{
+	const struct rpc_field f = { .name = name, .u64 = value };
+
+	return rpc_reply_flat(call, &f, 1);
 }
 
 int rpc_reply(struct rpc_call *call, cJSON *params)
@@ -499,14 +535,21 @@ int rpc_deferred_reply(struct rpc_deferred *d, cJSON *params)
 	return r;
 }
 
-int rpc_deferred_reply_u64(struct rpc_deferred *d, const char *name, uint64_t value)
+int rpc_deferred_reply_flat(struct rpc_deferred *d, const struct rpc_field *fields, size_t n)
 {
 	int r = 0;
 
 	if (!d->call->cancelled)
-		r = rpc_reply_u64(d->call, name, value);
+		r = rpc_reply_flat(d->call, fields, n);
 	rpc_deferred_end(d);
 	return r;
+}
+
+int rpc_deferred_reply_u64(struct rpc_deferred *d, const char *name, uint64_t value)
+{
+	const struct rpc_field f = { .name = name, .u64 = value };
+
+	return rpc_deferred_reply_flat(d, &f, 1);
 }
 
 int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len)

@@ -310,10 +310,12 @@ struct rpc_deferred *rpc_defer(struct rpc_call *call, void (*on_cancel)(void *us
  * runs this on_cancel instead. */
 void rpc_deferred_on_cancel(struct rpc_deferred *d, void (*on_cancel)(void *userdata),
 			    void *userdata);
-/* These four end d; after a cancel they answer nothing. The error forms
+/* These end d; after a cancel they answer nothing. The error forms
  * return the errno the error stands for, negative, as rpc_error…() do. */
 int rpc_deferred_reply(struct rpc_deferred *d, cJSON *params);
 int rpc_deferred_reply_u64(struct rpc_deferred *d, const char *name, uint64_t value);
+struct rpc_field; /* rpc_reply_flat() */
+int rpc_deferred_reply_flat(struct rpc_deferred *d, const struct rpc_field *fields, size_t n);
 int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len);
 int rpc_deferred_error(struct rpc_deferred *d, struct errinfo *e);
 /* InternalError for a negative errno nobody answered ("Method failed: …"). */
@@ -356,10 +358,25 @@ void rpc_call_room(struct rpc_call *call);
  * rpc_invalid_param() sends only {"parameter": param}.
  */
 int rpc_reply(struct rpc_call *call, cJSON *params);
-/* {"parameters":{name:"value"}}, the commonest reply after the empty one
- * (Copy's and Write's length), printed without a tree. name: a plain field
- * name of at most RPC_REPLY_U64_NAME_MAX bytes (longer ones take a tree). */
-#define RPC_REPLY_U64_NAME_MAX 64U
+/*
+ * A reply of a few flat fields printed straight to text, without a tree:
+ * after the empty reply, the commonest (Copy's and Write's length, Lock's
+ * lease and mode). A field is a u64, sent as its decimal string (the wire's
+ * form of 64-bit values), when text is NULL, else text. A name is the
+ * method's own constant: a plain field name, nothing to escape. Names and
+ * texts of at most RPC_FLAT_TEXT_MAX bytes, texts of printable ASCII with
+ * nothing to escape, go out this way; any other reply, or a transport that
+ * takes no text, takes a tree, and the bytes on the wire are the same.
+ */
+struct rpc_field {
+	const char *name;
+	const char *text; /* NULL: the field is u64 */
+	uint64_t u64;
+};
+#define RPC_FLAT_FIELDS_MAX 4U
+#define RPC_FLAT_TEXT_MAX 64U
+int rpc_reply_flat(struct rpc_call *call, const struct rpc_field *fields, size_t n);
+/* {"parameters":{name:"value"}}. */
 int rpc_reply_u64(struct rpc_call *call, const char *name, uint64_t value);
 /* The whole reply message, made by the caller (on the pool, say): text is
  * {"parameters":{…}} followed by its NUL; taken, also on failure. */

@@ -334,31 +334,25 @@ static int method_copy(struct rpc_call *call, void *params)
 	return 0;
 }
 
-/* {lease, mode}; NULL on OOM. */
-static cJSON *lease_json(const struct lease *l)
-{
-	_cleanup_json_ cJSON *p = cJSON_CreateObject();
-
-	if (!p || json_add_u64(p, "lease", l->id) < 0 ||
-	    json_add_string(p, "mode", lock_mode_to_string(l->mode)) < 0)
-		return NULL;
-	return TAKE_PTR(p);
-}
+/* Lock's answer, {lease, mode}: flat, printed without a tree. */
+#define LEASE_FIELDS(l)                                                        \
+	{                                                                      \
+		{ .name = "lease", .u64 = (l)->id },                           \
+		{                                                              \
+			.name = "mode", .text = lock_mode_to_string((l)->mode) \
+		}                                                              \
+	}
 
 static void lock_done(void *userdata, struct lease *l, int result, struct errinfo *e)
 {
 	struct rpc_deferred *d = userdata;
-	cJSON *p;
+	const struct rpc_field f[] = LEASE_FIELDS(l);
 
 	if (result < 0) {
 		rpc_deferred_error(d, e);
 		return;
 	}
-	p = lease_json(l);
-	if (p)
-		rpc_deferred_reply(d, p);
-	else
-		rpc_deferred_fail(d, -ENOMEM);
+	rpc_deferred_reply_flat(d, f, ELEMENTSOF(f));
 }
 
 /* The client went away: its session releases the lease. */
@@ -405,9 +399,9 @@ static int method_lock(struct rpc_call *call, void *params)
 		return err.name ? rpc_error_info(call, &err) : r;
 	r = lease_acquire(l, p->timeout_ms, lock_done, NULL);
 	if (r == 1) {
-		cJSON *j = lease_json(l);
+		const struct rpc_field f[] = LEASE_FIELDS(l);
 
-		return j ? rpc_reply(call, j) : -ENOMEM;
+		return rpc_reply_flat(call, f, ELEMENTSOF(f));
 	}
 	if (r < 0) {
 		rpc_errorf(call, RDMAMEM_ERROR_LOCK_TIMEOUT,

@@ -254,6 +254,54 @@ START_TEST(test_reply_u64)
 }
 END_TEST
 
+/* Flat replies: printed straight to text where they can be, through a tree
+ * where they cannot (a text to escape, too many fields, a transport that
+ * takes no text), the same bytes on the wire either way. */
+START_TEST(test_reply_flat)
+{
+	static const struct rpc_field lease[] = { { .name = "lease", .u64 = 7 },
+						  { .name = "mode", .text = "exclusive" } };
+	static const struct rpc_field quoted[] = { { .name = "n", .u64 = 1 },
+						   { .name = "s", .text = "a\"b\\c\n" } };
+	static const struct rpc_field many[] = {
+		{ .name = "a", .u64 = 1 },       { .name = "b", .u64 = 2 },
+		{ .name = "c", .u64 = 3 },       { .name = "d", .u64 = 4 },
+		{ .name = "e", .text = "five" },
+	};
+	static const struct {
+		const struct rpc_field *f;
+		size_t n;
+		const char *want;
+	} cases[] = {
+		{ lease, ELEMENTSOF(lease),
+		  "{\"parameters\":{\"lease\":\"7\",\"mode\":\"exclusive\"}}" },
+		{ quoted, ELEMENTSOF(quoted),
+		  "{\"parameters\":{\"n\":\"1\",\"s\":\"a\\\"b\\\\c\\n\"}}" },
+		{ many, ELEMENTSOF(many),
+		  "{\"parameters\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\",\"e\":\"five\"}}" },
+		{ lease, 0, "{\"parameters\":{}}" },
+	};
+
+	for (int k = 0; k < 2; k++) {
+		transport = k ? &text_transport : &fake_transport;
+		for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+			unsigned sent = t.sent;
+
+			ck_assert(rpc_call_run(new_call(), &m_defer));
+			ck_assert_int_eq(rpc_deferred_reply_flat(held, cases[i].f, cases[i].n), 0);
+			ck_assert_uint_eq(t.sent, sent + 1);
+			ck_assert_str_eq(t.last, cases[i].want);
+			ck_assert_ptr_null(t.call);
+		}
+		new_call();
+		ck_assert_int_eq(rpc_reply_flat(t.call, lease, ELEMENTSOF(lease)), 0);
+		ck_assert_int_eq(rpc_reply_flat(t.call, lease, ELEMENTSOF(lease)), -EALREADY);
+		t.call = rpc_call_free(t.call);
+	}
+	transport = &fake_transport;
+}
+END_TEST
+
 START_TEST(test_answer_at_once)
 {
 	/* The call ends when the handler returns, not through the transport. */
@@ -570,6 +618,7 @@ Suite *rpc_deferred_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_reply_later);
 	tcase_add_test(tc, test_reply_u64);
+	tcase_add_test(tc, test_reply_flat);
 	tcase_add_test(tc, test_answer_at_once);
 	tcase_add_test(tc, test_reply_after_client_left);
 	tcase_add_test(tc, test_error_after_client_left);
