@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -39,36 +40,56 @@ bool varlink_interface_name_is_valid(const char *s, size_t len)
  * name of letters and digits that starts with a capital. Returns the
  * interface's length, or -1.
  */
+/* What a byte is in a Varlink name; letters and digits in a row first. */
+enum { NAME_OTHER, NAME_UPPER, NAME_LOWER, NAME_DIGIT, NAME_DASH, NAME_DOT };
+
+static const uint8_t name_class[256] = {
+	['A' ... 'Z'] = NAME_UPPER, ['a' ... 'z'] = NAME_LOWER, ['0' ... '9'] = NAME_DIGIT,
+	['-'] = NAME_DASH,          ['.'] = NAME_DOT,
+};
+
 static ssize_t method_name_check(const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
 	size_t i, segments = 0, seg_start = 0;
 	bool dash = false; /* in the current segment */
 
-	for (i = 0; s[i]; i++) {
-		char c = s[i];
-		bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-		bool digit = c >= '0' && c <= '9';
+	for (i = 0; p[i] && i < VARLINK_METHOD_MAX; i++) {
+		uint8_t c = name_class[p[i]];
 
-		if (i >= VARLINK_METHOD_MAX)
-			return -1;
-		if (c == '.') {
-			if (i == seg_start || s[i - 1] == '-')
+		/* Most bytes: a letter or digit inside a segment. */
+		if (i > seg_start && c >= NAME_UPPER && c <= NAME_DIGIT)
+			continue;
+		switch (c) {
+		case NAME_DOT:
+			if (i == seg_start || p[i - 1] == '-')
 				return -1;
 			segments++;
 			seg_start = i + 1;
 			dash = false;
-			continue;
-		}
-		if (i == seg_start && !alpha && !(digit && segments > 0))
-			return -1;
-		if (!alpha && !digit) {
-			if (c != '-')
+			break;
+		case NAME_DASH:
+			/* Inside a segment only. */
+			if (i == seg_start)
 				return -1;
 			dash = true;
+			break;
+		case NAME_DIGIT:
+			/* A segment's first byte: not the first segment's. */
+			if (segments == 0)
+				return -1;
+			break;
+		case NAME_UPPER:
+		case NAME_LOWER:
+			break;
+		default:
+			return -1;
 		}
 	}
+	if (p[i]) /* longer than VARLINK_METHOD_MAX */
+		return -1;
 	/* The last segment is the member: no dash, a capital first. */
-	if (segments < 2 || dash || !(s[seg_start] >= 'A' && s[seg_start] <= 'Z'))
+	if (segments < 2 || dash || name_class[p[seg_start]] != NAME_UPPER)
 		return -1;
 	return (ssize_t)seg_start - 1;
 }

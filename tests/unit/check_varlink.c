@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,68 @@ START_TEST(test_names)
 	ck_assert(varlink_interface_name_is_valid("org.varlink.service", 19));
 	ck_assert(!varlink_interface_name_is_valid("org", 3));
 	ck_assert(!varlink_interface_name_is_valid("org.", 4));
+}
+END_TEST
+
+/* The rule for a method name, written as the specification says it, one
+ * segment at a time: the one-pass check must agree with it. */
+static bool spec_segment(const char *s, size_t len, bool first, bool member)
+{
+	if (len == 0 || s[0] == '-' || s[len - 1] == '-')
+		return false;
+	if (member ? !(s[0] >= 'A' && s[0] <= 'Z') :
+		     !(isalpha((unsigned char)s[0]) || (!first && isdigit((unsigned char)s[0]))))
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)s[i]) && (member || s[i] != '-'))
+			return false;
+	return true;
+}
+
+static bool spec_method_name(const char *s)
+{
+	const char *dot, *start = s;
+	unsigned n = 0;
+
+	if (strlen(s) > VARLINK_METHOD_MAX)
+		return false;
+	while ((dot = strchr(start, '.'))) {
+		if (!spec_segment(start, (size_t)(dot - start), n == 0, false))
+			return false;
+		n++;
+		start = dot + 1;
+	}
+	return n >= 2 && spec_segment(start, strlen(start), false, true);
+}
+
+START_TEST(test_names_against_spec)
+{
+	static const char alphabet[] = "aaaaZZZ00-...\xc3_";
+	char name[VARLINK_METHOD_MAX + 2];
+	unsigned seed = 1, valid = 0;
+
+	for (int k = 0; k < 200000; k++) {
+		size_t len = (seed = seed * 1103515245 + 12345) >> 16 & 15;
+
+		for (size_t i = 0; i < len; i++)
+			name[i] = alphabet[((seed = seed * 1103515245 + 12345) >> 16) %
+					   (sizeof(alphabet) - 1)];
+		name[len] = '\0';
+		ck_assert_msg(varlink_method_name_is_valid(name) == spec_method_name(name),
+			      "'%s': the check says %d", name, varlink_method_name_is_valid(name));
+		valid += spec_method_name(name);
+	}
+	/* Both answers came up. */
+	ck_assert_uint_gt(valid, 100);
+	/* The bound: VARLINK_METHOD_MAX bytes pass, one more does not. */
+	memset(name, 'a', sizeof(name));
+	memcpy(name, "a.b.", 4);
+	name[4] = 'C';
+	name[VARLINK_METHOD_MAX] = '\0';
+	ck_assert(varlink_method_name_is_valid(name));
+	name[VARLINK_METHOD_MAX] = 'a';
+	name[VARLINK_METHOD_MAX + 1] = '\0';
+	ck_assert(!varlink_method_name_is_valid(name));
 }
 END_TEST
 
@@ -243,6 +306,7 @@ Suite *varlink_suite(void)
 	tcase_add_loop_test(tc, test_call_table, 0, ELEMENTSOF(call_cases));
 	tcase_add_test(tc, test_call_fields);
 	tcase_add_test(tc, test_names);
+	tcase_add_test(tc, test_names_against_spec);
 	tcase_add_test(tc, test_reply);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_error_errno);
