@@ -415,6 +415,10 @@ enum pause { PAUSE_NONE, PAUSE_SLEEP, PAUSE_SPIN };
 
 #define PAUSE_US 500
 
+/* Read and write access for GPU 0: what every import here maps. */
+static const CUmemAccessDesc gpu0_rw = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+					 .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+
 static void pause_before(enum pause how)
 {
 	uint64_t until = bench_now_ns() + PAUSE_US * 1000ULL;
@@ -429,8 +433,7 @@ static void pause_before(enum pause how)
 /* The bare VMM import, timed ROUNDS times into t; daemon_calls adds what
  * the daemon's import asks besides (the allocation's properties and
  * granularity, the primary context's retain, a reserve aligned to it). */
-static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_calls, double *t,
-			    enum pause pause)
+static void vmm_bare_rounds(int vfd, bool daemon_calls, double *t, enum pause pause)
 {
 	for (int i = 0; i < ROUNDS; i++) {
 		CUmemGenericAllocationHandle h;
@@ -452,7 +455,7 @@ static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_
 		}
 		CU_OK(cu->cuMemAddressReserve(&p, 2 << 20, gran, 0, 0));
 		CU_OK(cu->cuMemMap(p, 2 << 20, 0, h, 0));
-		CU_OK(cu->cuMemSetAccess(p, 2 << 20, access, 1));
+		CU_OK(cu->cuMemSetAccess(p, 2 << 20, &gpu0_rw, 1));
 		t[i] = (bench_now_ns() - t0) / 1e3;
 		CU_OK(cu->cuMemUnmap(p, 2 << 20));
 		CU_OK(cu->cuMemAddressFree(p, 2 << 20));
@@ -464,7 +467,6 @@ static void vmm_bare_rounds(int vfd, const CUmemAccessDesc *access, bool daemon_
 
 struct vmm_thread_args {
 	int vfd;
-	const CUmemAccessDesc *access;
 	double *t;
 };
 
@@ -473,36 +475,36 @@ static void *vmm_bare_thread(void *p)
 {
 	struct vmm_thread_args *a = p;
 
-	vmm_bare_rounds(a->vfd, a->access, true, a->t, PAUSE_NONE);
+	vmm_bare_rounds(a->vfd, true, a->t, PAUSE_NONE);
 	return NULL;
 }
 
-/* Floors for the daemon's import, in this process: its calls, from a
- * thread with no context current, then with 1 GiB of host memory
- * page-locked here as the daemon has after the copies above. */
-static void vmm_floors(int vfd, const CUmemAccessDesc *access, double bare, void *host)
+/* Floors for the daemon's import: its calls in this process back to back,
+ * after PAUSE_US asleep and spinning, from a thread with no context
+ * current, with 1 GiB of host memory page-locked here as the daemon has
+ * after the copies above; then in the child process, as the daemon is. */
+static void vmm_floors(int vfd, void *host)
 {
 	double t[ROUNDS];
-	struct vmm_thread_args a = { vfd, access, t };
+	struct vmm_thread_args a = { vfd, t };
 	pthread_t th;
 
-	vmm_bare_rounds(vfd, access, true, t, PAUSE_NONE);
+	vmm_bare_rounds(vfd, true, t, PAUSE_NONE);
 	printf("%-10s %34.1f   (bare + the daemon's other calls)\n", "VMM fd", median(t, ROUNDS));
-	vmm_bare_rounds(vfd, access, true, t, PAUSE_SLEEP);
+	vmm_bare_rounds(vfd, true, t, PAUSE_SLEEP);
 	printf("%-10s %34.1f   (same, each after %d us asleep, as a daemon's thread is)\n",
 	       "VMM fd", median(t, ROUNDS), PAUSE_US);
-	vmm_bare_rounds(vfd, access, true, t, PAUSE_SPIN);
+	vmm_bare_rounds(vfd, true, t, PAUSE_SPIN);
 	printf("%-10s %34.1f   (same, each after %d us spinning on the CPU)\n", "VMM fd",
 	       median(t, ROUNDS), PAUSE_US);
 	if (pthread_create(&th, NULL, vmm_bare_thread, &a) == 0 && pthread_join(th, NULL) == 0)
 		printf("%-10s %34.1f   (same, on a thread with no current context)\n", "VMM fd",
 		       median(t, ROUNDS));
 	CU_OK(cu->cuMemHostRegister(host, BIG, CU_MEMHOSTREGISTER_PORTABLE));
-	vmm_bare_rounds(vfd, access, true, t, PAUSE_NONE);
+	vmm_bare_rounds(vfd, true, t, PAUSE_NONE);
 	printf("%-10s %34.1f   (same, current context, 1 GiB page-locked here)\n", "VMM fd",
 	       median(t, ROUNDS));
 	CU_OK(cu->cuMemHostUnregister(host));
-	(void)bare;
 	{
 		double child[2];
 		char tag = 'V';
@@ -590,10 +592,8 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	int vfd;
 
 	vmm_alloc(2 << 20, &vfd, &own);
-	CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
-				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 
-	vmm_bare_rounds(vfd, &access, false, bare, PAUSE_NONE);
+	vmm_bare_rounds(vfd, false, bare, PAUSE_NONE);
 	for (int i = 0; i < ROUNDS; i++) {
 		uint64_t t0 = bench_now_ns(), id;
 
@@ -627,14 +627,8 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	printf("%-10s %34.1f %24.1f %8.2f   (each import held: no release beside it)\n", "VMM fd",
 	       median(bare, ROUNDS), median(held_us, ROUNDS),
 	       median(held_us, ROUNDS) / median(bare, ROUNDS));
-	vmm_floors(vfd, &access, median(bare, ROUNDS), host);
+	vmm_floors(vfd, host);
 }
-
-/*
- * Legacy IPC: opened in another process than the one that allocated. The
- * child forks before this process initialises CUDA (CUDA does not survive
- * fork) and starts its own, as an unrelated process would.
- */
 
 /* In the IPC child: the open with the daemon's calls around it (the
  * mapping's range and device), then the same with each open after
@@ -670,22 +664,21 @@ static void ipc_child_floors(CUipcMemHandle handle, double floors[3])
  * PAUSE_US asleep. */
 static void vmm_child_floors(int vfd, double floors[2])
 {
-	CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
-				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 	double t[ROUNDS];
 
-	vmm_bare_rounds(vfd, &access, true, t, PAUSE_NONE);
+	vmm_bare_rounds(vfd, true, t, PAUSE_NONE);
 	floors[0] = median(t, ROUNDS);
-	vmm_bare_rounds(vfd, &access, true, t, PAUSE_SLEEP);
+	vmm_bare_rounds(vfd, true, t, PAUSE_SLEEP);
 	floors[1] = median(t, ROUNDS);
 }
 
 /*
  * The child process the import floors are measured in: the daemon is
  * another process than the allocation's, and an import of another
- * process's export is what it does. It takes a VMM fd (SCM_RIGHTS on
- * to_child, a socket pair) and answers two floors, then an IPC handle and
- * answers four.
+ * process's export is what it does. It forks before this process
+ * initialises CUDA (CUDA does not survive fork) and starts its own, as an
+ * unrelated process would. It takes a VMM fd (SCM_RIGHTS on to_child, a
+ * socket pair) and answers two floors, then an IPC handle and answers four.
  */
 static void spawn_import_child(void)
 {

@@ -84,6 +84,13 @@ static int write_all(int fd, const char *p, size_t len)
 	return 0;
 }
 
+/* One reply's time since its call's write, while there is room. */
+static void add_sample(struct worker *w, uint64_t dt)
+{
+	if (w->n < SAMPLES_MAX)
+		w->samples[w->n++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -119,13 +126,9 @@ static void *worker_main(void *arg)
 		}
 		now = bench_now_ns();
 		for (ssize_t k = 0; k < r; k++) {
-			uint64_t dt;
-
 			if (buf[k] != t->reply_end)
 				continue;
-			dt = now - sent_at[head];
-			if (w->n < SAMPLES_MAX)
-				w->samples[w->n++] = dt > UINT32_MAX ? UINT32_MAX : (uint32_t)dt;
+			add_sample(w, now - sent_at[head]);
 			head = (head + 1) % (unsigned)w->depth;
 			done++;
 		}
@@ -190,8 +193,6 @@ static void *batch_main(void *arg)
 				break;
 			}
 			for (ssize_t b = 0; b < r; b++) {
-				uint64_t dt = now - sent_at[i];
-
 				if (buf[b] != t->reply_end)
 					continue;
 				if (pending[i] == 0) {
@@ -199,9 +200,7 @@ static void *batch_main(void *arg)
 					break;
 				}
 				pending[i]--;
-				if (w->n < SAMPLES_MAX)
-					w->samples[w->n++] = dt > UINT32_MAX ? UINT32_MAX :
-									       (uint32_t)dt;
+				add_sample(w, now - sent_at[i]);
 			}
 			if (pending[i] == 0 && !w->error) {
 				pending[i] = (unsigned)w->depth;

@@ -198,6 +198,13 @@ def bench_calls(client: rdmamem.Client, calls: str, sock: str, rounds: int,
     # a call (measured below) counts on the C side.
     lib, h, out = client._lib, client.handle, ctypes.c_uint64()
 
+    def ok(r: int) -> None:
+        # The Python calls raise on an error; the bare ones must not time
+        # failures either (the check costs their side about 0.1 us a call,
+        # less than the ctypes call measured below).
+        if r < 0:
+            sys.exit(f"bench_python: a C call failed: {client._error(r)}")
+
     def adds(what: str, py_fn: Callable[[], Any], c_fn: Callable[[], Any], c_name: str) -> None:
         py, c = interleaved_us(py_fn, c_fn, rounds)
         row(what, py, c, c_name + " (ctypes, interleaved)",
@@ -205,15 +212,16 @@ def bench_calls(client: rdmamem.Client, calls: str, sock: str, rounds: int,
 
     row("ctypes call of rdmamem_client_error_name", per_call_us(
         lambda: lib.rdmamem_client_error_name(h), seconds), None, "(no daemon call)")
-    adds("client.ping()", client.ping, lambda: lib.rdmamem_ping(h), "rdmamem_ping")
+    adds("client.ping()", client.ping, lambda: ok(lib.rdmamem_ping(h)), "rdmamem_ping")
     py, c = side_by_side(client.ping, calls, sock, rounds, ["ping"])
     row("client.ping()", py, c, "rdmamem_ping (bench-calls)", f"; adds {py - c:.2f} us")
 
     off, n = pool.offset_of(t), t.numel() * t.element_size()
     fd = pool.region.fd
+
     def memfd_c() -> None:
-        lib.rdmamem_register(h, fd, off, n, ctypes.byref(out))
-        lib.rdmamem_unregister(h, out.value)
+        ok(lib.rdmamem_register(h, fd, off, n, ctypes.byref(out)))
+        ok(lib.rdmamem_unregister(h, out.value))
 
     adds("register_memfd(4 MiB of it) + close", lambda: client.register_memfd(fd, off, n).close(),
          memfd_c, "rdmamem_register+unregister")
@@ -247,8 +255,8 @@ def bench_calls(client: rdmamem.Client, calls: str, sock: str, rounds: int,
     handle = ctypes.create_string_buffer(rec.ipc_handle, len(rec.ipc_handle))
 
     def ipc_c() -> None:
-        lib.rdmamem_register_cuda_ipc(h, handle, share[0], off, n, ctypes.byref(out))
-        lib.rdmamem_unregister(h, out.value)
+        ok(lib.rdmamem_register_cuda_ipc(h, handle, share[0], off, n, ctypes.byref(out)))
+        ok(lib.rdmamem_unregister(h, out.value))
 
     with client.register_tensor(g):
         adds("register_tensor(CUDA 4 MiB, open) + close", lambda: client.register_tensor(g).close(),

@@ -26,11 +26,6 @@ static struct region_span span_at(const struct xfer_end *e, uint64_t off)
 	return (struct region_span){ .region = e->region, .offset = e->offset + off };
 }
 
-/*
- * Moves n bytes from src to dst where one of them is memory that is not
- * the daemon's host mapping: that kind's copy does it (through bounce when
- * given). A failure is the client's to hear, in x->err. Pool side.
- */
 /* The memory ops of a copy's device side: the destination's when it is not
  * host memory (nor the daemon's buffer), else the source's. */
 static const struct region_mem_ops *device_mem(const struct region_span *dst,
@@ -39,6 +34,11 @@ static const struct region_mem_ops *device_mem(const struct region_span *dst,
 	return dst->region && !region_is_host(dst->region) ? dst->region->mem : src->region->mem;
 }
 
+/*
+ * Moves n bytes from src to dst where one of them is memory that is not
+ * the daemon's host mapping: that kind's copy does it (through bounce when
+ * given). A failure is the client's to hear, in x->err. Pool side.
+ */
 static int device_copy(struct xfer *x, struct region_span dst, struct region_span src, uint64_t n,
 		       void *bounce)
 {
