@@ -135,22 +135,16 @@ static void on_signal(uv_poll_t *h, int status, int events)
 	}
 }
 
-static void close_handle(uv_handle_t *h)
-{
-	if (h->loop && !uv_is_closing(h))
-		uv_close(h, NULL);
-}
-
 void daemon_check_drained(struct daemon *d)
 {
 	if (!d->core.shutting_down || !list_empty(&d->server->conns))
 		return;
 	/* Closing the last handles lets uv_run() return. */
-	close_handle((uv_handle_t *)&d->signal_poll);
-	close_handle((uv_handle_t *)&d->tick);
-	close_handle((uv_handle_t *)&d->drain_timer);
-	close_handle((uv_handle_t *)&d->watchdog);
-	budget_stop(d->server->budgets);
+	core_close_handle((uv_handle_t *)&d->signal_poll);
+	core_close_handle((uv_handle_t *)&d->tick);
+	core_close_handle((uv_handle_t *)&d->drain_timer);
+	core_close_handle((uv_handle_t *)&d->watchdog);
+	server_stop_handles(d->server);
 	keep_stop(&d->keep);
 	d->fdstore = fdstore_free(d->fdstore);
 	region_registry_stop(&d->regions);
@@ -388,14 +382,14 @@ fail:
 	d->fdstore = fdstore_free(d->fdstore);
 	if (d->server) {
 		server_stop_listening(d->server);
-		budget_stop(d->server->budgets);
+		server_stop_handles(d->server);
 	}
 	metrics_http_stop(d->metrics_http);
 	d->metrics_http = NULL;
 	link_pool_stop(&d->remote.links);
 	endpoint_stop(&d->rdma);
 	devices_stop(&d->rdma);
-	close_handle((uv_handle_t *)&d->signal_poll);
+	core_close_handle((uv_handle_t *)&d->signal_poll);
 	region_registry_stop(&d->regions);
 	uv_run(d->core.loop, UV_RUN_DEFAULT);
 	daemon_free(d);

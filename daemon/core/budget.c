@@ -3,6 +3,7 @@
 
 #include "daemon/core/account.h"
 #include "daemon/core/budget.h"
+#include "daemon/core/core.h"
 #include "daemon/core/config.h"
 #include "daemon/core/session.h"
 
@@ -43,12 +44,8 @@ void budget_start(struct budget *budgets, uv_loop_t *loop)
 
 void budget_stop(struct budget *budgets)
 {
-	for (unsigned k = 0; k < BUDGET_KINDS; k++) {
-		uv_handle_t *h = (uv_handle_t *)&budgets[k].wake;
-
-		if (h->loop && !uv_is_closing(h))
-			uv_close(h, NULL);
-	}
+	for (unsigned k = 0; k < BUDGET_KINDS; k++)
+		core_close_handle((uv_handle_t *)&budgets[k].wake);
 }
 
 void budget_limits(const struct daemon_config *cfg, enum budget_kind k, uint64_t *ret_per_uid,

@@ -49,4 +49,12 @@ static inline uint64_t core_uptime_msec(const struct core *c)
 	return uv_now(c->loop) - c->start_msec;
 }
 
+/* Closes h unless it was never initialised (no loop) or is closing already:
+ * safe to call from every teardown path. */
+static inline void core_close_handle(uv_handle_t *h)
+{
+	if (h->loop && !uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
 #endif

@@ -94,6 +94,13 @@ struct conn_parse {
 
 static void conn_update_poll(struct conn *c);
 static void conn_process(struct conn *c);
+static void conn_serve_later(struct conn *c);
+
+/* Only there to keep the loop from sleeping (conn_serve_later()). */
+static void on_later_idle(uv_idle_t *h)
+{
+	(void)h;
+}
 static void on_poll(uv_poll_t *h, int status, int events);
 
 static struct fd_batch *in_fds_at(struct conn *c, unsigned i)
@@ -351,7 +358,7 @@ static void conn_update_poll(struct conn *c)
 		 * never has urgent data, so asking for that wakes us for HUP
 		 * only. */
 		events |= UV_PRIORITIZED;
-	if (outq_pending(&c->out) > 0 || c->resume)
+	if (outq_pending(&c->out) > 0 && !list_linked(&c->later))
 		events |= UV_WRITABLE;
 	if (events == c->poll_events)
 		return;
@@ -522,15 +529,14 @@ static void conn_call_finished(struct conn *c);
  * A message queued outside conn_process(): a deferred call's reply with
  * "continues" (a transfer's progress, a notification on a stream), made
  * from another callback of the loop. Nothing else writes it until the
- * connection's next event (the call's final reply): poll for writable, and
- * on_poll() flushes it on the next turn. Not at once from here: a failed
- * write closes the connection, which cancels the call, whose caller is in
- * the middle of its own callback.
+ * connection's next event (the call's final reply): it leaves after this
+ * turn's I/O. Not at once from here: a failed write closes the connection,
+ * which cancels the call, whose caller is in the middle of its own callback.
  */
 static int conn_queued(struct conn *c, int r)
 {
 	if (!c->processing)
-		conn_update_poll(c);
+		conn_serve_later(c);
 	return r;
 }
 
@@ -563,12 +569,11 @@ static void transport_unreserve(void *owner, uint64_t bytes)
  * A deferred call ended. Inside conn_process() (a cancel, a reply made at
  * once), the connection goes on from there. From any other callback of the
  * loop (a completion queue's, a timer's, the pool's), the next call waits
- * for a later turn: run now, it could tear down what that callback is in
- * the middle of (a pipelined RevokeAccessToken destroys the queue pair
- * whose receive answered a WaitNotifications; a failed write closes the
- * session). on_poll() takes it up: resume polls for writable, which a
- * socket with room is at once (and one without has replies to send
- * first).
+ * until that callback is over: run now, it could tear down what the
+ * callback is in the middle of (a pipelined RevokeAccessToken destroys the
+ * queue pair whose receive answered a WaitNotifications; a failed write
+ * closes the session). The connection is served again after this turn's
+ * I/O, its reply with the others.
  */
 static void transport_ended(void *owner, struct rpc_call *call)
 {
@@ -581,10 +586,7 @@ static void transport_ended(void *owner, struct rpc_call *call)
 	}
 	conn_ref(c);
 	conn_call_free(c);
-	if (!c->closed) {
-		c->resume = true;
-		conn_update_poll(c);
-	}
+	conn_serve_later(c);
 	conn_unref(c);
 }
 
@@ -788,7 +790,6 @@ static void conn_process(struct conn *c)
 	bool frames_left = true;
 
 	c->processing++;
-	c->resume = false;
 
 	for (;;) {
 		while (!c->closed && !conn_busy(c) && !c->close_after_flush &&
@@ -808,6 +809,11 @@ static void conn_process(struct conn *c)
 			}
 			conn_handle_message(c, &f);
 		}
+		/* The replies leave once every ready socket was read. */
+		if (!c->server->serving_later && outq_pending(&c->out) > 0) {
+			conn_serve_later(c);
+			break;
+		}
 		conn_flush(c);
 		conn_stream_room(c);
 		/* Loop again only if the flush made room for more calls. */
@@ -823,6 +829,58 @@ static void conn_process(struct conn *c)
 	c->processing--;
 	conn_update_poll(c);
 	conn_unref(ref);
+}
+
+/*
+ * Replies leave after the loop's I/O, not as each connection's calls are
+ * served, as redis-server writes its replies before it sleeps. A reply
+ * written at once wakes its client while the calls of other clients still
+ * wait to be read; where clients share the daemon's CPU, the woken client
+ * takes it over, and the daemon serves one connection per time it runs.
+ * Written after every ready socket was read, the replies leave together:
+ * 8 clients with 16 calls in flight each, all on one CPU, switched the
+ * daemon out 0.91 times per 16 calls before and 0.41 after, and made 31%
+ * more calls a second (redis-server: 0.46). The calls a deferred one held
+ * up go on at the same point, once the callback that ended it is over.
+ *
+ * c waits in server->later, holding a reference, until later_check runs
+ * after this turn's poll. later_idle makes that turn's poll return at once
+ * when c was queued before it (a timer's callback), and costs nothing
+ * otherwise: it is stopped with the check.
+ */
+static void conn_serve_later(struct conn *c)
+{
+	struct server *s = c->server;
+
+	if (c->closed || list_linked(&c->later))
+		return;
+	if (list_empty(&s->later)) {
+		uv_check_start(&s->later_check, conn_serve_queued);
+		uv_idle_start(&s->later_idle, on_later_idle);
+	}
+	list_add_tail(&c->later, &s->later);
+	conn_ref(c);
+}
+
+void conn_serve_queued(uv_check_t *h)
+{
+	struct server *s = h->data;
+
+	/* Served now, a connection flushes at once; one served here may
+	 * queue another (a call ending a call of another client): it is
+	 * served in the same pass. */
+	s->serving_later = true;
+	while (!list_empty(&s->later)) {
+		struct conn *c = list_first_entry(&s->later, struct conn, later);
+
+		list_del(&c->later);
+		if (!c->closed)
+			conn_process(c);
+		conn_unref(c);
+	}
+	s->serving_later = false;
+	uv_check_stop(&s->later_check);
+	uv_idle_stop(&s->later_idle);
 }
 
 static void conn_read(struct conn *c)
@@ -962,6 +1020,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 	frame_reader_init(&c->in, VARLINK_BODY_MAX);
 	outq_init(&c->out);
 	list_init(&c->link);
+	list_init(&c->later);
 
 	groups = conn_read_groups(fd, &n_groups);
 	a = account_get(core->accounts, cred->uid);

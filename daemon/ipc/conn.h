@@ -85,12 +85,13 @@ struct conn {
 	/* Inside conn_process() (nested when a call ends within it), which
 	 * flushes and polls for what is queued meanwhile. */
 	unsigned processing;
-	/* A deferred call ended outside conn_process(): the next turn goes
-	 * on with the calls behind it (transport_ended()). */
-	bool resume;
 	/* The call's stream waits for its queue to drain (transport_room()). */
 	bool room_wanted;
+	struct list_head later; /* in server->later: to serve after this turn's I/O */
 };
+
+/* server->later_check's callback: serves every connection queued there. */
+void conn_serve_queued(uv_check_t *h);
 
 /* Takes ownership of fd (also on failure). */
 int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **ret);

@@ -304,6 +304,12 @@ int server_new(struct core *core, struct rpc_ctx *rpc, int activated_fd, struct 
 			return r;
 	}
 
+	list_init(&s->later);
+	if (uv_check_init(core->loop, &s->later_check) < 0 ||
+	    uv_idle_init(core->loop, &s->later_idle) < 0)
+		return log_error_errno(-ENOMEM, "Cannot make the loop's handles");
+	s->later_check.data = s;
+
 	r = uv_poll_init(core->loop, &s->poll, s->fd);
 	if (r < 0)
 		return log_error_errno(-ENOMEM, "Cannot poll the socket: %s", uv_strerror(r));
@@ -351,6 +357,13 @@ void server_stop_listening(struct server *s)
 		unlink(s->path);
 	uv_close((uv_handle_t *)&s->poll, on_listen_closed);
 	s->fd = safe_close(s->fd);
+}
+
+void server_stop_handles(struct server *s)
+{
+	budget_stop(s->budgets);
+	core_close_handle((uv_handle_t *)&s->later_check);
+	core_close_handle((uv_handle_t *)&s->later_idle);
 }
 
 void server_conn_removed(struct server *s)

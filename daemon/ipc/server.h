@@ -52,6 +52,19 @@ struct server {
 	struct ratelimit refusal_log, emfile_log;
 
 	struct budget budgets[BUDGET_KINDS]; /* input and output, daemon-wide */
+	/*
+	 * Connections to serve again once this turn of the loop has read
+	 * every ready socket (conn_serve_later()): their replies leave then,
+	 * all together, and the calls behind a deferred one go on. Each
+	 * holds a reference while it waits. later_check runs them after the
+	 * loop's I/O; later_idle, started with it, keeps the loop from
+	 * sleeping in between when one is queued outside the I/O phase (a
+	 * timer's callback). Loop thread only.
+	 */
+	struct list_head later;
+	uv_check_t later_check;
+	uv_idle_t later_idle;
+	bool serving_later; /* inside later_check's callback: flush at once */
 	struct ratelimit stall_log;
 };
 
@@ -67,6 +80,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct server *, server_free)
 
 /* Closes the listening socket (and unlinks its path if it is ours). */
 void server_stop_listening(struct server *s);
+/* Closes the handles the connections use (budgets, serving later): last,
+ * once no connection is left, or on a failed start. */
+void server_stop_handles(struct server *s);
 /* Stops taking connections while hold (they wait in the socket's backlog),
  * and takes them again after: at start, until restored GPU regions are
  * back (keep.h), so that an owner's Reclaim finds them. */

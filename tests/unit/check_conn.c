@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -66,6 +67,9 @@ static struct {
 	struct rpc_deferred *held; /* a Defer call waiting for the test */
 	unsigned deferred, cancelled;
 	unsigned n_fd_calls;
+	int peek_fds[2];       /* the test's ends of two connections */
+	int peeked[CALLS_MAX]; /* bytes waiting at either, per Peek */
+	unsigned n_peeks;
 	struct {
 		size_t n_fds;
 		struct stat st[VARLINK_FDS_MAX];
@@ -103,12 +107,31 @@ static int method_fds(struct rpc_call *call, _unused_ void *params)
 	return rpc_reply(call, reply);
 }
 
+/* Reports, from inside the daemon, how many reply bytes already wait at the
+ * test's ends of the two connections (t.peek_fds). */
+static int method_peek(struct rpc_call *call, _unused_ void *params)
+{
+	int most = 0;
+
+	ck_assert_uint_lt(t.n_peeks, CALLS_MAX);
+	for (unsigned i = 0; i < 2; i++) {
+		int n;
+
+		ck_assert_int_eq(ioctl(t.peek_fds[i], FIONREAD, &n), 0);
+		most = MAX(most, n);
+	}
+	t.peeked[t.n_peeks++] = most;
+	return rpc_reply(call, cJSON_CreateObject());
+}
+
 RPC_DEFINE_METHOD(Defer, NULL);
 RPC_DEFINE_METHOD(Fds, NULL);
+RPC_DEFINE_METHOD(Peek, NULL);
 
 static const struct rpc_method test_methods[] = {
 	RPC_METHOD(TEST_INTERFACE, Defer, method_defer),
 	RPC_METHOD(TEST_INTERFACE, Fds, method_fds, .flags = RPC_ACCEPTS_FDS),
+	RPC_METHOD(TEST_INTERFACE, Peek, method_peek),
 	{},
 };
 
@@ -194,7 +217,7 @@ static void teardown(void)
 	ck_assert_ptr_null(t.held);
 
 	server_stop_listening(f.server);
-	budget_stop(f.server->budgets);
+	server_stop_handles(f.server);
 	uv_run(&f.loop, UV_RUN_DEFAULT);
 	ck_assert(list_empty(&f.server->conns));
 	ck_assert_uint_eq(f.server->n_conns, 0);
@@ -433,6 +456,45 @@ START_TEST(test_pipelined)
 	}
 	client_expect_quiet();
 	ck_assert_uint_eq(f.conn->n_calls, N);
+}
+END_TEST
+
+/*
+ * Replies leave once every ready socket was read, all in the same turn of
+ * the loop: two connections' calls, written before the turn, each see no
+ * reply waiting at either client (a reply written at once would be there for
+ * the second), and both replies are there after the turn.
+ */
+START_TEST(test_replies_after_reads)
+{
+	static const char peek[] = "{\"method\":\"" TEST_INTERFACE ".Peek\"}";
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct conn *second;
+	int sv[2], n;
+
+	conn_open(0);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
+	ck_assert_int_eq(getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);
+	ck_assert_int_eq(conn_new(f.server, sv[0], &cred, &second), 0);
+	t.peek_fds[0] = f.cl.fd;
+	t.peek_fds[1] = sv[1];
+
+	client_send_msg(peek, NULL, 0);
+	ck_assert_int_eq(write(sv[1], peek, sizeof(peek)), (ssize_t)sizeof(peek));
+	turn();
+	ck_assert_uint_eq(t.n_peeks, 2);
+	ck_assert_int_eq(t.peeked[0], 0);
+	ck_assert_int_eq(t.peeked[1], 0);
+	for (unsigned i = 0; i < 2; i++) {
+		ck_assert_int_eq(ioctl(t.peek_fds[i], FIONREAD, &n), 0);
+		ck_assert_int_eq(n, (int)sizeof("{\"parameters\":{}}"));
+	}
+
+	client_expect("{\"parameters\":{}}");
+	conn_close(second);
+	safe_close(sv[1]);
+	client_expect_quiet();
 }
 END_TEST
 
@@ -986,6 +1048,7 @@ Suite *conn_suite(void)
 	tcase_add_test(tc, test_split_bytes);
 	tcase_add_test(tc, test_pipelined);
 	tcase_add_test(tc, test_pipelined_behind_deferred);
+	tcase_add_test(tc, test_replies_after_reads);
 	tcase_add_test(tc, test_continues_leave_at_once);
 	tcase_add_test(tc, test_malformed);
 	tcase_add_test(tc, test_too_large);

@@ -105,7 +105,7 @@ static void teardown(void)
 	LINK_RUN_UNTIL(&f.lf, f.link->finished);
 	f.link = link_unref(f.link);
 	server_stop_listening(f.server);
-	budget_stop(f.server->budgets);
+	server_stop_handles(f.server);
 	/* The connection's memory and the server's handles go on the turns
 	 * after their close. */
 	for (unsigned i = 0; i < 10; i++)
