@@ -95,6 +95,7 @@ struct conn_parse {
 static void conn_update_poll(struct conn *c);
 static void conn_process(struct conn *c);
 static void conn_serve_later(struct conn *c);
+static void conn_serve_queued(uv_check_t *h);
 
 /* Only there to keep the loop from sleeping (conn_serve_later()). */
 static void on_later_idle(uv_idle_t *h)
@@ -862,7 +863,7 @@ static void conn_serve_later(struct conn *c)
 	conn_ref(c);
 }
 
-void conn_serve_queued(uv_check_t *h)
+static void conn_serve_queued(uv_check_t *h)
 {
 	struct server *s = h->data;
 
@@ -881,6 +882,29 @@ void conn_serve_queued(uv_check_t *h)
 	s->serving_later = false;
 	uv_check_stop(&s->later_check);
 	uv_idle_stop(&s->later_idle);
+}
+
+void conn_serve_later_init(struct server *s)
+{
+	list_init(&s->later);
+	(void)uv_check_init(s->core->loop, &s->later_check);
+	(void)uv_idle_init(s->core->loop, &s->later_idle);
+	s->later_check.data = s;
+}
+
+void conn_serve_later_stop(struct server *s)
+{
+	/* Closing the last connection may come before the check that would
+	 * have let go of it. */
+	while (!list_empty(&s->later)) {
+		struct conn *c = list_first_entry(&s->later, struct conn, later);
+
+		assert(c->closed);
+		list_del(&c->later);
+		conn_unref(c);
+	}
+	core_close_handle((uv_handle_t *)&s->later_check);
+	core_close_handle((uv_handle_t *)&s->later_idle);
 }
 
 static void conn_read(struct conn *c)

@@ -90,8 +90,12 @@ struct conn {
 	struct list_head later; /* in server->later: to serve after this turn's I/O */
 };
 
-/* server->later_check's callback: serves every connection queued there. */
-void conn_serve_queued(uv_check_t *h);
+/* The server's list of connections to serve after a turn's I/O
+ * (conn_serve_later()): its handles, made with the server, and closed, with
+ * the references of connections still queued (closed ones by then), once
+ * no connection is left. */
+void conn_serve_later_init(struct server *s);
+void conn_serve_later_stop(struct server *s);
 
 /* Takes ownership of fd (also on failure). */
 int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **ret);

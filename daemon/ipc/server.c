@@ -304,12 +304,6 @@ int server_new(struct core *core, struct rpc_ctx *rpc, int activated_fd, struct 
 			return r;
 	}
 
-	list_init(&s->later);
-	if (uv_check_init(core->loop, &s->later_check) < 0 ||
-	    uv_idle_init(core->loop, &s->later_idle) < 0)
-		return log_error_errno(-ENOMEM, "Cannot make the loop's handles");
-	s->later_check.data = s;
-
 	r = uv_poll_init(core->loop, &s->poll, s->fd);
 	if (r < 0)
 		return log_error_errno(-ENOMEM, "Cannot poll the socket: %s", uv_strerror(r));
@@ -321,7 +315,9 @@ int server_new(struct core *core, struct rpc_ctx *rpc, int activated_fd, struct 
 		return log_error_errno(-EIO, "Cannot poll the socket: %s", uv_strerror(r));
 	}
 
-	/* Last: from here on the loop knows the server's memory. */
+	/* Last: from here on the loop knows the server's memory (making a
+	 * check or an idle handle cannot fail). */
+	conn_serve_later_init(s);
 	budget_start(s->budgets, core->loop);
 	core->accounts->budgets = s->budgets;
 
@@ -362,8 +358,7 @@ void server_stop_listening(struct server *s)
 void server_stop_handles(struct server *s)
 {
 	budget_stop(s->budgets);
-	core_close_handle((uv_handle_t *)&s->later_check);
-	core_close_handle((uv_handle_t *)&s->later_idle);
+	conn_serve_later_stop(s);
 }
 
 void server_conn_removed(struct server *s)
