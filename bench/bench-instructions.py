@@ -6,8 +6,9 @@ machine or its load (timings on the build machine's two shared cores do).
 
 - Ping: rdmamemd's Ping (bench-calls ping) beside redis-server's PING
   (redis-benchmark -c 1 -P 1 -t ping_mbulk), each server alone under
-  callgrind. On one CPU, where client and server share it, this is what
-  decides the pipelined rows of bench-pipeline.
+  callgrind; then both with 16 calls in flight (redis-benchmark -P 16, and
+  a client here that writes 16 Pings at once and waits for their replies),
+  the shape of bench-pipeline's rows.
 - Copy of 4 KiB and of 64 KiB between two host regions, and a Lock+Unlock
   pair, beside the daemon's Ping (two for the pair): each call's own work
   above the floor every call pays.
@@ -39,6 +40,9 @@ import tempfile
 import time
 from typing import Any, Optional
 
+
+# Calls in flight in the pipelined rows (redis-benchmark -P).
+DEPTH = 16
 
 # Fewer instructions than this in half a second: the server waits for calls
 # (a few of its own timers run; a single call is thousands).
@@ -116,6 +120,24 @@ class Counted:
                 self.proc.wait()
 
 
+def pipelined_pings(sock: str, rounds: int, depth: int) -> None:
+    """The daemon's Ping, depth in flight: writes depth calls at once and
+    waits for their depth replies, rounds times (the client's own cost is
+    not counted: callgrind watches the server only)."""
+    import socket
+    batch = b'{"method":"io.rdmamemd.Ping"}\0' * depth
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(sock)
+        for _ in range(rounds):
+            s.sendall(batch)
+            got = 0
+            while got < depth:
+                b = s.recv(65536)
+                if not b:
+                    sys.exit("bench-instructions: the daemon hung up")
+                got += b.count(b"\0")
+
+
 def row(what: str, n: float, anchor: Optional[float], anchor_name: str) -> None:
     a = f"{anchor:12,.0f}" if anchor else f"{'-':>12}"
     ratio = f"{n / anchor:7.2f}" if anchor else f"{'-':>7}"
@@ -128,7 +150,13 @@ def main() -> int:
     ap.add_argument("--daemon", required=True, help="rdmamemd to count")
     ap.add_argument("--calls", required=True, help="bench-calls, the client")
     ap.add_argument("--rounds", type=int, default=5000, help="calls per row")
+    ap.add_argument("--pipelined-client", nargs=3, metavar=("SOCKET", "ROUNDS", "DEPTH"),
+                    help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.pipelined_client:
+        sock, rounds, depth = args.pipelined_client
+        pipelined_pings(sock, int(rounds), int(depth))
+        return 0
     for tool in ("valgrind", "callgrind_control"):
         if not shutil.which(tool):
             print(f"bench-instructions: SKIPPED: no {tool} here (make deps installs valgrind)")
@@ -153,7 +181,7 @@ def main() -> int:
 
 def run_rows(args: argparse.Namespace, d: str, redis: Any, calls: int) -> int:
     """The table's rows, in d."""
-    redis_ping = None
+    redis_ping = redis_pipelined = None
     if redis:
         sock = f"{d}/redis.sock"
         server = Counted(["redis-server", "--port", "0", "--unixsocket", sock,
@@ -164,9 +192,13 @@ def run_rows(args: argparse.Namespace, d: str, redis: Any, calls: int) -> int:
                      "ping_mbulk", "-q"]
             subprocess.run(bench + ["-n", "1000"], check=True, stdout=subprocess.DEVNULL)
             redis_ping = server.count(bench + ["-n", str(args.rounds)]) / args.rounds
+            redis_pipelined = server.count(bench + ["-P", str(DEPTH), "-n",
+                                                    str(args.rounds * DEPTH)]) / (
+                args.rounds * DEPTH)
         finally:
             server.stop()
         row("redis-server PING", redis_ping, None, "")
+        row(f"redis-server PING, {DEPTH} in flight", redis_pipelined, None, "")
     else:
         print("(redis-server or redis-benchmark not found: no anchor; make deps installs "
               "them)")
@@ -184,6 +216,11 @@ def run_rows(args: argparse.Namespace, d: str, redis: Any, calls: int) -> int:
                        check=True, stdout=subprocess.DEVNULL)
         ping = per_call(["ping"])
         row("rdmamemd Ping", ping, redis_ping, "redis-server PING")
+        pipelined = server.count([sys.executable, os.path.abspath(__file__), "--daemon",
+                                  args.daemon, "--calls", args.calls, "--pipelined-client",
+                                  sock, str(args.rounds), str(DEPTH)]) / (args.rounds * DEPTH)
+        row(f"rdmamemd Ping, {DEPTH} in flight", pipelined, redis_pipelined,
+            f"redis-server PING, {DEPTH} in flight")
         for size in (4096, 65536):
             row(f"rdmamemd Copy {size >> 10} KiB", per_call(["copy", str(size)]), ping,
                 "rdmamemd Ping")
