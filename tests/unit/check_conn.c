@@ -498,6 +498,37 @@ START_TEST(test_replies_after_reads)
 }
 END_TEST
 
+/* Closes nothing: a handle closing would keep the poll from sleeping. */
+static void on_answer_timer(_unused_ uv_timer_t *timer)
+{
+	answer_held("from a timer");
+}
+
+/*
+ * A deferred call answered from a timer's callback, before the loop's poll:
+ * the reply must leave in that same turn, the poll not sleeping first
+ * (nothing else would wake it here). One UV_RUN_ONCE turn sends it.
+ */
+START_TEST(test_reply_from_timer)
+{
+	uv_timer_t timer;
+	int n = 0;
+
+	conn_open(0);
+	client_send_msg("{\"method\":\"" TEST_INTERFACE ".Defer\"}", NULL, 0);
+	wait_until(is_held, NULL, "the deferred call");
+	ck_assert_int_eq(uv_timer_init(&f.loop, &timer), 0);
+	ck_assert_int_eq(uv_timer_start(&timer, on_answer_timer, 0, 0), 0);
+	uv_run(&f.loop, UV_RUN_ONCE);
+	ck_assert_ptr_null(t.held);
+	ck_assert_int_eq(ioctl(f.cl.fd, FIONREAD, &n), 0);
+	ck_assert_int_gt(n, 0);
+	uv_close((uv_handle_t *)&timer, NULL);
+	client_expect_pong("from a timer");
+	client_expect_quiet();
+}
+END_TEST
+
 /* A deferred call holds back the calls behind it, which come in order once
  * it is answered. */
 START_TEST(test_pipelined_behind_deferred)
@@ -1049,6 +1080,7 @@ Suite *conn_suite(void)
 	tcase_add_test(tc, test_pipelined);
 	tcase_add_test(tc, test_pipelined_behind_deferred);
 	tcase_add_test(tc, test_replies_after_reads);
+	tcase_add_test(tc, test_reply_from_timer);
 	tcase_add_test(tc, test_continues_leave_at_once);
 	tcase_add_test(tc, test_malformed);
 	tcase_add_test(tc, test_too_large);
