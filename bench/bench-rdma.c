@@ -173,8 +173,8 @@ static void bench_registration(void)
 		any = 1.0 / (1.0 / bare + 3 * ping / 1e6);
 		printf("%-10zu %12.1f %12.1f %8.2f %12.1f %12.1f %10.1f %9.2f %12.1f %8.2f %10.1f "
 		       "%10.1f %10.1f\n",
-		       size, bare, dmn, dmn / bare, fresh, populate, floor, dmn / floor,
-		       any, any / bare, steps[0], steps[1], steps[2]);
+		       size, bare, dmn, dmn / bare, fresh, populate, floor, dmn / floor, any,
+		       any / bare, steps[0], steps[1], steps[2]);
 		fflush(stdout);
 		munmap(addr, size);
 		close(fd);
