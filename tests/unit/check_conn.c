@@ -459,42 +459,81 @@ START_TEST(test_pipelined)
 }
 END_TEST
 
-/*
- * Replies leave once every ready socket was read, all in the same turn of
- * the loop: two connections' calls, written before the turn, each see no
- * reply waiting at either client (a reply written at once would be there for
- * the second), and both replies are there after the turn.
- */
-START_TEST(test_replies_after_reads)
+/* A second connection, made as conn_open() makes the first; the test's end
+ * in *ret_fd. */
+static struct conn *conn_open_second(int *ret_fd)
 {
-	static const char peek[] = "{\"method\":\"" TEST_INTERFACE ".Peek\"}";
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
-	struct conn *second;
-	int sv[2], n;
+	struct conn *c;
+	int sv[2];
 
-	conn_open(0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
 	ck_assert_int_eq(getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);
-	ck_assert_int_eq(conn_new(f.server, sv[0], &cred, &second), 0);
-	t.peek_fds[0] = f.cl.fd;
-	t.peek_fds[1] = sv[1];
+	ck_assert_int_eq(conn_new(f.server, sv[0], &cred, &c), 0);
+	*ret_fd = sv[1];
+	return c;
+}
 
-	client_send_msg(peek, NULL, 0);
-	ck_assert_int_eq(write(sv[1], peek, sizeof(peek)), (ssize_t)sizeof(peek));
+/*
+ * Each of two connections writes calls to Peek before one turn of the loop,
+ * in which the daemon serves both: peeked[] says what waited at either
+ * client while each call ran, and after the turn each client has all its
+ * replies waiting.
+ */
+static void peek_two(unsigned calls_each)
+{
+	static const char peek[] = "{\"method\":\"" TEST_INTERFACE ".Peek\"}";
+	static const char empty[] = "{\"parameters\":{}}";
+	char buf[4 * sizeof(peek)];
+	struct conn *second;
+	int fd, n;
+
+	ck_assert_uint_le(calls_each, 4);
+	for (unsigned i = 0; i < calls_each; i++)
+		memcpy(buf + i * sizeof(peek), peek, sizeof(peek));
+	conn_open(0);
+	second = conn_open_second(&fd);
+	t.peek_fds[0] = f.cl.fd;
+	t.peek_fds[1] = fd;
+
+	client_send(buf, calls_each * sizeof(peek), NULL, 0);
+	ck_assert_int_eq(write(fd, buf, calls_each * sizeof(peek)),
+			 (ssize_t)(calls_each * sizeof(peek)));
 	turn();
-	ck_assert_uint_eq(t.n_peeks, 2);
-	ck_assert_int_eq(t.peeked[0], 0);
-	ck_assert_int_eq(t.peeked[1], 0);
+	ck_assert_uint_eq(t.n_peeks, 2 * calls_each);
 	for (unsigned i = 0; i < 2; i++) {
 		ck_assert_int_eq(ioctl(t.peek_fds[i], FIONREAD, &n), 0);
-		ck_assert_int_eq(n, (int)sizeof("{\"parameters\":{}}"));
+		ck_assert_int_eq(n, (int)(calls_each * sizeof(empty)));
 	}
-
-	client_expect("{\"parameters\":{}}");
 	conn_close(second);
-	safe_close(sv[1]);
+	safe_close(fd);
+	for (unsigned i = 0; i < calls_each; i++)
+		client_expect(empty);
 	client_expect_quiet();
+}
+
+/*
+ * Pipelined calls' replies leave once every ready socket was read, all in
+ * the same turn of the loop: two connections' pairs of calls each see no
+ * reply waiting at either client (replies written at once would be there
+ * for the second connection's), and all replies are there after the turn.
+ */
+START_TEST(test_pipelined_replies_after_reads)
+{
+	peek_two(2);
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_int_eq(t.peeked[i], 0);
+}
+END_TEST
+
+/* A single call is answered at once: its client waits for it. The second
+ * connection's call sees the first one's reply already sent. */
+START_TEST(test_single_call_answered_at_once)
+{
+	peek_two(1);
+	ck_assert_int_eq(t.peeked[0], 0);
+	ck_assert_int_gt(t.peeked[1], 0);
 }
 END_TEST
 
@@ -1079,7 +1118,8 @@ Suite *conn_suite(void)
 	tcase_add_test(tc, test_split_bytes);
 	tcase_add_test(tc, test_pipelined);
 	tcase_add_test(tc, test_pipelined_behind_deferred);
-	tcase_add_test(tc, test_replies_after_reads);
+	tcase_add_test(tc, test_pipelined_replies_after_reads);
+	tcase_add_test(tc, test_single_call_answered_at_once);
 	tcase_add_test(tc, test_reply_from_timer);
 	tcase_add_test(tc, test_continues_leave_at_once);
 	tcase_add_test(tc, test_malformed);
