@@ -838,9 +838,14 @@ int main(int argc, char **argv)
 		return 1;
 	memset(host, 0x5a, BIG);
 
-	bench_copies(c, host, hfd, dptr, vfd);
-	bench_driver_calls((char *)host + BIG / 2, dptr);
-	bench_two_gpus(c);
+	/* RDMAMEM_BENCH_GPU_ONLY=imports: a daemon that has made no copy
+	 * (no host region page-locked, no 1 GiB VMM import held) imports. */
+	if (!getenv("RDMAMEM_BENCH_GPU_ONLY") ||
+	    strcmp(getenv("RDMAMEM_BENCH_GPU_ONLY"), "imports") != 0) {
+		bench_copies(c, host, hfd, dptr, vfd);
+		bench_driver_calls((char *)host + BIG / 2, dptr);
+		bench_two_gpus(c);
+	}
 	bench_vmm_import(c, host);
 	bench_ipc_import(c);
 	printf("\n== A thread's wake-up (median of 100, microseconds): from a signal, by a thread "
