@@ -800,6 +800,7 @@ int main(int argc, char **argv)
 {
 	/* RDMAMEM_BENCH_DAEMON_DEBUG=1: the daemon logs where each import's
 	 * and each copy's time goes (debug level, on this stderr). */
+	const char *only = getenv("RDMAMEM_BENCH_GPU_ONLY");
 	const char *extra[] = { "--max-pinned-bytes-per-uid", "17179869184",
 				getenv("RDMAMEM_BENCH_DAEMON_DEBUG") ? "--log-level" : NULL,
 				"debug", NULL };
@@ -840,8 +841,7 @@ int main(int argc, char **argv)
 
 	/* RDMAMEM_BENCH_GPU_ONLY=imports: a daemon that has made no copy
 	 * (no host region page-locked, no 1 GiB VMM import held) imports. */
-	if (!getenv("RDMAMEM_BENCH_GPU_ONLY") ||
-	    strcmp(getenv("RDMAMEM_BENCH_GPU_ONLY"), "imports") != 0) {
+	if (!only || strcmp(only, "imports") != 0) {
 		bench_copies(c, host, hfd, dptr, vfd);
 		bench_driver_calls((char *)host + BIG / 2, dptr);
 		bench_two_gpus(c);

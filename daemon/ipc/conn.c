@@ -96,12 +96,6 @@ static void conn_update_poll(struct conn *c);
 static void conn_process(struct conn *c);
 static void conn_serve_later(struct conn *c);
 static void conn_serve_queued(uv_check_t *h);
-
-/* Only there to keep the loop from sleeping (conn_serve_later()). */
-static void on_later_idle(uv_idle_t *h)
-{
-	(void)h;
-}
 static void on_poll(uv_poll_t *h, int status, int events);
 
 static struct fd_batch *in_fds_at(struct conn *c, unsigned i)
@@ -861,6 +855,12 @@ static void conn_process(struct conn *c)
  * when c was queued before it (a timer's callback), and costs nothing
  * otherwise: it is stopped with the check.
  */
+/* Only there to keep the loop from sleeping (conn_serve_later()). */
+static void on_later_idle(uv_idle_t *h)
+{
+	(void)h;
+}
+
 static void conn_serve_later(struct conn *c)
 {
 	struct server *s = c->server;

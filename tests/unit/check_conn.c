@@ -156,8 +156,8 @@ static void wait_until(bool (*cond)(const void *arg), const void *arg, const cha
 /* A connection made over a socketpair as server.c makes an accepted one:
  * its end non-blocking and close-on-exec, the peer's credentials. The
  * daemon's end sends at most about sndbuf bytes before it blocks (0: the
- * kernel's default). */
-static void conn_open(int sndbuf)
+ * kernel's default). The test's end in *ret_fd. */
+static struct conn *conn_make(int sndbuf, int *ret_fd)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -170,8 +170,17 @@ static void conn_open(int sndbuf)
 				 0);
 	ck_assert_int_eq(getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);
 	ck_assert_int_eq(conn_new(f.server, sv[0], &cred, &c), 0);
-	f.conn = conn_ref(c);
-	conn_client_init(&f.cl, &f.loop, sv[1]);
+	*ret_fd = sv[1];
+	return c;
+}
+
+/* The connection under test (conn_make()), f.conn and f.cl. */
+static void conn_open(int sndbuf)
+{
+	int fd;
+
+	f.conn = conn_ref(conn_make(sndbuf, &fd));
+	conn_client_init(&f.cl, &f.loop, fd);
 	ck_assert_uint_eq(f.server->n_conns, 1);
 }
 
@@ -459,22 +468,6 @@ START_TEST(test_pipelined)
 }
 END_TEST
 
-/* A second connection, made as conn_open() makes the first; the test's end
- * in *ret_fd. */
-static struct conn *conn_open_second(int *ret_fd)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	struct conn *c;
-	int sv[2];
-
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv), 0);
-	ck_assert_int_eq(getsockopt(sv[0], SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);
-	ck_assert_int_eq(conn_new(f.server, sv[0], &cred, &c), 0);
-	*ret_fd = sv[1];
-	return c;
-}
-
 /*
  * Each of two connections writes calls to Peek before one turn of the loop,
  * in which the daemon serves both: peeked[] says what waited at either
@@ -493,7 +486,7 @@ static void peek_two(unsigned calls_each)
 	for (unsigned i = 0; i < calls_each; i++)
 		memcpy(buf + i * sizeof(peek), peek, sizeof(peek));
 	conn_open(0);
-	second = conn_open_second(&fd);
+	second = conn_make(0, &fd);
 	t.peek_fds[0] = f.cl.fd;
 	t.peek_fds[1] = fd;
 
