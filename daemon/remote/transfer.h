@@ -83,17 +83,25 @@ struct transfer;
  * into pieces of this size (or the links' max message size, if smaller).
  * RC allows 2 GiB per WR, but a long WR is a long time without a
  * completion. Soft-RoCE resets a QP's retry counter only when a whole WR
- * is acknowledged, and goes back to the lost packet on every loss: with
- * its largest WRs, 8 MiB, a 512 MiB WRITE on one device pair between two
- * emulated VMs on two busy cores did its first 64 MiB in 20-23 s, where
- * 1 MiB WRs took 8 s; in CI, on slower cores, the 8 MiB WRs ran up their
- * resends and failed the link (RETRY_EXC_ERR) after 80 s without a
- * single op done. An op's bytes count for progress only when its last WR
- * completes, too. At 1 MiB a WR lasts microseconds on hardware (the post
- * rate, a WR per MiB, is nothing: perftest's bandwidth is flat from
- * 64 KiB), and seven timeouts in a row mean a silent peer.
+ * is acknowledged (rxe_comp.c: reset_retry_counters() from check_psn()),
+ * and goes back to the lost packet on every loss, each loss counting
+ * against that one WR: with its largest WRs, 8 MiB, a 512 MiB WRITE on one
+ * device pair between two emulated VMs on two busy cores did its first
+ * 64 MiB in 20-23 s, where 1 MiB WRs took 8 s; in CI, on slower cores,
+ * the 8 MiB WRs ran up their resends and failed the link (RETRY_EXC_ERR)
+ * after 80 s without a single op done, and later so did 1 MiB WRs under
+ * ASan (81 s). At 256 KiB a WR is two of rxe's windows of 128 unacked
+ * packets (MTU 1024), so a loss is rarely charged to a WR that already
+ * saw six. An op's bytes count for progress only when its last WR
+ * completes, and one WR in TRANSFER_SIGNAL_DIV-th of the window is
+ * signalled: smaller WRs also report progress sooner (the two-VM
+ * midway cases: first progress of 8 x 16 MiB at 0.85-1.33 s against
+ * 1.41-2.84 s with 1 MiB WRs). On hardware a 256 KiB WR still lasts
+ * microseconds (the post rate, four WRs per MiB, is nothing: perftest's
+ * bandwidth is flat from 64 KiB), and seven timeouts in a row mean a
+ * silent peer.
  */
-#define TRANSFER_PIECE (1U << 20)
+#define TRANSFER_PIECE (256U << 10)
 /* One WR in each window / TRANSFER_SIGNAL_DIV is signalled (and the last
  * of each post): completions stay few, and the send queue frees in steps. */
 #define TRANSFER_SIGNAL_DIV 4U

@@ -754,12 +754,37 @@ static void logs_tail(void)
 	free(out);
 }
 
+/*
+ * One line of what tells a slow bed from a lost link: each rxe device's
+ * resends as requester (completer_retry_err), failures by them
+ * (retry_exceeded_err) and packets, on this host or (remote) on B. CI
+ * shows only the end of a failed run, so a failing case puts this in its
+ * message.
+ */
+#define RXE_RETRIES                                                                      \
+	"for d in /sys/class/infiniband/*; do c=$d/ports/1/hw_counters; printf '%s "     \
+	"retry %s exceeded %s rcvd %s sent %s; ' ${d##*/} $(cat $c/completer_retry_err " \
+	"$c/retry_exceeded_err $c/rcvd_pkts $c/sent_pkts 2>/dev/null); done"
+
+static void rxe_retries(char *buf, size_t size)
+{
+	static const char *const argv[] = { "/bin/sh", "-c", RXE_RETRIES, NULL };
+	char *a = NULL, *b = NULL, *err = NULL;
+
+	test_run(argv, &a, &err);
+	test_remote_sh(RXE_RETRIES, 20, &b);
+	snprintf(buf, size, "A: %s B: %s", a ? a : "?", b ? b : "?");
+	free(a);
+	free(b);
+	free(err);
+}
+
 /* Starts the transfer and returns at its first progress reply, which must
  * come before its end with at most a quarter done. */
 static void mid_start(struct midway *m, struct local *l)
 {
+	char c = 0, retries[1024] = "";
 	struct pollfd pfd;
-	char c = 0;
 
 	*m = (struct midway){ .l = l };
 	ck_assert_int_eq(pipe(m->pipe), 0);
@@ -774,10 +799,11 @@ static void mid_start(struct midway *m, struct local *l)
 		fprintf(stderr, "the transfer ended at %.0f ms: %d %s: %s\n", m->end_ms, m->result,
 			m->name, m->message);
 		logs_tail();
+		rxe_retries(retries, sizeof(retries));
 	}
 	ck_assert_msg(c == 'p',
-		      "the transfer ended (%d %s after %.0f ms) before any progress reply",
-		      m->result, m->name, m->end_ms);
+		      "the transfer ended (%d %s after %.0f ms: %s) before any progress reply; %s",
+		      m->result, m->name, m->end_ms, m->message, retries);
 	fprintf(stderr, "first progress at %.0f ms: %llu ops, %llu of %llu bytes\n", m->first_ms,
 		(unsigned long long)m->first_ops, (unsigned long long)m->first_bytes,
 		(unsigned long long)MID_OPS * MID_LEN);
