@@ -30,6 +30,21 @@ int hex_decode(const char *hex, uint8_t *out, size_t n)
 	return 0;
 }
 
+int hex_u16(const char *p, uint32_t *ret)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < 4; i++) {
+		int d = digit(p[i]);
+
+		if (d < 0)
+			return -EBADMSG;
+		v = v << 4 | (uint32_t)d;
+	}
+	*ret = v;
+	return 0;
+}
+
 void hex_encode(const uint8_t *in, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";

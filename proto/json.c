@@ -5,8 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "proto/hex.h"
 #include "proto/json.h"
-#include "util/strset.h"
+#include "proto/json_read.h"
 
 /* Length of the UTF-8 sequence at s (at most n bytes), 0 if invalid:
  * overlong forms, surrogates and code points past U+10FFFF are refused. */
@@ -36,27 +37,6 @@ static size_t utf8_sequence(const unsigned char *s, size_t n)
 	    (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
 	return len;
-}
-
-static int hex4(const char *p, uint32_t *ret)
-{
-	uint32_t v = 0;
-
-	for (int i = 0; i < 4; i++) {
-		char c = p[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v |= c - 'a' + 10;
-		else if (c >= 'A' && c <= 'F')
-			v |= c - 'A' + 10;
-		else
-			return -EBADMSG;
-	}
-	*ret = v;
-	return 0;
 }
 
 /* Counts values as 1 + commas + containers opened: at least as many as the
@@ -129,7 +109,7 @@ static int check_text(const char *text, size_t len, size_t max_values, const cha
 					uint32_t cp;
 
 					if (s[i + 1] == 'u' && i + 6 <= len &&
-					    hex4(text + i + 2, &cp) == 0 && cp == 0) {
+					    hex_u16(text + i + 2, &cp) == 0 && cp == 0) {
 						*ret_reason =
 							"strings may not contain NUL (\\u0000)";
 						return -EBADMSG;
@@ -189,69 +169,20 @@ int json_check_text(const char *text, size_t len, const char **ret_reason)
 	return check_text(text, len, SIZE_MAX, ret_reason);
 }
 
-/* True when an object repeats a key anywhere in the tree. Parsers disagree
- * about which duplicate wins, so a message with one is ambiguous. */
-static int find_duplicate_key(const cJSON *item)
-{
-	_cleanup_(strset_done) struct strset seen = {};
-	const cJSON *c;
-	size_t n = 0;
-
-	for (c = item->child; c; c = c->next) {
-		int r = find_duplicate_key(c);
-
-		if (r != 0)
-			return r;
-		n++;
-	}
-	if (!cJSON_IsObject(item) || n < 2)
-		return 0;
-
-	if (n <= 8) {
-		for (c = item->child; c; c = c->next)
-			for (const cJSON *d = c->next; d; d = d->next)
-				if (strcmp(c->string, d->string) == 0)
-					return 1;
-		return 0;
-	}
-	if (strset_init(&seen, n) < 0)
-		return -ENOMEM;
-	for (c = item->child; c; c = c->next)
-		if (!strset_add(&seen, c->string))
-			return 1;
-	return 0;
-}
-
 int json_parse_bounded(const char *text, size_t len, size_t max_values, cJSON **ret,
 		       const char **ret_reason)
 {
-	_cleanup_json_ cJSON *root = NULL;
 	int r;
 
 	r = check_text(text, len, max_values, ret_reason);
 	if (r < 0)
 		return r;
-
-	/* The length includes the terminator so cJSON can insist on it and
-	 * reject trailing garbage. */
-	root = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
-	if (!root) {
-		*ret_reason = "message is not valid JSON";
-		return -EBADMSG;
-	}
-
-	r = find_duplicate_key(root);
-	if (r < 0) {
-		*ret_reason = "out of memory";
-		return r;
-	}
-	if (r > 0) {
-		*ret_reason = "an object repeats a key";
-		return -ENOTUNIQ;
-	}
-
-	*ret = TAKE_PTR(root);
-	return 0;
+	r = json_read(text, len, ret);
+	if (r < 0)
+		*ret_reason = r == -ENOTUNIQ ? "an object repeats a key" :
+			      r == -ENOMEM   ? "out of memory" :
+					       "message is not valid JSON";
+	return r;
 }
 
 int json_parse(const char *text, size_t len, cJSON **ret, const char **ret_reason)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Strict JSON on top of cJSON: the text is checked before cJSON sees it
- * (UTF-8, nesting, no NUL smuggled in as \u0000), objects may not repeat a
- * key, and 64-bit integers travel as decimal strings.
+ * Strict JSON as cJSON trees: the text is checked before any of its tree
+ * is built (UTF-8, nesting, no NUL smuggled in as \u0000), json_read()
+ * builds the tree in one pass (objects may not repeat a key), and 64-bit
+ * integers travel as decimal strings.
  */
 #ifndef RDMAMEM_JSON_H
 #define RDMAMEM_JSON_H
