@@ -84,7 +84,8 @@ static size_t read_u_escape(const unsigned char *p, const unsigned char *close, 
 {
 	uint32_t hi, lo;
 
-	if (close - p < 6 || hex_u16((const char *)p + 2, &hi) < 0 || (hi >= 0xdc00 && hi <= 0xdfff))
+	if (close - p < 6 || hex_u16((const char *)p + 2, &hi) < 0 ||
+	    (hi >= 0xdc00 && hi <= 0xdfff))
 		return 0;
 	if (hi < 0xd800 || hi > 0xdbff) {
 		*out = put_utf8(*out, hi);
