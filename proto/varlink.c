@@ -51,45 +51,38 @@ static const uint8_t name_class[256] = {
 static ssize_t method_name_check(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	size_t i, segments = 0, seg_start = 0;
-	bool dash = false; /* in the current segment */
+	size_t i = 0, segments = 0, seg_start;
+	bool dash;
+	uint8_t c;
 
-	for (i = 0; p[i] && i < VARLINK_METHOD_MAX; i++) {
-		uint8_t c = name_class[p[i]];
-
-		/* Most bytes: a letter or digit inside a segment. */
-		if (i > seg_start && c >= NAME_UPPER && c <= NAME_DIGIT)
-			continue;
-		switch (c) {
-		case NAME_DOT:
-			if (i == seg_start || p[i - 1] == '-')
-				return -1;
-			segments++;
-			seg_start = i + 1;
-			dash = false;
-			break;
-		case NAME_DASH:
-			/* Inside a segment only. */
-			if (i == seg_start)
-				return -1;
-			dash = true;
-			break;
-		case NAME_DIGIT:
-			/* A segment's first byte: not the first segment's. */
-			if (segments == 0)
-				return -1;
-			break;
-		case NAME_UPPER:
-		case NAME_LOWER:
-			break;
-		default:
+	/* A segment at a time: its first byte, then a run of letters, digits
+	 * and dashes (most bytes: two compares each), then a dot or the end. */
+	for (;;) {
+		seg_start = i;
+		c = name_class[p[i]];
+		/* A letter, or a digit past the first segment. */
+		if (!(c == NAME_UPPER || c == NAME_LOWER || (c == NAME_DIGIT && segments > 0)))
 			return -1;
+		dash = false;
+		for (i++;; i++) {
+			c = name_class[p[i]];
+			if (c >= NAME_UPPER && c <= NAME_DIGIT)
+				continue;
+			if (c != NAME_DASH)
+				break;
+			dash = true;
 		}
+		/* Dashes inside a segment only. */
+		if (p[i - 1] == '-' || c != NAME_DOT)
+			break;
+		segments++;
+		i++;
 	}
-	if (p[i]) /* longer than VARLINK_METHOD_MAX */
-		return -1;
-	/* The last segment is the member: no dash, a capital first. */
-	if (segments < 2 || dash || name_class[p[seg_start]] != NAME_UPPER)
+	/* The end, within VARLINK_METHOD_MAX (a longer name is read to its end
+	 * first, no further than json_check_text() read the whole message);
+	 * the last segment is the member: no dash, a capital first. */
+	if (p[i] != '\0' || i > VARLINK_METHOD_MAX || segments < 2 || dash ||
+	    name_class[p[seg_start]] != NAME_UPPER)
 		return -1;
 	return (ssize_t)seg_start - 1;
 }

@@ -5,6 +5,7 @@
  * then json_dispatch of the parameters into field tables of every type the
  * methods use, with the nested struct Copy's ends are. Besides not
  * crashing:
+ * - the reader's verdict and tree are cJSON's (tests/json_compare.h);
  * - whatever parsed prints back to text that our own parser accepts (the
  *   daemon echoes client strings in replies and error messages);
  * - a value dispatch accepts is in range for its type;
@@ -22,6 +23,7 @@
 #include "proto/dispatch.h"
 #include "proto/json.h"
 #include "proto/varlink.h"
+#include "tests/json_compare.h"
 
 struct any_params {
 	uint64_t u64;
@@ -92,6 +94,23 @@ static void check_dispatched(const struct varlink_field *fields, const struct an
 	}
 }
 
+/* json_read() reads what cJSON read, into the same tree, but for the two
+ * things it refuses; what json_check_text() refuses reaches neither. */
+static void check_like_cjson(const char *text, size_t len, int r, const cJSON *root)
+{
+	const char *reason;
+	cJSON *theirs;
+
+	if (r == -E2BIG || r == -ENOMEM || json_check_text(text, len, &reason) < 0)
+		return;
+	theirs = cJSON_ParseWithLengthOpts(text, len + 1, NULL, 1);
+	if (r == 0)
+		fuzz_check(theirs && json_same_tree(theirs, root));
+	else if (theirs)
+		fuzz_check(json_repeats_key(theirs) || json_bad_u_escape(text, len));
+	cJSON_Delete(theirs);
+}
+
 /* What the daemon would send back must be text it would itself accept. */
 static void check_printable(const cJSON *root)
 {
@@ -121,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text[len] = '\0';
 
 	r = json_parse_bounded(text, len, JSON_VALUES_MAX, &root, &reason);
+	check_like_cjson(text, len, r, root);
 	if (r < 0) {
 		fuzz_check(reason);
 		fuzz_check(r == -EBADMSG || r == -EILSEQ || r == -ELOOP || r == -ENOTUNIQ ||

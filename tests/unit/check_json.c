@@ -10,6 +10,7 @@
 #include "proto/hex.h"
 #include "proto/json.h"
 #include "proto/json_read.h"
+#include "tests/json_compare.h"
 #include "tests/testlib.h"
 
 static const struct {
@@ -305,53 +306,6 @@ static const char *const read_seeds[] = {
 	"{\"a\":1 \"b\":2}",
 };
 
-static bool bad_u_escape(const char *t, size_t len)
-{
-	for (size_t i = 0; i + 1 < len; i++) {
-		if (t[i] == '\\' && t[i + 1] == 'u') {
-			uint32_t cp;
-
-			if (i + 6 > len || hex_u16(t + i + 2, &cp) < 0)
-				return true;
-		}
-		if (t[i] == '\\')
-			i++;
-	}
-	return false;
-}
-
-static bool repeated_key(const cJSON *item)
-{
-	for (const cJSON *c = item->child; c; c = c->next) {
-		if (repeated_key(c))
-			return true;
-		if (cJSON_IsObject(item))
-			for (const cJSON *d = c->next; d; d = d->next)
-				if (strcmp(c->string, d->string) == 0)
-					return true;
-	}
-	return false;
-}
-
-static bool same_tree(const cJSON *a, const cJSON *b)
-{
-	const cJSON *x, *y;
-
-	if (a->type != b->type || a->valueint != b->valueint ||
-	    memcmp(&a->valuedouble, &b->valuedouble, sizeof(double)) != 0 ||
-	    !a->valuestring != !b->valuestring || !a->string != !b->string ||
-	    (a->valuestring && strcmp(a->valuestring, b->valuestring) != 0) ||
-	    (a->string && strcmp(a->string, b->string) != 0) || !a->child != !b->child)
-		return false;
-	for (x = a->child, y = b->child; x && y; x = x->next, y = y->next)
-		if (!same_tree(x, y))
-			return false;
-	if (x || y)
-		return false;
-	return !a->child ||
-	       (a->child->prev && b->child->prev && same_tree(a->child->prev, b->child->prev));
-}
-
 static void read_compare(const char *t, size_t len, unsigned *n_checked)
 {
 	const char *reason;
@@ -363,13 +317,13 @@ static void read_compare(const char *t, size_t len, unsigned *n_checked)
 	(*n_checked)++;
 	theirs = cJSON_ParseWithLengthOpts(t, len + 1, NULL, 1);
 	r = json_read(t, len, &ours);
-	if (theirs && (repeated_key(theirs) || bad_u_escape(t, len))) {
+	if (theirs && (json_repeats_key(theirs) || json_bad_u_escape(t, len))) {
 		ck_assert_msg(r == -ENOTUNIQ || r == -EBADMSG, "'%.*s': %d", (int)len, t, r);
 	} else if (!theirs) {
 		ck_assert_msg(r == -EBADMSG, "cJSON refused '%.*s', json_read: %d", (int)len, t, r);
 	} else {
 		ck_assert_msg(r == 0, "cJSON read '%.*s', json_read: %d", (int)len, t, r);
-		ck_assert_msg(same_tree(theirs, ours), "trees differ for '%.*s'", (int)len, t);
+		ck_assert_msg(json_same_tree(theirs, ours), "trees differ for '%.*s'", (int)len, t);
 	}
 	cJSON_Delete(theirs);
 	cJSON_Delete(ours);
