@@ -739,19 +739,26 @@ static void *mid_thread(void *arg)
 	"$(grep -H . $d/* 2>/dev/null | sed 's|.*/||' | grep -v ':0$' | tr '\\n' ' '); " \
 	"done"
 
+/* sh -c cmd on this host (A) and on B: what each printed, NULL if nothing. */
+static void sh_on_both(const char *cmd, char **ret_a, char **ret_b)
+{
+	const char *const argv[] = { "/bin/sh", "-c", cmd, NULL };
+	char *err = NULL;
+
+	*ret_a = *ret_b = NULL;
+	test_run(argv, ret_a, &err);
+	free(err);
+	test_remote_sh(cmd, 20, ret_b);
+}
+
 static void logs_tail(void)
 {
-	static const char *const argv[] = { "/bin/sh", "-c", HOST_STATE, NULL };
-	char *out = NULL, *err = NULL;
+	char *a, *b;
 
-	test_run(argv, &out, &err);
-	fprintf(stderr, "A:\n%s", out ? out : "");
-	free(out);
-	free(err);
-	out = NULL;
-	test_remote_sh(HOST_STATE, 20, &out);
-	fprintf(stderr, "B:\n%s", out ? out : "");
-	free(out);
+	sh_on_both(HOST_STATE, &a, &b);
+	fprintf(stderr, "A:\n%sB:\n%s", a ? a : "", b ? b : "");
+	free(a);
+	free(b);
 }
 
 /*
@@ -768,15 +775,12 @@ static void logs_tail(void)
 
 static void rxe_retries(char *buf, size_t size)
 {
-	static const char *const argv[] = { "/bin/sh", "-c", RXE_RETRIES, NULL };
-	char *a = NULL, *b = NULL, *err = NULL;
+	char *a, *b;
 
-	test_run(argv, &a, &err);
-	test_remote_sh(RXE_RETRIES, 20, &b);
+	sh_on_both(RXE_RETRIES, &a, &b);
 	snprintf(buf, size, "A: %s B: %s", a ? a : "?", b ? b : "?");
 	free(a);
 	free(b);
-	free(err);
 }
 
 /* Starts the transfer and returns at its first progress reply, which must
