@@ -582,6 +582,45 @@ static double wake_us(unsigned pause_us)
 	return median(t, WAKE_ROUNDS);
 }
 
+/*
+ * What the daemon's kept context saves: a second daemon that keeps none
+ * (--gpu-context-linger-sec=0) and has no other import creates the GPU's
+ * primary context at each Register and destroys it at each Unregister.
+ * Few rounds: each takes a few hundred milliseconds.
+ */
+static void vmm_unkept_row(int vfd, double bare)
+{
+	enum { UNKEPT_ROUNDS = 5 };
+	static const char *const unkept[] = { "--gpu-context-linger-sec=0", NULL };
+	struct rdmamem_client *c2 = NULL;
+	double t[UNKEPT_ROUNDS];
+	char path[160];
+	pid_t d2;
+
+	snprintf(path, sizeof(path), "%s/unkept.sock", bench_dir());
+	d2 = bench_daemon_start(args.daemon, path, -1, unkept);
+	if (rdmamem_client_connect(path, &c2) < 0)
+		exit(1);
+	for (int i = 0; i < UNKEPT_ROUNDS; i++) {
+		uint64_t t0 = bench_now_ns(), id;
+
+		if (rdmamem_register_cuda_vmm(c2, vfd, 2 << 20, 0, 0, &id) < 0) {
+			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c2));
+			exit(1);
+		}
+		t[i] = (bench_now_ns() - t0) / 1e3;
+		rdmamem_unregister(c2, id);
+		/* Its release (destroying the context) runs on the daemon's pool. */
+		usleep(200000);
+	}
+	printf("%-10s %34.1f %24.1f %8.2f   (a daemon that keeps no context and holds no other "
+	       "import:\n%-10s %34s %24s %8s    --gpu-context-linger-sec=0, median of %d)\n",
+	       "VMM fd", bare, median(t, UNKEPT_ROUNDS), median(t, UNKEPT_ROUNDS) / bare, "", "",
+	       "", "", UNKEPT_ROUNDS);
+	rdmamem_client_close(c2);
+	bench_stop(d2);
+}
+
 /* A map must cover the whole allocation (driver 580: CUDA_ERROR_NOT_SUPPORTED
  * otherwise), so imports are timed on an allocation of their own. */
 static void bench_vmm_import(struct rdmamem_client *c, void *host)
@@ -618,7 +657,8 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	for (int i = 0; i < ROUNDS; i++)
 		rdmamem_unregister(c, held[i]);
 	printf("\n== Import latency (median of %d, microseconds), with another import keeping "
-	       "the GPU's primary context\n\n",
+	       "the GPU's primary context\n   (or the daemon keeping it between regions: "
+	       "--gpu-context-linger-sec, 30 s by default)\n\n",
 	       ROUNDS);
 	printf("%-10s %34s %24s %8s\n", "handle", "bare (import+reserve+map+access)",
 	       "rdmamemd Register", "ratio");
@@ -627,6 +667,7 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	printf("%-10s %34.1f %24.1f %8.2f   (each import held: no release beside it)\n", "VMM fd",
 	       median(bare, ROUNDS), median(held_us, ROUNDS),
 	       median(held_us, ROUNDS) / median(bare, ROUNDS));
+	vmm_unkept_row(vfd, median(bare, ROUNDS));
 	vmm_floors(vfd, host);
 }
 

@@ -148,6 +148,8 @@ void daemon_check_drained(struct daemon *d)
 	keep_stop(&d->keep);
 	d->fdstore = fdstore_free(d->fdstore);
 	region_registry_stop(&d->regions);
+	/* After the regions: a GPU's context goes with the last of them. */
+	gpu_ctx_stop(&d->gpu);
 }
 
 static void on_server_drained(void *userdata)
@@ -294,7 +296,8 @@ int daemon_new(const struct daemon_config *cfg, struct daemon **ret)
 			       .max_links_per_uid = d->core.cfg.max_links_per_uid,
 		       });
 	transfer_engine_init(&d->remote, &d->regions);
-	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions);
+	gpu_ctx_init(&d->gpu, d->core.loop, &d->regions,
+		     d->core.cfg.gpu_context_linger_sec * 1000U);
 	d->rpc = (struct rpc_ctx){
 		.core = &d->core,
 		.regions = &d->regions,

@@ -349,8 +349,9 @@ void show_gpus(const cJSON *reply)
 		       get_bool(g, "dma_buf") ? "supported (ibv_reg_dmabuf_mr)" : "not supported");
 		printf("  %-22s %s\n",
 		       "VMM POSIX fd export:", get_bool(g, "vmm_posix_fd") ? "yes" : "no");
-		printf("  %-22s %.0f regions, %.0f context references\n",
-		       "in use:", get_number(g, "regions"), get_number(g, "primary_context_refs"));
+		printf("  %-22s %.0f regions, %.0f context references%s\n",
+		       "in use:", get_number(g, "regions"), get_number(g, "primary_context_refs"),
+		       get_bool(g, "context_kept") ? " (one kept between regions)" : "");
 		show_gpu_peers(g);
 	}
 	printf("peer memory (%s): %s\n", get_string(peer, "module"),

@@ -187,6 +187,11 @@ static const struct config_key keys[] = {
 	  .offset = F(link_stall_sec), .min = 1, .max = 3600,
 	  .help = "a queue pair to another daemon with work requests in flight and no completion "
 		  "for this long fails, its work flushed (default 30)" },
+	{ .section = "gpu", .key = "context-linger-sec", .option = "gpu-context-linger-sec",
+	  .type = CFG_UINT, .offset = F(gpu_context_linger_sec), .max = 86400,
+	  .help = "seconds a GPU's primary context is kept after its last region goes, so that "
+		  "the next import does not create it again (default 30; 0: released with the "
+		  "last region)" },
 };
 /* clang-format on */
 
@@ -249,6 +254,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.log_level = LOG_INFO,
 		.bandwidth_probe_size = 64ULL << 20,
 		.reclaim_grace_sec = 120,
+		.gpu_context_linger_sec = 30,
 	};
 }
 

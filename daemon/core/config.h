@@ -58,8 +58,9 @@ struct daemon_config {
 	unsigned max_links;         /* queue pairs to other daemons, in all */
 	unsigned max_links_per_uid; /* and for one uid's transfers */
 	int log_level;
-	uint64_t bandwidth_probe_size; /* each buffer of the host memcpy measurement; 0: none */
-	unsigned reclaim_grace_sec;    /* kept regions wait this long for Reclaim; 0: none kept */
+	uint64_t bandwidth_probe_size;   /* each buffer of the host memcpy measurement; 0: none */
+	unsigned reclaim_grace_sec;      /* kept regions wait this long for Reclaim; 0: none kept */
+	unsigned gpu_context_linger_sec; /* a GPU's context kept after its last region; 0: not */
 };
 
 /* The built-in defaults: the daemon runs with no configuration file. */

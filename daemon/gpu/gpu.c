@@ -53,8 +53,10 @@ static void counted_revoke(struct region_hook *h)
 {
 	struct region *r = h->region;
 
-	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
-		gpu_region_of(r)->gpu->regions_on[r->gpu]--;
+	struct gpu_ctx *g = gpu_region_of(r)->gpu;
+
+	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX && --g->regions_on[r->gpu] == 0)
+		gpu_linger_in_use(&g->linger, r->gpu, false);
 }
 
 /* Embedded in the region: nothing to free. */
@@ -73,15 +75,24 @@ static void gpu_region_count(struct region *r)
 {
 	/* Kept up to date here and by the hook: counting them for ListGpus
 	 * would walk every region of every client. */
-	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX)
-		gpu_region_of(r)->gpu->regions_on[r->gpu]++;
+	struct gpu_ctx *g = gpu_region_of(r)->gpu;
+
+	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX && g->regions_on[r->gpu]++ == 0)
+		gpu_linger_in_use(&g->linger, r->gpu, true);
 	region_hook_get(r, &counted_ops, counted_make, NULL);
 }
 
-void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions)
+void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions,
+		  unsigned linger_ms)
 {
 	*g = (struct gpu_ctx){ .loop = loop, .regions = regions };
 	list_init(&g->ipcs);
+	gpu_linger_init(&g->linger, loop, linger_ms);
+}
+
+void gpu_ctx_stop(struct gpu_ctx *g)
+{
+	gpu_linger_stop(&g->linger);
 }
 
 /* region_prepare() for GPU memory of kind ops (gpu_vmm_ops, gpu_ipc_ops). */

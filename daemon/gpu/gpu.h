@@ -23,6 +23,7 @@
 
 #include "daemon/gpu/cuda.h"
 #include "daemon/gpu/gpu_bw.h"
+#include "daemon/gpu/gpu_linger.h"
 #include "util/list.h"
 
 struct errinfo;
@@ -41,9 +42,15 @@ struct gpu_ctx {
 	struct list_head ipcs;             /* struct gpu_ipc: open legacy IPC handles */
 	unsigned regions_on[GPU_LIST_MAX]; /* live regions by GPU ordinal */
 	bool cuda_loaded;                  /* the first GPU import (or a probe) loaded the driver */
+	struct gpu_linger linger;          /* each GPU's context kept between its regions */
 };
 
-void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions);
+/* linger_ms: how long a GPU's primary context is kept after its last
+ * region goes (gpu_linger.h); 0: not at all. */
+void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *regions,
+		  unsigned linger_ms);
+/* Shutdown, once the connections are gone: kept contexts are released. */
+void gpu_ctx_stop(struct gpu_ctx *g);
 
 /* What GPU memory an import is of (Register's "memory"). */
 enum gpu_memory {

@@ -128,6 +128,8 @@ static void gpus_listed(void *userdata, const struct gpu_list_result *res)
 		     json_add_bool(o, "vmm_posix_fd", g->vmm_posix_fd) == 0 &&
 		     json_add_bool(o, "gpudirect_rdma_vmm", g->gdr_vmm) == 0 &&
 		     json_add_int(o, "primary_context_refs", res->refs[i]) == 0 &&
+		     json_add_bool(o, "context_kept", gpu_linger_held(&gpu->linger, g->ordinal)) ==
+			     0 &&
 		     json_add_int(o, "regions", gpu_regions_on(gpu, g->ordinal)) == 0;
 		peers = ok ? cJSON_AddArrayToObject(o, "peers") : NULL;
 		ok = ok && peers;
@@ -194,8 +196,14 @@ static const struct varlink_symbol rpc_type_Gpu = VARLINK_DEFINE_TYPE(
 	VARLINK_FIELD_COMMENT(
 		"The daemon's retains of the GPU's primary context: one per import\n"
 		"of its memory (an IPC open: of the context it was opened in), one\n"
-		"per host region page-locked through it; 0 when it holds nothing"),
+		"per host region page-locked through it, and one its own while\n"
+		"context_kept; 0 when it holds nothing"),
 	VARLINK_FIELD(primary_context_refs, VARLINK_INT, 0),
+	VARLINK_FIELD_COMMENT(
+		"The daemon keeps the context from the GPU's first region until\n"
+		"context-linger-sec after its last, so that the next import does not\n"
+		"create it again"),
+	VARLINK_FIELD(context_kept, VARLINK_BOOL, 0),
 	VARLINK_FIELD(regions, VARLINK_INT, 0),
 	VARLINK_FIELD_COMMENT("every other GPU, as this one sees it"),
 	VARLINK_FIELD_BY_TYPE(peers, rpc_type_GpuPeer, VARLINK_ARRAY));

@@ -35,9 +35,13 @@
 
 static struct test_daemon td;
 
+/* The cases count the daemon's context references exactly: none of them
+ * is its own (test_context_kept_between_regions has those). */
+static const char *const no_linger[] = { "--gpu-context-linger-sec=0", NULL };
+
 static void setup(void)
 {
-	test_daemon_start(&td, NULL);
+	test_daemon_start(&td, no_linger);
 }
 
 static void teardown(void)
@@ -1080,7 +1084,7 @@ START_TEST(test_two_gpus_copies_staged)
 		return;
 	test_daemon_stop(&td);
 	ck_assert_int_eq(setenv("RDMAMEMD_CUDA_PEER_COPIES", "off", 1), 0);
-	test_daemon_start(&td, NULL);
+	test_daemon_start(&td, no_linger);
 	unsetenv("RDMAMEMD_CUDA_PEER_COPIES");
 	two_gpu_round("staged");
 }
@@ -1180,6 +1184,90 @@ START_TEST(test_two_gpus_two_threads)
 }
 END_TEST
 
+/* GPU 0 as ListGpus has it: the daemon's context references, whether one
+ * is its own, its regions. */
+static void gpu0_state(struct rdmamem_client *c, int *refs, bool *kept, int *regions)
+{
+	cJSON *r = list_gpus(c), *g = gpu_of(r, 0);
+
+	*refs = cJSON_GetObjectItem(g, "primary_context_refs")->valueint;
+	*kept = cJSON_IsTrue(cJSON_GetObjectItem(g, "context_kept"));
+	*regions = cJSON_GetObjectItem(g, "regions")->valueint;
+	cJSON_Delete(r);
+}
+
+/* Polls GPU 0 until the daemon keeps its context or does not, within
+ * msec; then its references must be want. */
+static void expect_kept(struct rdmamem_client *c, bool want_kept, int want_refs, int msec)
+{
+	int refs = -1, regions = -1;
+	bool kept = !want_kept;
+
+	for (int i = 0; i <= msec / 20; i++) {
+		gpu0_state(c, &refs, &kept, &regions);
+		if (kept == want_kept && refs == want_refs)
+			break;
+		usleep(20000);
+	}
+	ck_assert_msg(kept == want_kept && refs == want_refs,
+		      "GPU 0: context %s with %d references (%d regions); expected %s with %d",
+		      kept ? "kept" : "not kept", refs, regions, want_kept ? "kept" : "not kept",
+		      want_refs);
+}
+
+static double register_vmm_usec(struct rdmamem_client *c, int fd, size_t size, uint64_t *id)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	ck_assert_int_eq(rdmamem_register_cuda_vmm(c, fd, size, 0, 0, id), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) / 1e3;
+}
+
+/*
+ * The daemon keeps GPU 0's primary context between its regions for
+ * --gpu-context-linger-sec (gpu_linger.c): after the last region goes its
+ * own reference stays, through a VMM region's release and an IPC open's
+ * close alike; the linger's end lets it go. The Registers' times are
+ * printed, not asserted: the first creates the context, the next must not.
+ */
+START_TEST(test_context_kept_between_regions)
+{
+	static const char *const linger[] = { "--gpu-context-linger-sec=2", NULL };
+	uint8_t handle[RDMAMEM_CUDA_IPC_HANDLE_SIZE];
+	struct rdmamem_client *c;
+	double first, again;
+	size_t size;
+	uint64_t id;
+	int fd;
+
+	test_daemon_stop(&td);
+	test_daemon_start(&td, linger);
+	c = test_client(td.socket);
+	vmm_alloc(2 << 20, &size, &fd);
+	ipc_alloc(1 << 20, handle);
+
+	first = register_vmm_usec(c, fd, size, &id);
+	expect_kept(c, true, 2, 5000);
+	ck_assert_int_eq(rdmamem_unregister(c, id), 0);
+	expect_kept(c, true, 1, 5000);
+	again = register_vmm_usec(c, fd, size, &id);
+	ck_assert_int_eq(rdmamem_unregister(c, id), 0);
+	printf("VMM Register: %.0f us creating the context, %.0f us with it kept\n", first, again);
+
+	ck_assert_int_eq(rdmamem_register_cuda_ipc(c, handle, 0, 0, 0, &id), 0);
+	expect_kept(c, true, 2, 5000);
+	ck_assert_int_eq(rdmamem_unregister(c, id), 0);
+	/* The open closes on the pool; the context stays. */
+	expect_kept(c, true, 1, 5000);
+
+	expect_kept(c, false, 0, 10000);
+	close(fd);
+	rdmamem_client_close(c);
+}
+END_TEST
+
 #endif
 
 Suite *gpu_suite(void)
@@ -1204,6 +1292,7 @@ Suite *gpu_suite(void)
 	test_add_tagged(tc, "cuda", test_copy_directions);
 	test_add_tagged(tc, "cuda", test_copy_overlapping_gpu);
 	test_add_tagged(tc, "cuda", test_gpu_registration_without_rdma);
+	test_add_tagged(tc, "cuda", test_context_kept_between_regions);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cuda-2gpu");

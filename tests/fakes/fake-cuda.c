@@ -363,7 +363,8 @@ static CUresult f_retain(CUcontext *ctx, CUdevice d)
 	if (d < 0 || d >= N_DEV)
 		return CUDA_ERROR_INVALID_DEVICE;
 	pthread_mutex_lock(&lock);
-	fake_cuda.primary_refs[d]++;
+	if (fake_cuda.primary_refs[d]++ == 0)
+		fake_cuda.primary_creates[d]++;
 	pthread_mutex_unlock(&lock);
 	*ctx = PRIMARY(d);
 	return CUDA_SUCCESS;

@@ -36,6 +36,9 @@ struct fake_cuda_state {
 	/* Retained primary contexts, imported VMM handles, address
 	 * reservations, VMM mappings. */
 	int primary_refs[FAKE_CUDA_DEVICES];
+	/* Retains that found no reference: the driver would create the
+	 * context (156 ms on an H100). */
+	int primary_creates[FAKE_CUDA_DEVICES];
 	int n_handles, n_reserved, n_mapped;
 	/* cuMemExportToShareableHandle calls (each refused). */
 	int n_exports;

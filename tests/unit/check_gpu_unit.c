@@ -223,7 +223,7 @@ static void setup(void)
 	logged.cuMemGetHandleForAddressRange = l_dmabuf;
 	ck_assert_int_eq(cu_set_ops(&logged), 0);
 	mem_fixture_init(&f);
-	gpu_ctx_init(&gpu, &f.loop, &f.regions);
+	gpu_ctx_init(&gpu, &f.loop, &f.regions, 0);
 }
 
 /* The sessions close (their regions go), every release and IPC close runs
@@ -1065,6 +1065,86 @@ START_TEST(test_list_two_gpus_staged)
 }
 END_TEST
 
+/* The loop runs until GPU ordinal's context is kept, or is not (or about
+ * 5 s): the retain and the release are pool jobs. */
+static void run_until_kept(int ordinal, bool kept)
+{
+	for (int i = 0; i < 5000 && gpu_linger_held(&gpu.linger, ordinal) != kept; i++) {
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	ck_assert_int_eq(gpu_linger_held(&gpu.linger, ordinal), kept);
+}
+
+static void drop_and_wait(struct region *r)
+{
+	attach_test_hook(r);
+	region_drop_owner(r);
+	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	ck_assert(test_hook_finished);
+}
+
+/*
+ * A GPU's context kept between its regions (gpu_linger.c), with a linger
+ * of 200 ms: the daemon's own retain comes after the first region's, the
+ * region's release leaves the context alive, and an import within the
+ * linger creates nothing; the linger's end releases it, and the next
+ * import creates it again. At stop a kept context goes at once, though a
+ * region still holds its own.
+ */
+START_TEST(test_context_kept)
+{
+	struct region *r;
+	uint64_t t0;
+
+	gpu_ctx_init(&gpu, &f.loop, &f.regions, 200);
+	r = import_vmm(GRAN, 0); /* on device 1 */
+	run_until_kept(1, true);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 2);
+	ck_assert_int_eq(fake_cuda.primary_creates[1], 1);
+	drop_and_wait(r);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
+	ck_assert(gpu_linger_held(&gpu.linger, 1));
+
+	r = import_vmm(GRAN, 0);
+	ck_assert_int_eq(fake_cuda.primary_creates[1], 1);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 2);
+	drop_and_wait(r);
+	t0 = uv_hrtime();
+	run_until_kept(1, false);
+	/* Not before the linger ran out. */
+	ck_assert_uint_ge(uv_hrtime() - t0, 150 * 1000000ULL);
+	mem_fixture_run_until(&f, &(bool){ false }, 50);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+
+	r = import_vmm(GRAN, 0);
+	ck_assert_int_eq(fake_cuda.primary_creates[1], 2);
+	run_until_kept(1, true);
+	gpu_ctx_stop(&gpu);
+	run_until_kept(1, false);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
+	drop_and_wait(r);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
+}
+END_TEST
+
+/* The same with no linger: nothing of the daemon's own is retained. */
+START_TEST(test_context_not_kept)
+{
+	struct region *r = import_vmm(GRAN, 0);
+
+	mem_fixture_run_until(&f, &(bool){ false }, 20);
+	ck_assert(!gpu_linger_held(&gpu.linger, 1));
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);
+	drop_and_wait(r);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+	r = import_vmm(GRAN, 0);
+	ck_assert_int_eq(fake_cuda.primary_creates[1], 2);
+	drop_and_wait(r);
+}
+END_TEST
+
 /* ---- kept across a restart (keep.h, gpu_keep.c) ---- */
 
 /* The loop runs until every GPU restore of k is done (or about 5 s). */
@@ -1099,7 +1179,7 @@ static unsigned restart(struct keep_ctx *k, struct store *s, unsigned grace_sec)
 	mem_fixture_done(&f);
 	ck_assert_int_eq(fake_cuda_live(), 0);
 	mem_fixture_init(&f);
-	gpu_ctx_init(&gpu, &f.loop, &f.regions);
+	gpu_ctx_init(&gpu, &f.loop, &f.regions, 0);
 	keep_init(k, &f.regions, &store_ops, s, STORE_FIXTURE_MAX);
 	gpu_keep_init(&gpu, k);
 	passed = store_pass(s);
@@ -1301,6 +1381,8 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_ipc_region_gone_while_others_wait);
 	tcase_add_test(tc, test_list_two_gpus);
 	tcase_add_test(tc, test_list_two_gpus_staged);
+	tcase_add_test(tc, test_context_kept);
+	tcase_add_test(tc, test_context_not_kept);
 	tcase_add_test(tc, test_keep_restore);
 	tcase_add_test(tc, test_keep_restore_cancelled);
 	suite_add_tcase(s, tc);

@@ -592,7 +592,7 @@ static void gpu_setup(void)
 {
 	setup();
 	ck_assert_int_eq(cu_set_ops(&fake_cu_ops), 0);
-	gpu_ctx_init(&gpu, &lf.f.loop, &lf.f.regions);
+	gpu_ctx_init(&gpu, &lf.f.loop, &lf.f.regions, 0);
 	atomic_store(&fake_verbs_dmabuf_at_iova, true);
 }
 
@@ -743,7 +743,7 @@ END_TEST
 static void real_cuda_setup(void)
 {
 	setup();
-	gpu_ctx_init(&gpu, &lf.f.loop, &lf.f.regions);
+	gpu_ctx_init(&gpu, &lf.f.loop, &lf.f.regions, 0);
 	/* A real GPU's memory is not host memory: nothing may touch it. */
 	atomic_store(&fake_verbs_dmabuf_at_iova, false);
 }

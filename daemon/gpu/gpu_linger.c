@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A GPU's primary context kept after its last region (gpu_linger.h). */
+#include "daemon/core/core.h"
+#include "daemon/core/log.h"
+#include "daemon/gpu/cuda.h"
+#include "daemon/gpu/gpu_linger.h"
+#include "util/macro.h"
+
+void gpu_linger_init(struct gpu_linger *l, uv_loop_t *loop, unsigned linger_ms)
+{
+	*l = (struct gpu_linger){ .loop = loop, .linger_ms = linger_ms };
+	for (int i = 0; i < GPU_LIST_MAX; i++) {
+		l->gpus[i].linger = l;
+		l->gpus[i].ordinal = i;
+	}
+}
+
+static void on_retain(uv_work_t *w)
+{
+	struct gpu_linger_gpu *g = container_of(w, struct gpu_linger_gpu, work);
+
+	g->err = cu_primary_ctx_retain(g->ordinal);
+	if (g->err < 0)
+		log_warning_errno(g->err, "GPU %d: its context is not kept between regions: %s",
+				  g->ordinal, cu_last_error());
+}
+
+static void on_release(uv_work_t *w)
+{
+	struct gpu_linger_gpu *g = container_of(w, struct gpu_linger_gpu, work);
+
+	g->err = cu_primary_ctx_release(g->ordinal);
+	if (g->err < 0)
+		log_warning_errno(g->err, "GPU %d: releasing its kept context failed: %s",
+				  g->ordinal, cu_last_error());
+}
+
+static void step(struct gpu_linger_gpu *g);
+
+static void on_job_done(uv_work_t *w, int status)
+{
+	struct gpu_linger_gpu *g = container_of(w, struct gpu_linger_gpu, work);
+
+	(void)status; /* a job is never cancelled */
+	if (g->state == GPU_LINGER_RETAINING) {
+		g->retain_failed = g->err < 0;
+		g->state = g->err < 0 ? GPU_LINGER_NONE : GPU_LINGER_HELD;
+	} else {
+		/* A failed release leaves the driver's count as it was: the
+		 * context lives on, but nothing of ours holds it. */
+		log_debug("GPU %d: kept context released", g->ordinal);
+		g->state = GPU_LINGER_NONE;
+	}
+	step(g);
+}
+
+static void queue(struct gpu_linger_gpu *g, enum gpu_linger_state state, uv_work_cb work)
+{
+	g->state = state;
+	/* uv_queue_work() fails only without a work callback. */
+	(void)uv_queue_work(g->linger->loop, &g->work, work, on_job_done);
+}
+
+static void on_linger_over(uv_timer_t *t)
+{
+	struct gpu_linger_gpu *g = container_of(t, struct gpu_linger_gpu, timer);
+
+	if (g->state == GPU_LINGER_HELD && !g->in_use)
+		queue(g, GPU_LINGER_RELEASING, on_release);
+}
+
+/* What comes next for g, from its state, its use and the daemon's. */
+static void step(struct gpu_linger_gpu *g)
+{
+	struct gpu_linger *l = g->linger;
+
+	switch (g->state) {
+	case GPU_LINGER_NONE:
+		if (g->in_use && !g->retain_failed && !l->stopped && l->linger_ms)
+			queue(g, GPU_LINGER_RETAINING, on_retain);
+		break;
+	case GPU_LINGER_HELD:
+		if (l->stopped) {
+			queue(g, GPU_LINGER_RELEASING, on_release);
+			break;
+		}
+		if (!g->timer_open) {
+			uv_timer_init(l->loop, &g->timer);
+			g->timer_open = true;
+		}
+		if (g->in_use)
+			uv_timer_stop(&g->timer);
+		else if (!uv_is_active((uv_handle_t *)&g->timer))
+			uv_timer_start(&g->timer, on_linger_over, l->linger_ms, 0);
+		break;
+	case GPU_LINGER_RETAINING:
+	case GPU_LINGER_RELEASING:
+		break; /* on_job_done() steps again */
+	}
+}
+
+void gpu_linger_in_use(struct gpu_linger *l, int ordinal, bool in_use)
+{
+	struct gpu_linger_gpu *g;
+
+	if (ordinal < 0 || ordinal >= GPU_LIST_MAX)
+		return;
+	g = &l->gpus[ordinal];
+	if (in_use && !g->in_use)
+		g->retain_failed = false;
+	g->in_use = in_use;
+	step(g);
+}
+
+void gpu_linger_stop(struct gpu_linger *l)
+{
+	if (l->stopped)
+		return;
+	l->stopped = true;
+	for (int i = 0; i < GPU_LIST_MAX; i++) {
+		struct gpu_linger_gpu *g = &l->gpus[i];
+
+		if (g->timer_open) {
+			core_close_handle((uv_handle_t *)&g->timer);
+			g->timer_open = false;
+		}
+		step(g);
+	}
+}
+
+bool gpu_linger_held(const struct gpu_linger *l, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= GPU_LIST_MAX)
+		return false;
+	return l->gpus[ordinal].state == GPU_LINGER_HELD ||
+	       l->gpus[ordinal].state == GPU_LINGER_RELEASING;
+}
