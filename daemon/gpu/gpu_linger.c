@@ -15,24 +15,19 @@ void gpu_linger_init(struct gpu_linger *l, uv_loop_t *loop, unsigned linger_ms)
 	}
 }
 
-static void on_retain(uv_work_t *w)
+/* Pool: the retain or the release g's state says is in flight (set on the
+ * loop before the job was queued, not changed until it reports back). */
+static void on_job(uv_work_t *w)
 {
 	struct gpu_linger_gpu *g = container_of(w, struct gpu_linger_gpu, work);
+	bool retain = g->state == GPU_LINGER_RETAINING;
 
-	g->err = cu_primary_ctx_retain(g->ordinal);
+	g->err = retain ? cu_primary_ctx_retain(g->ordinal) : cu_primary_ctx_release(g->ordinal);
 	if (g->err < 0)
-		log_warning_errno(g->err, "GPU %d: its context is not kept between regions: %s",
-				  g->ordinal, cu_last_error());
-}
-
-static void on_release(uv_work_t *w)
-{
-	struct gpu_linger_gpu *g = container_of(w, struct gpu_linger_gpu, work);
-
-	g->err = cu_primary_ctx_release(g->ordinal);
-	if (g->err < 0)
-		log_warning_errno(g->err, "GPU %d: releasing its kept context failed: %s",
-				  g->ordinal, cu_last_error());
+		log_warning_errno(g->err, "GPU %d: %s: %s", g->ordinal,
+				  retain ? "its context is not kept between regions" :
+					   "releasing its kept context failed",
+				  cu_last_error());
 }
 
 static void step(struct gpu_linger_gpu *g);
@@ -45,20 +40,23 @@ static void on_job_done(uv_work_t *w, int status)
 	if (g->state == GPU_LINGER_RETAINING) {
 		g->retain_failed = g->err < 0;
 		g->state = g->err < 0 ? GPU_LINGER_NONE : GPU_LINGER_HELD;
+	} else if (g->err < 0 && !g->linger->stopped) {
+		/* The retain is still ours: tried again after the next linger. */
+		g->state = GPU_LINGER_HELD;
 	} else {
-		/* A failed release leaves the driver's count as it was: the
-		 * context lives on, but nothing of ours holds it. */
-		log_debug("GPU %d: kept context released", g->ordinal);
+		/* Released, or given up on at shutdown. */
+		if (g->err == 0)
+			log_debug("GPU %d: kept context released", g->ordinal);
 		g->state = GPU_LINGER_NONE;
 	}
 	step(g);
 }
 
-static void queue(struct gpu_linger_gpu *g, enum gpu_linger_state state, uv_work_cb work)
+static void queue(struct gpu_linger_gpu *g, enum gpu_linger_state state)
 {
 	g->state = state;
 	/* uv_queue_work() fails only without a work callback. */
-	(void)uv_queue_work(g->linger->loop, &g->work, work, on_job_done);
+	(void)uv_queue_work(g->linger->loop, &g->work, on_job, on_job_done);
 }
 
 static void on_linger_over(uv_timer_t *t)
@@ -66,7 +64,7 @@ static void on_linger_over(uv_timer_t *t)
 	struct gpu_linger_gpu *g = container_of(t, struct gpu_linger_gpu, timer);
 
 	if (g->state == GPU_LINGER_HELD && !g->in_use)
-		queue(g, GPU_LINGER_RELEASING, on_release);
+		queue(g, GPU_LINGER_RELEASING);
 }
 
 /* What comes next for g, from its state, its use and the daemon's. */
@@ -77,11 +75,11 @@ static void step(struct gpu_linger_gpu *g)
 	switch (g->state) {
 	case GPU_LINGER_NONE:
 		if (g->in_use && !g->retain_failed && !l->stopped && l->linger_ms)
-			queue(g, GPU_LINGER_RETAINING, on_retain);
+			queue(g, GPU_LINGER_RETAINING);
 		break;
 	case GPU_LINGER_HELD:
 		if (l->stopped) {
-			queue(g, GPU_LINGER_RELEASING, on_release);
+			queue(g, GPU_LINGER_RELEASING);
 			break;
 		}
 		if (!g->timer_open) {
