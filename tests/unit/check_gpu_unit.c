@@ -52,7 +52,8 @@
 static struct {
 	pthread_mutex_t lock;
 	char text[2048];
-	bool fail_dmabuf; /* cuMemGetHandleForAddressRange refuses */
+	bool fail_dmabuf;  /* cuMemGetHandleForAddressRange refuses */
+	int fail_releases; /* cuDevicePrimaryCtxRelease refuses this many more */
 	int n_ipc_open, n_ipc_close;
 	/* cuMemcpyHtoD waits while hold is set; in_htod counts who waits */
 	pthread_cond_t cond;
@@ -159,6 +160,17 @@ static CUresult CUDAAPI l_mem_release(CUmemGenericAllocationHandle h)
 	return fake.cuMemRelease(h);
 }
 
+static CUresult CUDAAPI l_ctx_release(CUdevice d)
+{
+	bool fail;
+
+	pthread_mutex_lock(&drv.lock);
+	fail = drv.fail_releases > 0;
+	drv.fail_releases -= fail;
+	pthread_mutex_unlock(&drv.lock);
+	return fail ? CUDA_ERROR_INVALID_CONTEXT : fake.cuDevicePrimaryCtxRelease(d);
+}
+
 static CUresult CUDAAPI l_dmabuf(void *handle, CUdeviceptr p, size_t size,
 				 CUmemRangeHandleType type, unsigned long long flags)
 {
@@ -204,6 +216,7 @@ static void setup(void)
 {
 	memset(&drv.text, 0, sizeof(drv.text));
 	drv.fail_dmabuf = false;
+	drv.fail_releases = 0;
 	drv.n_ipc_open = drv.n_ipc_close = 0;
 	drv.hold = false;
 	drv.in_htod = 0;
@@ -221,6 +234,7 @@ static void setup(void)
 	logged.cuMemAddressFree = l_address_free;
 	logged.cuMemRelease = l_mem_release;
 	logged.cuMemGetHandleForAddressRange = l_dmabuf;
+	logged.cuDevicePrimaryCtxRelease = l_ctx_release;
 	ck_assert_int_eq(cu_set_ops(&logged), 0);
 	mem_fixture_init(&f);
 	gpu_ctx_init(&gpu, &f.loop, &f.regions, 0);
@@ -1129,6 +1143,32 @@ START_TEST(test_context_kept)
 }
 END_TEST
 
+/* A kept context whose release fails stays the daemon's, and its release is
+ * tried again after the next linger: nothing of the driver's is lost. */
+START_TEST(test_context_release_fails)
+{
+	struct region *r;
+
+	gpu_ctx_init(&gpu, &f.loop, &f.regions, 500);
+	r = import_vmm(GRAN, 0);
+	run_until_kept(1, true);
+	/* The region's own release first; then the kept one's fails. */
+	drop_and_wait(r);
+	pthread_mutex_lock(&drv.lock);
+	drv.fail_releases = 1;
+	pthread_mutex_unlock(&drv.lock);
+	/* The first linger ends in a failed release, the second releases. */
+	run_until_kept(1, false);
+	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
+	pthread_mutex_lock(&drv.lock);
+	ck_assert_int_eq(drv.fail_releases, 0);
+	pthread_mutex_unlock(&drv.lock);
+	/* The linger's timer closes. */
+	gpu_ctx_stop(&gpu);
+	uv_run(&f.loop, UV_RUN_NOWAIT);
+}
+END_TEST
+
 /* The same with no linger: nothing of the daemon's own is retained. */
 START_TEST(test_context_not_kept)
 {
@@ -1382,6 +1422,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_list_two_gpus);
 	tcase_add_test(tc, test_list_two_gpus_staged);
 	tcase_add_test(tc, test_context_kept);
+	tcase_add_test(tc, test_context_release_fails);
 	tcase_add_test(tc, test_context_not_kept);
 	tcase_add_test(tc, test_keep_restore);
 	tcase_add_test(tc, test_keep_restore_cancelled);
