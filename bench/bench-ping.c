@@ -5,11 +5,15 @@
  * call and its reply), measured in the same run, with the same CPU placement.
  *
  * Rows: anchor (raw client, raw server), rdmamemd with a raw client (the
- * daemon's own cost), rdmamemd through librdmamem (what applications get).
+ * daemon's own cost), the raw client waiting in poll() as librdmamem does,
+ * rdmamemd through librdmamem (what applications get).
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "benchlib.h"
@@ -20,6 +24,31 @@ static const char ping_reply[] = "{\"parameters\":{}}";
 static int raw_ping(struct bench_worker *w)
 {
 	return bench_raw_round_trip(w->fd, ping_call, sizeof(ping_call), sizeof(ping_reply));
+}
+
+/* The raw client waiting as librdmamem does: poll() with a timeout, then a
+ * read, then a read that finds nothing. Tells the library's wait from the
+ * rest of its call. */
+static int raw_poll_ping(struct bench_worker *w)
+{
+	struct pollfd pfd = { .fd = w->fd, .events = POLLIN };
+	char buf[sizeof(ping_reply)];
+	size_t got = 0;
+
+	if (write(w->fd, ping_call, sizeof(ping_call)) != (ssize_t)sizeof(ping_call))
+		return -EIO;
+	while (got < sizeof(ping_reply)) {
+		ssize_t r;
+
+		if (poll(&pfd, 1, 30000) != 1)
+			return -EIO;
+		r = recv(w->fd, buf, sizeof(buf) - got, MSG_DONTWAIT);
+		if (r <= 0)
+			return -EIO;
+		got += (size_t)r;
+	}
+	/* The library reads until the socket is empty. */
+	return recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT) < 0 && errno == EAGAIN ? 0 : -EIO;
 }
 
 static int lib_ping(struct bench_worker *w)
@@ -63,6 +92,9 @@ int main(int argc, char **argv)
 			const struct bench_op raw_daemon = { .path = daemon_path,
 							     .raw = 1,
 							     .run = raw_ping };
+			const struct bench_op poll_daemon = { .path = daemon_path,
+							      .raw = 1,
+							      .run = raw_poll_ping };
 			const struct bench_op lib_daemon = { .path = daemon_path, .run = lib_ping };
 			int n = client_counts[k];
 			struct bench_result a, r;
@@ -73,6 +105,8 @@ int main(int argc, char **argv)
 			bench_row(group, "anchor: raw socket", &a, NULL);
 			r = bench_measure(&raw_daemon, n, cpu, args.seconds);
 			bench_row(group, "rdmamemd Ping, raw client", &r, &a);
+			r = bench_measure(&poll_daemon, n, cpu, args.seconds);
+			bench_row(group, "rdmamemd Ping, raw, poll() first", &r, &a);
 			r = bench_measure(&lib_daemon, n, cpu, args.seconds);
 			bench_row(group, "rdmamemd Ping, librdmamem", &r, &a);
 		}
