@@ -394,6 +394,8 @@ fail:
 	devices_stop(&d->rdma);
 	core_close_handle((uv_handle_t *)&d->signal_poll);
 	region_registry_stop(&d->regions);
+	/* Restored GPU regions may have had their context kept already. */
+	gpu_ctx_stop(&d->gpu);
 	uv_run(d->core.loop, UV_RUN_DEFAULT);
 	daemon_free(d);
 	return r;
