@@ -52,11 +52,10 @@ static void job_clock_log(const char *what, const struct gpu_job_clock *c)
 static void counted_revoke(struct region_hook *h)
 {
 	struct region *r = h->region;
-
 	struct gpu_ctx *g = gpu_region_of(r)->gpu;
 
 	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX && --g->regions_on[r->gpu] == 0)
-		gpu_linger_in_use(&g->linger, r->gpu, false);
+		gpu_linger_count_changed(&g->linger, r->gpu);
 }
 
 /* Embedded in the region: nothing to free. */
@@ -78,7 +77,7 @@ static void gpu_region_count(struct region *r)
 	struct gpu_ctx *g = gpu_region_of(r)->gpu;
 
 	if (r->gpu >= 0 && r->gpu < GPU_LIST_MAX && g->regions_on[r->gpu]++ == 0)
-		gpu_linger_in_use(&g->linger, r->gpu, true);
+		gpu_linger_count_changed(&g->linger, r->gpu);
 	region_hook_get(r, &counted_ops, counted_make, NULL);
 }
 
@@ -87,7 +86,7 @@ void gpu_ctx_init(struct gpu_ctx *g, uv_loop_t *loop, struct region_registry *re
 {
 	*g = (struct gpu_ctx){ .loop = loop, .regions = regions };
 	list_init(&g->ipcs);
-	gpu_linger_init(&g->linger, loop, linger_ms);
+	gpu_linger_init(&g->linger, loop, g->regions_on, linger_ms);
 }
 
 void gpu_ctx_stop(struct gpu_ctx *g)

@@ -6,9 +6,10 @@
 #include "daemon/gpu/gpu_linger.h"
 #include "util/macro.h"
 
-void gpu_linger_init(struct gpu_linger *l, uv_loop_t *loop, unsigned linger_ms)
+void gpu_linger_init(struct gpu_linger *l, uv_loop_t *loop, const unsigned *regions_on,
+		     unsigned linger_ms)
 {
-	*l = (struct gpu_linger){ .loop = loop, .linger_ms = linger_ms };
+	*l = (struct gpu_linger){ .loop = loop, .regions_on = regions_on, .linger_ms = linger_ms };
 	for (int i = 0; i < GPU_LIST_MAX; i++) {
 		l->gpus[i].linger = l;
 		l->gpus[i].ordinal = i;
@@ -31,6 +32,12 @@ static void on_job(uv_work_t *w)
 }
 
 static void step(struct gpu_linger_gpu *g);
+
+/* Whether g's GPU has a region. */
+static bool in_use(const struct gpu_linger_gpu *g)
+{
+	return g->linger->regions_on[g->ordinal] > 0;
+}
 
 static void on_job_done(uv_work_t *w, int status)
 {
@@ -63,7 +70,7 @@ static void on_linger_over(uv_timer_t *t)
 {
 	struct gpu_linger_gpu *g = container_of(t, struct gpu_linger_gpu, timer);
 
-	if (g->state == GPU_LINGER_HELD && !g->in_use)
+	if (g->state == GPU_LINGER_HELD && !in_use(g))
 		queue(g, GPU_LINGER_RELEASING);
 }
 
@@ -74,7 +81,7 @@ static void step(struct gpu_linger_gpu *g)
 
 	switch (g->state) {
 	case GPU_LINGER_NONE:
-		if (g->in_use && !g->retain_failed && !l->stopped && l->linger_ms)
+		if (in_use(g) && !g->retain_failed && !l->stopped && l->linger_ms)
 			queue(g, GPU_LINGER_RETAINING);
 		break;
 	case GPU_LINGER_HELD:
@@ -86,7 +93,7 @@ static void step(struct gpu_linger_gpu *g)
 			uv_timer_init(l->loop, &g->timer);
 			g->timer_open = true;
 		}
-		if (g->in_use)
+		if (in_use(g))
 			uv_timer_stop(&g->timer);
 		else if (!uv_is_active((uv_handle_t *)&g->timer))
 			uv_timer_start(&g->timer, on_linger_over, l->linger_ms, 0);
@@ -97,16 +104,16 @@ static void step(struct gpu_linger_gpu *g)
 	}
 }
 
-void gpu_linger_in_use(struct gpu_linger *l, int ordinal, bool in_use)
+void gpu_linger_count_changed(struct gpu_linger *l, int ordinal)
 {
 	struct gpu_linger_gpu *g;
 
 	if (ordinal < 0 || ordinal >= GPU_LIST_MAX)
 		return;
 	g = &l->gpus[ordinal];
-	if (in_use && !g->in_use)
+	/* Called on 0 <-> 1 only: a region now is the GPU's first. */
+	if (in_use(g))
 		g->retain_failed = false;
-	g->in_use = in_use;
 	step(g);
 }
 

@@ -39,7 +39,6 @@ struct gpu_linger_gpu {
 	struct gpu_linger *linger;
 	int ordinal;
 	enum gpu_linger_state state;
-	bool in_use;        /* the GPU has a region */
 	bool retain_failed; /* not tried again until the GPU next gets a region */
 	bool timer_open;    /* timer initialised and not closed */
 	int err;            /* the pool job's result */
@@ -49,15 +48,18 @@ struct gpu_linger_gpu {
 
 struct gpu_linger {
 	uv_loop_t *loop;
-	unsigned linger_ms; /* 0: no retain of ours */
+	const unsigned *regions_on; /* live regions by GPU ordinal: gpu_ctx's count */
+	unsigned linger_ms;         /* 0: no retain of ours */
 	bool stopped;
 	struct gpu_linger_gpu gpus[GPU_LIST_MAX];
 };
 
-void gpu_linger_init(struct gpu_linger *l, uv_loop_t *loop, unsigned linger_ms);
+/* regions_on: the GPU_LIST_MAX region counts the caller keeps, by ordinal. */
+void gpu_linger_init(struct gpu_linger *l, uv_loop_t *loop, const unsigned *regions_on,
+		     unsigned linger_ms);
 
-/* GPU ordinal has a region now (its first), or has none any more. */
-void gpu_linger_in_use(struct gpu_linger *l, int ordinal, bool in_use);
+/* GPU ordinal's count went from 0 to 1 (its first region), or to 0. */
+void gpu_linger_count_changed(struct gpu_linger *l, int ordinal);
 
 /* Shutdown: the timers close and every retain of ours is given back on the
  * pool; the loop ends once those jobs reported back. */
