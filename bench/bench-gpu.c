@@ -582,6 +582,19 @@ static double wake_us(unsigned pause_us)
 	return median(t, WAKE_ROUNDS);
 }
 
+/* A Register of the 2 MiB VMM allocation vfd through c, timed: its id in
+ * *id, microseconds returned; a refusal ends the benchmark. */
+static double vmm_register_us(struct rdmamem_client *c, int vfd, uint64_t *id)
+{
+	uint64_t t0 = bench_now_ns();
+
+	if (rdmamem_register_cuda_vmm(c, vfd, 2 << 20, 0, 0, id) < 0) {
+		fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
+		exit(1);
+	}
+	return (bench_now_ns() - t0) / 1e3;
+}
+
 /*
  * What the daemon's kept context saves: a second daemon that keeps none
  * (--gpu-context-linger-sec=0) and has no other import creates the GPU's
@@ -602,13 +615,9 @@ static void vmm_unkept_row(int vfd, double bare)
 	if (rdmamem_client_connect(path, &c2) < 0)
 		exit(1);
 	for (int i = 0; i < UNKEPT_ROUNDS; i++) {
-		uint64_t t0 = bench_now_ns(), id;
+		uint64_t id;
 
-		if (rdmamem_register_cuda_vmm(c2, vfd, 2 << 20, 0, 0, &id) < 0) {
-			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c2));
-			exit(1);
-		}
-		t[i] = (bench_now_ns() - t0) / 1e3;
+		t[i] = vmm_register_us(c2, vfd, &id);
 		rdmamem_unregister(c2, id);
 		/* Its release (destroying the context) runs on the daemon's pool. */
 		usleep(200000);
@@ -634,26 +643,15 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 
 	vmm_bare_rounds(vfd, false, bare, PAUSE_NONE);
 	for (int i = 0; i < ROUNDS; i++) {
-		uint64_t t0 = bench_now_ns(), id;
+		uint64_t id;
 
-		if (rdmamem_register_cuda_vmm(c, vfd, 2 << 20, 0, 0, &id) < 0) {
-			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
-			exit(1);
-		}
-		daemon[i] = (bench_now_ns() - t0) / 1e3;
+		daemon[i] = vmm_register_us(c, vfd, &id);
 		rdmamem_unregister(c, id);
 	}
 	/* The same imports with no release of the previous one running beside
 	 * them in the daemon, as the bare loop has none in its timed part. */
-	for (int i = 0; i < ROUNDS; i++) {
-		uint64_t t0 = bench_now_ns();
-
-		if (rdmamem_register_cuda_vmm(c, vfd, 2 << 20, 0, 0, &held[i]) < 0) {
-			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
-			exit(1);
-		}
-		held_us[i] = (bench_now_ns() - t0) / 1e3;
-	}
+	for (int i = 0; i < ROUNDS; i++)
+		held_us[i] = vmm_register_us(c, vfd, &held[i]);
 	for (int i = 0; i < ROUNDS; i++)
 		rdmamem_unregister(c, held[i]);
 	printf("\n== Import latency (median of %d, microseconds), with another import keeping "
