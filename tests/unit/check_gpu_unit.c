@@ -405,6 +405,15 @@ static void attach_test_hook(struct region *r)
 	ck_assert_ptr_eq(region_hook_get(r, &test_hook_ops, test_hook_make, NULL), &test_hook);
 }
 
+/* r's owner lets go; returns once r's release has run to its end. */
+static void drop_and_wait(struct region *r)
+{
+	attach_test_hook(r);
+	region_drop_owner(r);
+	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	ck_assert(test_hook_finished);
+}
+
 /* A host region's memory release, logged: the memfd kind's ops with its
  * release wrapped (the kind is static to region_memfd.c). */
 static struct region_mem_ops logged_memfd;
@@ -933,10 +942,7 @@ START_TEST(test_ipc_shared_open_closed_with_last)
 	ck_assert_int_eq(drv.n_ipc_open, 1);
 	ck_assert_uint_eq(gpu_regions_on(&gpu, 1), 2);
 
-	attach_test_hook(a);
-	region_drop_owner(a);
-	mem_fixture_run_until(&f, &test_hook_finished, 5000);
-	ck_assert(test_hook_finished);
+	drop_and_wait(a);
 	/* Let anything queued run: nothing may close the open. */
 	for (int i = 0; i < 50; i++) {
 		uv_run(&f.loop, UV_RUN_NOWAIT);
@@ -1039,15 +1045,11 @@ START_TEST(test_list_two_gpus)
 		ck_assert_uint_eq(pi->copies_staged, 0);
 	}
 
-	attach_test_hook(a);
-	region_drop_owner(a);
-	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	drop_and_wait(a);
 	list_gpus(&l);
 	ck_assert_uint_eq(l.res.refs[0], 0);
 	ck_assert_uint_eq(l.res.refs[1], 1);
-	attach_test_hook(b);
-	region_drop_owner(b);
-	mem_fixture_run_until(&f, &test_hook_finished, 5000);
+	drop_and_wait(b);
 	list_gpus(&l);
 	ck_assert_uint_eq(l.res.refs[0], 0);
 	ck_assert_uint_eq(l.res.refs[1], 0);
@@ -1088,14 +1090,6 @@ static void run_until_kept(int ordinal, bool kept)
 		usleep(1000);
 	}
 	ck_assert_int_eq(gpu_linger_held(&gpu.linger, ordinal), kept);
-}
-
-static void drop_and_wait(struct region *r)
-{
-	attach_test_hook(r);
-	region_drop_owner(r);
-	mem_fixture_run_until(&f, &test_hook_finished, 5000);
-	ck_assert(test_hook_finished);
 }
 
 /*
