@@ -196,6 +196,37 @@ START_TEST(test_u64)
 }
 END_TEST
 
+/* json_add_int() writes the digits itself: every sign and both ends. */
+START_TEST(test_add_int)
+{
+	static const struct {
+		int64_t value;
+		const char *text;
+	} cases[] = {
+		{ 0, "0" },
+		{ 7, "7" },
+		{ -7, "-7" },
+		{ 1000, "1000" },
+		{ -1000, "-1000" },
+		{ INT64_MAX, "9223372036854775807" },
+		{ INT64_MIN, "-9223372036854775808" },
+	};
+	cJSON *n = cJSON_CreateObject();
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char name[8];
+		const cJSON *item;
+
+		snprintf(name, sizeof(name), "v%zu", i);
+		ck_assert_int_eq(json_add_int(n, name, cases[i].value), 0);
+		item = cJSON_GetObjectItem(n, name);
+		ck_assert(cJSON_IsRaw(item));
+		ck_assert_str_eq(item->valuestring, cases[i].text);
+	}
+	cJSON_Delete(n);
+}
+END_TEST
+
 struct sample {
 	uint64_t size;
 	uint32_t index;
@@ -359,6 +390,7 @@ Suite *json_suite(void)
 
 	tcase_add_loop_test(tc, test_parse_table, 0, ELEMENTSOF(parse_cases));
 	tcase_add_test(tc, test_u64);
+	tcase_add_test(tc, test_add_int);
 	tcase_add_test(tc, test_dispatch);
 	tcase_add_test(tc, test_read_matches_cjson);
 	suite_add_tcase(s, tc);
