@@ -302,10 +302,16 @@ static bool conn_busy(const struct conn *c)
 	return c->call || c->parse;
 }
 
+/* Whether the connection could take input but for a call in progress. */
+static bool conn_may_read(const struct conn *c)
+{
+	return !c->draining && !c->close_after_flush && !c->input_eof && !conn_output_full(c) &&
+	       !conn_held_back(c);
+}
+
 static bool conn_wants_input(const struct conn *c)
 {
-	return !conn_busy(c) && !c->draining && !c->close_after_flush && !c->input_eof &&
-	       !conn_output_full(c) && !conn_held_back(c);
+	return !conn_busy(c) && conn_may_read(c);
 }
 
 static void conn_flush(struct conn *c)
@@ -338,9 +344,21 @@ static void conn_update_poll(struct conn *c)
 		events |= UV_READABLE;
 		/* Reading (again): a message left unfinished is timed from
 		 * now, not from before the daemon stopped reading. */
-		if (!(c->poll_events & UV_READABLE))
+		if (!c->reading)
 			c->in_since = uv_now(c->server->core->loop);
+		c->reading = true;
+	} else {
+		c->reading = false;
 	}
+	if (!conn_busy(c))
+		c->input_while_busy = false;
+	else if (conn_may_read(c) && !c->input_while_busy)
+		/* A call in progress stops reading, but the poll keeps
+		 * asking for input until some comes (on_poll()): a client
+		 * that waits for its answer sends none, and each change of
+		 * the poll costs two epoll_ctl() calls, four a call that
+		 * goes to the pool. */
+		events |= c->poll_events & UV_READABLE;
 	if (!c->close_after_flush && !c->input_eof && !conn_held_back(c))
 		events |= UV_DISCONNECT;
 	else if (conn_busy(c) || conn_held_back(c))
@@ -987,6 +1005,14 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		return;
 	}
 	if (events & UV_READABLE) {
+		if (!c->reading) {
+			/* Input while a call runs (the poll still asked for
+			 * it): stop asking until the call ends. A hang-up
+			 * comes again without it, level-triggered. */
+			c->input_while_busy = true;
+			conn_update_poll(c);
+			return;
+		}
 		conn_read(c);
 		return;
 	}
@@ -1084,6 +1110,7 @@ int conn_new(struct server *s, int fd, const struct ucred *cred, struct conn **r
 		return -EIO;
 	}
 	c->poll_events = UV_READABLE | UV_DISCONNECT;
+	c->reading = true;
 
 	list_add_tail(&c->link, &s->conns);
 	s->n_conns++;

@@ -40,6 +40,11 @@ struct conn {
 	int fd;
 	uv_poll_t poll;
 	int poll_events;
+	/* The daemon takes input (conn_wants_input() at the last poll
+	 * update). While a call runs it does not, but poll_events may still
+	 * ask for input until some came: input_while_busy. */
+	bool reading;
+	bool input_while_busy;
 	/* The client: who it is and what it holds (regions, leases, tokens,
 	 * queue pairs). Made at accept, closed by conn_close(), freed with
 	 * the connection (work still running may keep it a while longer). */

@@ -11,7 +11,8 @@
  *
  * Framing (split and pipelined calls), fds (with their message, refused,
  * amid a message), malformed and oversized messages, the peer's half-close
- * and hang-up, conn_close() and conn_drain() around a deferred call, output
+ * and hang-up, conn_close() and conn_drain() around a deferred call, the
+ * poll kept asking for input while a call is deferred, output
  * backpressure (the queue limit, the per-uid budget, the stall timeout),
  * refusal (conn_reject()), the input stall, and messages parsed on the pool.
  * Every case ends with the fds the process had before it.
@@ -589,6 +590,42 @@ START_TEST(test_pipelined_behind_deferred)
 END_TEST
 
 /*
+ * While a deferred call runs the connection reads nothing, but its poll
+ * keeps asking for input (no epoll_ctl() each way) until some comes; then
+ * it stops asking, and asks again once the call is answered.
+ */
+START_TEST(test_poll_kept_while_deferred)
+{
+	char buf[256];
+	size_t len = 0;
+
+	conn_open(0);
+	client_send_msg("{\"method\":\"" TEST_INTERFACE ".Defer\"}", NULL, 0);
+	wait_until(is_held, NULL, "the deferred call");
+	ck_assert(!f.conn->reading);
+	ck_assert(f.conn->poll_events & UV_READABLE);
+	ck_assert(!f.conn->input_while_busy);
+
+	append_ping(buf, sizeof(buf), &len, "behind");
+	client_send(buf, len, NULL, 0);
+	client_expect_quiet();
+	ck_assert(f.conn->input_while_busy);
+	ck_assert(!(f.conn->poll_events & UV_READABLE));
+	ck_assert(f.conn->poll_events & UV_DISCONNECT);
+	ck_assert_uint_eq(f.conn->n_calls, 1);
+
+	answer_held("deferred");
+	client_expect_pong("deferred");
+	client_expect_pong("behind");
+	client_expect_quiet();
+	ck_assert(f.conn->reading);
+	ck_assert(f.conn->poll_events & UV_READABLE);
+	ck_assert(!f.conn->input_while_busy);
+	ck_assert_uint_eq(f.conn->n_calls, 2);
+}
+END_TEST
+
+/*
  * A reply made away from the connection's own processing (a transfer's
  * progress, a notification on a stream: work that finishes on the loop)
  * leaves at once, not with the connection's next event: here the next
@@ -1111,6 +1148,7 @@ Suite *conn_suite(void)
 	tcase_add_test(tc, test_split_bytes);
 	tcase_add_test(tc, test_pipelined);
 	tcase_add_test(tc, test_pipelined_behind_deferred);
+	tcase_add_test(tc, test_poll_kept_while_deferred);
 	tcase_add_test(tc, test_pipelined_replies_after_reads);
 	tcase_add_test(tc, test_single_call_answered_at_once);
 	tcase_add_test(tc, test_reply_from_timer);
