@@ -597,6 +597,11 @@ int rdmamem__client_send(struct rdmamem_client *c)
 
 _public_ int rdmamem_client_process(struct rdmamem_client *c)
 {
+	return rdmamem__client_process_until(c, NULL);
+}
+
+int rdmamem__client_process_until(struct rdmamem_client *c, const bool *done)
+{
 	int progress = 0, r;
 
 	if (!c)
@@ -619,6 +624,8 @@ _public_ int rdmamem_client_process(struct rdmamem_client *c)
 		if (q == 0)
 			break;
 		progress = 1;
+		if (done && *done)
+			break;
 	}
 	if (r < 0 && !c->dead)
 		return rdmamem__client_fail(c, r);

@@ -114,6 +114,12 @@ int rdmamem__call_start(struct rdmamem_client *c, const char *method, const cJSO
  * what a closed socket's peer said last). */
 int rdmamem__client_send(struct rdmamem_client *c);
 
+/* rdmamem_client_process(), reading no further once *done (when not NULL)
+ * is true: a blocking call that has its answer leaves the rest for later,
+ * rather than paying a read that finds nothing. The socket stays readable
+ * for whatever is left. */
+int rdmamem__client_process_until(struct rdmamem_client *c, const bool *done);
+
 /* Ends the connection with error r (each pending call's callback sees it
  * once); later calls return -ENOTCONN. Returns r, EPIPE as ECONNRESET. */
 int rdmamem__client_fail(struct rdmamem_client *c, int r);

@@ -300,7 +300,7 @@ int rdmamem__call_more(struct rdmamem_client *c, const char *method, const cJSON
 			rdmamem__client_fail(c, r);
 			break;
 		}
-		r = rdmamem_client_process(c);
+		r = rdmamem__client_process_until(c, &b.done);
 	}
 	/* The connection died before or with this call: say so as a broken
 	 * connection always has, in the client's error. */
