@@ -79,6 +79,11 @@ static const struct config_key keys[] = {
 	  .offset = F(bandwidth_probe_size), .max = 1ULL << 30,
 	  .help = "buffer size of the host memory bandwidth measurement at start (default 64M; "
 		  "0: not measured)" },
+	{ .section = "daemon", .key = "loop-work-usec", .type = CFG_UINT,
+	  .offset = F(loop_work_usec), .reloadable = true, .max = 1000,
+	  .help = "a copy expected to take at most this many microseconds runs on the event loop "
+		  "itself; longer ones go to a pool thread, whose wake-ups cost about as much on "
+		  "a GPU host (default 40; 0: every copy to the pool)" },
 	{ .section = "daemon", .key = "reclaim-grace-sec", .type = CFG_UINT,
 	  .offset = F(reclaim_grace_sec), .max = 86400,
 	  .help = "under systemd, regions outlive a restart in its fd store and wait this many "
@@ -255,6 +260,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.bandwidth_probe_size = 64ULL << 20,
 		.reclaim_grace_sec = 120,
 		.gpu_context_linger_sec = 30,
+		.loop_work_usec = 40,
 	};
 }
 

@@ -61,6 +61,7 @@ struct daemon_config {
 	uint64_t bandwidth_probe_size;   /* each buffer of the host memcpy measurement; 0: none */
 	unsigned reclaim_grace_sec;      /* kept regions wait this long for Reclaim; 0: none kept */
 	unsigned gpu_context_linger_sec; /* a GPU's context kept after its last region; 0: not */
+	unsigned loop_work_usec;         /* a copy expected to take this long runs on the loop */
 };
 
 /* The built-in defaults: the daemon runs with no configuration file. */

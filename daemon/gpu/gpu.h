@@ -4,7 +4,7 @@
  * allocation exported as a POSIX fd, or a legacy 64-byte IPC handle. Every
  * CUDA call runs on the thread pool but one: a Copy between GPU memory and
  * a page-locked host region that is expected to take at most
- * XFER_INLINE_USEC while no other driver work of the daemon runs
+ * loop-work-usec while no other driver work of the daemon runs
  * (gpu_region.c, gpu_copy_usec()) runs on the loop. The driver is loaded (and cuInit
  * called) when the first GPU import arrives, not before. A legacy handle is
  * opened once and the open shared by every region over that allocation,

@@ -753,14 +753,15 @@ static void *htod_on_thread(void *p)
 
 /*
  * A Copy between GPU memory and a host region runs on the loop when the
- * kind expects it to take at most XFER_INLINE_USEC at the rates the
+ * kind expects it to take at most loop-work-usec at the rates the
  * device's first import measured: only once the host region is
  * page-locked (the first copy locks it, on the pool), never while other
  * driver work of the daemon runs (it would queue behind it), never when it
- * is long.
+ * is long, never with loop-work-usec 0.
  */
 START_TEST(test_copy_on_loop)
 {
+	const unsigned bound = f.core.cfg.loop_work_usec;
 	struct region *v = import_vmm(GRAN, 0), *host = mem_fixture_import(&f, 8192);
 	struct region_span vs = { .region = v }, hs = { .region = host };
 	unsigned char *h = host->addr;
@@ -785,13 +786,13 @@ START_TEST(test_copy_on_loop)
 	usec = v->mem->copy_usec(&vs, &hs, 64);
 	ck_assert_uint_eq(usec, bw.htod_small_ns / 1000 + 64 / (bw.htod / 1000000));
 	ck_assert_uint_eq(v->mem->copy_usec(&hs, &vs, 64), usec);
-	ck_assert_uint_gt(v->mem->copy_usec(&vs, &hs, 1ULL << 40), XFER_INLINE_USEC);
+	ck_assert_uint_gt(v->mem->copy_usec(&vs, &hs, 1ULL << 40), bound);
 	/* Never the daemon's buffers, never GPU to GPU. */
 	ck_assert_uint_eq(v->mem->copy_usec(&vs, &(struct region_span){ .buf = h }, 64),
 			  UINT64_MAX);
 	ck_assert_uint_eq(v->mem->copy_usec(&vs, &(struct region_span){ .region = v }, 64),
 			  UINT64_MAX);
-	if (usec > XFER_INLINE_USEC) {
+	if (usec > bound) {
 		/* A slow run (valgrind, sanitizers) measured the fake slow. */
 		ck_assert(!test_timing_is_real(&why));
 		printf("test_copy_on_loop: the fake's rates predict %" PRIu64
@@ -806,6 +807,12 @@ START_TEST(test_copy_on_loop)
 		ck_assert(start_copy(host, 6000, v, 100, 64));
 		ck_assert_mem_eq(h + 6000, h + 4000, 64);
 		ck_assert_str_eq(drv.text, "HtoD DtoH");
+		/* An administrator's 0 sends even these to the pool. */
+		f.core.cfg.loop_work_usec = 0;
+		ck_assert(!start_copy(v, 100, host, 5000, 64));
+		wait_copy();
+		ck_assert_mem_eq(dev_bytes(v, 100), h + 5000, 64);
+		f.core.cfg.loop_work_usec = bound;
 	}
 
 	/* Another driver call running (a copy on another thread, held in
@@ -832,7 +839,7 @@ START_TEST(test_copy_on_loop)
 
 	/* Longer than the bound at the measured rate: the pool. */
 	{
-		uint64_t n = ((XFER_INLINE_USEC + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
+		uint64_t n = ((bound + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
 		struct region *big = mem_fixture_import(&f, n);
 		struct region *bv = import_vmm((n + GRAN - 1) / GRAN * GRAN, 0);
 
@@ -842,7 +849,7 @@ START_TEST(test_copy_on_loop)
 		/* Locked now: still too long for the loop. */
 		ck_assert_uint_gt(bv->mem->copy_usec(&(struct region_span){ .region = bv },
 						     &(struct region_span){ .region = big }, n),
-				  XFER_INLINE_USEC);
+				  bound);
 		ck_assert(!start_copy(bv, 0, big, 0, n));
 		wait_copy();
 		ck_assert_mem_eq(dev_bytes(bv, n - 64), (unsigned char *)big->addr + n - 64, 64);

@@ -128,7 +128,7 @@ START_TEST(test_write_large_on_pool)
 	char *text = malloc(base64_encoded_len(n) + 1);
 	struct xfer *x = new_xfer(f.owner, XFER_WRITE, -1);
 
-	ck_assert_uint_gt(n, (size_t)XFER_INLINE_RATE_MIN * XFER_INLINE_USEC);
+	ck_assert_uint_gt(n, (size_t)XFER_INLINE_RATE_MIN * f.core.cfg.loop_work_usec);
 	ck_assert_ptr_nonnull(data);
 	ck_assert_ptr_nonnull(text);
 	for (size_t i = 0; i < n; i++)
