@@ -179,36 +179,52 @@ static void daemon_copy_rates(struct rdmamem_client *c, uint64_t h, uint64_t v, 
 		}
 }
 
+/* A second daemon beside the benchmark's, started with extra options, on a
+ * socket of its own (name); its pid, and a client of it in *ret. */
+static pid_t second_daemon(const char *name, const char *const *extra, struct rdmamem_client **ret)
+{
+	char path[160];
+	pid_t d;
+
+	snprintf(path, sizeof(path), "%s/%s.sock", bench_dir(), name);
+	d = bench_daemon_start(args.daemon, path, -1, extra);
+	if (rdmamem_client_connect(path, ret) < 0)
+		exit(1);
+	return d;
+}
+
 /*
- * The sizes around loop-work-usec through a second daemon that runs no copy
+ * Rows first .. first + LOOP_BOUND_ROWS - 1 of the Copy table (the sizes
+ * around loop-work-usec) again, through a second daemon that runs no copy
  * over 20 us on its loop (the bound before it became a setting of 40 us):
  * what the loop saves against the pool's round trip, in the same run.
  */
-static void loop_bound_rows(int hfd, int vfd, const double (*pinned)[6], const double (*dmn)[6])
+#define LOOP_BOUND_ROWS 2
+
+static void loop_bound_rows(int hfd, int vfd, const size_t *sizes, size_t n, size_t first,
+			    double (*pinned)[n], double (*dmn)[n])
 {
-	static const size_t sizes[] = { 65536, 1 << 20 };
 	static const char *const bound20[] = { "--loop-work-usec=20", "--max-pinned-bytes-per-uid",
 					       "17179869184", NULL };
-	double rates[2][2];
+	double rates[2][LOOP_BOUND_ROWS];
 	struct rdmamem_client *c2 = NULL;
-	char path[160], label[24];
+	char label[24];
 	uint64_t h, v;
-	pid_t d2;
+	pid_t d2 = second_daemon("bound20", bound20, &c2);
 
-	snprintf(path, sizeof(path), "%s/bound20.sock", bench_dir());
-	d2 = bench_daemon_start(args.daemon, path, -1, bound20);
-	if (rdmamem_client_connect(path, &c2) < 0)
-		exit(1);
 	register_both(c2, hfd, vfd, &h, &v);
-	daemon_copy_rates(c2, h, v, sizes, 2, rates);
+	daemon_copy_rates(c2, h, v, sizes + first, LOOP_BOUND_ROWS, rates);
 	printf("\nthe same rows through a second daemon with --loop-work-usec=20 (default 40): "
 	       "GB/s, of bare pinned, and the default daemon's above\n");
 	for (int d = 0; d < 2; d++)
-		for (size_t i = 0; i < 2; i++)
+		for (size_t i = 0; i < LOOP_BOUND_ROWS; i++) {
+			size_t row = first + i;
+
 			printf("%-6s %10s %44.2f %9.1f %10.2f   (default daemon %.2f)\n",
-			       d == 0 ? "HtoD" : "DtoH", bench_size_label(sizes[i], label),
-			       rates[d][i], sizes[i] / rates[d][i] / 1e3,
-			       rates[d][i] / pinned[d][i + 1], dmn[d][i + 1] / pinned[d][i + 1]);
+			       d == 0 ? "HtoD" : "DtoH", bench_size_label(sizes[row], label),
+			       rates[d][i], sizes[row] / rates[d][i] / 1e3,
+			       rates[d][i] / pinned[d][row], dmn[d][row] / pinned[d][row]);
+		}
 	rdmamem_client_close(c2);
 	bench_stop(d2);
 }
@@ -257,7 +273,8 @@ static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdevice
 			       sizes[i] / daemon[d][i] / 1e3, daemon[d][i] / pinned[d][i],
 			       daemon[d][i] / pageable[d][i], bare_us / (bare_us + ping_us));
 		}
-	loop_bound_rows(hfd, vfd, pinned, daemon);
+	/* 64 KiB and 1 MiB: rows 1 and 2. */
+	loop_bound_rows(hfd, vfd, sizes, N, 1, pinned, daemon);
 	/* Both stay registered: their import keeps the GPU's primary context,
 	 * so the import timings below are those of a device in use. */
 }
@@ -656,13 +673,8 @@ static void vmm_unkept_row(int vfd, double bare)
 	static const char *const unkept[] = { "--gpu-context-linger-sec=0", NULL };
 	struct rdmamem_client *c2 = NULL;
 	double t[UNKEPT_ROUNDS];
-	char path[160];
-	pid_t d2;
+	pid_t d2 = second_daemon("unkept", unkept, &c2);
 
-	snprintf(path, sizeof(path), "%s/unkept.sock", bench_dir());
-	d2 = bench_daemon_start(args.daemon, path, -1, unkept);
-	if (rdmamem_client_connect(path, &c2) < 0)
-		exit(1);
 	for (int i = 0; i < UNKEPT_ROUNDS; i++) {
 		uint64_t id;
 
@@ -821,7 +833,7 @@ static void spawn_import_child(void)
 
 static void bench_ipc_import(struct rdmamem_client *c)
 {
-	double daemon[ROUNDS], bare = 0, floors[4];
+	double daemon[ROUNDS], ping_after[ROUNDS], bare = 0, floors[4];
 	CUipcMemHandle handle;
 	CUdeviceptr p;
 	int status;
@@ -863,10 +875,10 @@ static void bench_ipc_import(struct rdmamem_client *c)
 		t0 = bench_now_ns();
 		if (rdmamem_ping(c) < 0)
 			exit(1);
-		daemon[i] = (bench_now_ns() - t0) / 1e3;
+		ping_after[i] = (bench_now_ns() - t0) / 1e3;
 	}
 	printf("%-10s %34.1f   (a daemon Ping, each after 2000 us asleep as the rounds above)\n",
-	       "IPC (open)", median(daemon, ROUNDS));
+	       "IPC (open)", median(ping_after, ROUNDS));
 	/* Handles of allocations of their own, each held: no close of the
 	 * previous open running beside (or before) the next in the daemon. */
 	{
