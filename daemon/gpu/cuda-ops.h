@@ -46,6 +46,13 @@
 	X(cuMemcpyDtoH, 3020)                            \
 	X(cuMemcpyDtoD, 3020)                            \
 	X(cuMemcpyPeer, 4000)                            \
+	/* cu_copy_htod_start() and the like */          \
+	X(cuMemcpyHtoDAsync, 3020)                       \
+	X(cuMemcpyDtoHAsync, 3020)                       \
+	X(cuEventCreate, 2000)                           \
+	X(cuEventRecord, 2000)                           \
+	X(cuEventSynchronize, 2000)                      \
+	X(cuEventDestroy, 4000)                          \
 	X(cuMemHostRegister, 6050)                       \
 	X(cuMemHostUnregister, 4000)                     \
 	X(cuIpcOpenMemHandle, 11000)                     \

@@ -930,6 +930,107 @@ int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
 	return r <= 0 ? r : CU(cuMemcpyDtoH, dst, src, n);
 }
 
+struct cu_copy_pending {
+	CUevent event;
+	CUcontext ctx; /* the event's: current while it is waited for */
+};
+
+/* A start's event, made before its copy is queued: once the copy is, only
+ * the record can still fail (copy_follow()). */
+static int pending_new(const struct cu_ctx_guard *g, struct cu_copy_pending **ret)
+{
+	_cleanup_free_ struct cu_copy_pending *p = malloc(sizeof(*p));
+	int r;
+
+	if (!p)
+		return cu_errorf(-ENOMEM, "out of memory");
+	r = CU(cuEventCreate, &p->event, CU_EVENT_DISABLE_TIMING);
+	if (r < 0)
+		return r;
+	p->ctx = g->ctx;
+	*ret = TAKE_PTR(p);
+	return 0;
+}
+
+/*
+ * r: how queueing the copy went. Records p's event behind it; a copy queued
+ * but not followed by the event is waited for here, once, so that nothing
+ * is left in flight unwaited for. On success the copy counts as driver work
+ * in flight until cu_copy_finish(); on failure p is freed.
+ */
+static int copy_follow(int r, struct cu_copy_pending *p, struct cu_copy_pending **ret)
+{
+	if (r >= 0) {
+		r = CU(cuEventRecord, p->event, CU_STREAM_PER_THREAD);
+		if (r < 0)
+			(void)cu.cuCtxSynchronize();
+	}
+	if (r < 0) {
+		(void)cu.cuEventDestroy(p->event);
+		free(p);
+		return r;
+	}
+	atomic_fetch_add(&cu_in_flight, 1);
+	*ret = p;
+	return 0;
+}
+
+/* A copy between device memory at dev and host memory, to the device when
+ * htod: queued on this thread's stream, followed by an event. */
+static int copy_start(uint64_t dev, void *host, size_t n, bool htod, struct cu_copy_pending **ret)
+{
+	CU_BUSY;
+	_cleanup_(cu_ctx_guard_exit) struct cu_ctx_guard g = CU_CTX_GUARD_INIT;
+	struct cu_copy_pending *p = NULL;
+	int r = copy_enter(dev, n, &g);
+
+	*ret = NULL;
+	if (r <= 0)
+		return r;
+	r = pending_new(&g, &p);
+	if (r < 0)
+		return r;
+	r = htod ? CU(cuMemcpyHtoDAsync, dev, host, n, CU_STREAM_PER_THREAD) :
+		   CU(cuMemcpyDtoHAsync, host, dev, n, CU_STREAM_PER_THREAD);
+	return copy_follow(r, p, ret);
+}
+
+int cu_copy_htod_start(uint64_t dst, const void *src, size_t n, struct cu_copy_pending **ret)
+{
+	/* Read only: the cast is for copy_start()'s one pointer. */
+	return copy_start(dst, (void *)src, n, true, ret);
+}
+
+int cu_copy_dtoh_start(void *dst, uint64_t src, size_t n, struct cu_copy_pending **ret)
+{
+	return copy_start(src, dst, n, false, ret);
+}
+
+int cu_copy_finish(struct cu_copy_pending *p)
+{
+	char first[CU_ERR_MAX];
+	int r = 0;
+
+	if (!p)
+		return 0;
+	/* The event's context current, as on the thread that recorded it. */
+	cu_keep_first(&r, CU(cuCtxPushCurrent, p->ctx), first);
+	if (r == 0) {
+		cu_keep_first(&r, CU(cuEventSynchronize, p->event), first);
+		cu_keep_first(&r, CU(cuEventDestroy, p->event), first);
+		ctx_pop(p->ctx);
+	} else {
+		/* No context to wait in: the copy may still run. */
+		(void)cu.cuEventSynchronize(p->event);
+		(void)cu.cuEventDestroy(p->event);
+	}
+	if (r < 0)
+		memcpy(cu_err, first, sizeof(cu_err));
+	atomic_fetch_sub(&cu_in_flight, 1);
+	free(p);
+	return r;
+}
+
 /* The device of the context a guard entered (pushed and popped again
  * when it is not the current one). */
 static int guard_device(const struct cu_ctx_guard *g, bool current, int *ret)
@@ -1350,6 +1451,25 @@ int cu_copy_htod(_unused_ uint64_t dst, _unused_ const void *src, _unused_ size_
 int cu_copy_dtoh(_unused_ void *dst, _unused_ uint64_t src, _unused_ size_t n)
 {
 	return -EOPNOTSUPP;
+}
+
+int cu_copy_htod_start(_unused_ uint64_t dst, _unused_ const void *src, _unused_ size_t n,
+		       struct cu_copy_pending **ret)
+{
+	*ret = NULL;
+	return -EOPNOTSUPP;
+}
+
+int cu_copy_dtoh_start(_unused_ void *dst, _unused_ uint64_t src, _unused_ size_t n,
+		       struct cu_copy_pending **ret)
+{
+	*ret = NULL;
+	return -EOPNOTSUPP;
+}
+
+int cu_copy_finish(_unused_ struct cu_copy_pending *p)
+{
+	return 0;
 }
 
 int cu_copy_dtod(_unused_ uint64_t dst, _unused_ uint64_t src, _unused_ size_t n)

@@ -165,6 +165,24 @@ int cu_copy_dtoh(void *dst, uint64_t src, size_t n);
  */
 int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n);
 
+/*
+ * A copy between device memory and page-locked host memory, started and
+ * not waited for: the event that follows it on the starting thread's own
+ * default stream (CU_STREAM_PER_THREAD, which still orders itself after
+ * the legacy stream the synchronous copies use). cu_copy_htod_start() and
+ * _dtoh_start() queue the copy (microseconds: the host side must be
+ * page-locked, or the driver stages it before returning) and set *ret;
+ * n == 0 queues nothing and sets NULL. Until cu_copy_finish(*ret) the copy
+ * counts as driver work in flight (cu_idle() is false), so that no copy
+ * made on the loop queues behind it. The bytes are in place, and the
+ * memory may go, only once cu_copy_finish() returned, which blocks for the
+ * rest of the copy (the pool) and frees *ret, also when the copy failed.
+ */
+struct cu_copy_pending;
+int cu_copy_htod_start(uint64_t dst, const void *src, size_t n, struct cu_copy_pending **ret);
+int cu_copy_dtoh_start(void *dst, uint64_t src, size_t n, struct cu_copy_pending **ret);
+int cu_copy_finish(struct cu_copy_pending *p);
+
 /* How cu_copy_dtod moves bytes between the memory of two GPUs. */
 enum cu_copy_path {
 	CU_COPY_SAME_DEVICE, /* one GPU: cuMemcpyDtoD, or cuMemcpyPeer of two contexts */

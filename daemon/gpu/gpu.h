@@ -3,9 +3,10 @@
  * GPU regions: client GPU memory imported through the CUDA driver — a VMM
  * allocation exported as a POSIX fd, or a legacy 64-byte IPC handle. Every
  * CUDA call runs on the thread pool but one: a Copy between GPU memory and
- * a page-locked host region that is expected to take at most
- * loop-work-usec while no other driver work of the daemon runs
- * (gpu_region.c, gpu_copy_usec()) runs on the loop. The driver is loaded (and cuInit
+ * a page-locked host region while no other driver work of the daemon runs
+ * (gpu_region.c) runs on the loop when expected to take at most
+ * loop-work-usec (gpu_copy_usec()), and is started there otherwise, the
+ * pool waiting for its end (gpu_copy_start()). The driver is loaded (and cuInit
  * called) when the first GPU import arrives, not before. A legacy handle is
  * opened once and the open shared by every region over that allocation,
  * since the driver maps an IPC allocation only once per process.

@@ -146,41 +146,92 @@ static int gpu_copy(const struct region_span *dst, const struct region_span *src
 }
 
 /*
- * Loop: the expected time of a copy between a page-locked host region and
- * GPU memory, from the rates the first import of the device measured: a
- * small copy's time plus the bytes at the bulk rate (device to host taken
- * as fast as host to device, as measured on an H100: 26 and 27 us per MiB).
- * Only when no other driver work of the daemon runs: a copy on the loop
- * must not queue behind a pool thread's on the context's stream, nor wait
- * for a driver lock an import holds. Never for the daemon's own buffers
- * (Read, Write: pageable, staged by the driver), a host region not yet
- * page-locked (the first copy locks it, milliseconds), GPU to GPU (a peer
- * copy may stage through host memory), or a device not yet measured.
+ * Loop: whether the loop may make the driver call that copies between dst
+ * and src, or starts to: a page-locked host region and GPU memory, while no
+ * other driver work of the daemon runs, since a copy made from the loop must
+ * not queue behind a pool thread's, nor wait for a driver lock an import
+ * holds. Never for the daemon's own buffers (Read, Write: pageable, staged
+ * by the driver before it returns), a host region not yet page-locked (the
+ * first copy locks it, milliseconds), or GPU to GPU (a peer copy may stage
+ * through host memory). *ret_dev: the GPU side.
+ */
+static bool loop_may_copy(const struct region_span *dst, const struct region_span *src,
+			  const struct region **ret_dev)
+{
+	const struct region *host;
+
+	if (!dst->region || !src->region)
+		return false;
+	if (region_is_host(src->region)) {
+		host = src->region;
+		*ret_dev = dst->region;
+	} else if (region_is_host(dst->region)) {
+		host = dst->region;
+		*ret_dev = src->region;
+	} else {
+		return false;
+	}
+	return gpu_region_host_locked_on(host) >= 0 && cu_idle();
+}
+
+/*
+ * Loop: the expected time of a copy the loop may make, from the rates the
+ * first import of the device measured: a small copy's time plus the bytes
+ * at the bulk rate (device to host taken as fast as host to device, as
+ * measured on an H100: 26 and 27 us per MiB). Not for a device not yet
+ * measured.
  */
 static uint64_t gpu_copy_usec(const struct region_span *dst, const struct region_span *src,
 			      uint64_t n)
 {
-	const struct region *host, *dev;
+	const struct region *dev;
 	struct cu_bandwidth bw;
 	uint64_t per_usec;
 
-	if (!dst->region || !src->region)
-		return UINT64_MAX;
-	if (region_is_host(src->region)) {
-		host = src->region;
-		dev = dst->region;
-	} else if (region_is_host(dst->region)) {
-		host = dst->region;
-		dev = src->region;
-	} else {
-		return UINT64_MAX;
-	}
-	if (gpu_region_host_locked_on(host) < 0 || !gpu_bandwidth(dev->gpu, &bw))
+	if (!loop_may_copy(dst, src, &dev) || !gpu_bandwidth(dev->gpu, &bw))
 		return UINT64_MAX;
 	per_usec = bw.htod / 1000000U;
-	if (per_usec == 0 || bw.htod_small_ns == 0 || !cu_idle())
+	if (per_usec == 0 || bw.htod_small_ns == 0)
 		return UINT64_MAX;
 	return bw.htod_small_ns / 1000U + n / per_usec;
+}
+
+/*
+ * Loop: a copy too long for the loop, queued from it all the same where
+ * the loop may make the call (the driver takes a page-locked copy in a few
+ * microseconds and returns), so that the bytes move while a pool thread
+ * wakes to wait for them.
+ */
+static int gpu_copy_start(const struct region_span *dst, const struct region_span *src, uint64_t n,
+			  void **ret_pending, struct errinfo *e)
+{
+	struct cu_copy_pending *p;
+	const struct region *dev;
+	int r;
+
+	if (!loop_may_copy(dst, src, &dev))
+		return 0;
+	if (region_is_host(src->region))
+		r = cu_copy_htod_start(dev_at(dst), host_at(src), n, &p);
+	else
+		r = cu_copy_dtoh_start(host_at(dst), dev_at(src), n, &p);
+	if (r < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_CUDA, r,
+				   "starting a copy with GPU %d failed: %s", dev->gpu,
+				   cu_last_error());
+	*ret_pending = p;
+	return 1;
+}
+
+/* Pool: the rest of a gpu_copy_start(). */
+static int gpu_copy_finish(void *pending, struct errinfo *e)
+{
+	int r = cu_copy_finish(pending);
+
+	if (r < 0)
+		return errinfo_set(e, RDMAMEM_ERROR_CUDA, r, "a copy with GPU memory failed: %s",
+				   cu_last_error());
+	return 0;
 }
 
 /*
@@ -300,6 +351,8 @@ const struct region_mem_ops gpu_vmm_ops = {
 	.keep = vmm_keep,
 	.copy = gpu_copy,
 	.copy_usec = gpu_copy_usec,
+	.copy_start = gpu_copy_start,
+	.copy_finish = gpu_copy_finish,
 	.describe = vmm_describe,
 };
 
@@ -352,6 +405,8 @@ const struct region_mem_ops gpu_ipc_ops = {
 	.keep = ipc_keep,
 	.copy = gpu_copy,
 	.copy_usec = gpu_copy_usec,
+	.copy_start = gpu_copy_start,
+	.copy_finish = gpu_copy_finish,
 	.describe = ipc_describe,
 	.same_memory = ipc_same_memory,
 };

@@ -140,6 +140,19 @@ struct region_mem_ops {
 	uint64_t (*copy_usec)(const struct region_span *dst, const struct region_span *src,
 			      uint64_t n);
 	/*
+	 * Loop: starts copy() of n bytes without waiting for it, when the kind
+	 * can queue it in a few microseconds now (where copy_usec() could say
+	 * how long it takes, whatever that is): 1 with *ret_pending set, for
+	 * copy_finish() on the pool; 0 when it cannot, and copy() runs on the
+	 * pool instead; a negative errno with *e saying why. Both regions stay
+	 * until copy_finish() returned. NULL: never.
+	 */
+	int (*copy_start)(const struct region_span *dst, const struct region_span *src, uint64_t n,
+			  void **ret_pending, struct errinfo *e);
+	/* Pool: waits for the bytes of a copy_start() and frees pending: 0,
+	 * or a negative errno with *e saying why. */
+	int (*copy_finish)(void *pending, struct errinfo *e);
+	/*
 	 * Loop: what the fd store needs to bring the region back after a
 	 * restart (keep.h). 0, or a negative errno when this region cannot be
 	 * kept. NULL: this kind is never kept.

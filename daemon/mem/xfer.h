@@ -122,6 +122,10 @@ struct xfer {
 	bool overlap;
 	int64_t delta;
 	bool on_pool;
+	/* COPY with GPU memory: started on the loop (region_mem_ops.copy_start),
+	 * the pool only waits for its bytes; until then, what it waits for. */
+	bool started;
+	void *pending;
 	/* When its first part was queued, started and ended (uv_hrtime(),
 	 * ns): where a GPU copy's time goes, at debug level. */
 	uint64_t clock_queued, clock_started, clock_ended;

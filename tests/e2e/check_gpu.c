@@ -569,6 +569,24 @@ START_TEST(test_copy_directions)
 				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
 	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
 	ck_assert_int_eq(memcmp(host + (4 << 20) + 1, want + 3, 1 << 20), 0);
+	/* host → VMM again, the host region page-locked now: a copy this
+	 * long is queued from the loop and waited for on the pool (as the
+	 * IPC → host one above), and answered once its bytes are there. */
+	fill(host, 8 << 20, 29);
+	cp = (struct rdmamem_copy){ .from_region = h,
+				    .from_offset = 4096,
+				    .to_region = v,
+				    .to_offset = 2,
+				    .length = 6 << 20,
+				    .mode = RDMAMEM_LOCK_EXCLUSIVE };
+	ck_assert_int_eq(rdmamem_copy(c, &cp), 0);
+	{
+		uint8_t *got = malloc(6 << 20);
+
+		CU_OK(cu->cuMemcpyDtoH(got, vp + 2, 6 << 20));
+		ck_assert_int_eq(memcmp(got, host + 4096, 6 << 20), 0);
+		free(got);
+	}
 
 	/* Out of range on the GPU side is refused like anywhere else. */
 	cp = (struct rdmamem_copy){ .from_region = h,

@@ -260,7 +260,7 @@ int fake_cuda_live(void)
 	int n;
 
 	pthread_mutex_lock(&lock);
-	n = fake_cuda.n_handles + fake_cuda.n_reserved;
+	n = fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_events;
 	for (int d = 0; d < N_DEV; d++)
 		n += fake_cuda.primary_refs[d];
 	for (size_t i = 0; i < ELEMENTSOF(allocs); i++)
@@ -472,27 +472,147 @@ static bool reaches(int device, CUdeviceptr p)
 	return ok;
 }
 
+/* Whether the calling thread may copy between dst and src now: a
+ * context current, and each device side one its device reaches. */
+static CUresult copy_check(const void *dst, const void *src, bool dst_dev, bool src_dev)
+{
+	int device = ctx_device(fake_cuda_current());
+
+	if (!fake_cuda_current())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if ((dst_dev && !reaches(device, (uintptr_t)dst)) ||
+	    (src_dev && !reaches(device, (uintptr_t)src)))
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	return CUDA_SUCCESS;
+}
+
 /* Copies need a context, touch only what its device reaches and stay
  * inside what is allocated, as on a GPU (where the alternative is an MMU
  * fault). dst_dev and src_dev: which sides are device memory. */
 static CUresult copy(void *dst, const void *src, size_t n, bool dst_dev, bool src_dev)
 {
-	CUcontext cur = fake_cuda_current();
-	int device = ctx_device(cur);
-	CUresult res;
+	CUresult res = copy_check(dst, src, dst_dev, src_dev);
 
-	if (!cur)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if ((dst_dev && !reaches(device, (uintptr_t)dst)) ||
-	    (src_dev && !reaches(device, (uintptr_t)src)))
-		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	if (res != CUDA_SUCCESS)
+		return res;
 	pthread_mutex_lock(&lock);
-	fake_cuda.last_copy_ctx = cur;
+	fake_cuda.last_copy_ctx = fake_cuda_current();
 	res = fake_cuda.copy_result;
 	pthread_mutex_unlock(&lock);
 	if (res != CUDA_SUCCESS)
 		return res;
 	memmove(dst, src, n);
+	return CUDA_SUCCESS;
+}
+
+/*
+ * Asynchronous copies land only when waited for, so that a caller that
+ * answers before waiting is caught with the old bytes: each thread's
+ * per-thread default stream (the only stream the fake takes) holds its
+ * copies until an event is recorded behind them; cuEventSynchronize on any
+ * thread, or the queuing thread's cuCtxSynchronize, moves them then, and
+ * returns copy_result. Live events count in fake_cuda_live().
+ */
+struct fake_copy {
+	void *dst;
+	const void *src;
+	size_t n;
+};
+#define FAKE_STREAM_MAX 8
+struct CUevent_st {
+	struct fake_copy copies[FAKE_STREAM_MAX];
+	unsigned n;
+	CUcontext ctx;
+};
+static __thread struct fake_copy stream_copies[FAKE_STREAM_MAX];
+static __thread unsigned stream_n;
+
+static CUresult copies_land(const struct fake_copy *c, unsigned n)
+{
+	CUresult res;
+
+	pthread_mutex_lock(&lock);
+	res = fake_cuda.copy_result;
+	pthread_mutex_unlock(&lock);
+	for (unsigned i = 0; i < n && res == CUDA_SUCCESS; i++)
+		memmove(c[i].dst, c[i].src, c[i].n);
+	return res;
+}
+
+static CUresult copy_async(void *dst, const void *src, size_t n, bool dst_dev, bool src_dev,
+			   CUstream stream)
+{
+	CUresult res = copy_check(dst, src, dst_dev, src_dev);
+
+	if (stream != CU_STREAM_PER_THREAD)
+		violation("an asynchronous copy on stream %p, not the thread's own",
+			  (void *)stream);
+	if (res != CUDA_SUCCESS)
+		return res;
+	if (stream_n == FAKE_STREAM_MAX)
+		violation("%u asynchronous copies queued and never waited for", stream_n);
+	stream_copies[stream_n++] = (struct fake_copy){ .dst = dst, .src = src, .n = n };
+	pthread_mutex_lock(&lock);
+	fake_cuda.last_copy_ctx = fake_cuda_current();
+	fake_cuda.n_async_copies++;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_htod_async(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+{
+	return copy_async((void *)(uintptr_t)dst, src, n, true, false, stream);
+}
+
+static CUresult f_dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+	return copy_async(dst, (const void *)(uintptr_t)src, n, false, true, stream);
+}
+
+static CUresult f_event_create(CUevent *ev, unsigned flags)
+{
+	(void)flags;
+	if (!fake_cuda_current())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*ev = calloc(1, sizeof(**ev));
+	if (!*ev)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	(*ev)->ctx = fake_cuda_current();
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_events++;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_event_record(CUevent ev, CUstream stream)
+{
+	if (stream != CU_STREAM_PER_THREAD)
+		violation("an event recorded on stream %p, not the thread's own", (void *)stream);
+	if (fake_cuda_current() != ev->ctx)
+		return CUDA_ERROR_INVALID_HANDLE;
+	memcpy(ev->copies, stream_copies, sizeof(stream_copies));
+	ev->n = stream_n;
+	stream_n = 0;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_event_sync(CUevent ev)
+{
+	unsigned n = ev->n;
+
+	ev->n = 0;
+	return copies_land(ev->copies, n);
+}
+
+static CUresult f_event_destroy(CUevent ev)
+{
+	if (ev->n)
+		violation("an event destroyed before the %u copies it follows were waited for",
+			  ev->n);
+	free(ev);
+	pthread_mutex_lock(&lock);
+	fake_cuda.n_events--;
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
@@ -842,8 +962,15 @@ static CUresult f_dmabuf(void *handle, CUdeviceptr p, size_t size, CUmemRangeHan
 
 static CUresult f_sync(void)
 {
+	unsigned n = stream_n;
+	CUresult res;
+
 	if (!depth)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	stream_n = 0;
+	res = copies_land(stream_copies, n);
+	if (res != CUDA_SUCCESS)
+		return res;
 	pthread_mutex_lock(&lock);
 	fake_cuda.n_syncs++;
 	pthread_mutex_unlock(&lock);
@@ -902,6 +1029,12 @@ const struct cu_ops fake_cu_ops = {
 	.cuMemcpyDtoH = f_dtoh,
 	.cuMemcpyDtoD = f_dtod,
 	.cuMemcpyPeer = f_memcpy_peer,
+	.cuMemcpyHtoDAsync = f_htod_async,
+	.cuMemcpyDtoHAsync = f_dtoh_async,
+	.cuEventCreate = f_event_create,
+	.cuEventRecord = f_event_record,
+	.cuEventSynchronize = f_event_sync,
+	.cuEventDestroy = f_event_destroy,
 	.cuCtxGetDevice = f_ctx_get_device,
 	.cuCtxEnablePeerAccess = f_enable_peer,
 	.cuDeviceCanAccessPeer = f_can_access_peer,

@@ -44,6 +44,8 @@ struct fake_cuda_state {
 	int n_exports;
 	/* cuCtxSynchronize calls that found a context current. */
 	int n_syncs;
+	/* Asynchronous copies queued, and events not destroyed yet. */
+	int n_async_copies, n_events;
 	/* Peer access enabled from device a to device b's memory, and
 	 * cuMemcpyPeer calls: peer to peer (enabled both ways) or staged. */
 	bool peer_enabled[FAKE_CUDA_DEVICES][FAKE_CUDA_DEVICES];

@@ -55,10 +55,11 @@ static struct {
 	bool fail_dmabuf;  /* cuMemGetHandleForAddressRange refuses */
 	int fail_releases; /* cuDevicePrimaryCtxRelease refuses this many more */
 	int n_ipc_open, n_ipc_close;
-	/* cuMemcpyHtoD waits while hold is set; in_htod counts who waits */
+	/* cuMemcpyHtoD waits while hold is set; in_htod counts who waits;
+	 * cuEventSynchronize the same with hold_sync and in_sync */
 	pthread_cond_t cond;
-	bool hold;
-	int in_htod;
+	bool hold, hold_sync;
+	int in_htod, in_sync;
 } drv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static struct cu_ops fake;   /* the fake's own entries, called through */
@@ -80,17 +81,59 @@ static void log_clear(void)
 	pthread_mutex_unlock(&drv.lock);
 }
 
+/* Counts itself in *in while *hold is set, and waits for it to clear. */
+static void held(bool *hold, int *in)
+{
+	pthread_mutex_lock(&drv.lock);
+	(*in)++;
+	pthread_cond_broadcast(&drv.cond);
+	while (*hold)
+		pthread_cond_wait(&drv.cond, &drv.lock);
+	(*in)--;
+	pthread_mutex_unlock(&drv.lock);
+}
+
+/* Until the calling thread sees *in at n. */
+static void wait_held(int *in, int n)
+{
+	pthread_mutex_lock(&drv.lock);
+	while (*in != n)
+		pthread_cond_wait(&drv.cond, &drv.lock);
+	pthread_mutex_unlock(&drv.lock);
+}
+
+static void hold_set(bool *hold, bool on)
+{
+	pthread_mutex_lock(&drv.lock);
+	*hold = on;
+	pthread_cond_broadcast(&drv.cond);
+	pthread_mutex_unlock(&drv.lock);
+}
+
 static CUresult CUDAAPI l_htod(CUdeviceptr dst, const void *src, size_t n)
 {
 	log_call("HtoD");
-	pthread_mutex_lock(&drv.lock);
-	drv.in_htod++;
-	pthread_cond_broadcast(&drv.cond);
-	while (drv.hold)
-		pthread_cond_wait(&drv.cond, &drv.lock);
-	drv.in_htod--;
-	pthread_mutex_unlock(&drv.lock);
+	held(&drv.hold, &drv.in_htod);
 	return fake.cuMemcpyHtoD(dst, src, n);
+}
+
+static CUresult CUDAAPI l_htod_async(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+	log_call("HtoDAsync");
+	return fake.cuMemcpyHtoDAsync(dst, src, n, s);
+}
+
+static CUresult CUDAAPI l_dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	log_call("DtoHAsync");
+	return fake.cuMemcpyDtoHAsync(dst, src, n, s);
+}
+
+static CUresult CUDAAPI l_event_sync(CUevent ev)
+{
+	log_call("EventSync");
+	held(&drv.hold_sync, &drv.in_sync);
+	return fake.cuEventSynchronize(ev);
 }
 
 static CUresult CUDAAPI l_dtoh(void *dst, CUdeviceptr src, size_t n)
@@ -218,14 +261,17 @@ static void setup(void)
 	drv.fail_dmabuf = false;
 	drv.fail_releases = 0;
 	drv.n_ipc_open = drv.n_ipc_close = 0;
-	drv.hold = false;
-	drv.in_htod = 0;
+	drv.hold = drv.hold_sync = false;
+	drv.in_htod = drv.in_sync = 0;
 	fake = fake_cu_ops;
 	logged = fake_cu_ops;
 	logged.cuMemcpyHtoD = l_htod;
 	logged.cuMemcpyDtoH = l_dtoh;
 	logged.cuMemcpyDtoD = l_dtod;
 	logged.cuMemcpyPeer = l_peer;
+	logged.cuMemcpyHtoDAsync = l_htod_async;
+	logged.cuMemcpyDtoHAsync = l_dtoh_async;
+	logged.cuEventSynchronize = l_event_sync;
 	logged.cuMemHostRegister = l_host_register;
 	logged.cuMemHostUnregister = l_host_unregister;
 	logged.cuIpcOpenMemHandle = l_ipc_open;
@@ -701,14 +747,15 @@ static struct {
 	unsigned calls;
 	int result;
 	bool done;
+	char error[64];
 } xseen;
 
-static void on_xfer_done(_unused_ void *userdata, struct xfer *x, int result,
-			 _unused_ struct errinfo *e)
+static void on_xfer_done(_unused_ void *userdata, struct xfer *x, int result, struct errinfo *e)
 {
 	xseen.calls++;
 	xseen.result = result;
 	xseen.done = true;
+	snprintf(xseen.error, sizeof(xseen.error), "%s", e->name ?: "");
 	xfer_free(x);
 }
 
@@ -817,27 +864,23 @@ START_TEST(test_copy_on_loop)
 
 	/* Another driver call running (a copy on another thread, held in
 	 * cuMemcpyHtoD): the pool, where it waits its turn. */
-	pthread_mutex_lock(&drv.lock);
-	drv.hold = true;
-	pthread_mutex_unlock(&drv.lock);
+	hold_set(&drv.hold, true);
 	ck_assert_int_eq(pthread_create(&th, NULL, htod_on_thread, v), 0);
-	pthread_mutex_lock(&drv.lock);
-	while (drv.in_htod == 0)
-		pthread_cond_wait(&drv.cond, &drv.lock);
-	pthread_mutex_unlock(&drv.lock);
+	wait_held(&drv.in_htod, 1);
 	ck_assert(!cu_idle());
 	ck_assert_uint_eq(v->mem->copy_usec(&vs, &hs, 64), UINT64_MAX);
+	log_clear();
 	ck_assert(!start_copy(v, 200, host, 300, 64));
-	pthread_mutex_lock(&drv.lock);
-	drv.hold = false;
-	pthread_cond_broadcast(&drv.cond);
-	pthread_mutex_unlock(&drv.lock);
+	hold_set(&drv.hold, false);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
 	wait_copy();
 	ck_assert_mem_eq(dev_bytes(v, 200), h + 300, 64);
 	ck_assert(cu_idle());
+	/* Copied whole on the pool, not started: the loop made no call. */
+	ck_assert_str_eq(drv.text, "HtoD");
 
-	/* Longer than the bound at the measured rate: the pool. */
+	/* Longer than the bound at the measured rate: the pool (started on
+	 * the loop once locked: test_copy_started_on_loop). */
 	{
 		uint64_t n = ((bound + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
 		struct region *big = mem_fixture_import(&f, n);
@@ -854,6 +897,92 @@ START_TEST(test_copy_on_loop)
 		wait_copy();
 		ck_assert_mem_eq(dev_bytes(bv, n - 64), (unsigned char *)big->addr + n - 64, 64);
 	}
+}
+END_TEST
+
+/* A Copy of n bytes that fails, and the error it was answered with. */
+static void copy_fails(struct region *dst, struct region *src, uint64_t n, const char *error)
+{
+	ck_assert(!start_copy(dst, 0, src, 0, n));
+	mem_fixture_run_until(&f, &xseen.done, 10000);
+	ck_assert_uint_eq(xseen.calls, 1);
+	ck_assert_int_lt(xseen.result, 0);
+	ck_assert_str_eq(xseen.error, error);
+}
+
+/*
+ * A GPU Copy too long for the loop, between GPU memory and a page-locked
+ * host region, while no other driver work runs: queued from the loop
+ * without waiting, then waited for on the pool, and answered only once its
+ * bytes landed (the fake moves them when the event is waited for). While
+ * it is in flight the driver is not idle, so nothing else copies on the
+ * loop behind it. Never with loop-work-usec 0, never before the host
+ * region is locked; a failure is the client's to hear.
+ */
+START_TEST(test_copy_started_on_loop)
+{
+	const unsigned bound = f.core.cfg.loop_work_usec;
+	struct cu_bandwidth bw;
+	struct region *big, *v = import_vmm(GRAN, 0);
+	uint64_t n;
+
+	/* Measured at the device's first import. */
+	ck_assert(gpu_bandwidth(1, &bw));
+	n = ((bound + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
+	big = mem_fixture_import(&f, n);
+	if (n > GRAN)
+		v = import_vmm((n + GRAN - 1) / GRAN * GRAN, 0);
+	memset(big->addr, 0x5e, n);
+
+	/* Not page-locked yet: copied whole on the pool, which locks it. */
+	log_clear();
+	ck_assert(!start_copy(v, 0, big, 0, n));
+	wait_copy();
+	ck_assert_str_eq(drv.text, "HostRegister HtoD");
+
+	/* Locked: queued on the loop; answered once the pool waited. */
+	memset(big->addr, 0xa7, n);
+	log_clear();
+	hold_set(&drv.hold_sync, true);
+	ck_assert(!start_copy(v, 0, big, 0, n));
+	wait_held(&drv.in_sync, 1);
+	ck_assert_str_eq(drv.text, "HtoDAsync EventSync");
+	ck_assert(!cu_idle());
+	ck_assert_int_eq(fake_cuda.n_events, 1);
+	ck_assert_uint_eq(*dev_bytes(v, n - 1), 0x5e);
+	uv_run(&f.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(xseen.calls, 0);
+	hold_set(&drv.hold_sync, false);
+	wait_copy();
+	ck_assert_uint_eq(*dev_bytes(v, n - 1), 0xa7);
+	ck_assert_mem_eq(dev_bytes(v, 0), big->addr, 64);
+	ck_assert(cu_idle());
+	ck_assert_int_eq(fake_cuda.n_events, 0);
+
+	/* The other way. */
+	memset(big->addr, 0, n);
+	log_clear();
+	ck_assert(!start_copy(big, 0, v, 0, n));
+	wait_copy();
+	ck_assert_str_eq(drv.text, "DtoHAsync EventSync");
+	ck_assert_uint_eq(((unsigned char *)big->addr)[n - 1], 0xa7);
+
+	/* An administrator's 0: the pool copies it, and the loop makes no call. */
+	f.core.cfg.loop_work_usec = 0;
+	log_clear();
+	ck_assert(!start_copy(v, 0, big, 0, n));
+	wait_copy();
+	ck_assert_str_eq(drv.text, "HtoD");
+	f.core.cfg.loop_work_usec = bound;
+
+	/* The copy fails where it is waited for: the caller hears it. */
+	fake_cuda.copy_result = CUDA_ERROR_ILLEGAL_ADDRESS;
+	log_clear();
+	copy_fails(v, big, n, "io.rdmamemd.CudaError");
+	ck_assert_str_eq(drv.text, "HtoDAsync EventSync");
+	fake_cuda.copy_result = CUDA_SUCCESS;
+	ck_assert(cu_idle());
+	ck_assert_int_eq(fake_cuda.n_events, 0);
 }
 END_TEST
 
@@ -1416,6 +1545,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_mr_source_address);
 	tcase_add_test(tc, test_copy);
 	tcase_add_test(tc, test_copy_on_loop);
+	tcase_add_test(tc, test_copy_started_on_loop);
 	tcase_add_test(tc, test_release_order_host);
 	tcase_add_test(tc, test_release_order_vmm);
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
