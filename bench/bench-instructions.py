@@ -9,9 +9,10 @@ machine or its load (timings on the build machine's two shared cores do).
   callgrind; then both with 16 calls in flight (redis-benchmark -P 16, and
   a client here that writes 16 Pings at once and waits for their replies),
   the shape of bench-pipeline's rows.
-- Copy of 4 KiB and of 64 KiB between two host regions, and a Lock+Unlock
-  pair, beside the daemon's Ping (two for the pair): each call's own work
-  above the floor every call pays.
+- Copy of 4 KiB and of 64 KiB between two host regions, a Lock+Unlock pair,
+  and a Register+Unregister pair of a 4 KiB memfd (no RDMA device: the
+  region and its answer), beside the daemon's Ping (two for a pair): each
+  call's own work above the floor every call pays.
 
 Counting starts after a warm-up, once the server has been all but idle for
 half a second (callgrind_control --zero), and covers every thread of the
@@ -30,6 +31,7 @@ the anchor (make deps installs all three).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import glob
 import os
 import shutil
@@ -103,11 +105,12 @@ class Counted:
                 return
         sys.exit("bench-instructions: the server never went quiet")
 
-    def count(self, client: list[str]) -> int:
+    def count(self, client: list[str], pass_fds: tuple[int, ...] = ()) -> int:
         """Instructions the server ran while client ran, once quiet."""
         self.wait_quiet()
         self.control("--zero")
-        subprocess.run(client, check=True, stdout=subprocess.DEVNULL, timeout=600)
+        subprocess.run(client, check=True, stdout=subprocess.DEVNULL, timeout=600,
+                       pass_fds=pass_fds)
         return self.dump()
 
     def stop(self) -> None:
@@ -207,10 +210,11 @@ def run_rows(args: argparse.Namespace, d: str, redis: Any, calls: int) -> int:
     server = Counted([args.daemon, "--socket", sock, "--no-config", "--log-level",
                       "warning"], sock, d)
     try:
-        def per_call(op: list[str]) -> float:
-            """Instructions per round of bench-calls op (a pair for lock)."""
+        def per_call(op: list[str], pass_fds: tuple[int, ...] = ()) -> float:
+            """Instructions per round of bench-calls op (a pair for lock and
+            memfd)."""
             client = [args.calls, "--socket", sock, "--rounds", str(args.rounds), *op]
-            return server.count(client) / calls
+            return server.count(client, pass_fds) / calls
 
         subprocess.run([args.calls, "--socket", sock, "--rounds", "1000", "ping"],
                        check=True, stdout=subprocess.DEVNULL)
@@ -226,6 +230,15 @@ def run_rows(args: argparse.Namespace, d: str, redis: Any, calls: int) -> int:
                 "rdmamemd Ping")
         row("rdmamemd Lock+Unlock (pair)", per_call(["lock"]), 2 * ping,
             "2 x rdmamemd Ping")
+        mfd = os.memfd_create("bench-instructions", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(mfd, 4096)
+            # The daemon maps only memfds that cannot shrink under it.
+            fcntl.fcntl(mfd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+            row("rdmamemd Register+Unregister 4 KiB", per_call(
+                ["memfd", str(mfd), "0", "4096"], (mfd,)), 2 * ping, "2 x rdmamemd Ping")
+        finally:
+            os.close(mfd)
     finally:
         server.stop()
     print()

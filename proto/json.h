@@ -61,6 +61,9 @@ int json_parse_u64(const char *s, uint64_t *ret);
 /* value in decimal, in buf (returns where its digits start; NUL ended). */
 #define JSON_U64_DIGITS_MAX 21
 const char *json_u64_digits(uint64_t value, char buf[static JSON_U64_DIGITS_MAX]);
+/* The same for a signed value, its sign before its digits. */
+#define JSON_INT_DIGITS_MAX (JSON_U64_DIGITS_MAX + 1)
+const char *json_int_digits(int64_t value, char buf[static JSON_INT_DIGITS_MAX]);
 /* Adds name: "decimal" to obj. Returns 0 or -ENOMEM. */
 int json_add_u64(cJSON *obj, const char *name, uint64_t value);
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "proto/json.h"
+#include "proto/json_out.h"
 #include "util/sockio.h"
 #include "rdmamem.h"
 #include "testlib.h"
@@ -607,6 +608,18 @@ cJSON *test_call(int fd, const char *text)
 	ck_assert_msg(root, "reply is not JSON: %s", reply);
 	free(reply);
 	return root;
+}
+
+cJSON *test_out_tree(struct json_out *o)
+{
+	const char *why = NULL;
+	cJSON *tree = NULL;
+
+	ck_assert_int_eq(o->err, 0);
+	ck_assert_uint_eq(o->depth, 0);
+	ck_assert_msg(json_parse(o->text, o->len, &tree, &why) == 0, "'%s': %s", o->text, why);
+	json_out_free(o);
+	return tree;
 }
 
 const char *test_reply_error(const cJSON *reply)

@@ -130,6 +130,10 @@ cJSON *test_call(int fd, const char *text);
 const char *test_str(const cJSON *o, const char *name);
 /* The reply's error name, or NULL. */
 const char *test_reply_error(const cJSON *reply);
+/* The tree of the text o holds, parsed as a client would, and o freed;
+ * fails the test when o failed or its text is not one whole JSON value. */
+struct json_out;
+cJSON *test_out_tree(struct json_out *o);
 
 /* Asserts that a fresh connection to path still answers Ping. */
 void test_assert_serving(const char *path);

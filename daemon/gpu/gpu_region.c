@@ -12,7 +12,7 @@
 #include "daemon/core/log.h"
 #include "proto/errors.h"
 #include "proto/hex.h"
-#include "proto/json.h"
+#include "proto/json_out.h"
 #include "daemon/mem/region.h"
 
 static const struct gpu_region *gpu_region_of_const(const struct region *r)
@@ -297,16 +297,14 @@ static void vmm_release(struct region *r)
 				cu_last_error());
 }
 
-static int vmm_describe(const struct region *r, cJSON *source)
+static void vmm_describe(const struct region *r, struct json_out *source)
 {
 	const struct gpu_region *g = gpu_region_of_const(r);
 
-	if (json_add_u64(source, "offset", r->dptr - g->vmm.dptr) < 0 ||
-	    json_add_u64(source, "allocation_size", g->vmm.size) < 0 ||
-	    json_add_int(source, "chunks", (int)g->vmm.n_chunks) < 0 ||
-	    json_add_int(source, "primary_context_refs", cu_primary_ctx_refs(r->gpu)) < 0)
-		return -ENOMEM;
-	return 0;
+	json_out_u64(source, "offset", r->dptr - g->vmm.dptr);
+	json_out_u64(source, "allocation_size", g->vmm.size);
+	json_out_int(source, "chunks", (int)g->vmm.n_chunks);
+	json_out_int(source, "primary_context_refs", cu_primary_ctx_refs(r->gpu));
 }
 
 _Static_assert(CU_VMM_CHUNKS_MAX <= REGION_KEEP_FDS_MAX, "a VMM region's files fit");
@@ -364,15 +362,13 @@ static void ipc_finish(struct region *r)
 	gpu_ipc_unref(gpu_region_of(r)->ipc);
 }
 
-static int ipc_describe(const struct region *r, cJSON *source)
+static void ipc_describe(const struct region *r, struct json_out *source)
 {
 	const struct gpu_ipc *ipc = gpu_region_of_const(r)->ipc;
 
-	if (json_add_u64(source, "offset", r->dptr - ipc->map.dptr) < 0 ||
-	    json_add_u64(source, "allocation_size", ipc->map.size) < 0 ||
-	    json_add_int(source, "regions_sharing_the_open", ipc->n_ref) < 0)
-		return -ENOMEM;
-	return 0;
+	json_out_u64(source, "offset", r->dptr - ipc->map.dptr);
+	json_out_u64(source, "allocation_size", ipc->map.size);
+	json_out_int(source, "regions_sharing_the_open", ipc->n_ref);
 }
 
 /* The handle and the GPU it was opened with: no file. The allocation lives

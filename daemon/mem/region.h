@@ -33,7 +33,6 @@
 #include <sys/types.h>
 
 #include <pthread.h>
-#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "daemon/mem/membw.h"
@@ -46,6 +45,7 @@
 
 struct core;
 struct errinfo;
+struct json_out;
 struct keep_ctx;
 struct account;
 
@@ -158,8 +158,9 @@ struct region_mem_ops {
 	 * kept. NULL: this kind is never kept.
 	 */
 	int (*keep)(const struct region *r, struct region_keep *ret);
-	/* Loop: GetRegion's source fields beyond type. */
-	int (*describe)(const struct region *r, cJSON *source);
+	/* Loop: GetRegion's source fields beyond type, into the object open
+	 * in source. */
+	void (*describe)(const struct region *r, struct json_out *source);
 	/* Whether a and b, two regions of this kind, are views of one piece
 	 * of memory, and where b's first byte lies from a's in it (see
 	 * region_same_memory()). NULL: never. */

@@ -16,7 +16,7 @@
 #include "daemon/core/errinfo.h"
 #include "daemon/core/log.h"
 #include "proto/errors.h"
-#include "proto/json.h"
+#include "proto/json_out.h"
 #include "daemon/mem/region.h"
 #include "daemon/mem/region_memfd.h"
 #include "daemon/core/session.h"
@@ -90,7 +90,7 @@ static int memfd_mr_source(struct region *r, struct region_mr_source *ret)
 	return 0;
 }
 
-static int add_seals(cJSON *o, unsigned seals)
+static void add_seals(struct json_out *o, unsigned seals)
 {
 	static const struct {
 		unsigned bit;
@@ -102,24 +102,21 @@ static int add_seals(cJSON *o, unsigned seals)
 		{ F_SEAL_WRITE, "write" },
 		{ F_SEAL_FUTURE_WRITE, "future_write" },
 	};
-	cJSON *a = cJSON_AddArrayToObject(o, "seals");
 
-	if (!a)
-		return -ENOMEM;
+	json_out_array(o, "seals");
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (seals & names[i].bit)
-			cJSON_AddItemToArray(a, cJSON_CreateString(names[i].name));
-	return 0;
+			json_out_string(o, NULL, names[i].name);
+	json_out_end(o);
 }
 
-static int memfd_describe(const struct region *r, cJSON *source)
+static void memfd_describe(const struct region *r, struct json_out *source)
 {
 	const struct memfd_region *m = memfd_region_of_const(r);
 
-	if (json_add_u64(source, "offset", m->file_offset) < 0 ||
-	    json_add_u64(source, "file_size", m->file_size) < 0 || add_seals(source, m->seals) < 0)
-		return -ENOMEM;
-	return 0;
+	json_out_u64(source, "offset", m->file_offset);
+	json_out_u64(source, "file_size", m->file_size);
+	add_seals(source, m->seals);
 }
 
 /* Two regions over one memfd map the same pages at unrelated addresses:

@@ -16,7 +16,7 @@
 #include "daemon/core/log.h"
 #include "daemon/rdma/mreg.h"
 #include "proto/errors.h"
-#include "proto/json.h"
+#include "proto/json_out.h"
 #include "daemon/rdma/rdma.h"
 #include "daemon/mem/region.h"
 
@@ -322,21 +322,15 @@ bool mreg_any(const struct region *r)
 	return set && !list_empty(&set->mregs);
 }
 
-int mreg_list_json(const struct region *r, cJSON *list)
+void mreg_list_write(struct json_out *o, const struct region *r)
 {
 	struct mreg_set *set = set_of(r);
 	const struct mreg *m;
 
 	if (!set)
-		return 0;
-	list_for_each_entry(m, &set->mregs, link) {
-		cJSON *j = mreg_to_json(m, false);
-
-		if (!j)
-			return -ENOMEM;
-		cJSON_AddItemToArray(list, j);
-	}
-	return 0;
+		return;
+	list_for_each_entry(m, &set->mregs, link)
+		mreg_write(o, m, false);
 }
 
 void mreg_each_device(const struct region *r, void (*fn)(void *ctx, const char *device), void *ctx)
@@ -579,7 +573,7 @@ static void mreg_set_finish(struct region_hook *h)
 	free(set);
 }
 
-cJSON *mreg_missing_json(struct rdma_ctx *rdma, const char *device)
+void mreg_missing_write(struct json_out *o, struct rdma_ctx *rdma, const char *device)
 {
 	char open[256], text[512];
 	struct mreg m = {
@@ -592,19 +586,18 @@ cJSON *mreg_missing_json(struct rdma_ctx *rdma, const char *device)
 	snprintf(m.device, sizeof(m.device), "%s", device);
 	snprintf(text, sizeof(text), "no RDMA device '%s' is open (open: %s)%s", device, open,
 		 device_allowed(rdma, device) ? "" : "; the configuration excludes it");
-	return mreg_to_json(&m, false);
+	mreg_write(o, &m, false);
 }
 
-cJSON *mreg_to_json(const struct mreg *m, bool recorded)
+void mreg_write(struct json_out *o, const struct mreg *m, bool recorded)
 {
-	_cleanup_json_ cJSON *o = cJSON_CreateObject();
 	static const char *const states[] = { "pending", "registered", "failed", "deregistering" };
 
-	if (!o || json_add_string(o, "device", m->device) < 0 ||
-	    json_add_string(o, "state", states[m->state]) < 0)
-		return NULL;
-	if (m->dev && json_add_string(o, "backend", m->dev->backend) < 0)
-		return NULL;
+	json_out_object(o, NULL);
+	json_out_string(o, "device", m->device);
+	json_out_string(o, "state", states[m->state]);
+	if (m->dev)
+		json_out_string(o, "backend", m->dev->backend);
 	if (m->state == MREG_REGISTERED) {
 		static const struct {
 			unsigned bit;
@@ -615,19 +608,18 @@ cJSON *mreg_to_json(const struct mreg *m, bool recorded)
 			{ VB_ACCESS_REMOTE_WRITE, "remote_write" },
 			{ VB_ACCESS_REMOTE_ATOMIC, "remote_atomic" },
 		};
-		cJSON *a;
 
-		if (json_add_u64(o, "lkey", m->lkey) < 0 || json_add_u64(o, "rkey", m->rkey) < 0 ||
-		    json_add_u64(o, "addr", region_address(m->region)) < 0 ||
-		    (m->how && json_add_string(o, "via", m->how) < 0) ||
-		    json_add_u64(o, "length", m->region->size) < 0)
-			return NULL;
-		a = cJSON_AddArrayToObject(o, "access");
-		if (!a)
-			return NULL;
+		json_out_u64(o, "lkey", m->lkey);
+		json_out_u64(o, "rkey", m->rkey);
+		json_out_u64(o, "addr", region_address(m->region));
+		if (m->how)
+			json_out_string(o, "via", m->how);
+		json_out_u64(o, "length", m->region->size);
+		json_out_array(o, "access");
 		for (size_t i = 0; i < ELEMENTSOF(names); i++)
 			if (m->access & names[i].bit)
-				cJSON_AddItemToArray(a, cJSON_CreateString(names[i].name));
+				json_out_string(o, NULL, names[i].name);
+		json_out_end(o);
 	} else if (m->state == MREG_FAILED) {
 		char text[1024];
 
@@ -636,10 +628,9 @@ cJSON *mreg_to_json(const struct mreg *m, bool recorded)
 
 		snprintf(text, sizeof(text), "%s%s", m->error ?: strerror(-m->err),
 			 recorded ? recorded_note : "");
-		if (json_add_string(o, "error", text) < 0 ||
-		    json_add_int(o, "errno", -m->err) < 0 ||
-		    json_add_bool(o, "recorded", recorded) < 0)
-			return NULL;
+		json_out_string(o, "error", text);
+		json_out_int(o, "errno", -m->err);
+		json_out_bool(o, "recorded", recorded);
 	}
-	return TAKE_PTR(o);
+	json_out_end(o);
 }

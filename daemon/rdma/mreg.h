@@ -43,7 +43,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "util/list.h"
@@ -103,7 +102,7 @@ int mreg_check_region(const struct region *r, struct errinfo *e);
  * The registration of r on dev (an open device), started if there is none.
  * When the returned entry is pending and w is given, w->settled runs once it
  * is registered or failed (on the loop). Returns NULL only on OOM. A name
- * that is no open device gets no entry: see mreg_missing_json().
+ * that is no open device gets no entry: see mreg_missing_write().
  */
 struct mreg *mreg_ensure(struct region *r, struct device *dev, struct mreg_waiter *w);
 
@@ -129,16 +128,19 @@ void mreg_release(struct mreg *m);
 
 /* Whether r has any entry: an MR in any state, or a recorded failure. */
 bool mreg_any(const struct region *r);
-/* Appends mreg_to_json() of each of r's entries to list; -ENOMEM. */
-int mreg_list_json(const struct region *r, cJSON *list);
+/* Writes each of r's entries (mreg_write()) as an element of the array
+ * open in o. */
+struct json_out;
+void mreg_list_write(struct json_out *o, const struct region *r);
 
 /* Calls fn with the name of each device r is registered on, or being
  * registered on. */
 void mreg_each_device(const struct region *r, void (*fn)(void *ctx, const char *device), void *ctx);
 
-/* {device, backend, state, lkey, rkey, addr, length} or {device, error}. */
-cJSON *mreg_to_json(const struct mreg *m, bool recorded);
+/* {device, backend, state, lkey, rkey, addr, length} or {device, error},
+ * as an element of the array open in o. */
+void mreg_write(struct json_out *o, const struct mreg *m, bool recorded);
 /* The failure answered for a device that is not open, recorded nowhere. */
-cJSON *mreg_missing_json(struct rdma_ctx *rdma, const char *device);
+void mreg_missing_write(struct json_out *o, struct rdma_ctx *rdma, const char *device);
 
 #endif

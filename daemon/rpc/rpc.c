@@ -15,6 +15,7 @@
 #include "daemon/core/offload.h"
 #include "proto/errors.h"
 #include "proto/json.h"
+#include "proto/json_out.h"
 #include "daemon/rpc/rpc.h"
 #include "daemon/core/session.h"
 
@@ -361,6 +362,42 @@ int rpc_reply(struct rpc_call *call, cJSON *params)
 	return rpc_send(call, NULL, params);
 }
 
+void rpc_reply_start(struct json_out *o, char *buf, size_t size)
+{
+	json_out_init(o, buf, size);
+	json_out_object(o, NULL);
+	json_out_object(o, "parameters");
+}
+
+/* The tree of o's text, for a transport that takes no text. */
+static int send_out_tree(struct rpc_call *call, const struct json_out *o)
+{
+	_cleanup_json_ cJSON *msg = cJSON_ParseWithLength(o->text, o->len);
+
+	return msg ? call->transport->send_json(call->owner, msg) : -ENOMEM;
+}
+
+int rpc_reply_out(struct rpc_call *call, struct json_out *o)
+{
+	int r;
+
+	json_out_end(o);
+	json_out_end(o);
+	if (o->err < 0 || o->depth != 0) {
+		r = o->err ?: -EINVAL;
+		json_out_free(o);
+		return rpc_fail(call, r);
+	}
+	r = rpc_answering(call);
+	if (r > 0)
+		r = rpc_answer_queued(call, call->transport->send_text ?
+						    call->transport->send_text(call->owner, o->text,
+									       o->len) :
+						    send_out_tree(call, o));
+	json_out_free(o);
+	return r;
+}
+
 int rpc_reply_text(struct rpc_call *call, char *text, size_t len)
 {
 	int r = rpc_answering(call);
@@ -560,6 +597,18 @@ int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len)
 		free(text);
 	else
 		r = rpc_reply_text(d->call, text, len);
+	rpc_deferred_end(d);
+	return r;
+}
+
+int rpc_deferred_reply_out(struct rpc_deferred *d, struct json_out *o)
+{
+	int r = 0;
+
+	if (d->call->cancelled)
+		json_out_free(o);
+	else
+		r = rpc_reply_out(d->call, o);
 	rpc_deferred_end(d);
 	return r;
 }

@@ -317,6 +317,8 @@ int rpc_deferred_reply_u64(struct rpc_deferred *d, const char *name, uint64_t va
 struct rpc_field; /* rpc_reply_flat() */
 int rpc_deferred_reply_flat(struct rpc_deferred *d, const struct rpc_field *fields, size_t n);
 int rpc_deferred_reply_text(struct rpc_deferred *d, char *text, size_t len);
+struct json_out; /* rpc_reply_out() */
+int rpc_deferred_reply_out(struct rpc_deferred *d, struct json_out *o);
 int rpc_deferred_error(struct rpc_deferred *d, struct errinfo *e);
 /* InternalError for a negative errno nobody answered ("Method failed: …"). */
 int rpc_deferred_fail(struct rpc_deferred *d, int err);
@@ -381,6 +383,16 @@ int rpc_reply_u64(struct rpc_call *call, const char *name, uint64_t value);
 /* The whole reply message, made by the caller (on the pool, say): text is
  * {"parameters":{…}} followed by its NUL; taken, also on failure. */
 int rpc_reply_text(struct rpc_call *call, char *text, size_t len);
+/*
+ * A reply written straight to text (proto/json_out.h), for answers too big
+ * for rpc_reply_flat() that are sent often (a region's): rpc_reply_start()
+ * opens {"parameters":{ in o, on buf (size bytes; the heap past them); the
+ * handler writes its fields into that object; rpc_reply_out() closes it,
+ * sends it (a transport without send_text gets the tree of the same text)
+ * and frees o. o's failure (out of memory) is answered as any other.
+ */
+void rpc_reply_start(struct json_out *o, char *buf, size_t size);
+int rpc_reply_out(struct rpc_call *call, struct json_out *o);
 
 /*
  * A reply of this size or more that the handler makes elsewhere (a Read's)

@@ -21,6 +21,7 @@
 #include "daemon/rdma/mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
+#include "proto/json_out.h"
 #include "util/strset.h"
 #include "daemon/mem/region.h"
 #include "daemon/rpc/rpc.h"
@@ -137,34 +138,36 @@ static void reg_wait_free(struct reg_wait *rw)
 	free(rw);
 }
 
-static cJSON *registration_of(struct reg_wait *rw, const struct reg_item *it)
+static void registration_write(struct json_out *o, struct reg_wait *rw, const struct reg_item *it)
 {
-	_cleanup_json_ cJSON *o = NULL;
 	const struct mreg *m;
 
-	if (it->missing)
-		return mreg_missing_json(rw->call->call->ctx->rdma, it->device);
+	if (it->missing) {
+		mreg_missing_write(o, rw->call->call->ctx->rdma, it->device);
+		return;
+	}
 	m = mreg_find(rw->region, it->device);
-	if (m)
-		return mreg_to_json(m, it->recorded);
+	if (m) {
+		mreg_write(o, m, it->recorded);
+		return;
+	}
 	/* Forgotten by a RetryRegistration meanwhile, which forgets only
 	 * failures: still a Registration, with every field it declares. */
-	o = cJSON_CreateObject();
-	if (!o || json_add_string(o, "device", it->device) < 0 ||
-	    json_add_string(o, "state", "failed") < 0 ||
-	    json_add_string(o, "error",
-			    "the failure was cleared by RetryRegistration while this "
-			    "call waited; ask again to try again") < 0)
-		return NULL;
-	return TAKE_PTR(o);
+	json_out_object(o, NULL);
+	json_out_string(o, "device", it->device);
+	json_out_string(o, "state", "failed");
+	json_out_string(o, "error",
+			"the failure was cleared by RetryRegistration while this call waited; ask "
+			"again to try again");
+	json_out_end(o);
 }
 
 static void reg_wait_reply(struct reg_wait *rw)
 {
 	struct rpc_deferred *d = rw->call;
-	_cleanup_json_ cJSON *p = NULL;
 	struct errinfo e = {};
-	cJSON *list;
+	struct json_out o;
+	char buf[1024];
 
 	if (rw->region->dead) {
 		/* Unregistered (or its owner gone) meanwhile: its registrations
@@ -176,44 +179,28 @@ static void reg_wait_reply(struct reg_wait *rw)
 		reg_wait_free(rw);
 		return;
 	}
+	rpc_reply_start(&o, buf, sizeof(buf));
 	if (rw->whole_region) {
 		const char *token = keep_token(rw->region);
 
-		p = region_json(rw->region, false);
-		if (p && token && json_add_string(p, "reclaim_token", token) < 0)
-			p = (cJSON_Delete(p), NULL);
+		/* Register's answer is the region: names that are no device
+		 * show as failures only here, since the region records none
+		 * for them. */
+		region_write_head(&o, rw->region);
+		for (size_t i = 0; i < rw->n; i++)
+			if (rw->items[i].missing)
+				registration_write(&o, rw, &rw->items[i]);
+		region_write_tail(&o, rw->region, false);
+		if (token)
+			json_out_string(&o, "reclaim_token", token);
 	} else {
-		p = cJSON_CreateObject();
-		list = p ? cJSON_AddArrayToObject(p, "registrations") : NULL;
-		if (!list || json_add_u64(p, "region", rw->region->id) < 0)
-			p = (cJSON_Delete(p), NULL);
-		for (size_t i = 0; p && i < rw->n; i++) {
-			cJSON *o = registration_of(rw, &rw->items[i]);
-
-			if (!o)
-				p = (cJSON_Delete(p), NULL);
-			else
-				cJSON_AddItemToArray(list, o);
-		}
+		json_out_u64(&o, "region", rw->region->id);
+		json_out_array(&o, "registrations");
+		for (size_t i = 0; i < rw->n; i++)
+			registration_write(&o, rw, &rw->items[i]);
+		json_out_end(&o);
 	}
-	/* Register's answer is the region: names that are no device show as
-	 * failures only here, since the region records none for them. */
-	for (size_t i = 0; p && rw->whole_region && i < rw->n; i++) {
-		cJSON *o;
-
-		if (!rw->items[i].missing)
-			continue;
-		o = mreg_missing_json(d->call->ctx->rdma, rw->items[i].device);
-		if (!o)
-			p = (cJSON_Delete(p), NULL);
-		else
-			cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(p, "registrations"),
-					     o);
-	}
-	if (p)
-		rpc_deferred_reply(d, TAKE_PTR(p));
-	else
-		rpc_deferred_fail(d, -ENOMEM);
+	rpc_deferred_reply_out(d, &o);
 	reg_wait_free(rw);
 }
 

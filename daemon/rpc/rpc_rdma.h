@@ -35,7 +35,15 @@ int rpc_check_devices(struct rpc_call *call, const cJSON *devices);
  * kinds' restore (gpu/gpu_keep.h). */
 void rpc_keep_init(struct rpc_ctx *ctx);
 
-/* The region as queries show it; detailed adds source, shares and leases. */
-cJSON *region_json(const struct region *r, bool detailed);
+/*
+ * The region as queries show it, written as members of the object open in
+ * o; detailed adds source, shares and leases. In two halves for a caller
+ * that adds registrations of its own: _head ends inside the registrations
+ * array, after the region's own; _tail closes it and writes the rest.
+ */
+struct json_out;
+void region_write(struct json_out *o, const struct region *r, bool detailed);
+void region_write_head(struct json_out *o, const struct region *r);
+void region_write_tail(struct json_out *o, const struct region *r, bool detailed);
 
 #endif

@@ -14,6 +14,7 @@
 #include "daemon/rdma/mreg.h"
 #include "proto/errors.h"
 #include "proto/json.h"
+#include "proto/json_out.h"
 #include "daemon/mem/region.h"
 #include "daemon/mem/keep.h"
 #include "daemon/mem/region_memfd.h"
@@ -164,111 +165,89 @@ static int parse_access(struct rpc_call *call, const cJSON *list, unsigned *ret)
 	return 0;
 }
 
-static int add_access(cJSON *o, unsigned bits)
+static void add_access(struct json_out *o, unsigned bits)
 {
-	cJSON *a = cJSON_AddArrayToObject(o, "access");
-
-	if (!a)
-		return -ENOMEM;
-	for (size_t i = 0; i < ELEMENTSOF(access_names); i++) {
-		cJSON *s;
-
-		if (!(bits & access_names[i].bit))
-			continue;
-		s = cJSON_CreateString(access_names[i].name);
-		if (!s)
-			return -ENOMEM;
-		cJSON_AddItemToArray(a, s);
-	}
-	return 0;
+	json_out_array(o, "access");
+	for (size_t i = 0; i < ELEMENTSOF(access_names); i++)
+		if (bits & access_names[i].bit)
+			json_out_string(o, NULL, access_names[i].name);
+	json_out_end(o);
 }
 
 /* GetRegion lists at most this many leases; leases.held and .waiting count all. */
 #define REGION_LEASE_LIST_MAX 256
 
-static cJSON *lease_to_json(const struct lease *l)
+static void lease_write(struct json_out *o, const struct lease *l)
 {
-	cJSON *o = cJSON_CreateObject();
+	const struct session *holder = lease_holder(l);
 
-	if (!o || json_add_u64(o, "lease", l->id) < 0 ||
-	    json_add_string(o, "mode", lock_mode_to_string(l->mode)) < 0 ||
-	    json_add_string(o, "state", l->req.held ? "held" : "waiting") < 0 ||
-	    json_add_int(o, "pid", lease_holder(l) ? lease_holder(l)->cred.pid : 0) < 0 ||
-	    json_add_int(o, "uid", lease_holder(l) ? lease_holder(l)->cred.uid : 0) < 0)
-		return (cJSON_Delete(o), NULL);
-	return o;
+	json_out_object(o, NULL);
+	json_out_u64(o, "lease", l->id);
+	json_out_string(o, "mode", lock_mode_to_string(l->mode));
+	json_out_string(o, "state", l->req.held ? "held" : "waiting");
+	json_out_int(o, "pid", holder ? holder->cred.pid : 0);
+	json_out_int(o, "uid", holder ? holder->cred.uid : 0);
+	json_out_end(o);
 }
 
-/* The region as queries show it; detailed adds the source, shares and leases. */
-cJSON *region_json(const struct region *r, bool detailed)
+void region_write_head(struct json_out *o, const struct region *r)
 {
-	_cleanup_json_ cJSON *o = cJSON_CreateObject();
-	cJSON *owner, *loc, *lock, *leases, *list;
+	json_out_u64(o, "region", r->id);
+	json_out_u64(o, "size", r->size);
+	add_access(o, r->access);
+	json_out_bool(o, "writable", r->writable);
+	json_out_array(o, "registrations");
+	mreg_list_write(o, r);
+}
 
-	if (!o)
-		return NULL;
-	if (json_add_u64(o, "region", r->id) < 0 || json_add_u64(o, "size", r->size) < 0 ||
-	    add_access(o, r->access) < 0 || json_add_bool(o, "writable", r->writable) < 0)
-		return NULL;
-	list = cJSON_AddArrayToObject(o, "registrations");
-	if (!list)
-		return NULL;
-	if (mreg_list_json(r, list) < 0)
-		return NULL;
+void region_write_tail(struct json_out *o, const struct region *r, bool detailed)
+{
+	uint64_t left;
 
-	owner = cJSON_AddObjectToObject(o, "owner");
-	loc = cJSON_AddObjectToObject(o, "location");
-	lock = cJSON_AddObjectToObject(o, "lock");
-	leases = cJSON_AddObjectToObject(o, "leases");
-	if (!owner || !loc || !lock || !leases)
-		return NULL;
-	if (json_add_int(owner, "uid", r->owner_uid) < 0 ||
-	    json_add_int(owner, "gid", r->owner_gid) < 0 ||
-	    json_add_int(owner, "pid", r->owner_pid) < 0 ||
-	    json_add_u64(owner, "connection", r->owner_conn_id) < 0 ||
-	    json_add_string(loc, "type", region_is_gpu(r) ? "gpu" : "cpu") < 0 ||
-	    (r->numa_node >= 0 && json_add_int(loc, "numa_node", r->numa_node) < 0) ||
-	    (r->gpu >= 0 && json_add_int(loc, "device", r->gpu) < 0) ||
-	    (r->gpu >= 0 && json_add_string(loc, "pci_bus_id", r->pci_bus_id) < 0) ||
-	    json_add_string(lock, "state", lock_state_to_string(r->lock.state)) < 0 ||
-	    json_add_int(lock, "holders", r->lock.n_holders) < 0 ||
-	    json_add_int(lock, "waiters", r->lock.n_waiters) < 0 ||
-	    json_add_int(leases, "held", r->n_leases_held) < 0 ||
-	    json_add_int(leases, "waiting", r->n_leases_waiting) < 0 ||
-	    json_add_u64(o, "age_msec", uv_now(r->registry->core->loop) - r->created_msec) < 0)
-		return NULL;
-	{
-		uint64_t left;
-
-		if (keep_awaiting(r, &left) && json_add_u64(o, "reclaim_in_msec", left) < 0)
-			return NULL;
+	json_out_end(o); /* registrations */
+	json_out_object(o, "owner");
+	json_out_int(o, "uid", r->owner_uid);
+	json_out_int(o, "gid", r->owner_gid);
+	json_out_int(o, "pid", r->owner_pid);
+	json_out_u64(o, "connection", r->owner_conn_id);
+	json_out_end(o);
+	json_out_object(o, "location");
+	json_out_string(o, "type", region_is_gpu(r) ? "gpu" : "cpu");
+	if (r->numa_node >= 0)
+		json_out_int(o, "numa_node", r->numa_node);
+	if (r->gpu >= 0) {
+		json_out_int(o, "device", r->gpu);
+		json_out_string(o, "pci_bus_id", r->pci_bus_id);
 	}
+	json_out_end(o);
+	json_out_object(o, "lock");
+	json_out_string(o, "state", lock_state_to_string(r->lock.state));
+	json_out_int(o, "holders", r->lock.n_holders);
+	json_out_int(o, "waiters", r->lock.n_waiters);
+	json_out_end(o);
+	json_out_object(o, "leases");
+	json_out_int(o, "held", r->n_leases_held);
+	json_out_int(o, "waiting", r->n_leases_waiting);
+	json_out_end(o);
+	json_out_u64(o, "age_msec", uv_now(r->registry->core->loop) - r->created_msec);
+	if (keep_awaiting(r, &left))
+		json_out_u64(o, "reclaim_in_msec", left);
 	if (!detailed)
-		return TAKE_PTR(o);
+		return;
 
-	{
-		cJSON *src = cJSON_AddObjectToObject(o, "source");
-
-		if (!src || json_add_string(src, "type", r->mem->type) < 0 ||
-		    r->mem->describe(r, src) < 0)
-			return NULL;
-	}
-	list = cJSON_AddArrayToObject(o, "shares");
-	if (!list)
-		return NULL;
+	json_out_object(o, "source");
+	json_out_string(o, "type", r->mem->type);
+	r->mem->describe(r, o);
+	json_out_end(o);
+	json_out_array(o, "shares");
 	for (size_t i = 0; i < r->n_shares; i++) {
-		cJSON *s = cJSON_CreateObject();
-
-		if (!s)
-			return NULL;
-		cJSON_AddItemToArray(list, s);
-		if (json_add_int(s, r->shares[i].is_group ? "gid" : "uid", r->shares[i].id) < 0 ||
-		    json_add_bool(s, "readonly", r->shares[i].readonly) < 0)
-			return NULL;
+		json_out_object(o, NULL);
+		json_out_int(o, r->shares[i].is_group ? "gid" : "uid", r->shares[i].id);
+		json_out_bool(o, "readonly", r->shares[i].readonly);
+		json_out_end(o);
 	}
-	list = cJSON_AddArrayToObject(o, "lease_list");
-	if (!list)
-		return NULL;
+	json_out_end(o);
+	json_out_array(o, "lease_list");
 	{
 		const struct lease *l;
 		size_t n = 0;
@@ -276,19 +255,20 @@ cJSON *region_json(const struct region *r, bool detailed)
 		/* The oldest REGION_LEASE_LIST_MAX: other uids' leases on a shared
 		 * region count against their own quotas, not this list's size. */
 		list_for_each_entry(l, &r->leases, region_link) {
-			cJSON *j;
-
 			if (l->released)
 				continue;
 			if (n++ == REGION_LEASE_LIST_MAX)
 				break;
-			j = lease_to_json(l);
-			if (!j)
-				return NULL;
-			cJSON_AddItemToArray(list, j);
+			lease_write(o, l);
 		}
 	}
-	return TAKE_PTR(o);
+	json_out_end(o);
+}
+
+void region_write(struct json_out *o, const struct region *r, bool detailed)
+{
+	region_write_head(o, r);
+	region_write_tail(o, r, detailed);
 }
 
 struct register_params {
@@ -661,10 +641,16 @@ static int method_reclaim(struct rpc_call *call, void *params)
 static int region_item(struct rpc_call *call, struct idseq_node *node, cJSON **ret)
 {
 	const struct region *r = container_of(node, struct region, order);
+	char buf[1024];
+	struct json_out o;
 
 	if (!region_visible_to(r, call->session))
 		return 0;
-	*ret = region_json(r, false);
+	json_out_init(&o, buf, sizeof(buf));
+	json_out_object(&o, NULL);
+	region_write(&o, r, false);
+	json_out_end(&o);
+	*ret = json_out_item(&o);
 	return *ret ? 0 : -ENOMEM;
 }
 
@@ -707,7 +693,7 @@ RPC_DEFINE_METHOD(GetRegion, NULL,
 /* clang-format on */
 
 /* Measured figures only (0: none): never a guess. */
-static int add_bandwidth(cJSON *o, const struct rpc_ctx *ctx, const struct region *r)
+static void add_bandwidth(struct json_out *o, const struct rpc_ctx *ctx, const struct region *r)
 {
 	struct cu_bandwidth gbw;
 	uint64_t host = 0, device = 0;
@@ -720,20 +706,22 @@ static int add_bandwidth(cJSON *o, const struct rpc_ctx *ctx, const struct regio
 	locked = r->gpu < 0 ? gpu_region_host_locked_on(r) : -1;
 	if (locked >= 0 && gpu_bandwidth(locked, &gbw))
 		device = gbw.htod;
-	if ((host && json_add_u64(o, "direct_access_host_bandwidth", host) < 0) ||
-	    (device && json_add_u64(o, "direct_access_device_bandwidth", device) < 0))
-		return -ENOMEM;
-	return 0;
+	if (host)
+		json_out_u64(o, "direct_access_host_bandwidth", host);
+	if (device)
+		json_out_u64(o, "direct_access_device_bandwidth", device);
 }
 
 static int method_get_region(struct rpc_call *call, void *params)
 {
 	const struct region *r = ((struct region_params *)params)->region.region;
-	_cleanup_json_ cJSON *o = region_json(r, true);
+	char buf[2048];
+	struct json_out o;
 
-	if (!o || add_bandwidth(o, call->ctx, r) < 0)
-		return -ENOMEM;
-	return rpc_reply(call, TAKE_PTR(o));
+	rpc_reply_start(&o, buf, sizeof(buf));
+	region_write(&o, r, true);
+	add_bandwidth(&o, call->ctx, r);
+	return rpc_reply_out(call, &o);
 }
 
 const struct rpc_method rpc_region_methods[] = {

@@ -397,18 +397,16 @@ static int describe_int(cJSON *src, const char *name)
 {
 	cJSON *v = cJSON_GetObjectItemCaseSensitive(src, name);
 
-	/* json_add_int() adds the digits raw. */
-	ck_assert_msg(cJSON_IsRaw(v), "%s is not a raw number", name);
-	return (int)strtol(v->valuestring, NULL, 10);
+	ck_assert_msg(cJSON_IsNumber(v), "%s is not a number", name);
+	return v->valueint;
 }
 
 /* describe()'s count of the regions over r's IPC open. */
 static int ipc_refs(const struct region *r)
 {
-	cJSON *src = cJSON_CreateObject();
+	cJSON *src = mem_describe_tree(r);
 	int n;
 
-	ck_assert_int_eq(r->mem->describe(r, src), 0);
 	n = describe_int(src, "regions_sharing_the_open");
 	cJSON_Delete(src);
 	return n;
@@ -486,7 +484,7 @@ START_TEST(test_vmm_describe)
 {
 	struct region *r = import_vmm(4 * GRAN, 4096);
 	struct cu_device_info info;
-	cJSON *src = cJSON_CreateObject();
+	cJSON *src = NULL;
 	char want[32];
 
 	ck_assert_ptr_eq(r->mem, &gpu_vmm_ops);
@@ -511,7 +509,7 @@ START_TEST(test_vmm_describe)
 		ck_assert(!gpu_bandwidth(0, &bw) || bw.dtod > 0);
 	}
 
-	ck_assert_int_eq(r->mem->describe(r, src), 0);
+	src = mem_describe_tree(r);
 	ck_assert_str_eq(describe_str(src, "offset"), "4096");
 	snprintf(want, sizeof(want), "%lu", 4 * GRAN);
 	ck_assert_str_eq(describe_str(src, "allocation_size"), want);
@@ -555,8 +553,7 @@ START_TEST(test_ipc_describe_same_memory)
 	ck_assert_ptr_ne(gpu_region_of(a)->ipc, gpu_region_of(c)->ipc);
 	ck_assert_int_eq(drv.n_ipc_open, 2);
 
-	src = cJSON_CreateObject();
-	ck_assert_int_eq(b->mem->describe(b, src), 0);
+	src = mem_describe_tree(b);
 	ck_assert_str_eq(describe_str(src, "offset"), "4096");
 	snprintf(want, sizeof(want), "%lu", FAKE_CUDA_IPC_SIZE);
 	ck_assert_str_eq(describe_str(src, "allocation_size"), want);
@@ -615,14 +612,14 @@ START_TEST(test_vmm_chunks)
 {
 	struct region *r = import_vmm_chunks(3, GRAN, GRAN - 100, false);
 	struct region_mr_source src;
-	cJSON *o = cJSON_CreateObject();
+	cJSON *o;
 	char want[32];
 
 	ck_assert_uint_eq(r->size, 2 * GRAN + 100);
 	ck_assert_uint_eq(gpu_region_of(r)->vmm.n_chunks, 3);
 	ck_assert_uint_eq(fake_cuda.n_mapped, 3);
 	memset(dev_bytes(r, 0), 0x5a, r->size); /* the fake's mappings are one heap block */
-	ck_assert_int_eq(r->mem->describe(r, o), 0);
+	o = mem_describe_tree(r);
 	snprintf(want, sizeof(want), "%lu", 3 * GRAN);
 	ck_assert_str_eq(describe_str(o, "allocation_size"), want);
 	ck_assert_int_eq(describe_int(o, "chunks"), 3);

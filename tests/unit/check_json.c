@@ -8,6 +8,7 @@
 
 #include "proto/dispatch.h"
 #include "proto/json.h"
+#include "proto/json_out.h"
 #include "tests/json_compare.h"
 #include "tests/testlib.h"
 
@@ -227,6 +228,67 @@ START_TEST(test_add_int)
 }
 END_TEST
 
+/*
+ * json_out writes what cJSON would print for the same values: nested
+ * objects and arrays with their commas, strings escaped (quotes, the
+ * backslash, control characters, UTF-8 as it is), u64 values as decimal
+ * strings, ints with their sign, booleans, raw JSON as given. A buffer of 8
+ * bytes makes it move to the heap and grow on the way.
+ */
+START_TEST(test_json_out)
+{
+	static const char want[] =
+		"{\"a\":\"18446744073709551615\",\"b\":-9223372036854775808,\"c\":[true,false,"
+		"\"q\\\"b\\\\\\n\\t\\u0001\\u001f\u00e9\",{},[]],\"d\":{\"e\":{\"f\":0}},"
+		"\"r\":[1,{\"x\":2}],\"z\":\"\"}";
+	char small[8];
+	struct json_out o;
+	_cleanup_json_ cJSON *tree = NULL, *expect = NULL;
+	const char *why;
+
+	json_out_init(&o, small, sizeof(small));
+	json_out_object(&o, NULL);
+	json_out_u64(&o, "a", UINT64_MAX);
+	json_out_int(&o, "b", INT64_MIN);
+	json_out_array(&o, "c");
+	json_out_bool(&o, NULL, true);
+	json_out_bool(&o, NULL, false);
+	json_out_string(&o, NULL, "q\"b\\\n\t\x01\x1f\u00e9");
+	json_out_object(&o, NULL);
+	json_out_end(&o);
+	json_out_array(&o, NULL);
+	json_out_end(&o);
+	json_out_end(&o);
+	json_out_object(&o, "d");
+	json_out_object(&o, "e");
+	json_out_int(&o, "f", 0);
+	json_out_end(&o);
+	json_out_end(&o);
+	json_out_raw(&o, "r", "[1,{\"x\":2}]", 11);
+	json_out_string(&o, "z", "");
+	json_out_end(&o);
+	ck_assert_int_eq(o.err, 0);
+	ck_assert(o.heap);
+	ck_assert_str_eq(o.text, want);
+	ck_assert_uint_eq(o.len, strlen(want));
+	/* What a client reads: the same as cJSON's tree of it. */
+	ck_assert_int_eq(json_parse(want, strlen(want), &expect, &why), 0);
+	tree = test_out_tree(&o);
+	ck_assert(cJSON_Compare(tree, expect, true));
+
+	/* One end too many is an error, kept, as is a failure to grow. */
+	json_out_init(&o, NULL, 0);
+	json_out_object(&o, NULL);
+	json_out_end(&o);
+	ck_assert_int_eq(o.err, 0);
+	json_out_end(&o);
+	ck_assert_int_eq(o.err, -EINVAL);
+	json_out_string(&o, "k", "v");
+	ck_assert_str_eq(o.text, "{}");
+	json_out_free(&o);
+}
+END_TEST
+
 struct sample {
 	uint64_t size;
 	uint32_t index;
@@ -399,6 +461,7 @@ Suite *json_suite(void)
 	tcase_add_test(tc, test_depth_limit);
 	tcase_add_test(tc, test_values_limit);
 	tcase_add_test(tc, test_duplicate_keys_many);
+	tcase_add_test(tc, test_json_out);
 	suite_add_tcase(s, tc);
 	return s;
 }

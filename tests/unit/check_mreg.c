@@ -16,6 +16,7 @@
 #include "daemon/rdma/rdma.h"
 #include "daemon/rdma/verbs.h"
 #include "proto/json.h"
+#include "proto/json_out.h"
 #include "tests/fakes/fake.h"
 #include "tests/unit/mem-fixture.h"
 #include "tests/testlib.h"
@@ -71,6 +72,16 @@ static void probe_init(struct probe *p)
 	list_init(&p->w.link);
 }
 
+/* m as answers show it, parsed back. */
+static cJSON *mreg_tree(const struct mreg *m, bool recorded)
+{
+	struct json_out o;
+
+	json_out_init(&o, NULL, 0);
+	mreg_write(&o, m, recorded);
+	return test_out_tree(&o);
+}
+
 /* Two requests while the first attempt is on the pool: one MR, both told;
  * a later request finds it in force. */
 START_TEST(test_register_once)
@@ -107,7 +118,7 @@ START_TEST(test_register_once)
 	ck_assert_ptr_eq(mreg_find(r, "fake0"), m);
 	ck_assert_ptr_null(mreg_find(r, "fake1"));
 
-	j = mreg_to_json(m, false);
+	j = mreg_tree(m, false);
 	ck_assert_ptr_nonnull(j);
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "state")), "registered");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "via")), "host-memory");
@@ -144,7 +155,7 @@ START_TEST(test_failure_recorded)
 	ck_assert_uint_eq(b.calls, 0);
 	ck_assert_int_eq(m->state, MREG_FAILED);
 	ck_assert_int_eq(atomic_load(&fake_verbs_mrs), 0);
-	j = mreg_to_json(m, true);
+	j = mreg_tree(m, true);
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "recorded")));
 	ck_assert_ptr_nonnull(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(j, "error")),
 				     "RetryRegistration"));
@@ -291,8 +302,13 @@ END_TEST
 /* A device that is not open is answered, not recorded: naming the open ones. */
 START_TEST(test_missing_device)
 {
-	_cleanup_json_ cJSON *j = mreg_missing_json(&rdma, "mlx5_9");
+	struct json_out o;
+	_cleanup_json_ cJSON *j = NULL;
 	const char *err;
+
+	json_out_init(&o, NULL, 0);
+	mreg_missing_write(&o, &rdma, "mlx5_9");
+	j = test_out_tree(&o);
 
 	ck_assert_ptr_nonnull(j);
 	err = cJSON_GetStringValue(cJSON_GetObjectItem(j, "error"));

@@ -20,7 +20,9 @@
 #include "daemon/mem/region.h"
 #include "daemon/mem/region_memfd.h"
 #include "daemon/core/session.h"
+#include "proto/json_out.h"
 #include "rdmamem.h"
+#include "tests/testlib.h"
 #include "tests/unit/session-fixture.h"
 
 struct mem_fixture {
@@ -89,6 +91,18 @@ static inline void mem_fixture_run_until(struct mem_fixture *f, const bool *flag
 		if (!*flag)
 			usleep(1000);
 	}
+}
+
+/* What r's kind writes for GetRegion's source (describe()), parsed back. */
+static inline cJSON *mem_describe_tree(const struct region *r)
+{
+	struct json_out o;
+
+	json_out_init(&o, NULL, 0);
+	json_out_object(&o, NULL);
+	r->mem->describe(r, &o);
+	json_out_end(&o);
+	return test_out_tree(&o);
 }
 
 #endif
