@@ -211,9 +211,3 @@ cJSON *json_out_item(struct json_out *o)
 	json_out_free(o);
 	return item;
 }
-
-void json_out_raw(struct json_out *o, const char *name, const char *text, size_t len)
-{
-	value_start(o, name);
-	put(o, text, len);
-}

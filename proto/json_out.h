@@ -50,8 +50,6 @@ void json_out_string(struct json_out *o, const char *name, const char *value);
 void json_out_u64(struct json_out *o, const char *name, uint64_t value);
 void json_out_int(struct json_out *o, const char *name, int64_t value);
 void json_out_bool(struct json_out *o, const char *name, bool value);
-/* text is JSON already (a whole value): written as it is. */
-void json_out_raw(struct json_out *o, const char *name, const char *text, size_t len);
 
 #define _cleanup_json_out_ _cleanup_(json_out_free)
 

@@ -232,7 +232,7 @@ END_TEST
  * json_out writes what cJSON would print for the same values: nested
  * objects and arrays with their commas, strings escaped (quotes, the
  * backslash, control characters, UTF-8 as it is), u64 values as decimal
- * strings, ints with their sign, booleans, raw JSON as given. A buffer of 8
+ * strings, ints with their sign, and booleans. A buffer of 8
  * bytes makes it move to the heap and grow on the way.
  */
 START_TEST(test_json_out)
@@ -240,7 +240,7 @@ START_TEST(test_json_out)
 	static const char want[] =
 		"{\"a\":\"18446744073709551615\",\"b\":-9223372036854775808,\"c\":[true,false,"
 		"\"q\\\"b\\\\\\n\\t\\u0001\\u001f\u00e9\",{},[]],\"d\":{\"e\":{\"f\":0}},"
-		"\"r\":[1,{\"x\":2}],\"z\":\"\"}";
+		"\"z\":\"\"}";
 	char small[8];
 	struct json_out o;
 	_cleanup_json_ cJSON *tree = NULL, *expect = NULL;
@@ -264,7 +264,6 @@ START_TEST(test_json_out)
 	json_out_int(&o, "f", 0);
 	json_out_end(&o);
 	json_out_end(&o);
-	json_out_raw(&o, "r", "[1,{\"x\":2}]", 11);
 	json_out_string(&o, "z", "");
 	json_out_end(&o);
 	ck_assert_int_eq(o.err, 0);
