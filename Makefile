@@ -100,7 +100,7 @@ ALL_LDFLAGS = $(SAN) $(LDFLAGS)
 
 # util/ and proto/: what the daemon and the client share (PROTO_OBJS has
 # both), but util's timers, which need libuv: the daemon's alone.
-UTIL_UV_SRCS := util/timeout.c
+UTIL_UV_SRCS := util/timeout.c util/loop_poll.c
 UTIL_SRCS   := $(filter-out $(UTIL_UV_SRCS),$(wildcard util/*.c))
 PROTO_SRCS  := $(wildcard proto/*.c)
 # daemon/ (daemon.c, main.c) and its layers' folders (tests/layering.py).

@@ -52,6 +52,7 @@
 	X(cuEventCreate, 2000)                           \
 	X(cuEventRecord, 2000)                           \
 	X(cuEventSynchronize, 2000)                      \
+	X(cuEventQuery, 2000)                            \
 	X(cuEventDestroy, 4000)                          \
 	X(cuMemHostRegister, 6050)                       \
 	X(cuMemHostUnregister, 4000)                     \

@@ -111,6 +111,10 @@ bool cu_idle(void)
 	return atomic_load(&cu_in_flight) == 0;
 }
 
+/* Of those, copies started and not finished (cu_copy_htod_start()): while
+ * they are all there is, cu_copy_poll() may ask the driver about them. */
+static atomic_uint cu_started;
+
 /* The one CUresult to errno table; whatever it does not name is -EIO. */
 static const struct {
 	CUresult result;
@@ -933,13 +937,18 @@ int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
 struct cu_copy_pending {
 	CUevent event;
 	CUcontext ctx; /* the event's: current while it is waited for */
+	/* cu_copy_poll() saw the event done: how the copy went, and why when
+	 * it failed. cu_copy_finish() then waits for nothing. */
+	bool landed;
+	int result;
+	char err[CU_ERR_MAX];
 };
 
 /* A start's event, made before its copy is queued: once the copy is, only
  * the record can still fail (copy_follow()). */
 static int pending_new(const struct cu_ctx_guard *g, struct cu_copy_pending **ret)
 {
-	_cleanup_free_ struct cu_copy_pending *p = malloc(sizeof(*p));
+	_cleanup_free_ struct cu_copy_pending *p = calloc(1, sizeof(*p));
 	int r;
 
 	if (!p)
@@ -971,6 +980,7 @@ static int copy_follow(int r, struct cu_copy_pending *p, struct cu_copy_pending 
 		return r;
 	}
 	atomic_fetch_add(&cu_in_flight, 1);
+	atomic_fetch_add(&cu_started, 1);
 	*ret = p;
 	return 0;
 }
@@ -1006,26 +1016,57 @@ int cu_copy_dtoh_start(void *dst, uint64_t src, size_t n, struct cu_copy_pending
 	return copy_start(src, dst, n, false, ret);
 }
 
+int cu_copy_poll(struct cu_copy_pending *p)
+{
+	CUresult res;
+
+	if (p->landed)
+		return 1;
+	/* Another thread's driver work could hold a lock the query waits for. */
+	if (atomic_load(&cu_in_flight) > atomic_load(&cu_started))
+		return -EBUSY;
+	if (cu.cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS)
+		/* cu_copy_finish() knows how to wait without it. */
+		return -EBUSY;
+	res = cu.cuEventQuery(p->event);
+	ctx_pop(p->ctx);
+	if (res == CUDA_ERROR_NOT_READY)
+		return 0;
+	p->landed = true;
+	p->result = cu_check(res, "cuEventQuery");
+	if (p->result < 0)
+		memcpy(p->err, cu_err, sizeof(p->err));
+	return 1;
+}
+
 int cu_copy_finish(struct cu_copy_pending *p)
 {
 	char first[CU_ERR_MAX];
-	int r = 0;
+	int r = 0, pushed;
 
 	if (!p)
 		return 0;
+	if (p->result < 0) {
+		r = p->result;
+		memcpy(first, p->err, sizeof(first));
+	}
 	/* The event's context current, as on the thread that recorded it. */
-	cu_keep_first(&r, CU(cuCtxPushCurrent, p->ctx), first);
-	if (r == 0) {
-		cu_keep_first(&r, CU(cuEventSynchronize, p->event), first);
+	pushed = CU(cuCtxPushCurrent, p->ctx);
+	cu_keep_first(&r, pushed, first);
+	if (pushed == 0) {
+		if (!p->landed)
+			cu_keep_first(&r, CU(cuEventSynchronize, p->event), first);
 		cu_keep_first(&r, CU(cuEventDestroy, p->event), first);
 		ctx_pop(p->ctx);
 	} else {
 		/* No context to wait in: the copy may still run. */
-		(void)cu.cuEventSynchronize(p->event);
+		if (!p->landed)
+			(void)cu.cuEventSynchronize(p->event);
 		(void)cu.cuEventDestroy(p->event);
 	}
 	if (r < 0)
 		memcpy(cu_err, first, sizeof(cu_err));
+	atomic_fetch_sub(&cu_started, 1);
 	atomic_fetch_sub(&cu_in_flight, 1);
 	free(p);
 	return r;
@@ -1465,6 +1506,11 @@ int cu_copy_dtoh_start(_unused_ void *dst, _unused_ uint64_t src, _unused_ size_
 {
 	*ret = NULL;
 	return -EOPNOTSUPP;
+}
+
+int cu_copy_poll(_unused_ struct cu_copy_pending *p)
+{
+	return 1;
 }
 
 int cu_copy_finish(_unused_ struct cu_copy_pending *p)

@@ -177,10 +177,18 @@ int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n);
  * made on the loop queues behind it. The bytes are in place, and the
  * memory may go, only once cu_copy_finish() returned, which blocks for the
  * rest of the copy (the pool) and frees *ret, also when the copy failed.
+ *
+ * cu_copy_poll() asks, without waiting, whether the bytes have landed (the
+ * loop, each turn): 1 when they have or the copy failed (cu_copy_finish()
+ * then waits for nothing and says how it went), 0 while they move, -EBUSY
+ * when other driver work of the daemon is in flight beside the started
+ * copies, whose driver lock the query could wait for: the loop leaves the
+ * wait to the pool then.
  */
 struct cu_copy_pending;
 int cu_copy_htod_start(uint64_t dst, const void *src, size_t n, struct cu_copy_pending **ret);
 int cu_copy_dtoh_start(void *dst, uint64_t src, size_t n, struct cu_copy_pending **ret);
+int cu_copy_poll(struct cu_copy_pending *p);
 int cu_copy_finish(struct cu_copy_pending *p);
 
 /* How cu_copy_dtod moves bytes between the memory of two GPUs. */

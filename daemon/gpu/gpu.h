@@ -6,7 +6,9 @@
  * a page-locked host region while no other driver work of the daemon runs
  * (gpu_region.c) runs on the loop when expected to take at most
  * loop-work-usec (gpu_copy_usec()), and is started there otherwise, the
- * pool waiting for its end (gpu_copy_start()). The driver is loaded (and cuInit
+ * loop looking for its end each turn (gpu_copy_start(), gpu_copy_poll()),
+ * or a pool thread waiting for it where other driver work runs beside it.
+ * The driver is loaded (and cuInit
  * called) when the first GPU import arrives, not before. A legacy handle is
  * opened once and the open shared by every region over that allocation,
  * since the driver maps an IPC allocation only once per process.

@@ -199,8 +199,8 @@ static uint64_t gpu_copy_usec(const struct region_span *dst, const struct region
 /*
  * Loop: a copy too long for the loop, queued from it all the same where
  * the loop may make the call (the driver takes a page-locked copy in a few
- * microseconds and returns), so that the bytes move while a pool thread
- * wakes to wait for them.
+ * microseconds and returns), so that the bytes start to move at once; the
+ * loop then looks for their end each turn (gpu_copy_poll()).
  */
 static int gpu_copy_start(const struct region_span *dst, const struct region_span *src, uint64_t n,
 			  void **ret_pending, struct errinfo *e)
@@ -223,7 +223,13 @@ static int gpu_copy_start(const struct region_span *dst, const struct region_spa
 	return 1;
 }
 
-/* Pool: the rest of a gpu_copy_start(). */
+/* Loop: whether a gpu_copy_start()'s bytes landed (cu_copy_poll()). */
+static int gpu_copy_poll(void *pending)
+{
+	return cu_copy_poll(pending);
+}
+
+/* Pool, or the loop once landed: the rest of a gpu_copy_start(). */
 static int gpu_copy_finish(void *pending, struct errinfo *e)
 {
 	int r = cu_copy_finish(pending);
@@ -350,6 +356,7 @@ const struct region_mem_ops gpu_vmm_ops = {
 	.copy = gpu_copy,
 	.copy_usec = gpu_copy_usec,
 	.copy_start = gpu_copy_start,
+	.copy_poll = gpu_copy_poll,
 	.copy_finish = gpu_copy_finish,
 	.describe = vmm_describe,
 };
@@ -402,6 +409,7 @@ const struct region_mem_ops gpu_ipc_ops = {
 	.copy = gpu_copy,
 	.copy_usec = gpu_copy_usec,
 	.copy_start = gpu_copy_start,
+	.copy_poll = gpu_copy_poll,
 	.copy_finish = gpu_copy_finish,
 	.describe = ipc_describe,
 	.same_memory = ipc_same_memory,

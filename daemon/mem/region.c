@@ -30,11 +30,13 @@ void region_registry_init(struct region_registry *reg, struct core *core)
 	reg->n_regions = 0;
 	reg->pinned_bytes = 0;
 	timeouts_init(&reg->timeouts, core->loop);
+	loop_poll_init(&reg->started, core->loop);
 }
 
 void region_registry_stop(struct region_registry *reg)
 {
 	timeouts_close(&reg->timeouts);
+	loop_poll_stop(&reg->started);
 }
 
 void region_registry_done(struct region_registry *reg)

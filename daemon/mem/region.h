@@ -41,6 +41,7 @@
 #include "daemon/mem/lock.h"
 #include "util/list.h"
 #include "daemon/core/session.h"
+#include "util/loop_poll.h"
 #include "util/timeout.h"
 
 struct core;
@@ -143,14 +144,23 @@ struct region_mem_ops {
 	 * Loop: starts copy() of n bytes without waiting for it, when the kind
 	 * can queue it in a few microseconds now (where copy_usec() could say
 	 * how long it takes, whatever that is): 1 with *ret_pending set, for
-	 * copy_finish() on the pool; 0 when it cannot, and copy() runs on the
-	 * pool instead; a negative errno with *e saying why. Both regions stay
-	 * until copy_finish() returned. NULL: never.
+	 * copy_poll() and copy_finish(); 0 when it cannot, and copy() runs on
+	 * the pool instead; a negative errno with *e saying why. Both regions
+	 * stay until copy_finish() returned. NULL: never.
 	 */
 	int (*copy_start)(const struct region_span *dst, const struct region_span *src, uint64_t n,
 			  void **ret_pending, struct errinfo *e);
-	/* Pool: waits for the bytes of a copy_start() and frees pending: 0,
-	 * or a negative errno with *e saying why. */
+	/*
+	 * Loop: whether the bytes of a copy_start() have landed, without
+	 * waiting: 1 when they have, or the copy failed (copy_finish() then
+	 * returns at once and says how it went); 0 while they move; -EBUSY
+	 * when asking now could wait behind other work of the kind on the
+	 * pool (copy_finish() waits there instead). NULL: the pool waits.
+	 */
+	int (*copy_poll)(void *pending);
+	/* Pool, or the loop once copy_poll() said 1: waits for the bytes of a
+	 * copy_start() and frees pending: 0, or a negative errno with *e saying
+	 * why. */
 	int (*copy_finish)(void *pending, struct errinfo *e);
 	/*
 	 * Loop: what the fd store needs to bring the region back after a
@@ -212,6 +222,7 @@ struct region_registry {
 	struct idmap leases; /* id → struct lease (lease.c) */
 	uint64_t next_lease_id;
 	struct timeouts timeouts; /* lock-wait deadlines: leases, transfers */
+	struct loop_poll started; /* copies started on the loop, looked at each turn (xfer.c) */
 	struct membw membw;       /* host memory bandwidth per NUMA node */
 	struct keep_ctx *keep;    /* regions kept across a restart (keep.h); NULL: none */
 	/* Told each id given (keep.c: the state reserves ids ahead). */
@@ -222,7 +233,8 @@ struct region_registry {
 /* At daemon start: the maps, the timeouts on core's loop, the drop hook of
  * SESSION_REGION (lease_registry_init() does the leases' part). */
 void region_registry_init(struct region_registry *reg, struct core *core);
-/* Shutdown: stops the lock-wait timer (its handle closes with the loop). */
+/* Shutdown: stops the lock-wait timer (its handle closes with the loop),
+ * and the looks at started copies once the last has landed. */
 void region_registry_stop(struct region_registry *reg);
 /* After every region and lease is gone. */
 void region_registry_done(struct region_registry *reg);

@@ -238,7 +238,13 @@ static void xfer_release_locks(struct xfer *x)
 
 static void xfer_complete(struct xfer *x)
 {
-	if (x->on_pool) {
+	if (x->started && !x->on_pool && x->clock_ended) {
+		log_debug("A GPU copy of %" PRIu64 " bytes started on the loop in %.1f us "
+			  "landed %.1f us later (%u looks); %.1f us to here",
+			  x->length, (double)(x->clock_queued - x->clock_begun) / 1e3,
+			  (double)(x->clock_ended - x->clock_queued) / 1e3, x->n_looks,
+			  (double)(uv_hrtime() - x->clock_ended) / 1e3);
+	} else if (x->on_pool) {
 		uint64_t now = uv_hrtime();
 
 		log_debug("A %s transfer of %" PRIu64
@@ -264,8 +270,8 @@ static void xfer_complete(struct xfer *x)
 	x->done(x->userdata, x, x->result, &x->err);
 }
 
-/* Waits for the bytes of a copy started on the loop. Pool (the loop only
- * when no pool thread could be asked). */
+/* Waits for the bytes of a copy started on the loop: on the pool, or on
+ * the loop once it saw them land (or when no pool thread could be asked). */
 static void xfer_finish_started(struct xfer *x)
 {
 	struct region_span dst = span_at(&x->dst, 0), src = span_at(&x->src, 0);
@@ -405,27 +411,15 @@ static int xfer_start_on_loop(struct xfer *x)
 	return r;
 }
 
-static void xfer_run(struct xfer *x)
+/*
+ * Hands x's bytes to the pool in n parts (page-aligned slices), or, for a
+ * copy started on the loop, the wait for them in one. Never block the loop
+ * with bulk work.
+ */
+static void xfer_queue_parts(struct xfer *x, unsigned n)
 {
 	struct region_registry *registry = xfer_registry(x);
-	unsigned n;
-	int r;
 
-	timeout_disarm(&registry->timeouts, &x->timeout);
-	copy_find_overlap(x);
-	if (xfer_runs_inline(x)) {
-		xfer_execute(x, 0, x->length);
-		xfer_complete(x);
-		return;
-	}
-	r = xfer_start_on_loop(x);
-	if (r < 0) {
-		x->result = r;
-		xfer_complete(x);
-		return;
-	}
-	/* Never block the loop with bulk work. Parts are page-aligned slices. */
-	n = x->started ? 1 : pool_parts(x);
 	x->on_pool = true;
 	x->result = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -454,6 +448,73 @@ static void xfer_run(struct xfer *x)
 		}
 		return;
 	}
+}
+
+/*
+ * A look at a copy started on the loop, each turn while its bytes move:
+ * it is answered on the turn they land, with no pool thread to wake and
+ * no wake-up of the loop after it (12.5 us at the median for a 16 MiB
+ * copy on the H100, R12). The loop spends a CPU looking meanwhile, as the
+ * pool thread did in the driver's spinning wait. Where other driver work
+ * runs beside it, a look could wait for a lock that work holds: the pool
+ * waits for the bytes then.
+ */
+static void xfer_look(struct loop_poll_item *it)
+{
+	struct xfer *x = container_of(it, struct xfer, watch);
+	struct region_span dst = span_at(&x->dst, 0), src = span_at(&x->src, 0);
+	int r = device_mem(&dst, &src)->copy_poll(x->pending);
+
+	x->n_looks++;
+	if (r == 0)
+		return;
+	loop_poll_del(it);
+	x->watched = false;
+	if (r == -EBUSY) {
+		xfer_queue_parts(x, 1);
+		return;
+	}
+	x->clock_ended = uv_hrtime();
+	xfer_finish_started(x);
+	xfer_complete(x);
+}
+
+/* A copy just started on the loop: watched there when the kind can tell
+ * without waiting whether it landed (0), else not (a negative errno). */
+static int xfer_watch_started(struct xfer *x)
+{
+	struct region_span dst = span_at(&x->dst, 0), src = span_at(&x->src, 0);
+	int r;
+
+	if (!device_mem(&dst, &src)->copy_poll)
+		return -EOPNOTSUPP;
+	r = loop_poll_add(&xfer_registry(x)->started, &x->watch, xfer_look);
+	x->watched = r == 0;
+	return r;
+}
+
+static void xfer_run(struct xfer *x)
+{
+	int r;
+
+	timeout_disarm(&xfer_registry(x)->timeouts, &x->timeout);
+	copy_find_overlap(x);
+	if (xfer_runs_inline(x)) {
+		xfer_execute(x, 0, x->length);
+		xfer_complete(x);
+		return;
+	}
+	x->clock_begun = uv_hrtime();
+	r = xfer_start_on_loop(x);
+	if (r < 0) {
+		x->result = r;
+		xfer_complete(x);
+		return;
+	}
+	x->clock_queued = uv_hrtime();
+	if (x->started && xfer_watch_started(x) == 0)
+		return;
+	xfer_queue_parts(x, x->started ? 1 : pool_parts(x));
 }
 
 static void on_lock_granted(struct lock_request *req)
@@ -616,7 +677,7 @@ int xfer_start(struct xfer *x)
 
 void xfer_cancel(struct xfer *x)
 {
-	if (x->on_pool)
+	if (x->on_pool || x->watched)
 		return;
 	x->result = -ECANCELED;
 	xfer_complete(x);

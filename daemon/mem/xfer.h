@@ -3,7 +3,8 @@
  * Transfers: Read, Write and Copy on regions. A transfer takes the access
  * locks it needs (or runs under the caller's leases), moves the bytes — on
  * the loop when that is short (loop-work-usec), on the libuv thread pool
- * when longer — gives the locks
+ * when longer, or, for a GPU copy the driver can take without waiting,
+ * started on the loop, which looks each turn for its end — gives the locks
  * back and reports through its completion callback (a Read with the whole
  * text of its reply, made where the bytes were read). It answers no call.
  * Locks of two regions are taken in region id order, so transfers cannot
@@ -24,6 +25,7 @@
 
 #include "daemon/core/errinfo.h"
 #include "daemon/mem/lock.h"
+#include "util/loop_poll.h"
 #include "util/timeout.h"
 
 struct lease;
@@ -122,13 +124,17 @@ struct xfer {
 	bool overlap;
 	int64_t delta;
 	bool on_pool;
-	/* COPY with GPU memory: started on the loop (region_mem_ops.copy_start),
-	 * the pool only waits for its bytes; until then, what it waits for. */
-	bool started;
+	/* COPY with GPU memory: started on the loop (region_mem_ops.copy_start);
+	 * until it lands, what the loop looks at each turn (watched, in the
+	 * registry's started) or, where it cannot look, the pool waits for. */
+	bool started, watched;
 	void *pending;
-	/* When its first part was queued, started and ended (uv_hrtime(),
+	struct loop_poll_item watch;
+	unsigned n_looks;
+	/* When its first part was queued (a start: when the loop began to
+	 * start it, and when it was started), started and ended (uv_hrtime(),
 	 * ns): where a GPU copy's time goes, at debug level. */
-	uint64_t clock_queued, clock_started, clock_ended;
+	uint64_t clock_begun, clock_queued, clock_started, clock_ended;
 	int result;         /* of the byte moving: 0, -EINVAL bad base64 */
 	struct errinfo err; /* why it failed, when result < 0 */
 };

@@ -604,6 +604,13 @@ static CUresult f_event_sync(CUevent ev)
 	return copies_land(ev->copies, n);
 }
 
+/* Done at once: the copies land now, as for cuEventSynchronize (a test
+ * that wants the loop to look again wraps this). */
+static CUresult f_event_query(CUevent ev)
+{
+	return f_event_sync(ev);
+}
+
 static CUresult f_event_destroy(CUevent ev)
 {
 	if (ev->n)
@@ -1034,6 +1041,7 @@ const struct cu_ops fake_cu_ops = {
 	.cuEventCreate = f_event_create,
 	.cuEventRecord = f_event_record,
 	.cuEventSynchronize = f_event_sync,
+	.cuEventQuery = f_event_query,
 	.cuEventDestroy = f_event_destroy,
 	.cuCtxGetDevice = f_ctx_get_device,
 	.cuCtxEnablePeerAccess = f_enable_peer,

@@ -55,11 +55,14 @@ static struct {
 	bool fail_dmabuf;  /* cuMemGetHandleForAddressRange refuses */
 	int fail_releases; /* cuDevicePrimaryCtxRelease refuses this many more */
 	int n_ipc_open, n_ipc_close;
-	/* cuMemcpyHtoD waits while hold is set; in_htod counts who waits;
-	 * cuEventSynchronize the same with hold_sync and in_sync */
+	/* cuMemcpyHtoD waits while hold is set; in_htod counts who waits */
 	pthread_cond_t cond;
-	bool hold, hold_sync;
-	int in_htod, in_sync;
+	bool hold;
+	int in_htod;
+	/* cuEventQuery says CUDA_ERROR_NOT_READY while moving is set, and
+	 * counts those looks */
+	bool moving;
+	int n_looks;
 } drv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static struct cu_ops fake;   /* the fake's own entries, called through */
@@ -132,8 +135,30 @@ static CUresult CUDAAPI l_dtoh_async(void *dst, CUdeviceptr src, size_t n, CUstr
 static CUresult CUDAAPI l_event_sync(CUevent ev)
 {
 	log_call("EventSync");
-	held(&drv.hold_sync, &drv.in_sync);
 	return fake.cuEventSynchronize(ev);
+}
+
+/* Logged once it says done; the looks before that are only counted. */
+static CUresult CUDAAPI l_event_query(CUevent ev)
+{
+	bool moving;
+
+	pthread_mutex_lock(&drv.lock);
+	moving = drv.moving;
+	drv.n_looks += moving;
+	pthread_mutex_unlock(&drv.lock);
+	if (moving)
+		return CUDA_ERROR_NOT_READY;
+	log_call("EventQuery");
+	return fake.cuEventQuery(ev);
+}
+
+static void moving_set(bool on)
+{
+	pthread_mutex_lock(&drv.lock);
+	drv.moving = on;
+	drv.n_looks = 0;
+	pthread_mutex_unlock(&drv.lock);
 }
 
 static CUresult CUDAAPI l_dtoh(void *dst, CUdeviceptr src, size_t n)
@@ -261,8 +286,8 @@ static void setup(void)
 	drv.fail_dmabuf = false;
 	drv.fail_releases = 0;
 	drv.n_ipc_open = drv.n_ipc_close = 0;
-	drv.hold = drv.hold_sync = false;
-	drv.in_htod = drv.in_sync = 0;
+	drv.hold = drv.moving = false;
+	drv.in_htod = drv.n_looks = 0;
 	fake = fake_cu_ops;
 	logged = fake_cu_ops;
 	logged.cuMemcpyHtoD = l_htod;
@@ -272,6 +297,7 @@ static void setup(void)
 	logged.cuMemcpyHtoDAsync = l_htod_async;
 	logged.cuMemcpyDtoHAsync = l_dtoh_async;
 	logged.cuEventSynchronize = l_event_sync;
+	logged.cuEventQuery = l_event_query;
 	logged.cuMemHostRegister = l_host_register;
 	logged.cuMemHostUnregister = l_host_unregister;
 	logged.cuIpcOpenMemHandle = l_ipc_open;
@@ -910,17 +936,20 @@ static void copy_fails(struct region *dst, struct region *src, uint64_t n, const
 /*
  * A GPU Copy too long for the loop, between GPU memory and a page-locked
  * host region, while no other driver work runs: queued from the loop
- * without waiting, then waited for on the pool, and answered only once its
- * bytes landed (the fake moves them when the event is waited for). While
- * it is in flight the driver is not idle, so nothing else copies on the
- * loop behind it. Never with loop-work-usec 0, never before the host
- * region is locked; a failure is the client's to hear.
+ * without waiting, then looked at by the loop each turn, and answered on
+ * the turn its bytes landed (the fake moves them when the event is asked
+ * about and says done). While it is in flight the driver is not idle, so
+ * nothing else copies on the loop behind it. Where other driver work runs
+ * beside it, the pool waits for it instead. Never with loop-work-usec 0,
+ * never before the host region is locked; a failure is the client's to
+ * hear.
  */
 START_TEST(test_copy_started_on_loop)
 {
 	const unsigned bound = f.core.cfg.loop_work_usec;
+	struct region *big, *v = import_vmm(GRAN, 0), *other = import_vmm(GRAN, 0);
 	struct cu_bandwidth bw;
-	struct region *big, *v = import_vmm(GRAN, 0);
+	pthread_t th;
 	uint64_t n;
 
 	/* Measured at the device's first import. */
@@ -937,20 +966,25 @@ START_TEST(test_copy_started_on_loop)
 	wait_copy();
 	ck_assert_str_eq(drv.text, "HostRegister HtoD");
 
-	/* Locked: queued on the loop; answered once the pool waited. */
+	/* Locked: queued on the loop, which looks for its end each turn. */
 	memset(big->addr, 0xa7, n);
 	log_clear();
-	hold_set(&drv.hold_sync, true);
+	moving_set(true);
 	ck_assert(!start_copy(v, 0, big, 0, n));
-	wait_held(&drv.in_sync, 1);
-	ck_assert_str_eq(drv.text, "HtoDAsync EventSync");
+	ck_assert_str_eq(drv.text, "HtoDAsync");
+	for (int i = 0; i < 3; i++)
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+	ck_assert_int_eq(drv.n_looks, 3);
 	ck_assert(!cu_idle());
 	ck_assert_int_eq(fake_cuda.n_events, 1);
 	ck_assert_uint_eq(*dev_bytes(v, n - 1), 0x5e);
-	uv_run(&f.loop, UV_RUN_NOWAIT);
 	ck_assert_uint_eq(xseen.calls, 0);
-	hold_set(&drv.hold_sync, false);
-	wait_copy();
+	/* It lands: answered on that turn, with no thread asked to wait. */
+	moving_set(false);
+	uv_run(&f.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(xseen.calls, 1);
+	ck_assert_int_eq(xseen.result, 0);
+	ck_assert_str_eq(drv.text, "HtoDAsync EventQuery");
 	ck_assert_uint_eq(*dev_bytes(v, n - 1), 0xa7);
 	ck_assert_mem_eq(dev_bytes(v, 0), big->addr, 64);
 	ck_assert(cu_idle());
@@ -961,8 +995,27 @@ START_TEST(test_copy_started_on_loop)
 	log_clear();
 	ck_assert(!start_copy(big, 0, v, 0, n));
 	wait_copy();
-	ck_assert_str_eq(drv.text, "DtoHAsync EventSync");
+	ck_assert_str_eq(drv.text, "DtoHAsync EventQuery");
 	ck_assert_uint_eq(((unsigned char *)big->addr)[n - 1], 0xa7);
+
+	/* Another driver call running beside it (a copy on another thread,
+	 * held in cuMemcpyHtoD): the loop stops looking, the pool waits. */
+	memset(big->addr, 0x6b, n);
+	log_clear();
+	moving_set(true);
+	ck_assert(!start_copy(v, 0, big, 0, n));
+	hold_set(&drv.hold, true);
+	ck_assert_int_eq(pthread_create(&th, NULL, htod_on_thread, other), 0);
+	wait_held(&drv.in_htod, 1);
+	wait_copy();
+	ck_assert_str_eq(drv.text, "HtoDAsync HtoD EventSync");
+	ck_assert_int_eq(drv.n_looks, 0);
+	ck_assert_uint_eq(*dev_bytes(v, n - 1), 0x6b);
+	hold_set(&drv.hold, false);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	moving_set(false);
+	ck_assert(cu_idle());
+	ck_assert_int_eq(fake_cuda.n_events, 0);
 
 	/* An administrator's 0: the pool copies it, and the loop makes no call. */
 	f.core.cfg.loop_work_usec = 0;
@@ -972,11 +1025,11 @@ START_TEST(test_copy_started_on_loop)
 	ck_assert_str_eq(drv.text, "HtoD");
 	f.core.cfg.loop_work_usec = bound;
 
-	/* The copy fails where it is waited for: the caller hears it. */
+	/* The copy fails where it is looked at: the caller hears it. */
 	fake_cuda.copy_result = CUDA_ERROR_ILLEGAL_ADDRESS;
 	log_clear();
 	copy_fails(v, big, n, "io.rdmamemd.CudaError");
-	ck_assert_str_eq(drv.text, "HtoDAsync EventSync");
+	ck_assert_str_eq(drv.text, "HtoDAsync EventQuery");
 	fake_cuda.copy_result = CUDA_SUCCESS;
 	ck_assert(cu_idle());
 	ck_assert_int_eq(fake_cuda.n_events, 0);
