@@ -5,8 +5,9 @@
  *
  * - Host↔GPU Copy through the daemon, 4 KiB to 1 GiB, beside bare cuMemcpy
  *   between the same host buffer (a memfd mapping, pageable, then
- *   cuMemHostRegister'ed) and the same device memory, and beside the floor
- *   of a call: the bare copy plus one Ping round trip.
+ *   cuMemHostRegister'ed) and the same device memory, beside the floor
+ *   of a call: the bare copy plus one Ping round trip, and beside the same
+ *   pinned copy served by a thread on a socket request.
  * - The driver calls a daemon Copy makes, each timed alone.
  * - GPU0↔GPU1 Copy through the daemon, 1 MiB to 1 GiB, beside bare
  *   cuMemcpyPeer and cuMemcpyDtoD between the same two VMM allocations
@@ -148,6 +149,89 @@ static double ping_p50_us(struct rdmamem_client *c)
 	return median(t, 2000);
 }
 
+/*
+ * The floor of a served copy: a thread of this process answers a request
+ * on a socket by making the bare pinned copy, as a server that added
+ * nothing else would. Beside the copy it pays the server's wake-up on the
+ * request and the client's on the answer, after sleeping through the copy:
+ * a Ping is measured back to back, with shallower sleeps, so bare + Ping
+ * leaves those out.
+ */
+struct served {
+	int fd;
+	void *host;
+	CUdeviceptr dev;
+	CUcontext ctx;
+};
+
+struct served_req {
+	uint64_t size; /* 0: stop */
+	int htod;
+};
+
+static void *serve_copies(void *p)
+{
+	const struct served *s = p;
+	struct served_req q;
+	char ok = 1;
+
+	CU_OK(cu->cuCtxSetCurrent(s->ctx));
+	while (read(s->fd, &q, sizeof(q)) == sizeof(q) && q.size) {
+		if (q.htod)
+			CU_OK(cu->cuMemcpyHtoD(s->dev, s->host, q.size));
+		else
+			CU_OK(cu->cuMemcpyDtoH(s->host, s->dev, q.size));
+		if (write(s->fd, &ok, 1) != 1)
+			break;
+	}
+	return NULL;
+}
+
+/* One copy asked of the serving thread for args.seconds (at least 3
+ * times); bytes per ns. */
+static double timed_served(int fd, int htod, size_t size)
+{
+	struct served_req q = { .size = size, .htod = htod };
+	uint64_t t0 = bench_now_ns(), t, n = 0;
+	char ok;
+
+	do {
+		if (write(fd, &q, sizeof(q)) != sizeof(q) || read(fd, &ok, 1) != 1) {
+			perror("bench-gpu: the serving thread");
+			exit(1);
+		}
+		n++;
+	} while ((t = bench_now_ns() - t0) < args.seconds * 1e9 || n < 3);
+	return bench_gbps(size * n, t);
+}
+
+/* The served floor at each size, both ways, with host page-locked. */
+static void served_rates(void *host, CUdeviceptr dev, const size_t *sizes, size_t n,
+			 double (*rates)[n])
+{
+	struct served s = { .host = host, .dev = dev };
+	struct served_req stop = {};
+	pthread_t th;
+	int sv[2];
+
+	CU_OK(cu->cuCtxGetCurrent(&s.ctx));
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		perror("bench-gpu: socketpair");
+		exit(1);
+	}
+	s.fd = sv[1];
+	if (pthread_create(&th, NULL, serve_copies, &s) != 0)
+		exit(1);
+	for (size_t i = 0; i < n; i++)
+		for (int d = 0; d < 2; d++)
+			rates[d][i] = timed_served(sv[0], d == 0, sizes[i]);
+	if (write(sv[0], &stop, sizeof(stop)) != sizeof(stop))
+		exit(1);
+	pthread_join(th, NULL);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* The host memfd and the whole VMM allocation as regions of c's. */
 static void register_both(struct rdmamem_client *c, int hfd, int vfd, uint64_t *h, uint64_t *v)
 {
@@ -233,7 +317,7 @@ static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdevice
 {
 	static const size_t sizes[] = { 4096, 65536, 1 << 20, 16 << 20, 256 << 20, BIG };
 	enum { N = sizeof(sizes) / sizeof(sizes[0]) };
-	double pageable[2][N], pinned[2][N], daemon[2][N], ping_us;
+	double pageable[2][N], pinned[2][N], served[2][N], daemon[2][N], ping_us;
 	uint64_t h, v, t0, cold;
 
 	t0 = bench_now_ns();
@@ -247,6 +331,7 @@ static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdevice
 	for (size_t i = 0; i < N; i++)
 		for (int d = 0; d < 2; d++)
 			pinned[d][i] = timed(d == 0, host, dev, sizes[i]);
+	served_rates(host, dev, sizes, N, served);
 	CU_OK(cu->cuMemHostUnregister(host));
 	daemon_copy_rates(c, h, v, sizes, N, daemon);
 
@@ -258,20 +343,25 @@ static void bench_copies(struct rdmamem_client *c, void *host, int hfd, CUdevice
 	printf("anchor = bare cuMemcpy between the same memfd mapping and device memory, in this "
 	       "process\n\n");
 	printf("floor = the bare pinned copy and one Ping (p50 %.1f us, same run) in turn: what a call\n"
-	       "that adds nothing but its round trip would reach\n\n",
+	       "that adds nothing but its round trip would reach\n",
 	       ping_us);
-	printf("%-6s %-9s %14s %14s %14s %9s %10s %10s %9s\n", "dir", "size", "bare pageable",
-	       "bare pinned", "rdmamemd Copy", "us/Copy", "vs pinned", "vs pageable", "floor");
+	printf("served = the bare pinned copy made by a thread of this process on a socket request,\n"
+	       "answered when done: the floor with its two wake-ups after real sleeps, of pinned; the\n"
+	       "last column is the daemon's rate over the served one\n\n");
+	printf("%-6s %-9s %14s %14s %14s %9s %10s %10s %9s %7s %10s\n", "dir", "size",
+	       "bare pageable", "bare pinned", "rdmamemd Copy", "us/Copy", "vs pinned",
+	       "vs pageable", "floor", "served", "vs served");
 	for (int d = 0; d < 2; d++)
 		for (size_t i = 0; i < N; i++) {
 			double bare_us = sizes[i] / pinned[d][i] / 1e3;
 			char label[24];
 
-			printf("%-6s %10s %14.2f %14.2f %14.2f %9.1f %10.2f %10.2f %9.2f\n",
+			printf("%-6s %10s %14.2f %14.2f %14.2f %9.1f %10.2f %10.2f %9.2f %7.2f %10.2f\n",
 			       d == 0 ? "HtoD" : "DtoH", bench_size_label(sizes[i], label),
 			       pageable[d][i], pinned[d][i], daemon[d][i],
 			       sizes[i] / daemon[d][i] / 1e3, daemon[d][i] / pinned[d][i],
-			       daemon[d][i] / pageable[d][i], bare_us / (bare_us + ping_us));
+			       daemon[d][i] / pageable[d][i], bare_us / (bare_us + ping_us),
+			       served[d][i] / pinned[d][i], daemon[d][i] / served[d][i]);
 		}
 	/* 64 KiB and 1 MiB: rows 1 and 2. */
 	loop_bound_rows(hfd, vfd, sizes, N, 1, pinned, daemon);
