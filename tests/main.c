@@ -46,6 +46,7 @@ static const struct {
 	{ "cuda", cuda_suite },
 	{ "gpu_unit", gpu_unit_suite },
 	{ "sockpath", sockpath_suite },
+	{ "loop_poll", loop_poll_suite },
 	{ "wr_plan", wr_plan_suite },
 	{ "window", window_suite },
 	{ "metrics_text", metrics_text_suite },

@@ -243,6 +243,7 @@ Suite *varlink_suite(void);
 Suite *outq_suite(void);
 Suite *conn_suite(void);
 Suite *sockpath_suite(void);
+Suite *loop_poll_suite(void);
 Suite *wr_plan_suite(void);
 Suite *window_suite(void);
 Suite *metrics_text_suite(void);
