@@ -17,8 +17,9 @@ static void on_idle(uv_idle_t *h)
 	struct loop_poll *p = container_of(h, struct loop_poll, idle);
 	struct loop_poll_item *it, *next;
 
-	/* A look that ends its item deletes it first; one that adds an item
-	 * adds it at the tail, where this turn still reaches it. */
+	/* A look that ends its item deletes it first. One that adds an item
+	 * adds it at the tail: this turn reaches it unless the adding look was
+	 * the last, whose successor was taken before the look. */
 	list_for_each_entry_safe(it, next, &p->items, link)
 		it->look(it);
 	loop_poll_close_if_done(p);

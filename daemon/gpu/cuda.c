@@ -937,8 +937,8 @@ int cu_copy_dtoh(void *dst, uint64_t src, size_t n)
 struct cu_copy_pending {
 	CUevent event;
 	CUcontext ctx; /* the event's: current while it is waited for */
-	/* cu_copy_poll() saw the event done: how the copy went, and why when
-	 * it failed. cu_copy_finish() then waits for nothing. */
+	/* cu_copy_poll() saw the bytes land: cu_copy_finish() waits for
+	 * nothing. Or it saw the query fail: that error, and why. */
 	bool landed;
 	int result;
 	char err[CU_ERR_MAX];
@@ -1022,7 +1022,13 @@ int cu_copy_poll(struct cu_copy_pending *p)
 
 	if (p->landed)
 		return 1;
-	/* Another thread's driver work could hold a lock the query waits for. */
+	/*
+	 * Another thread's driver work could hold a lock the query waits for.
+	 * This narrows that, it cannot rule it out: a pool thread may enter
+	 * the driver right after the check, and the query then waits as long
+	 * as that call holds its lock (the same gap as cu_idle()'s before a
+	 * copy on the loop).
+	 */
 	if (atomic_load(&cu_in_flight) > atomic_load(&cu_started))
 		return -EBUSY;
 	if (cu.cuCtxPushCurrent(p->ctx) != CUDA_SUCCESS)
@@ -1032,11 +1038,18 @@ int cu_copy_poll(struct cu_copy_pending *p)
 	ctx_pop(p->ctx);
 	if (res == CUDA_ERROR_NOT_READY)
 		return 0;
-	p->landed = true;
+	if (res == CUDA_SUCCESS) {
+		p->landed = true;
+		return 1;
+	}
+	/*
+	 * The copy failed, or the query did, and then the bytes may still
+	 * move: the pool waits for them (at once for a failed copy, whose
+	 * error the context keeps), and the query's error is the one told.
+	 */
 	p->result = cu_check(res, "cuEventQuery");
-	if (p->result < 0)
-		memcpy(p->err, cu_err, sizeof(p->err));
-	return 1;
+	memcpy(p->err, cu_err, sizeof(p->err));
+	return -EBUSY;
 }
 
 int cu_copy_finish(struct cu_copy_pending *p)

@@ -179,11 +179,12 @@ int cu_copy_dtod(uint64_t dst, uint64_t src, size_t n);
  * rest of the copy (the pool) and frees *ret, also when the copy failed.
  *
  * cu_copy_poll() asks, without waiting, whether the bytes have landed (the
- * loop, each turn): 1 when they have or the copy failed (cu_copy_finish()
- * then waits for nothing and says how it went), 0 while they move, -EBUSY
- * when other driver work of the daemon is in flight beside the started
- * copies, whose driver lock the query could wait for: the loop leaves the
- * wait to the pool then.
+ * loop, each turn): 1 when they have (cu_copy_finish() then waits for
+ * nothing), 0 while they move, -EBUSY when the loop should leave the wait
+ * to the pool: other driver work of the daemon is in flight beside the
+ * started copies, whose driver lock the query could wait for, or the query
+ * failed (the copy did, or the bytes may still move), which
+ * cu_copy_finish() then reports.
  */
 struct cu_copy_pending;
 int cu_copy_htod_start(uint64_t dst, const void *src, size_t n, struct cu_copy_pending **ret);

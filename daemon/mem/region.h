@@ -152,10 +152,10 @@ struct region_mem_ops {
 			  void **ret_pending, struct errinfo *e);
 	/*
 	 * Loop: whether the bytes of a copy_start() have landed, without
-	 * waiting: 1 when they have, or the copy failed (copy_finish() then
-	 * returns at once and says how it went); 0 while they move; -EBUSY
-	 * when asking now could wait behind other work of the kind on the
-	 * pool (copy_finish() waits there instead). NULL: the pool waits.
+	 * waiting: 1 when they have (copy_finish() then returns at once); 0
+	 * while they move; -EBUSY when the pool must wait for them instead:
+	 * asking now could wait behind other work of the kind there, or the
+	 * kind could not tell (copy_finish() says why). NULL: the pool waits.
 	 */
 	int (*copy_poll)(void *pending);
 	/* Pool, or the loop once copy_poll() said 1: waits for the bytes of a

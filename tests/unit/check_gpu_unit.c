@@ -771,6 +771,7 @@ static struct {
 	int result;
 	bool done;
 	char error[64];
+	char message[512];
 } xseen;
 
 static void on_xfer_done(_unused_ void *userdata, struct xfer *x, int result, struct errinfo *e)
@@ -779,6 +780,7 @@ static void on_xfer_done(_unused_ void *userdata, struct xfer *x, int result, st
 	xseen.result = result;
 	xseen.done = true;
 	snprintf(xseen.error, sizeof(xseen.error), "%s", e->name ?: "");
+	snprintf(xseen.message, sizeof(xseen.message), "%s", e->message);
 	xfer_free(x);
 }
 
@@ -1025,11 +1027,13 @@ START_TEST(test_copy_started_on_loop)
 	ck_assert_str_eq(drv.text, "HtoD");
 	f.core.cfg.loop_work_usec = bound;
 
-	/* The copy fails where it is looked at: the caller hears it. */
+	/* The copy fails where it is looked at: the pool waits for what may
+	 * still move, and the caller hears the look's error. */
 	fake_cuda.copy_result = CUDA_ERROR_ILLEGAL_ADDRESS;
 	log_clear();
 	copy_fails(v, big, n, "io.rdmamemd.CudaError");
-	ck_assert_str_eq(drv.text, "HtoDAsync EventQuery");
+	ck_assert_str_eq(drv.text, "HtoDAsync EventQuery EventSync");
+	ck_assert_ptr_nonnull(strstr(xseen.message, "(cuEventQuery)"));
 	fake_cuda.copy_result = CUDA_SUCCESS;
 	ck_assert(cu_idle());
 	ck_assert_int_eq(fake_cuda.n_events, 0);
