@@ -784,6 +784,8 @@ static void on_xfer_done(_unused_ void *userdata, struct xfer *x, int result, st
 	xfer_free(x);
 }
 
+static struct xfer *last_copy; /* start_copy()'s, until done */
+
 /* Starts a Copy of n bytes from src at soff to dst at doff; returns
  * whether it was done before xfer_start() returned (on the loop). */
 static bool start_copy(struct region *dst, uint64_t doff, struct region *src, uint64_t soff,
@@ -791,6 +793,7 @@ static bool start_copy(struct region *dst, uint64_t doff, struct region *src, ui
 {
 	struct xfer *x = xfer_new(f.owner, XFER_COPY, -1, on_xfer_done, NULL);
 
+	last_copy = x;
 	ck_assert_ptr_nonnull(x);
 	x->src = (struct xfer_end){ .region = region_ref(src), .offset = soff };
 	x->dst = (struct xfer_end){ .region = region_ref(dst),
@@ -991,6 +994,33 @@ START_TEST(test_copy_started_on_loop)
 	ck_assert_mem_eq(dev_bytes(v, 0), big->addr, 64);
 	ck_assert(cu_idle());
 	ck_assert_int_eq(fake_cuda.n_events, 0);
+
+	/* While one is watched the loop serves other work between looks (a
+	 * host Copy, answered on the loop at once), and its client going away
+	 * changes nothing: the bytes land and it is answered all the same. */
+	{
+		struct region *h1 = mem_fixture_import(&f, 4096),
+			      *h2 = mem_fixture_import(&f, 4096);
+		struct xfer *watched;
+
+		memset(h1->addr, 0x11, 4096);
+		moving_set(true);
+		ck_assert(!start_copy(v, 0, big, 0, n));
+		watched = last_copy;
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+		xfer_cancel(watched);
+		ck_assert(start_copy(h2, 0, h1, 0, 4096));
+		ck_assert_int_eq(xseen.result, 0);
+		ck_assert_mem_eq(h2->addr, h1->addr, 4096);
+		xseen.calls = 0;
+		xseen.done = false;
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+		ck_assert_int_ge(drv.n_looks, 2);
+		ck_assert_uint_eq(xseen.calls, 0);
+		moving_set(false);
+		wait_copy();
+		ck_assert(cu_idle());
+	}
 
 	/* The other way. */
 	memset(big->addr, 0, n);
