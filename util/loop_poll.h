@@ -39,6 +39,12 @@ void loop_poll_init(struct loop_poll *p, uv_loop_t *loop);
 /* Watches it from the next turn on: 0, or -ESHUTDOWN after loop_poll_stop(). */
 int loop_poll_add(struct loop_poll *p, struct loop_poll_item *it, loop_poll_fn look);
 void loop_poll_del(struct loop_poll_item *it);
+
+/* Whether it is watched: added and not deleted since (zeroed: not). */
+static inline bool loop_poll_watched(const struct loop_poll_item *it)
+{
+	return list_linked(&it->link);
+}
 /* Shutdown: adds nothing more; the handle closes once nothing is watched. */
 void loop_poll_stop(struct loop_poll *p);
 

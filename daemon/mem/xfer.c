@@ -270,12 +270,19 @@ static void xfer_complete(struct xfer *x)
 	x->done(x->userdata, x, x->result, &x->err);
 }
 
+/* The memory ops of a Copy's device side (x started on the loop). */
+static const struct region_mem_ops *copy_device_mem(const struct xfer *x)
+{
+	struct region_span dst = span_at(&x->dst, 0), src = span_at(&x->src, 0);
+
+	return device_mem(&dst, &src);
+}
+
 /* Waits for the bytes of a copy started on the loop: on the pool, or on
  * the loop once it saw them land (or when no pool thread could be asked). */
 static void xfer_finish_started(struct xfer *x)
 {
-	struct region_span dst = span_at(&x->dst, 0), src = span_at(&x->src, 0);
-	int r = device_mem(&dst, &src)->copy_finish(TAKE_PTR(x->pending), &x->err);
+	int r = copy_device_mem(x)->copy_finish(TAKE_PTR(x->pending), &x->err);
 
 	if (r < 0)
 		x->result = r;
@@ -462,14 +469,12 @@ static void xfer_queue_parts(struct xfer *x, unsigned n)
 static void xfer_look(struct loop_poll_item *it)
 {
 	struct xfer *x = container_of(it, struct xfer, watch);
-	struct region_span dst = span_at(&x->dst, 0), src = span_at(&x->src, 0);
-	int r = device_mem(&dst, &src)->copy_poll(x->pending);
+	int r = copy_device_mem(x)->copy_poll(x->pending);
 
 	x->n_looks++;
 	if (r == 0)
 		return;
 	loop_poll_del(it);
-	x->watched = false;
 	if (r == -EBUSY) {
 		xfer_queue_parts(x, 1);
 		return;
@@ -483,14 +488,9 @@ static void xfer_look(struct loop_poll_item *it)
  * without waiting whether it landed (0), else not (a negative errno). */
 static int xfer_watch_started(struct xfer *x)
 {
-	struct region_span dst = span_at(&x->dst, 0), src = span_at(&x->src, 0);
-	int r;
-
-	if (!device_mem(&dst, &src)->copy_poll)
+	if (!copy_device_mem(x)->copy_poll)
 		return -EOPNOTSUPP;
-	r = loop_poll_add(&xfer_registry(x)->started, &x->watch, xfer_look);
-	x->watched = r == 0;
-	return r;
+	return loop_poll_add(&xfer_registry(x)->started, &x->watch, xfer_look);
 }
 
 static void xfer_run(struct xfer *x)
@@ -677,7 +677,7 @@ int xfer_start(struct xfer *x)
 
 void xfer_cancel(struct xfer *x)
 {
-	if (x->on_pool || x->watched)
+	if (x->on_pool || loop_poll_watched(&x->watch))
 		return;
 	x->result = -ECANCELED;
 	xfer_complete(x);

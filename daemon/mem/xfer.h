@@ -125,9 +125,10 @@ struct xfer {
 	int64_t delta;
 	bool on_pool;
 	/* COPY with GPU memory: started on the loop (region_mem_ops.copy_start);
-	 * until it lands, what the loop looks at each turn (watched, in the
-	 * registry's started) or, where it cannot look, the pool waits for. */
-	bool started, watched;
+	 * until it lands, what the loop looks at each turn (watch, on the
+	 * registry's started while watched) or, where it cannot look, the pool
+	 * waits for. */
+	bool started;
 	void *pending;
 	struct loop_poll_item watch;
 	unsigned n_looks;

@@ -30,11 +30,15 @@ START_TEST(test_looks_each_turn)
 	/* Nothing watched: the loop has nothing alive to run. */
 	ck_assert_int_eq(uv_run(&loop, UV_RUN_NOWAIT), 0);
 	ck_assert_int_eq(loop_poll_add(&p, &a.item, look), 0);
+	ck_assert(!loop_poll_watched(&b.item));
 	ck_assert_int_eq(loop_poll_add(&p, &b.item, look), 0);
+	ck_assert(loop_poll_watched(&b.item));
 	for (int i = 0; i < 4; i++)
 		uv_run(&loop, UV_RUN_NOWAIT);
 	ck_assert_int_eq(a.looks, 3);
+	ck_assert(!loop_poll_watched(&a.item));
 	ck_assert_int_eq(b.looks, 4);
+	ck_assert(loop_poll_watched(&b.item));
 	/* The last one ends: the loop may sleep again, nothing looks. */
 	ck_assert_int_eq(uv_run(&loop, UV_RUN_NOWAIT), 0);
 	ck_assert_int_eq(b.looks, 5);
