@@ -586,38 +586,57 @@ static void pause_before(enum pause how)
 			__asm__ volatile("" ::: "memory");
 }
 
-/* The bare VMM import, timed ROUNDS times into t; daemon_calls adds what
- * the daemon's import asks besides (the allocation's properties and
- * granularity, the primary context's retain, a reserve aligned to it). */
+/* A 2 MiB VMM allocation imported from an fd and mapped for GPU 0. */
+struct vmm_map {
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr p;
+	bool daemon_calls;
+};
+
+/* The bare import of fd into *m; daemon_calls adds what the daemon's
+ * import asks besides (the allocation's properties and granularity, the
+ * primary context's retain, a reserve aligned to it). */
+static void vmm_map(int fd, bool daemon_calls, struct vmm_map *m)
+{
+	CUmemAllocationProp prop = {};
+	CUcontext pctx;
+	size_t gran = 0;
+
+	m->daemon_calls = daemon_calls;
+	CU_OK(cu->cuMemImportFromShareableHandle(&m->h, (void *)(uintptr_t)fd,
+						 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	if (daemon_calls) {
+		CU_OK(cu->cuMemGetAllocationPropertiesFromHandle(&prop, m->h));
+		CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop,
+							CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+		CU_OK(cu->cuDevicePrimaryCtxRetain(&pctx, 0));
+	}
+	CU_OK(cu->cuMemAddressReserve(&m->p, 2 << 20, gran, 0, 0));
+	CU_OK(cu->cuMemMap(m->p, 2 << 20, 0, m->h, 0));
+	CU_OK(cu->cuMemSetAccess(m->p, 2 << 20, &gpu0_rw, 1));
+}
+
+static void vmm_unmap(const struct vmm_map *m)
+{
+	CU_OK(cu->cuMemUnmap(m->p, 2 << 20));
+	CU_OK(cu->cuMemAddressFree(m->p, 2 << 20));
+	CU_OK(cu->cuMemRelease(m->h));
+	if (m->daemon_calls)
+		CU_OK(cu->cuDevicePrimaryCtxRelease(0));
+}
+
+/* vmm_map() of vfd, timed ROUNDS times into t. */
 static void vmm_bare_rounds(int vfd, bool daemon_calls, double *t, enum pause pause)
 {
 	for (int i = 0; i < ROUNDS; i++) {
-		CUmemGenericAllocationHandle h;
-		CUmemAllocationProp prop = {};
-		CUcontext pctx;
-		CUdeviceptr p;
-		size_t gran = 0;
+		struct vmm_map m;
 		uint64_t t0;
 
 		pause_before(pause);
 		t0 = bench_now_ns();
-		CU_OK(cu->cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)vfd,
-							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-		if (daemon_calls) {
-			CU_OK(cu->cuMemGetAllocationPropertiesFromHandle(&prop, h));
-			CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop,
-								CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-			CU_OK(cu->cuDevicePrimaryCtxRetain(&pctx, 0));
-		}
-		CU_OK(cu->cuMemAddressReserve(&p, 2 << 20, gran, 0, 0));
-		CU_OK(cu->cuMemMap(p, 2 << 20, 0, h, 0));
-		CU_OK(cu->cuMemSetAccess(p, 2 << 20, &gpu0_rw, 1));
+		vmm_map(vfd, daemon_calls, &m);
 		t[i] = (bench_now_ns() - t0) / 1e3;
-		CU_OK(cu->cuMemUnmap(p, 2 << 20));
-		CU_OK(cu->cuMemAddressFree(p, 2 << 20));
-		CU_OK(cu->cuMemRelease(h));
-		if (daemon_calls)
-			CU_OK(cu->cuDevicePrimaryCtxRelease(0));
+		vmm_unmap(&m);
 	}
 }
 
@@ -889,40 +908,24 @@ static void vmm_child_floors(int vfd, double floors[2])
  */
 static void serve_imports(void)
 {
-	CUmemGenericAllocationHandle h[ROUNDS];
-	CUdeviceptr p[ROUNDS];
+	struct vmm_map m[ROUNDS];
 	unsigned n = 0;
 
 	for (;;) {
-		CUmemAllocationProp prop = {};
 		int fds[SOCKIO_FDS_MAX];
-		size_t n_fds = 0, gran = 0;
-		CUcontext pctx;
+		size_t n_fds = 0;
 		char tag = 0;
 
 		if (sockio_recv(to_child[0], &tag, 1, fds, &n_fds, 0) != 1 || tag != 'S' ||
 		    n_fds != 1 || n == ROUNDS)
 			break;
-		CU_OK(cu->cuMemImportFromShareableHandle(&h[n], (void *)(uintptr_t)fds[0],
-							 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+		vmm_map(fds[0], true, &m[n++]);
 		close(fds[0]);
-		CU_OK(cu->cuMemGetAllocationPropertiesFromHandle(&prop, h[n]));
-		CU_OK(cu->cuMemGetAllocationGranularity(&gran, &prop,
-							CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-		CU_OK(cu->cuDevicePrimaryCtxRetain(&pctx, 0));
-		CU_OK(cu->cuMemAddressReserve(&p[n], 2 << 20, gran, 0, 0));
-		CU_OK(cu->cuMemMap(p[n], 2 << 20, 0, h[n], 0));
-		CU_OK(cu->cuMemSetAccess(p[n], 2 << 20, &gpu0_rw, 1));
-		n++;
 		if (write(from_child[1], &tag, 1) != 1)
 			_exit(1);
 	}
-	while (n-- > 0) {
-		CU_OK(cu->cuMemUnmap(p[n], 2 << 20));
-		CU_OK(cu->cuMemAddressFree(p[n], 2 << 20));
-		CU_OK(cu->cuMemRelease(h[n]));
-		CU_OK(cu->cuDevicePrimaryCtxRelease(0));
-	}
+	while (n-- > 0)
+		vmm_unmap(&m[n]);
 }
 
 /*
