@@ -411,11 +411,22 @@ int cu_device_info(int ordinal, struct cu_device_info *ret)
 }
 
 /*
+ * Taken around every change of a primary context's retains, so that a
+ * context found held stays held until the retain that found it is counted:
+ * a retain with CU_NO_WAIT (the loop's) only tries it, and takes only a
+ * context the daemon holds already, which the driver hands out at once.
+ * Any other retain may have the driver make the context (100 ms and more)
+ * while holding it; a release may have it destroy one.
+ */
+static pthread_mutex_t cu_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
  * The driver counts primary-context retains itself; our own count is for
  * balance checks (a release without a retain would destroy a context that
- * others use) and for cu_primary_ctx_refs().
+ * others use), for cu_primary_ctx_refs() and for CU_NO_WAIT's "held".
+ * flags: CU_NO_WAIT or 0.
  */
-static int primary_retain(int ordinal, CUcontext *ret)
+static int primary_retain_flags(int ordinal, unsigned flags, CUcontext *ret)
 {
 	CUcontext ctx;
 	CUdevice dev;
@@ -427,35 +438,48 @@ static int primary_retain(int ordinal, CUcontext *ret)
 	r = CU(cuDeviceGet, &dev, ordinal);
 	if (r < 0)
 		return r;
+	if (!(flags & CU_NO_WAIT)) {
+		pthread_mutex_lock(&cu_primary_lock);
+	} else if (pthread_mutex_trylock(&cu_primary_lock) != 0) {
+		return cu_errorf(-EWOULDBLOCK, "device %d's primary context is changing", ordinal);
+	} else if (atomic_load(&cu_primary_refs[ordinal]) == 0) {
+		pthread_mutex_unlock(&cu_primary_lock);
+		return cu_errorf(-EWOULDBLOCK, "device %d's primary context is not held", ordinal);
+	}
 	r = CU(cuDevicePrimaryCtxRetain, &ctx, dev);
+	if (r >= 0)
+		atomic_fetch_add(&cu_primary_refs[ordinal], 1);
+	pthread_mutex_unlock(&cu_primary_lock);
 	if (r < 0)
 		return r;
-	atomic_fetch_add(&cu_primary_refs[ordinal], 1);
 	*ret = ctx;
 	return 0;
 }
 
+static int primary_retain(int ordinal, CUcontext *ret)
+{
+	return primary_retain_flags(ordinal, 0, ret);
+}
+
 static int primary_release(int ordinal)
 {
-	unsigned n;
 	CUdevice dev;
 	int r;
 
 	r = cu_check_ordinal(ordinal);
 	if (r < 0)
 		return r;
-	n = atomic_load(&cu_primary_refs[ordinal]);
-	do {
-		if (n == 0)
-			return cu_errorf(-EINVAL, "device %d's primary context is not retained",
-					 ordinal);
-	} while (!atomic_compare_exchange_weak(&cu_primary_refs[ordinal], &n, n - 1));
-
+	pthread_mutex_lock(&cu_primary_lock);
+	if (atomic_load(&cu_primary_refs[ordinal]) == 0) {
+		pthread_mutex_unlock(&cu_primary_lock);
+		return cu_errorf(-EINVAL, "device %d's primary context is not retained", ordinal);
+	}
 	r = CU(cuDeviceGet, &dev, ordinal);
 	if (r >= 0)
 		r = CU(cuDevicePrimaryCtxRelease, dev);
-	if (r < 0)
-		atomic_fetch_add(&cu_primary_refs[ordinal], 1);
+	if (r >= 0)
+		atomic_fetch_sub(&cu_primary_refs[ordinal], 1);
+	pthread_mutex_unlock(&cu_primary_lock);
 	return r;
 }
 
@@ -662,7 +686,8 @@ static int vmm_unwind(struct cu_vmm_map *m, unsigned n_mapped, bool retained)
 	return r;
 }
 
-int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm_map *ret)
+int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, unsigned flags,
+		  struct cu_vmm_map *ret)
 {
 	CU_BUSY;
 	struct cu_vmm_map m = { .chunk_size = chunk_size };
@@ -727,7 +752,7 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm
 	}
 	/* Copies need a context and this memory has none: keep the device's
 	 * primary alive for as long as the mapping. */
-	r = primary_retain(m.device, &ctx);
+	r = primary_retain_flags(m.device, flags, &ctx);
 	if (r < 0)
 		goto err;
 	if (timed)
@@ -812,7 +837,7 @@ int cu_vmm_release(struct cu_vmm_map *m)
 	return vmm_unwind(m, m->n_chunks, true);
 }
 
-int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret)
+int cu_ipc_open(const void *handle, int ordinal, unsigned flags, struct cu_ipc_map *ret)
 {
 	CU_BUSY;
 	CUdeviceptr dptr, base;
@@ -825,7 +850,7 @@ int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret)
 	if (r < 0)
 		return r;
 	memcpy(&h, handle, sizeof(h));
-	r = primary_retain(ordinal, &ctx);
+	r = primary_retain_flags(ordinal, flags, &ctx);
 	if (r < 0)
 		return r;
 	r = CU(cuCtxPushCurrent, ctx);
@@ -1477,7 +1502,7 @@ int cu_address_range(_unused_ uint64_t ptr, _unused_ uint64_t *ret_base,
 }
 
 int cu_vmm_import(_unused_ const int *fds, _unused_ unsigned n, _unused_ uint64_t chunk_size,
-		  _unused_ struct cu_vmm_map *ret)
+		  _unused_ unsigned flags, _unused_ struct cu_vmm_map *ret)
 {
 	return -EOPNOTSUPP;
 }
@@ -1487,7 +1512,8 @@ int cu_vmm_release(_unused_ struct cu_vmm_map *m)
 	return 0;
 }
 
-int cu_ipc_open(_unused_ const void *handle, _unused_ int ordinal, _unused_ struct cu_ipc_map *ret)
+int cu_ipc_open(_unused_ const void *handle, _unused_ int ordinal, _unused_ unsigned flags,
+		_unused_ struct cu_ipc_map *ret)
 {
 	return -EOPNOTSUPP;
 }

@@ -124,15 +124,26 @@ struct cu_vmm_map {
 };
 
 /*
+ * For the loop's imports (cu_vmm_import(), cu_ipc_open()): the context
+ * they retain must be one the daemon holds already, and no other thread
+ * may be changing its count (cu_primary_lock in cuda.c), so that the
+ * driver neither makes a context nor waits for the thread that does;
+ * -EWOULDBLOCK otherwise, with nothing left behind, and the caller sends
+ * the import to the pool.
+ */
+#define CU_NO_WAIT 1U
+
+/*
  * Imports the n fds (not taken: the caller closes them whenever it likes), all
  * of one device, and maps the first chunk_size bytes of each, in order.
  * chunk_size is the client's word; it must be a non-zero multiple of the
  * device's allocation granularity (-EINVAL otherwise) and no larger than an
  * allocation: driver 580 refuses that map with CUDA_ERROR_NOT_SUPPORTED
  * (-EOPNOTSUPP), and an fd that is no CUDA export with CUDA_ERROR_UNKNOWN
- * (-EIO). n is 1 to CU_VMM_CHUNKS_MAX.
+ * (-EIO). n is 1 to CU_VMM_CHUNKS_MAX. flags: 0 or CU_NO_WAIT.
  */
-int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, struct cu_vmm_map *ret);
+int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, unsigned flags,
+		  struct cu_vmm_map *ret);
 /* Unmaps, frees the address range, releases the handle and the context
  * retain; every step runs even when one fails (the first error is returned).
  * Zeroes *m; a zeroed map is a no-op. */
@@ -141,6 +152,7 @@ int cu_vmm_release(struct cu_vmm_map *m);
  * A legacy cuIpcGetMemHandle allocation, opened in the primary context of the
  * device the caller names (with lazy peer access when the memory lives on
  * another device). The driver maps the whole allocation: dptr is its base.
+ * cu_ipc_open()'s flags: 0 or CU_NO_WAIT.
  */
 struct cu_ipc_map {
 	uint64_t dptr;
@@ -149,7 +161,7 @@ struct cu_ipc_map {
 	int ctx_device; /* whose primary context opened it */
 };
 
-int cu_ipc_open(const void *handle, int ordinal, struct cu_ipc_map *ret);
+int cu_ipc_open(const void *handle, int ordinal, unsigned flags, struct cu_ipc_map *ret);
 /* Closes the mapping and drops the context retain; zeroes *m. */
 int cu_ipc_close(struct cu_ipc_map *m);
 

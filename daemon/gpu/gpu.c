@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "daemon/core/core.h"
 #include "daemon/core/errinfo.h"
 #include "daemon/gpu/gpu.h"
 #include "daemon/gpu/gpu_bw.h"
@@ -33,18 +35,73 @@ struct gpu_import {
 	const char *error_name;
 	char error[512];
 	char pci[32];
+	struct gpu_file_kind file; /* GPU_MEMORY_VMM, on the pool: what fds[0] is */
 };
 
-/* Loop: what an import's pool job spent where, at debug level. */
-static void job_clock_log(const char *what, const struct gpu_job_clock *c)
+/* Loop: what an import spent where, at debug level. */
+static void job_clock_log(const char *what, const struct gpu_job_clock *c, bool on_loop)
 {
 	uint64_t now = uv_hrtime();
 
+	if (on_loop) {
+		log_debug("%s took %.1f us on the loop: %.1f us in the driver's import, %.1f us "
+			  "asking the device",
+			  what, (double)(now - c->queued) / 1e3,
+			  (double)(c->imported - c->started) / 1e3,
+			  (double)(c->ended - c->imported) / 1e3);
+		return;
+	}
 	log_debug("%s took %.1f us: %.1f us waiting for a pool thread, %.1f us in the driver's "
 		  "import, %.1f us asking the device, %.1f us back to the loop",
 		  what, (double)(now - c->queued) / 1e3, (double)(c->started - c->queued) / 1e3,
 		  (double)(c->imported - c->started) / 1e3, (double)(c->ended - c->imported) / 1e3,
 		  (double)(now - c->ended) / 1e3);
+}
+
+/*
+ * Loop: whether an import of kind, n allocations of size bytes each, may
+ * run right here (gpu.h): the driver is in, none of the daemon's other
+ * driver work runs (cu_idle()), and imports like it took at most
+ * loop-work-usec. The context and the file are the callers' to check.
+ */
+static bool import_fits_loop(struct gpu_ctx *g, enum gpu_cost_kind kind, uint64_t size, unsigned n)
+{
+	unsigned bound = g->regions->core->cfg.loop_work_usec;
+
+	return g->cuda_loaded && bound > 0 && gpu_cost_usec(&g->cost, kind, size) <= bound / n &&
+	       cu_idle();
+}
+
+/* Any thread: what kind of file fd is. */
+static bool file_kind_of(int fd, struct gpu_file_kind *ret)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return false;
+	*ret = (struct gpu_file_kind){
+		.known = true,
+		.type = st.st_mode & S_IFMT,
+		.dev = st.st_dev,
+		.rdev = st.st_rdev,
+	};
+	return true;
+}
+
+/* Loop: whether every fd of p is a file of the kind the driver imported
+ * a VMM allocation from before. */
+static bool vmm_files_known(const struct gpu_ctx *g, const struct gpu_import_params *p)
+{
+	const struct gpu_file_kind *known = &g->vmm_file;
+	struct gpu_file_kind k;
+
+	if (!known->known)
+		return false;
+	for (unsigned i = 0; i < p->n_fds; i++)
+		if (!file_kind_of(p->fds[i], &k) || k.type != known->type || k.dev != known->dev ||
+		    k.rdev != known->rdev)
+			return false;
+	return true;
 }
 
 /* The per-GPU counts: a published region counts on its GPU until its
@@ -237,9 +294,13 @@ static void device_pci(int device, char out[static 32])
 	pthread_mutex_unlock(&cache.lock);
 }
 
-static void on_vmm_work(uv_work_t *w)
+/*
+ * Pool, or the loop with CU_NO_WAIT: the import itself. On the loop an
+ * -EWOULDBLOCK in job->err says that it must go to the pool after all;
+ * and the device's bandwidth is measured there (gpu_bw_measure_soon()).
+ */
+static void vmm_import_run(struct gpu_import *job, unsigned flags)
 {
-	struct gpu_import *job = container_of(w, struct gpu_import, work);
 	struct gpu_region *g = gpu_region_of(job->reg);
 	int r;
 
@@ -250,12 +311,14 @@ static void on_vmm_work(uv_work_t *w)
 		return;
 	}
 	job->driver_loaded = true;
-	r = cu_vmm_import(job->p.fds, job->p.n_fds, job->p.alloc_size, &g->vmm);
+	r = cu_vmm_import(job->p.fds, job->p.n_fds, job->p.alloc_size, flags, &g->vmm);
 	job->clock.imported = uv_hrtime();
 	if (r < 0) {
 		job_fail_pool(job, r, "cannot import the VMM allocation");
 		return;
 	}
+	if (!(flags & CU_NO_WAIT))
+		(void)file_kind_of(job->p.fds[0], &job->file);
 	/* The client's own fds go to the fd store: the driver refuses to
 	 * export an imported allocation again (CUDA_ERROR_INVALID_VALUE on
 	 * an H100), and keep.c holds each in a socket of its own, so one
@@ -267,18 +330,32 @@ static void on_vmm_work(uv_work_t *w)
 			job->p.fds[i] = -EBADF;
 	}
 	device_pci(g->vmm.device, job->pci);
-	gpu_bw_measure_once(g->vmm.device);
+	if (!(flags & CU_NO_WAIT))
+		gpu_bw_measure_once(g->vmm.device);
 	job->clock.ended = uv_hrtime();
 }
 
-static void on_vmm_done(uv_work_t *w, int status)
+static void on_vmm_work(uv_work_t *w)
 {
-	struct gpu_import *job = container_of(w, struct gpu_import, work);
+	vmm_import_run(container_of(w, struct gpu_import, work), 0);
+}
+
+/* Loop: an import ended, on the pool or here (on_loop). */
+static void vmm_import_done(struct gpu_import *job, bool on_loop)
+{
+	struct gpu_ctx *gpu = job->gpu;
 	struct region *reg = job->reg;
 
-	(void)status;
 	/* Any answer but "no driver" means the driver is in. */
-	job->gpu->cuda_loaded = job->gpu->cuda_loaded || job->err == 0 || job->driver_loaded;
+	gpu->cuda_loaded = gpu->cuda_loaded || job->err == 0 || job->driver_loaded;
+	if (job->err == 0) {
+		gpu_cost_add(&gpu->cost, GPU_COST_VMM, job->p.alloc_size,
+			     (job->clock.ended - job->clock.started) / job->p.n_fds);
+		if (!gpu->vmm_file.known)
+			gpu->vmm_file = job->file;
+		if (on_loop)
+			gpu_bw_measure_soon(gpu->loop, gpu_region_of(reg)->vmm.device);
+	}
 	if (!job->done) {
 		job_free(job);
 		return;
@@ -291,10 +368,37 @@ static void on_vmm_done(uv_work_t *w, int status)
 	reg->dptr = gpu_region_of(reg)->vmm.dptr + job->p.offset;
 	reg->gpu = gpu_region_of(reg)->vmm.device;
 	snprintf(reg->pci_bus_id, sizeof(reg->pci_bus_id), "%s", job->pci);
-	job_clock_log("A VMM import", &job->clock);
+	job_clock_log("A VMM import", &job->clock, on_loop);
 	job->reg = NULL;
 	job_finish(job, reg);
 	job_free(job);
+}
+
+static void on_vmm_done(uv_work_t *w, int status)
+{
+	(void)status;
+	vmm_import_done(container_of(w, struct gpu_import, work), false);
+}
+
+/*
+ * Loop: makes job's import right here where it may (gpu.h); returns
+ * whether it did, job then done and freed. False: nothing happened, and
+ * job goes to the pool.
+ */
+static bool vmm_import_here(struct gpu_import *job)
+{
+	if (!import_fits_loop(job->gpu, GPU_COST_VMM, job->p.alloc_size, job->p.n_fds) ||
+	    !vmm_files_known(job->gpu, &job->p))
+		return false;
+	job->clock.queued = uv_hrtime();
+	vmm_import_run(job, CU_NO_WAIT);
+	if (job->err == -EWOULDBLOCK) {
+		job->err = 0;
+		job->error_name = NULL;
+		return false;
+	}
+	vmm_import_done(job, true);
+	return true;
 }
 
 /* A region over an open IPC allocation: no CUDA call needed. */
@@ -333,9 +437,9 @@ static void ipc_import(struct gpu_import *job)
 	job_finish(job, reg);
 }
 
-static void on_ipc_open(uv_work_t *w)
+/* Pool, or the loop with CU_NO_WAIT (as vmm_import_run()). */
+static void ipc_open_run(struct gpu_ipc *ipc, unsigned flags)
 {
-	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
 	int r;
 
 	ipc->clock.started = uv_hrtime();
@@ -345,7 +449,7 @@ static void on_ipc_open(uv_work_t *w)
 		return;
 	}
 	ipc->driver_loaded = true;
-	r = cu_ipc_open(ipc->handle, ipc->ordinal, &ipc->map);
+	r = cu_ipc_open(ipc->handle, ipc->ordinal, flags, &ipc->map);
 	ipc->clock.imported = uv_hrtime();
 	if (r < 0) {
 		ipc->err = r;
@@ -355,8 +459,14 @@ static void on_ipc_open(uv_work_t *w)
 		return;
 	}
 	device_pci(ipc->map.device, ipc->pci_bus_id);
-	gpu_bw_measure_once(ipc->map.device);
+	if (!(flags & CU_NO_WAIT))
+		gpu_bw_measure_once(ipc->map.device);
 	ipc->clock.ended = uv_hrtime();
+}
+
+static void on_ipc_open(uv_work_t *w)
+{
+	ipc_open_run(container_of(w, struct gpu_ipc, work), 0);
 }
 
 static void on_ipc_close(uv_work_t *w)
@@ -399,17 +509,19 @@ static void on_ipc_closed(uv_work_t *w, int status)
 	free(ipc);
 }
 
-static void on_ipc_opened(uv_work_t *w, int status)
+/* Loop: an open ended, on the pool or here (on_loop). */
+static void ipc_open_done(struct gpu_ipc *ipc, bool on_loop)
 {
-	struct gpu_ipc *ipc = container_of(w, struct gpu_ipc, work);
 	struct gpu_ctx *g = ipc->gpu;
 	struct gpu_import *job, *n;
 
-	(void)status;
 	g->cuda_loaded = g->cuda_loaded || ipc->driver_loaded;
 	if (ipc->err == 0) {
 		ipc->state = GPU_IPC_OPEN;
-		job_clock_log("An IPC open", &ipc->clock);
+		gpu_cost_add(&g->cost, GPU_COST_IPC, 0, ipc->clock.ended - ipc->clock.started);
+		if (on_loop)
+			gpu_bw_measure_soon(g->loop, ipc->map.device);
+		job_clock_log("An IPC open", &ipc->clock, on_loop);
 		/* Held while the waiters are served: a region made for one
 		 * may go again at once (its client gone, the answer refused)
 		 * and, releasing on the loop, drop its reference right here;
@@ -435,6 +547,12 @@ static void on_ipc_opened(uv_work_t *w, int status)
 	gpu_ipc_unref(ipc);
 }
 
+static void on_ipc_opened(uv_work_t *w, int status)
+{
+	(void)status;
+	ipc_open_done(container_of(w, struct gpu_ipc, work), false);
+}
+
 static void ipc_start_open(struct gpu_ipc *ipc)
 {
 	int r;
@@ -444,6 +562,15 @@ static void ipc_start_open(struct gpu_ipc *ipc)
 	ipc->error_name = NULL;
 	memset(&ipc->map, 0, sizeof(ipc->map));
 	ipc->clock.queued = uv_hrtime();
+	if (import_fits_loop(ipc->gpu, GPU_COST_IPC, 0, 1)) {
+		ipc_open_run(ipc, CU_NO_WAIT);
+		if (ipc->err != -EWOULDBLOCK) {
+			ipc_open_done(ipc, true);
+			return;
+		}
+		ipc->err = 0;
+		ipc->error_name = NULL;
+	}
 	r = uv_queue_work(ipc->gpu->loop, &ipc->work, on_ipc_open, on_ipc_opened);
 	if (r < 0) {
 		ipc->err = -ENOMEM;
@@ -515,13 +642,15 @@ int gpu_import_start(struct gpu_ctx *g, struct session *owner, struct gpu_import
 			return r;
 		}
 		job->reg->access = p->access;
+		*ret = job;
+		if (vmm_import_here(job))
+			return 0;
 		job->clock.queued = uv_hrtime();
 		r = uv_queue_work(g->loop, &job->work, on_vmm_work, on_vmm_done);
 		if (r < 0) {
 			job_free(job);
 			return -ENOMEM;
 		}
-		*ret = job;
 		return 0;
 	}
 

@@ -2,7 +2,13 @@
 /*
  * GPU regions: client GPU memory imported through the CUDA driver — a VMM
  * allocation exported as a POSIX fd, or a legacy 64-byte IPC handle. Every
- * CUDA call runs on the thread pool but one: a Copy between GPU memory and
+ * CUDA call runs on the thread pool but two. An import (a VMM map or an
+ * IPC open) runs on the loop where the driver is in, no other driver work
+ * of the daemon runs, the context it needs is held already (CU_NO_WAIT)
+ * and imports like it took at most loop-work-usec (gpu_cost.h); for a VMM
+ * fd, also only where it is a file of the kind the driver imported before
+ * (a file of any other kind might be one whose ioctl a process serves).
+ * And a Copy between GPU memory and
  * a page-locked host region while no other driver work of the daemon runs
  * (gpu_region.c) runs on the loop when expected to take at most
  * loop-work-usec (gpu_copy_usec()), and is started there otherwise, the
@@ -26,6 +32,7 @@
 
 #include "daemon/gpu/cuda.h"
 #include "daemon/gpu/gpu_bw.h"
+#include "daemon/gpu/gpu_cost.h"
 #include "daemon/gpu/gpu_linger.h"
 #include "util/list.h"
 
@@ -46,6 +53,15 @@ struct gpu_ctx {
 	unsigned regions_on[GPU_LIST_MAX]; /* live regions by GPU ordinal */
 	bool cuda_loaded;                  /* the first GPU import (or a probe) loaded the driver */
 	struct gpu_linger linger;          /* each GPU's context kept between its regions */
+	struct gpu_cost cost;              /* what recent imports took in the driver */
+	/* What file the driver imported a VMM allocation from (its type and
+	 * device numbers), once one was: only such a file is imported on the
+	 * loop. */
+	struct gpu_file_kind {
+		bool known;
+		unsigned type;
+		uint64_t dev, rdev;
+	} vmm_file;
 };
 
 /* linger_ms: how long a GPU's primary context is kept after its last

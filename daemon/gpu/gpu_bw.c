@@ -2,9 +2,11 @@
 /* Each GPU's copy rates, measured once per daemon, read by anyone. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "daemon/core/log.h"
 #include "daemon/gpu/gpu_bw.h"
+#include "util/macro.h"
 
 /* Measured copy bandwidth per GPU ordinal. Written by the pool thread that
  * measures, read by the loop: under the lock. */
@@ -45,6 +47,41 @@ void gpu_bw_measure_once(int device)
 	gpu_bw.state[device] = r < 0 ? BW_FAILED : BW_DONE;
 	gpu_bw.bw[device] = bw;
 	pthread_mutex_unlock(&gpu_bw.lock);
+}
+
+struct bw_job {
+	uv_work_t work;
+	int device;
+};
+
+static void bw_job_run(uv_work_t *w)
+{
+	gpu_bw_measure_once(container_of(w, struct bw_job, work)->device);
+}
+
+static void bw_job_done(uv_work_t *w, int status)
+{
+	(void)status;
+	free(container_of(w, struct bw_job, work));
+}
+
+void gpu_bw_measure_soon(uv_loop_t *loop, int device)
+{
+	struct bw_job *job;
+	bool started;
+
+	if (device < 0 || device >= (int)GPU_LIST_MAX)
+		return;
+	pthread_mutex_lock(&gpu_bw.lock);
+	started = gpu_bw.state[device] != BW_NONE;
+	pthread_mutex_unlock(&gpu_bw.lock);
+	/* Without memory or a queue the rate stays unknown, and copies with
+	 * device go to the pool, as before the first import. */
+	if (started || !(job = malloc(sizeof(*job))))
+		return;
+	job->device = device;
+	if (uv_queue_work(loop, &job->work, bw_job_run, bw_job_done) < 0)
+		free(job);
 }
 
 bool gpu_bandwidth(int device, struct cu_bandwidth *ret)

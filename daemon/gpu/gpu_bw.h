@@ -4,6 +4,8 @@
 
 #include <stdbool.h>
 
+#include <uv.h>
+
 #include "daemon/gpu/cuda.h"
 
 /* The GPUs the daemon keeps state for, by ordinal: ListGpus shows at most
@@ -16,6 +18,13 @@
  * daemon, any later call returns at once.
  */
 void gpu_bw_measure_once(int device);
+
+/*
+ * Loop: after an import of device's memory made on the loop, which must
+ * not spend milliseconds measuring: queues gpu_bw_measure_once() on the
+ * pool, unless a measurement of device started already.
+ */
+void gpu_bw_measure_soon(uv_loop_t *loop, int device);
 
 /*
  * A GPU's copy bandwidth (struct cu_bandwidth), measured by

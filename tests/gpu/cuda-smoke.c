@@ -602,14 +602,14 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	stats("bare cuMemImportFromShareableHandle", t, n_done);
 	for (n_done = 0; n_done < N_TIMED; n_done++) {
 		t0 = now_us();
-		r = cu_vmm_import(&vmm_fd, 1, hello.vmm_size, &vmm);
+		r = cu_vmm_import(&vmm_fd, 1, hello.vmm_size, 0, &vmm);
 		t[n_done] = now_us() - t0;
 		if (r < 0)
 			break;
 		cu_vmm_release(&vmm);
 	}
 	stats("cu_vmm_import (import+reserve+map+access)", t, n_done);
-	r = cu_vmm_import(&vmm_fd, 1, hello.vmm_size, &vmm);
+	r = cu_vmm_import(&vmm_fd, 1, hello.vmm_size, 0, &vmm);
 	check(r == 0, "cu_vmm_import of %" PRIu64 " bytes at 0x%" PRIx64 " on device %d%s%s",
 	      hello.vmm_size, vmm.dptr, vmm.device, r < 0 ? ": " : "",
 	      r < 0 ? cu_last_error() : "");
@@ -672,7 +672,7 @@ static int parent_main(int sock, int ordinal, pid_t child)
 		      "the export fd held in a socket and peeked back, close-on-exec%s%s",
 		      r < 0 ? ": " : "", r < 0 ? strerror(-r) : "");
 		if (r == 0) {
-			r = cu_vmm_import(&kept, 1, hello.vmm_size, &again);
+			r = cu_vmm_import(&kept, 1, hello.vmm_size, 0, &again);
 			check(r == 0 && again.dptr != vmm.dptr &&
 				      read_and_compare(again.dptr, 0, hello.vmm_size, 1) == 0,
 			      "VMM: the held fd, imported again, maps the child's pattern%s%s",
@@ -714,14 +714,14 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	stats("bare cuIpcOpenMemHandle", t, n_done);
 	for (n_done = 0; n_done < N_TIMED; n_done++) {
 		t0 = now_us();
-		r = cu_ipc_open(hello.ipc_handle, ordinal, &ipc);
+		r = cu_ipc_open(hello.ipc_handle, ordinal, 0, &ipc);
 		t[n_done] = now_us() - t0;
 		if (r < 0)
 			break;
 		cu_ipc_close(&ipc);
 	}
 	stats("cu_ipc_open (open+range+device)", t, n_done);
-	r = cu_ipc_open(hello.ipc_handle, ordinal, &ipc);
+	r = cu_ipc_open(hello.ipc_handle, ordinal, 0, &ipc);
 	check(r == 0, "cu_ipc_open: 0x%" PRIx64 ", %" PRIu64 " bytes, device %d%s%s", ipc.dptr,
 	      ipc.size, ipc.device, r < 0 ? ": " : "", r < 0 ? cu_last_error() : "");
 	if (r < 0)
@@ -790,25 +790,27 @@ static int parent_main(int sock, int ordinal, pid_t child)
 	}
 
 	/* ---- what a client can get wrong ---- */
-	expect_fail(cu_vmm_import(&vmm_fd, 1, hello.vmm_size + 4096, &vmm2), -EINVAL,
+	expect_fail(cu_vmm_import(&vmm_fd, 1, hello.vmm_size + 4096, 0, &vmm2), -EINVAL,
 		    "VMM import with a size off the granularity");
-	expect_fail(cu_vmm_import(&vmm_fd, 1, hello.vmm_size * 2, &vmm2), 0,
+	expect_fail(cu_vmm_import(&vmm_fd, 1, hello.vmm_size * 2, 0, &vmm2), 0,
 		    "VMM import with a size beyond the allocation");
 	{
 		unsigned char junk[CU_IPC_HANDLE_SIZE];
 
 		memset(junk, 0x5a, sizeof(junk));
-		expect_fail(cu_ipc_open(junk, ordinal, &ipc2), 0, "cu_ipc_open of a junk handle");
+		expect_fail(cu_ipc_open(junk, ordinal, 0, &ipc2), 0,
+			    "cu_ipc_open of a junk handle");
 	}
 	{
 		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-		expect_fail(cu_vmm_import(&devnull, 1, hello.vmm_size, &vmm2), 0,
+		expect_fail(cu_vmm_import(&devnull, 1, hello.vmm_size, 0, &vmm2), 0,
 			    "VMM import of /dev/null");
 		safe_close(devnull);
 	}
 	expect_fail(cu_copy_dtoh(&hello, (uintptr_t)&dev, 4), -EINVAL, "DtoH from a host pointer");
-	expect_fail(cu_ipc_open(hello.ipc_handle, 99, &ipc2), -ENODEV, "cu_ipc_open on device 99");
+	expect_fail(cu_ipc_open(hello.ipc_handle, 99, 0, &ipc2), -ENODEV,
+		    "cu_ipc_open on device 99");
 	check(cu_primary_ctx_refs(ordinal) == 3,
 	      "failed imports leaked no context retain (refs %u)", cu_primary_ctx_refs(ordinal));
 

@@ -51,7 +51,8 @@ START_TEST(test_no_driver)
 	ck_assert_int_eq(cu_load(), -ENOENT);
 	ck_assert_int_eq(cu_device_count(), -ENOENT);
 	ck_assert_int_eq(cu_copy_dtoh(b, 0x1000, sizeof(b)), -ENOENT);
-	ck_assert_int_eq(cu_vmm_import(&(int){ 0 }, 1, 2 << 20, &(struct cu_vmm_map){}), -ENOENT);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 0 }, 1, 2 << 20, 0, &(struct cu_vmm_map){}),
+			 -ENOENT);
 	ck_assert_int_eq(cu_pointer_device(0x1000, NULL), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "libcuda.so.1"));
 	ck_assert_uint_eq(cu_primary_ctx_refs(0), 0);
@@ -248,12 +249,12 @@ START_TEST(test_vmm_granularity)
 	struct cu_vmm_map m = { .dptr = 0xdead };
 
 	load_fake();
-	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, GRAN + 4096, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, GRAN + 4096, 0, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(),
 				     "not a multiple of device 1's VMM granularity"));
 	ck_assert_uint_eq(m.dptr, 0xdead); /* untouched on failure */
-	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 0, &m), -EINVAL);
-	ck_assert_int_eq(cu_vmm_import(&(int){ -EBADF }, 1, GRAN, &m), -EBADF);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 0, 0, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){ -EBADF }, 1, GRAN, 0, &m), -EBADF);
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
 	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
 }
@@ -265,7 +266,7 @@ START_TEST(test_vmm_map_failure_unwinds)
 
 	load_fake();
 	fake_cuda.map_result = CUDA_ERROR_INVALID_VALUE;
-	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 4 * GRAN, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 4 * GRAN, 0, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemMap)"));
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
 	ck_assert_int_eq(fake_cuda.n_reserved, 0);
@@ -280,7 +281,7 @@ START_TEST(test_vmm_import_copy_release)
 	char in[] = "through the primary context", out[sizeof(in)] = {};
 
 	load_fake();
-	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 4 * GRAN, &m), 0);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, 4 * GRAN, 0, &m), 0);
 	ck_assert_int_eq(m.device, 1);
 	ck_assert_uint_eq(m.size, 4 * GRAN);
 	ck_assert_int_eq(fake_cuda.n_handles, 1);
@@ -323,7 +324,7 @@ START_TEST(test_vmm_import_chunks)
 	struct cu_vmm_map m = {};
 
 	load_fake();
-	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, &m), 0);
+	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, 0, &m), 0);
 	ck_assert_uint_eq(m.n_chunks, 3);
 	ck_assert_uint_eq(m.chunk_size, GRAN);
 	ck_assert_uint_eq(m.size, 3 * GRAN);
@@ -340,15 +341,15 @@ START_TEST(test_vmm_import_chunks)
 
 	/* Counts out of range, a bad fd among good ones, a failing map: nothing
 	 * stays held. */
-	ck_assert_int_eq(cu_vmm_import(fds, 0, GRAN, &m), -EINVAL);
-	ck_assert_int_eq(cu_vmm_import(fds, CU_VMM_CHUNKS_MAX + 1, GRAN, &m), -EINVAL);
-	ck_assert_int_eq(cu_vmm_import(fds, 3, UINT64_MAX / 2, &m), -EOVERFLOW);
+	ck_assert_int_eq(cu_vmm_import(fds, 0, GRAN, 0, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(fds, CU_VMM_CHUNKS_MAX + 1, GRAN, 0, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(fds, 3, UINT64_MAX / 2, 0, &m), -EOVERFLOW);
 	fds[2] = -EBADF;
-	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, &m), -EBADF);
+	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, 0, &m), -EBADF);
 	ck_assert_int_eq(fake_cuda.n_handles, 0);
 	fds[2] = 5;
 	fake_cuda.map_result = CUDA_ERROR_INVALID_VALUE;
-	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, &m), -EINVAL);
+	ck_assert_int_eq(cu_vmm_import(fds, 3, GRAN, 0, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuMemMap)"));
 	ck_assert_int_eq(fake_cuda.n_handles + fake_cuda.n_reserved + fake_cuda.n_mapped, 0);
 	ck_assert_int_eq(fake_cuda.primary_refs[1], 0);
@@ -364,7 +365,7 @@ START_TEST(test_ipc_open_close)
 	int dev;
 
 	load_fake();
-	ck_assert_int_eq(cu_ipc_open(h, 0, &m), 0);
+	ck_assert_int_eq(cu_ipc_open(h, 0, 0, &m), 0);
 	ck_assert_uint_eq(fake_cuda.last_ipc_flags, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	ck_assert_int_eq(m.ctx_device, 0);
 	ck_assert_int_eq(m.device, 1); /* lives on device 1, opened from 0 */
@@ -384,11 +385,11 @@ START_TEST(test_ipc_open_close)
 	ck_assert_int_eq(fake_cuda_depth(), 0);
 
 	h[0] = 0x5a;
-	ck_assert_int_eq(cu_ipc_open(h, 0, &m), -EINVAL);
+	ck_assert_int_eq(cu_ipc_open(h, 0, 0, &m), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "CUDA_ERROR_INVALID_VALUE"));
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "(cuIpcOpenMemHandle)"));
 	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
-	ck_assert_int_eq(cu_ipc_open(h, N_DEV, &m), -ENODEV);
+	ck_assert_int_eq(cu_ipc_open(h, N_DEV, 0, &m), -ENODEV);
 	ck_assert_ptr_nonnull(strstr(cu_last_error(), "there is no CUDA device 2"));
 	ck_assert_int_eq(fake_cuda_depth(), 0);
 }
@@ -469,7 +470,7 @@ END_TEST
 static void import_on(int device, size_t n_gran, struct cu_vmm_map *m)
 {
 	fake_cuda.vmm_device = device;
-	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, n_gran * GRAN, m), 0);
+	ck_assert_int_eq(cu_vmm_import(&(int){ 3 }, 1, n_gran * GRAN, 0, m), 0);
 	ck_assert_int_eq(m->device, device);
 }
 
@@ -632,10 +633,10 @@ START_TEST(test_ipc_other_device_copies)
 
 	fake_cuda.no_peer = true;
 	load_fake();
-	ck_assert_int_eq(cu_ipc_open(h, 0, &i1), 0);
+	ck_assert_int_eq(cu_ipc_open(h, 0, 0, &i1), 0);
 	ck_assert_int_eq(i1.device, 1);
 	ck_assert_int_eq(i1.ctx_device, 0);
-	ck_assert_int_eq(cu_ipc_open(h2, 0, &i0), 0);
+	ck_assert_int_eq(cu_ipc_open(h2, 0, 0, &i0), 0);
 	import_on(1, 1, &v);
 	ck_assert_int_eq(fake_cuda.primary_refs[0], 2);
 	ck_assert_int_eq(fake_cuda.primary_refs[1], 1);

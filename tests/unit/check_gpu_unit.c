@@ -63,10 +63,15 @@ static struct {
 	 * counts those looks */
 	bool moving;
 	int n_looks;
+	/* cuMemImportFromShareableHandle and cuIpcOpenMemHandle calls made
+	 * on the thread that runs the loop (loop_thread), and elsewhere */
+	int n_import_loop, n_import_pool;
+	int n_ipc_open_loop;
 } drv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-static struct cu_ops fake;   /* the fake's own entries, called through */
-static struct cu_ops logged; /* installed: the fake's, some wrapped */
+static pthread_t loop_thread; /* the test's, which runs the loop */
+static struct cu_ops fake;    /* the fake's own entries, called through */
+static struct cu_ops logged;  /* installed: the fake's, some wrapped */
 
 static void log_call(const char *what)
 {
@@ -192,10 +197,23 @@ static CUresult CUDAAPI l_host_unregister(void *p)
 	return fake.cuMemHostUnregister(p);
 }
 
+static CUresult CUDAAPI l_import(CUmemGenericAllocationHandle *h, void *fd,
+				 CUmemAllocationHandleType type)
+{
+	pthread_mutex_lock(&drv.lock);
+	if (pthread_equal(pthread_self(), loop_thread))
+		drv.n_import_loop++;
+	else
+		drv.n_import_pool++;
+	pthread_mutex_unlock(&drv.lock);
+	return fake.cuMemImportFromShareableHandle(h, fd, type);
+}
+
 static CUresult CUDAAPI l_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
 {
 	pthread_mutex_lock(&drv.lock);
 	drv.n_ipc_open++;
+	drv.n_ipc_open_loop += pthread_equal(pthread_self(), loop_thread);
 	pthread_mutex_unlock(&drv.lock);
 	log_call("IpcOpen");
 	return fake.cuIpcOpenMemHandle(p, h, flags);
@@ -286,6 +304,8 @@ static void setup(void)
 	drv.fail_dmabuf = false;
 	drv.fail_releases = 0;
 	drv.n_ipc_open = drv.n_ipc_close = 0;
+	drv.n_import_loop = drv.n_import_pool = drv.n_ipc_open_loop = 0;
+	loop_thread = pthread_self();
 	drv.hold = drv.moving = false;
 	drv.in_htod = drv.n_looks = 0;
 	fake = fake_cu_ops;
@@ -300,6 +320,7 @@ static void setup(void)
 	logged.cuEventQuery = l_event_query;
 	logged.cuMemHostRegister = l_host_register;
 	logged.cuMemHostUnregister = l_host_unregister;
+	logged.cuMemImportFromShareableHandle = l_import;
 	logged.cuIpcOpenMemHandle = l_ipc_open;
 	logged.cuIpcCloseMemHandle = l_ipc_close;
 	logged.cuMemUnmap = l_unmap;
@@ -925,6 +946,183 @@ START_TEST(test_copy_on_loop)
 		wait_copy();
 		ck_assert_mem_eq(dev_bytes(bv, n - 64), (unsigned char *)big->addr + n - 64, 64);
 	}
+}
+END_TEST
+
+/* Starts a VMM import of one allocation of size bytes from fd (taken);
+ * returns whether it ended before gpu_import_start() returned. */
+static bool start_vmm(int fd, uint64_t size, struct imported *im)
+{
+	struct gpu_import_params p = {
+		.memory = GPU_MEMORY_VMM,
+		.fds = { fd },
+		.n_fds = 1,
+		.alloc_size = size,
+	};
+	struct gpu_import *job = NULL;
+	struct errinfo e = {};
+
+	ck_assert_int_ge(fd, 0);
+	*im = (struct imported){};
+	ck_assert_int_eq(gpu_import_start(&gpu, f.owner, &p, on_imported, im, &job, &e), 0);
+	return im->done;
+}
+
+/* Drivers calls so far: imports on the loop, on the pool. */
+static void imports_seen(int on_loop, int on_pool)
+{
+	pthread_mutex_lock(&drv.lock);
+	ck_assert_int_eq(drv.n_import_loop, on_loop);
+	ck_assert_int_eq(drv.n_import_pool, on_pool);
+	pthread_mutex_unlock(&drv.lock);
+}
+
+static int dev_null(void)
+{
+	return open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/*
+ * An import runs on the loop, answered before gpu_import_start() returns,
+ * only where one of its kind and size took at most loop-work-usec before
+ * (the first goes to the pool), no other driver work runs, the file is of
+ * the kind the driver imported before, and the context it needs is held
+ * already; where the context is not, the loop's attempt leaves nothing
+ * behind and the pool imports it. The same for an IPC open.
+ */
+START_TEST(test_import_on_loop)
+{
+	/* The fake's calls take microseconds, but on shared cores a pool
+	 * thread's may take longer than the default's 40 now and then: a
+	 * bound of a millisecond keeps the cases apart from the timing. */
+	const unsigned bound = 1000;
+	struct region *first, *got[9];
+	struct imported im, im2;
+	unsigned n_got = 0;
+	char h1[2 * CU_IPC_HANDLE_SIZE + 1], h2[2 * CU_IPC_HANDLE_SIZE + 1],
+		h3[2 * CU_IPC_HANDLE_SIZE + 1];
+	const char *why;
+	uint64_t usec;
+	int fds[2];
+	pthread_t th;
+
+	f.core.cfg.loop_work_usec = bound;
+	/* Nothing known: the pool. The first import's time counts the
+	 * driver's load and the bandwidth probe: a second one (on the pool,
+	 * loop-work-usec 0) tells the import's own. */
+	ck_assert_uint_eq(gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN), UINT64_MAX);
+	first = import_vmm(GRAN, 0);
+	imports_seen(0, 1);
+	ck_assert_uint_ne(gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN), UINT64_MAX);
+	f.core.cfg.loop_work_usec = 0;
+	got[n_got++] = import_vmm(GRAN, 0);
+	f.core.cfg.loop_work_usec = bound;
+	imports_seen(0, 2);
+	usec = gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN);
+	ck_assert_uint_ne(usec, UINT64_MAX);
+	if (usec > bound) {
+		ck_assert(!test_timing_is_real(&why));
+		printf("test_import_on_loop: the fake's import took %" PRIu64
+		       " us (%s): the loop case is not checked\n",
+		       usec, why);
+		return;
+	}
+
+	/* Device 1's context is held (by first): here. */
+	ck_assert(start_vmm(dev_null(), GRAN, &im));
+	ck_assert_str_eq(im.error, "");
+	ck_assert_ptr_nonnull(im.r);
+	imports_seen(1, 2);
+	ck_assert_uint_eq(im.r->dptr % GRAN, 0);
+	got[n_got++] = im.r;
+
+	/* Of a size not seen yet: the pool, which learns it. */
+	ck_assert(!start_vmm(dev_null(), 4 * GRAN, &im2));
+	mem_fixture_run_until(&f, &im2.done, 5000);
+	ck_assert_ptr_nonnull(im2.r);
+	got[n_got++] = im2.r;
+	imports_seen(1, 3);
+	ck_assert(start_vmm(dev_null(), 4 * GRAN, &im2));
+	got[n_got++] = im2.r;
+	imports_seen(2, 3);
+
+	/* An administrator's 0: the pool. */
+	f.core.cfg.loop_work_usec = 0;
+	ck_assert(!start_vmm(dev_null(), GRAN, &im2));
+	mem_fixture_run_until(&f, &im2.done, 5000);
+	ck_assert_ptr_nonnull(im2.r);
+	got[n_got++] = im2.r;
+	imports_seen(2, 4);
+	f.core.cfg.loop_work_usec = bound;
+
+	/* A file of another kind than the driver took before (a pipe, not
+	 * /dev/null): the pool, where the fake takes it all the same. */
+	ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+	close(fds[1]);
+	ck_assert(!start_vmm(fds[0], GRAN, &im2));
+	mem_fixture_run_until(&f, &im2.done, 5000);
+	ck_assert_ptr_nonnull(im2.r);
+	got[n_got++] = im2.r;
+	imports_seen(2, 5);
+
+	/* Other driver work running (a copy held on another thread): the
+	 * pool, after it. */
+	hold_set(&drv.hold, true);
+	ck_assert_int_eq(pthread_create(&th, NULL, htod_on_thread, first), 0);
+	wait_held(&drv.in_htod, 1);
+	ck_assert(!start_vmm(dev_null(), GRAN, &im2));
+	hold_set(&drv.hold, false);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	mem_fixture_run_until(&f, &im2.done, 5000);
+	ck_assert_ptr_nonnull(im2.r);
+	got[n_got++] = im2.r;
+	imports_seen(2, 6);
+
+	/* No region holds device 1's context any more (nothing lingers
+	 * here): the loop tries, the driver's handle goes back, the pool
+	 * makes the context and the import. */
+	got[n_got++] = first;
+	for (unsigned i = 0; i < n_got; i++)
+		region_drop_owner(got[i]);
+	for (int i = 0; i < 5000 && cu_primary_ctx_refs(1) > 0; i++) {
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+		usleep(1000);
+	}
+	ck_assert_uint_eq(cu_primary_ctx_refs(1), 0);
+	ck_assert_int_eq(fake_cuda_live(), 0);
+	ck_assert(!start_vmm(dev_null(), GRAN, &im2));
+	mem_fixture_run_until(&f, &im2.done, 5000);
+	ck_assert_str_eq(im2.error, "");
+	ck_assert_ptr_nonnull(im2.r);
+	imports_seen(3, 7);
+	ck_assert_uint_eq(cu_primary_ctx_refs(1), 1);
+
+	/* IPC: the first opens learn their cost on the pool (the first
+	 * probes GPU 0's bandwidth); a third handle, opened while the others
+	 * hold GPU 0's context, opens here. */
+	ipc_hex(h1, 1, 0);
+	ipc_hex(h2, 2, 0);
+	ipc_hex(h3, 3, 0);
+	import_ipc(h1, 0, 0);
+	f.core.cfg.loop_work_usec = 0;
+	import_ipc(h2, 0, 0);
+	f.core.cfg.loop_work_usec = bound;
+	ck_assert_int_eq(drv.n_ipc_open_loop, 0);
+	usec = gpu_cost_usec(&gpu.cost, GPU_COST_IPC, 0);
+	if (usec > bound) {
+		ck_assert(!test_timing_is_real(&why));
+		printf("test_import_on_loop: the fake's IPC open took %" PRIu64
+		       " us (%s): its loop case is not checked\n",
+		       usec, why);
+		return;
+	}
+	im2 = (struct imported){};
+	start_ipc(h3, 0, 0, &im2);
+	ck_assert(im2.done);
+	ck_assert_str_eq(im2.error, "");
+	ck_assert_ptr_nonnull(im2.r);
+	ck_assert_int_eq(drv.n_ipc_open_loop, 1);
+	ck_assert_int_eq(drv.n_ipc_open, 3);
 }
 END_TEST
 
@@ -1630,6 +1828,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_copy);
 	tcase_add_test(tc, test_copy_on_loop);
 	tcase_add_test(tc, test_copy_started_on_loop);
+	tcase_add_test(tc, test_import_on_loop);
 	tcase_add_test(tc, test_release_order_host);
 	tcase_add_test(tc, test_release_order_vmm);
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
