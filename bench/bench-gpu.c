@@ -789,6 +789,29 @@ static double vmm_register_us(struct rdmamem_client *c, int vfd, uint64_t *id)
 	return (bench_now_ns() - t0) / 1e3;
 }
 
+/* ROUNDS imports of vfd through c, each held until all are made (no release
+ * beside the next in the daemon): their median, microseconds. */
+static double vmm_held_us(struct rdmamem_client *c, int vfd)
+{
+	double t[ROUNDS];
+	uint64_t held[ROUNDS];
+
+	for (int i = 0; i < ROUNDS; i++)
+		t[i] = vmm_register_us(c, vfd, &held[i]);
+	for (int i = 0; i < ROUNDS; i++)
+		rdmamem_unregister(c, held[i]);
+	return median(t, ROUNDS);
+}
+
+/* A second daemon that makes every import on a pool thread, as rdmamemd
+ * did before imports ran on its loop; the caller stops it. */
+static pid_t pooled_daemon(struct rdmamem_client **ret)
+{
+	static const char *const pooled[] = { "--loop-import-usec=0", NULL };
+
+	return second_daemon("pooled", pooled, ret);
+}
+
 /*
  * What the daemon's kept context saves: a second daemon that keeps none
  * (--gpu-context-linger-sec=0) and has no other import creates the GPU's
@@ -824,8 +847,9 @@ static void vmm_unkept_row(int vfd, double bare)
 static void bench_vmm_import(struct rdmamem_client *c, void *host)
 {
 	CUmemGenericAllocationHandle own;
-	double bare[ROUNDS], daemon[ROUNDS], held_us[ROUNDS];
-	uint64_t held[ROUNDS];
+	double bare[ROUNDS], daemon[ROUNDS], held, held_pooled;
+	struct rdmamem_client *c2 = NULL;
+	pid_t d2;
 	int vfd;
 
 	vmm_alloc(2 << 20, &vfd, &own);
@@ -838,11 +862,15 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 		rdmamem_unregister(c, id);
 	}
 	/* The same imports with no release of the previous one running beside
-	 * them in the daemon, as the bare loop has none in its timed part. */
-	for (int i = 0; i < ROUNDS; i++)
-		held_us[i] = vmm_register_us(c, vfd, &held[i]);
-	for (int i = 0; i < ROUNDS; i++)
-		rdmamem_unregister(c, held[i]);
+	 * them in the daemon, as the bare loop has none in its timed part;
+	 * then through a daemon that imports on its pool alone (its first
+	 * imports teach it nothing: it never imports on its loop). */
+	held = vmm_held_us(c, vfd);
+	d2 = pooled_daemon(&c2);
+	(void)vmm_held_us(c2, vfd);
+	held_pooled = vmm_held_us(c2, vfd);
+	rdmamem_client_close(c2);
+	bench_stop(d2);
 	printf("\n== Import latency (median of %d, microseconds), with another import keeping "
 	       "the GPU's primary context\n   (or the daemon keeping it between regions: "
 	       "--gpu-context-linger-sec, 30 s by default)\n\n",
@@ -852,8 +880,11 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	printf("%-10s %34.1f %24.1f %8.2f\n", "VMM fd", median(bare, ROUNDS),
 	       median(daemon, ROUNDS), median(daemon, ROUNDS) / median(bare, ROUNDS));
 	printf("%-10s %34.1f %24.1f %8.2f   (each import held: no release beside it)\n", "VMM fd",
-	       median(bare, ROUNDS), median(held_us, ROUNDS),
-	       median(held_us, ROUNDS) / median(bare, ROUNDS));
+	       median(bare, ROUNDS), held, held / median(bare, ROUNDS));
+	printf("%-10s %34.1f %24.1f %8.2f   (the same, a daemon importing on its pool alone:\n"
+	       "%-10s %34s %24s %8s    --loop-import-usec=0)\n",
+	       "VMM fd", median(bare, ROUNDS), held_pooled, held_pooled / median(bare, ROUNDS), "",
+	       "", "", "");
 	vmm_unkept_row(vfd, median(bare, ROUNDS));
 	vmm_floors(vfd, host);
 }
@@ -988,9 +1019,43 @@ static void spawn_import_child(void)
 	close(to_child[0]);
 }
 
+/*
+ * ROUNDS opens through c of handles of allocations of their own, each held:
+ * no close of the previous open running beside (or before) the next in the
+ * daemon. Their median, microseconds.
+ */
+static double ipc_held_us(struct rdmamem_client *c)
+{
+	CUdeviceptr q[ROUNDS];
+	uint64_t held[ROUNDS];
+	double t[ROUNDS];
+
+	for (int i = 0; i < ROUNDS; i++) {
+		CUipcMemHandle hq;
+		uint64_t t0;
+
+		CU_OK(cu->cuMemAlloc(&q[i], 2 << 20));
+		CU_OK(cu->cuIpcGetMemHandle(&hq, q[i]));
+		t0 = bench_now_ns();
+		if (rdmamem_register_cuda_ipc(c, &hq, 0, 0, 0, &held[i]) < 0) {
+			fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
+			exit(1);
+		}
+		t[i] = (bench_now_ns() - t0) / 1e3;
+	}
+	for (int i = 0; i < ROUNDS; i++)
+		rdmamem_unregister(c, held[i]);
+	usleep(20000);
+	for (int i = 0; i < ROUNDS; i++)
+		CU_OK(cu->cuMemFree(q[i]));
+	return median(t, ROUNDS);
+}
+
 static void bench_ipc_import(struct rdmamem_client *c)
 {
-	double daemon[ROUNDS], ping_after[ROUNDS], bare = 0, floors[4];
+	double daemon[ROUNDS], ping_after[ROUNDS], bare = 0, floors[4], held;
+	struct rdmamem_client *c2 = NULL;
+	pid_t d2;
 	CUipcMemHandle handle;
 	CUdeviceptr p;
 	int status;
@@ -1036,33 +1101,16 @@ static void bench_ipc_import(struct rdmamem_client *c)
 	}
 	printf("%-10s %34.1f   (a daemon Ping, each after 2000 us asleep as the rounds above)\n",
 	       "IPC (open)", median(ping_after, ROUNDS));
-	/* Handles of allocations of their own, each held: no close of the
-	 * previous open running beside (or before) the next in the daemon. */
-	{
-		CUdeviceptr q[ROUNDS];
-		uint64_t held[ROUNDS];
-
-		for (int i = 0; i < ROUNDS; i++) {
-			CUipcMemHandle hq;
-			uint64_t t0;
-
-			CU_OK(cu->cuMemAlloc(&q[i], 2 << 20));
-			CU_OK(cu->cuIpcGetMemHandle(&hq, q[i]));
-			t0 = bench_now_ns();
-			if (rdmamem_register_cuda_ipc(c, &hq, 0, 0, 0, &held[i]) < 0) {
-				fprintf(stderr, "bench-gpu: %s\n", rdmamem_client_error_message(c));
-				exit(1);
-			}
-			daemon[i] = (bench_now_ns() - t0) / 1e3;
-		}
-		printf("%-10s %34.1f %24.1f %8.2f   (a handle of its own each, held)\n",
-		       "IPC (open)", bare, median(daemon, ROUNDS), median(daemon, ROUNDS) / bare);
-		for (int i = 0; i < ROUNDS; i++)
-			rdmamem_unregister(c, held[i]);
-		usleep(20000);
-		for (int i = 0; i < ROUNDS; i++)
-			CU_OK(cu->cuMemFree(q[i]));
-	}
+	held = ipc_held_us(c);
+	printf("%-10s %34.1f %24.1f %8.2f   (a handle of its own each, held)\n", "IPC (open)", bare,
+	       held, held / bare);
+	d2 = pooled_daemon(&c2);
+	(void)ipc_held_us(c2);
+	held = ipc_held_us(c2);
+	printf("%-10s %34.1f %24.1f %8.2f   (the same, a daemon opening on its pool alone)\n",
+	       "IPC (open)", bare, held, held / bare);
+	rdmamem_client_close(c2);
+	bench_stop(d2);
 	CU_OK(cu->cuMemFree(p));
 }
 

@@ -84,6 +84,12 @@ static const struct config_key keys[] = {
 	  .help = "a copy expected to take at most this many microseconds runs on the event loop "
 		  "itself; longer ones go to a pool thread, whose wake-ups cost about as much on "
 		  "a GPU host (default 40; 0: every copy to the pool)" },
+	{ .section = "daemon", .key = "loop-import-usec", .type = CFG_UINT,
+	  .offset = F(loop_import_usec), .reloadable = true, .max = 1000,
+	  .help = "a GPU import (a VMM fd's map, an IPC handle's open) that the last imports of "
+		  "its kind and size say takes at most this many microseconds runs on the event "
+		  "loop itself, while the driver is otherwise idle; on a pool thread it costs its "
+		  "client two wake-ups more (default 100; 0: every import to the pool)" },
 	{ .section = "daemon", .key = "reclaim-grace-sec", .type = CFG_UINT,
 	  .offset = F(reclaim_grace_sec), .max = 86400,
 	  .help = "under systemd, regions outlive a restart in its fd store and wait this many "
@@ -261,6 +267,7 @@ void daemon_config_init(struct daemon_config *cfg)
 		.reclaim_grace_sec = 120,
 		.gpu_context_linger_sec = 30,
 		.loop_work_usec = 40,
+		.loop_import_usec = 100,
 	};
 }
 

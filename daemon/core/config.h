@@ -62,6 +62,7 @@ struct daemon_config {
 	unsigned reclaim_grace_sec;      /* kept regions wait this long for Reclaim; 0: none kept */
 	unsigned gpu_context_linger_sec; /* a GPU's context kept after its last region; 0: not */
 	unsigned loop_work_usec;         /* a copy expected to take this long runs on the loop */
+	unsigned loop_import_usec;       /* a GPU import expected to take this long, too */
 };
 
 /* The built-in defaults: the daemon runs with no configuration file. */

@@ -62,11 +62,11 @@ static void job_clock_log(const char *what, const struct gpu_job_clock *c, bool 
  * Loop: whether an import of kind, n allocations of size bytes each, may
  * run right here (gpu.h): the driver is in, none of the daemon's other
  * driver work runs (cu_idle()), and imports like it took at most
- * loop-work-usec. The context and the file are the callers' to check.
+ * loop-import-usec. The context and the file are the callers' to check.
  */
 static bool import_fits_loop(struct gpu_ctx *g, enum gpu_cost_kind kind, uint64_t size, unsigned n)
 {
-	unsigned bound = g->regions->core->cfg.loop_work_usec;
+	unsigned bound = g->regions->core->cfg.loop_import_usec;
 
 	return g->cuda_loaded && bound > 0 && gpu_cost_usec(&g->cost, kind, size) <= bound / n &&
 	       cu_idle();

@@ -5,7 +5,7 @@
  * CUDA call runs on the thread pool but two. An import (a VMM map or an
  * IPC open) runs on the loop where the driver is in, no other driver work
  * of the daemon runs, the context it needs is held already (CU_NO_WAIT)
- * and imports like it took at most loop-work-usec (gpu_cost.h); for a VMM
+ * and imports like it took at most loop-import-usec (gpu_cost.h); for a VMM
  * fd, also only where it is a file of the kind the driver imported before
  * (a file of any other kind might be one whose ioctl a process serves).
  * And a Copy between GPU memory and

@@ -2,7 +2,7 @@
 /*
  * What imports cost in the driver, learned from the last few of each kind
  * and allocation size, so that the loop makes an import itself only where
- * one like it took at most loop-work-usec (gpu.c). Nothing is known of a
+ * one like it took at most loop-import-usec (gpu.c). Nothing is known of a
  * kind and size until one such import ran, on the pool: until then, and
  * where the last few all took longer, imports go to the pool. Loop only.
  */

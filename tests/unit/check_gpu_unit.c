@@ -984,7 +984,7 @@ static int dev_null(void)
 
 /*
  * An import runs on the loop, answered before gpu_import_start() returns,
- * only where one of its kind and size took at most loop-work-usec before
+ * only where one of its kind and size took at most loop-import-usec before
  * (the first goes to the pool), no other driver work runs, the file is of
  * the kind the driver imported before, and the context it needs is held
  * already; where the context is not, the loop's attempt leaves nothing
@@ -993,7 +993,7 @@ static int dev_null(void)
 START_TEST(test_import_on_loop)
 {
 	/* The fake's calls take microseconds, but on shared cores a pool
-	 * thread's may take longer than the default's 40 now and then: a
+	 * thread's may take longer than the default's 100 now and then: a
 	 * bound of a millisecond keeps the cases apart from the timing. */
 	const unsigned bound = 1000;
 	struct region *first, *got[9];
@@ -1006,17 +1006,17 @@ START_TEST(test_import_on_loop)
 	int fds[2];
 	pthread_t th;
 
-	f.core.cfg.loop_work_usec = bound;
+	f.core.cfg.loop_import_usec = bound;
 	/* Nothing known: the pool. The first import's time counts the
 	 * driver's load and the bandwidth probe: a second one (on the pool,
-	 * loop-work-usec 0) tells the import's own. */
+	 * loop-import-usec 0) tells the import's own. */
 	ck_assert_uint_eq(gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN), UINT64_MAX);
 	first = import_vmm(GRAN, 0);
 	imports_seen(0, 1);
 	ck_assert_uint_ne(gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN), UINT64_MAX);
-	f.core.cfg.loop_work_usec = 0;
+	f.core.cfg.loop_import_usec = 0;
 	got[n_got++] = import_vmm(GRAN, 0);
-	f.core.cfg.loop_work_usec = bound;
+	f.core.cfg.loop_import_usec = bound;
 	imports_seen(0, 2);
 	usec = gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN);
 	ck_assert_uint_ne(usec, UINT64_MAX);
@@ -1047,13 +1047,13 @@ START_TEST(test_import_on_loop)
 	imports_seen(2, 3);
 
 	/* An administrator's 0: the pool. */
-	f.core.cfg.loop_work_usec = 0;
+	f.core.cfg.loop_import_usec = 0;
 	ck_assert(!start_vmm(dev_null(), GRAN, &im2));
 	mem_fixture_run_until(&f, &im2.done, 5000);
 	ck_assert_ptr_nonnull(im2.r);
 	got[n_got++] = im2.r;
 	imports_seen(2, 4);
-	f.core.cfg.loop_work_usec = bound;
+	f.core.cfg.loop_import_usec = bound;
 
 	/* A file of another kind than the driver took before (a pipe, not
 	 * /dev/null): the pool, where the fake takes it all the same. */
@@ -1104,9 +1104,9 @@ START_TEST(test_import_on_loop)
 	ipc_hex(h2, 2, 0);
 	ipc_hex(h3, 3, 0);
 	import_ipc(h1, 0, 0);
-	f.core.cfg.loop_work_usec = 0;
+	f.core.cfg.loop_import_usec = 0;
 	import_ipc(h2, 0, 0);
-	f.core.cfg.loop_work_usec = bound;
+	f.core.cfg.loop_import_usec = bound;
 	ck_assert_int_eq(drv.n_ipc_open_loop, 0);
 	usec = gpu_cost_usec(&gpu.cost, GPU_COST_IPC, 0);
 	if (usec > bound) {
