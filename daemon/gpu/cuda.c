@@ -411,20 +411,27 @@ int cu_device_info(int ordinal, struct cu_device_info *ret)
 }
 
 /*
- * Taken around every change of a primary context's retains, so that a
- * context found held stays held until the retain that found it is counted:
- * a retain with CU_NO_WAIT (the loop's) only tries it, and takes only a
- * context the daemon holds already, which the driver hands out at once.
- * Any other retain may have the driver make the context (100 ms and more)
- * while holding it; a release may have it destroy one.
+ * Taken around every change of a primary context's retains that might make
+ * or destroy the context, so that a context found held stays held until
+ * the retain that found it is counted: a retain with CU_NO_WAIT (the
+ * loop's imports) only tries it, and takes only a context the daemon holds
+ * already, which the driver hands out at once. Any other retain may have
+ * the driver make the context (100 ms and more) while holding it; a
+ * release may have it destroy one (60 ms). The context guard's retain and
+ * release, which the loop's copies make, take no lock (PRIMARY_HELD): the
+ * mapping they copy with holds the context throughout.
  */
 static pthread_mutex_t cu_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* primary_retain_flags(), primary_release(): of a context a live mapping
+ * holds, which no retain can make and no release destroy. */
+#define PRIMARY_HELD (1U << 8)
 
 /*
  * The driver counts primary-context retains itself; our own count is for
  * balance checks (a release without a retain would destroy a context that
  * others use), for cu_primary_ctx_refs() and for CU_NO_WAIT's "held".
- * flags: CU_NO_WAIT or 0.
+ * flags: CU_NO_WAIT, PRIMARY_HELD or 0.
  */
 static int primary_retain_flags(int ordinal, unsigned flags, CUcontext *ret)
 {
@@ -438,6 +445,14 @@ static int primary_retain_flags(int ordinal, unsigned flags, CUcontext *ret)
 	r = CU(cuDeviceGet, &dev, ordinal);
 	if (r < 0)
 		return r;
+	if (flags & PRIMARY_HELD) {
+		r = CU(cuDevicePrimaryCtxRetain, &ctx, dev);
+		if (r < 0)
+			return r;
+		atomic_fetch_add(&cu_primary_refs[ordinal], 1);
+		*ret = ctx;
+		return 0;
+	}
 	if (!(flags & CU_NO_WAIT)) {
 		pthread_mutex_lock(&cu_primary_lock);
 	} else if (pthread_mutex_trylock(&cu_primary_lock) != 0) {
@@ -461,36 +476,51 @@ static int primary_retain(int ordinal, CUcontext *ret)
 	return primary_retain_flags(ordinal, 0, ret);
 }
 
-static int primary_release(int ordinal)
+/* flags: PRIMARY_HELD or 0. */
+static int primary_release_flags(int ordinal, unsigned flags)
 {
+	bool locked = !(flags & PRIMARY_HELD);
 	CUdevice dev;
 	int r;
 
 	r = cu_check_ordinal(ordinal);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&cu_primary_lock);
+	if (locked)
+		pthread_mutex_lock(&cu_primary_lock);
 	if (atomic_load(&cu_primary_refs[ordinal]) == 0) {
-		pthread_mutex_unlock(&cu_primary_lock);
-		return cu_errorf(-EINVAL, "device %d's primary context is not retained", ordinal);
+		r = cu_errorf(-EINVAL, "device %d's primary context is not retained", ordinal);
+		goto out;
 	}
 	r = CU(cuDeviceGet, &dev, ordinal);
 	if (r >= 0)
 		r = CU(cuDevicePrimaryCtxRelease, dev);
 	if (r >= 0)
 		atomic_fetch_sub(&cu_primary_refs[ordinal], 1);
-	pthread_mutex_unlock(&cu_primary_lock);
+out:
+	if (locked)
+		pthread_mutex_unlock(&cu_primary_lock);
 	return r;
 }
 
+static int primary_release(int ordinal)
+{
+	return primary_release_flags(ordinal, 0);
+}
+
 /* For unwinding: a failure here must not replace the one being reported. */
-static void primary_release_quiet(int ordinal)
+static void primary_release_quiet_flags(int ordinal, unsigned flags)
 {
 	char saved[CU_ERR_MAX];
 
 	memcpy(saved, cu_err, sizeof(saved));
-	if (primary_release(ordinal) < 0)
+	if (primary_release_flags(ordinal, flags) < 0)
 		memcpy(cu_err, saved, sizeof(saved));
+}
+
+static void primary_release_quiet(int ordinal)
+{
+	primary_release_quiet_flags(ordinal, 0);
 }
 
 static void ctx_pop(CUcontext expected)
@@ -557,18 +587,19 @@ int cu_ctx_guard_enter(uint64_t ptr, struct cu_ctx_guard *ret)
 	if (r == 0)
 		return cu_errorf(-EINVAL, "0x%" PRIx64 " is not memory CUDA knows", ptr);
 	if (!ctx) {
-		/* VMM mappings belong to no context: use their device's primary. */
+		/* VMM mappings belong to no context: use their device's
+		 * primary, which the mapping holds (cu_vmm_import()). */
 		r = CU(cuPointerGetAttribute, &ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
 		if (r < 0)
 			return r;
-		r = primary_retain(ordinal, &ctx);
+		r = primary_retain_flags(ordinal, PRIMARY_HELD, &ctx);
 		if (r < 0)
 			return r;
 	}
 	r = CU(cuCtxPushCurrent, ctx);
 	if (r < 0) {
 		if (ordinal >= 0)
-			primary_release_quiet(ordinal);
+			primary_release_quiet_flags(ordinal, PRIMARY_HELD);
 		return r;
 	}
 	ret->ctx = ctx;
@@ -582,7 +613,7 @@ void cu_ctx_guard_exit(struct cu_ctx_guard *g)
 		return;
 	ctx_pop(g->ctx);
 	if (g->primary >= 0)
-		primary_release_quiet(g->primary);
+		primary_release_quiet_flags(g->primary, PRIMARY_HELD);
 	g->ctx = NULL;
 	g->primary = -1;
 }

@@ -67,6 +67,9 @@ static struct {
 	 * on the thread that runs the loop (loop_thread), and elsewhere */
 	int n_import_loop, n_import_pool;
 	int n_ipc_open_loop;
+	/* cuDevicePrimaryCtxRelease of GPU 0 waits while hold_release is set */
+	bool hold_release;
+	int in_release;
 } drv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static pthread_t loop_thread; /* the test's, which runs the loop */
@@ -250,6 +253,8 @@ static CUresult CUDAAPI l_ctx_release(CUdevice d)
 {
 	bool fail;
 
+	if (d == 0)
+		held(&drv.hold_release, &drv.in_release);
 	pthread_mutex_lock(&drv.lock);
 	fail = drv.fail_releases > 0;
 	drv.fail_releases -= fail;
@@ -305,6 +310,8 @@ static void setup(void)
 	drv.fail_releases = 0;
 	drv.n_ipc_open = drv.n_ipc_close = 0;
 	drv.n_import_loop = drv.n_import_pool = drv.n_ipc_open_loop = 0;
+	drv.hold_release = false;
+	drv.in_release = 0;
 	loop_thread = pthread_self();
 	drv.hold = drv.moving = false;
 	drv.in_htod = drv.n_looks = 0;
@@ -1126,6 +1133,74 @@ START_TEST(test_import_on_loop)
 }
 END_TEST
 
+/* A pool thread's retain and release of GPU 0's context, the release held
+ * in the driver (with cu_primary_lock, as a context's destruction holds it
+ * for 60 ms on an H100) while drv.hold_release is set. */
+static void *release_on_thread(void *unused)
+{
+	(void)unused;
+	ck_assert_int_eq(cu_primary_ctx_retain(0), 0);
+	ck_assert_int_eq(cu_primary_ctx_release(0), 0);
+	return NULL;
+}
+
+/*
+ * While a pool thread is in the driver releasing a context (holding the
+ * lock around retains and releases), the loop's copy with GPU memory does
+ * not wait for it: the context guard takes no lock, the mapping holding
+ * its context. The loop's import does not wait either: it finds the lock
+ * taken, undoes its handle import and goes to the pool, which waits.
+ */
+START_TEST(test_primary_lock_not_on_loop)
+{
+	const unsigned bound = f.core.cfg.loop_work_usec;
+	struct region *v, *host = mem_fixture_import(&f, 8192);
+	struct region_span vs, hs = { .region = host };
+	struct imported im;
+	const char *why;
+	uint64_t usec;
+	pthread_t th;
+
+	/* Imports: two on the pool teach their cost (test_import_on_loop). */
+	f.core.cfg.loop_import_usec = 0;
+	v = import_vmm(GRAN, 0);
+	(void)import_vmm(GRAN, 0);
+	f.core.cfg.loop_import_usec = 1000;
+	imports_seen(0, 2);
+	vs = (struct region_span){ .region = v };
+	/* The first copy page-locks the host region, on the pool. */
+	ck_assert(!start_copy(v, 0, host, 0, 4096));
+	wait_copy();
+	usec = v->mem->copy_usec(&vs, &hs, 64);
+	if (usec > bound || gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN) > 1000) {
+		ck_assert(!test_timing_is_real(&why));
+		printf("test_primary_lock_not_on_loop: the fake predicts %" PRIu64
+		       " us for 64 bytes (%s): not checked\n",
+		       usec, why);
+		return;
+	}
+
+	hold_set(&drv.hold_release, true);
+	ck_assert_int_eq(pthread_create(&th, NULL, release_on_thread, NULL), 0);
+	wait_held(&drv.in_release, 1);
+	/* Done before xfer_start() returns, on the loop. */
+	ck_assert(start_copy(v, 100, host, 4000, 64));
+	ck_assert_int_eq(xseen.result, 0);
+	ck_assert_mem_eq(dev_bytes(v, 100), (unsigned char *)host->addr + 4000, 64);
+	/* The import: tried here, handed to the pool, waiting there. */
+	ck_assert(!start_vmm(dev_null(), GRAN, &im));
+	pthread_mutex_lock(&drv.lock);
+	ck_assert_int_eq(drv.n_import_loop, 1);
+	pthread_mutex_unlock(&drv.lock);
+	hold_set(&drv.hold_release, false);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	mem_fixture_run_until(&f, &im.done, 5000);
+	ck_assert_str_eq(im.error, "");
+	ck_assert_ptr_nonnull(im.r);
+	imports_seen(1, 3);
+}
+END_TEST
+
 /* A Copy of n bytes that fails, and the error it was answered with. */
 static void copy_fails(struct region *dst, struct region *src, uint64_t n, const char *error)
 {
@@ -1829,6 +1904,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_copy_on_loop);
 	tcase_add_test(tc, test_copy_started_on_loop);
 	tcase_add_test(tc, test_import_on_loop);
+	tcase_add_test(tc, test_primary_lock_not_on_loop);
 	tcase_add_test(tc, test_release_order_host);
 	tcase_add_test(tc, test_release_order_vmm);
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
