@@ -349,6 +349,10 @@ static void vmm_import_done(struct gpu_import *job, bool on_loop)
 	/* Any answer but "no driver" means the driver is in. */
 	gpu->cuda_loaded = gpu->cuda_loaded || job->err == 0 || job->driver_loaded;
 	if (job->err == 0) {
+		if (on_loop)
+			gpu->imports_on_loop++;
+		else
+			gpu->imports_on_pool++;
 		gpu_cost_add(&gpu->cost, GPU_COST_VMM, job->p.alloc_size,
 			     (job->clock.ended - job->clock.started) / job->p.n_fds);
 		if (!gpu->vmm_file.known)
@@ -518,6 +522,10 @@ static void ipc_open_done(struct gpu_ipc *ipc, bool on_loop)
 	g->cuda_loaded = g->cuda_loaded || ipc->driver_loaded;
 	if (ipc->err == 0) {
 		ipc->state = GPU_IPC_OPEN;
+		if (on_loop)
+			g->imports_on_loop++;
+		else
+			g->imports_on_pool++;
 		gpu_cost_add(&g->cost, GPU_COST_IPC, 0, ipc->clock.ended - ipc->clock.started);
 		if (on_loop)
 			gpu_bw_measure_soon(g->loop, ipc->map.device);

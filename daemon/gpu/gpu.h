@@ -54,6 +54,8 @@ struct gpu_ctx {
 	bool cuda_loaded;                  /* the first GPU import (or a probe) loaded the driver */
 	struct gpu_linger linger;          /* each GPU's context kept between its regions */
 	struct gpu_cost cost;              /* what recent imports took in the driver */
+	uint64_t imports_on_loop;          /* imports and IPC opens made on the loop, */
+	uint64_t imports_on_pool;          /* and on a pool thread, since start (metrics) */
 	/* What file the driver imported a VMM allocation from (its type and
 	 * device numbers), once one was: only such a file is imported on the
 	 * loop. */

@@ -10,6 +10,7 @@
 #include "daemon/core/account.h"
 #include "daemon/core/core.h"
 #include "daemon/core/offload.h"
+#include "daemon/gpu/gpu.h"
 #include "daemon/mem/keep.h"
 #include "daemon/mem/region.h"
 #include "daemon/rdma/device.h"
@@ -368,6 +369,14 @@ int metrics_text(const struct rpc_ctx *ctx, enum metrics_format format, uid_t on
 	       ctx->core->offload ? ctx->core->offload->n_waiting : 0);
 	mt_one(&t, "offload_running", M_GAUGE, "Client-made jobs on the thread pool.",
 	       ctx->core->offload ? ctx->core->offload->running : 0);
+	mt_family(
+		&t, "gpu_imports", M_COUNTER,
+		"GPU imports made (VMM maps, IPC opens), by where: on the event loop itself or on "
+		"a pool thread (loop-import-usec).");
+	mt_sample1(&t, "gpu_imports", M_COUNTER, "on", "loop",
+		   ctx->gpu ? ctx->gpu->imports_on_loop : 0);
+	mt_sample1(&t, "gpu_imports", M_COUNTER, "on", "pool",
+		   ctx->gpu ? ctx->gpu->imports_on_pool : 0);
 	add_remote(&t, ctx);
 	if (format == METRICS_OPENMETRICS)
 		mt_printf(&t, "# EOF\n");

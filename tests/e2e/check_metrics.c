@@ -185,6 +185,9 @@ START_TEST(test_values)
 	snprintf(series, sizeof(series), "rdmamemd_uid_pinned_bytes{uid=\"%u\"}", getuid());
 	ck_assert_double_eq(value(om, series), 4096 + (4U << 20));
 	ck_assert_double_eq(value(om, "rdmamemd_regions_registered_total"), 3);
+	/* Host regions: no GPU import, on the loop or the pool. */
+	ck_assert_double_eq(value(om, "rdmamemd_gpu_imports_total{on=\"loop\"}"), 0);
+	ck_assert_double_eq(value(om, "rdmamemd_gpu_imports_total{on=\"pool\"}"), 0);
 	ck_assert_double_eq(value(om, "rdmamemd_import_latency_seconds_count"), before + 3);
 	ck_assert_double_eq(value(om, "rdmamemd_import_latency_seconds_bucket{le=\"+Inf\"}"),
 			    before + 3);

@@ -1130,6 +1130,10 @@ START_TEST(test_import_on_loop)
 	ck_assert_ptr_nonnull(im2.r);
 	ck_assert_int_eq(drv.n_ipc_open_loop, 1);
 	ck_assert_int_eq(drv.n_ipc_open, 3);
+	/* The metrics' counts: two VMM imports and one open here, seven and
+	 * two on the pool (the loop's attempt that went there counts there). */
+	ck_assert_uint_eq(gpu.imports_on_loop, 2 + 1);
+	ck_assert_uint_eq(gpu.imports_on_pool, 7 + 2);
 }
 END_TEST
 
