@@ -789,6 +789,34 @@ static double vmm_register_us(struct rdmamem_client *c, int vfd, uint64_t *id)
 	return (bench_now_ns() - t0) / 1e3;
 }
 
+/*
+ * Prints where the daemon on socket made its GPU imports so far (the
+ * metric rdmamemd_gpu_imports_total), through the rdmamemctl beside the
+ * daemon's binary: on its loop, or on a pool thread.
+ */
+static void print_imports_where(const char *socket)
+{
+	char cmd[1024], line[256], dir[512];
+	const char *slash = strrchr(args.daemon, '/');
+	long loop = -1, pool = -1;
+	FILE *p;
+
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - args.daemon) : 1,
+		 slash ? args.daemon : ".");
+	snprintf(cmd, sizeof(cmd), "'%s/rdmamemctl' --socket '%s' metrics 2>/dev/null", dir,
+		 socket);
+	p = popen(cmd, "r");
+	while (p && fgets(line, sizeof(line), p)) {
+		sscanf(line, "rdmamemd_gpu_imports_total{on=\"loop\"} %ld", &loop);
+		sscanf(line, "rdmamemd_gpu_imports_total{on=\"pool\"} %ld", &pool);
+	}
+	if (p)
+		pclose(p);
+	printf("%-10s imports made so far on the daemon's loop: %ld, on its pool: %ld "
+	       "(rdmamemd_gpu_imports_total)\n",
+	       "", loop, pool);
+}
+
 /* ROUNDS imports of vfd through c, each held until all are made (no release
  * beside the next in the daemon): their median, microseconds. */
 static double vmm_held_us(struct rdmamem_client *c, int vfd)
@@ -885,6 +913,7 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	       "%-10s %34s %24s %8s    --loop-import-usec=0)\n",
 	       "VMM fd", median(bare, ROUNDS), held_pooled, held_pooled / median(bare, ROUNDS), "",
 	       "", "", "");
+	print_imports_where(daemon_path);
 	vmm_unkept_row(vfd, median(bare, ROUNDS));
 	vmm_floors(vfd, host);
 }
@@ -1104,6 +1133,7 @@ static void bench_ipc_import(struct rdmamem_client *c)
 	held = ipc_held_us(c);
 	printf("%-10s %34.1f %24.1f %8.2f   (a handle of its own each, held)\n", "IPC (open)", bare,
 	       held, held / bare);
+	print_imports_where(daemon_path);
 	d2 = pooled_daemon(&c2);
 	(void)ipc_held_us(c2);
 	held = ipc_held_us(c2);
