@@ -855,6 +855,24 @@ static void *htod_on_thread(void *p)
 }
 
 /*
+ * Whether work the fake says takes usec fits a bound of the loop's; when
+ * not, a slow run (valgrind, sanitizers) measured the fake slow, which a
+ * run whose timing is real must not have: the test prints what it leaves
+ * unchecked.
+ */
+static bool fits_loop(const char *test, const char *what, uint64_t usec, uint64_t bound)
+{
+	const char *why;
+
+	if (usec <= bound)
+		return true;
+	ck_assert(!test_timing_is_real(&why));
+	printf("%s: the fake takes %" PRIu64 " us for %s (%s): its loop case is not checked\n",
+	       test, usec, what, why);
+	return false;
+}
+
+/*
  * A Copy between GPU memory and a host region runs on the loop when the
  * kind expects it to take at most loop-work-usec at the rates the
  * device's first import measured: only once the host region is
@@ -869,7 +887,6 @@ START_TEST(test_copy_on_loop)
 	struct region_span vs = { .region = v }, hs = { .region = host };
 	unsigned char *h = host->addr;
 	struct cu_bandwidth bw;
-	const char *why;
 	uint64_t usec;
 	pthread_t th;
 
@@ -895,13 +912,7 @@ START_TEST(test_copy_on_loop)
 			  UINT64_MAX);
 	ck_assert_uint_eq(v->mem->copy_usec(&vs, &(struct region_span){ .region = v }, 64),
 			  UINT64_MAX);
-	if (usec > bound) {
-		/* A slow run (valgrind, sanitizers) measured the fake slow. */
-		ck_assert(!test_timing_is_real(&why));
-		printf("test_copy_on_loop: the fake's rates predict %" PRIu64
-		       " us for 64 bytes (%s): the loop case is not checked\n",
-		       usec, why);
-	} else {
+	if (fits_loop("test_copy_on_loop", "a 64-byte copy", usec, bound)) {
 		/* Both ways, done before xfer_start() returns. */
 		log_clear();
 		ck_assert(start_copy(v, 100, host, 4000, 64));
@@ -1008,7 +1019,6 @@ START_TEST(test_import_on_loop)
 	unsigned n_got = 0;
 	char h1[2 * CU_IPC_HANDLE_SIZE + 1], h2[2 * CU_IPC_HANDLE_SIZE + 1],
 		h3[2 * CU_IPC_HANDLE_SIZE + 1];
-	const char *why;
 	uint64_t usec;
 	int fds[2];
 	pthread_t th;
@@ -1027,13 +1037,8 @@ START_TEST(test_import_on_loop)
 	imports_seen(0, 2);
 	usec = gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN);
 	ck_assert_uint_ne(usec, UINT64_MAX);
-	if (usec > bound) {
-		ck_assert(!test_timing_is_real(&why));
-		printf("test_import_on_loop: the fake's import took %" PRIu64
-		       " us (%s): the loop case is not checked\n",
-		       usec, why);
+	if (!fits_loop("test_import_on_loop", "an import", usec, bound))
 		return;
-	}
 
 	/* Device 1's context is held (by first): here. */
 	ck_assert(start_vmm(dev_null(), GRAN, &im));
@@ -1116,13 +1121,8 @@ START_TEST(test_import_on_loop)
 	f.core.cfg.loop_import_usec = bound;
 	ck_assert_int_eq(drv.n_ipc_open_loop, 0);
 	usec = gpu_cost_usec(&gpu.cost, GPU_COST_IPC, 0);
-	if (usec > bound) {
-		ck_assert(!test_timing_is_real(&why));
-		printf("test_import_on_loop: the fake's IPC open took %" PRIu64
-		       " us (%s): its loop case is not checked\n",
-		       usec, why);
+	if (!fits_loop("test_import_on_loop", "an IPC open", usec, bound))
 		return;
-	}
 	im2 = (struct imported){};
 	start_ipc(h3, 0, 0, &im2);
 	ck_assert(im2.done);
@@ -1161,7 +1161,6 @@ START_TEST(test_primary_lock_not_on_loop)
 	struct region *v, *host = mem_fixture_import(&f, 8192);
 	struct region_span vs, hs = { .region = host };
 	struct imported im;
-	const char *why;
 	uint64_t usec;
 	pthread_t th;
 
@@ -1176,13 +1175,10 @@ START_TEST(test_primary_lock_not_on_loop)
 	ck_assert(!start_copy(v, 0, host, 0, 4096));
 	wait_copy();
 	usec = v->mem->copy_usec(&vs, &hs, 64);
-	if (usec > bound || gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN) > 1000) {
-		ck_assert(!test_timing_is_real(&why));
-		printf("test_primary_lock_not_on_loop: the fake predicts %" PRIu64
-		       " us for 64 bytes (%s): not checked\n",
-		       usec, why);
+	if (!fits_loop("test_primary_lock_not_on_loop", "a 64-byte copy", usec, bound) ||
+	    !fits_loop("test_primary_lock_not_on_loop", "an import",
+		       gpu_cost_usec(&gpu.cost, GPU_COST_VMM, GRAN), 1000))
 		return;
-	}
 
 	hold_set(&drv.hold_release, true);
 	ck_assert_int_eq(pthread_create(&th, NULL, release_on_thread, NULL), 0);
