@@ -412,16 +412,55 @@ int cu_device_info(int ordinal, struct cu_device_info *ret)
 
 /*
  * Taken around every change of a primary context's retains that might make
- * or destroy the context, so that a context found held stays held until
- * the retain that found it is counted: a retain with CU_NO_WAIT (the
- * loop's imports) only tries it, and takes only a context the daemon holds
- * already, which the driver hands out at once. Any other retain may have
- * the driver make the context (100 ms and more) while holding it; a
- * release may have it destroy one (60 ms). The context guard's retain and
- * release, which the loop's copies make, take no lock (PRIMARY_HELD): the
- * mapping they copy with holds the context throughout.
+ * or destroy the context. Any retain may have the driver make the context
+ * (100 ms and more) while holding it; a release may have it destroy one
+ * (60 ms).
+ *
+ * An import with CU_NO_WAIT (the loop's) only tries it, and holds it for
+ * the whole call (cu_primary_owned): it retains only a context the daemon
+ * holds already, which the driver hands out at once, and no other thread
+ * can let go of that context meanwhile, so that undoing the retain when a
+ * later step fails is never the last release either.
+ *
+ * The context guard's retain and release, which the loop's copies make,
+ * take no lock (PRIMARY_HELD): the mapping they copy with holds the context
+ * throughout, so theirs is never the first retain or the last release.
  */
 static pthread_mutex_t cu_primary_lock = PTHREAD_MUTEX_INITIALIZER;
+/* This thread holds cu_primary_lock for a CU_NO_WAIT call. */
+static __thread bool cu_primary_owned;
+
+static void primary_lock(void)
+{
+	if (!cu_primary_owned)
+		pthread_mutex_lock(&cu_primary_lock);
+}
+
+static void primary_unlock(void)
+{
+	if (!cu_primary_owned)
+		pthread_mutex_unlock(&cu_primary_lock);
+}
+
+/* With CU_NO_WAIT: takes cu_primary_lock for the caller's whole call, if
+ * it is free; -EWOULDBLOCK otherwise. */
+static int primary_own(unsigned flags)
+{
+	if (!(flags & CU_NO_WAIT))
+		return 0;
+	if (pthread_mutex_trylock(&cu_primary_lock) != 0)
+		return cu_errorf(-EWOULDBLOCK, "a primary context is changing");
+	cu_primary_owned = true;
+	return 0;
+}
+
+static void primary_disown(unsigned flags)
+{
+	if (!(flags & CU_NO_WAIT))
+		return;
+	cu_primary_owned = false;
+	pthread_mutex_unlock(&cu_primary_lock);
+}
 
 /* primary_retain_flags(), primary_release(): of a context a live mapping
  * holds, which no retain can make and no release destroy. */
@@ -453,18 +492,14 @@ static int primary_retain_flags(int ordinal, unsigned flags, CUcontext *ret)
 		*ret = ctx;
 		return 0;
 	}
-	if (!(flags & CU_NO_WAIT)) {
-		pthread_mutex_lock(&cu_primary_lock);
-	} else if (pthread_mutex_trylock(&cu_primary_lock) != 0) {
-		return cu_errorf(-EWOULDBLOCK, "device %d's primary context is changing", ordinal);
-	} else if (atomic_load(&cu_primary_refs[ordinal]) == 0) {
-		pthread_mutex_unlock(&cu_primary_lock);
+	/* CU_NO_WAIT: the caller owns the lock (primary_own()). */
+	if ((flags & CU_NO_WAIT) && atomic_load(&cu_primary_refs[ordinal]) == 0)
 		return cu_errorf(-EWOULDBLOCK, "device %d's primary context is not held", ordinal);
-	}
+	primary_lock();
 	r = CU(cuDevicePrimaryCtxRetain, &ctx, dev);
 	if (r >= 0)
 		atomic_fetch_add(&cu_primary_refs[ordinal], 1);
-	pthread_mutex_unlock(&cu_primary_lock);
+	primary_unlock();
 	if (r < 0)
 		return r;
 	*ret = ctx;
@@ -487,7 +522,7 @@ static int primary_release_flags(int ordinal, unsigned flags)
 	if (r < 0)
 		return r;
 	if (locked)
-		pthread_mutex_lock(&cu_primary_lock);
+		primary_lock();
 	if (atomic_load(&cu_primary_refs[ordinal]) == 0) {
 		r = cu_errorf(-EINVAL, "device %d's primary context is not retained", ordinal);
 		goto out;
@@ -499,7 +534,7 @@ static int primary_release_flags(int ordinal, unsigned flags)
 		atomic_fetch_sub(&cu_primary_refs[ordinal], 1);
 out:
 	if (locked)
-		pthread_mutex_unlock(&cu_primary_lock);
+		primary_unlock();
 	return r;
 }
 
@@ -717,10 +752,9 @@ static int vmm_unwind(struct cu_vmm_map *m, unsigned n_mapped, bool retained)
 	return r;
 }
 
-int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, unsigned flags,
-		  struct cu_vmm_map *ret)
+static int vmm_import(const int *fds, unsigned n, uint64_t chunk_size, unsigned flags,
+		      struct cu_vmm_map *ret)
 {
-	CU_BUSY;
 	struct cu_vmm_map m = { .chunk_size = chunk_size };
 	char story[CU_ERR_MAX];
 	CUmemAllocationProp prop;
@@ -868,9 +902,8 @@ int cu_vmm_release(struct cu_vmm_map *m)
 	return vmm_unwind(m, m->n_chunks, true);
 }
 
-int cu_ipc_open(const void *handle, int ordinal, unsigned flags, struct cu_ipc_map *ret)
+static int ipc_open(const void *handle, int ordinal, unsigned flags, struct cu_ipc_map *ret)
 {
-	CU_BUSY;
 	CUdeviceptr dptr, base;
 	CUipcMemHandle h;
 	CUcontext ctx;
@@ -913,6 +946,35 @@ err_pop:
 	ctx_pop(ctx);
 err_ctx:
 	primary_release_quiet(ordinal);
+	return r;
+}
+
+int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, unsigned flags,
+		  struct cu_vmm_map *ret)
+{
+	CU_BUSY;
+	int r = cu_load();
+
+	if (r >= 0)
+		r = primary_own(flags);
+	if (r < 0)
+		return r;
+	r = vmm_import(fds, n, chunk_size, flags, ret);
+	primary_disown(flags);
+	return r;
+}
+
+int cu_ipc_open(const void *handle, int ordinal, unsigned flags, struct cu_ipc_map *ret)
+{
+	CU_BUSY;
+	int r = cu_load();
+
+	if (r >= 0)
+		r = primary_own(flags);
+	if (r < 0)
+		return r;
+	r = ipc_open(handle, ordinal, flags, ret);
+	primary_disown(flags);
 	return r;
 }
 

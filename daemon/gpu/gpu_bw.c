@@ -15,6 +15,7 @@
 static struct {
 	pthread_mutex_t lock;
 	enum { BW_NONE, BW_MEASURING, BW_DONE, BW_FAILED } state[GPU_LIST_MAX];
+	bool queued[GPU_LIST_MAX]; /* gpu_bw_measure_soon()'s job not run yet */
 	struct cu_bandwidth bw[GPU_LIST_MAX];
 } gpu_bw = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -56,7 +57,16 @@ struct bw_job {
 
 static void bw_job_run(uv_work_t *w)
 {
-	gpu_bw_measure_once(container_of(w, struct bw_job, work)->device);
+	int device = container_of(w, struct bw_job, work)->device;
+
+	/* Its regions gone already (or the daemon stopping), no context of
+	 * the device's is held: measuring would make one (100 ms and more)
+	 * and destroy it. The next import measures instead. */
+	if (cu_primary_ctx_refs(device) > 0)
+		gpu_bw_measure_once(device);
+	pthread_mutex_lock(&gpu_bw.lock);
+	gpu_bw.queued[device] = false;
+	pthread_mutex_unlock(&gpu_bw.lock);
 }
 
 static void bw_job_done(uv_work_t *w, int status)
@@ -73,15 +83,24 @@ void gpu_bw_measure_soon(uv_loop_t *loop, int device)
 	if (device < 0 || device >= (int)GPU_LIST_MAX)
 		return;
 	pthread_mutex_lock(&gpu_bw.lock);
-	started = gpu_bw.state[device] != BW_NONE;
+	started = gpu_bw.state[device] != BW_NONE || gpu_bw.queued[device];
+	gpu_bw.queued[device] = true;
 	pthread_mutex_unlock(&gpu_bw.lock);
-	/* Without memory or a queue the rate stays unknown, and copies with
-	 * device go to the pool, as before the first import. */
-	if (started || !(job = malloc(sizeof(*job))))
+	if (started)
 		return;
-	job->device = device;
-	if (uv_queue_work(loop, &job->work, bw_job_run, bw_job_done) < 0)
+	/* Without memory or a queue the rate stays unknown, and copies with
+	 * device go to the pool, as before the first import; a later import
+	 * on the loop queues it again. */
+	job = malloc(sizeof(*job));
+	if (job) {
+		job->device = device;
+		if (uv_queue_work(loop, &job->work, bw_job_run, bw_job_done) == 0)
+			return;
 		free(job);
+	}
+	pthread_mutex_lock(&gpu_bw.lock);
+	gpu_bw.queued[device] = false;
+	pthread_mutex_unlock(&gpu_bw.lock);
 }
 
 bool gpu_bandwidth(int device, struct cu_bandwidth *ret)

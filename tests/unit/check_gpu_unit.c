@@ -70,6 +70,12 @@ static struct {
 	/* cuDevicePrimaryCtxRelease of GPU 0 waits while hold_release is set */
 	bool hold_release;
 	int in_release;
+	/* releases on the loop's thread that left a GPU's context without a
+	 * retain (destroyed it, on a real driver) */
+	int n_last_release_loop;
+	/* an IPC open on the loop's thread starts release_on_open first */
+	bool release_in_open;
+	pthread_t releaser;
 } drv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static pthread_t loop_thread; /* the test's, which runs the loop */
@@ -212,12 +218,28 @@ static CUresult CUDAAPI l_import(CUmemGenericAllocationHandle *h, void *fd,
 	return fake.cuMemImportFromShareableHandle(h, fd, type);
 }
 
+/* Lets go of a retain of GPU 0's context (as the linger does). */
+static void *release_on_open(void *unused)
+{
+	(void)unused;
+	ck_assert_int_eq(cu_primary_ctx_release(0), 0);
+	return NULL;
+}
+
 static CUresult CUDAAPI l_ipc_open(CUdeviceptr *p, CUipcMemHandle h, unsigned flags)
 {
+	bool on_loop = pthread_equal(pthread_self(), loop_thread);
+
 	pthread_mutex_lock(&drv.lock);
 	drv.n_ipc_open++;
-	drv.n_ipc_open_loop += pthread_equal(pthread_self(), loop_thread);
+	drv.n_ipc_open_loop += on_loop;
 	pthread_mutex_unlock(&drv.lock);
+	if (on_loop && drv.release_in_open) {
+		drv.release_in_open = false;
+		ck_assert_int_eq(pthread_create(&drv.releaser, NULL, release_on_open, NULL), 0);
+		/* Give it the time to reach the lock, which the loop holds. */
+		usleep(20000);
+	}
 	log_call("IpcOpen");
 	return fake.cuIpcOpenMemHandle(p, h, flags);
 }
@@ -255,11 +277,20 @@ static CUresult CUDAAPI l_ctx_release(CUdevice d)
 
 	if (d == 0)
 		held(&drv.hold_release, &drv.in_release);
+	CUresult res;
+
 	pthread_mutex_lock(&drv.lock);
 	fail = drv.fail_releases > 0;
 	drv.fail_releases -= fail;
 	pthread_mutex_unlock(&drv.lock);
-	return fail ? CUDA_ERROR_INVALID_CONTEXT : fake.cuDevicePrimaryCtxRelease(d);
+	res = fail ? CUDA_ERROR_INVALID_CONTEXT : fake.cuDevicePrimaryCtxRelease(d);
+	if (res == CUDA_SUCCESS && pthread_equal(pthread_self(), loop_thread) &&
+	    fake_cuda.primary_refs[d] == 0) {
+		pthread_mutex_lock(&drv.lock);
+		drv.n_last_release_loop++;
+		pthread_mutex_unlock(&drv.lock);
+	}
+	return res;
 }
 
 static CUresult CUDAAPI l_dmabuf(void *handle, CUdeviceptr p, size_t size,
@@ -312,6 +343,8 @@ static void setup(void)
 	drv.n_import_loop = drv.n_import_pool = drv.n_ipc_open_loop = 0;
 	drv.hold_release = false;
 	drv.in_release = 0;
+	drv.n_last_release_loop = 0;
+	drv.release_in_open = false;
 	loop_thread = pthread_self();
 	drv.hold = drv.moving = false;
 	drv.in_htod = drv.n_looks = 0;
@@ -1054,6 +1087,9 @@ START_TEST(test_import_on_loop)
 	ck_assert_ptr_nonnull(im2.r);
 	got[n_got++] = im2.r;
 	imports_seen(1, 3);
+	if (!fits_loop("test_import_on_loop", "an import of 8 MiB",
+		       gpu_cost_usec(&gpu.cost, GPU_COST_VMM, 4 * GRAN), bound))
+		return;
 	ck_assert(start_vmm(dev_null(), 4 * GRAN, &im2));
 	got[n_got++] = im2.r;
 	imports_seen(2, 3);
@@ -1096,11 +1132,13 @@ START_TEST(test_import_on_loop)
 	got[n_got++] = first;
 	for (unsigned i = 0; i < n_got; i++)
 		region_drop_owner(got[i]);
-	for (int i = 0; i < 5000 && cu_primary_ctx_refs(1) > 0; i++) {
+	/* The count drops inside the release's driver work: idle too. */
+	for (int i = 0; i < 5000 && (cu_primary_ctx_refs(1) > 0 || !cu_idle()); i++) {
 		uv_run(&f.loop, UV_RUN_NOWAIT);
 		usleep(1000);
 	}
 	ck_assert_uint_eq(cu_primary_ctx_refs(1), 0);
+	ck_assert(cu_idle());
 	ck_assert_int_eq(fake_cuda_live(), 0);
 	ck_assert(!start_vmm(dev_null(), GRAN, &im2));
 	mem_fixture_run_until(&f, &im2.done, 5000);
@@ -1153,7 +1191,7 @@ static void *release_on_thread(void *unused)
  * lock around retains and releases), the loop's copy with GPU memory does
  * not wait for it: the context guard takes no lock, the mapping holding
  * its context. The loop's import does not wait either: it finds the lock
- * taken, undoes its handle import and goes to the pool, which waits.
+ * taken and goes to the pool, which waits, without a driver call here.
  */
 START_TEST(test_primary_lock_not_on_loop)
 {
@@ -1187,17 +1225,76 @@ START_TEST(test_primary_lock_not_on_loop)
 	ck_assert(start_copy(v, 100, host, 4000, 64));
 	ck_assert_int_eq(xseen.result, 0);
 	ck_assert_mem_eq(dev_bytes(v, 100), (unsigned char *)host->addr + 4000, 64);
-	/* The import: tried here, handed to the pool, waiting there. */
+	/* The import: handed to the pool, waiting there. */
 	ck_assert(!start_vmm(dev_null(), GRAN, &im));
 	pthread_mutex_lock(&drv.lock);
-	ck_assert_int_eq(drv.n_import_loop, 1);
+	ck_assert_int_eq(drv.n_import_loop, 0);
 	pthread_mutex_unlock(&drv.lock);
 	hold_set(&drv.hold_release, false);
 	ck_assert_int_eq(pthread_join(th, NULL), 0);
 	mem_fixture_run_until(&f, &im.done, 5000);
 	ck_assert_str_eq(im.error, "");
 	ck_assert_ptr_nonnull(im.r);
-	imports_seen(1, 3);
+	imports_seen(0, 3);
+}
+END_TEST
+
+/*
+ * An import on the loop that fails after its retain undoes the retain
+ * without waiting and without being the last release: the loop holds the
+ * lock around retains and releases for the whole call, so that the holder
+ * letting go meanwhile (the linger, on another thread) waits for it and
+ * makes the last release itself. And with the lock taken by another
+ * thread, the loop makes no driver call: the open goes to the pool.
+ */
+START_TEST(test_import_on_loop_fails)
+{
+	char h1[2 * CU_IPC_HANDLE_SIZE + 1], h2[2 * CU_IPC_HANDLE_SIZE + 1],
+		bad[2 * CU_IPC_HANDLE_SIZE + 1];
+	struct region *a, *b;
+	struct imported im = {};
+	pthread_t th;
+
+	ipc_hex(h1, 1, 0);
+	ipc_hex(h2, 2, 0);
+	ipc_hex(bad, 0x5a, 0); /* the fake's handle that does not open */
+	f.core.cfg.loop_import_usec = 0;
+	a = import_ipc(h1, 0, 0);
+	b = import_ipc(h2, 0, 0);
+	f.core.cfg.loop_import_usec = 1000;
+	if (!fits_loop("test_import_on_loop_fails", "an IPC open",
+		       gpu_cost_usec(&gpu.cost, GPU_COST_IPC, 0), 1000))
+		return;
+
+	/* Another thread in a release (holding the lock): not here. */
+	hold_set(&drv.hold_release, true);
+	ck_assert_int_eq(pthread_create(&th, NULL, release_on_thread, NULL), 0);
+	wait_held(&drv.in_release, 1);
+	start_ipc(bad, 0, 0, &im);
+	ck_assert(!im.done);
+	ck_assert_int_eq(drv.n_ipc_open_loop, 0);
+	hold_set(&drv.hold_release, false);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	mem_fixture_run_until(&f, &im.done, 5000);
+	ck_assert_str_eq(im.error, RDMAMEM_ERROR_CUDA);
+
+	/* GPU 0's context held by one retain alone (the regions gone, the
+	 * linger's stand-in keeping it), let go during the loop's open. */
+	ck_assert_int_eq(cu_primary_ctx_retain(0), 0);
+	region_drop_owner(a);
+	region_drop_owner(b);
+	run_until_ipcs_closed();
+	ck_assert_uint_eq(cu_primary_ctx_refs(0), 1);
+	im = (struct imported){};
+	drv.release_in_open = true;
+	start_ipc(bad, 0, 0, &im);
+	ck_assert(im.done);
+	ck_assert_str_eq(im.error, RDMAMEM_ERROR_CUDA);
+	ck_assert_int_eq(drv.n_ipc_open_loop, 1);
+	ck_assert_int_eq(pthread_join(drv.releaser, NULL), 0);
+	ck_assert_int_eq(drv.n_last_release_loop, 0);
+	ck_assert_uint_eq(cu_primary_ctx_refs(0), 0);
+	ck_assert_int_eq(fake_cuda.primary_refs[0], 0);
 }
 END_TEST
 
@@ -1905,6 +2002,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_copy_started_on_loop);
 	tcase_add_test(tc, test_import_on_loop);
 	tcase_add_test(tc, test_primary_lock_not_on_loop);
+	tcase_add_test(tc, test_import_on_loop_fails);
 	tcase_add_test(tc, test_release_order_host);
 	tcase_add_test(tc, test_release_order_vmm);
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
