@@ -949,33 +949,29 @@ err_ctx:
 	return r;
 }
 
+/* The flags primary_own() took the lock with, for the scope's end. */
+static void primary_disownp(const unsigned *owned)
+{
+	primary_disown(*owned);
+}
+
 int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, unsigned flags,
 		  struct cu_vmm_map *ret)
 {
 	CU_BUSY;
-	int r = cu_load();
+	int r = primary_own(flags);
+	_cleanup_(primary_disownp) unsigned owned = r < 0 ? 0 : flags;
 
-	if (r >= 0)
-		r = primary_own(flags);
-	if (r < 0)
-		return r;
-	r = vmm_import(fds, n, chunk_size, flags, ret);
-	primary_disown(flags);
-	return r;
+	return r < 0 ? r : vmm_import(fds, n, chunk_size, flags, ret);
 }
 
 int cu_ipc_open(const void *handle, int ordinal, unsigned flags, struct cu_ipc_map *ret)
 {
 	CU_BUSY;
-	int r = cu_load();
+	int r = primary_own(flags);
+	_cleanup_(primary_disownp) unsigned owned = r < 0 ? 0 : flags;
 
-	if (r >= 0)
-		r = primary_own(flags);
-	if (r < 0)
-		return r;
-	r = ipc_open(handle, ordinal, flags, ret);
-	primary_disown(flags);
-	return r;
+	return r < 0 ? r : ipc_open(handle, ordinal, flags, ret);
 }
 
 int cu_ipc_close(struct cu_ipc_map *m)
