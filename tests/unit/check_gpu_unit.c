@@ -1298,6 +1298,58 @@ START_TEST(test_import_on_loop_fails)
 }
 END_TEST
 
+/*
+ * The daemon stopping (region_registry_stop(), after its connections went)
+ * while a started copy is watched: the loop goes on looking until the
+ * bytes land, and answers it. A copy started after the stop is not
+ * watched: a pool thread waits for it.
+ */
+START_TEST(test_stop_while_watched)
+{
+	const unsigned bound = f.core.cfg.loop_work_usec;
+	struct region *v = import_vmm(GRAN, 0), *big;
+	struct cu_bandwidth bw;
+	uint64_t n;
+
+	ck_assert(gpu_bandwidth(1, &bw));
+	n = ((bound + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
+	big = mem_fixture_import(&f, n);
+	if (n > GRAN)
+		v = import_vmm((n + GRAN - 1) / GRAN * GRAN, 0);
+	memset(big->addr, 0x3d, n);
+	/* The first copy page-locks big, on the pool. */
+	ck_assert(!start_copy(v, 0, big, 0, n));
+	wait_copy();
+
+	moving_set(true);
+	log_clear();
+	ck_assert(!start_copy(v, 0, big, 0, n));
+	ck_assert_str_eq(drv.text, "HtoDAsync");
+	ck_assert(loop_poll_watched(&last_copy->watch));
+	region_registry_stop(&f.regions);
+	for (int i = 0; i < 3; i++)
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+	ck_assert_int_eq(drv.n_looks, 3);
+	ck_assert_uint_eq(xseen.calls, 0);
+	moving_set(false);
+	uv_run(&f.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(xseen.calls, 1);
+	ck_assert_int_eq(xseen.result, 0);
+	ck_assert_uint_eq(*dev_bytes(v, n - 1), 0x3d);
+
+	/* Started after the stop: the pool waits for it. */
+	memset(big->addr, 0x4e, n);
+	log_clear();
+	ck_assert(!start_copy(v, 0, big, 0, n));
+	ck_assert(!loop_poll_watched(&last_copy->watch));
+	wait_copy();
+	ck_assert_int_eq(xseen.result, 0);
+	ck_assert_str_eq(drv.text, "HtoDAsync EventSync");
+	ck_assert_uint_eq(*dev_bytes(v, n - 1), 0x4e);
+	ck_assert(cu_idle());
+}
+END_TEST
+
 /* A Copy of n bytes that fails, and the error it was answered with. */
 static void copy_fails(struct region *dst, struct region *src, uint64_t n, const char *error)
 {
@@ -2003,6 +2055,7 @@ Suite *gpu_unit_suite(void)
 	tcase_add_test(tc, test_import_on_loop);
 	tcase_add_test(tc, test_primary_lock_not_on_loop);
 	tcase_add_test(tc, test_import_on_loop_fails);
+	tcase_add_test(tc, test_stop_while_watched);
 	tcase_add_test(tc, test_release_order_host);
 	tcase_add_test(tc, test_release_order_vmm);
 	tcase_add_test(tc, test_ipc_shared_open_closed_with_last);
