@@ -430,15 +430,21 @@ static pthread_mutex_t cu_primary_lock = PTHREAD_MUTEX_INITIALIZER;
 /* This thread holds cu_primary_lock for a CU_NO_WAIT call. */
 static __thread bool cu_primary_owned;
 
-static void primary_lock(void)
+/* primary_retain_flags(), primary_release_flags(): of a context a live
+ * mapping holds, which no retain can make and no release destroy. */
+#define PRIMARY_HELD (1U << 8)
+
+/* A retain's or a release's lock (flags as theirs): none for
+ * PRIMARY_HELD, nor where this thread owns it already. */
+static void primary_lock(unsigned flags)
 {
-	if (!cu_primary_owned)
+	if (!(flags & PRIMARY_HELD) && !cu_primary_owned)
 		pthread_mutex_lock(&cu_primary_lock);
 }
 
-static void primary_unlock(void)
+static void primary_unlock(unsigned flags)
 {
-	if (!cu_primary_owned)
+	if (!(flags & PRIMARY_HELD) && !cu_primary_owned)
 		pthread_mutex_unlock(&cu_primary_lock);
 }
 
@@ -462,10 +468,6 @@ static void primary_disown(unsigned flags)
 	pthread_mutex_unlock(&cu_primary_lock);
 }
 
-/* primary_retain_flags(), primary_release(): of a context a live mapping
- * holds, which no retain can make and no release destroy. */
-#define PRIMARY_HELD (1U << 8)
-
 /*
  * The driver counts primary-context retains itself; our own count is for
  * balance checks (a release without a retain would destroy a context that
@@ -484,22 +486,14 @@ static int primary_retain_flags(int ordinal, unsigned flags, CUcontext *ret)
 	r = CU(cuDeviceGet, &dev, ordinal);
 	if (r < 0)
 		return r;
-	if (flags & PRIMARY_HELD) {
-		r = CU(cuDevicePrimaryCtxRetain, &ctx, dev);
-		if (r < 0)
-			return r;
-		atomic_fetch_add(&cu_primary_refs[ordinal], 1);
-		*ret = ctx;
-		return 0;
-	}
 	/* CU_NO_WAIT: the caller owns the lock (primary_own()). */
 	if ((flags & CU_NO_WAIT) && atomic_load(&cu_primary_refs[ordinal]) == 0)
 		return cu_errorf(-EWOULDBLOCK, "device %d's primary context is not held", ordinal);
-	primary_lock();
+	primary_lock(flags);
 	r = CU(cuDevicePrimaryCtxRetain, &ctx, dev);
 	if (r >= 0)
 		atomic_fetch_add(&cu_primary_refs[ordinal], 1);
-	primary_unlock();
+	primary_unlock(flags);
 	if (r < 0)
 		return r;
 	*ret = ctx;
@@ -514,15 +508,13 @@ static int primary_retain(int ordinal, CUcontext *ret)
 /* flags: PRIMARY_HELD or 0. */
 static int primary_release_flags(int ordinal, unsigned flags)
 {
-	bool locked = !(flags & PRIMARY_HELD);
 	CUdevice dev;
 	int r;
 
 	r = cu_check_ordinal(ordinal);
 	if (r < 0)
 		return r;
-	if (locked)
-		primary_lock();
+	primary_lock(flags);
 	if (atomic_load(&cu_primary_refs[ordinal]) == 0) {
 		r = cu_errorf(-EINVAL, "device %d's primary context is not retained", ordinal);
 		goto out;
@@ -533,8 +525,7 @@ static int primary_release_flags(int ordinal, unsigned flags)
 	if (r >= 0)
 		atomic_fetch_sub(&cu_primary_refs[ordinal], 1);
 out:
-	if (locked)
-		primary_unlock();
+	primary_unlock(flags);
 	return r;
 }
 
