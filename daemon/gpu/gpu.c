@@ -72,6 +72,24 @@ static bool import_fits_loop(struct gpu_ctx *g, enum gpu_cost_kind kind, uint64_
 	       cu_idle();
 }
 
+/*
+ * Loop: an import of kind made it, on the loop or the pool, in ns for each
+ * allocation of size bytes (IPC: 0), its memory on device: counted for the
+ * metrics and the next imports' estimate, and the device's bandwidth
+ * probe sent to the pool where the loop skipped it.
+ */
+static void import_made(struct gpu_ctx *g, enum gpu_cost_kind kind, uint64_t size, uint64_t ns,
+			int device, bool on_loop)
+{
+	gpu_cost_add(&g->cost, kind, size, ns);
+	if (!on_loop) {
+		g->imports_on_pool++;
+		return;
+	}
+	g->imports_on_loop++;
+	gpu_bw_measure_soon(g->loop, device);
+}
+
 /* Any thread: what kind of file fd is. */
 static bool file_kind_of(int fd, struct gpu_file_kind *ret)
 {
@@ -349,16 +367,11 @@ static void vmm_import_done(struct gpu_import *job, bool on_loop)
 	/* Any answer but "no driver" means the driver is in. */
 	gpu->cuda_loaded = gpu->cuda_loaded || job->err == 0 || job->driver_loaded;
 	if (job->err == 0) {
-		if (on_loop)
-			gpu->imports_on_loop++;
-		else
-			gpu->imports_on_pool++;
-		gpu_cost_add(&gpu->cost, GPU_COST_VMM, job->p.alloc_size,
-			     (job->clock.ended - job->clock.started) / job->p.n_fds);
+		import_made(gpu, GPU_COST_VMM, job->p.alloc_size,
+			    (job->clock.ended - job->clock.started) / job->p.n_fds,
+			    gpu_region_of(reg)->vmm.device, on_loop);
 		if (!gpu->vmm_file.known)
 			gpu->vmm_file = job->file;
-		if (on_loop)
-			gpu_bw_measure_soon(gpu->loop, gpu_region_of(reg)->vmm.device);
 	}
 	if (!job->done) {
 		job_free(job);
@@ -522,13 +535,8 @@ static void ipc_open_done(struct gpu_ipc *ipc, bool on_loop)
 	g->cuda_loaded = g->cuda_loaded || ipc->driver_loaded;
 	if (ipc->err == 0) {
 		ipc->state = GPU_IPC_OPEN;
-		if (on_loop)
-			g->imports_on_loop++;
-		else
-			g->imports_on_pool++;
-		gpu_cost_add(&g->cost, GPU_COST_IPC, 0, ipc->clock.ended - ipc->clock.started);
-		if (on_loop)
-			gpu_bw_measure_soon(g->loop, ipc->map.device);
+		import_made(g, GPU_COST_IPC, 0, ipc->clock.ended - ipc->clock.started,
+			    ipc->map.device, on_loop);
 		job_clock_log("An IPC open", &ipc->clock, on_loop);
 		/* Held while the waiters are served: a region made for one
 		 * may go again at once (its client gone, the answer refused)
