@@ -14,27 +14,37 @@
 
 static struct {
 	pthread_mutex_t lock;
-	enum { BW_NONE, BW_MEASURING, BW_DONE, BW_FAILED } state[GPU_LIST_MAX];
-	bool queued[GPU_LIST_MAX]; /* gpu_bw_measure_soon()'s job not run yet */
+	/* BW_QUEUED: gpu_bw_measure_soon()'s job not run yet; an import on
+	 * the pool may measure first. */
+	enum { BW_NONE, BW_QUEUED, BW_MEASURING, BW_DONE, BW_FAILED } state[GPU_LIST_MAX];
 	struct cu_bandwidth bw[GPU_LIST_MAX];
 } gpu_bw = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* Pool: after an import of device's memory succeeded; the first one
- * measures (a few milliseconds), the rest return at once. */
-void gpu_bw_measure_once(int device)
+/*
+ * Pool: measures device's rates unless that started already: for an
+ * import (not queued_job), from BW_NONE or BW_QUEUED; for the queued job,
+ * only from BW_QUEUED, and only while a context of the device is held
+ * (its regions gone already, or the daemon stopping, measuring would make
+ * one, 100 ms and more, and destroy it: the next import measures instead).
+ */
+static void measure(int device, bool queued_job)
 {
 	struct cu_bandwidth bw;
+	bool claimed;
 	int r;
 
-	if (device < 0 || device >= (int)GPU_LIST_MAX)
-		return;
 	pthread_mutex_lock(&gpu_bw.lock);
-	if (gpu_bw.state[device] != BW_NONE) {
-		pthread_mutex_unlock(&gpu_bw.lock);
-		return;
+	claimed = gpu_bw.state[device] == BW_QUEUED ||
+		  (!queued_job && gpu_bw.state[device] == BW_NONE);
+	if (claimed && queued_job && cu_primary_ctx_refs(device) == 0) {
+		gpu_bw.state[device] = BW_NONE;
+		claimed = false;
 	}
-	gpu_bw.state[device] = BW_MEASURING;
+	if (claimed)
+		gpu_bw.state[device] = BW_MEASURING;
 	pthread_mutex_unlock(&gpu_bw.lock);
+	if (!claimed)
+		return;
 
 	r = cu_measure_bandwidth(device, GPU_BANDWIDTH_SIZE, &bw);
 	if (r < 0)
@@ -50,6 +60,14 @@ void gpu_bw_measure_once(int device)
 	pthread_mutex_unlock(&gpu_bw.lock);
 }
 
+/* Pool: after an import of device's memory succeeded; the first one
+ * measures (a few milliseconds), the rest return at once. */
+void gpu_bw_measure_once(int device)
+{
+	if (device >= 0 && device < (int)GPU_LIST_MAX)
+		measure(device, false);
+}
+
 struct bw_job {
 	uv_work_t work;
 	int device;
@@ -57,16 +75,7 @@ struct bw_job {
 
 static void bw_job_run(uv_work_t *w)
 {
-	int device = container_of(w, struct bw_job, work)->device;
-
-	/* Its regions gone already (or the daemon stopping), no context of
-	 * the device's is held: measuring would make one (100 ms and more)
-	 * and destroy it. The next import measures instead. */
-	if (cu_primary_ctx_refs(device) > 0)
-		gpu_bw_measure_once(device);
-	pthread_mutex_lock(&gpu_bw.lock);
-	gpu_bw.queued[device] = false;
-	pthread_mutex_unlock(&gpu_bw.lock);
+	measure(container_of(w, struct bw_job, work)->device, true);
 }
 
 static void bw_job_done(uv_work_t *w, int status)
@@ -83,8 +92,9 @@ void gpu_bw_measure_soon(uv_loop_t *loop, int device)
 	if (device < 0 || device >= (int)GPU_LIST_MAX)
 		return;
 	pthread_mutex_lock(&gpu_bw.lock);
-	started = gpu_bw.state[device] != BW_NONE || gpu_bw.queued[device];
-	gpu_bw.queued[device] = true;
+	started = gpu_bw.state[device] != BW_NONE;
+	if (!started)
+		gpu_bw.state[device] = BW_QUEUED;
 	pthread_mutex_unlock(&gpu_bw.lock);
 	if (started)
 		return;
@@ -99,7 +109,8 @@ void gpu_bw_measure_soon(uv_loop_t *loop, int device)
 		free(job);
 	}
 	pthread_mutex_lock(&gpu_bw.lock);
-	gpu_bw.queued[device] = false;
+	if (gpu_bw.state[device] == BW_QUEUED)
+		gpu_bw.state[device] = BW_NONE;
 	pthread_mutex_unlock(&gpu_bw.lock);
 }
 
