@@ -1299,6 +1299,29 @@ START_TEST(test_import_on_loop_fails)
 END_TEST
 
 /*
+ * A host region of the bytes a copy to GPU 1 moves in just over
+ * loop-work-usec at the rate its first import measured, filled with fill,
+ * its size in *ret_n; *v replaced by a VMM region large enough where it is
+ * not.
+ */
+static struct region *past_loop_bound(struct region **v, unsigned char fill, uint64_t *ret_n)
+{
+	struct cu_bandwidth bw;
+	struct region *big;
+	uint64_t n;
+
+	/* Measured at the device's first import. */
+	ck_assert(gpu_bandwidth(1, &bw));
+	n = ((f.core.cfg.loop_work_usec + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
+	big = mem_fixture_import(&f, n);
+	if (n > GRAN)
+		*v = import_vmm((n + GRAN - 1) / GRAN * GRAN, 0);
+	memset(big->addr, fill, n);
+	*ret_n = n;
+	return big;
+}
+
+/*
  * The daemon stopping (region_registry_stop(), after its connections went)
  * while a started copy is watched: the loop goes on looking until the
  * bytes land, and answers it. A copy started after the stop is not
@@ -1306,17 +1329,10 @@ END_TEST
  */
 START_TEST(test_stop_while_watched)
 {
-	const unsigned bound = f.core.cfg.loop_work_usec;
 	struct region *v = import_vmm(GRAN, 0), *big;
-	struct cu_bandwidth bw;
 	uint64_t n;
 
-	ck_assert(gpu_bandwidth(1, &bw));
-	n = ((bound + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
-	big = mem_fixture_import(&f, n);
-	if (n > GRAN)
-		v = import_vmm((n + GRAN - 1) / GRAN * GRAN, 0);
-	memset(big->addr, 0x3d, n);
+	big = past_loop_bound(&v, 0x3d, &n);
 	/* The first copy page-locks big, on the pool. */
 	ck_assert(!start_copy(v, 0, big, 0, n));
 	wait_copy();
@@ -1375,17 +1391,10 @@ START_TEST(test_copy_started_on_loop)
 {
 	const unsigned bound = f.core.cfg.loop_work_usec;
 	struct region *big, *v = import_vmm(GRAN, 0), *other = import_vmm(GRAN, 0);
-	struct cu_bandwidth bw;
 	pthread_t th;
 	uint64_t n;
 
-	/* Measured at the device's first import. */
-	ck_assert(gpu_bandwidth(1, &bw));
-	n = ((bound + 1) * (bw.htod / 1000000) + 4096) & ~4095ULL;
-	big = mem_fixture_import(&f, n);
-	if (n > GRAN)
-		v = import_vmm((n + GRAN - 1) / GRAN * GRAN, 0);
-	memset(big->addr, 0x5e, n);
+	big = past_loop_bound(&v, 0x5e, &n);
 
 	/* Not page-locked yet: copied whole on the pool, which locks it. */
 	log_clear();
