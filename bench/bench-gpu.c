@@ -918,6 +918,20 @@ static void bench_vmm_import(struct rdmamem_client *c, void *host)
 	vmm_floors(vfd, host);
 }
 
+/* The open of handle with the daemon's calls around it (cu_ipc_open():
+ * the mapping's range and device); the mapping's address. */
+static CUdeviceptr ipc_open_as_daemon(CUipcMemHandle handle)
+{
+	CUdeviceptr q, base;
+	size_t size;
+	int ordinal;
+
+	CU_OK(cu->cuIpcOpenMemHandle(&q, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	CU_OK(cu->cuMemGetAddressRange(&base, &size, q));
+	CU_OK(cu->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, q));
+	return q;
+}
+
 /* In the IPC child: the open with the daemon's calls around it (the
  * mapping's range and device), then the same with each open after
  * PAUSE_US asleep, then after PAUSE_US spinning: floors[pause]. */
@@ -927,19 +941,12 @@ static void ipc_child_floors(CUipcMemHandle handle, double floors[3])
 
 	for (enum pause pass = PAUSE_NONE; pass <= PAUSE_SPIN; pass++) {
 		for (int i = 0; i < ROUNDS; i++) {
-			CUdeviceptr q, base;
-			size_t size;
-			int ordinal;
+			CUdeviceptr q;
 			uint64_t t0;
 
 			pause_before(pass);
 			t0 = bench_now_ns();
-
-			CU_OK(cu->cuIpcOpenMemHandle(&q, handle,
-						     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-			CU_OK(cu->cuMemGetAddressRange(&base, &size, q));
-			CU_OK(cu->cuPointerGetAttribute(&ordinal,
-							CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, q));
+			q = ipc_open_as_daemon(handle);
 			t[i] = (bench_now_ns() - t0) / 1e3;
 			CU_OK(cu->cuIpcCloseMemHandle(q));
 		}
@@ -1008,19 +1015,11 @@ static void serve_ipc_opens(void)
 
 	for (;;) {
 		struct ipc_req req;
-		CUdeviceptr base;
-		size_t size;
-		int ordinal;
 
 		if (recv(to_child[0], &req, sizeof(req), MSG_WAITALL) != sizeof(req) ||
 		    req.tag != 'I' || n == ROUNDS)
 			break;
-		CU_OK(cu->cuIpcOpenMemHandle(&q[n], req.handle,
-					     CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-		CU_OK(cu->cuMemGetAddressRange(&base, &size, q[n]));
-		CU_OK(cu->cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-						q[n]));
-		n++;
+		q[n++] = ipc_open_as_daemon(req.handle);
 		if (write(from_child[1], &req.tag, 1) != 1)
 			_exit(1);
 	}
