@@ -18,26 +18,19 @@
 
 #include "benchlib.h"
 
-static const char ping_call[] = "{\"method\":\"io.rdmamemd.Ping\"}";
-static const char ping_reply[] = "{\"parameters\":{}}";
-
-static int raw_ping(struct bench_worker *w)
-{
-	return bench_raw_round_trip(w->fd, ping_call, sizeof(ping_call), sizeof(ping_reply));
-}
-
 /* The raw client waiting as librdmamem's blocking calls do: poll() with a
  * timeout, then reads until the reply is in (none after it, since 5b900b9).
  * Tells the library's wait from the rest of its call. */
 static int raw_poll_ping(struct bench_worker *w)
 {
 	struct pollfd pfd = { .fd = w->fd, .events = POLLIN };
-	char buf[sizeof(ping_reply)];
+	char buf[BENCH_PING_REPLY_SIZE];
 	size_t got = 0;
 
-	if (write(w->fd, ping_call, sizeof(ping_call)) != (ssize_t)sizeof(ping_call))
+	if (write(w->fd, BENCH_PING_CALL, sizeof(BENCH_PING_CALL)) !=
+	    (ssize_t)sizeof(BENCH_PING_CALL))
 		return -EIO;
-	while (got < sizeof(ping_reply)) {
+	while (got < BENCH_PING_REPLY_SIZE) {
 		ssize_t r;
 
 		if (poll(&pfd, 1, 30000) != 1)
@@ -71,7 +64,8 @@ int main(int argc, char **argv)
 	snprintf(daemon_path, sizeof(daemon_path), "%s/rdmamemd.sock", bench_dir());
 
 	printf("== Ping round trip: call %zu B, reply %zu B; %.1f s per row; %ld CPUs online\n",
-	       sizeof(ping_call), sizeof(ping_reply), args.seconds, sysconf(_SC_NPROCESSORS_ONLN));
+	       sizeof(BENCH_PING_CALL), BENCH_PING_REPLY_SIZE, args.seconds,
+	       sysconf(_SC_NPROCESSORS_ONLN));
 	printf("anchor = raw Unix-socket ping-pong in C (epoll server, same bytes), same run\n");
 	printf("cpu0 = server and clients pinned to CPU 0; cpu0/1 = server on CPU 0, clients on "
 	       "CPU 1;\nunpinned = scheduler's choice\n\n");
@@ -80,17 +74,17 @@ int main(int argc, char **argv)
 	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {
 		int cpu = placements[p].client_cpu;
 		pid_t anchor = bench_anchor_start(anchor_path, placements[p].server_cpu,
-						  sizeof(ping_reply));
+						  BENCH_PING_REPLY_SIZE);
 		pid_t d = bench_daemon_start(args.daemon, daemon_path, placements[p].server_cpu,
 					     NULL);
 
 		for (size_t k = 0; k < sizeof(client_counts) / sizeof(client_counts[0]); k++) {
 			const struct bench_op raw_anchor = { .path = anchor_path,
 							     .raw = 1,
-							     .run = raw_ping };
+							     .run = bench_raw_ping };
 			const struct bench_op raw_daemon = { .path = daemon_path,
 							     .raw = 1,
-							     .run = raw_ping };
+							     .run = bench_raw_ping };
 			const struct bench_op poll_daemon = { .path = daemon_path,
 							      .raw = 1,
 							      .run = raw_poll_ping };

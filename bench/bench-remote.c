@@ -78,14 +78,6 @@
 #define BIG_OPS 100000
 #define HUGE_PATHS 4
 
-static const char ping_call[] = "{\"method\":\"io.rdmamemd.Ping\"}";
-static const char ping_reply[] = "{\"parameters\":{}}";
-
-static int raw_ping(struct bench_worker *w)
-{
-	return bench_raw_round_trip(w->fd, ping_call, sizeof(ping_call), sizeof(ping_reply));
-}
-
 /* The instant link: every post is complete by the time post returns; the
  * completion of its last (signalled) WR is handed in right after. */
 struct instant_link {
@@ -515,7 +507,7 @@ static void call_rows(const char *name, const char *what, struct call_time *a, i
 static void whole_call(int iters)
 {
 	char path[128], *desc = NULL;
-	struct bench_op ping_op = { .raw = 1, .run = raw_ping };
+	struct bench_op ping_op = { .raw = 1, .run = bench_raw_ping };
 	struct bench_result ping;
 	struct rdmamem_client *c;
 	struct rdmamem_range *r = calloc(BIG_OPS, sizeof(*r));
@@ -627,7 +619,7 @@ int main(int argc, char **argv)
 	static const struct window_params wp = { .depth = 128, .signal_every = 16 };
 	struct bench_args args = { .seconds = 1.0 };
 	char daemon_path[128];
-	struct bench_op ping_op = { .raw = 1, .run = raw_ping };
+	struct bench_op ping_op = { .raw = 1, .run = bench_raw_ping };
 	struct bench_result ping, post, big;
 	struct wr_op *prepared, *ops;
 	struct engine e = { .keys = { .local_addr = 1ULL << 40,

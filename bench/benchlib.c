@@ -264,6 +264,12 @@ int bench_raw_round_trip(int fd, const void *req, size_t req_len, size_t reply_l
 	return 0;
 }
 
+int bench_raw_ping(struct bench_worker *w)
+{
+	return bench_raw_round_trip(w->fd, BENCH_PING_CALL, sizeof(BENCH_PING_CALL),
+				    BENCH_PING_REPLY_SIZE);
+}
+
 static pthread_barrier_t start_barrier;
 static atomic_bool stop_flag;
 

@@ -84,6 +84,13 @@ void bench_stop(pid_t pid);
 
 /* Sends req[0..req_len) and reads reply_len bytes. */
 int bench_raw_round_trip(int fd, const void *req, size_t req_len, size_t reply_len);
+
+/* A Ping on the wire and the size of its reply, each with its NUL: what the
+ * raw clients send and read, without the library. */
+#define BENCH_PING_CALL "{\"method\":\"io.rdmamemd.Ping\"}"
+#define BENCH_PING_REPLY_SIZE sizeof("{\"parameters\":{}}")
+/* One raw Ping on w's connection (w->fd). */
+int bench_raw_ping(struct bench_worker *w);
 int bench_connect(const char *path);
 
 /*

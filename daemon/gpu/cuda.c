@@ -951,7 +951,7 @@ int cu_vmm_import(const int *fds, unsigned n, uint64_t chunk_size, unsigned flag
 {
 	CU_BUSY;
 	int r = primary_own(flags);
-	_cleanup_(primary_disownp) unsigned owned = r < 0 ? 0 : flags;
+	_cleanup_(primary_disownp) _unused_ unsigned owned = r < 0 ? 0 : flags;
 
 	return r < 0 ? r : vmm_import(fds, n, chunk_size, flags, ret);
 }
@@ -960,7 +960,7 @@ int cu_ipc_open(const void *handle, int ordinal, unsigned flags, struct cu_ipc_m
 {
 	CU_BUSY;
 	int r = primary_own(flags);
-	_cleanup_(primary_disownp) unsigned owned = r < 0 ? 0 : flags;
+	_cleanup_(primary_disownp) _unused_ unsigned owned = r < 0 ? 0 : flags;
 
 	return r < 0 ? r : ipc_open(handle, ordinal, flags, ret);
 }

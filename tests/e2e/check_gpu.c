@@ -1170,7 +1170,7 @@ START_TEST(test_two_gpus_two_threads)
 
 	if (!two_gpus_or_skip(__func__))
 		return;
-	both = can_access_peer(0, 1) & can_access_peer(1, 0);
+	both = can_access_peer(0, 1) && can_access_peer(1, 0);
 	for (int i = 0; i < 2; i++) {
 		vmm_alloc_on(t[i].own, 4U << 20, &t[i].size, &t[i].fd_own);
 		vmm_alloc_on(t[i].other, 4U << 20, &t[i].size, &t[i].fd_other);
