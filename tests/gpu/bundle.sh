@@ -175,6 +175,8 @@ done
 EOF
 	chmod +x "$dest/bin/bench-all"
 fi
+# Every GPU check and benchmark in one command (gpu-all.sh says which).
+install -m 755 "$root/tests/gpu/gpu-all.sh" "$dest/bin/gpu-all"
 
 {
 	echo "made $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) from $root"
