@@ -48,7 +48,7 @@ step() {
 
 # The lines that say how a check suite ended, and each failure.
 verdict() {
-	grep -E '^[0-9]+%: Checks|Passed:|:F:|:E:|SKIP|^(ok|not ok|FAIL)' "$logs/$1.log" |
+	grep -E '[0-9]+%: Checks|Passed:|:F:|:E:|SKIP|^(ok|not ok|FAIL)' "$logs/$1.log" |
 		grep -vE '^ok' | tail -20
 }
 
