@@ -123,7 +123,7 @@ static struct row measure(int fd, const char *call, unsigned n)
 			     .wall_us = (double)(bench_now_ns() - t0) / n / 1000.0 };
 }
 
-static const char ping[] = "{\"method\":\"io.rdmamemd.Ping\"}";
+static const char ping[] = BENCH_PING_CALL;
 static const char stats[] = "{\"method\":\"io.rdmamemd.GetStats\"}";
 static const char metrics[] = "{\"method\":\"io.rdmamemd.GetMetrics\"}";
 

@@ -66,7 +66,6 @@ struct worker {
 static struct bench_args args = { .seconds = 1.0 };
 static long n_cpus;
 
-static const char varlink_ping[] = "{\"method\":\"io.rdmamemd.Ping\"}";
 static const char resp_ping[] = "PING\r\n";
 
 static int write_all(int fd, const char *p, size_t len)
@@ -363,8 +362,8 @@ int main(int argc, char **argv)
 		const struct placement *pl = &placements[p];
 		const struct target rt = { "redis", redis_path, resp_ping, sizeof(resp_ping) - 1,
 					   '\n' };
-		const struct target dt = { "rdmamemd", daemon_path, varlink_ping,
-					   sizeof(varlink_ping), '\0' };
+		const struct target dt = { "rdmamemd", daemon_path, BENCH_PING_CALL,
+					   sizeof(BENCH_PING_CALL), '\0' };
 		pid_t rs = redis ? redis_start(redis_path, pl->server_cpu) : 0;
 		pid_t d = bench_daemon_start(args.daemon, daemon_path, pl->server_cpu, NULL);
 
